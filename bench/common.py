@@ -1,0 +1,39 @@
+"""Helpers shared by the benchmark scripts: timing statistics and writing sections of bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+from datetime import datetime, timezone
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "RESULTS.md"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0–100) by nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def median(values: list[float]) -> float:
+    """The median."""
+    return statistics.median(values)
+
+
+def machine_note() -> str:
+    """What the numbers were measured on, and how loaded it was."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.python_implementation()} "
+            f"{platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f} at start")
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace (or add) the `## name` section of bench/RESULTS.md."""
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nEach section is rewritten by its script.\n"
+    section = f"## {name}\n\n{body.strip()}\n"
+    pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+    RESULTS.write_text(text)

@@ -1,0 +1,146 @@
+"""The Python facade: load an agent from YAML, send it messages, look at its memory.
+
+    agent = await Agent.load("agents/companion.yaml")
+    reply = await agent.send("Hi, I'm Lin.")
+    agent.memory.blocks
+
+Tests swap the model with `Agent.load(..., model=ScriptedModel(...))`; nothing is monkeypatched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from blocks import BlockEdit, CoreMemory
+from runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
+from runtime.messages import Message
+from runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
+from runtime.observer import NullObserver, TurnObserver
+from runtime.settings import Settings
+from runtime.spec import AgentSpec, load_spec
+from runtime.state import AgentRecord, StateStore, StepRecord, utcnow
+from runtime.tokens import DEFAULT_ENCODING
+from tools import ArchivalMemory, RecallMemory, Tool
+
+
+@dataclass
+class StepContext:
+    """What tools see during one step (implements `tools.ToolContext`)."""
+
+    agent_name: str
+    core_memory: CoreMemory
+    clock: Callable[[], datetime]
+    archival: ArchivalMemory | None = None
+    recall: RecallMemory | None = None
+
+    def now(self) -> datetime:
+        """The agent's clock."""
+        return self.clock()
+
+
+@dataclass(frozen=True)
+class CommittedStep:
+    """What a step stored."""
+
+    step_id: int
+    messages: list[Message]
+    edits: list[BlockEdit]
+
+
+@dataclass
+class Agent:
+    """One agent's live state: its spec, core memory and window, backed by the state store."""
+
+    spec: AgentSpec
+    record: AgentRecord
+    store: StateStore
+    memory: CoreMemory
+    context_messages: list[Message]
+    recall_count: int
+    tools: dict[str, Tool]
+    model_override: ModelClient | None = None
+    clock: Callable[[], datetime] = utcnow
+    observer: TurnObserver = field(default_factory=NullObserver)
+    _model: ModelClient | None = None
+
+    @classmethod
+    async def load(
+        cls,
+        path: str | Path | AgentSpec,
+        *,
+        model: ModelClient | None = None,
+        settings: Settings | None = None,
+        store: StateStore | None = None,
+        reset_memory: bool = False,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> "Agent":
+        """Load the agent defined by a YAML file (or a spec), creating its stored state on first use.
+
+        `model` replaces the configured endpoint (tests, replays); `store` shares an open database.
+        """
+        spec = path if isinstance(path, AgentSpec) else load_spec(path)
+        store = store or StateStore.open((settings or Settings.from_env()).database_url)
+        record = store.ensure_agent(spec, reset_memory=reset_memory)
+        return cls(
+            spec=spec, record=record, store=store, memory=CoreMemory(store.load_blocks(record.id, spec)),
+            context_messages=store.in_context_messages(record.id), recall_count=store.message_count(record.id),
+            tools=spec.resolved_tools(), model_override=model, clock=clock,
+        )
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        return self.spec.name
+
+    @property
+    def model(self) -> ModelClient:
+        """The model client: the override, or the configured endpoint (raises NoModelConfigured if none)."""
+        if self.model_override is not None:
+            return self.model_override
+        if self._model is None:
+            self._model = OpenAIModelClient.from_spec(self.spec.model)
+        return self._model
+
+    async def send(self, text: str) -> str | None:
+        """Run one turn with a user message; returns the agent's reply (None if it never sent one)."""
+        from runtime.loop import run_turn
+
+        return (await run_turn(self, text)).reply
+
+    def compile(self) -> CompiledContext:
+        """The prompt the model would see now."""
+        stats = MemoryStats(self.clock(), self.recall_count, len(self.context_messages))
+        inputs = ContextInputs(
+            system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(self.context_messages),
+            stats=stats, tools=tuple(t.openai_schema() for t in self.tools.values()),
+            summary=self.record.summary, encoding=self.spec.model.encoding or DEFAULT_ENCODING,
+        )
+        return compile_context(inputs)
+
+    async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
+        """Call the model for one step."""
+        return await self.model.complete(request)
+
+    def tool_context(self, working: CoreMemory) -> StepContext:
+        """The context tools get for a step that edits `working`."""
+        return StepContext(self.name, working, self.clock)
+
+    def accept(self, message: Message) -> list[Message]:
+        """Store an incoming message durably before anything else runs (the inbox)."""
+        stored = self.store.append_messages(self.record.id, [message])
+        self.context_messages += stored
+        self.recall_count += len(stored)
+        return stored
+
+    def commit_step(self, record: StepRecord, messages: list[Message], working: CoreMemory) -> CommittedStep:
+        """Write the step atomically, then adopt its messages and edits in memory."""
+        edits = list(working.pending)
+        step_id, stored = self.store.commit_step(self.record.id, record, messages, edits)
+        working.clear_pending()
+        self.memory = working
+        self.context_messages += stored
+        self.recall_count += len(stored)
+        return CommittedStep(step_id, stored, edits)

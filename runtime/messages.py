@@ -1,0 +1,41 @@
+"""The message record the runtime passes around, and its OpenAI wire form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tools import ToolCall
+
+
+@dataclass(frozen=True)
+class Message:
+    """One conversation message, stored forever in recall memory. `id` is None until committed."""
+
+    role: str  # system | user | assistant | tool
+    content: str | None
+    created_at: datetime
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    id: int | None = None
+    turn_id: str | None = None
+    step_id: int | None = None
+    in_context: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The chat-completions form of this message."""
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.role == "assistant" and self.tool_calls:
+            # Some OpenAI-compatible servers reject `content: null` beside tool calls; "" works everywhere.
+            message["content"] = self.content or ""
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        if self.role == "tool":
+            message["tool_call_id"] = self.tool_call_id
+        return message

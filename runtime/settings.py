@@ -1,0 +1,34 @@
+"""Process-wide configuration, read from the environment once and passed down explicitly."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel
+
+
+class Settings(BaseModel):
+    """Where state lives and which endpoints to use. Built by `Settings.from_env()` at the edge (CLI, facade)."""
+
+    home: Path
+    database_url: str
+    qdrant_url: str | None = None
+    qdrant_api_key: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+        """Settings from PAGEMIND_HOME, DATABASE_URL, QDRANT_URL and QDRANT_API_KEY."""
+        env = dict(os.environ) if environ is None else environ
+        home = Path(env.get("PAGEMIND_HOME") or "./.pagemind")
+        database_url = env.get("DATABASE_URL") or f"sqlite:///{home / 'pagemind.db'}"
+        if database_url.startswith("postgres://"):
+            database_url = "postgresql://" + database_url.removeprefix("postgres://")
+        if database_url.startswith("postgresql://"):
+            database_url = "postgresql+psycopg://" + database_url.removeprefix("postgresql://")
+        return cls(
+            home=home,
+            database_url=database_url,
+            qdrant_url=env.get("QDRANT_URL") or None,
+            qdrant_api_key=env.get("QDRANT_API_KEY") or None,
+        )

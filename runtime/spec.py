@@ -1,0 +1,196 @@
+"""Agent definitions: YAML → a validated `AgentSpec`, with errors that name the file, line and field."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tools import BUILTIN_TOOLS, Tool, tool
+
+DEFAULT_TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "memory_rethink"]
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class SpecError(ValueError):
+    """An agent definition that cannot be used; `str()` lists every problem as `file:line field: message`."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def resolve_tool(reference: str) -> Tool:
+    """A built-in tool by name, or a custom one by `package.module:function`; raises ValueError if neither."""
+    if reference in BUILTIN_TOOLS:
+        return BUILTIN_TOOLS[reference]
+    if ":" not in reference:
+        known = ", ".join(sorted(BUILTIN_TOOLS))
+        raise ValueError(f"unknown tool '{reference}' (built-ins: {known}; custom tools: package.module:function)")
+    module_name, _, attribute = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(f"cannot import module '{module_name}' for tool '{reference}': {type(exc).__name__}: {exc}")
+    target = getattr(module, attribute, None)
+    if target is None:
+        raise ValueError(f"module '{module_name}' has no attribute '{attribute}'")
+    if isinstance(target, Tool):
+        return target
+    if callable(target):
+        try:
+            return tool(target)
+        except TypeError as exc:
+            raise ValueError(str(exc))
+    raise ValueError(f"'{reference}' is not a function or a @tool")
+
+
+def _check_tool_reference(reference: str) -> str:
+    resolve_tool(reference)
+    return reference
+
+
+class ModelSpec(BaseModel):
+    """Which model to call and how big its window is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(0.7, ge=0, le=2)
+    context_window: int = Field(8192, gt=0)
+    max_output_tokens: int = Field(1024, gt=0)
+    encoding: str | None = Field(None, description="tiktoken encoding; default o200k_base")
+
+
+class BlockSpec(BaseModel):
+    """A core-memory block's definition; `value` seeds a new agent only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
+    value: str = ""
+    limit: int = Field(2000, gt=0)
+    description: str = ""
+    read_only: bool = False
+
+    @model_validator(mode="after")
+    def _value_fits(self) -> "BlockSpec":
+        self.value = self.value.strip()  # YAML block scalars end with a newline that is not memory
+        if len(self.value) > self.limit:
+            raise ValueError(f"value has {len(self.value)} characters, over its limit of {self.limit}")
+        return self
+
+
+class AgentSpec(BaseModel):
+    """One agent, as its YAML file defines it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=_NAME)
+    description: str = ""
+    model: ModelSpec
+    system: str = Field(min_length=1)
+    blocks: list[BlockSpec] = Field(default_factory=list)
+    tools: list[Annotated[str, AfterValidator(_check_tool_reference)]] = Field(
+        default_factory=lambda: list(DEFAULT_TOOLS)
+    )
+    max_steps_per_turn: int = Field(10, gt=0)
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> "AgentSpec":
+        seen: dict[str, int] = {}
+        for index, block in enumerate(self.blocks):
+            if block.label in seen:
+                raise ValueError(
+                    f"blocks[{index}].label: duplicate block label '{block.label}' (first at blocks[{seen[block.label]}])"
+                )
+            seen[block.label] = index
+        return self
+
+    def resolved_tools(self) -> dict[str, Tool]:
+        """The agent's tools by name, imported and ready to dispatch."""
+        resolved = [resolve_tool(ref) for ref in self.tools]
+        return {t.name: t for t in resolved}
+
+    def spec_hash(self) -> str:
+        """A stable fingerprint of the definition, to tell when the YAML changed."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+
+_PATH_IN_MESSAGE = re.compile(r"^((?:\w+)(?:\[\d+\])?(?:\.\w+(?:\[\d+\])?)*): (.*)$", re.S)
+_PATH_PART = re.compile(r"(\w+)|\[(\d+)\]")
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _node_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
+    """The 1-based line of the YAML node at `loc`, or of its nearest existing ancestor."""
+    node, line = root, (root.start_mark.line + 1 if root is not None else 1)
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.value == part:
+                    child = value_node if part != loc[-1] or isinstance(value_node, yaml.CollectionNode) else key_node
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            break
+        node, line = child, child.start_mark.line + 1
+    return line
+
+
+def _message(error: dict[str, Any]) -> str:
+    msg = error["msg"]
+    msg = re.sub(r"^Value error, ", "", msg)
+    if error["type"] == "extra_forbidden":
+        return "unknown key"
+    return re.sub(r"^Input should be ", "must be ", msg)
+
+
+def _problems(path: Path, root: yaml.Node | None, error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors():
+        loc = tuple(item["loc"])
+        message = _message(item)
+        embedded = _PATH_IN_MESSAGE.match(message)
+        if embedded:  # a model-level check that names the field itself, e.g. a duplicate label
+            loc += tuple(int(i) if i else n for n, i in _PATH_PART.findall(embedded.group(1)))
+            message = embedded.group(2)
+        where = _format_loc(loc) or "(top level)"
+        problems.append(f"{path}:{_node_line(root, loc)} {where}: {message}")
+    return problems
+
+
+def load_spec(path: str | Path) -> AgentSpec:
+    """Read and validate an agent YAML file; raises SpecError naming file, line and field for every problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([f"{path}: cannot read: {exc.strerror or exc}"])
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 1
+        raise SpecError([f"{path}:{line} YAML syntax: {exc.problem or exc}"])
+    if not isinstance(data, dict):
+        raise SpecError([f"{path}:1 (top level): must be a mapping of fields (name, model, system, …)"])
+    try:
+        return AgentSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_problems(path, root, exc)) from None

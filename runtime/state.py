@@ -1,0 +1,334 @@
+"""All agent state in SQL (sqlmodel): agents, blocks and their versions, messages, steps.
+
+SQLite under $PAGEMIND_HOME by default, any SQLAlchemy URL (Postgres included) through DATABASE_URL. A step's
+messages, block edits and step record are written in one transaction: all of them or none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, event, func
+from sqlalchemy.engine import Engine
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+from blocks import Block, BlockEdit
+from runtime.messages import Message
+from runtime.spec import AgentSpec
+from tools import ToolCall
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, the only clock the store uses for bookkeeping columns."""
+    return datetime.now(timezone.utc)
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite hands datetimes back naive; everything we store is UTC.
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+class AgentRow(SQLModel, table=True):
+    __tablename__ = "agents"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    spec_hash: str
+    spec_json: str = Field(sa_column=Column(Text, nullable=False))
+    summary: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class BlockRow(SQLModel, table=True):
+    __tablename__ = "blocks"
+    __table_args__ = (UniqueConstraint("agent_id", "label"),)
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id", index=True)
+    label: str
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    char_limit: int
+    description: str = ""
+    read_only: bool = False
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class BlockVersionRow(SQLModel, table=True):
+    __tablename__ = "block_versions"
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id", index=True)
+    label: str
+    step_id: int | None = None
+    operation: str
+    old_value: str = Field(sa_column=Column(Text, nullable=False))
+    new_value: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class MessageRow(SQLModel, table=True):
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_agent_context", "agent_id", "in_context", "id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id")
+    turn_id: str | None = None
+    step_id: int | None = None
+    role: str
+    content: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    in_context: bool = True
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class StepRow(SQLModel, table=True):
+    __tablename__ = "steps"
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id", index=True)
+    turn_id: str
+    step_index: int
+    model: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    stop_reason: str | None = None
+    started_at: datetime
+    model_ms: float
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What the loop knows about a finished step, before it is stored."""
+
+    turn_id: str
+    step_index: int
+    model: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    stop_reason: str | None
+    started_at: datetime
+    model_ms: float
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """An agent's identity and its stored, spec-independent state."""
+
+    id: int
+    name: str
+    spec_hash: str
+    summary: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class BlockVersion:
+    """One entry of a block's edit history."""
+
+    label: str
+    operation: str
+    old_value: str
+    new_value: str
+    step_id: int | None
+    created_at: datetime
+
+
+def _message_from_row(row: MessageRow) -> Message:
+    calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in row.tool_calls or [])
+    return Message(
+        role=row.role, content=row.content, created_at=_aware(row.created_at), tool_calls=calls,
+        tool_call_id=row.tool_call_id, name=row.name, is_error=row.is_error, id=row.id,
+        turn_id=row.turn_id, step_id=row.step_id, in_context=row.in_context,
+    )
+
+
+def _row_from_message(agent_id: int, message: Message) -> MessageRow:
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls] or None
+    return MessageRow(
+        agent_id=agent_id, turn_id=message.turn_id, step_id=message.step_id, role=message.role,
+        content=message.content, tool_calls=calls, tool_call_id=message.tool_call_id, name=message.name,
+        is_error=message.is_error, in_context=message.in_context, created_at=message.created_at,
+    )
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL + NORMAL: a committed step survives a process crash, and writers don't block readers.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def make_engine(database_url: str) -> Engine:
+    """A SQLAlchemy engine for the URL, with the tables created. SQLite files get their folder made."""
+    if database_url.startswith("sqlite:///"):
+        path = Path(database_url.removeprefix("sqlite:///"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(database_url, connect_args={"check_same_thread": False})
+        event.listen(engine, "connect", _sqlite_pragmas)
+    else:
+        engine = create_engine(database_url, pool_pre_ping=True)
+    SQLModel.metadata.create_all(engine)
+    return engine
+
+
+class StateStore:
+    """Reads and writes one database's agent state. Every public method is its own transaction."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def _session(self) -> Session:
+        # Rows are read back right after commit (ids); expiring them would cost one SELECT per row.
+        return Session(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def open(cls, database_url: str) -> "StateStore":
+        """Open (and create if needed) the database at `database_url`."""
+        return cls(make_engine(database_url))
+
+    # -- agents -------------------------------------------------------------------------------------------------
+
+    def ensure_agent(self, spec: AgentSpec, reset_memory: bool = False) -> AgentRecord:
+        """Create the agent named in `spec`, or update its spec-level fields.
+
+        Block values in the YAML seed a new agent (or a newly added block); after that the stored value wins,
+        unless `reset_memory` is set, which re-seeds every block from the YAML (recorded as a version).
+        """
+        with self._session() as session:
+            row = session.exec(select(AgentRow).where(AgentRow.name == spec.name)).first()
+            now = utcnow()
+            if row is None:
+                row = AgentRow(name=spec.name, spec_hash=spec.spec_hash(), spec_json=spec.model_dump_json())
+                session.add(row)
+                session.flush()
+            elif row.spec_hash != spec.spec_hash():
+                row.spec_hash, row.spec_json, row.updated_at = spec.spec_hash(), spec.model_dump_json(), now
+            self._sync_blocks(session, row.id, spec, reset_memory, now)
+            if reset_memory:
+                row.summary = ""
+            session.commit()
+            return self._record(row)
+
+    def _sync_blocks(self, session: Session, agent_id: int, spec: AgentSpec, reset: bool, now: datetime) -> None:
+        stored = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
+        for block_spec in spec.blocks:
+            row = stored.get(block_spec.label)
+            if row is None:
+                session.add(BlockRow(agent_id=agent_id, label=block_spec.label, value=block_spec.value,
+                                     char_limit=block_spec.limit, description=block_spec.description,
+                                     read_only=block_spec.read_only))
+                continue
+            row.char_limit, row.description, row.read_only = block_spec.limit, block_spec.description, block_spec.read_only
+            if reset and row.value != block_spec.value:
+                session.add(BlockVersionRow(agent_id=agent_id, label=row.label, operation="reset",
+                                            old_value=row.value, new_value=block_spec.value, created_at=now))
+                row.value, row.updated_at = block_spec.value, now
+
+    @staticmethod
+    def _record(row: AgentRow) -> AgentRecord:
+        return AgentRecord(row.id, row.name, row.spec_hash, row.summary, _aware(row.created_at), _aware(row.updated_at))
+
+    def get_agent(self, name: str) -> AgentRecord | None:
+        """The agent called `name`, or None."""
+        with self._session() as session:
+            row = session.exec(select(AgentRow).where(AgentRow.name == name)).first()
+            return self._record(row) if row else None
+
+    def stored_spec_json(self, name: str) -> str | None:
+        """The last spec an agent was run with, as JSON (to inspect an agent by name alone)."""
+        with self._session() as session:
+            row = session.exec(select(AgentRow).where(AgentRow.name == name)).first()
+            return row.spec_json if row else None
+
+    def list_agents(self) -> list[AgentRecord]:
+        """Every stored agent, by name."""
+        with self._session() as session:
+            return [self._record(r) for r in session.exec(select(AgentRow).order_by(AgentRow.name))]
+
+    # -- blocks -------------------------------------------------------------------------------------------------
+
+    def load_blocks(self, agent_id: int, spec: AgentSpec) -> list[Block]:
+        """The agent's blocks in the YAML's order, with their stored values."""
+        with self._session() as session:
+            rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
+        return [
+            Block(r.label, r.value, r.char_limit, r.description, r.read_only)
+            for r in (rows[b.label] for b in spec.blocks if b.label in rows)
+        ]
+
+    def block_history(self, agent_id: int, label: str | None = None) -> list[BlockVersion]:
+        """Every recorded edit of the agent's blocks (or one block), oldest first."""
+        with self._session() as session:
+            query = select(BlockVersionRow).where(BlockVersionRow.agent_id == agent_id)
+            if label:
+                query = query.where(BlockVersionRow.label == label)
+            rows = session.exec(query.order_by(BlockVersionRow.id)).all()
+        return [BlockVersion(r.label, r.operation, r.old_value, r.new_value, r.step_id, _aware(r.created_at)) for r in rows]
+
+    # -- messages -----------------------------------------------------------------------------------------------
+
+    def append_messages(self, agent_id: int, messages: Iterable[Message]) -> list[Message]:
+        """Store messages durably (the inbox); returns them with their ids."""
+        with self._session() as session:
+            rows = [_row_from_message(agent_id, m) for m in messages]
+            session.add_all(rows)
+            session.commit()
+            return [_message_from_row(r) for r in rows]
+
+    def in_context_messages(self, agent_id: int) -> list[Message]:
+        """The messages currently in the agent's window, oldest first (an indexed read, never the whole log)."""
+        with self._session() as session:
+            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.in_context == True)  # noqa: E712
+            return [_message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
+
+    def message_count(self, agent_id: int) -> int:
+        """How many messages recall memory holds for the agent."""
+        with self._session() as session:
+            return session.exec(select(func.count()).select_from(MessageRow).where(MessageRow.agent_id == agent_id)).one()
+
+    def all_messages(self, agent_id: int) -> list[Message]:
+        """The agent's whole history, oldest first (for inspection and export, not the hot path)."""
+        with self._session() as session:
+            query = select(MessageRow).where(MessageRow.agent_id == agent_id).order_by(MessageRow.id)
+            return [_message_from_row(r) for r in session.exec(query)]
+
+    # -- steps --------------------------------------------------------------------------------------------------
+
+    def commit_step(
+        self, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit]
+    ) -> tuple[int, list[Message]]:
+        """Store one step atomically: its record, its messages and its block edits. Returns the step id and
+        the stored messages."""
+        with self._session() as session:
+            step_row = StepRow(agent_id=agent_id, **step.__dict__)
+            session.add(step_row)
+            session.flush()
+            rows = [_row_from_message(agent_id, m) for m in messages]
+            for row in rows:
+                row.step_id = step_row.id
+            session.add_all(rows)
+            self._apply_edits(session, agent_id, step_row.id, edits)
+            session.commit()
+            return step_row.id, [_message_from_row(r) for r in rows]
+
+    @staticmethod
+    def _apply_edits(session: Session, agent_id: int, step_id: int, edits: list[BlockEdit]) -> None:
+        if not edits:
+            return
+        blocks = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
+        for edit in edits:
+            session.add(BlockVersionRow(agent_id=agent_id, label=edit.label, step_id=step_id, operation=edit.operation,
+                                        old_value=edit.old_value, new_value=edit.new_value, created_at=edit.at))
+            blocks[edit.label].value, blocks[edit.label].updated_at = edit.new_value, edit.at
+
+    def steps(self, agent_id: int) -> list[StepRow]:
+        """The agent's step records, oldest first."""
+        with self._session() as session:
+            return list(session.exec(select(StepRow).where(StepRow.agent_id == agent_id).order_by(StepRow.id)))

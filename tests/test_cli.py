@@ -1,0 +1,48 @@
+"""The CLI as a user runs it: a subprocess with its own PAGEMIND_HOME and no model endpoint."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def pagemind(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
+    environ.update({"PAGEMIND_HOME": str(tmp_path / "home"), **(env or {})})
+    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=ROOT, env=environ,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_commands_that_need_a_model_say_how_to_configure_one(tmp_path):
+    result = pagemind(tmp_path, "run", "agents/companion.yaml", "-m", "hi")
+    assert result.returncode == 1
+    assert "OPENAI_API_KEY" in result.stderr and "OPENAI_BASE_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_memory_context_and_agents_work_without_a_model(tmp_path):
+    memory = pagemind(tmp_path, "memory", "agents/companion.yaml", "--history")
+    assert memory.returncode == 0, memory.stderr
+    assert "[human] 0/2000 chars" in memory.stdout and "[constraints]" in memory.stdout and "history: no edits" in memory.stdout
+    context = pagemind(tmp_path, "context", "companion", "--json")
+    assert context.returncode == 0, context.stderr
+    data = json.loads(context.stdout)
+    assert data["total_tokens"] == sum(data["sections"].values()) and data["messages"][0]["role"] == "system"
+    agents = pagemind(tmp_path, "agents")
+    assert agents.returncode == 0 and agents.stdout.startswith("companion")
+
+
+def test_a_bad_agent_file_names_file_line_and_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmodel:\n  name: m\nsystem: s\nmax_steps_per_turn: 0\n")
+    result = pagemind(tmp_path, "context", str(bad))
+    assert result.returncode == 2
+    assert f"{bad}:5 max_steps_per_turn: must be greater than 0" in result.stderr
+
+
+def test_unknown_agent_name_is_a_clear_error(tmp_path):
+    result = pagemind(tmp_path, "memory", "ghost")
+    assert result.returncode == 2 and "no agent file or stored agent called 'ghost'" in result.stderr

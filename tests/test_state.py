@@ -1,0 +1,42 @@
+from runtime.agent import Agent
+from runtime.spec import AgentSpec
+from runtime.state import StateStore, make_engine
+from tests.conftest import SPEC_YAML, tool_call
+
+
+def spec_with(**changes) -> AgentSpec:
+    data = {**SPEC_YAML, **changes}
+    return AgentSpec.model_validate(data)
+
+
+async def test_changed_yaml_updates_spec_fields_but_keeps_edited_memory(scripted_openai, make_agent, database_url):
+    scripted_openai.add(tool_call("core_memory_replace", {"label": "persona", "old_content": "careful", "new_content": "bold"}),
+                        tool_call("send_message", {"message": "ok"}))
+    agent = await make_agent(database_url, scripted_openai.client())
+    await agent.send("be bold")
+    first_hash = agent.record.spec_hash
+
+    blocks = [dict(b) for b in SPEC_YAML["blocks"]]
+    blocks[0]["value"] = "A brand new persona from YAML."
+    blocks[0]["limit"] = 300
+    blocks.append({"label": "plan", "value": "seeded plan", "limit": 50})
+    store = StateStore(make_engine(database_url))
+    reloaded = await Agent.load(spec_with(blocks=blocks, system="changed"), store=store)
+    assert reloaded.record.spec_hash != first_hash
+    persona = reloaded.memory.get("persona")
+    assert (persona.value, persona.limit) == ("I am a bold tester.", 300)  # stored value wins, limit follows YAML
+    assert reloaded.memory.get("plan").value == "seeded plan"  # a new block is seeded
+    assert len(reloaded.context_messages) == 5
+
+    reset = await Agent.load(spec_with(blocks=blocks), store=store, reset_memory=True)
+    assert reset.memory.get("persona").value == "A brand new persona from YAML."
+    history = store.block_history(reset.record.id, "persona")
+    assert [v.operation for v in history] == ["replace", "reset"]
+    assert [a.name for a in store.list_agents()] == ["tester"]
+
+
+async def test_agents_are_known_by_name(make_agent, database_url):
+    await make_agent(database_url, None)
+    store = StateStore(make_engine(database_url))
+    assert store.get_agent("tester") is not None and store.get_agent("nobody") is None
+    assert AgentSpec.model_validate_json(store.stored_spec_json("tester")).name == "tester"

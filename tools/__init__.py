@@ -1,0 +1,24 @@
+"""The tool registry and the built-in memory tools."""
+
+from tools.context import ArchivalMemory, RecallMemory, ToolContext
+from tools.core_memory import core_memory_append, core_memory_replace, memory_rethink, send_message
+from tools.dispatch import ToolCall, ToolError, ToolResult, dispatch_tool_calls
+from tools.registry import Tool, tool
+
+BUILTIN_TOOLS: dict[str, Tool] = {
+    t.name: t for t in (send_message, core_memory_append, core_memory_replace, memory_rethink)
+}
+"""Built-in tools by name; later memory tiers register theirs here."""
+
+__all__ = [
+    "ArchivalMemory",
+    "BUILTIN_TOOLS",
+    "RecallMemory",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "dispatch_tool_calls",
+    "tool",
+]

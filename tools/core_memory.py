@@ -1,0 +1,58 @@
+"""Built-in tools for pinned core memory, and `send_message`, which ends a turn."""
+
+from __future__ import annotations
+
+from tools.context import ToolContext
+from tools.registry import tool
+
+
+def _usage(context: ToolContext, label: str) -> str:
+    block = context.core_memory.get(label)
+    return f"Block '{label}' now holds {block.chars}/{block.limit} characters."
+
+
+@tool(terminal=True)
+def send_message(message: str) -> str:
+    """Send a message to the user. This ends your turn; the user sees only this text.
+
+    Args:
+        message: The full text of your reply to the user.
+    """
+    return message
+
+
+@tool
+def core_memory_append(label: str, content: str, context: ToolContext) -> str:
+    """Append a line to one of your core memory blocks (always in your prompt). Use it for lasting facts.
+
+    Args:
+        label: The block to edit, e.g. "human" or "persona".
+        content: The text to add, as a new line at the end of the block.
+    """
+    context.core_memory.append(label, content, context.now())
+    return f"Appended. {_usage(context, label)}"
+
+
+@tool
+def core_memory_replace(label: str, old_content: str, new_content: str, context: ToolContext) -> str:
+    """Replace text in a core memory block. old_content must match exactly one place in the block.
+
+    Args:
+        label: The block to edit.
+        old_content: The exact text to replace; it must occur exactly once in the block.
+        new_content: The new text. An empty string deletes old_content.
+    """
+    context.core_memory.replace(label, old_content, new_content, context.now())
+    return f"Replaced. {_usage(context, label)}"
+
+
+@tool
+def memory_rethink(label: str, new_value: str, context: ToolContext) -> str:
+    """Rewrite a core memory block completely, e.g. to reorganise or condense it.
+
+    Args:
+        label: The block to rewrite.
+        new_value: The block's complete new text.
+    """
+    context.core_memory.rethink(label, new_value, context.now())
+    return f"Rewritten. {_usage(context, label)}"
