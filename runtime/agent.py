@@ -64,6 +64,8 @@ class Agent:
     model_override: ModelClient | None = None
     clock: Callable[[], datetime] = utcnow
     observer: TurnObserver = field(default_factory=NullObserver)
+    archival: ArchivalMemory | None = None
+    recall: RecallMemory | None = None
     _model: ModelClient | None = None
 
     @classmethod
@@ -112,7 +114,8 @@ class Agent:
 
     def compile(self) -> CompiledContext:
         """The prompt the model would see now."""
-        stats = MemoryStats(self.clock(), self.recall_count, len(self.context_messages))
+        archival_count, archival_tags = self.archival.stats() if self.archival else (None, ())
+        stats = MemoryStats(self.clock(), self.recall_count, len(self.context_messages), archival_count, archival_tags)
         inputs = ContextInputs(
             system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(self.context_messages),
             stats=stats, tools=tuple(t.openai_schema() for t in self.tools.values()),
@@ -126,7 +129,7 @@ class Agent:
 
     def tool_context(self, working: CoreMemory) -> StepContext:
         """The context tools get for a step that edits `working`."""
-        return StepContext(self.name, working, self.clock)
+        return StepContext(self.name, working, self.clock, self.archival, self.recall)
 
     def accept(self, message: Message) -> list[Message]:
         """Store an incoming message durably before anything else runs (the inbox)."""

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from runtime.memory_config import MemoryConfig
 from tools import BUILTIN_TOOLS, Tool, tool
 
 DEFAULT_TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "memory_rethink"]
@@ -102,6 +103,7 @@ class AgentSpec(BaseModel):
         default_factory=lambda: list(DEFAULT_TOOLS)
     )
     max_steps_per_turn: int = Field(10, gt=0)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "AgentSpec":

@@ -12,24 +12,41 @@ from typing import Any, Protocol, runtime_checkable
 from blocks import CoreMemory
 
 
+MEMORY_KINDS = ("fact", "preference", "progress", "todo", "episode", "constraint", "reflection")
+
+
 @runtime_checkable
 class ArchivalMemory(Protocol):
-    """Archival memory as tools see it: already scoped to the calling agent."""
+    """Archival memory as tools and the kernel see it: already scoped to one agent; no argument can widen it."""
 
-    async def insert(self, content: str, tags: list[str] | None, importance: float | None) -> Any:
-        """Store a memory; returns a description of what was stored."""
+    async def insert(
+        self,
+        content: str,
+        *,
+        kind: str = "fact",
+        tags: list[str] | None = None,
+        importance: float | None = None,
+        source_message_ids: list[int] | None = None,
+        expires_at: datetime | None = None,
+    ) -> Any:
+        """Store a memory through the write path (normalise, date, dedupe, supersede); durable on return."""
         ...
 
     async def search(
         self,
         query: str,
-        tags: list[str] | None,
-        start_date: datetime | None,
-        end_date: datetime | None,
-        top_k: int | None,
-        page: int,
+        *,
+        tags: list[str] | None = None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        top_k: int | None = None,
+        page: int = 1,
     ) -> list[Any]:
-        """Ranked memories for a query."""
+        """Ranked memories for a query (hybrid dense + keyword, recency, importance)."""
+        ...
+
+    def stats(self) -> tuple[int, tuple[str, ...]]:
+        """(number of live memories, tags in use); cheap, for the prompt's memory statistics."""
         ...
 
 
@@ -39,14 +56,15 @@ class RecallMemory(Protocol):
 
     async def search(
         self,
-        query: str | None,
-        roles: list[str] | None,
-        start_date: datetime | None,
-        end_date: datetime | None,
-        limit: int,
-        page: int,
+        query: str | None = None,
+        *,
+        roles: list[str] | None = None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        limit: int | None = None,
+        page: int = 1,
     ) -> list[Any]:
-        """Matching messages, best first (or newest first without a query)."""
+        """Matching messages (evicted ones included), best first, or newest first without a query."""
         ...
 
 
