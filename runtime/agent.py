@@ -123,9 +123,21 @@ class Agent:
         )
         return compile_context(inputs)
 
+    def step_request(self, context: CompiledContext) -> ModelRequest:
+        """The request for an agent step with this compiled context."""
+        model = self.spec.model
+        return ModelRequest(model.name, context.messages, context.tools, model.temperature, model.max_output_tokens)
+
+    async def think(self, step: int) -> ModelResponse:
+        """Compile the context and get the model's next move for this step."""
+        return await self.call_model(self.step_request(self.compile()), step)
+
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
-        """Call the model for one step."""
-        return await self.model.complete(request)
+        """Every model call (steps, summaries, extraction) goes through here, so observers see them all."""
+        self.observer.model_request(step, request)
+        response = await self.model.complete(request)
+        self.observer.model_response(step, response)
+        return response
 
     def tool_context(self, working: CoreMemory) -> StepContext:
         """The context tools get for a step that edits `working`."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from runtime.messages import Message
-from runtime.model_client import ModelRequest, ModelResponse
+from runtime.model_client import ModelResponse
 from runtime.state import StepRecord
 from tools import ToolResult, dispatch_tool_calls
 
@@ -69,12 +69,7 @@ def _step_messages(agent: "Agent", turn_id: str, response: ModelResponse, result
 async def run_step(agent: "Agent", turn_id: str, step: int) -> tuple[StopReason | None, str | None, list[Message]]:
     """One model call and its tool calls, committed atomically. Returns (stop reason, reply, stored messages)."""
     started_at, started = agent.clock(), time.perf_counter()
-    context = agent.compile()
-    request = ModelRequest(agent.spec.model.name, context.messages, context.tools,
-                           agent.spec.model.temperature, agent.spec.model.max_output_tokens)
-    agent.observer.model_request(step, request)
-    response = await agent.call_model(request, step)
-    agent.observer.model_response(step, response)
+    response = await agent.think(step)
     working = agent.memory.copy()
     for call in response.tool_calls:
         agent.observer.tool_call(step, call)

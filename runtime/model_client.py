@@ -50,6 +50,7 @@ class ModelRequest:
     tools: list[dict[str, Any]]
     temperature: float
     max_tokens: int
+    purpose: str = "step"  # step | summarize | extract: not sent; lets scripted models and traces tell calls apart
 
     def body(self) -> dict[str, Any]:
         """The JSON body (without transport details)."""
