@@ -14,16 +14,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+import structlog
+
 from blocks import BlockEdit, CoreMemory
 from runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
 from runtime.messages import Message
-from runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
+from runtime.history_repair import context_order
+from runtime.model_client import ContextLengthExceeded, ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
 from runtime.observer import NullObserver, TurnObserver
+from runtime.pressure import relieve_pressure, track_usage, usable_window
 from runtime.settings import Settings
 from runtime.spec import AgentSpec, load_spec
 from runtime.state import AgentRecord, StateStore, StepRecord, utcnow
 from runtime.tokens import DEFAULT_ENCODING
 from tools import ArchivalMemory, RecallMemory, Tool
+
+log = structlog.get_logger("pagemind.agent")
 
 
 @dataclass
@@ -88,7 +94,7 @@ class Agent:
         record = store.ensure_agent(spec, reset_memory=reset_memory)
         return cls(
             spec=spec, record=record, store=store, memory=CoreMemory(store.load_blocks(record.id, spec)),
-            context_messages=store.in_context_messages(record.id), recall_count=store.message_count(record.id),
+            context_messages=context_order(store.in_context_messages(record.id)), recall_count=store.message_count(record.id),
             tools=spec.resolved_tools(), model_override=model, clock=clock,
         )
 
@@ -120,6 +126,7 @@ class Agent:
             system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(self.context_messages),
             stats=stats, tools=tuple(t.openai_schema() for t in self.tools.values()),
             summary=self.record.summary, encoding=self.spec.model.encoding or DEFAULT_ENCODING,
+            max_message_tokens=usable_window(self.spec) // 4,
         )
         return compile_context(inputs)
 
@@ -129,8 +136,23 @@ class Agent:
         return ModelRequest(model.name, context.messages, context.tools, model.temperature, model.max_output_tokens)
 
     async def think(self, step: int) -> ModelResponse:
-        """Compile the context and get the model's next move for this step."""
-        return await self.call_model(self.step_request(self.compile()), step)
+        """Relieve memory pressure, compile the context and get the model's next move for this step.
+
+        A provider's context_length_exceeded forces a flush and one retry.
+        """
+        for attempt in (1, 2):
+            await relieve_pressure(self, step, force=attempt == 2)
+            compiled = self.compile()
+            try:
+                response = await self.call_model(self.step_request(compiled), step)
+            except ContextLengthExceeded:
+                if attempt == 2:
+                    raise
+                log.warning("context_length_exceeded", agent=self.name, estimated=compiled.total_tokens)
+                continue
+            track_usage(self, compiled, response)
+            return response
+        raise AssertionError("unreachable")
 
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
         """Every model call (steps, summaries, extraction) goes through here, so observers see them all."""

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from runtime.agent import Agent
+from runtime.context_view import context_report, render_bar, render_legend
+from runtime.pressure import usable_window
 from runtime.model_client import ModelError
 from runtime.settings import Settings
 from runtime.spec import AgentSpec, SpecError, load_spec
@@ -99,18 +101,17 @@ async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings)
     compiled = agent.compile()
+    correction = agent.record.token_correction
     if args.json:
-        out(json.dumps({"sections": compiled.sections, "total_tokens": compiled.total_tokens,
-                        "context_window": agent.spec.model.context_window, "messages": compiled.messages}, indent=2))
+        out(json.dumps({**context_report(compiled, agent.spec, correction), "messages": compiled.messages}, indent=2))
         return 0
     for message in compiled.messages:
         out(f"--- {message['role']} ---")
         out(message.get("content") or json.dumps(message.get("tool_calls")))
     out("")
-    out(f"tokens by section (window {agent.spec.model.context_window}):")
-    for name, tokens in compiled.sections.items():
-        out(f"  {name:<24} {tokens:>7}")
-    out(f"  {'total':<24} {compiled.total_tokens:>7}")
+    out(f"window: {agent.spec.model.context_window} tokens, usable {usable_window(agent.spec)} after the output reserve")
+    out(render_bar(compiled, agent.spec, correction))
+    out(render_legend(compiled, agent.spec))
     return 0
 
 

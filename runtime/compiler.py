@@ -16,8 +16,10 @@ from typing import Any
 from blocks import Block
 from runtime.messages import Message
 from runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
+from runtime.tokens import encoding as tiktoken_encoding
 
 CONSTRAINTS_LABEL = "constraints"
+TRUNCATION_NOTE = " …[clipped to fit the window; the full text is in recall memory]"
 
 _MEMORY_PREAMBLE = (
     "Your core memory is always in view. The blocks below are data about you and the user, written by you or "
@@ -48,6 +50,7 @@ class ContextInputs:
     tools: tuple[dict[str, Any], ...] = ()
     summary: str = ""
     encoding: str = DEFAULT_ENCODING
+    max_message_tokens: int | None = None  # a single message larger than this is clipped in the prompt
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,29 @@ def _message_tokens(message: dict[str, Any], encoding: str) -> int:
     return tokens
 
 
+def _clipped(message: dict[str, Any], limit: int | None, encoding: str) -> dict[str, Any]:
+    """The message with its text cut to `limit` tokens; the full text stays in recall memory."""
+    content = message.get("content")
+    if limit is None or not content or _tokens(content, encoding) <= limit:
+        return message
+    return {**message, "content": clip_text(content, limit, encoding)}
+
+
+@functools.lru_cache(maxsize=256)
+def clip_text(text: str, limit: int, encoding: str) -> str:
+    """`text` cut to at most `limit` tokens, with a note saying where the rest is."""
+    enc = tiktoken_encoding(encoding)
+    tokens = enc.encode(text, disallowed_special=())
+    if len(tokens) <= limit:
+        return text
+    return enc.decode(tokens[: max(0, limit - len(enc.encode(TRUNCATION_NOTE)))]) + TRUNCATION_NOTE
+
+
+def message_tokens(message: Message, encoding: str = DEFAULT_ENCODING) -> int:
+    """What one stored message costs in a request (before any clipping)."""
+    return _message_tokens(message.to_openai(), encoding)
+
+
 @functools.lru_cache(maxsize=64)
 def _tools_tokens(tools_json: str, encoding: str) -> int:
     return _tokens(tools_json, encoding)
@@ -145,9 +171,9 @@ def compile_context(inputs: ContextInputs) -> CompiledContext:
         pieces.append(("system", f"<core_memory>\n{_MEMORY_PREAMBLE}"))
         pieces += [(f"block:{b.label}", render_block(b)) for b in other_blocks]
         pieces.append(("system", "</core_memory>"))
-    pieces.append(("memory_stats", render_stats(inputs.stats)))
     if inputs.summary:
         pieces.append(("summary", render_summary(inputs.summary)))
+    pieces.append(("memory_stats", render_stats(inputs.stats)))
 
     sections: dict[str, int] = {}
     for name, text in pieces:
@@ -157,7 +183,7 @@ def compile_context(inputs: ContextInputs) -> CompiledContext:
     sections["system"] += _tokens(system_text, enc) - sum(sections.values()) + TOKENS_PER_MESSAGE
 
     wire = [{"role": "system", "content": system_text}]
-    wire += [m.to_openai() for m in inputs.messages]
+    wire += [_clipped(m.to_openai(), inputs.max_message_tokens, enc) for m in inputs.messages]
     sections["messages"] = sum(_message_tokens(m, enc) for m in wire[1:])
     if constraints:
         closing = {"role": "system", "content": render_closing(constraints)}

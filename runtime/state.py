@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, event, func
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, event, func, inspect, literal, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
@@ -38,8 +38,25 @@ class AgentRow(SQLModel, table=True):
     spec_hash: str
     spec_json: str = Field(sa_column=Column(Text, nullable=False))
     summary: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    pressure_warned: bool = False
+    token_correction: float = 1.0
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class SummaryRow(SQLModel, table=True):
+    """Every recursive summary ever made, with the eviction that made it."""
+
+    __tablename__ = "summaries"
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id", index=True)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    evicted_count: int
+    first_message_id: int | None = None
+    last_message_id: int | None = None
+    tokens_before: int
+    tokens_after: int
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class BlockRow(SQLModel, table=True):
@@ -124,6 +141,8 @@ class AgentRecord:
     summary: str
     created_at: datetime
     updated_at: datetime
+    pressure_warned: bool = False
+    token_correction: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -175,7 +194,29 @@ def make_engine(database_url: str) -> Engine:
     else:
         engine = create_engine(database_url, pool_pre_ping=True)
     SQLModel.metadata.create_all(engine)
+    _add_missing_columns(engine)
     return engine
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Additive schema upgrades: a column added to a table model is added to an existing database.
+
+    Only new columns with a scalar default are handled; anything else would need a real migration.
+    """
+    inspector = inspect(engine)
+    with engine.begin() as conn:
+        for table in SQLModel.metadata.sorted_tables:
+            if not inspector.has_table(table.name):
+                continue
+            present = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in present:
+                    continue
+                default = column.default.arg if column.default is not None and column.default.is_scalar else None
+                ddl = f"ALTER TABLE {table.name} ADD COLUMN {column.name} {column.type.compile(engine.dialect)}"
+                if default is not None:
+                    ddl += f" DEFAULT {literal(default).compile(engine, compile_kwargs={'literal_binds': True})}"
+                conn.execute(text(ddl))
 
 
 class StateStore:
@@ -212,7 +253,7 @@ class StateStore:
                 row.spec_hash, row.spec_json, row.updated_at = spec.spec_hash(), spec.model_dump_json(), now
             self._sync_blocks(session, row.id, spec, reset_memory, now)
             if reset_memory:
-                row.summary = ""
+                row.summary, row.pressure_warned = "", False
             session.commit()
             return self._record(row)
 
@@ -233,7 +274,8 @@ class StateStore:
 
     @staticmethod
     def _record(row: AgentRow) -> AgentRecord:
-        return AgentRecord(row.id, row.name, row.spec_hash, row.summary, _aware(row.created_at), _aware(row.updated_at))
+        return AgentRecord(row.id, row.name, row.spec_hash, row.summary, _aware(row.created_at), _aware(row.updated_at),
+                           row.pressure_warned, row.token_correction)
 
     def get_agent(self, name: str) -> AgentRecord | None:
         """The agent called `name`, or None."""
@@ -298,6 +340,48 @@ class StateStore:
         with self._session() as session:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id).order_by(MessageRow.id)
             return [_message_from_row(r) for r in session.exec(query)]
+
+    # -- pressure -----------------------------------------------------------------------------------------------
+
+    def evict(self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int,
+              at: datetime) -> None:
+        """Take messages out of the window and install the new summary, in one transaction (they stay in recall)."""
+        with self._session() as session:
+            for row in session.exec(select(MessageRow).where(MessageRow.id.in_(message_ids))):  # type: ignore[union-attr]
+                row.in_context = False
+            agent = session.get(AgentRow, agent_id)
+            agent.summary, agent.pressure_warned = summary, False
+            session.add(SummaryRow(agent_id=agent_id, text=summary, evicted_count=len(message_ids),
+                                   first_message_id=min(message_ids, default=None),
+                                   last_message_id=max(message_ids, default=None),
+                                   tokens_before=tokens_before, tokens_after=tokens_after, created_at=at))
+            session.commit()
+
+    def set_pressure_state(self, agent_id: int, *, warned: bool | None = None, correction: float | None = None) -> None:
+        """Persist the warning-cycle flag and/or the token correction factor."""
+        with self._session() as session:
+            agent = session.get(AgentRow, agent_id)
+            if warned is not None:
+                agent.pressure_warned = warned
+            if correction is not None:
+                agent.token_correction = correction
+            session.commit()
+
+    def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
+        """Store synthetic tool results and take orphan messages out of the window, in one transaction."""
+        with self._session() as session:
+            rows = [_row_from_message(agent_id, m) for m in added]
+            session.add_all(rows)
+            if dropped_ids:
+                for row in session.exec(select(MessageRow).where(MessageRow.id.in_(dropped_ids))):  # type: ignore[union-attr]
+                    row.in_context = False
+            session.commit()
+            return [_message_from_row(r) for r in rows]
+
+    def summaries(self, agent_id: int) -> list[SummaryRow]:
+        """Every summary the agent has had, oldest first."""
+        with self._session() as session:
+            return list(session.exec(select(SummaryRow).where(SummaryRow.agent_id == agent_id).order_by(SummaryRow.id)))
 
     # -- steps --------------------------------------------------------------------------------------------------
 

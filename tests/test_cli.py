@@ -30,7 +30,10 @@ def test_memory_context_and_agents_work_without_a_model(tmp_path):
     context = pagemind(tmp_path, "context", "companion", "--json")
     assert context.returncode == 0, context.stderr
     data = json.loads(context.stdout)
-    assert data["total_tokens"] == sum(data["sections"].values()) and data["messages"][0]["role"] == "system"
+    assert data["tokens"] == sum(data["sections"].values()) and data["messages"][0]["role"] == "system"
+    assert data["usable"] == 16000 - 800 and data["warn_at"] == int(0.7 * 15200) and data["level"] == "ok"
+    bar = pagemind(tmp_path, "context", "companion")
+    assert "warn 70% / flush 90%" in bar.stdout and "/15200 tokens" in bar.stdout
     agents = pagemind(tmp_path, "agents")
     assert agents.returncode == 0 and agents.stdout.startswith("companion")
 

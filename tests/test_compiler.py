@@ -54,8 +54,8 @@ def test_same_state_same_prompt():
 
 def test_stable_parts_first_and_constraints_at_both_ends():
     system = compile_context(inputs()).messages[0]["content"]
-    order = [system.index(s) for s in ("<hard_constraints>", "<instructions>", "<core_memory>", "<memory_stats>",
-                                       "<conversation_summary>")]
+    order = [system.index(s) for s in ("<hard_constraints>", "<instructions>", "<core_memory>",
+                                       "<conversation_summary>", "<memory_stats>")]
     assert order == sorted(order)
     closing = compile_context(inputs()).messages[-1]
     assert closing["role"] == "system" and "Never suggest peanuts." in closing["content"]
@@ -75,6 +75,15 @@ def test_sections_add_up_to_the_exact_total():
         + compiled.sections["block:constraints"] + compiled.sections["memory_stats"] + compiled.sections["summary"] \
         == system_tokens
     assert compiled.total_tokens == sum(compiled.sections.values())
+
+
+def test_an_oversize_message_is_clipped_in_the_prompt_only():
+    huge = Message("tool", "word " * 5000, T, tool_call_id="c1", name="send_message")
+    messages = inputs().messages[:2] + (huge,)
+    compiled = compile_context(inputs(messages=messages, max_message_tokens=300))
+    assert 290 <= count_tokens(compiled.messages[3]["content"]) <= 300
+    assert compiled.messages[3]["content"].endswith("the full text is in recall memory]")
+    assert huge.content == "word " * 5000
 
 
 def test_per_model_encoding_changes_the_count():

@@ -40,3 +40,18 @@ async def test_agents_are_known_by_name(make_agent, database_url):
     store = StateStore(make_engine(database_url))
     assert store.get_agent("tester") is not None and store.get_agent("nobody") is None
     assert AgentSpec.model_validate_json(store.stored_spec_json("tester")).name == "tester"
+
+
+def test_a_database_from_before_a_new_column_is_upgraded_in_place(tmp_path):
+    import sqlalchemy
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:  # the agents table as the first release created it
+        conn.execute(sqlalchemy.text(
+            "CREATE TABLE agents (id INTEGER PRIMARY KEY, name VARCHAR UNIQUE, spec_hash VARCHAR, spec_json TEXT, "
+            "summary TEXT NOT NULL DEFAULT '', created_at DATETIME, updated_at DATETIME)"))
+        conn.execute(sqlalchemy.text("INSERT INTO agents VALUES (1, 'old', 'h', '{}', 'kept', '2026-01-01', '2026-01-01')"))
+    store = StateStore(make_engine(url))
+    record = store.get_agent("old")
+    assert (record.summary, record.pressure_warned, record.token_correction) == ("kept", False, 1.0)

@@ -1,0 +1,124 @@
+"""Reflection on eviction: mine the messages leaving the window for lasting memories.
+
+One model call returns JSON `{facts, preferences, progress, todos}`; each item goes into archival memory
+through the same write path as `archival_memory_insert` (dedupe, supersede). An empty or unparseable answer is
+logged as such and never reported as success.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+import datetime as dt
+from datetime import datetime
+from typing import Awaitable, Callable, Sequence
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runtime.messages import Message
+from runtime.model_client import ModelRequest, ModelResponse
+from runtime.summarizer import transcript_line
+from tools import ArchivalMemory
+
+log = structlog.get_logger("pagemind.extraction")
+
+EXTRACTION_INSTRUCTIONS = """\
+Extract lasting memories from these conversation messages, which are leaving an AI agent's context window. \
+Today is {today}.
+Return only a JSON object with four lists: "facts", "preferences", "progress", "todos". Each item is \
+{{"text": "...", "importance": 0.0-1.0, "date": "YYYY-MM-DD" or null}}.
+- facts: durable facts about the user, people, places, events ("Lin is allergic to peanuts").
+- preferences: likes, dislikes, how the user wants things done.
+- progress: what was done or decided in a task.
+- todos: open tasks and promises, with their due date if one was given.
+Write each item as a self-contained sentence with names, not pronouns. Convert relative dates ("tomorrow", \
+"last week") to absolute dates using the message timestamps. Skip small talk. Empty lists are fine."""
+
+KIND_BY_SECTION = {"facts": "fact", "preferences": "preference", "progress": "progress", "todos": "todo"}
+
+
+class ExtractedItem(BaseModel):
+    """One memory the extractor proposes."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = Field(min_length=1)
+    importance: float = Field(0.5, ge=0, le=1)
+    date: dt.date | None = None
+
+
+class Extraction(BaseModel):
+    """The extractor's whole answer."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[ExtractedItem] = Field(default_factory=list)
+    preferences: list[ExtractedItem] = Field(default_factory=list)
+    progress: list[ExtractedItem] = Field(default_factory=list)
+    todos: list[ExtractedItem] = Field(default_factory=list)
+
+    def items(self) -> list[tuple[str, ExtractedItem]]:
+        """(kind, item) pairs in section order."""
+        return [(KIND_BY_SECTION[name], item) for name in KIND_BY_SECTION for item in getattr(self, name)]
+
+
+@dataclass(frozen=True)
+class ExtractionReport:
+    """What extraction did: `status` is stored | empty | unparseable | skipped."""
+
+    status: str
+    stored: int = 0
+    proposed: int = 0
+    error: str | None = None
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.S)
+
+
+def parse_extraction(text: str | None) -> Extraction:
+    """Parse the model's answer (tolerating a Markdown code fence); raises ValueError when it is not usable."""
+    raw = _FENCE.sub("", (text or "").strip())
+    try:
+        return Extraction.model_validate(json.loads(raw))
+    except (json.JSONDecodeError, ValidationError, TypeError) as exc:
+        raise ValueError(f"extraction is not the expected JSON: {exc}") from exc
+
+
+def extraction_request(model: str, messages: Sequence[Message], now: datetime) -> ModelRequest:
+    """The extractor's request."""
+    transcript = "\n".join(transcript_line(m) for m in messages)
+    return ModelRequest(
+        model=model,
+        messages=[{"role": "system", "content": EXTRACTION_INSTRUCTIONS.format(today=now.date().isoformat())},
+                  {"role": "user", "content": transcript}],
+        tools=[], temperature=0.0, max_tokens=1024, purpose="extract",
+    )
+
+
+async def extract_and_store(
+    call: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    archival: ArchivalMemory,
+    *,
+    model: str,
+    messages: Sequence[Message],
+    now: datetime,
+) -> ExtractionReport:
+    """Run extraction over `messages` and store what it finds; never raises for a bad answer."""
+    response = await call(extraction_request(model, messages, now))
+    try:
+        extraction = parse_extraction(response.content)
+    except ValueError as exc:
+        log.warning("extraction_unparseable", error=str(exc)[:300], answer=(response.content or "")[:300])
+        return ExtractionReport("unparseable", error=str(exc)[:300])
+    items = extraction.items()
+    if not items:
+        log.info("extraction_empty", messages=len(messages))
+        return ExtractionReport("empty")
+    source_ids = [m.id for m in messages if m.id is not None]
+    for kind, item in items:
+        text = f"{item.text} (date: {item.date.isoformat()})" if item.date else item.text
+        await archival.insert(text, kind=kind, importance=item.importance, source_message_ids=source_ids)
+    log.info("extraction_stored", stored=len(items))
+    return ExtractionReport("stored", stored=len(items), proposed=len(items))

@@ -1,0 +1,89 @@
+"""History repair: before every model call, make the in-context messages a valid conversation again.
+
+Every tool call needs its result and every result its call. A call left without a result (say, a crash between
+the call and its result) gets an explicit error result; a result whose call is not in the window leaves the
+window (it stays in recall memory). An agent can never be bricked by its own history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Sequence
+
+from runtime.messages import Message
+
+MISSING_RESULT = (
+    "Error: no result was recorded for this tool call (the run was interrupted before it finished). "
+    "Call the tool again if it is still needed."
+)
+
+
+@dataclass(frozen=True)
+class Repair:
+    """The repaired window and what changed: synthetic results to store, messages to take out of context."""
+
+    messages: list[Message]
+    added: list[Message] = field(default_factory=list)
+    dropped: list[Message] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything had to be repaired."""
+        return bool(self.added or self.dropped)
+
+
+def repair_history(messages: Sequence[Message], now: datetime) -> Repair:
+    """Check and repair the window; returns the input unchanged (same list contents) when it is valid."""
+    repaired: list[Message] = []
+    added: list[Message] = []
+    dropped: list[Message] = []
+    problems: list[str] = []
+    open_calls: dict[str, str] = {}  # call id → tool name, for the current assistant group
+
+    def close_group() -> None:
+        for call_id, name in open_calls.items():
+            result = Message("tool", MISSING_RESULT, now, tool_call_id=call_id, name=name, is_error=True)
+            repaired.append(result)
+            added.append(result)
+            problems.append(f"tool call {call_id} ({name}) had no result")
+        open_calls.clear()
+
+    for message in messages:
+        if message.role == "tool":
+            if message.tool_call_id in open_calls:
+                open_calls.pop(message.tool_call_id)
+                repaired.append(message)
+            else:
+                dropped.append(message)
+                problems.append(f"tool result {message.tool_call_id} has no matching call before it")
+            continue
+        close_group()
+        repaired.append(message)
+        if message.role == "assistant":
+            open_calls.update({c.id: c.name for c in message.tool_calls})
+    close_group()
+    return Repair(repaired, added, dropped, problems)
+
+
+def context_order(messages: Sequence[Message]) -> list[Message]:
+    """Stored order (by id), except that each tool result sits right after its call's group.
+
+    A synthetic result stored by a repair has a later id than the messages after its call; this puts it back.
+    """
+    results_by_call: dict[str, list[Message]] = {}
+    for message in messages:
+        if message.role == "tool" and message.tool_call_id:
+            results_by_call.setdefault(message.tool_call_id, []).append(message)
+    ordered: list[Message] = []
+    for message in messages:
+        if message.role == "tool" and message.tool_call_id:
+            continue
+        ordered.append(message)
+        for call in message.tool_calls if message.role == "assistant" else ():
+            for result in results_by_call.pop(call.id, []):
+                ordered.append(result)
+    # Results whose call is gone keep their stored place at the end; repair will drop them.
+    ordered += [m for results in results_by_call.values() for m in results]
+    return ordered

@@ -1,0 +1,39 @@
+from datetime import datetime, timezone
+
+from runtime.history_repair import MISSING_RESULT, context_order, repair_history
+from runtime.messages import Message
+from tools import ToolCall
+
+T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def call(cid: str) -> ToolCall:
+    return ToolCall(cid, "core_memory_append", "{}")
+
+
+def test_valid_history_is_unchanged():
+    msgs = [Message("user", "hi", T), Message("assistant", None, T, tool_calls=(call("a"),)),
+            Message("tool", "ok", T, tool_call_id="a")]
+    repair = repair_history(msgs, T)
+    assert not repair.changed and repair.messages == msgs
+
+
+def test_orphan_call_gets_an_explicit_error_result_and_orphan_result_leaves():
+    msgs = [Message("tool", "stray", T, tool_call_id="zzz"),
+            Message("user", "hi", T),
+            Message("assistant", None, T, tool_calls=(call("a"), call("b"))),
+            Message("tool", "ok", T, tool_call_id="a"),
+            Message("user", "hello?", T)]
+    repair = repair_history(msgs, T)
+    assert [m.role for m in repair.messages] == ["user", "assistant", "tool", "tool", "user"]
+    synthetic = repair.messages[3]
+    assert (synthetic.tool_call_id, synthetic.is_error, synthetic.content) == ("b", True, MISSING_RESULT)
+    assert repair.added == [synthetic] and [m.content for m in repair.dropped] == ["stray"]
+    assert len(repair.problems) == 2
+
+
+def test_context_order_puts_late_results_back_after_their_call():
+    a = Message("assistant", None, T, tool_calls=(call("a"),), id=2)
+    late = Message("tool", "late", T, tool_call_id="a", id=9)
+    msgs = [Message("user", "hi", T, id=1), a, Message("user", "next", T, id=3), late]
+    assert [m.id for m in context_order(msgs)] == [1, 2, 9, 3]

@@ -1,0 +1,259 @@
+"""The pressure monitor end to end, with scripted models."""
+
+import json
+from typing import Any
+
+import pytest
+
+from runtime.agent import Agent
+from runtime.compiler import _message_tokens
+from runtime.history_repair import MISSING_RESULT
+from runtime.loop import StopReason, run_turn
+from runtime.messages import Message
+from runtime.model_client import ModelRequest
+from runtime.pressure import ContextOverflow, read_pressure, updated_correction, usable_window
+from runtime.scripted import FunctionModel, reply_body, tool_call_body
+from runtime.spec import AgentSpec
+from runtime.state import StateStore, make_engine
+from runtime.summarizer import summarize
+from runtime.tokens import count_tokens
+from tests.conftest import SPEC_YAML, http_error, reply, tool_call
+from tools import ToolCall
+
+SMALL = {**SPEC_YAML, "model": {"name": "m", "context_window": 4000, "max_output_tokens": 500},
+         "max_steps_per_turn": 3}
+
+
+def small_spec(**memory: Any) -> AgentSpec:
+    return AgentSpec.model_validate({**SMALL, "memory": memory})
+
+
+def request_tokens(request: ModelRequest) -> int:
+    tools = count_tokens(json.dumps(request.tools, sort_keys=True)) if request.tools else 0
+    return sum(_message_tokens(m, "o200k_base") for m in request.messages) + tools + 3
+
+
+def check_tool_pairs(messages: list[dict]) -> None:
+    open_calls: set[str] = set()
+    for m in messages:
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in open_calls, "a result without its call"
+            open_calls.discard(m["tool_call_id"])
+        else:
+            assert not open_calls, "a call without its result"
+            open_calls = {c["id"] for c in m.get("tool_calls") or []}
+    assert not open_calls
+
+
+class ConversationModel:
+    """Answers agent steps (a memory edit every 5th turn, then send_message), summaries and extractions."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.summaries = 0
+
+    def __call__(self, request: ModelRequest) -> dict:
+        if request.purpose == "summarize":
+            self.summaries += 1
+            return reply_body(f"Summary #{self.summaries}: Lin (allergic to peanuts) chatted about tea and hiking.")
+        if request.purpose == "extract":
+            return reply_body(json.dumps({"facts": [{"text": "Lin is allergic to peanuts", "importance": 0.9}]}))
+        last = request.messages[-2] if request.messages[-1]["role"] == "system" else request.messages[-1]
+        if last["role"] == "user":
+            self.turn += 1
+            if self.turn % 5 == 0:
+                return tool_call_body("memory_rethink", {"label": "human", "new_value": f"Lin, turn {self.turn}"})
+        return tool_call_body("send_message", {"message": f"Reply to turn {self.turn}: that sounds lovely."})
+
+
+async def test_500_turns_in_a_4000_token_window(sqlite_url, clock):
+    model = ConversationModel()
+    recorder = FunctionModel(model)
+    agent = await Agent.load(small_spec(), model=recorder, store=StateStore(make_engine(sqlite_url)), clock=clock)
+    events: list[tuple[str, dict]] = []
+    agent.observer.event = lambda step, kind, data: events.append((kind, data))  # type: ignore[method-assign]
+
+    await agent.send("Hi, I'm Lin. My passport number is X1234567.")
+    for i in range(499):
+        result = await run_turn(agent, f"Turn {i}: today I walked in the park and drank some green tea with friends.")
+        assert result.stop_reason is StopReason.SEND_MESSAGE
+
+    step_requests = [r for r in recorder.requests if r.purpose == "step"]
+    limit = usable_window(agent.spec)
+    for request in recorder.requests:
+        assert request_tokens(request) <= limit
+    for request in step_requests:
+        check_tool_pairs(request.messages[1:])
+        assert request.messages[0]["content"].startswith("<hard_constraints>")
+        assert "Never suggest peanuts." in request.messages[-1]["content"]
+
+    kinds = [k for k, _ in events]
+    flushes = kinds.count("flush")
+    assert flushes >= 5
+    cycles = "".join("W" if k == "pressure_warning" else "F" for k in kinds if k in ("pressure_warning", "flush"))
+    assert all(segment == "W" for segment in cycles.split("F")[1:-1]), cycles  # exactly one warning per cycle
+    first_flush = next(i for i, r in enumerate(recorder.requests) if r.purpose == "summarize")
+    assert all("<conversation_summary>" in r.messages[0]["content"] for r in recorder.requests[first_flush:]
+               if r.purpose == "step")
+    assert all(data["tokens_after"] < data["tokens_before"] for k, data in events if k == "flush")
+
+    # The first message left the window long ago but is still in recall memory.
+    everything = agent.store.all_messages(agent.record.id)
+    passport = [m for m in everything if m.content and "X1234567" in m.content]
+    assert passport and not passport[0].in_context
+    assert len(agent.store.summaries(agent.record.id)) == flushes
+
+
+async def test_summarizer_chunks_material_larger_than_its_window(clock):
+    window, budget = 1200, 100
+    messages = [Message("user", f"Message {i}: " + "details about the trip to Oslo and the museum. " * 12, clock())
+                for i in range(40)]
+    model = FunctionModel(lambda r: reply_body("Folded: " + "the trip " * 30))
+    result = await summarize(model.complete, model="m", old_summary="earlier things", evicted=messages,
+                             budget=budget, window=window, encoding="o200k_base")
+    assert result.chunks == len(model.requests) > 1
+    assert all(request_tokens(r) <= window for r in model.requests)
+    assert count_tokens(result.text) <= budget
+    # Each chunk builds on the summary so far.
+    assert "earlier things" in model.requests[0].messages[1]["content"]
+    assert "Folded:" in model.requests[1].messages[1]["content"]
+
+
+async def _agent_with_history(url: str, model: Any, clock, spec: AgentSpec, turns: int = 6) -> Agent:
+    agent = await Agent.load(spec, model=model, store=StateStore(make_engine(url)), clock=clock)
+    for i in range(turns):
+        agent.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
+        agent.accept(Message("assistant", f"Old answer {i}", clock()))
+    return agent
+
+
+async def test_context_length_exceeded_flushes_and_retries_once(scripted_openai, sqlite_url, clock):
+    scripted_openai.add(
+        http_error(400, "This model's maximum context length is 2048 tokens.", code="context_length_exceeded"),
+        reply("Summary: Lin gardens."),  # the forced flush's summary
+        tool_call("send_message", {"message": "Back in business."}),
+    )
+    spec = small_spec(extraction=False)
+    agent = await _agent_with_history(sqlite_url, scripted_openai.client(), clock, spec)
+    before = len(agent.context_messages)
+    result = await run_turn(agent, "hello?")
+    assert result.reply == "Back in business."
+    assert len(agent.context_messages) < before
+    retry = scripted_openai.requests[2]["messages"]
+    assert "Summary: Lin gardens." in retry[0]["content"]
+    assert request_tokens(ModelRequest("m", retry, [], 0, 0)) < request_tokens(
+        ModelRequest("m", scripted_openai.requests[0]["messages"], [], 0, 0))
+
+
+async def test_context_length_exceeded_twice_is_an_error(scripted_openai, sqlite_url, clock):
+    from runtime.model_client import ContextLengthExceeded
+
+    overflow = http_error(400, "maximum context length is 10 tokens", code="context_length_exceeded")
+    scripted_openai.add(overflow, reply("Summary."), overflow)
+    agent = await _agent_with_history(sqlite_url, scripted_openai.client(), clock, small_spec(extraction=False))
+    with pytest.raises(ContextLengthExceeded):
+        await run_turn(agent, "hello?")
+
+
+async def test_pinned_part_too_big_names_each_part_and_the_agent_recovers(sqlite_url, clock):
+    blocks = [dict(b) for b in SPEC_YAML["blocks"]]
+    blocks[0] = {**blocks[0], "value": "I love long words. " * 150, "limit": 4000}
+    tight = AgentSpec.model_validate({**SMALL, "blocks": blocks, "model": {**SMALL["model"], "context_window": 1800}})
+    model = FunctionModel(lambda r: tool_call_body("send_message", {"message": "ok"}))
+    store = StateStore(make_engine(sqlite_url))
+    agent = await Agent.load(tight, model=model, store=store, clock=clock)
+    with pytest.raises(ContextOverflow) as err:
+        await run_turn(agent, "hi")
+    assert "block:persona" in str(err.value) and "tools" in str(err.value) and "context_window 1800" in str(err.value)
+    assert model.requests == []
+
+    roomy = AgentSpec.model_validate({**SMALL, "blocks": blocks, "model": {**SMALL["model"], "context_window": 8000}})
+    agent = await Agent.load(roomy, model=model, store=store, clock=clock)
+    assert (await run_turn(agent, "hi again")).reply == "ok"
+
+
+async def test_orphan_tool_call_is_repaired_before_the_call(scripted_openai, sqlite_url, clock):
+    scripted_openai.add(tool_call("send_message", {"message": "recovered"}))
+    store = StateStore(make_engine(sqlite_url))
+    agent = await Agent.load(small_spec(), model=scripted_openai.client(), store=store, clock=clock)
+    crashed = Message("assistant", None, clock(), tool_calls=(ToolCall("call_lost", "core_memory_append", "{}"),))
+    agent.accept(Message("user", "remember this", clock()))
+    agent.accept(crashed)  # the process died before the result was stored
+    agent.accept(Message("tool", "stray", clock(), tool_call_id="call_from_nowhere"))
+    result = await run_turn(agent, "are you there?")
+    assert result.reply == "recovered"
+    sent = scripted_openai.requests[0]["messages"]
+    check_tool_pairs(sent[1:])
+    repaired = [m for m in sent if m.get("tool_call_id") == "call_lost"]
+    assert repaired and repaired[0]["content"] == MISSING_RESULT
+    assert all(m.get("tool_call_id") != "call_from_nowhere" for m in sent)
+    reloaded = await Agent.load(small_spec(), store=store, clock=clock)
+    assert [m.tool_call_id for m in reloaded.context_messages if m.role == "tool"][0] == "call_lost"
+
+
+class RecordingArchival:
+    """Captures what extraction sends to archival memory (the write path itself is tested with the real store)."""
+
+    def __init__(self) -> None:
+        self.inserted: list[dict] = []
+
+    async def insert(self, content: str, **kwargs: Any) -> dict:
+        self.inserted.append({"content": content, **kwargs})
+        return {"id": len(self.inserted)}
+
+    async def search(self, query: str, **kwargs: Any) -> list:
+        return []
+
+    def stats(self) -> tuple[int, tuple[str, ...]]:
+        return len(self.inserted), ()
+
+
+@pytest.mark.parametrize("answer, stored", [
+    ("I could not find anything, sorry!", 0),
+    ('{"facts": [], "preferences": [], "progress": [], "todos": []}', 0),
+    ('```json\n{"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],'
+     ' "todos": [{"text": "Call the dentist", "importance": 0.6, "date": "2026-12-02"}]}\n```', 2),
+])
+async def test_extraction_on_eviction(answer, stored, sqlite_url, clock, caplog):
+    def respond(request: ModelRequest) -> dict:
+        if request.purpose == "summarize":
+            return reply_body("Summary of gardening.")
+        if request.purpose == "extract":
+            return reply_body(answer)
+        return tool_call_body("send_message", {"message": "ok"})
+
+    model = FunctionModel(respond)
+    agent = await _agent_with_history(sqlite_url, model, clock, small_spec(), turns=30)
+    agent.archival = RecordingArchival()
+    events: list[tuple[str, dict]] = []
+    agent.observer.event = lambda step, kind, data: events.append((kind, data))  # type: ignore[method-assign]
+    result = await run_turn(agent, "hi")
+    assert result.reply == "ok"
+    [flush] = [data for kind, data in events if kind == "flush"]
+    assert flush["extracted"] == stored
+    assert flush["extraction"] == {0: "unparseable" if "sorry" in answer else "empty", 2: "stored"}[stored]
+    assert agent.record.summary == "Summary of gardening."
+    inserted = agent.archival.inserted
+    assert len(inserted) == stored
+    if stored:
+        assert inserted[0] == {"content": "Lin moved to Oslo (date: 2026-05-01)", "kind": "fact", "importance": 0.8,
+                               "source_message_ids": inserted[0]["source_message_ids"]}
+        assert inserted[1]["kind"] == "todo" and "2026-12-02" in inserted[1]["content"]
+        assert inserted[0]["source_message_ids"]
+
+
+def test_pressure_lines_and_correction_factor():
+    spec = small_spec(pressure={"warn": 0.6, "flush": 0.8, "target": 0.4})
+    reading = read_pressure(2000, 1.0, spec)
+    assert (reading.usable, reading.warn_at, reading.flush_at, reading.target) == (3500, 2100, 2800, 1400)
+    assert reading.level.value == "ok"
+    assert read_pressure(2000, 1.1, spec).level.value == "warn"
+    assert read_pressure(2000, 1.5, spec).level.value == "flush"
+    assert updated_correction(1.0, 1000, 1500) == pytest.approx(1.1)
+    assert updated_correction(1.0, 1000, None) == 1.0
+    assert updated_correction(1.9, 100, 1000) == 2.0
+
+
+def test_bad_pressure_config_is_rejected():
+    with pytest.raises(ValueError, match="target"):
+        small_spec(pressure={"target": 0.95})
