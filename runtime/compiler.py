@@ -130,6 +130,11 @@ def _message_tokens(message: dict[str, Any], encoding: str) -> int:
     return tokens
 
 
+@functools.lru_cache(maxsize=1024)
+def _seam_tokens(left: str, right: str, encoding: str) -> int:
+    return _tokens(f"{left}\n\n{right}", encoding) - _tokens(left, encoding) - _tokens(right, encoding)
+
+
 def _clipped(message: dict[str, Any], limit: int | None, encoding: str) -> dict[str, Any]:
     """The message with its text cut to `limit` tokens; the full text stays in recall memory."""
     content = message.get("content")
@@ -146,6 +151,22 @@ def clip_text(text: str, limit: int, encoding: str) -> str:
     if len(tokens) <= limit:
         return text
     return enc.decode(tokens[: max(0, limit - len(enc.encode(TRUNCATION_NOTE)))]) + TRUNCATION_NOTE
+
+
+# Messages are immutable, so their wire form and cost are computed once per message, not on every compile
+# (memoised on the instance: hashing a message per lookup would cost as much as the work it saves).
+def _wire_message(message: Message, limit: int | None, encoding: str) -> dict[str, Any]:
+    key = ("wire", limit, encoding)
+    if key not in message.memo:
+        message.memo[key] = _clipped(message.to_openai(), limit, encoding)
+    return message.memo[key]
+
+
+def _wire_tokens(message: Message, limit: int | None, encoding: str) -> int:
+    key = ("tokens", limit, encoding)
+    if key not in message.memo:
+        message.memo[key] = _message_tokens(_wire_message(message, limit, encoding), encoding)
+    return message.memo[key]
 
 
 def message_tokens(message: Message, encoding: str = DEFAULT_ENCODING) -> int:
@@ -179,12 +200,14 @@ def compile_context(inputs: ContextInputs) -> CompiledContext:
     for name, text in pieces:
         sections[name] = sections.get(name, 0) + _tokens(text, enc)
     system_text = "\n\n".join(text for _, text in pieces)
-    # Joining pieces can merge or split a token at the seams: charge the difference to `system` so sections sum exactly.
-    sections["system"] += _tokens(system_text, enc) - sum(sections.values()) + TOKENS_PER_MESSAGE
+    # Counting the joined text would re-tokenize the whole system prompt every call (the clock line changes);
+    # the pieces are counted (and cached) alone, plus what each seam adds where BPE merges across it.
+    seams = sum(_seam_tokens(a[-1:], b[:1], enc) for (_, a), (_, b) in zip(pieces, pieces[1:]))
+    sections["system"] += seams + TOKENS_PER_MESSAGE
 
     wire = [{"role": "system", "content": system_text}]
-    wire += [_clipped(m.to_openai(), inputs.max_message_tokens, enc) for m in inputs.messages]
-    sections["messages"] = sum(_message_tokens(m, enc) for m in wire[1:])
+    wire += [_wire_message(m, inputs.max_message_tokens, enc) for m in inputs.messages]
+    sections["messages"] = sum(_wire_tokens(m, inputs.max_message_tokens, enc) for m in inputs.messages)
     if constraints:
         closing = {"role": "system", "content": render_closing(constraints)}
         wire.append(closing)

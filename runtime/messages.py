@@ -24,7 +24,8 @@ class Message:
     turn_id: str | None = None
     step_id: int | None = None
     in_context: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
+    # Per-instance memo of derived forms (wire dict, token count): messages are immutable and compiled every step.
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def to_openai(self) -> dict[str, Any]:
         """The chat-completions form of this message."""
