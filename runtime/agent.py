@@ -141,8 +141,7 @@ class Agent:
         A provider's context_length_exceeded forces a flush and one retry.
         """
         for attempt in (1, 2):
-            await relieve_pressure(self, step, force=attempt == 2)
-            compiled = self.compile()
+            compiled = await relieve_pressure(self, step, force=attempt == 2)
             try:
                 response = await self.call_model(self.step_request(compiled), step)
             except ContextLengthExceeded:

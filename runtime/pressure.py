@@ -212,8 +212,11 @@ async def flush(agent: "Agent", step: int, reading: PressureReading, forced: boo
     return True
 
 
-async def relieve_pressure(agent: "Agent", step: int, *, force: bool = False) -> PressureReading:
-    """Run before every model call: repair, check the pinned part, then warn or flush as the reading says."""
+async def relieve_pressure(agent: "Agent", step: int, *, force: bool = False) -> CompiledContext:
+    """Run before every model call: repair, check the pinned part, then warn or flush as the reading says.
+
+    Returns the context to send (compiled once more only when the window changed).
+    """
     repair_window(agent, step)
     compiled = agent.compile()
     check_pinned_fits(compiled, agent.spec)
@@ -222,7 +225,9 @@ async def relieve_pressure(agent: "Agent", step: int, *, force: bool = False) ->
         await flush(agent, step, reading, forced=force)
     elif reading.level is Pressure.WARN and not agent.record.pressure_warned:
         warn(agent, step, reading)
-    return reading
+    else:
+        return compiled
+    return agent.compile()
 
 
 def track_usage(agent: "Agent", compiled: CompiledContext, response: ModelResponse) -> None:
