@@ -86,6 +86,15 @@ def test_an_oversize_message_is_clipped_in_the_prompt_only():
     assert huge.content == "word " * 5000
 
 
+def test_retrieved_memories_put_the_best_two_at_the_ends():
+    items = ("best", "second", "third", "fourth")
+    system = compile_context(inputs(retrieved=items)).messages[0]["content"]
+    section = system[system.index("<retrieved_memories>"):]
+    assert [line[2:] for line in section.splitlines() if line.startswith("- ")] == ["best", "third", "fourth", "second"]
+    assert system.index("<memory_stats>") < system.index("<retrieved_memories>")
+    assert compile_context(inputs(retrieved=items)).sections["retrieved"] > 0
+
+
 def test_per_model_encoding_changes_the_count():
     o200k = compile_context(inputs()).total_tokens
     cl100k = compile_context(inputs(encoding="cl100k_base")).total_tokens
