@@ -20,6 +20,7 @@ from blocks import BlockEdit, CoreMemory
 from runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
 from runtime.messages import Message
 from runtime.history_repair import context_order
+from runtime.loop import run_turn
 from runtime.model_client import ContextLengthExceeded, ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
 from runtime.observer import NullObserver, TurnObserver
 from runtime.pressure import relieve_pressure, track_usage, usable_window
@@ -114,8 +115,6 @@ class Agent:
 
     async def send(self, text: str) -> str | None:
         """Run one turn with a user message; returns the agent's reply (None if it never sent one)."""
-        from runtime.loop import run_turn
-
         return (await run_turn(self, text)).reply
 
     def compile(self) -> CompiledContext:
