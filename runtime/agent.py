@@ -90,13 +90,17 @@ class Agent:
 
         `model` replaces the configured endpoint (tests, replays); `store` shares an open database.
         """
+        from runtime.external_memory import build_external_memory
+
         spec = path if isinstance(path, AgentSpec) else load_spec(path)
-        store = store or StateStore.open((settings or Settings.from_env()).database_url)
+        settings = settings or Settings.from_env()
+        store = store or StateStore.open(settings.database_url)
         record = store.ensure_agent(spec, reset_memory=reset_memory)
+        archival, recall = build_external_memory(spec, record, store, settings, clock)
         return cls(
             spec=spec, record=record, store=store, memory=CoreMemory(store.load_blocks(record.id, spec)),
             context_messages=context_order(store.in_context_messages(record.id)), recall_count=store.message_count(record.id),
-            tools=spec.resolved_tools(), model_override=model, clock=clock,
+            tools=spec.resolved_tools(), model_override=model, clock=clock, archival=archival, recall=recall,
         )
 
     @property

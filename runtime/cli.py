@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from runtime.agent import Agent
+from runtime.cli_trace import add_parsers as add_trace_parsers, start_recording
 from runtime.context_view import context_report, render_bar, render_legend
 from runtime.pressure import usable_window
 from runtime.model_client import ModelError
@@ -56,6 +57,7 @@ async def load_agent(target: str, settings: Settings, reset_memory: bool = False
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model  # fail before storing the message when no endpoint is configured
+    start_recording(agent, settings, args.trace)
     reply = await agent.send(args.message)
     out(reply or "(no reply)")
     return 0
@@ -64,6 +66,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model
+    start_recording(agent, settings, args.trace)
     out(f"Chatting with {agent.name}. Ctrl-D or /quit to leave.")
     loop = asyncio.get_running_loop()
     while True:
@@ -135,13 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="interactive conversation")
     chat.add_argument("agent")
     chat.add_argument("--reset-memory", action="store_true")
-    memory = sub.add_parser("memory", help="core blocks with chars/limit and edit history")
+    memory = sub.add_parser("memory", help="core blocks with chars/limit and edit history; "
+                            "also `memory search|archival|forget AGENT …` for external memory")
     memory.add_argument("agent")
     memory.add_argument("--history", nargs="?", const="*", help="list edits (of one block, or all)")
     context = sub.add_parser("context", help="the compiled prompt and its tokens per section")
     context.add_argument("agent")
     context.add_argument("--json", action="store_true")
     sub.add_parser("agents", help="list stored agents")
+    add_trace_parsers(sub)  # trace ls|show|export, replay, demo; --trace on run and chat
     return parser
 
 
@@ -151,10 +156,13 @@ COMMANDS = {"run": cmd_run, "chat": cmd_chat, "memory": cmd_memory, "context": c
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pagemind` console script."""
     configure_logging()
-    args = build_parser().parse_args(argv)
+    from runtime.cli_memory import is_memory_subcommand, memory_parser  # memory search|archival|forget
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = (memory_parser() if is_memory_subcommand(argv) else build_parser()).parse_args(argv)
     settings = Settings.from_env()
     try:
-        return asyncio.run(COMMANDS[args.command](args, settings))
+        return asyncio.run((getattr(args, "handler", None) or COMMANDS[args.command])(args, settings))
     except SpecError as exc:
         sys.stderr.write(f"error: invalid agent definition\n{exc}\n")
         return 2
@@ -166,4 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m runtime.cli`: run the package module's main, so errors raised by modules that import
+    # runtime.cli (CliError) are the class main() catches, not a second copy of it.
+    from runtime.cli import main as package_main
+
+    sys.exit(package_main())

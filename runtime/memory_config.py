@@ -36,11 +36,38 @@ class BudgetConfig(BaseModel):
 
 
 class ArchivalConfig(BaseModel):
-    """Archival/recall memory knobs (ranking, dedupe). Defaults are justified in bench/RESULTS.md."""
+    """Archival/recall memory knobs (ranking, dedupe). Defaults are justified in bench/RESULTS.md
+    (bench/retrieval_locomo.py on the LoCoMo dev conversations)."""
 
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
+    # Hybrid ranking: keyword (BM25) and dense scores, each divided by its best in the candidate set, mixed.
+    dense_weight: float = Field(0.5, ge=0, le=1, description="share of the dense score in the fused score")
+    min_similarity: float = Field(0.30, ge=-1, le=1, description="nothing beats noise: a result needs this cosine")
+    min_keyword_score: float = Field(0.0, ge=0, description="... or a BM25 score above this (0: any non-stop-word match)")
+    prefetch: int = Field(50, gt=0, le=1000, description="candidates fetched per retriever before fusion")
+    top_k: int = Field(5, gt=0, le=50, description="results per page when the caller gives none")
+    max_top_k: int = Field(50, gt=0, le=200)
+    # After fusion (archival): score × recency × importance × usefulness.
+    recency_weight: float = Field(0.1, ge=0, le=1, description="how much of the score decays with age")
+    recency_half_life_days: float = Field(180.0, gt=0)
+    importance_weight: float = Field(0.2, ge=0, le=1, description="score × (1 + w·(importance − 0.5))")
+    default_importance: float = Field(0.5, ge=0, le=1)
+    hit_boost: float = Field(0.05, ge=0, le=1,
+                             description="score × (1 + b·log(1 + hit count)), fading with time since the last hit")
+    # Write path.
+    dedupe_threshold: float = Field(0.92, gt=0, le=1, description="cosine at which a same-kind memory is a copy")
+    supersede_threshold: float = Field(0.80, gt=0, le=1,
+                                       description="cosine above which a same-kind memory that differs is replaced")
+    supersede_kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "constraint", "progress", "todo"],
+                                       description="kinds that state something that can change (episodes do not)")
+    max_memory_chars: int = Field(4000, gt=0)
+    # Recall (conversation_search): each message is keyed with the message before it.
+    recall_dense: bool = Field(True, description="add dense similarity to conversation_search's full-text ranking")
+    recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
+    recall_next_weight: float = Field(0.2, ge=0, le=1, description="share of the next message's score added")
+    recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
 
 
 class MemoryConfig(BaseModel):

@@ -15,10 +15,15 @@ class Settings(BaseModel):
     database_url: str
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
+    embedding_model: str | None = None
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = None
+    embedding_dim: int | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
-        """Settings from PAGEMIND_HOME, DATABASE_URL, QDRANT_URL and QDRANT_API_KEY."""
+        """Settings from PAGEMIND_HOME, DATABASE_URL, QDRANT_URL, QDRANT_API_KEY and PAGEMIND_EMBEDDING_* (an
+        OpenAI-compatible embeddings endpoint: _MODEL, _BASE_URL, _API_KEY (default OPENAI_API_KEY), _DIM)."""
         env = dict(os.environ) if environ is None else environ
         home = Path(env.get("PAGEMIND_HOME") or "./.pagemind")
         database_url = env.get("DATABASE_URL") or f"sqlite:///{home / 'pagemind.db'}"
@@ -31,4 +36,8 @@ class Settings(BaseModel):
             database_url=database_url,
             qdrant_url=env.get("QDRANT_URL") or None,
             qdrant_api_key=env.get("QDRANT_API_KEY") or None,
+            embedding_model=env.get("PAGEMIND_EMBEDDING_MODEL") or None,
+            embedding_base_url=env.get("PAGEMIND_EMBEDDING_BASE_URL") or None,
+            embedding_api_key=env.get("PAGEMIND_EMBEDDING_API_KEY") or env.get("OPENAI_API_KEY") or None,
+            embedding_dim=int(env["PAGEMIND_EMBEDDING_DIM"]) if env.get("PAGEMIND_EMBEDDING_DIM") else None,
         )

@@ -1,0 +1,127 @@
+"""`pagemind memory search|archival|forget`: inspect and prune an agent's external memory.
+
+    pagemind memory search AGENT "query" [--in both|archival|recall] [--limit N]
+    pagemind memory archival AGENT [--all] [--history ID]
+    pagemind memory forget AGENT ID
+
+(`pagemind memory AGENT [--history]` still shows core memory.) Listing and history read SQL only, so they work
+while another process holds the embedded vector store; search and forget open it, and say so if it is held.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Sequence
+
+from runtime.archival import ArchivalService
+from runtime.archival_store import StoreError
+from runtime.settings import Settings
+from runtime.state import StateStore, utcnow
+
+SUBCOMMANDS = ("search", "archival", "forget")
+
+
+def is_memory_subcommand(argv: Sequence[str]) -> bool:
+    """Whether the command line is `memory search|archival|forget …` (rather than `memory AGENT`)."""
+    return len(argv) >= 2 and argv[0] == "memory" and argv[1] in SUBCOMMANDS
+
+
+def memory_parser() -> argparse.ArgumentParser:
+    """The parser of `pagemind memory search|archival|forget`."""
+    parser = argparse.ArgumentParser(prog="pagemind", description="Inspect an agent's external memory.")
+    top = parser.add_subparsers(dest="command", required=True)
+    memory = top.add_parser("memory").add_subparsers(dest="memory_command", required=True)
+    search = memory.add_parser("search", help="search archival and recall memory")
+    search.add_argument("agent", help="agent YAML file or stored agent name")
+    search.add_argument("query")
+    search.add_argument("--in", dest="where", choices=("both", "archival", "recall"), default="both")
+    search.add_argument("--limit", type=int, default=10)
+    search.set_defaults(handler=cmd_search)
+    archival = memory.add_parser("archival", help="list archival memories with kind, date and importance")
+    archival.add_argument("agent")
+    archival.add_argument("--all", action="store_true", help="include superseded memories")
+    archival.add_argument("--history", metavar="ID", help="one memory's history (id or unique prefix)")
+    archival.set_defaults(handler=cmd_archival)
+    forget = memory.add_parser("forget", help="delete one archival memory for real (vector store and SQL)")
+    forget.add_argument("agent")
+    forget.add_argument("id", help="memory id or unique prefix")
+    forget.set_defaults(handler=cmd_forget)
+    return parser
+
+
+def _open(target: str, settings: Settings) -> tuple[ArchivalService, StateStore, object]:
+    from runtime.cli import resolve_spec
+    from runtime.external_memory import archival_service
+
+    store = StateStore.open(settings.database_url)
+    spec = resolve_spec(target, store)
+    return archival_service(spec, store, settings, utcnow), store, spec
+
+
+def _resolve(archival: ArchivalService, prefix: str) -> str:
+    from runtime.cli import CliError
+
+    memory_id = archival.resolve_id(prefix)
+    if memory_id is None:
+        raise CliError(f"no single archival memory of '{archival.agent_id}' has an id starting with '{prefix}'")
+    return memory_id
+
+
+async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    """Print archival and/or recall matches for a query."""
+    from runtime.cli import CliError, out
+    from runtime.external_memory import build_external_memory
+
+    archival, store, spec = _open(args.agent, settings)
+    if args.where in ("both", "archival"):
+        try:
+            hits = await archival.search(args.query, top_k=args.limit, count_hits=False)
+        except StoreError as exc:
+            raise CliError(str(exc)) from None
+        out(f"archival memory ({len(hits)}):")
+        for h in hits:
+            out(f"  {h.id[:8]} {h.date:%Y-%m-%d} {h.kind:<10} score {h.score:.3f}  {h.text}")
+    if args.where in ("both", "recall"):
+        record = store.ensure_agent(spec)
+        _, recall = build_external_memory(spec, record, store, settings, utcnow)
+        messages = await recall.search(args.query, limit=args.limit)
+        out(f"recall memory ({len(messages)}):")
+        for m in messages:
+            out(f"  #{m.id} {m.time:%Y-%m-%d %H:%M} {m.role:<9} score {m.score:.3f}  {m.text}")
+    return 0
+
+
+async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
+    """List archival memories, or show one memory's history."""
+    from runtime.cli import out
+
+    archival, _, _ = _open(args.agent, settings)
+    if args.history:
+        memory_id = _resolve(archival, args.history)
+        out(f"history of {memory_id}:")
+        for v in archival.history(memory_id):
+            out(f"  {v.at:%Y-%m-%d %H:%M:%S} {v.operation:<10} {v.text!r} {v.detail}")
+        return 0
+    memories = archival.list(include_superseded=args.all)
+    count, tags = archival.stats()
+    out(f"{count} live archival memories; tags: {', '.join(tags) or 'none'}")
+    for m in memories:
+        flag = f"  [superseded by {m.superseded_by[:8]}]" if m.superseded_by else ""
+        expiry = f"  [expires {m.expires_at:%Y-%m-%d}]" if m.expires_at else ""
+        out(f"{m.id[:8]} {m.created_at:%Y-%m-%d} {m.kind:<10} importance {m.importance:.2f} hits {m.hit_count}"
+            f"{' tags ' + ','.join(m.tags) if m.tags else ''}{flag}{expiry}\n    {m.text}")
+    return 0
+
+
+async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
+    """Delete one archival memory from the vector store and SQL, history included."""
+    from runtime.cli import CliError, out
+
+    archival, _, _ = _open(args.agent, settings)
+    memory_id = _resolve(archival, args.id)
+    try:
+        await archival.forget(memory_id)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    out(f"forgot {memory_id}")
+    return 0

@@ -1,0 +1,102 @@
+"""Absolute dates for relative time words, so a memory read months later still says when things happened.
+
+    absolute_dates("I went hiking yesterday", datetime(2026, 11, 29))
+    → "I went hiking yesterday (2026-11-28)"
+
+The relative phrase stays (it is what the user said); its absolute date, computed against the time the memory
+was written, follows in parentheses. Phrases already followed by a date in parentheses are left alone, so
+normalising twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timedelta
+from typing import Callable
+
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+            "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "few": 3, "several": 3}
+
+
+def _iso(day: date) -> str:
+    return day.isoformat()
+
+
+def _week_of(day: date) -> str:
+    return f"week of {_iso(day - timedelta(days=day.weekday()))}"
+
+
+def _month(day: date) -> str:
+    return day.strftime("%B %Y")
+
+
+def _shift_month(day: date, months: int) -> date:
+    index = day.year * 12 + day.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _last_weekday(day: date, name: str) -> date:
+    back = (day.weekday() - _WEEKDAYS.index(name)) % 7 or 7
+    return day - timedelta(days=back)
+
+
+def _next_weekday(day: date, name: str) -> date:
+    ahead = (_WEEKDAYS.index(name) - day.weekday()) % 7 or 7
+    return day + timedelta(days=ahead)
+
+
+def _ago(day: date, count: int, unit: str) -> str:
+    unit = unit.rstrip("s")
+    if unit == "day":
+        return _iso(day - timedelta(days=count))
+    if unit == "week":
+        return _week_of(day - timedelta(weeks=count))
+    if unit == "month":
+        return _month(_shift_month(day, -count))
+    return str(day.year - count)
+
+
+_Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], str]]
+_NUM = r"(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|several)"
+_RULES: list[_Rule] = [
+    (re.compile(rf"\b{_NUM} (days?|weeks?|months?|years?) ago\b", re.I),
+     lambda m, d: _ago(d, int(m[1]) if m[1].isdigit() else _NUMBERS[m[1].lower()], m[2].lower())),
+    (re.compile(r"\b(?:last|this past) (" + "|".join(_WEEKDAYS) + r")\b", re.I),
+     lambda m, d: _iso(_last_weekday(d, m[1].lower()))),
+    (re.compile(r"\b(?:next|this coming) (" + "|".join(_WEEKDAYS) + r")\b", re.I),
+     lambda m, d: _iso(_next_weekday(d, m[1].lower()))),
+    (re.compile(r"\bthe day before yesterday\b", re.I), lambda m, d: _iso(d - timedelta(days=2))),
+    (re.compile(r"\bthe day after tomorrow\b", re.I), lambda m, d: _iso(d + timedelta(days=2))),
+    (re.compile(r"\b(?:yesterday|last night)\b", re.I), lambda m, d: _iso(d - timedelta(days=1))),
+    (re.compile(r"\btomorrow\b", re.I), lambda m, d: _iso(d + timedelta(days=1))),
+    (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening)|right now|just now)\b", re.I),
+     lambda m, d: _iso(d)),
+    (re.compile(r"\blast week(?:end)?\b", re.I), lambda m, d: _week_of(d - timedelta(weeks=1))),
+    (re.compile(r"\bnext week(?:end)?\b", re.I), lambda m, d: _week_of(d + timedelta(weeks=1))),
+    (re.compile(r"\bthis week(?:end)?\b", re.I), lambda m, d: _week_of(d)),
+    (re.compile(r"\blast month\b", re.I), lambda m, d: _month(_shift_month(d, -1))),
+    (re.compile(r"\bnext month\b", re.I), lambda m, d: _month(_shift_month(d, 1))),
+    (re.compile(r"\bthis month\b", re.I), lambda m, d: _month(d)),
+    (re.compile(r"\blast year\b", re.I), lambda m, d: str(d.year - 1)),
+    (re.compile(r"\bnext year\b", re.I), lambda m, d: str(d.year + 1)),
+    (re.compile(r"\bthis year\b", re.I), lambda m, d: str(d.year)),
+    (re.compile(r"\b(?:recently|lately|these days|nowadays|currently)\b", re.I), lambda m, d: f"as of {_iso(d)}"),
+]
+_ALREADY_DATED = re.compile(r"\s*\(")
+
+
+def absolute_dates(text: str, written_at: datetime) -> str:
+    """`text` with each relative time phrase followed by its absolute date in parentheses."""
+    day = written_at.date()
+    taken: list[tuple[int, int, str]] = []
+    for pattern, resolve in _RULES:
+        for match in pattern.finditer(text):
+            if any(start < match.end() and match.start() < end for start, end, _ in taken):
+                continue
+            if _ALREADY_DATED.match(text, match.end()):
+                continue
+            taken.append((match.start(), match.end(), resolve(match, day)))
+    for start, end, value in sorted(taken, reverse=True):
+        text = f"{text[:end]} ({value}){text[end:]}"
+    return text

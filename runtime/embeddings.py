@@ -1,0 +1,267 @@
+"""Text embeddings: one `Embedder` interface, the shipped offline model, an OpenAI-compatible endpoint, a cache.
+
+    embedder = build_embedder(settings, engine)      # cached, batched; offline by default
+    vectors = await embedder.aembed(["The user is allergic to peanuts."])   # (n, dim) float32, unit length
+
+The default model is all-MiniLM-L6-v2 exported to int8 ONNX, shipped inside the package under
+`runtime/data/models/` and run by fastembed from that folder (no hub download, no torch). An
+OpenAI-compatible `/embeddings` endpoint is used instead when `PAGEMIND_EMBEDDING_BASE_URL` (or
+`PAGEMIND_EMBEDDING_MODEL` with an OpenAI key) is configured. `CachedEmbedder` keys every vector by model and
+text hash, in process (LRU) and in SQL, so the same text is never embedded twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import structlog
+from sqlalchemy import Column, Integer, LargeBinary, String, Table, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import SQLModel
+
+log = structlog.get_logger("pagemind.embeddings")
+
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
+DEFAULT_MODEL_DIR = Path(__file__).parent / "data" / "models" / "all-MiniLM-L6-v2-onnx-int8"
+DEFAULT_DIM = 384
+
+
+class EmbeddingError(RuntimeError):
+    """The embedding model could not be loaded or called."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors. `model_id` names the model (cache key and store name)."""
+
+    model_id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts synchronously: a float32 array of shape (len(texts), dim), rows of unit length."""
+        ...
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero), as float32."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
+def batched(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    """Consecutive slices of at most `size` items."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+async def aembed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed off the event loop (ONNX releases the GIL while it computes)."""
+    return await asyncio.to_thread(embedder.embed, list(texts))
+
+
+class FastEmbedEmbedder:
+    """The shipped all-MiniLM-L6-v2 int8 ONNX model, run by fastembed from the package folder. No network.
+
+    Loads on first use (≈ 1 s); `threads` stays small because the host runs many agents. `batch_size` is 1 by
+    default: the int8 model quantises activations per batch, so a text's vector would otherwise depend on the
+    texts batched with it (and the cache and the dedupe threshold need one vector per text); batching gained
+    nothing here on one thread (200 sentences: 0.69 s at 1, 0.65 s at 8, 0.69 s at 32).
+    """
+
+    def __init__(self, model_dir: Path = DEFAULT_MODEL_DIR, *, threads: int = 1, batch_size: int = 1,
+                 model_id: str = DEFAULT_MODEL_ID, dim: int = DEFAULT_DIM):
+        self.model_dir = Path(model_dir)
+        self.threads = threads
+        self.batch_size = batch_size
+        self.model_id = model_id
+        self.dim = dim
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                if not (self.model_dir / "model.onnx").exists():
+                    raise EmbeddingError(f"embedding model not found at {self.model_dir} (reinstall pagemind)")
+                # fastembed must never reach for the hub: the model comes from the folder we ship.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                from fastembed import TextEmbedding
+
+                self._model = TextEmbedding(DEFAULT_MODEL_NAME, specific_model_path=str(self.model_dir),
+                                            threads=self.threads, lazy_load=False)
+                log.info("embedder_loaded", model=self.model_id, path=str(self.model_dir), threads=self.threads)
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts with the local ONNX model, `batch_size` at a time."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        vectors = list(model.embed(list(texts), batch_size=self.batch_size))
+        return normalise(np.vstack(vectors))
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible `/embeddings` endpoint (OpenAI, vLLM, Ollama, llama.cpp server, TEI …)."""
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 dim: int | None = None, batch_size: int = 128, client: Any = None):
+        import openai
+
+        self.model = model
+        self.model_id = f"openai-{model}".replace("/", "_")
+        self.batch_size = batch_size
+        self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=3)
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        """The vector size (asks the endpoint once when not configured)."""
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts through the endpoint, `batch_size` per request."""
+        rows: list[list[float]] = []
+        for batch in batched(list(texts), self.batch_size):
+            response = self.client.embeddings.create(model=self.model, input=list(batch))
+            rows += [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+        if not rows:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        return normalise(np.asarray(rows, dtype=np.float32))
+
+
+def text_hash(text: str) -> str:
+    """The cache key of a text (sha256, hex)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+embedding_cache_table = Table(
+    "embedding_cache", SQLModel.metadata,
+    Column("model", String(128), primary_key=True),
+    Column("text_hash", String(64), primary_key=True),
+    Column("dim", Integer, nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+)
+
+
+_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines whose cache table exists
+
+
+class CachedEmbedder:
+    """Wraps an embedder: a vector per (model, text hash) is computed once, kept in an LRU and, when given an
+    engine, in the `embedding_cache` table, so it survives restarts and is shared by processes."""
+
+    def __init__(self, inner: Embedder, engine: Engine | None = None, *, lru_size: int = 20_000):
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.engine = engine
+        self.lru_size = lru_size
+        self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.computed = 0  # texts actually embedded by the model (tests and benchmarks read it)
+        if engine is not None and engine not in _READY:
+            embedding_cache_table.create(engine, checkfirst=True)
+            _READY.add(engine)
+
+    @property
+    def dim(self) -> int:
+        """The wrapped model's vector size."""
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for texts: from the LRU, then SQL, and only the misses from the model (deduplicated)."""
+        keys = [text_hash(t) for t in texts]
+        found = self._from_lru(keys)
+        missing = [k for k in dict.fromkeys(keys) if k not in found]
+        if missing and self.engine is not None:
+            found.update(self._from_sql(missing))
+        todo = {k: t for k, t in zip(keys, texts) if k not in found}
+        if todo:
+            fresh = self.inner.embed(list(todo.values()))
+            self.computed += len(todo)
+            computed = dict(zip(todo, fresh))
+            found.update(computed)
+            if self.engine is not None:
+                self._to_sql(computed)
+        self._remember(found)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.vstack([found[k] for k in keys]).astype(np.float32)
+
+    def _from_lru(self, keys: list[str]) -> dict[str, np.ndarray]:
+        with self._lock:
+            hits = {k: self._lru[k] for k in keys if k in self._lru}
+            for k in hits:
+                self._lru.move_to_end(k)
+        return hits
+
+    def _remember(self, vectors: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            for key, vector in vectors.items():
+                self._lru[key] = vector
+                self._lru.move_to_end(key)
+            while len(self._lru) > self.lru_size:
+                self._lru.popitem(last=False)
+
+    def _from_sql(self, keys: list[str]) -> dict[str, np.ndarray]:
+        table, found = embedding_cache_table, {}
+        with self.engine.connect() as conn:
+            for chunk in batched(keys, 500):
+                rows = conn.execute(select(table.c.text_hash, table.c.vector).where(
+                    table.c.model == self.model_id, table.c.text_hash.in_(list(chunk))))
+                found.update({h: np.frombuffer(v, dtype=np.float32) for h, v in rows})
+        return found
+
+    def _to_sql(self, vectors: dict[str, np.ndarray]) -> None:
+        rows = [{"model": self.model_id, "text_hash": k, "dim": int(v.shape[0]),
+                 "vector": np.asarray(v, dtype=np.float32).tobytes()} for k, v in vectors.items()]
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(embedding_cache_table.insert(), rows)
+        except IntegrityError:  # another process cached some of them first: insert the rest one by one
+            for row in rows:
+                try:
+                    with self.engine.begin() as conn:
+                        conn.execute(embedding_cache_table.insert(), [row])
+                except IntegrityError:
+                    pass
+
+
+def build_embedder(settings: Any = None, engine: Engine | None = None) -> CachedEmbedder:
+    """The configured embedder, cached: an OpenAI-compatible endpoint when `settings.embedding_model` or
+    `settings.embedding_base_url` is set, else the shipped offline model."""
+    model = getattr(settings, "embedding_model", None)
+    base_url = getattr(settings, "embedding_base_url", None)
+    if model or base_url:
+        inner: Embedder = OpenAIEmbedder(model or "text-embedding-3-small", base_url=base_url,
+                                         api_key=getattr(settings, "embedding_api_key", None),
+                                         dim=getattr(settings, "embedding_dim", None))
+    else:
+        inner = shared_default_embedder()
+    return CachedEmbedder(inner, engine)
+
+
+_DEFAULT: FastEmbedEmbedder | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def shared_default_embedder() -> FastEmbedEmbedder:
+    """One shipped-model instance per process (it costs ≈ 200 MB; every agent shares it)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = FastEmbedEmbedder()
+        return _DEFAULT

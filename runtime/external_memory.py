@@ -1,0 +1,46 @@
+"""Wiring of an agent's external memory: its archival and recall services, from settings and its spec.
+
+Cheap to call: the embedding model and the vector store open on first use, so loading an agent, compiling its
+prompt (archival statistics come from SQL) and inspecting it never touch them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from runtime.archival import ArchivalService
+from runtime.archival_store import ArchivalBackend, open_backend
+from runtime.embeddings import CachedEmbedder, build_embedder
+from runtime.recall import RecallService
+from runtime.settings import Settings
+from runtime.spec import AgentSpec
+from runtime.state import AgentRecord, StateStore
+
+ARCHIVAL_TOOLS = frozenset({"archival_memory_insert", "archival_search"})
+
+
+def backend_opener(settings: Settings, embedder: CachedEmbedder) -> Callable[[], ArchivalBackend]:
+    """A function that opens (once per process) the vector store configured by `settings` for this embedder."""
+    return lambda: open_backend(settings.home, embedder.dim, embedder.model_id, settings.qdrant_url,
+                                settings.qdrant_api_key)
+
+
+def build_external_memory(spec: AgentSpec, record: AgentRecord, store: StateStore, settings: Settings,
+                          clock: Callable[[], datetime]) -> tuple[ArchivalService | None, RecallService]:
+    """(archival, recall) for an agent. Archival memory exists when the spec enables it and lists an archival
+    tool; recall memory (the message log) always does."""
+    config = spec.memory.archival
+    embedder = build_embedder(settings, store.engine)
+    recall = RecallService(record.id, engine=store.engine, embedder=embedder, config=config, clock=clock)
+    if not (config.enabled and ARCHIVAL_TOOLS & set(spec.tools)):
+        return None, recall
+    return archival_service(spec, store, settings, clock, embedder), recall
+
+
+def archival_service(spec: AgentSpec, store: StateStore, settings: Settings, clock: Callable[[], datetime],
+                     embedder: CachedEmbedder | None = None) -> ArchivalService:
+    """The agent's archival memory, whatever its tools (inspection and deletion from the CLI)."""
+    embedder = embedder or build_embedder(settings, store.engine)
+    return ArchivalService(spec.name, engine=store.engine, open_backend=backend_opener(settings, embedder),
+                           embedder=embedder, config=spec.memory.archival, clock=clock)

@@ -1,0 +1,380 @@
+"""Recall memory: `conversation_search` over every stored message of an agent, evicted ones included.
+
+Keyword search is the database's own full-text index (SQLite FTS5 with BM25; Postgres `tsvector` with
+`ts_rank`), optionally fused with dense similarity (the configured embedder). Each message is indexed as
+`[date] role: text` together with the message before it in the same session, since an answer is often a reply
+to the question that names its subject. The index is brought up to date lazily, at search time, from the
+`messages` table, so every path that stores messages (the loop, the pressure monitor, imports) is covered.
+
+Ranking (defaults justified by bench/retrieval_locomo.py): BM25 over the keyed message (its own words count a
+little extra) and dense similarity of the message alone and keyed, each divided by its best and mixed; then a
+share of the next message's score is added (a message whose reply matches is likely the one asked about).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Literal, Sequence
+
+import numpy as np
+import structlog
+from pydantic import BaseModel
+from sqlalchemy import select, text as sql
+from sqlalchemy.engine import Engine
+
+from runtime.embeddings import Embedder, aembed
+from runtime.keywords import analysed, query_terms
+from runtime.memory_config import ArchivalConfig
+from runtime.ranking import beats_noise, fuse
+from runtime.state import MessageRow
+
+log = structlog.get_logger("pagemind.recall")
+
+Mode = Literal["hybrid", "bm25", "dense"]
+_BATCH = 500
+_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines whose index tables exist (DDL once per process)
+_MESSAGES = MessageRow.__table__
+_COLUMNS = (_MESSAGES.c.id, _MESSAGES.c.role, _MESSAGES.c.content, _MESSAGES.c.tool_calls, _MESSAGES.c.name,
+            _MESSAGES.c.created_at)
+
+
+class RecallHit(BaseModel):
+    """One message found by conversation_search."""
+
+    id: int
+    role: str
+    time: datetime
+    text: str
+    score: float | None = None
+
+
+@dataclass
+class IndexedMessage:
+    """A message as the recall index keys it."""
+
+    id: int
+    role: str
+    created_at: datetime
+    text: str
+    context: str = ""
+
+    def own_document(self) -> str:
+        """`[date] role: text`: what the message itself says, and when."""
+        return f"[{self.created_at:%-d %B %Y}] {self.role}: {self.text}"
+
+    def keyed_document(self) -> str:
+        """The message with the one before it (same session) as context."""
+        own = self.own_document()
+        return f"{own} (after: {self.context})" if self.context else own
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def searchable_text(role: str, content: str | None, tool_calls: Any, name: str | None) -> str:
+    """What a stored message says, as recall searches it: user and assistant text, the replies sent with
+    `send_message`, other tool calls and tool results (a send_message result repeats the reply: skipped)."""
+    if role == "system" or (role == "tool" and name == "send_message"):
+        return ""
+    parts = [content or ""]
+    for call in tool_calls or []:
+        if call.get("name") == "send_message":
+            parts.append(_send_message_text(call.get("arguments") or ""))
+        else:
+            parts.append(f"{call.get('name')}({call.get('arguments')})")
+    return " ".join(p for p in parts if p).strip()
+
+
+def _send_message_text(arguments: str) -> str:
+    import json
+
+    try:
+        value = json.loads(arguments)
+        return str(value.get("message", "")) if isinstance(value, dict) else str(value)
+    except (json.JSONDecodeError, TypeError):
+        return arguments
+
+
+@dataclass
+class _DenseIndex:
+    """Dense vectors of one agent's indexed messages, in id order, kept in process."""
+
+    ids: list[int] = field(default_factory=list)
+    own: np.ndarray | None = None
+    keyed: np.ndarray | None = None
+    next_index: list[int] = field(default_factory=list)  # position of the next message in the session, or -1
+
+
+class FullText:
+    """The dialect-specific full-text index over messages (rowid = message id)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.postgres = engine.dialect.name == "postgresql"
+        self._create()
+
+    def _create(self) -> None:
+        if self.engine in _READY:
+            return
+        with self.engine.begin() as conn:
+            if self.postgres:
+                conn.execute(sql("CREATE TABLE IF NOT EXISTS recall_fts (message_id BIGINT PRIMARY KEY, "
+                                 "agent_id INTEGER NOT NULL, tsv TSVECTOR NOT NULL)"))
+                conn.execute(sql("CREATE INDEX IF NOT EXISTS ix_recall_fts_tsv ON recall_fts USING GIN (tsv)"))
+                conn.execute(sql("CREATE INDEX IF NOT EXISTS ix_recall_fts_agent ON recall_fts (agent_id)"))
+            else:
+                conn.execute(sql("CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5("
+                                 "keyed, own, tokenize='unicode61 remove_diacritics 2')"))
+            conn.execute(sql("CREATE TABLE IF NOT EXISTS recall_watermarks (agent_id INTEGER PRIMARY KEY, "
+                             "message_id BIGINT NOT NULL)"))
+        _READY.add(self.engine)
+
+    def watermark(self, agent_id: int) -> int:
+        """The last message id indexed for the agent."""
+        with self.engine.connect() as conn:
+            value = conn.execute(sql("SELECT message_id FROM recall_watermarks WHERE agent_id = :a"),
+                                 {"a": agent_id}).scalar()
+        return int(value or 0)
+
+    def add(self, agent_id: int, messages: Sequence[IndexedMessage], last_id: int) -> None:
+        """Index messages and move the agent's watermark to `last_id`, in one transaction."""
+        with self.engine.begin() as conn:
+            if messages and self.postgres:
+                conn.execute(sql(
+                    "INSERT INTO recall_fts (message_id, agent_id, tsv) VALUES (:id, :a, "
+                    "setweight(to_tsvector('simple', :own), 'A') || setweight(to_tsvector('simple', :ctx), 'B')) "
+                    "ON CONFLICT (message_id) DO NOTHING"),
+                    [{"id": m.id, "a": agent_id, "own": analysed(m.own_document()), "ctx": analysed(m.context)}
+                     for m in messages])
+            elif messages:
+                conn.execute(sql("INSERT OR REPLACE INTO recall_fts (rowid, keyed, own) VALUES (:id, :keyed, :own)"),
+                             [{"id": m.id, "keyed": analysed(m.keyed_document()), "own": analysed(m.own_document())}
+                              for m in messages])
+            params = {"a": agent_id, "m": last_id}
+            if self.postgres:
+                conn.execute(sql("INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
+                                 "(agent_id) DO UPDATE SET message_id = GREATEST(recall_watermarks.message_id, :m)"), params)
+            else:
+                conn.execute(sql("INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
+                                 "(agent_id) DO UPDATE SET message_id = MAX(message_id, :m)"), params)
+
+    def search(self, agent_id: int, terms: list[str], own_weight: float) -> dict[int, float]:
+        """BM25-style scores of the agent's messages matching any of the terms (higher is better)."""
+        if not terms:
+            return {}
+        with self.engine.connect() as conn:
+            if self.postgres:
+                query = " | ".join(f"'{t}'" for t in terms)
+                rows = conn.execute(sql(
+                    "SELECT message_id, ts_rank(CAST(:w AS float4[]), tsv, to_tsquery('simple', :q)) FROM recall_fts "
+                    "WHERE agent_id = :a AND tsv @@ to_tsquery('simple', :q)"),
+                    {"q": query, "a": agent_id, "w": [0.05, 0.1, 1 / (1 + own_weight), 1.0]})  # {D, C, B=context, A=own}
+            else:
+                query = " OR ".join(f'"{t}"' for t in terms)
+                rows = conn.execute(sql(
+                    f"SELECT recall_fts.rowid, -bm25(recall_fts, 1.0, {float(own_weight)}) FROM recall_fts "
+                    "JOIN messages ON messages.id = recall_fts.rowid "
+                    "WHERE recall_fts MATCH :q AND messages.agent_id = :a"), {"q": query, "a": agent_id})
+            return {int(i): float(s) for i, s in rows}
+
+
+class RecallService:
+    """Recall memory of one agent (implements `tools.RecallMemory`): scoped to its agent id at construction."""
+
+    def __init__(self, agent_id: int, *, engine: Engine, embedder: Embedder | None = None,
+                 config: ArchivalConfig | None = None, clock: Callable[[], datetime] | None = None):
+        self.agent_id = agent_id
+        self.engine = engine
+        self.embedder = embedder
+        self.config = config or ArchivalConfig()
+        self.fulltext = FullText(engine)
+        self._dense = _DenseIndex()
+        self._last: IndexedMessage | None = None  # the last indexed message (context for the next one)
+        self._lock = threading.Lock()
+
+    # -- indexing ---------------------------------------------------------------------------------------------
+
+    def _load(self, after: int) -> list[IndexedMessage]:
+        query = select(*_COLUMNS).where(_MESSAGES.c.agent_id == self.agent_id, _MESSAGES.c.id > after)
+        return [m for m in (_indexed(row) for row in self._rows(query.order_by(_MESSAGES.c.id))) if m.text]
+
+    def _rows(self, query: Any) -> list[Any]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(query).all())
+
+    def _with_context(self, messages: list[IndexedMessage], previous: IndexedMessage | None) -> list[IndexedMessage]:
+        gap = timedelta(hours=self.config.recall_session_gap_hours)
+        for message in messages:
+            if previous is not None and message.created_at - previous.created_at <= gap:
+                message.context = f"{previous.role}: {previous.text}"
+            previous = message
+        return messages
+
+    def catch_up(self, dense: bool) -> None:
+        """Index messages stored since the last search (full text always; dense vectors when used)."""
+        with self._lock:
+            self._catch_up_fulltext()
+            if dense and self.embedder is not None:
+                self._catch_up_dense()
+
+    def _catch_up_fulltext(self) -> None:
+        mark = self.fulltext.watermark(self.agent_id)
+        fresh = self._load(mark)
+        if not fresh:
+            return
+        previous = self._load_one_before(fresh[0].id)
+        self._with_context(fresh, previous)
+        for start in range(0, len(fresh), _BATCH):
+            chunk = fresh[start:start + _BATCH]
+            self.fulltext.add(self.agent_id, chunk, chunk[-1].id)
+        log.info("recall_indexed", agent_id=self.agent_id, messages=len(fresh))
+
+    def _load_one_before(self, message_id: int) -> IndexedMessage | None:
+        query = (select(*_COLUMNS).where(_MESSAGES.c.agent_id == self.agent_id, _MESSAGES.c.id < message_id)
+                 .order_by(_MESSAGES.c.id.desc()).limit(20))
+        before = [m for m in (_indexed(row) for row in self._rows(query)) if m.text]
+        return before[0] if before else None
+
+    def _catch_up_dense(self) -> None:
+        after = self._dense.ids[-1] if self._dense.ids else 0
+        fresh = self._with_context(self._load(after), self._last)
+        if not fresh:
+            return
+        own = self.embedder.embed([m.own_document() for m in fresh])
+        keyed = self.embedder.embed([m.keyed_document() for m in fresh])
+        index = self._dense
+        base = len(index.ids)
+        if index.next_index and self._last is not None and fresh[0].context:
+            index.next_index[-1] = base
+        index.ids += [m.id for m in fresh]
+        index.next_index += [base + n + 1 if n + 1 < len(fresh) and fresh[n + 1].context else -1
+                             for n in range(len(fresh))]
+        index.own = own if index.own is None else np.vstack([index.own, own])
+        index.keyed = keyed if index.keyed is None else np.vstack([index.keyed, keyed])
+        self._last = fresh[-1]
+
+    # -- search -----------------------------------------------------------------------------------------------
+
+    async def search(self, query: str | None = None, *, roles: list[str] | None = None,
+                     start_date: datetime | None = None, end_date: datetime | None = None,
+                     limit: int | None = None, page: int = 1, mode: Mode | None = None) -> list[RecallHit]:
+        """Messages matching a query, best first, or the newest messages without one; roles and an inclusive
+        date range narrow it, `limit` per page, `page` from 1."""
+        limit = max(1, min(limit or self.config.top_k, self.config.max_top_k))
+        page = max(1, page)
+        if not query or not query.strip():
+            return await asyncio.to_thread(self._newest, roles, start_date, end_date, limit, page)
+        mode = mode or ("hybrid" if self.config.recall_dense and self.embedder is not None else "bm25")
+        vector = None
+        if mode != "bm25":
+            [vector] = await aembed(self.embedder, [query])
+        await asyncio.to_thread(self.catch_up, mode != "bm25")
+        scored = await asyncio.to_thread(self._rank, query, vector, mode)
+        hits = await asyncio.to_thread(self._page, scored, roles, start_date, end_date, limit, page)
+        log.info("recall_search", agent_id=self.agent_id, mode=mode, candidates=len(scored), returned=len(hits))
+        return hits
+
+    def _rank(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
+        keyword = self.fulltext.search(self.agent_id, query_terms(query), self.config.recall_own_text_weight)
+        if mode == "bm25":
+            return sorted(((i, s) for i, s in keyword.items() if s > 0), key=lambda p: -p[1])
+        index = self._dense
+        if not index.ids:
+            return []
+        own, keyed = index.own @ vector, index.keyed @ vector
+        kw = np.array([keyword.get(i, 0.0) for i in index.ids])
+        dense = own + keyed
+        fused = fuse(kw, dense, 1.0 if mode == "dense" else self.config.dense_weight)
+        if mode == "hybrid":
+            fused = _smooth(fused, index.next_index, self.config.recall_next_weight)
+        similarity = np.maximum(own, keyed)
+        keep = beats_noise(kw if mode == "hybrid" else np.zeros_like(kw), similarity,
+                           self.config.min_keyword_score, self.config.min_similarity)
+        order = np.argsort(-fused, kind="stable")
+        return [(index.ids[n], float(fused[n])) for n in order if keep[n]]
+
+    def _page(self, scored: list[tuple[int, float]], roles: list[str] | None, start: datetime | None,
+              end: datetime | None, limit: int, page: int) -> list[RecallHit]:
+        wanted = (page - 1) * limit
+        hits: list[RecallHit] = []
+        offset, size = 0, max(2 * page * limit, 20)  # small first: without filters the first rows are the page
+        while offset < len(scored):
+            chunk = scored[offset:offset + size]
+            offset, size = offset + size, min(_BATCH, size * 4)
+            found = {h.id: h for h in self._fetch([i for i, _ in chunk], roles, start, end)}
+            for message_id, score in chunk:
+                if message_id in found:
+                    if wanted:
+                        wanted -= 1
+                        continue
+                    hits.append(found[message_id].model_copy(update={"score": round(score, 4)}))
+                    if len(hits) == limit:
+                        return hits
+        return hits
+
+    def _fetch(self, ids: list[int], roles: list[str] | None, start: datetime | None,
+               end: datetime | None) -> list[RecallHit]:
+        if not ids:
+            return []
+        query = select(*_COLUMNS).where(_filters(self.agent_id, roles, start, end), _MESSAGES.c.id.in_(ids))
+        return [_hit(row) for row in self._rows(query)]
+
+    def _newest(self, roles: list[str] | None, start: datetime | None, end: datetime | None, limit: int,
+                page: int) -> list[RecallHit]:
+        """Newest first; messages with no text (e.g. send_message results) are skipped, not counted."""
+        base = select(*_COLUMNS).where(_filters(self.agent_id, roles, start, end)).order_by(_MESSAGES.c.id.desc())
+        hits: list[RecallHit] = []
+        skip, offset = (page - 1) * limit, 0
+        while len(hits) < limit:
+            rows = self._rows(base.limit(_BATCH).offset(offset))
+            if not rows:
+                break
+            offset += len(rows)
+            for hit in (h for h in map(_hit, rows) if h.text):
+                if skip:
+                    skip -= 1
+                elif len(hits) < limit:
+                    hits.append(hit)
+        return hits
+
+
+def _indexed(row: Any) -> IndexedMessage:
+    return IndexedMessage(int(row.id), row.role, _aware(row.created_at),
+                          searchable_text(row.role, row.content, row.tool_calls, row.name))
+
+
+def _hit(row: Any) -> RecallHit:
+    return RecallHit(id=int(row.id), role=row.role, time=_aware(row.created_at),
+                     text=searchable_text(row.role, row.content, row.tool_calls, row.name))
+
+
+def _filters(agent_id: int, roles: list[str] | None, start: datetime | None, end: datetime | None) -> Any:
+    from sqlalchemy import and_
+
+    clauses = [_MESSAGES.c.agent_id == agent_id]
+    if roles:
+        clauses.append(_MESSAGES.c.role.in_(list(roles)))
+    if start is not None:
+        clauses.append(_MESSAGES.c.created_at >= _utc(start))
+    if end is not None:
+        clauses.append(_MESSAGES.c.created_at <= _utc(end))
+    return and_(*clauses)
+
+
+def _utc(value: datetime) -> datetime:
+    # The messages table's datetime type wants aware values; naive ones are taken as UTC.
+    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _smooth(scores: np.ndarray, next_index: list[int], weight: float) -> np.ndarray:
+    """Add `weight` × the next message's score (same session) to each message's score."""
+    if weight <= 0 or not len(scores):
+        return scores
+    nxt = np.asarray(next_index)
+    bonus = np.where(nxt >= 0, scores[np.clip(nxt, 0, None)], 0.0)
+    return scores + weight * bonus

@@ -1,0 +1,151 @@
+"""Redacted copies of traces, for sharing bug reports: user and memory text become stable placeholders.
+
+Every text a user or the agent's memory contributed — user messages, block values and their edits, the summary,
+assistant text, tool arguments and results — is collected first; then every string in the trace is rewritten,
+whole strings and embedded occurrences alike (a block value inside the system prompt), so the same text gets the
+same placeholder everywhere (`«user-1»`, `«memory-2»`, `«text-3»`, numbered by first appearance). The trace's
+structure stays: event types, roles, tool names, ids, labels, times, token counts and the agent's instructions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from runtime.trace import EVENT_ADAPTER, Trace, TraceWriter
+
+# Fields that carry structure, not user text: never rewritten (a user who types "user" must not break roles).
+PROTECTED = frozenset({
+    "type", "role", "name", "id", "call_id", "tool_call_id", "label", "operation", "kind", "model", "object",
+    "finish_reason", "trace_id", "agent", "spec_hash", "runtime_version", "turn_id", "stop_reason", "api_key_env",
+    "encoding", "tool_choice", "tools", "clock", "created_at", "at", "schema_version", "system", "description",
+    "base_url", "parent",
+})
+_MIN_EMBEDDED = 3  # shorter texts are replaced only where they are a whole field
+
+
+class Redactor:
+    """Collects sensitive texts with a kind, then rewrites strings with stable numbered placeholders."""
+
+    def __init__(self) -> None:
+        self.placeholders: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+        self._pattern: re.Pattern[str] | None = None
+
+    def add(self, text: str | None, kind: str) -> None:
+        """Mark `text` (and each of its lines) as sensitive."""
+        if not text or not text.strip():
+            return
+        for piece in [text, *(line for line in text.splitlines() if line.strip())]:
+            if piece not in self.placeholders:
+                self.counts[kind] = self.counts.get(kind, 0) + 1
+                self.placeholders[piece] = f"«{kind}-{self.counts[kind]}»"
+        self._pattern = None
+
+    def add_arguments(self, raw: str | None, kind: str = "text") -> None:
+        """Mark the string values inside a tool call's JSON arguments."""
+        for value in _json_strings(_loads(raw)):
+            self.add(value, kind)
+
+    def _regex(self) -> re.Pattern[str]:
+        if self._pattern is None:
+            texts = sorted((t for t in self.placeholders if len(t) >= _MIN_EMBEDDED), key=len, reverse=True)
+            parts = [(r"(?<!\w)" if t[0].isalnum() else "") + re.escape(t) + (r"(?!\w)" if t[-1].isalnum() else "")
+                     for t in texts]
+            self._pattern = re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
+        return self._pattern
+
+    def text(self, value: str) -> str:
+        """`value` with every sensitive text in it replaced."""
+        if value in self.placeholders:
+            return self.placeholders[value]
+        return self._regex().sub(lambda m: self.placeholders[m.group(0)], value)
+
+    def value(self, data: Any, key: str | None = None) -> Any:
+        """A JSON value rewritten deeply; protected fields and tool-argument JSON are handled specially."""
+        if key in PROTECTED:
+            return data
+        if isinstance(data, str):
+            if key == "arguments":
+                parsed = _loads(data)
+                if isinstance(parsed, (dict, list)):
+                    return json.dumps(self.value(parsed), ensure_ascii=False)
+            return self.text(data)
+        if isinstance(data, dict):
+            return {k: self.value(v, k) for k, v in data.items()}
+        if isinstance(data, list):
+            return [self.value(v, None) for v in data]
+        return data
+
+
+def _loads(raw: str | None) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except (json.JSONDecodeError, TypeError):
+        return None
+
+
+def _json_strings(data: Any) -> list[str]:
+    if isinstance(data, str):
+        return [data]
+    if isinstance(data, dict):
+        return [s for k, v in data.items() if k not in PROTECTED for s in _json_strings(v)]
+    if isinstance(data, list):
+        return [s for v in data for s in _json_strings(v)]
+    return []
+
+
+def _collect_message(redactor: Redactor, message: dict[str, Any]) -> None:
+    role = message.get("role")
+    if role in ("user", "assistant", "tool"):
+        redactor.add(message.get("content"), "user" if role == "user" else "text")
+    for call in message.get("tool_calls") or ():
+        redactor.add_arguments((call.get("function") or call).get("arguments"))
+
+
+def _collect(redactor: Redactor, event: dict[str, Any]) -> None:
+    collectors: dict[str, Callable[[dict[str, Any]], None]] = {
+        "header": lambda e: _collect_header(redactor, e),
+        "turn": lambda e: redactor.add(e["user_message"], "user"),
+        "model_response": lambda e: [_collect_message(redactor, (c.get("message") or {}))
+                                     for c in e["body"].get("choices") or []],
+        "tool_call": lambda e: redactor.add_arguments(e["arguments"]),
+        "tool_result": lambda e: redactor.add(e["content"], "text"),
+        "memory_edit": lambda e: (redactor.add(e["old"], "memory"), redactor.add(e["new"], "memory")),
+    }
+    collect = collectors.get(event["type"])
+    if collect:
+        collect(event)
+
+
+def _collect_header(redactor: Redactor, header: dict[str, Any]) -> None:
+    snapshot = header["snapshot"]
+    for block in snapshot["blocks"]:
+        redactor.add(block["value"], "memory")
+    for block in header["spec"].get("blocks") or []:
+        redactor.add(block.get("value"), "memory")
+    redactor.add(snapshot.get("summary"), "memory")
+    for message in snapshot["messages"]:
+        _collect_message(redactor, message)
+
+
+def redact_trace(trace: Trace, out: Path) -> Redactor:
+    """Write a redacted copy of `trace` (whole steps only) to `out`; returns the redactor (its placeholder map)."""
+    events = [trace.header.model_dump(mode="json"), *(e.model_dump(mode="json") for e in trace.events)]
+    redactor = Redactor()
+    # Memory and user text first, so their placeholders say so; then everything else, in order of appearance.
+    first = ("header", "memory_edit", "turn")
+    for event in [e for e in events if e["type"] in first] + [e for e in events if e["type"] not in first]:
+        _collect(redactor, event)
+    writer = TraceWriter(out)
+    try:
+        for event in events:
+            rewritten = redactor.value(event)
+            if rewritten["type"] == "header":
+                rewritten["redacted"] = True
+            writer.write(EVENT_ADAPTER.validate_python(rewritten))
+    finally:
+        writer.close()
+    return redactor

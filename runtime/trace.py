@@ -1,0 +1,618 @@
+"""Tool-call traces: the event model, a JSON Lines writer, the recorder that observes a running agent, a reader.
+
+A trace is one JSON object per line. The first line is the header (schema version, agent, spec, runtime
+version, model settings, and a snapshot of core memory and the in-context messages at the start); then one line
+per event as the loop reports it: turn, model request (the exact body sent), model response (the raw body),
+tool call, tool result, memory edit, runtime event (pressure warnings, flushes …), step end. Every event carries
+the agent-clock readings taken since the previous event, so a replay can serve the same clock values.
+
+Events are appended as they happen and flushed at every model request and step end: a crash leaves a readable
+trace up to the last flush. Secrets never enter a trace: no headers are recorded, and URLs lose their userinfo.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import uuid
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Annotated, Any, Callable, Literal, Union
+from urllib.parse import urlsplit, urlunsplit
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import to_json
+
+from blocks import BlockEdit
+from runtime.messages import Message
+from runtime.model_client import ModelRequest, ModelResponse
+from runtime.observer import NullObserver, ObserverGroup
+from runtime.state import utcnow
+from runtime.trace_compact import compact_body, expand_body
+from tools import ToolCall, ToolResult
+
+log = structlog.get_logger("pagemind.trace")
+
+SCHEMA_VERSION = 1
+TRACE_SUFFIX = ".jsonl"
+
+
+# -- the event model ------------------------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCallData(_Strict):
+    """A tool call inside a stored message."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class MessageSnapshot(_Strict):
+    """One in-context message as it stood when the trace started."""
+
+    role: str
+    content: str | None
+    created_at: datetime
+    tool_calls: list[ToolCallData] = []
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    turn_id: str | None = None
+
+
+class BlockSnapshot(_Strict):
+    """One core-memory block as it stood when the trace started."""
+
+    label: str
+    value: str
+    limit: int
+    description: str = ""
+    read_only: bool = False
+
+
+class Snapshot(_Strict):
+    """The agent's state at the start of the trace: enough to rebuild it in a scratch database."""
+
+    blocks: list[BlockSnapshot]
+    messages: list[MessageSnapshot]
+    summary: str = ""
+    recall_count: int = 0
+    archival_count: int | None = None
+    agent_state: dict[str, Any] = {}
+
+
+class Parent(_Strict):
+    """Where a forked trace came from."""
+
+    trace: str
+    from_step: int
+
+
+class _Event(_Strict):
+    clock: list[datetime] = []  # the agent clock's readings since the previous event, in order
+
+
+class Header(_Event):
+    """The first line of every trace."""
+
+    type: Literal["header"] = "header"
+    schema_version: int = SCHEMA_VERSION
+    trace_id: str
+    created_at: datetime
+    agent: str
+    spec_hash: str
+    spec: dict[str, Any]
+    runtime_version: str
+    model: dict[str, Any]
+    snapshot: Snapshot
+    parent: Parent | None = None
+    redacted: bool = False  # user and memory text replaced by placeholders (`pagemind trace export --redact`)
+
+
+class _StepEvent(_Event):
+    turn: int  # 1-based turn number within the trace
+    step: int  # the loop's step number within the turn (0 before the first step)
+
+
+class TurnEvent(_StepEvent):
+    """A user message starts a turn."""
+
+    type: Literal["turn"] = "turn"
+    turn_id: str
+    user_message: str
+
+
+class ModelRequestEvent(_StepEvent):
+    """The exact body sent to the model (messages, tools, parameters); never headers or keys.
+
+    On disk a request may be `compact`: what it shares with the previous request of the same purpose in the file
+    is written as references (`runtime/trace_compact.py`), so a long window is not written out again at every
+    step. `read_trace` expands them: readers always see the full body.
+    """
+
+    type: Literal["model_request"] = "model_request"
+    purpose: str = "step"  # step | summarize | extract (not sent to the model)
+    body: dict[str, Any]
+    compact: bool = False
+
+
+class ModelResponseEvent(_StepEvent):
+    """The raw response body as received, with latency and usage."""
+
+    type: Literal["model_response"] = "model_response"
+    body: dict[str, Any]
+    latency_ms: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class ToolCallEvent(_StepEvent):
+    """A tool call as the model emitted it (raw JSON arguments)."""
+
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolResultEvent(_StepEvent):
+    """What went back to the model for one call."""
+
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+    terminal: bool = False
+
+
+class MemoryEditEvent(_StepEvent):
+    """A committed core-memory edit."""
+
+    type: Literal["memory_edit"] = "memory_edit"
+    label: str
+    operation: str
+    old: str
+    new: str
+    at: datetime
+
+
+class RuntimeEvent(_StepEvent):
+    """Something the runtime did on its own: a pressure warning, a flush with its summary, a history repair."""
+
+    type: Literal["event"] = "event"
+    kind: str
+    data: dict[str, Any] = {}
+
+
+class StepEndEvent(_StepEvent):
+    """The step was committed; a stop reason means the turn ended."""
+
+    type: Literal["step_end"] = "step_end"
+    stop_reason: str | None
+
+
+TraceEvent = Annotated[
+    Union[Header, TurnEvent, ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent,
+          MemoryEditEvent, RuntimeEvent, StepEndEvent],
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(TraceEvent)
+"""Validates (and dumps) any trace line."""
+
+
+def dump_event(event: BaseModel) -> bytes:
+    """One trace line (without the newline): the event's own serializer, the same bytes as
+    `EVENT_ADAPTER.dump_json` and about twice as fast (it skips the union dispatch)."""
+    return to_json(event)
+
+
+# -- snapshots and secrets ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def runtime_version() -> str:
+    """The installed pagemind version."""
+    try:
+        return metadata.version("pagemind")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def strip_userinfo(url: str | None) -> str | None:
+    """A URL without `user:password@`, so credentials in a base URL never reach a trace."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def _public_spec(agent: Any) -> dict[str, Any]:
+    spec = agent.spec.model_dump(mode="json")
+    spec["model"]["base_url"] = strip_userinfo(spec["model"].get("base_url"))
+    return spec
+
+
+def message_snapshot(message: Message) -> MessageSnapshot:
+    """A stored message in trace form."""
+    return MessageSnapshot(
+        role=message.role, content=message.content, created_at=message.created_at,
+        tool_calls=[ToolCallData(id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls],
+        tool_call_id=message.tool_call_id, name=message.name, is_error=message.is_error, turn_id=message.turn_id,
+    )
+
+
+def snapshot_message(snapshot: MessageSnapshot) -> Message:
+    """A trace message back in runtime form (not yet stored)."""
+    calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in snapshot.tool_calls)
+    return Message(snapshot.role, snapshot.content, snapshot.created_at, tool_calls=calls,
+                   tool_call_id=snapshot.tool_call_id, name=snapshot.name, is_error=snapshot.is_error,
+                   turn_id=snapshot.turn_id)
+
+
+_RECORD_IDENTITY = {"id", "name", "spec_hash", "created_at", "updated_at", "summary"}
+
+
+def take_snapshot(agent: Any) -> Snapshot:
+    """The agent's core memory, window and small per-agent state, as they stand."""
+    archival_count = agent.archival.stats()[0] if getattr(agent, "archival", None) else None
+    state = {k: v for k, v in dataclasses.asdict(agent.record).items() if k not in _RECORD_IDENTITY}
+    return Snapshot(
+        blocks=[BlockSnapshot(label=b.label, value=b.value, limit=b.limit, description=b.description,
+                              read_only=b.read_only) for b in agent.memory.blocks],
+        messages=[message_snapshot(m) for m in agent.context_messages],
+        summary=agent.record.summary, recall_count=agent.recall_count, archival_count=archival_count,
+        agent_state=json.loads(json.dumps(state, default=str)),
+    )
+
+
+def make_header(agent: Any, parent: Parent | None = None, trace_id: str | None = None) -> Header:
+    """The header for a trace that starts now, from the agent as it stands."""
+    model = _public_spec(agent)["model"]
+    return Header(
+        trace_id=trace_id or uuid.uuid4().hex, created_at=utcnow(), agent=agent.name,
+        spec_hash=agent.spec.spec_hash(), spec=_public_spec(agent), runtime_version=runtime_version(),
+        model=model, snapshot=take_snapshot(agent), parent=parent,
+    )
+
+
+# -- building events from what the loop reports ---------------------------------------------------------------
+
+
+class EventBuilder:
+    """Turns observer callbacks into trace events, numbering turns and collecting clock readings."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.readings: list[datetime] = []
+
+    def _clock(self) -> list[datetime]:
+        readings, self.readings = self.readings, []
+        return readings
+
+    def turn_event(self, turn_id: str, user_message: str) -> TurnEvent:
+        """A new turn begins."""
+        self.turn += 1
+        return TurnEvent(clock=self._clock(), turn=self.turn, step=0, turn_id=turn_id, user_message=user_message)
+
+    def request(self, step: int, request: ModelRequest,
+                previous: tuple[list[Any], list[Any]] | None = None) -> ModelRequestEvent:
+        """A model request as sent; given the previous request's (messages, tools), in compact form."""
+        body, compact = request.body(), False
+        if previous is not None:
+            body, compact = compact_body(body, *previous)
+        return ModelRequestEvent(clock=self._clock(), turn=self.turn, step=step,
+                                 purpose=getattr(request, "purpose", "step"), body=body, compact=compact)
+
+    def response(self, step: int, response: ModelResponse) -> ModelResponseEvent:
+        """A model response as received."""
+        return ModelResponseEvent(clock=self._clock(), turn=self.turn, step=step, body=response.raw,
+                                  latency_ms=round(response.latency_ms, 3), prompt_tokens=response.prompt_tokens,
+                                  completion_tokens=response.completion_tokens)
+
+    def tool_call(self, step: int, call: ToolCall) -> ToolCallEvent:
+        """A tool call."""
+        return ToolCallEvent(clock=self._clock(), turn=self.turn, step=step, call_id=call.id, name=call.name,
+                             arguments=call.arguments)
+
+    def tool_result(self, step: int, result: ToolResult) -> ToolResultEvent:
+        """A tool result."""
+        return ToolResultEvent(clock=self._clock(), turn=self.turn, step=step, call_id=result.call_id,
+                               name=result.name, content=result.content, is_error=result.is_error,
+                               terminal=result.terminal)
+
+    def memory_edit(self, step: int, edit: BlockEdit) -> MemoryEditEvent:
+        """A committed block edit."""
+        return MemoryEditEvent(clock=self._clock(), turn=self.turn, step=step, label=edit.label,
+                               operation=edit.operation, old=edit.old_value, new=edit.new_value, at=edit.at)
+
+    def runtime_event(self, step: int, kind: str, data: dict[str, Any]) -> RuntimeEvent:
+        """A pressure-monitor (or other runtime) event."""
+        return RuntimeEvent(clock=self._clock(), turn=self.turn, step=step, kind=kind,
+                            data=json.loads(json.dumps(data, default=str)))
+
+    def step_end(self, step: int, stop_reason: str | None) -> StepEndEvent:
+        """The end of a committed step."""
+        return StepEndEvent(clock=self._clock(), turn=self.turn, step=step, stop_reason=stop_reason)
+
+
+class TapeClock:
+    """Wraps an agent's clock and notes every reading, so a trace can hand the same times to a replay."""
+
+    def __init__(self, inner: Callable[[], datetime], readings: Callable[[], list[datetime]]):
+        self.inner = inner
+        self._readings = readings
+
+    def __call__(self) -> datetime:
+        value = self.inner()
+        self._readings().append(value)
+        return value
+
+
+# -- writing ----------------------------------------------------------------------------------------------------
+
+
+class TraceWriter:
+    """Appends events to one JSON Lines file; `flush()` makes them durable against a crash of the process."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[bytes] = open(path, "xb")  # never overwrite a trace
+
+    def write(self, event: BaseModel) -> None:
+        """Append one event (buffered)."""
+        self._file.write(dump_event(event) + b"\n")
+
+    def flush(self) -> None:
+        """Hand buffered events to the operating system."""
+        self._file.flush()
+
+    def close(self) -> None:
+        """Flush and close."""
+        if not self._file.closed:
+            self._file.close()
+
+
+def trace_filename(agent_name: str, at: datetime, trace_id: str) -> str:
+    """`<UTC time>-<short id>.jsonl`: sorts by time, unique per trace."""
+    return f"{at:%Y%m%dT%H%M%S}-{trace_id[:8]}{TRACE_SUFFIX}"
+
+
+def traces_dir(home: Path, agent_name: str) -> Path:
+    """Where an agent's traces live under PAGEMIND_HOME."""
+    return home / "traces" / agent_name
+
+
+class TraceRecorder:
+    """A `TurnObserver` that writes a trace: to one file (`path`), or one file per turn under `directory`.
+
+    The header is written when the first turn starts, with a snapshot of the agent as it stands then.
+    """
+
+    def __init__(self, *, path: Path | None = None, directory: Path | None = None, parent: Parent | None = None):
+        if (path is None) == (directory is None):
+            raise ValueError("give exactly one of path (one trace) or directory (one trace per turn)")
+        self.path, self.directory, self.parent = path, directory, parent
+        self.builder = EventBuilder()
+        self.writer: TraceWriter | None = None
+        self.previous: dict[str, tuple[list[Any], list[Any]]] = {}
+        self.paths: list[Path] = []
+        self.failed = False
+
+    def attach(self, agent: Any) -> "TraceRecorder":
+        """Observe `agent` (alongside any observer it has) and note its clock readings — the agent's own, and
+        those of its memory services that share its clock."""
+        original = agent.clock
+        agent.clock = TapeClock(original, lambda: self.builder.readings)
+        for part in (getattr(agent, "archival", None), getattr(agent, "recall", None)):
+            if part is not None and getattr(part, "clock", None) is original:
+                part.clock = agent.clock
+        agent.observer = self if isinstance(agent.observer, NullObserver) else ObserverGroup([agent.observer, self])
+        return self
+
+    def _open(self, agent: Any) -> None:
+        self.previous = {}  # references never cross files
+        header = make_header(agent, self.parent)
+        header.clock = self.builder._clock()
+        path = self.path or self.directory / trace_filename(agent.name, header.created_at, header.trace_id)
+        self.close()
+        self.writer = TraceWriter(path)
+        self.paths.append(path)
+        self.builder.turn = 0
+        self._emit(header, flush=True)
+
+    def _emit(self, event: BaseModel, flush: bool = False) -> None:
+        if self.writer is None or self.failed:
+            return
+        try:
+            self.writer.write(event)
+            if flush:
+                self.writer.flush()
+        except OSError as exc:  # a full disk must not take the agent down with it
+            self.failed = True
+            log.error("trace_write_failed", path=str(self.writer.path), error=str(exc))
+
+    def turn_started(self, agent: Any, turn_id: str, user_message: str) -> None:
+        """Start a trace file if needed, then note the turn."""
+        if self.writer is None or self.directory is not None:
+            self._open(agent)
+        self._emit(self.builder.turn_event(turn_id, user_message))
+
+    def model_request(self, step: int, request: ModelRequest) -> None:
+        """Flushed: the model call that follows may be long, or may never return."""
+        purpose = getattr(request, "purpose", "step")
+        previous = self.previous.get(purpose)
+        self.previous[purpose] = (request.messages, request.tools)
+        self._emit(self.builder.request(step, request, previous), flush=True)
+
+    def model_response(self, step: int, response: ModelResponse) -> None:
+        """Note the raw response."""
+        self._emit(self.builder.response(step, response))
+
+    def tool_call(self, step: int, call: ToolCall) -> None:
+        """Note a tool call."""
+        self._emit(self.builder.tool_call(step, call))
+
+    def tool_result(self, step: int, result: ToolResult) -> None:
+        """Note a tool result."""
+        self._emit(self.builder.tool_result(step, result))
+
+    def memory_edit(self, step: int, edit: BlockEdit) -> None:
+        """Note a committed edit."""
+        self._emit(self.builder.memory_edit(step, edit))
+
+    def event(self, step: int, kind: str, data: dict[str, Any]) -> None:
+        """Note a runtime event."""
+        self._emit(self.builder.runtime_event(step, kind, data))
+
+    def step_end(self, step: int, stop_reason: str | None) -> None:
+        """Note the step's end and flush."""
+        self._emit(self.builder.step_end(step, stop_reason), flush=True)
+
+    def close(self) -> None:
+        """Close the current file."""
+        if self.writer is not None:
+            self.writer.close()
+
+
+def record(agent: Any, *, path: Path | None = None, directory: Path | None = None,
+           parent: Parent | None = None) -> TraceRecorder:
+    """Record `agent`'s turns: into the file `path`, or one file per turn under `directory`."""
+    return TraceRecorder(path=path, directory=directory, parent=parent).attach(agent)
+
+
+# -- reading ----------------------------------------------------------------------------------------------------
+
+
+class TraceFormatError(ValueError):
+    """A trace that cannot be read; the message names the file and line."""
+
+
+@dataclasses.dataclass
+class Trace:
+    """A trace as read: its header, its events (with their line numbers) and where it ends."""
+
+    path: Path
+    header: Header
+    events: list[Any]
+    lines: list[int]
+    complete: bool
+    dropped: int = 0  # events after the last complete step (a torn or unfinished step), left out of `events`
+
+    @property
+    def turns(self) -> list[TurnEvent]:
+        """The turns, in order."""
+        return [e for e in self.events if isinstance(e, TurnEvent)]
+
+    @property
+    def steps(self) -> list[tuple[int, int]]:
+        """(turn, step) of every complete step, in order; the index + 1 is the step's number in the trace."""
+        return [(e.turn, e.step) for e in self.events if isinstance(e, StepEndEvent)]
+
+    def line_of(self, index: int) -> int:
+        """The file line of `events[index]`."""
+        return self.lines[index]
+
+
+def _problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(line)"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def _parse_header(path: Path, raw: bytes) -> Header:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"{path}:1: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict) or data.get("type") != "header":
+        raise TraceFormatError(f"{path}:1: the first line must be the trace header (type \"header\")")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise TraceFormatError(
+            f"{path}:1: unknown schema_version {version!r}; this pagemind ({runtime_version()}) reads "
+            f"schema_version {SCHEMA_VERSION}")
+    try:
+        return Header.model_validate(data)
+    except ValidationError as exc:
+        raise TraceFormatError(f"{path}:1: invalid header: {_problem(exc)}") from None
+
+
+def _parse_line(path: Path, number: int, raw: bytes) -> Any:
+    try:
+        return EVENT_ADAPTER.validate_json(raw)
+    except ValidationError as exc:
+        kind = "not valid JSON" if exc.errors()[0]["type"] == "json_invalid" else "invalid event"
+        raise TraceFormatError(f"{path}:{number}: {kind}: {_problem(exc)}") from None
+
+
+def _expand(path: Path, events: list[Any], lines: list[int]) -> None:
+    """Replace compact requests by their full bodies, in place."""
+    previous: dict[str, dict[str, Any]] = {}
+    for event, number in zip(events, lines):
+        if not isinstance(event, ModelRequestEvent):
+            continue
+        if event.compact:
+            try:
+                event.body, event.compact = expand_body(event.body, previous.get(event.purpose)), False
+            except (ValueError, TypeError) as exc:
+                raise TraceFormatError(f"{path}:{number}: invalid compact request: {exc}") from None
+        previous[event.purpose] = event.body
+
+
+def _complete_prefix(events: list[Any]) -> int:
+    """How many events make up whole steps (up to and including the last step end)."""
+    for index in range(len(events) - 1, -1, -1):
+        if isinstance(events[index], StepEndEvent):
+            return index + 1
+    return 0
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read and validate a trace. A torn last line or an unfinished step (a crash) is dropped, not an error;
+    anything else malformed raises TraceFormatError naming the line."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    raw_lines = data.split(b"\n")
+    torn = raw_lines.pop() if raw_lines else b""  # text after the last newline: a line cut off mid-write
+    if not raw_lines:
+        if torn.strip():
+            raise TraceFormatError(f"{path}:1: the header line is incomplete (the trace was cut off)")
+        raise TraceFormatError(f"{path}: empty file, not a trace")
+    header = _parse_header(path, raw_lines[0])
+    events, lines = [], []
+    for number, raw in enumerate(raw_lines[1:], start=2):
+        if raw.strip():
+            events.append(_parse_line(path, number, raw))
+            lines.append(number)
+    torn_dropped = False
+    if torn.strip():
+        try:
+            events.append(EVENT_ADAPTER.validate_json(torn))
+            lines.append(len(raw_lines) + 1)
+        except ValidationError:
+            torn_dropped = True  # cut off mid-write: everything before it still counts
+    _expand(path, events, lines)
+    return _finish(path, header, events, lines, torn_dropped)
+
+
+def _finish(path: Path, header: Header, events: list[Any], lines: list[int], torn_dropped: bool) -> Trace:
+    last = events[-1] if events else None
+    complete = isinstance(last, StepEndEvent) and last.stop_reason is not None and not torn_dropped
+    keep = len(events) if complete else _complete_prefix(events)
+    return Trace(path, header, events[:keep], lines[:keep], complete, dropped=len(events) - keep + int(torn_dropped))

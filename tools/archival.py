@@ -1,0 +1,118 @@
+"""Built-in tools for external memory: `archival_memory_insert`, `archival_search`, `conversation_search`.
+
+They reach the agent's stores only through `ToolContext.archival` / `ToolContext.recall`, which the runtime
+scopes to the calling agent: no argument names an agent, so none can reach another agent's memories.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timezone
+from typing import Any
+
+from tools.context import MEMORY_KINDS, ToolContext
+from tools.dispatch import ToolError
+from tools.registry import tool
+
+
+def _when(value: str | None, end: bool = False) -> datetime | None:
+    """An ISO date or date-time from the model; a bare date covers its whole day."""
+    if value is None or not str(value).strip():
+        return None
+    text = str(value).strip()
+    try:
+        if len(text) == 10:
+            day = date.fromisoformat(text)
+            return datetime.combine(day, time.max if end else time.min, tzinfo=timezone.utc)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ToolError(f"'{value}' is not a date; use YYYY-MM-DD (or an ISO date-time)") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _archival(context: ToolContext) -> Any:
+    if context.archival is None:
+        raise ToolError("archival memory is not configured for this agent")
+    return context.archival
+
+
+def _recall(context: ToolContext) -> Any:
+    if context.recall is None:
+        raise ToolError("recall memory is not available for this agent")
+    return context.recall
+
+
+@tool
+async def archival_memory_insert(content: str, context: ToolContext, tags: list[str] | None = None,
+                                 importance: float | None = None) -> str:
+    """Save a lasting memory to archival memory (long-term storage outside your prompt; search it with archival_search).
+    Write one self-contained fact per call, in the third person, with names and dates ("Sam's sister Mei lives in Oslo").
+    Relative dates like "today" are dated automatically. A near-copy of an existing memory refreshes it instead of
+    adding a duplicate; a newer statement that contradicts an older one replaces it (the old one is kept in history).
+
+    Args:
+        content: The memory, one fact, self-contained.
+        tags: Optional labels to filter by later, e.g. ["family", "health"]. Include one of fact, preference, progress,
+            todo, episode, constraint, reflection to set the memory's kind (default fact).
+        importance: Optional, 0 to 1 (default 0.5); important memories rank higher.
+    """
+    labels = [t for t in tags or [] if t]
+    kinds = [t.lower() for t in labels if t.lower() in MEMORY_KINDS]
+    kind = kinds[0] if kinds else "fact"
+    try:
+        result = await _archival(context).insert(content, kind=kind, tags=labels, importance=importance)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+    if result.action == "duplicate":
+        return f"Already known (memory {result.id[:8]}, similarity {result.similarity}): refreshed, not duplicated."
+    if result.action == "superseded":
+        return f"Saved as memory {result.id[:8]}; it replaces older memory {result.other_id[:8]}, kept in history."
+    return f"Saved as memory {result.id[:8]} ({result.kind}): {result.text}"
+
+
+@tool(read_only=True)
+async def archival_search(query: str, context: ToolContext, tags: list[str] | None = None,
+                          start_date: str | None = None, end_date: str | None = None, top_k: int | None = None,
+                          page: int = 1) -> str:
+    """Search your archival memory (facts and notes you saved earlier) by meaning and keywords.
+    Returns the best matches with date, kind and score; nothing if nothing is relevant.
+
+    Args:
+        query: What you are looking for, in words, e.g. "sister's job" or "food allergies".
+        tags: Only memories with any of these tags.
+        start_date: Only memories saved on or after this date (YYYY-MM-DD).
+        end_date: Only memories saved on or before this date (YYYY-MM-DD).
+        top_k: How many results per page (default 5).
+        page: Which page of results, from 1, to see more.
+    """
+    hits = await _archival(context).search(query, tags=tags, start_date=_when(start_date),
+                                           end_date=_when(end_date, end=True), top_k=top_k, page=max(1, page))
+    if not hits:
+        return f"No archival memories match '{query}'" + (" on this page." if page > 1 else ".")
+    lines = [f"Archival memories for '{query}' (page {page}):"]
+    lines += [f"- [{h.date:%Y-%m-%d}] ({h.kind}, score {h.score:.2f}) {h.text}" for h in hits]
+    return "\n".join(lines)
+
+
+@tool(read_only=True)
+async def conversation_search(context: ToolContext, query: str | None = None, roles: list[str] | None = None,
+                              start_date: str | None = None, end_date: str | None = None, limit: int | None = None,
+                              page: int = 1) -> str:
+    """Search the whole past conversation with the user, including messages no longer in your context window.
+    With a query: the best matching messages. Without one: the most recent messages (use dates to look at a period).
+
+    Args:
+        query: Words to look for, e.g. "sister's wedding". Leave empty to list messages by time.
+        roles: Only messages from these roles: "user", "assistant", "tool".
+        start_date: Only messages on or after this date (YYYY-MM-DD).
+        end_date: Only messages on or before this date (YYYY-MM-DD).
+        limit: How many messages per page (default 5).
+        page: Which page of results, from 1, to see more.
+    """
+    hits = await _recall(context).search(query, roles=roles, start_date=_when(start_date),
+                                         end_date=_when(end_date, end=True), limit=limit, page=max(1, page))
+    if not hits:
+        return "No messages found" + (f" for '{query}'" if query else "") + (" on this page." if page > 1 else ".")
+    header = f"Messages matching '{query}'" if query else "Messages, newest first"
+    lines = [f"{header} (page {page}):"]
+    lines += [f"- [{h.time:%Y-%m-%d %H:%M}] {h.role}: {h.text}" for h in hits]
+    return "\n".join(lines)
