@@ -27,7 +27,7 @@ from runtime.pressure import relieve_pressure, track_usage, usable_window
 from runtime.settings import Settings
 from runtime.spec import AgentSpec, load_spec
 from runtime.state import AgentRecord, StateStore, StepRecord, utcnow
-from runtime.tokens import DEFAULT_ENCODING
+from runtime.tokens import DEFAULT_ENCODING, count_tokens
 from tools import ArchivalMemory, RecallMemory, Tool
 
 log = structlog.get_logger("pagemind.agent")
@@ -73,6 +73,7 @@ class Agent:
     observer: TurnObserver = field(default_factory=NullObserver)
     archival: ArchivalMemory | None = None
     recall: RecallMemory | None = None
+    retrieved: tuple[str, ...] = ()  # archival memories fetched for the current turn, best first
     _model: ModelClient | None = None
 
     @classmethod
@@ -129,9 +130,29 @@ class Agent:
             system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(self.context_messages),
             stats=stats, tools=tuple(t.openai_schema() for t in self.tools.values()),
             summary=self.record.summary, encoding=self.spec.model.encoding or DEFAULT_ENCODING,
-            max_message_tokens=usable_window(self.spec) // 4,
+            max_message_tokens=usable_window(self.spec) // 4, retrieved=self.retrieved,
         )
         return compile_context(inputs)
+
+    async def prefetch(self, user_message: str) -> None:
+        """Fetch the archival memories most relevant to this turn into the prompt, within the retrieved budget.
+
+        The ranking's noise floor means an unrelated message fetches nothing.
+        """
+        top_k = self.spec.memory.prefetch_top_k
+        if self.archival is None or top_k == 0 or not user_message.strip():
+            self.retrieved = ()
+            return
+        hits = await self.archival.search(user_message, top_k=top_k, count_hits=False)
+        budget = min(self.spec.memory.budgets.retrieved, usable_window(self.spec) // 8)
+        lines, used = [], 0
+        for hit in hits:
+            line = f"[{hit.date:%Y-%m-%d}] ({hit.kind}) {hit.text}"
+            used += count_tokens(line, self.spec.model.encoding or DEFAULT_ENCODING) + 2
+            if used > budget:
+                break
+            lines.append(line)
+        self.retrieved = tuple(lines)
 
     def step_request(self, context: CompiledContext) -> ModelRequest:
         """The request for an agent step with this compiled context."""

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 log = structlog.get_logger("pagemind.archival_store")
 
@@ -55,7 +55,7 @@ class MemoryRecord(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    id: str = ""  # derived from content when empty: see _derived_id
     agent_id: str
     user_id: str | None = None
     text: str
@@ -69,6 +69,14 @@ class MemoryRecord(BaseModel):
     source_message_ids: list[int] = Field(default_factory=list)
     expires_at: datetime | None = None
     superseded_by: str | None = None
+
+    @model_validator(mode="after")
+    def _derived_id(self) -> "MemoryRecord":
+        # Derived, not random: a replayed run (same clock, same text) creates the same ids, so traces compare.
+        if not self.id:
+            key = f"{self.agent_id}|{self.kind}|{self.created_at.isoformat()}|{self.text}"
+            self.id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"pagemind:memory:{key}"))
+        return self
 
     @field_validator("created_at", "updated_at", "last_hit_at", "expires_at", mode="before")
     @classmethod

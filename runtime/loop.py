@@ -96,6 +96,7 @@ async def run_turn(agent: "Agent", user_message: str) -> TurnResult:
     turn_id = uuid.uuid4().hex
     agent.observer.turn_started(agent, turn_id, user_message)
     messages = agent.accept(Message("user", user_message, agent.clock(), turn_id=turn_id))
+    await agent.prefetch(user_message)
     step, reason, reply = 0, None, None
     while reason is None:
         step += 1

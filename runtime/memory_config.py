@@ -79,4 +79,5 @@ class MemoryConfig(BaseModel):
     budgets: BudgetConfig = Field(default_factory=BudgetConfig)
     summarizer_model: str | None = Field(None, description="default: the agent's model")
     extraction: bool = True
+    prefetch_top_k: int = Field(3, ge=0, le=20, description="archival memories fetched into the prompt per turn")
     archival: ArchivalConfig = Field(default_factory=ArchivalConfig)

@@ -97,6 +97,16 @@ def scripted_openai():
     assert not script.script, f"{len(script.script)} scripted response(s) were never used"
 
 
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch) -> Path:
+    """Every test gets its own PAGEMIND_HOME: no test touches ./.pagemind or another test's vector store."""
+    home = tmp_path_factory.mktemp("pagemind-home")
+    monkeypatch.setenv("PAGEMIND_HOME", str(home))
+    for name in ("DATABASE_URL", "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
 def _postgres_available() -> bool:
     try:
         engine = sqlalchemy.create_engine(POSTGRES_URL)

@@ -328,12 +328,16 @@ def test_tools_insert_search_and_report(make_service):
 
 
 def test_two_searches_in_one_step_run_concurrently(make_service):
-    barrier = threading.Barrier(2)
-    context = _Context("alice", make_service("alice", FakeEmbedder(barrier=barrier)))
+    embedder = FakeEmbedder()
+    service = make_service("alice", embedder)
+    run(service.insert("Lin plays the cello"))  # something to search (an empty memory answers without embedding)
+    embedder.barrier = threading.Barrier(2)
+    context = _Context("alice", service)
     calls = [ToolCall("1", "archival_search", '{"query": "one"}'), ToolCall("2", "archival_search", '{"query": "two"}')]
     # Each search embeds its query in a worker thread; the barrier only opens if both are in flight together.
     results = run(dispatch_tool_calls(calls, BUILTIN_TOOLS, context))
-    assert [r.is_error for r in results] == [False, False]
+    assert [r.is_error for r in results] == [False, False] and embedder.barrier.n_waiting == 0
+    assert not embedder.barrier.broken
 
 
 def test_concurrent_inserts_of_the_same_fact_store_one(make_service):

@@ -99,3 +99,18 @@ def test_pagemind_demo_runs_from_the_command_line_without_a_model(tmp_path):
     assert result.stdout.splitlines()[0] == FIRST_LINE
     assert (tmp_path / "demo" / "traces" / "companion" / "demo-week.jsonl").exists()
     assert not (tmp_path / "untouched").exists()
+
+
+def test_the_demo_trace_replays_identically(tmp_path):
+    """The whole demo week (archival inserts and searches, warnings, flushes, summaries) is deterministic."""
+    import asyncio
+
+    from runtime.replay import format_report, replay
+    from runtime.trace import read_trace
+
+    lines: list[str] = []
+    assert asyncio.run(run_demo(lines.append, home=tmp_path / "demo")) == 0
+    trace = read_trace(tmp_path / "demo" / "traces" / "companion" / "demo-week.jsonl")
+    report = asyncio.run(replay(trace))
+    assert report.status == "identical", format_report(report)
+    assert report.steps == len(trace.steps)

@@ -18,7 +18,7 @@ from runtime.state import StateStore, make_engine
 from runtime.summarizer import summarize
 from runtime.tokens import count_tokens
 from tests.conftest import SPEC_YAML, http_error, reply, tool_call
-from tools import ToolCall
+from tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 SMALL = {**SPEC_YAML, "model": {"name": "m", "context_window": 4000, "max_output_tokens": 500},
          "max_steps_per_turn": 3}
@@ -97,10 +97,14 @@ async def test_500_turns_in_a_4000_token_window(sqlite_url, clock):
                if r.purpose == "step")
     assert all(data["tokens_after"] < data["tokens_before"] for k, data in events if k == "flush")
 
-    # The first message left the window long ago but is still in recall memory.
+    # The first message left the window long ago but is still in recall memory, found by conversation_search.
     everything = agent.store.all_messages(agent.record.id)
     passport = [m for m in everything if m.content and "X1234567" in m.content]
     assert passport and not passport[0].in_context
+    [found] = await dispatch_tool_calls([ToolCall("q", "conversation_search", '{"query": "passport number"}')],
+                                        {"conversation_search": BUILTIN_TOOLS["conversation_search"]},
+                                        agent.tool_context(agent.memory))
+    assert not found.is_error and "X1234567" in found.content
     assert len(agent.store.summaries(agent.record.id)) == flushes
 
 

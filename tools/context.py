@@ -41,8 +41,10 @@ class ArchivalMemory(Protocol):
         end_date: datetime | None = None,
         top_k: int | None = None,
         page: int = 1,
+        count_hits: bool = True,
     ) -> list[Any]:
-        """Ranked memories for a query (hybrid dense + keyword, recency, importance)."""
+        """Ranked memories for a query (hybrid dense + keyword, recency, importance); each result has `text`,
+        `kind` and `date`. `count_hits=False` for reads that are not a use (the runtime's prefetch)."""
         ...
 
     def stats(self) -> tuple[int, tuple[str, ...]]:
