@@ -261,3 +261,29 @@ def test_pressure_lines_and_correction_factor():
 def test_bad_pressure_config_is_rejected():
     with pytest.raises(ValueError, match="target"):
         small_spec(pressure={"target": 0.95})
+
+
+async def test_extracted_facts_land_in_real_archival_memory_with_dates_and_importance(tmp_path, clock):
+    from runtime.settings import Settings
+
+    answer = json.dumps({"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],
+                         "todos": [{"text": "Lin must call the dentist", "importance": 0.6, "date": "2026-12-02"}]})
+
+    def respond(request: ModelRequest) -> dict:
+        if request.purpose == "summarize":
+            return reply_body("Summary of gardening.")
+        if request.purpose == "extract":
+            return reply_body(answer)
+        return tool_call_body("send_message", {"message": "ok"})
+
+    spec = AgentSpec.model_validate({**SMALL, "tools": ["send_message", "archival_memory_insert", "archival_search"],
+                                     "memory": {"prefetch_top_k": 0}})
+    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'x.db'}")
+    agent = await Agent.load(spec, model=FunctionModel(respond), settings=settings, clock=clock)
+    for i in range(30):
+        agent.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
+    assert (await run_turn(agent, "hi")).reply == "ok"
+    stored = {m.text: m for m in agent.archival.list()}
+    assert stored["Lin moved to Oslo (date: 2026-05-01)"].importance == 0.8
+    todo = stored["Lin must call the dentist (date: 2026-12-02)"]
+    assert todo.kind == "todo" and todo.source_message_ids
