@@ -212,13 +212,9 @@ class RecordingArchival:
         return len(self.inserted), ()
 
 
-@pytest.mark.parametrize("answer, stored", [
-    ("I could not find anything, sorry!", 0),
-    ('{"facts": [], "preferences": [], "progress": [], "todos": []}', 0),
-    ('```json\n{"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],'
-     ' "todos": [{"text": "Call the dentist", "importance": 0.6, "date": "2026-12-02"}]}\n```', 2),
-])
-async def test_extraction_on_eviction(answer, stored, sqlite_url, clock, caplog):
+def extracting_model(answer: str) -> FunctionModel:
+    """Summarises, extracts `answer`, and replies "ok" to agent steps."""
+
     def respond(request: ModelRequest) -> dict:
         if request.purpose == "summarize":
             return reply_body("Summary of gardening.")
@@ -226,7 +222,17 @@ async def test_extraction_on_eviction(answer, stored, sqlite_url, clock, caplog)
             return reply_body(answer)
         return tool_call_body("send_message", {"message": "ok"})
 
-    model = FunctionModel(respond)
+    return FunctionModel(respond)
+
+
+@pytest.mark.parametrize("answer, stored", [
+    ("I could not find anything, sorry!", 0),
+    ('{"facts": [], "preferences": [], "progress": [], "todos": []}', 0),
+    ('```json\n{"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],'
+     ' "todos": [{"text": "Call the dentist", "importance": 0.6, "date": "2026-12-02"}]}\n```', 2),
+])
+async def test_extraction_on_eviction(answer, stored, sqlite_url, clock):
+    model = extracting_model(answer)
     agent = await _agent_with_history(sqlite_url, model, clock, small_spec(), turns=30)
     agent.archival = RecordingArchival()
     events: list[tuple[str, dict]] = []
@@ -269,17 +275,10 @@ async def test_extracted_facts_land_in_real_archival_memory_with_dates_and_impor
     answer = json.dumps({"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],
                          "todos": [{"text": "Lin must call the dentist", "importance": 0.6, "date": "2026-12-02"}]})
 
-    def respond(request: ModelRequest) -> dict:
-        if request.purpose == "summarize":
-            return reply_body("Summary of gardening.")
-        if request.purpose == "extract":
-            return reply_body(answer)
-        return tool_call_body("send_message", {"message": "ok"})
-
     spec = AgentSpec.model_validate({**SMALL, "tools": ["send_message", "archival_memory_insert", "archival_search"],
                                      "memory": {"prefetch_top_k": 0}})
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'x.db'}")
-    agent = await Agent.load(spec, model=FunctionModel(respond), settings=settings, clock=clock)
+    agent = await Agent.load(spec, model=extracting_model(answer), settings=settings, clock=clock)
     for i in range(30):
         agent.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
     assert (await run_turn(agent, "hi")).reply == "ok"
