@@ -387,9 +387,11 @@ class ArchivalService:
 
     def resolve_id(self, prefix: str) -> str | None:
         """The full id of the agent's memory whose id starts with `prefix` (unique), or None."""
+        if not re.fullmatch(r"[0-9a-fA-F-]+", prefix or ""):
+            return None  # ids are hex: anything else (an empty string, LIKE wildcards) names nothing
         with self.engine.connect() as conn:
             ids = conn.execute(select(memories_table.c.id).where(
-                memories_table.c.agent_id == self.agent_id, memories_table.c.id.like(f"{prefix}%"))).scalars().all()
+                memories_table.c.agent_id == self.agent_id, memories_table.c.id.like(f"{prefix.lower()}%"))).scalars().all()
         return ids[0] if len(ids) == 1 else None
 
     async def forget(self, memory_id: str) -> bool:

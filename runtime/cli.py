@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from pydantic import ValidationError
+
 from runtime.agent import Agent
 from runtime.cli_trace import add_parsers as add_trace_parsers, start_recording
 from runtime.context_view import context_report, render_bar, render_legend
@@ -45,7 +47,10 @@ def resolve_spec(target: str, store: StateStore) -> AgentSpec:
     stored = store.stored_spec_json(target)
     if stored is None:
         raise CliError(f"no agent file or stored agent called '{target}' (see `pagemind agents`)")
-    return AgentSpec.model_validate_json(stored)
+    try:
+        return AgentSpec.model_validate_json(stored)
+    except ValidationError as exc:
+        raise CliError(f"stored agent '{target}' no longer validates; run it from its YAML file instead: {exc}")
 
 
 async def load_agent(target: str, settings: Settings, reset_memory: bool = False) -> Agent:
@@ -169,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, ModelError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return getattr(exc, "code", 1)
+    except FileExistsError as exc:
+        sys.stderr.write(f"error: {exc.filename} already exists (traces are never overwritten); choose another path\n")
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -68,22 +68,25 @@ def repair_history(messages: Sequence[Message], now: datetime) -> Repair:
 
 
 def context_order(messages: Sequence[Message]) -> list[Message]:
-    """Stored order (by id), except that each tool result sits right after its call's group.
+    """Stored order (by id), except that each tool result sits right after the nearest earlier assistant
+    message that made its call.
 
     A synthetic result stored by a repair has a later id than the messages after its call; this puts it back.
+    Matching by the nearest earlier call (not by id alone) keeps servers that reuse call ids ("call_0" in
+    every step) from pairing a result with the wrong call.
     """
-    results_by_call: dict[str, list[Message]] = {}
-    for message in messages:
-        if message.role == "tool" and message.tool_call_id:
-            results_by_call.setdefault(message.tool_call_id, []).append(message)
-    ordered: list[Message] = []
-    for message in messages:
-        if message.role == "tool" and message.tool_call_id:
+    attached: dict[int, list[Message]] = {}  # index of the calling assistant message → its results
+    latest_call: dict[str, int] = {}
+    stays: list[tuple[int, Message]] = []
+    for index, message in enumerate(messages):
+        if message.role == "tool" and message.tool_call_id in latest_call:
+            attached.setdefault(latest_call[message.tool_call_id], []).append(message)
             continue
-        ordered.append(message)
+        stays.append((index, message))  # results without a call keep their place; repair drops them
         for call in message.tool_calls if message.role == "assistant" else ():
-            for result in results_by_call.pop(call.id, []):
-                ordered.append(result)
-    # Results whose call is gone keep their stored place at the end; repair will drop them.
-    ordered += [m for results in results_by_call.values() for m in results]
+            latest_call[call.id] = index
+    ordered: list[Message] = []
+    for index, message in stays:
+        ordered.append(message)
+        ordered.extend(attached.get(index, ()))
     return ordered

@@ -6,6 +6,7 @@ import asyncio
 import os
 import random
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -88,9 +89,10 @@ def response_from_body(body: dict[str, Any], latency_ms: float = 0.0) -> ModelRe
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     calls = tuple(
-        ToolCall(c.get("id") or f"call_{i}", (c.get("function") or {}).get("name") or "",
+        # A server that omits call ids gets unique ones: a reused id would pair results with the wrong call.
+        ToolCall(c.get("id") or f"call_{uuid.uuid4().hex[:12]}", (c.get("function") or {}).get("name") or "",
                  (c.get("function") or {}).get("arguments") or "")
-        for i, c in enumerate(message.get("tool_calls") or [])
+        for c in message.get("tool_calls") or []
     )
     usage = body.get("usage") or {}
     return ModelResponse(

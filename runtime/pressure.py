@@ -198,12 +198,14 @@ async def flush(agent: "Agent", step: int, reading: PressureReading, forced: boo
         return False
     evicted = agent.context_messages[: plan.count]
     summary, chunks = await _new_summary(agent, step, evicted)
+    # Extract before the eviction commits: a crash in between then re-extracts (dedupe absorbs the repeat)
+    # instead of losing the facts of messages that have already left the window.
+    report = await _extract(agent, step, evicted)
     agent.store.evict(agent.record.id, [m.id for m in evicted if m.id is not None], summary,
                       reading.tokens, reading.tokens - plan.freed_tokens, agent.clock())
     agent.context_messages = agent.context_messages[plan.count:]
     agent.record = dataclasses.replace(agent.record, summary=summary, pressure_warned=False)
     after = agent.compile()
-    report = await _extract(agent, step, evicted)
     event = {"evicted": plan.count, "tokens_before": reading.tokens, "tokens_after": after.total_tokens,
              "summary_tokens": after.sections.get("summary", 0), "summary_chunks": chunks,
              "extraction": report.status, "extracted": report.stored, "enough": plan.enough}

@@ -228,13 +228,12 @@ def runtime_version() -> str:
 
 
 def strip_userinfo(url: str | None) -> str | None:
-    """A URL without `user:password@`, so credentials in a base URL never reach a trace."""
+    """A URL without `user:password@`, query or fragment, so credentials in a base URL (some gateways take
+    the key as `?api-key=…`) never reach a trace."""
     if not url:
         return url
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1], query="", fragment=""))
 
 
 def _public_spec(agent: Any) -> dict[str, Any]:

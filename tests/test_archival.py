@@ -366,6 +366,7 @@ def test_write_path_and_history_on_every_database(database_url, tmp_path):
         assert [v.operation for v in service.history(old.id)] == ["insert", "superseded"]
         assert {m.id: m.superseded_by for m in service.list(include_superseded=True)} == {old.id: new.id, new.id: None}
         assert service.list()[0].created_at == T0 and service.resolve_id(new.id[:8]) == new.id
+        assert service.resolve_id("%") is None and service.resolve_id("") is None and service.resolve_id("_") is None
         assert run(service.forget(new.id)) and service.stats() == (0, ())
     finally:
         backend.close()

@@ -49,3 +49,24 @@ def test_a_bad_agent_file_names_file_line_and_field(tmp_path):
 def test_unknown_agent_name_is_a_clear_error(tmp_path):
     result = pagemind(tmp_path, "memory", "ghost")
     assert result.returncode == 2 and "no agent file or stored agent called 'ghost'" in result.stderr
+
+
+def test_an_existing_trace_path_is_refused_without_a_traceback(tmp_path):
+    existing = tmp_path / "x.jsonl"
+    existing.write_text("")
+    result = pagemind(tmp_path, "run", "agents/companion.yaml", "-m", "hi", "--trace", str(existing),
+                      env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert result.returncode == 2 and "already exists" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_stored_spec_that_no_longer_validates_is_a_clear_error(tmp_path):
+    import sqlite3
+
+    assert pagemind(tmp_path, "memory", "agents/companion.yaml").returncode == 0
+    db = sqlite3.connect(tmp_path / "home" / "pagemind.db")
+    spec = json.loads(db.execute("SELECT spec_json FROM agents WHERE name='companion'").fetchone()[0])
+    spec["tools"].append("gone.module:fn")
+    db.execute("UPDATE agents SET spec_json=? WHERE name='companion'", (json.dumps(spec),))
+    db.commit()
+    result = pagemind(tmp_path, "context", "companion")
+    assert result.returncode == 2 and "no longer validates" in result.stderr and "Traceback" not in result.stderr

@@ -37,3 +37,14 @@ def test_context_order_puts_late_results_back_after_their_call():
     late = Message("tool", "late", T, tool_call_id="a", id=9)
     msgs = [Message("user", "hi", T, id=1), a, Message("user", "next", T, id=3), late]
     assert [m.id for m in context_order(msgs)] == [1, 2, 9, 3]
+
+
+def test_reused_call_ids_pair_each_result_with_the_nearest_earlier_call():
+    """Some servers send "call_0" in every step; a reload must not move a later result to an earlier call."""
+    first = Message("assistant", None, T, tool_calls=(ToolCall("call_0", "core_memory_append", "{}"),), id=2)
+    second = Message("assistant", None, T, tool_calls=(ToolCall("call_0", "send_message", "{}"),), id=4)
+    msgs = [Message("user", "hi", T, id=1), first, Message("tool", "ok1", T, tool_call_id="call_0", id=3),
+            second, Message("tool", "ok2", T, tool_call_id="call_0", id=5)]
+    ordered = context_order(msgs)
+    assert [m.id for m in ordered] == [1, 2, 3, 4, 5]
+    assert not repair_history(ordered, T).changed

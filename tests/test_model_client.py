@@ -71,3 +71,13 @@ def test_no_endpoint_configured_says_how_to_fix():
         OpenAIModelClient.from_spec(ModelSpec(name="m"), environ={})
     client = OpenAIModelClient.from_spec(ModelSpec(name="m"), environ={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
     assert str(client.client.base_url).startswith("http://127.0.0.1:9/v1")
+
+
+def test_missing_call_ids_are_made_unique():
+    from runtime.model_client import response_from_body
+
+    body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"type": "function", "function": {"name": "g", "arguments": "{}"}}]}}]}
+    ids = [c.id for c in response_from_body(body).tool_calls] + [c.id for c in response_from_body(body).tool_calls]
+    assert len(set(ids)) == 4

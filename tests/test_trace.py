@@ -75,6 +75,7 @@ async def test_no_api_key_or_auth_header_in_trace_bytes(scripted_openai, make_ag
 def test_credentials_in_a_base_url_are_stripped():
     assert strip_userinfo("https://user:s3cret@llm.example/v1") == "https://llm.example/v1"
     assert strip_userinfo("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/v1"
+    assert strip_userinfo("https://gw.example/v1?api-key=s3cret#x") == "https://gw.example/v1"
 
 
 def _one_of_each() -> list:
