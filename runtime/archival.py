@@ -293,8 +293,8 @@ class ArchivalService:
         and usefulness; nothing below the noise floor. `page` counts from 1, `top_k` results per page.
         `count_hits=False` leaves hit counts alone (benchmarks, inspection)."""
         k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
-        if not await asyncio.to_thread(self._has_memories):
-            return []  # nothing stored: no need to load the model or open the vector store
+        if self.stats()[0] == 0:
+            return []  # nothing live (cached count): no need to load the model or open the vector store
         now = self.clock()
         flt = MemoryFilter(tags=[t.lower() for t in tags] if tags else None, created_from=start_date,
                            created_to=end_date, live_at=now)
@@ -311,12 +311,6 @@ class ArchivalService:
         log.info("archival_search", agent=self.agent_id, mode=mode, candidates=len(ranked), returned=len(results),
                  page=page)
         return results
-
-    def _has_memories(self) -> bool:
-        """Whether the agent has any memory at all (one indexed SQL probe)."""
-        with self.engine.connect() as conn:
-            return conn.execute(select(memories_table.c.id).where(memories_table.c.agent_id == self.agent_id)
-                                .limit(1)).first() is not None
 
     def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
               mode: str) -> list[ArchivalHit]:
