@@ -189,9 +189,21 @@ def message_tokens(message: Message, encoding: str = DEFAULT_ENCODING) -> int:
     return _message_tokens(message.to_openai(), encoding)
 
 
-@functools.lru_cache(maxsize=64)
-def _tools_tokens(tools_json: str, encoding: str) -> int:
-    return _tokens(tools_json, encoding)
+_TOOLS_TOKENS: dict[tuple[int, ...], tuple[tuple[dict[str, Any], ...], str, int]] = {}
+
+
+def _tools_tokens(tools: tuple[dict[str, Any], ...], encoding: str) -> int:
+    """Tokens of the tool schemas. Schemas are built once per tool, so they are cached by identity (checked,
+    so a recycled id never hits) instead of serialising them on every compile."""
+    key = tuple(map(id, tools))
+    cached = _TOOLS_TOKENS.get(key)
+    if cached and cached[1] == encoding and all(a is b for a, b in zip(cached[0], tools)):
+        return cached[2]
+    tokens = _tokens(json.dumps(list(tools), sort_keys=True), encoding)
+    if len(_TOOLS_TOKENS) > 256:  # tool sets are few; this only guards against unbounded growth
+        _TOOLS_TOKENS.clear()
+    _TOOLS_TOKENS[key] = (tools, encoding, tokens)
+    return tokens
 
 
 def compile_context(inputs: ContextInputs) -> CompiledContext:
@@ -230,6 +242,6 @@ def compile_context(inputs: ContextInputs) -> CompiledContext:
         wire.append(closing)
         sections["closing"] = _message_tokens(closing, enc)
     tools = list(inputs.tools)
-    sections["tools"] = _tools_tokens(json.dumps(tools, sort_keys=True), enc) if tools else 0
+    sections["tools"] = _tools_tokens(inputs.tools, enc) if tools else 0
     sections["reply_priming"] = TOKENS_REPLY_PRIMING
     return CompiledContext(messages=wire, tools=tools, sections=sections)
