@@ -23,7 +23,7 @@ from runtime.history_repair import repair_history
 from runtime.messages import Message
 from runtime.model_client import ModelError, ModelResponse
 from runtime.spec import AgentSpec
-from runtime.summarizer import summarize, transcript_line
+from runtime.summarizer import summarize
 
 if TYPE_CHECKING:
     from runtime.agent import Agent
@@ -238,7 +238,3 @@ def track_usage(agent: "Agent", compiled: CompiledContext, response: ModelRespon
     if abs(correction - agent.record.token_correction) > 0.01:
         agent.store.set_pressure_state(agent.record.id, correction=correction)
         agent.record = dataclasses.replace(agent.record, token_correction=correction)
-
-
-__all__ = ["ContextOverflow", "Pressure", "PressureReading", "flush", "read_pressure", "relieve_pressure",
-           "track_usage", "transcript_line", "usable_window"]
