@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import structlog
@@ -584,9 +584,3 @@ def close_all() -> None:
 
 
 atexit.register(close_all)
-
-
-def iter_chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    """Consecutive slices of at most `size` items."""
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

@@ -70,7 +70,6 @@ class ExtractionReport:
 
     status: str
     stored: int = 0
-    proposed: int = 0
     error: str | None = None
 
 
@@ -121,4 +120,4 @@ async def extract_and_store(
         text = f"{item.text} (date: {item.date.isoformat()})" if item.date else item.text
         await archival.insert(text, kind=kind, importance=item.importance, source_message_ids=source_ids)
     log.info("extraction_stored", stored=len(items))
-    return ExtractionReport("stored", stored=len(items), proposed=len(items))
+    return ExtractionReport("stored", stored=len(items))

@@ -23,7 +23,7 @@ from runtime.history_repair import repair_history
 from runtime.messages import Message
 from runtime.model_client import ModelError, ModelResponse
 from runtime.spec import AgentSpec
-from runtime.summarizer import summarize
+from runtime.summarizer import SummaryResult, summarize
 
 if TYPE_CHECKING:
     from runtime.agent import Agent
@@ -145,7 +145,7 @@ def warn(agent: "Agent", step: int, reading: PressureReading) -> None:
                                                     "percent": percent})
 
 
-async def _new_summary(agent: "Agent", step: int, evicted: list[Message]) -> tuple[str, int]:
+async def _new_summary(agent: "Agent", step: int, evicted: list[Message]) -> SummaryResult:
     spec = agent.spec
 
     async def call(request):  # noqa: ANN001 — a ModelRequest
@@ -156,14 +156,14 @@ async def _new_summary(agent: "Agent", step: int, evicted: list[Message]) -> tup
             call, model=spec.memory.summarizer_model or spec.model.name, old_summary=agent.record.summary,
             evicted=evicted, budget=summary_budget(spec), window=usable_window(spec),
             encoding=spec.model.encoding or "o200k_base")
-        return result.text, result.chunks
+        return result
     except (ModelError, ValueError) as exc:
         # The window must still shrink; keep the old summary and point at recall memory for the gap.
         log.error("summary_failed", agent=agent.name, error=str(exc)[:300])
         first, last = evicted[0].created_at, evicted[-1].created_at
         note = (f"[{len(evicted)} messages from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} left the window "
                 "without a summary; search them with conversation_search.]")
-        return f"{agent.record.summary}\n{note}".strip(), 0
+        return SummaryResult(f"{agent.record.summary}\n{note}".strip(), chunks=0, truncated=False)
 
 
 async def _extract(agent: "Agent", step: int, evicted: list[Message]) -> ExtractionReport:
@@ -181,8 +181,9 @@ async def _extract(agent: "Agent", step: int, evicted: list[Message]) -> Extract
         return ExtractionReport("failed", error=str(exc)[:300])
 
 
-async def flush(agent: "Agent", step: int, reading: PressureReading, forced: bool = False) -> bool:
-    """Evict the oldest messages down to the target; returns False when nothing could be evicted.
+async def flush(agent: "Agent", step: int, reading: PressureReading, forced: bool = False) -> CompiledContext | None:
+    """Evict the oldest messages down to the target; returns the context compiled after the eviction, or None
+    when nothing could be evicted.
 
     A forced flush (the provider said the prompt is too long although our count says it fits: its window is
     smaller than configured) frees at least half of the messages' tokens.
@@ -195,23 +196,24 @@ async def flush(agent: "Agent", step: int, reading: PressureReading, forced: boo
     plan = plan_eviction(agent.context_messages, tokens, need)
     if plan.count == 0:
         log.warning("flush_nothing_evictable", agent=agent.name, tokens=reading.tokens, need=need)
-        return False
+        return None
     evicted = agent.context_messages[: plan.count]
-    summary, chunks = await _new_summary(agent, step, evicted)
+    summary = await _new_summary(agent, step, evicted)
     # Extract before the eviction commits: a crash in between then re-extracts (dedupe absorbs the repeat)
     # instead of losing the facts of messages that have already left the window.
     report = await _extract(agent, step, evicted)
-    agent.store.evict(agent.record.id, [m.id for m in evicted if m.id is not None], summary,
+    agent.store.evict(agent.record.id, [m.id for m in evicted if m.id is not None], summary.text,
                       reading.tokens, reading.tokens - plan.freed_tokens, agent.clock())
     agent.context_messages = agent.context_messages[plan.count:]
-    agent.record = dataclasses.replace(agent.record, summary=summary, pressure_warned=False)
+    agent.record = dataclasses.replace(agent.record, summary=summary.text, pressure_warned=False)
     after = agent.compile()
     event = {"evicted": plan.count, "tokens_before": reading.tokens, "tokens_after": after.total_tokens,
-             "summary_tokens": after.sections.get("summary", 0), "summary_chunks": chunks,
+             "summary_tokens": after.sections.get("summary", 0), "summary_chunks": summary.chunks,
+             "summary_truncated": summary.truncated,
              "extraction": report.status, "extracted": report.stored, "enough": plan.enough}
     log.info("flush", agent=agent.name, **event)
     agent.observer.event(step, "flush", event)
-    return True
+    return after
 
 
 async def relieve_pressure(agent: "Agent", step: int, *, force: bool = False) -> CompiledContext:
@@ -224,12 +226,11 @@ async def relieve_pressure(agent: "Agent", step: int, *, force: bool = False) ->
     check_pinned_fits(compiled, agent.spec)
     reading = read_pressure(compiled.total_tokens, agent.record.token_correction, agent.spec)
     if force or reading.level is Pressure.FLUSH:
-        await flush(agent, step, reading, forced=force)
-    elif reading.level is Pressure.WARN and not agent.record.pressure_warned:
+        return await flush(agent, step, reading, forced=force) or compiled
+    if reading.level is Pressure.WARN and not agent.record.pressure_warned:
         warn(agent, step, reading)
-    else:
-        return compiled
-    return agent.compile()
+        return agent.compile()  # the alert is now one of the messages
+    return compiled
 
 
 def track_usage(agent: "Agent", compiled: CompiledContext, response: ModelResponse) -> None:

@@ -347,7 +347,8 @@ class StateStore:
               at: datetime) -> None:
         """Take messages out of the window and install the new summary, in one transaction (they stay in recall)."""
         with self._session() as session:
-            for row in session.exec(select(MessageRow).where(MessageRow.id.in_(message_ids))):  # type: ignore[union-attr]
+            for row in session.exec(select(MessageRow).where(MessageRow.agent_id == agent_id,
+                                                              MessageRow.id.in_(message_ids))):  # type: ignore[union-attr]
                 row.in_context = False
             agent = session.get(AgentRow, agent_id)
             agent.summary, agent.pressure_warned = summary, False
@@ -373,7 +374,8 @@ class StateStore:
             rows = [_row_from_message(agent_id, m) for m in added]
             session.add_all(rows)
             if dropped_ids:
-                for row in session.exec(select(MessageRow).where(MessageRow.id.in_(dropped_ids))):  # type: ignore[union-attr]
+                for row in session.exec(select(MessageRow).where(MessageRow.agent_id == agent_id,
+                                                                  MessageRow.id.in_(dropped_ids))):  # type: ignore[union-attr]
                     row.in_context = False
             session.commit()
             return [_message_from_row(r) for r in rows]

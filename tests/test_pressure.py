@@ -11,6 +11,7 @@ from runtime.history_repair import MISSING_RESULT
 from runtime.loop import StopReason, run_turn
 from runtime.messages import Message
 from runtime.model_client import ModelRequest
+from runtime.observer import NullObserver
 from runtime.pressure import ContextOverflow, read_pressure, updated_correction, usable_window
 from runtime.scripted import FunctionModel, reply_body, tool_call_body
 from runtime.spec import AgentSpec
@@ -26,6 +27,13 @@ SMALL = {**SPEC_YAML, "model": {"name": "m", "context_window": 4000, "max_output
 
 def small_spec(**memory: Any) -> AgentSpec:
     return AgentSpec.model_validate({**SMALL, "memory": memory})
+
+
+class EventLog(NullObserver, list):
+    """Observes a turn and keeps the runtime events (warnings, flushes, repairs) as (kind, data) pairs."""
+
+    def event(self, step: int, kind: str, data: dict) -> None:
+        self.append((kind, data))
 
 
 def request_tokens(request: ModelRequest) -> int:
@@ -70,8 +78,7 @@ async def test_500_turns_in_a_4000_token_window(sqlite_url, clock):
     model = ConversationModel()
     recorder = FunctionModel(model)
     agent = await Agent.load(small_spec(), model=recorder, store=StateStore(make_engine(sqlite_url)), clock=clock)
-    events: list[tuple[str, dict]] = []
-    agent.observer.event = lambda step, kind, data: events.append((kind, data))  # type: ignore[method-assign]
+    events = agent.observer = EventLog()
 
     await agent.send("Hi, I'm Lin. My passport number is X1234567.")
     for i in range(499):
@@ -235,8 +242,7 @@ async def test_extraction_on_eviction(answer, stored, sqlite_url, clock):
     model = extracting_model(answer)
     agent = await _agent_with_history(sqlite_url, model, clock, small_spec(), turns=30)
     agent.archival = RecordingArchival()
-    events: list[tuple[str, dict]] = []
-    agent.observer.event = lambda step, kind, data: events.append((kind, data))  # type: ignore[method-assign]
+    events = agent.observer = EventLog()
     result = await run_turn(agent, "hi")
     assert result.reply == "ok"
     [flush] = [data for kind, data in events if kind == "flush"]
