@@ -12,25 +12,29 @@ every step, is written whole.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
+
+
+def _run_length(messages: list[Any], start: int, previous: list[Any], index: int) -> int:
+    """How many messages from `messages[start]` on are `previous[index:]`'s, in order (compared in C)."""
+    same = list(map(operator.is_, messages[start:], previous[index:]))
+    return same.index(False) if False in same else len(same)
 
 
 def _compact_messages(messages: list[Any], previous: list[Any]) -> tuple[list[Any], bool]:
     where = {id(m): i for i, m in enumerate(previous)}
     out: list[Any] = []
-    run: list[int] | None = None
-    shared = False
-    for message in messages:
-        index = where.get(id(message))
+    shared, position = False, 0
+    while position < len(messages):
+        index = where.get(id(messages[position]))
         if index is None:
-            out.append(message)
-            run = None
-        elif run is not None and run[1] == index:
-            run[1] += 1
+            out.append(messages[position])
+            position += 1
         else:
-            run = [index, index + 1]
-            out.append({"$prev": run})
-            shared = True
+            run = _run_length(messages, position, previous, index)
+            out.append({"$prev": [index, index + run]})
+            shared, position = True, position + run
     return out, shared
 
 

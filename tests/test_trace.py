@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from runtime.loop import run_turn
+from runtime.observer import NullObserver, ObserverGroup
 from runtime.trace import (
     EVENT_ADAPTER, SCHEMA_VERSION, Header, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent, Parent,
     RuntimeEvent, Snapshot, StepEndEvent, ToolCallEvent, ToolResultEvent, TraceFormatError, TurnEvent,
@@ -60,6 +61,46 @@ async def test_a_recorded_turn_has_every_event_in_order(scripted_openai, make_ag
     # Clock readings are recorded, so a replay can serve the same times.
     assert all(r == datetime(2026, 11, 29, 15, 0, tzinfo=timezone.utc) for e in trace.events for r in e.clock)
     assert sum(len(e.clock) for e in trace.events) > 0
+
+
+class FileAtStepEnd(NullObserver):
+    """Observes after the recorder: reads the trace file as each step ends."""
+
+    def __init__(self, path: Path):
+        self.path, self.seen = path, []
+
+    def step_end(self, step, stop_reason):
+        self.seen.append(self.path.read_bytes())
+
+
+async def test_every_step_is_on_disk_when_it_ends(scripted_openai, make_agent, sqlite_url, tmp_path):
+    scripted_openai.add(*SCRIPT)
+    path = tmp_path / "turn.jsonl"
+    agent = await make_agent(sqlite_url, scripted_openai.client())
+    recorder = record(agent, path=path)
+    checker = FileAtStepEnd(path)
+    agent.observer = ObserverGroup([agent.observer, checker])
+    await run_turn(agent, "Hi, I'm Lin.")
+    assert len(checker.seen) == 3
+    for number, data in enumerate(checker.seen, start=1):
+        lines = data.splitlines()
+        assert data.endswith(b"\n") and json.loads(lines[-1])["type"] == "step_end"
+        assert sum(b'"type":"step_end"' in line for line in lines) == number
+    recorder.close()
+    assert path.read_bytes() == checker.seen[-1]  # nothing was left to write at the turn's end
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+async def test_a_full_disk_stops_the_recording_not_the_agent(scripted_openai, make_agent, sqlite_url, tmp_path):
+    scripted_openai.add(*SCRIPT, *SCRIPT)
+    agent = await make_agent(sqlite_url, scripted_openai.client())
+    recorder = record(agent, path=tmp_path / "turn.jsonl")
+    first = await run_turn(agent, "Hi, I'm Lin.")
+    recorder.writer._file = open("/dev/full", "wb")  # every write from now on fails with ENOSPC
+    second = await run_turn(agent, "Hi again.")
+    assert first.stop_reason == second.stop_reason == "send_message"
+    assert recorder.failed and read_trace(tmp_path / "turn.jsonl").complete  # the first turn is intact
+    recorder.close()
 
 
 async def test_no_api_key_or_auth_header_in_trace_bytes(scripted_openai, make_agent, sqlite_url, tmp_path):
@@ -195,6 +236,7 @@ class DiesOnStepTwo:
     calls = 0
     async def complete(self, request):
         self.calls += 1
+        await asyncio.sleep(0)  # where a real call waits on the network (the recorder writes the request then)
         if self.calls == 2:
             os.kill(os.getpid(), signal.SIGKILL)  # the process dies mid-step, no cleanup
         return response_from_body(tool_call_body("core_memory_append", {"label": "human", "content": "Lin"}))
@@ -203,7 +245,8 @@ async def main():
     home = Path(sys.argv[1])
     agent = await Agent.load(AgentSpec.model_validate(SPEC_YAML), model=DiesOnStepTwo(),
                              store=StateStore(make_engine(f"sqlite:///{home / 'db.sqlite'}")), clock=FixedClock())
-    record(agent, path=home / "crash.jsonl")
+    recorder = record(agent, path=home / "crash.jsonl")
+    recorder.write_request_after = 0  # every call "lasts": its request is written while the model works
     await agent.send("hello")
 
 asyncio.run(main())
