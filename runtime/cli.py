@@ -62,8 +62,11 @@ async def load_agent(target: str, settings: Settings, reset_memory: bool = False
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model  # fail before storing the message when no endpoint is configured
-    start_recording(agent, settings, args.trace)
-    reply = await agent.send(args.message)
+    recorder = start_recording(agent, settings, args.trace)
+    try:
+        reply = await agent.send(args.message)
+    finally:
+        recorder.close()  # a turn that failed still leaves what it did in the trace
     out(reply or "(no reply)")
     return 0
 
@@ -71,15 +74,18 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model
-    start_recording(agent, settings, args.trace)
+    recorder = start_recording(agent, settings, args.trace)
     out(f"Chatting with {agent.name}. Ctrl-D or /quit to leave.")
     loop = asyncio.get_running_loop()
-    while True:
-        line = await loop.run_in_executor(None, _read_line)
-        if line is None or line.strip() in {"/quit", "/exit"}:
-            return 0
-        if line.strip():
-            out(f"{agent.name}> {await agent.send(line) or '(no reply)'}")
+    try:
+        while True:
+            line = await loop.run_in_executor(None, _read_line)
+            if line is None or line.strip() in {"/quit", "/exit"}:
+                return 0
+            if line.strip():
+                out(f"{agent.name}> {await agent.send(line) or '(no reply)'}")
+    finally:
+        recorder.close()
 
 
 def _read_line() -> str | None:

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from runtime.cli import main
-from tests.conftest import BASE_URL, TEST_API_KEY, tool_call
+from runtime.trace import read_trace
+from tests.conftest import BASE_URL, TEST_API_KEY, http_error, tool_call
 
 USER_TEXT = "Hi, I'm Lin. I'm allergic to peanuts."
 COMPANION = str(Path(__file__).parent.parent / "agents" / "companion.yaml")
@@ -61,6 +62,17 @@ def test_run_writes_to_a_given_path(home, scripted_openai, capsys, tmp_path):
     scripted_openai.add(tool_call("send_message", {"message": "hello"}))
     assert main(["run", COMPANION, "-m", "hi", "--trace", str(tmp_path / "mine.jsonl")]) == 0
     assert (tmp_path / "mine.jsonl").exists() and not (home / "traces").exists()
+
+
+def test_a_run_whose_model_fails_still_leaves_its_trace(home, scripted_openai, capsys):
+    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+                        http_error(400, "this model does not support tools"))
+    assert main(["run", COMPANION, "-m", USER_TEXT]) == 1
+    assert "does not support tools" in capsys.readouterr().err
+    [path] = list((home / "traces" / "companion").glob("*.jsonl"))
+    trace = read_trace(path)
+    assert not trace.complete and trace.steps == [(1, 1)]
+    assert trace.dropped == 1  # the second step's request, which got no answer, is in the file
 
 
 def test_replay_reports_a_divergence_with_exit_1(home, scripted_openai, capsys):
