@@ -10,7 +10,11 @@ from tools import ToolCall, ToolResult
 
 
 class TurnObserver(Protocol):
-    """Receives every request, response, tool call, result, memory edit and step end, in order."""
+    """Receives every request, response, tool call, result, memory edit and step end, in order.
+
+    An observer may keep what it is given: the runtime never changes a reported object afterwards (the trace
+    recorder builds its events from them at the step's end).
+    """
 
     def turn_started(self, agent: Any, turn_id: str, user_message: str) -> None: ...
     def model_request(self, step: int, request: ModelRequest) -> None: ...
