@@ -307,50 +307,50 @@ def _data(stamp: Stamp, event_type: str, /, **fields: Any) -> EventData:
     return {"clock": stamp.clock, "turn": stamp.turn, "step": stamp.step, "type": event_type, **fields}
 
 
-def turn_data(at: Stamp, turn_id: str, user_message: str) -> EventData:
+def turn_data(stamp: Stamp, turn_id: str, user_message: str) -> EventData:
     """A new turn begins."""
-    return _data(at, "turn", turn_id=turn_id, user_message=user_message)
+    return _data(stamp, "turn", turn_id=turn_id, user_message=user_message)
 
 
-def request_data(at: Stamp, request: ModelRequest, previous: tuple[list[Any], list[Any]] | None = None) -> EventData:
+def request_data(stamp: Stamp, request: ModelRequest, previous: tuple[list[Any], list[Any]] | None = None) -> EventData:
     """A model request as sent; given the previous request's (messages, tools), in compact form."""
     body, compact = request.body(), False
     if previous is not None:
         body, compact = compact_body(body, *previous)
-    return _data(at, "model_request", purpose=request.purpose, body=body, compact=compact)
+    return _data(stamp, "model_request", purpose=request.purpose, body=body, compact=compact)
 
 
-def response_data(at: Stamp, response: ModelResponse) -> EventData:
+def response_data(stamp: Stamp, response: ModelResponse) -> EventData:
     """A model response as received."""
-    return _data(at, "model_response", body=response.raw, latency_ms=round(response.latency_ms, 3),
+    return _data(stamp, "model_response", body=response.raw, latency_ms=round(response.latency_ms, 3),
                  prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens)
 
 
-def tool_call_data(at: Stamp, call: ToolCall) -> EventData:
+def tool_call_data(stamp: Stamp, call: ToolCall) -> EventData:
     """A tool call."""
-    return _data(at, "tool_call", call_id=call.id, name=call.name, arguments=call.arguments)
+    return _data(stamp, "tool_call", call_id=call.id, name=call.name, arguments=call.arguments)
 
 
-def tool_result_data(at: Stamp, result: ToolResult) -> EventData:
+def tool_result_data(stamp: Stamp, result: ToolResult) -> EventData:
     """A tool result."""
-    return _data(at, "tool_result", call_id=result.call_id, name=result.name, content=result.content,
+    return _data(stamp, "tool_result", call_id=result.call_id, name=result.name, content=result.content,
                  is_error=result.is_error, terminal=result.terminal)
 
 
-def memory_edit_data(at: Stamp, edit: BlockEdit) -> EventData:
+def memory_edit_data(stamp: Stamp, edit: BlockEdit) -> EventData:
     """A committed block edit."""
-    return _data(at, "memory_edit", label=edit.label, operation=edit.operation, old=edit.old_value,
+    return _data(stamp, "memory_edit", label=edit.label, operation=edit.operation, old=edit.old_value,
                  new=edit.new_value, at=edit.at)
 
 
-def runtime_event_data(at: Stamp, kind: str, data: dict[str, Any]) -> EventData:
+def runtime_event_data(stamp: Stamp, kind: str, data: dict[str, Any]) -> EventData:
     """A pressure-monitor (or other runtime) event."""
-    return _data(at, "event", kind=kind, data=json.loads(json.dumps(data, default=str)))
+    return _data(stamp, "event", kind=kind, data=json.loads(json.dumps(data, default=str)))
 
 
-def step_end_data(at: Stamp, stop_reason: str | None) -> EventData:
+def step_end_data(stamp: Stamp, stop_reason: str | None) -> EventData:
     """The end of a committed step."""
-    return _data(at, "step_end", stop_reason=stop_reason)
+    return _data(stamp, "step_end", stop_reason=stop_reason)
 
 
 def _event(data: EventData) -> Any:
@@ -525,14 +525,14 @@ class TraceRecorder:
             self.writer.write_many(events)
             self.writer.flush()
         except OSError as exc:  # a full disk must not take the agent down with it
-            self._stop(exc)
+            self._stop(self.writer.path, exc)
 
-    def _stop(self, error: OSError) -> None:
+    def _stop(self, path: Path, error: OSError) -> None:
         self.failed = True
-        log.error("trace_write_failed", path=str(self.writer.path if self.writer else None), error=str(error))
+        log.error("trace_write_failed", path=str(path), error=str(error))
 
-    def _note(self, build: Callable[..., EventData], at: Stamp, *args: Any) -> None:
-        self.pending.append((build, at, args))
+    def _note(self, build: Callable[..., EventData], stamp: Stamp, *args: Any) -> None:
+        self.pending.append((build, stamp, args))
 
     def write_pending(self) -> None:
         """Build, write and flush the events noted so far."""
@@ -541,7 +541,7 @@ class TraceRecorder:
             self._scheduled_write = None
         pending, self.pending = self.pending, []
         if pending:
-            self._write(build(at, *args) for build, at, args in pending)
+            self._write(build(stamp, *args) for build, stamp, args in pending)
 
     def _write_if_the_call_lasts(self) -> None:
         # A quick call (a scripted model, a cached answer) leaves the request to the step's single write; one
@@ -602,7 +602,7 @@ class TraceRecorder:
             self.writer.close()
         except OSError as exc:  # what was buffered when the disk filled up
             if not self.failed:
-                self._stop(exc)
+                self._stop(self.writer.path, exc)
 
 
 def record(agent: Any, *, path: Path | None = None, directory: Path | None = None,
