@@ -24,11 +24,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from runtime.archival import ArchivalService, keyword_document  # noqa: E402
-from runtime.archival_store import AgentStore, EdgeBackend, MemoryRecord, StoredPoint  # noqa: E402
-from runtime.embeddings import FastEmbedEmbedder  # noqa: E402
-from runtime.logs import configure_logging  # noqa: E402
-from runtime.state import make_engine  # noqa: E402
+from pagemind.runtime.memory.archival import ArchivalService, keyword_document  # noqa: E402
+from pagemind.runtime.memory.stores import AgentStore, EdgeBackend, MemoryRecord, StoredPoint  # noqa: E402
+from pagemind.runtime.memory.embeddings import FastEmbedEmbedder  # noqa: E402
+from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.state.store import make_engine  # noqa: E402
 
 DIM = 384
 WORDS = ("tea coffee sister brother cello piano garden dog cat job office lyon paris hiking swimming doctor allergy "
@@ -106,7 +106,7 @@ async def measure(size: int, queries: int, home: Path) -> dict[str, float]:
 
 
 def _live():
-    from runtime.archival_store import MemoryFilter
+    from pagemind.runtime.memory.stores import MemoryFilter
 
     return MemoryFilter(live_at=T0)
 

@@ -22,14 +22,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from runtime.agent import Agent  # noqa: E402
-from runtime.logs import configure_logging  # noqa: E402
-from runtime.loop import run_turn  # noqa: E402
-from runtime.model_client import OpenAIModelClient  # noqa: E402
-from runtime.replay import format_report, replay  # noqa: E402
-from runtime.spec import AgentSpec  # noqa: E402
-from runtime.state import StateStore, make_engine  # noqa: E402
-from runtime.trace import (  # noqa: E402
+from pagemind.runtime.agent import Agent  # noqa: E402
+from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.loop import run_turn  # noqa: E402
+from pagemind.runtime.model_client import OpenAIModelClient  # noqa: E402
+from pagemind.runtime.trace.replay import format_report, replay  # noqa: E402
+from pagemind.runtime.spec import AgentSpec  # noqa: E402
+from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.trace.recorder import (  # noqa: E402
     ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent, read_trace, record,
 )
 

@@ -21,14 +21,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, write_section  # noqa: E402
-from runtime.agent import Agent  # noqa: E402
-from runtime.compiler import _message_tokens, message_tokens  # noqa: E402
-from runtime.logs import configure_logging  # noqa: E402
-from runtime.model_client import ModelRequest  # noqa: E402
-from runtime.scripted import FunctionModel, reply_body, tool_call_body  # noqa: E402
-from runtime.spec import AgentSpec, load_spec  # noqa: E402
-from runtime.state import StateStore, make_engine  # noqa: E402
-from runtime.tokens import count_tokens  # noqa: E402
+from pagemind.runtime.agent import Agent  # noqa: E402
+from pagemind.runtime.compiler import _message_tokens, message_tokens  # noqa: E402
+from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.model_client import ModelRequest  # noqa: E402
+from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body  # noqa: E402
+from pagemind.runtime.spec import AgentSpec, load_spec  # noqa: E402
+from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.tokens import count_tokens  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared/data/locomo/locomo_dev.json"
 

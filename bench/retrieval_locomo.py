@@ -31,15 +31,15 @@ from typing import Any, Awaitable, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, write_section  # noqa: E402
-from runtime.archival import ArchivalService  # noqa: E402
-from runtime.archival_store import EdgeBackend  # noqa: E402
-from runtime.embeddings import CachedEmbedder, FastEmbedEmbedder  # noqa: E402
-from runtime.logs import configure_logging  # noqa: E402
-from runtime.memory_config import ArchivalConfig  # noqa: E402
-from runtime.messages import Message  # noqa: E402
-from runtime.recall import RecallService  # noqa: E402
-from runtime.spec import AgentSpec  # noqa: E402
-from runtime.state import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
+from pagemind.runtime.memory.stores import EdgeBackend  # noqa: E402
+from pagemind.runtime.memory.embeddings import CachedEmbedder, FastEmbedEmbedder  # noqa: E402
+from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.memory_config import ArchivalConfig  # noqa: E402
+from pagemind.runtime.messages import Message  # noqa: E402
+from pagemind.runtime.memory.recall import RecallService  # noqa: E402
+from pagemind.runtime.spec import AgentSpec  # noqa: E402
+from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

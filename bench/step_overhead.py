@@ -19,12 +19,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from runtime.agent import Agent  # noqa: E402
-from runtime.logs import configure_logging  # noqa: E402
-from runtime.messages import Message  # noqa: E402
-from runtime.scripted import FunctionModel, tool_call_body  # noqa: E402
-from runtime.spec import load_spec  # noqa: E402
-from runtime.state import StateStore, make_engine, utcnow  # noqa: E402
+from pagemind.runtime.agent import Agent  # noqa: E402
+from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.messages import Message  # noqa: E402
+from pagemind.runtime.testing import FunctionModel, tool_call_body  # noqa: E402
+from pagemind.runtime.spec import load_spec  # noqa: E402
+from pagemind.runtime.state.store import StateStore, make_engine, utcnow  # noqa: E402
 
 IN_CONTEXT = 20
 

@@ -22,14 +22,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from runtime.agent import Agent  # noqa: E402
-from runtime.logs import configure_logging  # noqa: E402
-from runtime.model_client import ModelRequest  # noqa: E402
-from runtime.replay import replay  # noqa: E402
-from runtime.scripted import FunctionModel, reply_body, tool_call_body  # noqa: E402
-from runtime.spec import load_spec  # noqa: E402
-from runtime.state import StateStore, make_engine  # noqa: E402
-from runtime.trace import TraceRecorder, read_trace, record  # noqa: E402
+from pagemind.runtime.agent import Agent  # noqa: E402
+from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.model_client import ModelRequest  # noqa: E402
+from pagemind.runtime.trace.replay import replay  # noqa: E402
+from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body  # noqa: E402
+from pagemind.runtime.spec import load_spec  # noqa: E402
+from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.trace.recorder import TraceRecorder, read_trace, record  # noqa: E402
 
 IN_CONTEXT = 20
 

@@ -1,5 +1,5 @@
 """Core memory: the block model, limits and edit operations."""
 
-from blocks.block import Block, BlockEdit, BlockEditError, CoreMemory
+from pagemind.blocks.block import Block, BlockEdit, BlockEditError, CoreMemory
 
 __all__ = ["Block", "BlockEdit", "BlockEditError", "CoreMemory"]

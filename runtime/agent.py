@@ -16,19 +16,19 @@ from typing import Callable
 
 import structlog
 
-from blocks import BlockEdit, CoreMemory
-from runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
-from runtime.messages import Message
-from runtime.history_repair import context_order
-from runtime.loop import run_turn
-from runtime.model_client import ContextLengthExceeded, ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
-from runtime.observer import NullObserver, TurnObserver
-from runtime.pressure import relieve_pressure, track_usage, usable_window
-from runtime.settings import Settings
-from runtime.spec import AgentSpec, load_spec
-from runtime.state import AgentRecord, StateStore, StepRecord, utcnow
-from runtime.tokens import DEFAULT_ENCODING, count_tokens
-from tools import ArchivalMemory, RecallMemory, Tool
+from pagemind.blocks import BlockEdit, CoreMemory
+from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.messages import Message
+from pagemind.runtime.pressure.history_repair import context_order
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.model_client import ContextLengthExceeded, ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
+from pagemind.runtime.observer import NullObserver, TurnObserver
+from pagemind.runtime.pressure.monitor import relieve_pressure, track_usage, usable_window
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import AgentSpec, load_spec
+from pagemind.runtime.state.store import AgentRecord, StateStore, StepRecord, utcnow
+from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
+from pagemind.tools import ArchivalMemory, RecallMemory, Tool
 
 log = structlog.get_logger("pagemind.agent")
 
@@ -91,7 +91,7 @@ class Agent:
 
         `model` replaces the configured endpoint (tests, replays); `store` shares an open database.
         """
-        from runtime.external_memory import build_external_memory
+        from pagemind.runtime.memory.wiring import build_external_memory
 
         spec = path if isinstance(path, AgentSpec) else load_spec(path)
         settings = settings or Settings.from_env()

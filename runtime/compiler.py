@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-from blocks import Block
-from runtime.messages import Message
-from runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
-from runtime.tokens import encoding as tiktoken_encoding
+from pagemind.blocks import Block
+from pagemind.runtime.messages import Message
+from pagemind.runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
+from pagemind.runtime.tokens import encoding as tiktoken_encoding
 
 CONSTRAINTS_LABEL = "constraints"
 TRUNCATION_NOTE = " …[clipped to fit the window; the full text is in recall memory]"

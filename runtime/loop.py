@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from runtime.messages import Message
-from runtime.model_client import ModelResponse
-from runtime.state import StepRecord
-from tools import ToolResult, dispatch_tool_calls
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model_client import ModelResponse
+from pagemind.runtime.state.store import StepRecord
+from pagemind.tools import ToolResult, dispatch_tool_calls
 
 if TYPE_CHECKING:
-    from runtime.agent import Agent
+    from pagemind.runtime.agent import Agent
 
 log = structlog.get_logger("pagemind.loop")
 

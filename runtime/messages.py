@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tools import ToolCall
+from pagemind.tools import ToolCall
 
 
 @dataclass(frozen=True)

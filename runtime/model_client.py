@@ -16,8 +16,8 @@ import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base
 
-from runtime.spec import ModelSpec
-from tools import ToolCall
+from pagemind.runtime.spec import ModelSpec
+from pagemind.tools import ToolCall
 
 log = structlog.get_logger("pagemind.model")
 

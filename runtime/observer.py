@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from blocks import BlockEdit
-from runtime.model_client import ModelRequest, ModelResponse
-from tools import ToolCall, ToolResult
+from pagemind.blocks import BlockEdit
+from pagemind.runtime.model_client import ModelRequest, ModelResponse
+from pagemind.tools import ToolCall, ToolResult
 
 
 class TurnObserver(Protocol):

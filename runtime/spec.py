@@ -11,8 +11,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from runtime.memory_config import MemoryConfig
-from tools import BUILTIN_TOOLS, Tool, tool
+from pagemind.runtime.memory_config import MemoryConfig
+from pagemind.tools import BUILTIN_TOOLS, Tool, tool
 
 DEFAULT_TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "memory_rethink"]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"

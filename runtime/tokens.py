@@ -35,7 +35,7 @@ def _seed_cache(name: str, cache: Path) -> None:
     target = cache / key
     if target.exists():
         return
-    packaged = resources.files("runtime.data") / "tiktoken" / f"{name}.tiktoken.gz"
+    packaged = resources.files("pagemind.runtime.data") / "tiktoken" / f"{name}.tiktoken.gz"
     data = gzip.decompress(packaged.read_bytes())
     if hashlib.sha256(data).hexdigest() != _SHA256[name]:
         raise RuntimeError(f"shipped tiktoken encoding {name} is corrupt (sha256 mismatch)")

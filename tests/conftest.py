@@ -16,12 +16,12 @@ import pytest
 import respx
 import sqlalchemy
 
-from runtime.agent import Agent
-from runtime.model_client import OpenAIModelClient
-from runtime.scripted import reply_body, tool_call_body, tool_calls_body, call
-from runtime.spec import AgentSpec
-from runtime.state import StateStore, make_engine
-from runtime.logs import configure_logging
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.model_client import OpenAIModelClient
+from pagemind.runtime.testing import reply_body, tool_call_body, tool_calls_body, call
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.logs import configure_logging
 
 BASE_URL = "http://scripted.test/v1"
 TEST_API_KEY = "sk-test-DO-NOT-LEAK-1234567890"

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agent import Agent
-from runtime.loop import StopReason, run_turn
-from runtime.spec import load_spec
-from runtime.state import StateStore, make_engine
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import StopReason, run_turn
+from pagemind.runtime.spec import load_spec
+from pagemind.runtime.state.store import StateStore, make_engine
 from tests.conftest import tool_call
 
 AGENT_FILES = sorted((Path(__file__).parent.parent / "agents").glob("*.yaml"))

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from runtime.archival import ArchivalService, conflicts, decide, normalise_text
-from runtime.archival_store import AgentStore, EdgeBackend, Hit, MemoryRecord, ServerBackend
-from runtime.memory_config import ArchivalConfig
-from runtime.state import make_engine
-from tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
+from pagemind.runtime.memory.archival import ArchivalService, conflicts, decide, normalise_text
+from pagemind.runtime.memory.stores import AgentStore, EdgeBackend, Hit, MemoryRecord, ServerBackend
+from pagemind.runtime.memory_config import ArchivalConfig
+from pagemind.runtime.state.store import make_engine
+from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 DIM = 64
 T0 = datetime(2026, 11, 29, 15, 0, tzinfo=timezone.utc)
@@ -373,7 +373,7 @@ def test_write_path_and_history_on_every_database(database_url, tmp_path):
 
 
 def test_ranking_factors():
-    from runtime.ranking import beats_noise, fuse, importance_factor, recency, usefulness
+    from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor, recency, usefulness
 
     assert recency(T0, T0, 0.1, 180) == 1.0 and recency(T0 - timedelta(days=180), T0, 0.1, 180) == pytest.approx(0.95)
     assert importance_factor(0.5, 0.2) == 1.0 and importance_factor(1.0, 0.2) == pytest.approx(1.1)

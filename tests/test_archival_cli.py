@@ -30,8 +30,8 @@ def test_memory_archival_search_and_forget(tmp_path):
     seed = run(tmp_path, "-c", textwrap.dedent(f"""
         import asyncio
         from datetime import datetime, timezone
-        from runtime.agent import Agent
-        from runtime.messages import Message
+        from pagemind.runtime.agent import Agent
+        from pagemind.runtime.messages import Message
         async def main():
             a = await Agent.load({str(agent)!r})
             await a.archival.insert("Lin is allergic to peanuts", kind="constraint", tags=["health"], importance=0.9)
@@ -43,33 +43,33 @@ def test_memory_archival_search_and_forget(tmp_path):
     """))
     assert seed.returncode == 0, seed.stderr
 
-    listing = run(tmp_path, "-m", "runtime.cli", "memory", "archival", "keeper")
+    listing = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "archival", "keeper")
     assert listing.returncode == 0, listing.stderr
     assert listing.stdout.startswith("2 live archival memories; tags: health, preferences")
     assert "constraint importance 0.90" in listing.stdout and "Lin is allergic to peanuts" in listing.stdout
     assert "colour is blue" not in listing.stdout
 
-    everything = run(tmp_path, "-m", "runtime.cli", "memory", "archival", "keeper", "--all")
+    everything = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "archival", "keeper", "--all")
     blue = next(line for line in everything.stdout.splitlines() if "[superseded by" in line).split()[0]
-    history = run(tmp_path, "-m", "runtime.cli", "memory", "archival", "keeper", "--history", blue)
+    history = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "archival", "keeper", "--history", blue)
     assert "insert" in history.stdout and "superseded" in history.stdout and "green" in history.stdout
 
-    found = run(tmp_path, "-m", "runtime.cli", "memory", "search", "keeper", "peanut allergy")
+    found = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "peanut allergy")
     assert found.returncode == 0, found.stderr
     archival_part, recall_part = found.stdout.split("recall memory")
     assert "Lin is allergic to peanuts" in archival_part.splitlines()[1]
-    wedding = run(tmp_path, "-m", "runtime.cli", "memory", "search", "keeper", "sister wedding", "--in", "recall")
+    wedding = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "sister wedding", "--in", "recall")
     assert "flight to Lyon" in wedding.stdout
 
     peanut_id = next(line for line in listing.stdout.splitlines() if "constraint" in line).split()[0]
-    forgot = run(tmp_path, "-m", "runtime.cli", "memory", "forget", "keeper", peanut_id)
+    forgot = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", peanut_id)
     assert forgot.returncode == 0 and forgot.stdout.startswith("forgot " + peanut_id)
-    after = run(tmp_path, "-m", "runtime.cli", "memory", "archival", "keeper", "--all")
+    after = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "archival", "keeper", "--all")
     assert "peanuts" not in after.stdout and after.stdout.startswith("1 live archival memories")
-    again = run(tmp_path, "-m", "runtime.cli", "memory", "search", "keeper", "peanut allergy", "--in", "archival")
+    again = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "peanut allergy", "--in", "archival")
     assert "peanuts" not in again.stdout
 
-    missing = run(tmp_path, "-m", "runtime.cli", "memory", "forget", "keeper", "ffffffff")
+    missing = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", "ffffffff")
     assert missing.returncode == 2 and "no single archival memory" in missing.stderr
-    core = run(tmp_path, "-m", "runtime.cli", "memory", "keeper")  # the core-memory command still works
+    core = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "keeper")  # the core-memory command still works
     assert core.returncode == 0, core.stderr

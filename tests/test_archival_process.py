@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.archival import ArchivalService
-from runtime.archival_store import EdgeBackend, MemoryFilter, StoreLocked
-from runtime.state import make_engine
+from pagemind.runtime.memory.archival import ArchivalService
+from pagemind.runtime.memory.stores import EdgeBackend, MemoryFilter, StoreLocked
+from pagemind.runtime.state.store import make_engine
 from tests.test_archival import DIM, FakeEmbedder, run
 
 ROOT = Path(__file__).parent.parent
@@ -33,9 +33,9 @@ def python(code: str, home: Path, **kwargs) -> subprocess.Popen | subprocess.Com
 
 AGENT = """
 import asyncio, json, sys
-from runtime.agent import Agent
-from runtime.spec import AgentSpec
-from runtime.logs import configure_logging
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.logs import configure_logging
 configure_logging("ERROR")
 
 def spec(name):
@@ -75,7 +75,7 @@ def test_a_second_process_gets_a_clear_error_naming_the_holder(tmp_path):
     holder = EdgeBackend(tmp_path / "shard", DIM)
     try:
         result = python(f"""
-from runtime.archival_store import EdgeBackend, StoreLocked
+from pagemind.runtime.memory.stores import EdgeBackend, StoreLocked
 try:
     EdgeBackend({str(tmp_path / 'shard')!r}, {DIM})
 except StoreLocked as exc:
@@ -94,11 +94,11 @@ except StoreLocked as exc:
 CRASHER = """
 import asyncio, sys
 from pathlib import Path
-from runtime.archival import ArchivalService
-from runtime.archival_store import EdgeBackend
-from runtime.state import make_engine
+from pagemind.runtime.memory.archival import ArchivalService
+from pagemind.runtime.memory.stores import EdgeBackend
+from pagemind.runtime.state.store import make_engine
 from tests.test_archival import DIM, FakeEmbedder
-from runtime.logs import configure_logging
+from pagemind.runtime.logs import configure_logging
 configure_logging("ERROR")
 
 home = Path(sys.argv[1])

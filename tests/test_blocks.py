@@ -2,7 +2,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from blocks import Block, BlockEditError, CoreMemory
+from pagemind.blocks import Block, BlockEditError, CoreMemory
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

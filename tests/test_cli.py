@@ -12,7 +12,7 @@ ROOT = Path(__file__).parent.parent
 def pagemind(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
     environ.update({"PAGEMIND_HOME": str(tmp_path / "home"), **(env or {})})
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=ROOT, env=environ,
+    return subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", *args], cwd=ROOT, env=environ,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -5,11 +5,11 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from blocks import Block
-from runtime.compiler import ContextInputs, MemoryStats, compile_context
-from runtime.messages import Message
-from runtime.tokens import count_tokens
-from tools import BUILTIN_TOOLS, ToolCall
+from pagemind.blocks import Block
+from pagemind.runtime.compiler import ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.messages import Message
+from pagemind.runtime.tokens import count_tokens
+from pagemind.tools import BUILTIN_TOOLS, ToolCall
 
 GOLDEN = Path(__file__).parent / "golden"
 T = datetime(2026, 11, 29, 15, 4, 59, tzinfo=timezone.utc)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.demo import FIRST_LINE, DemoModel, DemoScript, load_script, run_demo
-from runtime.model_client import ModelRequest
+from pagemind.runtime.cli.demo import FIRST_LINE, DemoModel, DemoScript, load_script, run_demo
+from pagemind.runtime.model_client import ModelRequest
 
 ROOT = Path(__file__).parent.parent
 
@@ -93,7 +93,7 @@ def test_the_demo_model_answers_by_purpose_and_fails_loudly_when_out_of_script()
 def test_pagemind_demo_runs_from_the_command_line_without_a_model(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
     env["PAGEMIND_HOME"] = str(tmp_path / "untouched")
-    result = subprocess.run([sys.executable, "-m", "runtime.cli", "demo", "--home", str(tmp_path / "demo")],
+    result = subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "demo", "--home", str(tmp_path / "demo")],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[0] == FIRST_LINE
@@ -105,8 +105,8 @@ def test_the_demo_trace_replays_identically(tmp_path):
     """The whole demo week (archival inserts and searches, warnings, flushes, summaries) is deterministic."""
     import asyncio
 
-    from runtime.replay import format_report, replay
-    from runtime.trace import read_trace
+    from pagemind.runtime.trace.replay import format_report, replay
+    from pagemind.runtime.trace.recorder import read_trace
 
     lines: list[str] = []
     assert asyncio.run(run_demo(lines.append, home=tmp_path / "demo")) == 0

@@ -14,11 +14,11 @@ import httpx
 import numpy as np
 import respx
 
-from runtime.dating import absolute_dates
-from runtime.embeddings import DEFAULT_MODEL_DIR, CachedEmbedder, OpenAIEmbedder, build_embedder, text_hash
-from runtime.keywords import analysed, query_terms, terms
-from runtime.settings import Settings
-from runtime.state import make_engine
+from pagemind.runtime.memory.dating import absolute_dates
+from pagemind.runtime.memory.embeddings import DEFAULT_MODEL_DIR, CachedEmbedder, OpenAIEmbedder, build_embedder, text_hash
+from pagemind.runtime.memory.keywords import analysed, query_terms, terms
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.state.store import make_engine
 
 ROOT = Path(__file__).parent.parent
 
@@ -30,7 +30,7 @@ socket.socket.connect = refuse
 socket.socket.connect_ex = refuse
 socket.create_connection = refuse
 socket.getaddrinfo = refuse
-from runtime.embeddings import FastEmbedEmbedder
+from pagemind.runtime.memory.embeddings import FastEmbedEmbedder
 embedder = FastEmbedEmbedder()
 [reference] = embedder.embed(["The user is allergic to peanuts."])
 vectors = embedder.embed(["The user is allergic to peanuts.", "Lin is allergic to peanuts",

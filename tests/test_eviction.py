@@ -5,9 +5,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from runtime.eviction import atomic_groups, plan_eviction
-from runtime.messages import Message
-from tools import ToolCall
+from pagemind.runtime.pressure.eviction import atomic_groups, plan_eviction
+from pagemind.runtime.messages import Message
+from pagemind.tools import ToolCall
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -1,8 +1,8 @@
 from datetime import datetime, timezone
 
-from runtime.history_repair import MISSING_RESULT, context_order, repair_history
-from runtime.messages import Message
-from tools import ToolCall
+from pagemind.runtime.pressure.history_repair import MISSING_RESULT, context_order, repair_history
+from pagemind.runtime.messages import Message
+from pagemind.tools import ToolCall
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -12,13 +12,13 @@ import os
 
 import pytest
 
-from runtime.agent import Agent
-from runtime.loop import StopReason, run_turn
-from runtime.model_client import OpenAIModelClient
-from runtime.replay import format_report, replay
-from runtime.spec import AgentSpec
-from runtime.state import StateStore, make_engine
-from runtime.trace import ModelResponseEvent, read_trace, record
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import StopReason, run_turn
+from pagemind.runtime.model_client import OpenAIModelClient
+from pagemind.runtime.trace.replay import format_report, replay
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.trace.recorder import ModelResponseEvent, read_trace, record
 
 BASE_URL = os.environ.get("PAGEMIND_LIVE_BASE_URL")
 

@@ -1,9 +1,9 @@
 import pytest
 import sqlalchemy
 
-from runtime.agent import Agent
-from runtime.loop import StopReason, next_action, run_turn
-from runtime.state import StateStore, make_engine
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import StopReason, next_action, run_turn
+from pagemind.runtime.state.store import StateStore, make_engine
 from tests.conftest import reply, tool_call, tool_calls
 
 

@@ -1,7 +1,7 @@
 import httpx
 import pytest
 
-from runtime.model_client import (
+from pagemind.runtime.model_client import (
     ContextLengthExceeded,
     ModelRequest,
     ModelRequestRejected,
@@ -9,7 +9,7 @@ from runtime.model_client import (
     NoModelConfigured,
     OpenAIModelClient,
 )
-from runtime.spec import ModelSpec
+from pagemind.runtime.spec import ModelSpec
 from tests.conftest import TEST_API_KEY, http_error, reply, tool_call
 
 REQUEST = ModelRequest("gpt-4o-mini", [{"role": "user", "content": "hi"}], [], 0.5, 100)
@@ -74,7 +74,7 @@ def test_no_endpoint_configured_says_how_to_fix():
 
 
 def test_missing_call_ids_are_made_unique():
-    from runtime.model_client import response_from_body
+    from pagemind.runtime.model_client import response_from_body
 
     body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
         {"type": "function", "function": {"name": "f", "arguments": "{}"}},

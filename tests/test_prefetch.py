@@ -1,10 +1,10 @@
 """Archival memories relevant to a turn are fetched into the prompt; unrelated turns fetch nothing."""
 
-from runtime.agent import Agent
-from runtime.loop import run_turn
-from runtime.scripted import FunctionModel, tool_call_body
-from runtime.settings import Settings
-from runtime.spec import AgentSpec
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.testing import FunctionModel, tool_call_body
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import AgentSpec
 from tests.conftest import SPEC_YAML
 
 

@@ -5,21 +5,21 @@ from typing import Any
 
 import pytest
 
-from runtime.agent import Agent
-from runtime.compiler import _message_tokens
-from runtime.history_repair import MISSING_RESULT
-from runtime.loop import StopReason, run_turn
-from runtime.messages import Message
-from runtime.model_client import ModelRequest
-from runtime.observer import NullObserver
-from runtime.pressure import ContextOverflow, read_pressure, updated_correction, usable_window
-from runtime.scripted import FunctionModel, reply_body, tool_call_body
-from runtime.spec import AgentSpec
-from runtime.state import StateStore, make_engine
-from runtime.summarizer import summarize
-from runtime.tokens import count_tokens
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.compiler import _message_tokens
+from pagemind.runtime.pressure.history_repair import MISSING_RESULT
+from pagemind.runtime.loop import StopReason, run_turn
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model_client import ModelRequest
+from pagemind.runtime.observer import NullObserver
+from pagemind.runtime.pressure.monitor import ContextOverflow, read_pressure, updated_correction, usable_window
+from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.pressure.summarizer import summarize
+from pagemind.runtime.tokens import count_tokens
 from tests.conftest import SPEC_YAML, http_error, reply, tool_call
-from tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
+from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 SMALL = {**SPEC_YAML, "model": {"name": "m", "context_window": 4000, "max_output_tokens": 500},
          "max_steps_per_turn": 3}
@@ -157,7 +157,7 @@ async def test_context_length_exceeded_flushes_and_retries_once(scripted_openai,
 
 
 async def test_context_length_exceeded_twice_is_an_error(scripted_openai, sqlite_url, clock):
-    from runtime.model_client import ContextLengthExceeded
+    from pagemind.runtime.model_client import ContextLengthExceeded
 
     overflow = http_error(400, "maximum context length is 10 tokens", code="context_length_exceeded")
     scripted_openai.add(overflow, reply("Summary."), overflow)
@@ -276,7 +276,7 @@ def test_bad_pressure_config_is_rejected():
 
 
 async def test_extracted_facts_land_in_real_archival_memory_with_dates_and_importance(tmp_path, clock):
-    from runtime.settings import Settings
+    from pagemind.runtime.settings import Settings
 
     answer = json.dumps({"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],
                          "todos": [{"text": "Lin must call the dentist", "importance": 0.6, "date": "2026-12-02"}]})

@@ -9,14 +9,14 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from runtime.agent import Agent
-from runtime.messages import Message
-from runtime.recall import RecallService, searchable_text
-from runtime.settings import Settings
-from runtime.spec import AgentSpec
-from runtime.state import StateStore, make_engine
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.messages import Message
+from pagemind.runtime.memory.recall import RecallService, searchable_text
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import StateStore, make_engine
 from tests.test_archival import T0, FakeEmbedder, at_cosine, unit
-from tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
+from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 TOOLS = ["send_message", "conversation_search"]
 

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-import runtime.compiler as compiler
-from runtime.agent import Agent
-from runtime.loop import run_turn
-from runtime.replay import ReplayError, format_report, replay
-from runtime.scripted import ScriptedModel, tool_call_body
-from runtime.spec import AgentSpec
-from runtime.state import StateStore, make_engine
-from runtime.trace import read_trace, record
+import pagemind.runtime.compiler as compiler
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.trace.replay import ReplayError, format_report, replay
+from pagemind.runtime.testing import ScriptedModel, tool_call_body
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.trace.recorder import read_trace, record
 from tests.conftest import SPEC_YAML, tool_call
 from tests.test_trace import SCRIPT, record_turn
-from tools import tool
+from pagemind.tools import tool
 
 LOOKUP_ANSWERS = {"weather": "sunny"}
 

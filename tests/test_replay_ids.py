@@ -2,17 +2,17 @@
 
 import uuid
 
-from runtime.agent import Agent
-from runtime.loop import run_turn
-from runtime.model_client import ModelRequest
-from runtime.replay import replay
-from runtime.replay_ids import IdMap
-from runtime.scripted import FunctionModel, tool_call_body
-from runtime.spec import AgentSpec
-from runtime.state import StateStore, make_engine
-from runtime.trace import read_trace, record
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.model_client import ModelRequest
+from pagemind.runtime.trace.replay import replay
+from pagemind.runtime.trace.ids import IdMap
+from pagemind.runtime.testing import FunctionModel, tool_call_body
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.trace.recorder import read_trace, record
 from tests.conftest import SPEC_YAML
-from tools import ToolError, tool
+from pagemind.tools import ToolError, tool
 
 TICKETS: set[str] = set()
 

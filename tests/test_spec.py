@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.spec import AgentSpec, SpecError, load_spec
+from pagemind.runtime.spec import AgentSpec, SpecError, load_spec
 
 GOOD = """\
 name: x

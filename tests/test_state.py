@@ -1,6 +1,6 @@
-from runtime.agent import Agent
-from runtime.spec import AgentSpec
-from runtime.state import StateStore, make_engine
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import StateStore, make_engine
 from tests.conftest import SPEC_YAML, tool_call
 
 

@@ -4,11 +4,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from blocks import Block, CoreMemory
-from runtime.agent import StepContext
-from tools import ToolCall, ToolContext, ToolError, dispatch_tool_calls, tool
-from tools.registry import parse_docstring
-from tools import BUILTIN_TOOLS
+from pagemind.blocks import Block, CoreMemory
+from pagemind.runtime.agent import StepContext
+from pagemind.tools import ToolCall, ToolContext, ToolError, dispatch_tool_calls, tool
+from pagemind.tools.registry import parse_docstring
+from pagemind.tools import BUILTIN_TOOLS
 
 
 @tool

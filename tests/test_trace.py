@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.loop import run_turn
-from runtime.observer import NullObserver, ObserverGroup
-from runtime.trace import (
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.observer import NullObserver, ObserverGroup
+from pagemind.runtime.trace.recorder import (
     EVENT_ADAPTER, SCHEMA_VERSION, Header, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent, Parent,
     RuntimeEvent, Snapshot, StepEndEvent, ToolCallEvent, ToolResultEvent, TraceFormatError, TurnEvent,
     read_trace, record, strip_userinfo,
@@ -224,12 +224,12 @@ async def test_an_unknown_schema_version_is_refused_on_line_1(scripted_openai, m
 CRASHING_RUN = """
 import asyncio, os, signal, sys
 from pathlib import Path
-from runtime.agent import Agent
-from runtime.model_client import response_from_body
-from runtime.scripted import tool_call_body
-from runtime.spec import AgentSpec
-from runtime.state import StateStore, make_engine
-from runtime.trace import record
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.model_client import response_from_body
+from pagemind.runtime.testing import tool_call_body
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.trace.recorder import record
 from tests.conftest import SPEC_YAML, FixedClock
 
 class DiesOnStepTwo:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli import main
-from runtime.trace import read_trace
+from pagemind.runtime.cli.main import main
+from pagemind.runtime.trace.recorder import read_trace
 from tests.conftest import BASE_URL, TEST_API_KEY, http_error, tool_call
 
 USER_TEXT = "Hi, I'm Lin. I'm allergic to peanuts."
@@ -17,7 +17,7 @@ COMPANION = str(Path(__file__).parent.parent / "agents" / "companion.yaml")
 def home(tmp_path, monkeypatch) -> Path:
     """A fresh PAGEMIND_HOME and an endpoint pointed at the mocked OpenAI API."""
     # main() would point structlog at pytest's captured stderr, which is closed after the test.
-    monkeypatch.setattr("runtime.cli.configure_logging", lambda *args, **kwargs: None)
+    monkeypatch.setattr("pagemind.runtime.cli.main.configure_logging", lambda *args, **kwargs: None)
     for name in ("DATABASE_URL", "QDRANT_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PAGEMIND_HOME", str(tmp_path / "home"))

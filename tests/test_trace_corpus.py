@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.replay import format_report, replay
-from runtime.trace import EVENT_ADAPTER, read_trace
+from pagemind.runtime.trace.replay import format_report, replay
+from pagemind.runtime.trace.recorder import EVENT_ADAPTER, read_trace
 from tests.traces.record import SCENARIOS
 
 TRACES = Path(__file__).parent / "traces"

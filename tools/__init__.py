@@ -1,10 +1,10 @@
 """The tool registry and the built-in memory tools."""
 
-from tools.archival import archival_memory_insert, archival_search, conversation_search
-from tools.context import ArchivalMemory, RecallMemory, ToolContext
-from tools.core_memory import core_memory_append, core_memory_replace, memory_rethink, send_message
-from tools.dispatch import ToolCall, ToolError, ToolResult, dispatch_tool_calls
-from tools.registry import Tool, tool
+from pagemind.tools.archival import archival_memory_insert, archival_search, conversation_search
+from pagemind.tools.context import ArchivalMemory, RecallMemory, ToolContext
+from pagemind.tools.core_memory import core_memory_append, core_memory_replace, memory_rethink, send_message
+from pagemind.tools.dispatch import ToolCall, ToolError, ToolResult, dispatch_tool_calls
+from pagemind.tools.registry import Tool, tool
 
 BUILTIN_TOOLS: dict[str, Tool] = {
     t.name: t for t in (send_message, core_memory_append, core_memory_replace, memory_rethink,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import date, datetime, time, timezone
 from typing import Any
 
-from tools.context import MEMORY_KINDS, ToolContext
-from tools.dispatch import ToolError
-from tools.registry import tool
+from pagemind.tools.context import MEMORY_KINDS, ToolContext
+from pagemind.tools.dispatch import ToolError
+from pagemind.tools.registry import tool
 
 
 def _when(value: str | None, end: bool = False) -> datetime | None:

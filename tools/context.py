@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from blocks import CoreMemory
+from pagemind.blocks import CoreMemory
 
 
 MEMORY_KINDS = ("fact", "preference", "progress", "todo", "episode", "constraint", "reflection")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tools.context import ToolContext
-from tools.registry import tool
+from pagemind.tools.context import ToolContext
+from pagemind.tools.registry import tool
 
 
 def _usage(context: ToolContext, label: str) -> str:

@@ -10,9 +10,9 @@ from typing import Any, Iterable
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from blocks import BlockEditError
-from tools.context import ToolContext
-from tools.registry import Tool
+from pagemind.blocks import BlockEditError
+from pagemind.tools.context import ToolContext
+from pagemind.tools.registry import Tool
 
 log = structlog.get_logger("pagemind.tools")
 

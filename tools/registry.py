@@ -9,7 +9,7 @@ from typing import Any, Callable, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from tools.context import ToolContext
+from pagemind.tools.context import ToolContext
 
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _SECTION_HEADER = re.compile(r"^\s*(Returns|Raises|Yields|Examples?|Notes?):\s*$")

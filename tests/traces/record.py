@@ -22,17 +22,17 @@ from typing import Any, Awaitable, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from runtime.agent import Agent  # noqa: E402
-from runtime.logs import configure_logging  # noqa: E402
-from runtime.loop import run_turn  # noqa: E402
-from runtime.model_client import ModelRequest  # noqa: E402
-from runtime.scripted import (  # noqa: E402
+from pagemind.runtime.agent import Agent  # noqa: E402
+from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.loop import run_turn  # noqa: E402
+from pagemind.runtime.model_client import ModelRequest  # noqa: E402
+from pagemind.runtime.testing import (  # noqa: E402
     FunctionModel, ScriptedModel, call, reply_body, tool_call_body, tool_calls_body,
 )
-from runtime.settings import Settings  # noqa: E402
-from runtime.spec import AgentSpec  # noqa: E402
-from runtime.state import StateStore, make_engine  # noqa: E402
-from runtime.trace import record  # noqa: E402
+from pagemind.runtime.settings import Settings  # noqa: E402
+from pagemind.runtime.spec import AgentSpec  # noqa: E402
+from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.trace.recorder import record  # noqa: E402
 
 HERE = Path(__file__).parent
 START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)  # a Monday

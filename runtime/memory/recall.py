@@ -26,11 +26,11 @@ from pydantic import BaseModel
 from sqlalchemy import select, text as sql
 from sqlalchemy.engine import Engine
 
-from runtime.embeddings import Embedder, aembed
-from runtime.keywords import analysed, query_terms
-from runtime.memory_config import ArchivalConfig
-from runtime.ranking import beats_noise, fuse
-from runtime.state import MessageRow
+from pagemind.runtime.memory.embeddings import Embedder, aembed
+from pagemind.runtime.memory.keywords import analysed, query_terms
+from pagemind.runtime.memory_config import ArchivalConfig
+from pagemind.runtime.memory.ranking import beats_noise, fuse
+from pagemind.runtime.state.store import MessageRow
 
 log = structlog.get_logger("pagemind.recall")
 

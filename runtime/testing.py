@@ -10,7 +10,7 @@ import json
 import uuid
 from typing import Any, Callable
 
-from runtime.model_client import ModelRequest, ModelResponse, response_from_body
+from pagemind.runtime.model_client import ModelRequest, ModelResponse, response_from_body
 
 
 def _body(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:

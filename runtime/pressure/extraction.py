@@ -17,10 +17,10 @@ from typing import Awaitable, Callable, Sequence
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runtime.messages import Message
-from runtime.model_client import ModelRequest, ModelResponse
-from runtime.summarizer import transcript_line
-from tools import ArchivalMemory
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model_client import ModelRequest, ModelResponse
+from pagemind.runtime.pressure.summarizer import transcript_line
+from pagemind.tools import ArchivalMemory
 
 log = structlog.get_logger("pagemind.extraction")
 

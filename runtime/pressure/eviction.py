@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from runtime.messages import Message
+from pagemind.runtime.messages import Message
 
 
 @dataclass(frozen=True)

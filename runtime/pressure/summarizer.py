@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Sequence
 
-from runtime.messages import Message
-from runtime.model_client import ModelRequest, ModelResponse
-from runtime.compiler import clip_text
-from runtime.tokens import count_tokens
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model_client import ModelRequest, ModelResponse
+from pagemind.runtime.compiler import clip_text
+from pagemind.runtime.tokens import count_tokens
 
 SUMMARIZER_INSTRUCTIONS = """\
 You maintain the running summary of a long conversation between an AI agent and a user. Messages are leaving \

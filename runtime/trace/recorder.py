@@ -28,13 +28,13 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import to_json
 
-from blocks import BlockEdit
-from runtime.messages import Message
-from runtime.model_client import ModelRequest, ModelResponse
-from runtime.observer import NullObserver, ObserverGroup
-from runtime.state import utcnow
-from runtime.trace_compact import compact_body, expand_body
-from tools import ToolCall, ToolResult
+from pagemind.blocks import BlockEdit
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model_client import ModelRequest, ModelResponse
+from pagemind.runtime.observer import NullObserver, ObserverGroup
+from pagemind.runtime.state.store import utcnow
+from pagemind.runtime.trace.compaction import compact_body, expand_body
+from pagemind.tools import ToolCall, ToolResult
 
 log = structlog.get_logger("pagemind.trace")
 

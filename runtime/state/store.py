@@ -15,10 +15,10 @@ from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, event, func,
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from blocks import Block, BlockEdit
-from runtime.messages import Message
-from runtime.spec import AgentSpec
-from tools import ToolCall
+from pagemind.blocks import Block, BlockEdit
+from pagemind.runtime.messages import Message
+from pagemind.runtime.spec import AgentSpec
+from pagemind.tools import ToolCall
 
 
 def utcnow() -> datetime:

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from runtime.compiler import CompiledContext, message_tokens
-from runtime.eviction import plan_eviction
-from runtime.extraction import ExtractionReport, extract_and_store
-from runtime.history_repair import repair_history
-from runtime.messages import Message
-from runtime.model_client import ModelError, ModelResponse
-from runtime.spec import AgentSpec
-from runtime.summarizer import SummaryResult, summarize
+from pagemind.runtime.compiler import CompiledContext, message_tokens
+from pagemind.runtime.pressure.eviction import plan_eviction
+from pagemind.runtime.pressure.extraction import ExtractionReport, extract_and_store
+from pagemind.runtime.pressure.history_repair import repair_history
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model_client import ModelError, ModelResponse
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.pressure.summarizer import SummaryResult, summarize
 
 if TYPE_CHECKING:
-    from runtime.agent import Agent
+    from pagemind.runtime.agent import Agent
 
 log = structlog.get_logger("pagemind.pressure")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from runtime.archival import ArchivalService
-from runtime.archival_store import StoreError
-from runtime.settings import Settings
-from runtime.state import StateStore, utcnow
+from pagemind.runtime.memory.archival import ArchivalService
+from pagemind.runtime.memory.stores import StoreError
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.state.store import StateStore, utcnow
 
 SUBCOMMANDS = ("search", "archival", "forget")
 
@@ -50,8 +50,8 @@ def memory_parser() -> argparse.ArgumentParser:
 
 
 def _open(target: str, settings: Settings) -> tuple[ArchivalService, StateStore, object]:
-    from runtime.cli import resolve_spec
-    from runtime.external_memory import archival_service
+    from pagemind.runtime.cli.main import resolve_spec
+    from pagemind.runtime.memory.wiring import archival_service
 
     store = StateStore.open(settings.database_url)
     spec = resolve_spec(target, store)
@@ -59,7 +59,7 @@ def _open(target: str, settings: Settings) -> tuple[ArchivalService, StateStore,
 
 
 def _resolve(archival: ArchivalService, prefix: str) -> str:
-    from runtime.cli import CliError
+    from pagemind.runtime.cli.main import CliError
 
     memory_id = archival.resolve_id(prefix)
     if memory_id is None:
@@ -69,8 +69,8 @@ def _resolve(archival: ArchivalService, prefix: str) -> str:
 
 async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """Print archival and/or recall matches for a query."""
-    from runtime.cli import CliError, out
-    from runtime.external_memory import build_external_memory
+    from pagemind.runtime.cli.main import CliError, out
+    from pagemind.runtime.memory.wiring import build_external_memory
 
     archival, store, spec = _open(args.agent, settings)
     if args.where in ("both", "archival"):
@@ -93,7 +93,7 @@ async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
     """List archival memories, or show one memory's history."""
-    from runtime.cli import out
+    from pagemind.runtime.cli.main import out
 
     archival, _, _ = _open(args.agent, settings)
     if args.history:
@@ -115,7 +115,7 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     """Delete one archival memory from the vector store and SQL, history included."""
-    from runtime.cli import CliError, out
+    from pagemind.runtime.cli.main import CliError, out
 
     archival, _, _ = _open(args.agent, settings)
     memory_id = _resolve(archival, args.id)

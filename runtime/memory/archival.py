@@ -26,14 +26,14 @@ from sqlalchemy import JSON, Column, DateTime, Float, Integer, String, Table, Te
 from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
-from runtime.archival_store import AgentStore, ArchivalBackend, Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
-from runtime.dating import absolute_dates
-from runtime.embeddings import Embedder, aembed
-from runtime.keywords import analysed, terms
-from runtime.memory_config import ArchivalConfig
-from runtime.ranking import beats_noise, fuse, importance_factor, recency, usefulness
-from runtime.state import utcnow
-from tools.context import MEMORY_KINDS
+from pagemind.runtime.memory.stores import AgentStore, ArchivalBackend, Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
+from pagemind.runtime.memory.dating import absolute_dates
+from pagemind.runtime.memory.embeddings import Embedder, aembed
+from pagemind.runtime.memory.keywords import analysed, terms
+from pagemind.runtime.memory_config import ArchivalConfig
+from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor, recency, usefulness
+from pagemind.runtime.state.store import utcnow
+from pagemind.tools.context import MEMORY_KINDS
 
 log = structlog.get_logger("pagemind.archival")
 

@@ -23,19 +23,19 @@ from typing import Any, Literal
 import structlog
 from sqlmodel import Session
 
-from blocks import Block, BlockEdit, CoreMemory
-from runtime.agent import Agent
-from runtime.loop import run_turn
-from runtime.model_client import ModelClient, ModelRequest, ModelResponse, response_from_body
-from runtime.replay_ids import IdMap
-from runtime.settings import Settings
-from runtime.spec import AgentSpec, BlockSpec
-from runtime.state import AgentRow, StateStore, make_engine, utcnow
-from runtime.trace import (
+from pagemind.blocks import Block, BlockEdit, CoreMemory
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, response_from_body
+from pagemind.runtime.trace.ids import IdMap
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import AgentSpec, BlockSpec
+from pagemind.runtime.state.store import AgentRow, StateStore, make_engine, utcnow
+from pagemind.runtime.trace.recorder import (
     EventBuilder, ModelRequestEvent, ModelResponseEvent, Parent, RuntimeEvent, StepEndEvent, ToolCallEvent,
     ToolResultEvent, Trace, TraceRecorder, TurnEvent, snapshot_message,
 )
-from tools import ToolCall, ToolResult
+from pagemind.tools import ToolCall, ToolResult
 
 log = structlog.get_logger("pagemind.replay")
 
@@ -229,7 +229,7 @@ def _request_diff(expected: dict[str, Any], actual: dict[str, Any], ids: IdMap) 
 
 def compare(expected: Any, actual: Any, ids: IdMap | None = None) -> tuple[str, str] | None:
     """None when the replayed event matches the recorded one (generated ids may differ, consistently: see
-    `runtime.replay_ids`), else (what differs, details)."""
+    `pagemind.runtime.trace.ids`), else (what differs, details)."""
     ids = ids if ids is not None else IdMap()
     if expected.type != actual.type:
         return f"expected {describe(expected)}, got {describe(actual)}", ""

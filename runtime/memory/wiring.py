@@ -9,13 +9,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from runtime.archival import ArchivalService
-from runtime.archival_store import ArchivalBackend, open_backend
-from runtime.embeddings import CachedEmbedder, build_embedder
-from runtime.recall import RecallService
-from runtime.settings import Settings
-from runtime.spec import AgentSpec
-from runtime.state import AgentRecord, StateStore
+from pagemind.runtime.memory.archival import ArchivalService
+from pagemind.runtime.memory.stores import ArchivalBackend, open_backend
+from pagemind.runtime.memory.embeddings import CachedEmbedder, build_embedder
+from pagemind.runtime.memory.recall import RecallService
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.store import AgentRecord, StateStore
 
 ARCHIVAL_TOOLS = frozenset({"archival_memory_insert", "archival_search"})
 

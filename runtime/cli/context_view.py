@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.compiler import CompiledContext
-from runtime.pressure import read_pressure, usable_window
-from runtime.spec import AgentSpec
+from pagemind.runtime.compiler import CompiledContext
+from pagemind.runtime.pressure.monitor import read_pressure, usable_window
+from pagemind.runtime.spec import AgentSpec
 
 # Section name prefix → (letter, legend). Order is the order in the bar.
 SECTION_KEYS: list[tuple[str, str, str]] = [

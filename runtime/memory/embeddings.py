@@ -32,7 +32,7 @@ log = structlog.get_logger("pagemind.embeddings")
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
-DEFAULT_MODEL_DIR = Path(__file__).parent / "data" / "models" / "all-MiniLM-L6-v2-onnx-int8"
+DEFAULT_MODEL_DIR = Path(__file__).parent.parent / "data" / "models" / "all-MiniLM-L6-v2-onnx-int8"
 DEFAULT_DIM = 384
 
 

@@ -21,13 +21,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runtime.model_client import OpenAIModelClient
-from runtime.replay import ReplayError, format_report, replay, report_dict
-from runtime.settings import Settings
-from runtime.spec import ModelSpec, SpecError, load_spec
-from runtime.state import utcnow
-from runtime.timeline import render_trace
-from runtime.trace import (
+from pagemind.runtime.model_client import OpenAIModelClient
+from pagemind.runtime.trace.replay import ReplayError, format_report, replay, report_dict
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import ModelSpec, SpecError, load_spec
+from pagemind.runtime.state.store import utcnow
+from pagemind.runtime.trace.timeline import render_trace
+from pagemind.runtime.trace.recorder import (
     TRACE_SUFFIX, ModelResponseEvent, StepEndEvent, Trace, TraceFormatError, TraceRecorder, read_trace, record,
     trace_filename, traces_dir,
 )
@@ -144,7 +144,7 @@ async def cmd_trace_show(args: argparse.Namespace, settings: Settings) -> int:
     if trace.header.redacted:
         out("(redacted copy: user and memory text are placeholders)")
     if not trace.complete:
-        from runtime.replay import trace_end_note
+        from pagemind.runtime.trace.replay import trace_end_note
         out(f"truncated: {trace_end_note(trace)}")
     return 0
 
@@ -156,7 +156,7 @@ async def cmd_trace_export(args: argparse.Namespace, settings: Settings) -> int:
     if target.exists():
         raise CliError(f"{target} exists; choose another path with -o")
     if args.redact:
-        from runtime.redact import redact_trace
+        from pagemind.runtime.trace.redaction import redact_trace
         redactor = redact_trace(trace, target)
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(redactor.counts.items())) or "nothing"
         out(f"wrote {target} (redacted: {kinds} text(s) replaced by placeholders)")
@@ -193,7 +193,7 @@ async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 @_command
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from runtime.demo import run_demo
+    from pagemind.runtime.cli.demo import run_demo
 
     return await run_demo(out, home=Path(args.home) if args.home else None,
                           script=Path(args.script) if args.script else None, width=args.width)

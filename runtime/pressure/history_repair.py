@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
-from runtime.messages import Message
+from pagemind.runtime.messages import Message
 
 MISSING_RESULT = (
     "Error: no result was recorded for this tool call (the run was interrupted before it finished). "

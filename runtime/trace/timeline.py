@@ -9,8 +9,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
-from runtime.trace import (
+from pagemind.runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
+from pagemind.runtime.trace.recorder import (
     Header, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent, RuntimeEvent, StepEndEvent, ToolCallEvent,
     ToolResultEvent, TurnEvent,
 )

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from runtime.trace import EVENT_ADAPTER, Trace, TraceWriter
+from pagemind.runtime.trace.recorder import EVENT_ADAPTER, Trace, TraceWriter
 
 # Fields that carry structure, not user text: never rewritten (a user who types "user" must not break roles).
 PROTECTED = frozenset({

@@ -11,15 +11,15 @@ from typing import Sequence
 
 from pydantic import ValidationError
 
-from runtime.agent import Agent
-from runtime.cli_trace import add_parsers as add_trace_parsers, start_recording
-from runtime.context_view import context_report, render_bar, render_legend
-from runtime.pressure import usable_window
-from runtime.model_client import ModelError
-from runtime.settings import Settings
-from runtime.spec import AgentSpec, SpecError, load_spec
-from runtime.state import StateStore
-from runtime.logs import configure_logging
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers, start_recording
+from pagemind.runtime.cli.context_view import context_report, render_bar, render_legend
+from pagemind.runtime.pressure.monitor import usable_window
+from pagemind.runtime.model_client import ModelError
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import AgentSpec, SpecError, load_spec
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.logs import configure_logging
 
 
 class CliError(Exception):
@@ -167,7 +167,7 @@ COMMANDS = {"run": cmd_run, "chat": cmd_chat, "memory": cmd_memory, "context": c
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pagemind` console script."""
     configure_logging()
-    from runtime.cli_memory import is_memory_subcommand, memory_parser  # memory search|archival|forget
+    from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser  # memory search|archival|forget
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = (memory_parser() if is_memory_subcommand(argv) else build_parser()).parse_args(argv)
@@ -188,8 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m runtime.cli`: run the package module's main, so errors raised by modules that import
-    # runtime.cli (CliError) are the class main() catches, not a second copy of it.
-    from runtime.cli import main as package_main
+    # `python -m pagemind.runtime.cli.main`: run the package module's main, so errors raised by modules that import
+    # pagemind.runtime.cli.main (CliError) are the class main() catches, not a second copy of it.
+    from pagemind.runtime.cli.main import main as package_main
 
     sys.exit(package_main())

@@ -20,16 +20,16 @@ from typing import Any, Callable
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.agent import Agent
-from runtime.loop import run_turn
-from runtime.model_client import ModelRequest, ModelResponse, response_from_body
-from runtime.observer import ObserverGroup
-from runtime.scripted import call, reply_body, tool_calls_body
-from runtime.settings import Settings
-from runtime.spec import load_spec
-from runtime.state import StateStore, make_engine
-from runtime.timeline import TimelineRenderer, Window
-from runtime.trace import EventBuilder, read_trace, record
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.model_client import ModelRequest, ModelResponse, response_from_body
+from pagemind.runtime.observer import ObserverGroup
+from pagemind.runtime.testing import call, reply_body, tool_calls_body
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import load_spec
+from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.trace.timeline import TimelineRenderer, Window
+from pagemind.runtime.trace.recorder import EventBuilder, read_trace, record
 
 FIRST_LINE = ("pagemind demo: the model's responses below are a script written for this demo (no model is called, "
               "no network);")
@@ -86,7 +86,7 @@ class DemoScript(BaseModel):
 
 def demo_dir() -> Path:
     """Where the shipped demo files are."""
-    return Path(str(resources.files("runtime.data") / "demo"))
+    return Path(str(resources.files("pagemind.runtime.data") / "demo"))
 
 
 def load_script(path: Path | None = None) -> tuple[DemoScript, Path]:

@@ -1,0 +1,1 @@
+"""The `pagemind` command line."""

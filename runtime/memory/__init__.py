@@ -1,0 +1,1 @@
+"""External memory: archival memory (Qdrant) and recall memory (SQL full text), embeddings, ranking."""

@@ -1,0 +1,1 @@
+"""The pressure monitor: window budgets, warnings, eviction, summaries, extraction, history repair."""

@@ -1,0 +1,1 @@
+"""SQL state: tables, schema migrations and the store every write goes through."""

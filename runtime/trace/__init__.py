@@ -1,0 +1,1 @@
+"""Tool-call traces: event format, recorder, reader, replay and comparison, redaction, timelines."""
