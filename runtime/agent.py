@@ -23,7 +23,8 @@ from pagemind.runtime.pressure.history_repair import context_order
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model_client import ContextLengthExceeded, ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
 from pagemind.runtime.observer import NullObserver, TurnObserver
-from pagemind.runtime.pressure.monitor import relieve_pressure, track_usage, usable_window
+from pagemind.runtime.budget import usable_window
+from pagemind.runtime.pressure.monitor import relieve_pressure, track_usage
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, load_spec
 from pagemind.runtime.state.store import AgentRecord, StateStore, StepRecord, utcnow

@@ -12,7 +12,8 @@ from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelRequest
 from pagemind.runtime.observer import NullObserver
-from pagemind.runtime.pressure.monitor import ContextOverflow, read_pressure, updated_correction, usable_window
+from pagemind.runtime.budget import read_pressure, usable_window
+from pagemind.runtime.pressure.monitor import ContextOverflow, updated_correction
 from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.store import StateStore, make_engine

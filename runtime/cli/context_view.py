@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pagemind.runtime.compiler import CompiledContext
-from pagemind.runtime.pressure.monitor import read_pressure, usable_window
+from pagemind.runtime.budget import read_pressure, usable_window
 from pagemind.runtime.spec import AgentSpec
 
 # Section name prefix → (letter, legend). Order is the order in the bar.

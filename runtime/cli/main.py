@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers, start_recording
 from pagemind.runtime.cli.context_view import context_report, render_bar, render_legend
-from pagemind.runtime.pressure.monitor import usable_window
+from pagemind.runtime.budget import usable_window
 from pagemind.runtime.model_client import ModelError
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, SpecError, load_spec

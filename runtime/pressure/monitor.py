@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING
 
 import structlog
@@ -22,6 +21,7 @@ from pagemind.runtime.pressure.extraction import ExtractionReport, extract_and_s
 from pagemind.runtime.pressure.history_repair import repair_history
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelError, ModelResponse
+from pagemind.runtime.budget import Pressure, PressureReading, read_pressure, summary_budget, usable_window
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.pressure.summarizer import SummaryResult, summarize
 
@@ -39,55 +39,8 @@ WARNING_TEXT = (
 )
 
 
-class Pressure(str, Enum):
-    """Where the window stands against its lines."""
-
-    OK = "ok"
-    WARN = "warn"
-    FLUSH = "flush"
-
-
 class ContextOverflow(ModelError):
     """The pinned part of the prompt alone does not fit the window; the message names each part and its size."""
-
-
-@dataclass(frozen=True)
-class PressureReading:
-    """Tokens in use (corrected toward what the provider counts) against the lines, in tokens."""
-
-    tokens: int
-    usable: int
-    warn_at: int
-    flush_at: int
-    target: int
-
-    @property
-    def level(self) -> Pressure:
-        """OK, WARN or FLUSH."""
-        if self.tokens >= self.flush_at:
-            return Pressure.FLUSH
-        return Pressure.WARN if self.tokens >= self.warn_at else Pressure.OK
-
-
-def usable_window(spec: AgentSpec) -> int:
-    """`context_window − output reserve`: what the prompt may use."""
-    reserve = spec.memory.budgets.output_reserve or spec.model.max_output_tokens
-    return spec.model.context_window - reserve
-
-
-def summary_budget(spec: AgentSpec) -> int:
-    """The summary's token bound: the configured budget, scaled down for small windows."""
-    return max(64, min(spec.memory.budgets.summary, usable_window(spec) // 8))
-
-
-def read_pressure(total_tokens: int, correction: float, spec: AgentSpec) -> PressureReading:
-    """A pure reading of the window's pressure."""
-    usable = usable_window(spec)
-    lines = spec.memory.pressure
-    return PressureReading(
-        tokens=math.ceil(total_tokens * correction), usable=usable, warn_at=int(usable * lines.warn),
-        flush_at=int(usable * lines.flush), target=int(usable * lines.target),
-    )
 
 
 def pinned_tokens(compiled: CompiledContext) -> dict[str, int]:
