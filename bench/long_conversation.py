@@ -82,7 +82,7 @@ async def run(lines: list[str], home: Path) -> dict:
         compile_ms.append((time.perf_counter() - started) * 1000)
         await agent.send(line)
     history = agent.store.all_messages(agent.record.id)
-    full_context = agent.compile().total_tokens - sum(message_tokens(m) for m in agent.context_messages) \
+    full_context = agent.compile().total_tokens - sum(message_tokens(m) for m in agent.window.messages) \
         + sum(message_tokens(m) for m in history)
     return {"model": model, "events": events, "compile_ms": compile_ms, "full_context": full_context,
             "summaries": agent.store.summaries(agent.record.id)}

@@ -53,7 +53,7 @@ async def measure(history: int, turns: int, home: Path) -> list[float]:
         await agent.send(f"turn {i}")
         costs.append((time.perf_counter() - started) * 1000)
         # Keep the window at a steady size, as the pressure monitor does, so only history length varies.
-        agent.context_messages = agent.context_messages[-IN_CONTEXT:]
+        agent.window.messages = agent.window.messages[-IN_CONTEXT:]
     return costs[5:]  # first turns warm caches
 
 

@@ -78,7 +78,7 @@ async def overhead(turns: int, home: Path) -> dict[str, Any]:
             await agent.send(f"turn {i}: the weather was fine and we talked about tea")
             wall[name].append((time.perf_counter() - started) * 1000)
             cpu[name].append((time.thread_time() - started_cpu) * 1000)
-            agent.context_messages = agent.context_messages[-IN_CONTEXT:]  # a steady window, as in step_overhead
+            agent.window.messages = agent.window.messages[-IN_CONTEXT:]  # a steady window, as in step_overhead
     recorder.close()
     return {"plain": wall["plain"][10:], "recorded": wall["recorded"][10:], "cpu_plain": cpu["plain"][10:],
             "cpu_recorded": cpu["recorded"][10:], "size": (home / "overhead.jsonl").stat().st_size}
@@ -93,7 +93,7 @@ async def hook_time(turns: int, home: Path) -> float:
     agent.observer = timer
     for i in range(turns):
         await agent.send(f"turn {i}: the weather was fine and we talked about tea")
-        agent.context_messages = agent.context_messages[-IN_CONTEXT:]
+        agent.window.messages = agent.window.messages[-IN_CONTEXT:]
     recorder.close()
     return timer.seconds * 1000 / turns
 

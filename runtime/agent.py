@@ -12,26 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-import structlog
-
-from pagemind.blocks import BlockEdit, CoreMemory
-from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
-from pagemind.runtime.messages import Message
-from pagemind.runtime.pressure.history_repair import context_order
-from pagemind.runtime.loop import run_turn
-from pagemind.runtime.model_client import ContextLengthExceeded, ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
-from pagemind.runtime.observer import NullObserver, TurnObserver
+from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import usable_window
-from pagemind.runtime.pressure.monitor import relieve_pressure, track_usage
+from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.loop import TurnResult, run_turn
+from pagemind.runtime.memory.wiring import build_external_memory
+from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
+from pagemind.runtime.observer import NullObserver, TurnObserver
+from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, load_spec
-from pagemind.runtime.state.store import AgentRecord, StateStore, StepRecord, utcnow
+from pagemind.runtime.state.store import AgentRecord, StateStore, utcnow
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
+from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory, RecallMemory, Tool
-
-log = structlog.get_logger("pagemind.agent")
 
 
 @dataclass
@@ -49,25 +45,18 @@ class StepContext:
         return self.clock()
 
 
-@dataclass(frozen=True)
-class CommittedStep:
-    """What a step stored."""
-
-    step_id: int
-    messages: list[Message]
-    edits: list[BlockEdit]
-
-
 @dataclass
 class Agent:
-    """One agent's live state: its spec, core memory and window, backed by the state store."""
+    """One agent: its spec, core memory, window, tools and model, backed by the state store.
+
+    The window owns the in-context state; the pressure monitor is the policy over it; `runtime.loop` runs turns.
+    """
 
     spec: AgentSpec
     record: AgentRecord
     store: StateStore
     memory: CoreMemory
-    context_messages: list[Message]
-    recall_count: int
+    window: Window
     tools: dict[str, Tool]
     model_override: ModelClient | None = None
     clock: Callable[[], datetime] = utcnow
@@ -76,6 +65,12 @@ class Agent:
     recall: RecallMemory | None = None
     retrieved: tuple[str, ...] = ()  # archival memories fetched for the current turn, best first
     _model: ModelClient | None = None
+    monitor: PressureMonitor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.monitor = PressureMonitor(
+            self.spec, self.window, compile=self.compile, call_model=self.call_model, report=self._report,
+            clock=self.clock, archival=self.archival)
 
     @classmethod
     async def load(
@@ -92,8 +87,6 @@ class Agent:
 
         `model` replaces the configured endpoint (tests, replays); `store` shares an open database.
         """
-        from pagemind.runtime.memory.wiring import build_external_memory
-
         spec = path if isinstance(path, AgentSpec) else load_spec(path)
         settings = settings or Settings.from_env()
         store = store or StateStore.open(settings.database_url)
@@ -101,8 +94,8 @@ class Agent:
         archival, recall = build_external_memory(spec, record, store, settings, clock)
         return cls(
             spec=spec, record=record, store=store, memory=CoreMemory(store.load_blocks(record.id, spec)),
-            context_messages=context_order(store.in_context_messages(record.id)), recall_count=store.message_count(record.id),
-            tools=spec.resolved_tools(), model_override=model, clock=clock, archival=archival, recall=recall,
+            window=Window.load(store, record), tools=spec.resolved_tools(), model_override=model, clock=clock,
+            archival=archival, recall=recall,
         )
 
     @property
@@ -121,16 +114,21 @@ class Agent:
 
     async def send(self, text: str) -> str | None:
         """Run one turn with a user message; returns the agent's reply (None if it never sent one)."""
-        return (await run_turn(self, text)).reply
+        return (await self.run_turn(text)).reply
+
+    async def run_turn(self, text: str) -> TurnResult:
+        """Run one turn with a user message to its end; the full result (reply, stop reason, steps, messages)."""
+        return await run_turn(self, text)
 
     def compile(self) -> CompiledContext:
         """The prompt the model would see now."""
         archival_count, archival_tags = self.archival.stats() if self.archival else (None, ())
-        stats = MemoryStats(self.clock(), self.recall_count, len(self.context_messages), archival_count, archival_tags)
+        window = self.window
+        stats = MemoryStats(self.clock(), window.recall_count, len(window.messages), archival_count, archival_tags)
         inputs = ContextInputs(
-            system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(self.context_messages),
+            system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(window.messages),
             stats=stats, tools=tuple(t.openai_schema() for t in self.tools.values()),
-            summary=self.record.summary, encoding=self.spec.model.encoding or DEFAULT_ENCODING,
+            summary=window.summary, encoding=self.spec.model.encoding or DEFAULT_ENCODING,
             max_message_tokens=usable_window(self.spec) // 4, retrieved=self.retrieved,
         )
         return compile_context(inputs)
@@ -160,24 +158,6 @@ class Agent:
         model = self.spec.model
         return ModelRequest(model.name, context.messages, context.tools, model.temperature, model.max_output_tokens)
 
-    async def think(self, step: int) -> ModelResponse:
-        """Relieve memory pressure, compile the context and get the model's next move for this step.
-
-        A provider's context_length_exceeded forces a flush and one retry.
-        """
-        for attempt in (1, 2):
-            compiled = await relieve_pressure(self, step, force=attempt == 2)
-            try:
-                response = await self.call_model(self.step_request(compiled), step)
-            except ContextLengthExceeded:
-                if attempt == 2:
-                    raise
-                log.warning("context_length_exceeded", agent=self.name, estimated=compiled.total_tokens)
-                continue
-            track_usage(self, compiled, response)
-            return response
-        raise AssertionError("unreachable")
-
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
         """Every model call (steps, summaries, extraction) goes through here, so observers see them all."""
         self.observer.model_request(step, request)
@@ -189,19 +169,5 @@ class Agent:
         """The context tools get for a step that edits `working`."""
         return StepContext(self.name, working, self.clock, self.archival, self.recall)
 
-    def accept(self, message: Message) -> list[Message]:
-        """Store an incoming message durably before anything else runs (the inbox)."""
-        stored = self.store.append_messages(self.record.id, [message])
-        self.context_messages += stored
-        self.recall_count += len(stored)
-        return stored
-
-    def commit_step(self, record: StepRecord, messages: list[Message], working: CoreMemory) -> CommittedStep:
-        """Write the step atomically, then adopt its messages and edits in memory."""
-        edits = list(working.pending)
-        step_id, stored = self.store.commit_step(self.record.id, record, messages, edits)
-        working.clear_pending()
-        self.memory = working
-        self.context_messages += stored
-        self.recall_count += len(stored)
-        return CommittedStep(step_id, stored, edits)
+    def _report(self, step: int, kind: str, data: dict[str, Any]) -> None:
+        self.observer.event(step, kind, data)

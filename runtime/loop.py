@@ -1,24 +1,54 @@
-"""The agent loop: compile → call the model → dispatch tools → commit, until the turn ends."""
+"""The agent loop, as the design's six steps.
+
+A turn (1) takes the user message into the inbox, durably, and then runs steps until one ends the turn. A step
+(2) compiles the context, (3) lets the pressure monitor repair, warn or flush it, (4) calls the model — a
+provider's `context_length_exceeded` forces a flush and one retry — (5) dispatches the tool calls, whose errors
+go back to the model as results, and (6) commits the step's messages, block edits and record in one
+transaction. Every step ends in a typed outcome: run again, a reply, or stopped with a reason.
+"""
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol
 
 import structlog
 
+from pagemind.blocks import CoreMemory
+from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelResponse
+from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, ModelResponse
+from pagemind.runtime.observer import TurnObserver
+from pagemind.runtime.pressure.monitor import PressureMonitor
+from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.store import StepRecord
-from pagemind.tools import ToolResult, dispatch_tool_calls
-
-if TYPE_CHECKING:
-    from pagemind.runtime.agent import Agent
+from pagemind.runtime.window import Window
+from pagemind.tools import Tool, ToolContext, ToolResult, dispatch_tool_calls
 
 log = structlog.get_logger("pagemind.loop")
+
+
+class LoopAgent(Protocol):
+    """What the loop needs of an agent; `runtime.agent.Agent` provides it."""
+
+    name: str
+    spec: AgentSpec
+    window: Window
+    monitor: PressureMonitor
+    memory: CoreMemory
+    tools: dict[str, Tool]
+    observer: TurnObserver
+    clock: Callable[[], datetime]
+
+    async def prefetch(self, user_message: str) -> None: ...
+    def step_request(self, context: CompiledContext) -> ModelRequest: ...
+    async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
+    def tool_context(self, working: CoreMemory) -> ToolContext: ...
 
 
 class StopReason(str, Enum):
@@ -27,6 +57,33 @@ class StopReason(str, Enum):
     SEND_MESSAGE = "send_message"
     PLAIN_REPLY = "plain_reply"
     MAX_STEPS = "max_steps"
+
+
+@dataclass(frozen=True)
+class RunAgain:
+    """The step called tools and the turn goes on."""
+
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
+class Replied:
+    """The step answered the user: `send_message` succeeded, or the model replied in plain text."""
+
+    reason: StopReason
+    reply: str | None
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The turn stopped without a reply (the step budget ran out)."""
+
+    reason: StopReason
+    messages: list[Message]
+
+
+StepOutcome = RunAgain | Replied | Stopped
 
 
 @dataclass(frozen=True)
@@ -40,6 +97,83 @@ class TurnResult:
     messages: list[Message]
 
 
+async def run_turn(agent: LoopAgent, user_message: str) -> TurnResult:
+    """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`."""
+    turn_id = uuid.uuid4().hex
+    agent.observer.turn_started(agent, turn_id, user_message)
+    messages = agent.window.accept(Message("user", user_message, agent.clock(), turn_id=turn_id))  # 1. inbox
+    await agent.prefetch(user_message)
+    for step in itertools.count(1):
+        outcome = await run_step(agent, turn_id, step)
+        messages += outcome.messages
+        match outcome:
+            case Replied(reason=reason, reply=reply):
+                return TurnResult(turn_id, reply, reason, step, messages)
+            case Stopped(reason=reason):
+                return TurnResult(turn_id, None, reason, step, messages)
+    raise AssertionError("unreachable: itertools.count never ends")
+
+
+async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
+    """One step: compile and relieve the context, call the model, dispatch its tool calls, commit atomically."""
+    started_at, started = agent.clock(), time.perf_counter()
+    compiled, response = await call_model(agent, step)  # 2. compile, 3. pressure, 4. model
+    working = agent.memory.copy()
+    results = await dispatch(agent, step, response, working)  # 5. tools
+    reason = next_action(bool(response.tool_calls), any(r.terminal and not r.is_error for r in results),
+                         step, agent.spec.max_steps_per_turn)
+    record = StepRecord(turn_id, step, agent.spec.model.name, response.prompt_tokens, response.completion_tokens,
+                        reason.value if reason else None, started_at, response.latency_ms,
+                        (time.perf_counter() - started) * 1000)
+    stored = commit(agent, step, record, step_messages(agent, turn_id, response, results), working)  # 6. commit
+    log.info("step", agent=agent.name, turn=turn_id, step=step, tool_calls=len(results),
+             stop_reason=record.stop_reason, prompt_tokens=response.prompt_tokens, total_ms=round(record.total_ms, 2))
+    if reason is None:
+        return RunAgain(stored)
+    if reason is StopReason.MAX_STEPS:
+        return Stopped(reason, stored)
+    return Replied(reason, reply_of(response, results), stored)
+
+
+async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, ModelResponse]:
+    """Steps 2–4: the relieved context and the model's answer to it; a context overflow flushes and retries once."""
+    for attempt in (1, 2):
+        compiled = await agent.monitor.relieve(step, force=attempt == 2)
+        try:
+            response = await agent.call_model(agent.step_request(compiled), step)
+        except ContextLengthExceeded:
+            if attempt == 2:
+                raise
+            log.warning("context_length_exceeded", agent=agent.name, estimated=compiled.total_tokens)
+            continue
+        agent.monitor.track_usage(compiled, response)
+        return compiled, response
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working: CoreMemory) -> list[ToolResult]:
+    """Step 5: run the response's tool calls against a working copy of core memory; errors become results."""
+    for call in response.tool_calls:
+        agent.observer.tool_call(step, call)
+    results = await dispatch_tool_calls(list(response.tool_calls), agent.tools, agent.tool_context(working))
+    for result in results:
+        agent.observer.tool_result(step, result)
+    return results
+
+
+def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
+           working: CoreMemory) -> list[Message]:
+    """Step 6: store the step's record, messages and block edits in one transaction, then adopt the edits."""
+    edits = list(working.pending)
+    _, stored = agent.window.commit_step(record, messages, edits)
+    working.clear_pending()
+    agent.memory = working
+    for edit in edits:
+        agent.observer.memory_edit(step, edit)
+    agent.observer.step_end(step, record.stop_reason)
+    return stored
+
+
 def next_action(has_tool_calls: bool, terminal_succeeded: bool, step: int, max_steps: int) -> StopReason | None:
     """Whether the turn stops after this step, and why; None means "call the model again"."""
     if not has_tool_calls:
@@ -51,12 +185,15 @@ def next_action(has_tool_calls: bool, terminal_succeeded: bool, step: int, max_s
     return None
 
 
-def _reply(response: ModelResponse, results: list[ToolResult]) -> str | None:
+def reply_of(response: ModelResponse, results: list[ToolResult]) -> str | None:
+    """The user-facing reply of a step that ended the turn: the last successful terminal tool's text, or the
+    model's plain text."""
     terminal = [r.content for r in results if r.terminal and not r.is_error]
     return terminal[-1] if terminal else (response.content if not response.tool_calls else None)
 
 
-def _step_messages(agent: "Agent", turn_id: str, response: ModelResponse, results: list[ToolResult]) -> list[Message]:
+def step_messages(agent: LoopAgent, turn_id: str, response: ModelResponse, results: list[ToolResult]) -> list[Message]:
+    """The assistant message and one tool message per result, as the step will store them."""
     now = agent.clock()
     assistant = Message("assistant", response.content, now, tool_calls=response.tool_calls, turn_id=turn_id)
     tool_messages = [
@@ -64,42 +201,3 @@ def _step_messages(agent: "Agent", turn_id: str, response: ModelResponse, result
         for r in results
     ]
     return [assistant, *tool_messages]
-
-
-async def run_step(agent: "Agent", turn_id: str, step: int) -> tuple[StopReason | None, str | None, list[Message]]:
-    """One model call and its tool calls, committed atomically. Returns (stop reason, reply, stored messages)."""
-    started_at, started = agent.clock(), time.perf_counter()
-    response = await agent.think(step)
-    working = agent.memory.copy()
-    for call in response.tool_calls:
-        agent.observer.tool_call(step, call)
-    results = await dispatch_tool_calls(list(response.tool_calls), agent.tools, agent.tool_context(working))
-    for result in results:
-        agent.observer.tool_result(step, result)
-    reason = next_action(bool(response.tool_calls), any(r.terminal and not r.is_error for r in results),
-                         step, agent.spec.max_steps_per_turn)
-    record = StepRecord(turn_id, step, agent.spec.model.name, response.prompt_tokens, response.completion_tokens,
-                        reason.value if reason else None, started_at, response.latency_ms,
-                        (time.perf_counter() - started) * 1000)
-    stored = agent.commit_step(record, _step_messages(agent, turn_id, response, results), working)
-    for edit in stored.edits:
-        agent.observer.memory_edit(step, edit)
-    agent.observer.step_end(step, reason.value if reason else None)
-    log.info("step", agent=agent.name, turn=turn_id, step=step, tool_calls=len(results),
-             stop_reason=reason.value if reason else None, prompt_tokens=response.prompt_tokens,
-             total_ms=round(record.total_ms, 2))
-    return reason, _reply(response, results), stored.messages
-
-
-async def run_turn(agent: "Agent", user_message: str) -> TurnResult:
-    """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`."""
-    turn_id = uuid.uuid4().hex
-    agent.observer.turn_started(agent, turn_id, user_message)
-    messages = agent.accept(Message("user", user_message, agent.clock(), turn_id=turn_id))
-    await agent.prefetch(user_message)
-    step, reason, reply = 0, None, None
-    while reason is None:
-        step += 1
-        reason, reply, stored = await run_step(agent, turn_id, step)
-        messages += stored
-    return TurnResult(turn_id, reply, reason, step, messages)

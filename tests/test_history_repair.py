@@ -1,6 +1,7 @@
 from datetime import datetime, timezone
 
-from pagemind.runtime.pressure.history_repair import MISSING_RESULT, context_order, repair_history
+from pagemind.runtime.pressure.history_repair import MISSING_RESULT, repair_history
+from pagemind.runtime.window import context_order
 from pagemind.runtime.messages import Message
 from pagemind.tools import ToolCall
 

@@ -41,7 +41,7 @@ async def test_append_then_send_message_end_to_end(scripted_openai, make_agent, 
 
     fresh = await Agent.load(agent.spec, store=StateStore(make_engine(database_url)))
     assert fresh.memory.get("human").value == "Name: Lin. Allergic to peanuts."
-    assert [(m.role, m.tool_calls[0].name if m.tool_calls else m.content) for m in fresh.context_messages] == [
+    assert [(m.role, m.tool_calls[0].name if m.tool_calls else m.content) for m in fresh.window.messages] == [
         ("user", "Hi, I'm Lin. I'm allergic to peanuts."),
         ("assistant", "core_memory_append"),
         ("tool", "Appended. Block 'human' now holds 31/100 characters."),
@@ -121,7 +121,7 @@ async def test_exception_between_model_call_and_commit_leaves_database_as_before
         await run_turn(agent, "remember me")
     assert _dump(database_url) == snapshots["before"]
     assert agent.memory.get("human").value == ""  # the in-memory state did not move either
-    assert [m.role for m in agent.context_messages] == ["user"]  # the accepted message is kept
+    assert [m.role for m in agent.window.messages] == ["user"]  # the accepted message is kept
 
     agent.store.commit_step = original_commit
     scripted_openai.add(tool_call("send_message", {"message": "back"}))

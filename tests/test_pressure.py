@@ -134,8 +134,8 @@ async def test_summarizer_chunks_material_larger_than_its_window(clock):
 async def _agent_with_history(url: str, model: Any, clock, spec: AgentSpec, turns: int = 6) -> Agent:
     agent = await Agent.load(spec, model=model, store=StateStore(make_engine(url)), clock=clock)
     for i in range(turns):
-        agent.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
-        agent.accept(Message("assistant", f"Old answer {i}", clock()))
+        agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
+        agent.window.accept(Message("assistant", f"Old answer {i}", clock()))
     return agent
 
 
@@ -147,10 +147,10 @@ async def test_context_length_exceeded_flushes_and_retries_once(scripted_openai,
     )
     spec = small_spec(extraction=False)
     agent = await _agent_with_history(sqlite_url, scripted_openai.client(), clock, spec)
-    before = len(agent.context_messages)
+    before = len(agent.window.messages)
     result = await run_turn(agent, "hello?")
     assert result.reply == "Back in business."
-    assert len(agent.context_messages) < before
+    assert len(agent.window.messages) < before
     retry = scripted_openai.requests[2]["messages"]
     assert "Summary: Lin gardens." in retry[0]["content"]
     assert request_tokens(ModelRequest("m", retry, [], 0, 0)) < request_tokens(
@@ -189,9 +189,9 @@ async def test_orphan_tool_call_is_repaired_before_the_call(scripted_openai, sql
     store = StateStore(make_engine(sqlite_url))
     agent = await Agent.load(small_spec(), model=scripted_openai.client(), store=store, clock=clock)
     crashed = Message("assistant", None, clock(), tool_calls=(ToolCall("call_lost", "core_memory_append", "{}"),))
-    agent.accept(Message("user", "remember this", clock()))
-    agent.accept(crashed)  # the process died before the result was stored
-    agent.accept(Message("tool", "stray", clock(), tool_call_id="call_from_nowhere"))
+    agent.window.accept(Message("user", "remember this", clock()))
+    agent.window.accept(crashed)  # the process died before the result was stored
+    agent.window.accept(Message("tool", "stray", clock(), tool_call_id="call_from_nowhere"))
     result = await run_turn(agent, "are you there?")
     assert result.reply == "recovered"
     sent = scripted_openai.requests[0]["messages"]
@@ -200,7 +200,7 @@ async def test_orphan_tool_call_is_repaired_before_the_call(scripted_openai, sql
     assert repaired and repaired[0]["content"] == MISSING_RESULT
     assert all(m.get("tool_call_id") != "call_from_nowhere" for m in sent)
     reloaded = await Agent.load(small_spec(), store=store, clock=clock)
-    assert [m.tool_call_id for m in reloaded.context_messages if m.role == "tool"][0] == "call_lost"
+    assert [m.tool_call_id for m in reloaded.window.messages if m.role == "tool"][0] == "call_lost"
 
 
 class RecordingArchival:
@@ -242,14 +242,14 @@ def extracting_model(answer: str) -> FunctionModel:
 async def test_extraction_on_eviction(answer, stored, sqlite_url, clock):
     model = extracting_model(answer)
     agent = await _agent_with_history(sqlite_url, model, clock, small_spec(), turns=30)
-    agent.archival = RecordingArchival()
+    agent.archival = agent.monitor.archival = RecordingArchival()  # tools and the extraction on flush
     events = agent.observer = EventLog()
     result = await run_turn(agent, "hi")
     assert result.reply == "ok"
     [flush] = [data for kind, data in events if kind == "flush"]
     assert flush["extracted"] == stored
     assert flush["extraction"] == {0: "unparseable" if "sorry" in answer else "empty", 2: "stored"}[stored]
-    assert agent.record.summary == "Summary of gardening."
+    assert agent.window.summary == "Summary of gardening."
     inserted = agent.archival.inserted
     assert len(inserted) == stored
     if stored:
@@ -287,7 +287,7 @@ async def test_extracted_facts_land_in_real_archival_memory_with_dates_and_impor
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'x.db'}")
     agent = await Agent.load(spec, model=extracting_model(answer), settings=settings, clock=clock)
     for i in range(30):
-        agent.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
+        agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
     assert (await run_turn(agent, "hi")).reply == "ok"
     stored = {m.text: m for m in agent.archival.list()}
     assert stored["Lin moved to Oslo (date: 2026-05-01)"].importance == 0.8

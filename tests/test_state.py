@@ -26,7 +26,7 @@ async def test_changed_yaml_updates_spec_fields_but_keeps_edited_memory(scripted
     persona = reloaded.memory.get("persona")
     assert (persona.value, persona.limit) == ("I am a bold tester.", 300)  # stored value wins, limit follows YAML
     assert reloaded.memory.get("plan").value == "seeded plan"  # a new block is seeded
-    assert len(reloaded.context_messages) == 5
+    assert len(reloaded.window.messages) == 5
 
     reset = await Agent.load(spec_with(blocks=blocks), store=store, reset_memory=True)
     assert reset.memory.get("persona").value == "A brand new persona from YAML."

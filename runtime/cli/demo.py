@@ -257,15 +257,15 @@ def _epilogue(out: Callable[[str], None], agent: Agent, display: DemoDisplay, wi
         out(f"  [{block.label}] {block.chars}/{block.limit} chars")
         for line in textwrap.wrap(block.value, width - 6) or ["(empty)"]:
             out(f"      {line}")
-    in_window = len(agent.context_messages)
-    out(f"recall memory: {agent.recall_count} messages stored, {in_window} in the window, "
-        f"{agent.recall_count - in_window} evicted (still searchable)")
+    in_window = len(agent.window.messages)
+    out(f"recall memory: {agent.window.recall_count} messages stored, {in_window} in the window, "
+        f"{agent.window.recall_count - in_window} evicted (still searchable)")
     if agent.archival is not None:
         count, tags = agent.archival.stats()
         out(f"archival memory: {count} memories (tags: {', '.join(tags) or 'none'})")
-    if agent.record.summary:
+    if agent.window.summary:
         out("recursive summary of what left the window:")
-        for line in textwrap.wrap(agent.record.summary, width - 6):
+        for line in textwrap.wrap(agent.window.summary, width - 6):
             out(f"      {line}")
     counts = display.counts
     out(f"pressure: {counts.get('pressure_warning', 0)} warning(s), {counts.get('flush', 0)} flush(es); "

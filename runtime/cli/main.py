@@ -115,7 +115,7 @@ async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings)
     compiled = agent.compile()
-    correction = agent.record.token_correction
+    correction = agent.window.correction
     if args.json:
         out(json.dumps({**context_report(compiled, agent.spec, correction), "messages": compiled.messages}, indent=2))
         return 0

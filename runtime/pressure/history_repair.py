@@ -65,28 +65,3 @@ def repair_history(messages: Sequence[Message], now: datetime) -> Repair:
             open_calls.update({c.id: c.name for c in message.tool_calls})
     close_group()
     return Repair(repaired, added, dropped, problems)
-
-
-def context_order(messages: Sequence[Message]) -> list[Message]:
-    """Stored order (by id), except that each tool result sits right after the nearest earlier assistant
-    message that made its call.
-
-    A synthetic result stored by a repair has a later id than the messages after its call; this puts it back.
-    Matching by the nearest earlier call (not by id alone) keeps servers that reuse call ids ("call_0" in
-    every step) from pairing a result with the wrong call.
-    """
-    attached: dict[int, list[Message]] = {}  # index of the calling assistant message → its results
-    latest_call: dict[str, int] = {}
-    stays: list[tuple[int, Message]] = []
-    for index, message in enumerate(messages):
-        if message.role == "tool" and message.tool_call_id in latest_call:
-            attached.setdefault(latest_call[message.tool_call_id], []).append(message)
-            continue
-        stays.append((index, message))  # results without a call keep their place; repair drops them
-        for call in message.tool_calls if message.role == "assistant" else ():
-            latest_call[call.id] = index
-    ordered: list[Message] = []
-    for index, message in stays:
-        ordered.append(message)
-        ordered.extend(attached.get(index, ()))
-    return ordered

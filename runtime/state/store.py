@@ -358,14 +358,17 @@ class StateStore:
                                    tokens_before=tokens_before, tokens_after=tokens_after, created_at=at))
             session.commit()
 
-    def set_pressure_state(self, agent_id: int, *, warned: bool | None = None, correction: float | None = None) -> None:
-        """Persist the warning-cycle flag and/or the token correction factor."""
+    def set_pressure_state(self, agent_id: int, *, warned: bool | None = None, correction: float | None = None,
+                           summary: str | None = None) -> None:
+        """Persist the warning-cycle flag, the token correction factor and/or the summary (a replay's restore)."""
         with self._session() as session:
             agent = session.get(AgentRow, agent_id)
             if warned is not None:
                 agent.pressure_warned = warned
             if correction is not None:
                 agent.token_correction = correction
+            if summary is not None:
+                agent.summary = summary
             session.commit()
 
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:

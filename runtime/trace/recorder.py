@@ -261,18 +261,16 @@ def snapshot_message(snapshot: MessageSnapshot) -> Message:
                    turn_id=snapshot.turn_id)
 
 
-_RECORD_IDENTITY = {"id", "name", "spec_hash", "created_at", "updated_at", "summary"}
-
-
 def take_snapshot(agent: Any) -> Snapshot:
     """The agent's core memory, window and small per-agent state, as they stand."""
     archival_count = agent.archival.stats()[0] if getattr(agent, "archival", None) else None
-    state = {k: v for k, v in dataclasses.asdict(agent.record).items() if k not in _RECORD_IDENTITY}
+    window = agent.window
+    state = {"pressure_warned": window.warned, "token_correction": window.correction}
     return Snapshot(
         blocks=[BlockSnapshot(label=b.label, value=b.value, limit=b.limit, description=b.description,
                               read_only=b.read_only) for b in agent.memory.blocks],
-        messages=[message_snapshot(m) for m in agent.context_messages],
-        summary=agent.record.summary, recall_count=agent.recall_count, archival_count=archival_count,
+        messages=[message_snapshot(m) for m in window.messages],
+        summary=window.summary, recall_count=window.recall_count, archival_count=archival_count,
         agent_state=json.loads(json.dumps(state, default=str)),
     )
 

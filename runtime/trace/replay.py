@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import structlog
-from sqlmodel import Session
 
 from pagemind.blocks import Block, BlockEdit, CoreMemory
 from pagemind.runtime.agent import Agent
@@ -30,7 +29,7 @@ from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelRespon
 from pagemind.runtime.trace.ids import IdMap
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, BlockSpec
-from pagemind.runtime.state.store import AgentRow, StateStore, make_engine, utcnow
+from pagemind.runtime.state.store import StateStore, make_engine, utcnow
 from pagemind.runtime.trace.recorder import (
     EventBuilder, ModelRequestEvent, ModelResponseEvent, Parent, RuntimeEvent, StepEndEvent, ToolCallEvent,
     ToolResultEvent, Trace, TraceRecorder, TurnEvent, snapshot_message,
@@ -116,17 +115,6 @@ def _spec(trace: Trace) -> AgentSpec:
     return spec.model_copy(update={"blocks": blocks})
 
 
-def _restore_agent_row(store: StateStore, agent_id: int, trace: Trace) -> None:
-    snapshot = trace.header.snapshot
-    with Session(store.engine) as session:
-        row = session.get(AgentRow, agent_id)
-        for key, value in snapshot.agent_state.items():
-            if key in AgentRow.model_fields:
-                setattr(row, key, value)
-        row.summary = snapshot.summary
-        session.commit()
-
-
 def scratch_settings(home: Path) -> Settings:
     """Settings that keep every store of a replay under `home`: SQLite there, the embedded vector store there
     (never QDRANT_URL); the configured embedder stays, so archival rankings come out as they did."""
@@ -139,14 +127,14 @@ async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, ho
     spec = _spec(trace)
     settings = scratch_settings(home)
     store = StateStore(make_engine(settings.database_url))
-    first = await Agent.load(spec, model=model, store=store, settings=settings, clock=clock)
-    snapshot = trace.header.snapshot
-    store.append_messages(first.record.id, [snapshot_message(m) for m in snapshot.messages])
-    _restore_agent_row(store, first.record.id, trace)
     agent = await Agent.load(spec, model=model, store=store, settings=settings, clock=clock)
+    snapshot = trace.header.snapshot
+    state = snapshot.agent_state
+    agent.window.restore([snapshot_message(m) for m in snapshot.messages], snapshot.summary,
+                         warned=bool(state.get("pressure_warned", False)),
+                         correction=float(state.get("token_correction", 1.0)), recall_count=snapshot.recall_count)
     agent.memory = CoreMemory([Block(b.label, b.value, b.limit, b.description, b.read_only)
                                for b in snapshot.blocks])
-    agent.recall_count = snapshot.recall_count
     return agent
 
 

@@ -1,0 +1,125 @@
+"""The window: an agent's in-context state and the only code that changes it.
+
+What the model sees besides its core blocks lives here: the messages in view, the recursive summary of what
+left the view, the warning-cycle flag, the per-agent token correction and the number of messages in recall
+memory. Every change is written through the state store first and adopted in memory only once it is stored,
+so the in-memory window never runs ahead of the database. The pressure monitor decides *when* to change the
+window (policy); this module is *how* (mechanism).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Sequence
+
+from pagemind.blocks import BlockEdit
+from pagemind.runtime.messages import Message
+from pagemind.runtime.state.store import AgentRecord, StateStore, StepRecord
+
+
+@dataclass
+class Window:
+    """One agent's in-context state, backed by the store (see the module docstring)."""
+
+    store: StateStore
+    agent_id: int
+    messages: list[Message]
+    summary: str
+    warned: bool
+    correction: float
+    recall_count: int
+
+    @classmethod
+    def load(cls, store: StateStore, record: AgentRecord) -> "Window":
+        """The window as stored for the agent `record` names."""
+        return cls(
+            store=store, agent_id=record.id, messages=context_order(store.in_context_messages(record.id)),
+            summary=record.summary, warned=record.pressure_warned, correction=record.token_correction,
+            recall_count=store.message_count(record.id),
+        )
+
+    def accept(self, message: Message) -> list[Message]:
+        """Store an incoming message durably (the inbox), then put it in view."""
+        stored = self.store.append_messages(self.agent_id, [message])
+        self._adopt(stored)
+        return stored
+
+    def commit_step(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit]) -> tuple[int, list[Message]]:
+        """Store a step's record, messages and block edits in one transaction, then put the messages in view."""
+        step_id, stored = self.store.commit_step(self.agent_id, record, messages, edits)
+        self._adopt(stored)
+        return step_id, stored
+
+    def evict(self, count: int, summary: str, tokens_before: int, tokens_after: int, at: datetime) -> list[Message]:
+        """Take the oldest `count` messages out of view and install the new summary; starts a new warning cycle.
+
+        The messages stay in recall memory. Returns the evicted messages.
+        """
+        evicted = self.messages[:count]
+        self.store.evict(self.agent_id, [m.id for m in evicted if m.id is not None], summary, tokens_before,
+                         tokens_after, at)
+        self.messages = self.messages[count:]
+        self.summary, self.warned = summary, False
+        return evicted
+
+    def repair(self, repaired: list[Message], added: list[Message], dropped: list[Message]) -> list[Message]:
+        """Adopt a repaired history: store the synthetic messages in `added`, take `dropped` out of view.
+
+        `repaired` is the new window in order, holding the unstored `added` messages; they are replaced by
+        their stored copies. Returns the stored additions.
+        """
+        stored = self.store.apply_repair(self.agent_id, added, [m.id for m in dropped if m.id])
+        by_call = {m.tool_call_id: m for m in stored}
+        added_ids = {id(m) for m in added}
+        self.messages = [by_call.get(m.tool_call_id, m) if id(m) in added_ids else m for m in repaired]
+        self.recall_count += len(stored)
+        return stored
+
+    def mark_warned(self) -> None:
+        """Record that this cycle's pressure warning was given."""
+        self.store.set_pressure_state(self.agent_id, warned=True)
+        self.warned = True
+
+    def set_correction(self, correction: float) -> None:
+        """Keep a new token correction factor (estimated tokens × factor ≈ what the provider counts)."""
+        self.store.set_pressure_state(self.agent_id, correction=correction)
+        self.correction = correction
+
+    def restore(self, messages: Sequence[Message], summary: str, warned: bool, correction: float,
+                recall_count: int) -> None:
+        """Put a recorded window in place (replays rebuild the agent a trace started from in a scratch store)."""
+        stored = self.store.append_messages(self.agent_id, messages)
+        self.store.set_pressure_state(self.agent_id, warned=warned, correction=correction, summary=summary)
+        self.messages = context_order([*self.messages, *stored])
+        self.summary, self.warned, self.correction = summary, warned, correction
+        self.recall_count = recall_count
+
+    def _adopt(self, stored: list[Message]) -> None:
+        self.messages += stored
+        self.recall_count += len(stored)
+
+
+def context_order(messages: Sequence[Message]) -> list[Message]:
+    """Stored order (by id), except that each tool result sits right after the nearest earlier assistant
+    message that made its call.
+
+    A synthetic result stored by a repair has a later id than the messages after its call; this puts it back.
+    Matching by the nearest earlier call (not by id alone) keeps servers that reuse call ids ("call_0" in
+    every step) from pairing a result with the wrong call.
+    """
+    attached: dict[int, list[Message]] = {}  # index of the calling assistant message → its results
+    latest_call: dict[str, int] = {}
+    stays: list[tuple[int, Message]] = []
+    for index, message in enumerate(messages):
+        if message.role == "tool" and message.tool_call_id in latest_call:
+            attached.setdefault(latest_call[message.tool_call_id], []).append(message)
+            continue
+        stays.append((index, message))  # results without a call keep their place; repair drops them
+        for call in message.tool_calls if message.role == "assistant" else ():
+            latest_call[call.id] = index
+    ordered: list[Message] = []
+    for index, message in stays:
+        ordered.append(message)
+        ordered.extend(attached.get(index, ()))
+    return ordered
