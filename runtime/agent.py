@@ -68,9 +68,7 @@ class Agent:
     monitor: PressureMonitor = field(init=False)
 
     def __post_init__(self) -> None:
-        self.monitor = PressureMonitor(
-            self.spec, self.window, compile=self.compile, call_model=self.call_model, report=self._report,
-            clock=self.clock, archival=self.archival)
+        self.monitor = PressureMonitor(self)
 
     @classmethod
     async def load(
@@ -169,5 +167,10 @@ class Agent:
         """The context tools get for a step that edits `working`."""
         return StepContext(self.name, working, self.clock, self.archival, self.recall)
 
-    def _report(self, step: int, kind: str, data: dict[str, Any]) -> None:
+    def now(self) -> datetime:
+        """The agent's clock reading."""
+        return self.clock()
+
+    def report(self, step: int, kind: str, data: dict[str, Any]) -> None:
+        """Pass a runtime event (a repair, a warning, a flush) to the observer."""
         self.observer.event(step, kind, data)

@@ -242,7 +242,7 @@ def extracting_model(answer: str) -> FunctionModel:
 async def test_extraction_on_eviction(answer, stored, sqlite_url, clock):
     model = extracting_model(answer)
     agent = await _agent_with_history(sqlite_url, model, clock, small_spec(), turns=30)
-    agent.archival = agent.monitor.archival = RecordingArchival()  # tools and the extraction on flush
+    agent.archival = RecordingArchival()
     events = agent.observer = EventLog()
     result = await run_turn(agent, "hi")
     assert result.reply == "ok"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Callable
+from typing import Any, Protocol
 
 import structlog
 
@@ -71,11 +71,18 @@ def updated_correction(old: float, estimated: int, provider_prompt_tokens: int |
     return min(2.0, max(0.5, 0.8 * old + 0.2 * observed))
 
 
-ModelCall = Callable[[ModelRequest, int], Awaitable[ModelResponse]]
-"""How the monitor reaches the model (summaries, extraction): the agent's one model-call path, given the step."""
+class MonitoredAgent(Protocol):
+    """What the monitor needs of the agent it watches; `runtime.agent.Agent` provides it. Read at every use, so
+    a clock or an archival memory swapped in later (a trace recorder's tape clock, say) is the one used."""
 
-EventSink = Callable[[int, str, dict[str, Any]], None]
-"""Where the monitor reports what it did (repairs, warnings, flushes): step, kind, data."""
+    spec: AgentSpec
+    window: Window
+    archival: ArchivalMemory | None
+
+    def now(self) -> datetime: ...
+    def compile(self) -> CompiledContext: ...
+    async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
+    def report(self, step: int, kind: str, data: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -83,13 +90,17 @@ class PressureMonitor:
     """Policy over an agent's `Window`: before every model call, repair the history, read the pressure, warn
     once per cycle above the warning line and flush above the flush line. It decides; the window stores."""
 
-    spec: AgentSpec
-    window: Window
-    compile: Callable[[], CompiledContext]
-    call_model: ModelCall
-    report: EventSink
-    clock: Callable[[], datetime]
-    archival: ArchivalMemory | None = None
+    agent: MonitoredAgent
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The watched agent's spec."""
+        return self.agent.spec
+
+    @property
+    def window(self) -> Window:
+        """The watched agent's window."""
+        return self.agent.window
 
     @property
     def encoding(self) -> str:
@@ -103,34 +114,34 @@ class PressureMonitor:
         the reading (the provider said the prompt is too long).
         """
         self.repair(step)
-        compiled = self.compile()
+        compiled = self.agent.compile()
         check_pinned_fits(compiled, self.spec)
         reading = read_pressure(compiled.total_tokens, self.window.correction, self.spec)
         if force or reading.level is Pressure.FLUSH:
             return await self.flush(step, reading, forced=force) or compiled
         if reading.level is Pressure.WARN and not self.window.warned:
             self.warn(step, reading)
-            return self.compile()  # the alert is now one of the messages
+            return self.agent.compile()  # the alert is now one of the messages
         return compiled
 
     def repair(self, step: int) -> None:
         """Repair the in-context history if needed, storing the repair."""
-        repair = repair_history(self.window.messages, self.clock())
+        repair = repair_history(self.window.messages, self.agent.now())
         if not repair.changed:
             return
         stored = self.window.repair(repair.messages, repair.added, repair.dropped)
         log.warning("history_repaired", agent_id=self.window.agent_id, problems=repair.problems)
-        self.report(step, "history_repair", {"problems": repair.problems, "added": len(stored),
+        self.agent.report(step, "history_repair", {"problems": repair.problems, "added": len(stored),
                                              "dropped": len(repair.dropped)})
 
     def warn(self, step: int, reading: PressureReading) -> None:
         """Give the model its one warning of this cycle."""
         percent = round(100 * reading.tokens / reading.usable)
-        self.window.accept(Message("system", WARNING_TEXT.format(percent=percent), self.clock()))
+        self.window.accept(Message("system", WARNING_TEXT.format(percent=percent), self.agent.now()))
         self.window.mark_warned()
         log.info("pressure_warning", agent_id=self.window.agent_id, tokens=reading.tokens, usable=reading.usable,
                  percent=percent)
-        self.report(step, "pressure_warning", {"tokens": reading.tokens, "usable": reading.usable,
+        self.agent.report(step, "pressure_warning", {"tokens": reading.tokens, "usable": reading.usable,
                                                "percent": percent})
 
     async def flush(self, step: int, reading: PressureReading, forced: bool = False) -> CompiledContext | None:
@@ -154,14 +165,15 @@ class PressureMonitor:
         # Extract before the eviction commits: a crash in between then re-extracts (dedupe absorbs the repeat)
         # instead of losing the facts of messages that have already left the window.
         report = await self._extract(step, evicted)
-        self.window.evict(plan.count, summary.text, reading.tokens, reading.tokens - plan.freed_tokens, self.clock())
-        after = self.compile()
+        self.window.evict(plan.count, summary.text, reading.tokens, reading.tokens - plan.freed_tokens,
+                          self.agent.now())
+        after = self.agent.compile()
         event = {"evicted": plan.count, "tokens_before": reading.tokens, "tokens_after": after.total_tokens,
                  "summary_tokens": after.sections.get("summary", 0), "summary_chunks": summary.chunks,
                  "summary_truncated": summary.truncated,
                  "extraction": report.status, "extracted": report.stored, "enough": plan.enough}
         log.info("flush", agent_id=self.window.agent_id, **event)
-        self.report(step, "flush", event)
+        self.agent.report(step, "flush", event)
         return after
 
     def track_usage(self, compiled: CompiledContext, response: ModelResponse) -> None:
@@ -174,7 +186,8 @@ class PressureMonitor:
         spec, old = self.spec, self.window.summary
         try:
             return await summarize(
-                lambda request: self.call_model(request, step), model=spec.memory.summarizer_model or spec.model.name,
+                lambda request: self.agent.call_model(request, step),
+                model=spec.memory.summarizer_model or spec.model.name,
                 old_summary=old, evicted=evicted, budget=summary_budget(spec), window=usable_window(spec),
                 encoding=self.encoding)
         except (ModelError, ValueError) as exc:
@@ -186,12 +199,12 @@ class PressureMonitor:
             return SummaryResult(f"{old}\n{note}".strip(), chunks=0, truncated=False)
 
     async def _extract(self, step: int, evicted: list[Message]) -> ExtractionReport:
-        if not self.spec.memory.extraction or self.archival is None:
+        if not self.spec.memory.extraction or self.agent.archival is None:
             return ExtractionReport("skipped")
         try:
             return await extract_and_store(
-                lambda request: self.call_model(request, step), self.archival,
-                model=self.spec.memory.summarizer_model or self.spec.model.name, messages=evicted, now=self.clock())
+                lambda request: self.agent.call_model(request, step), self.agent.archival,
+                model=self.spec.memory.summarizer_model or self.spec.model.name, messages=evicted, now=self.agent.now())
         except ModelError as exc:
             log.error("extraction_failed", agent_id=self.window.agent_id, error=str(exc)[:300])
             return ExtractionReport("failed", error=str(exc)[:300])
