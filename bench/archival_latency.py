@@ -1,8 +1,9 @@
 """Archival memory latency on the embedded store (Qdrant Edge): insert throughput, search p50/p95 at 1k/10k/100k.
 
 One agent's memories in one shard (plus the same number again for another agent, so the tenant filter works).
-Vectors are precomputed random unit vectors (384-d), not model output, so that 100k memories load in seconds;
-the shipped model's own cost per query is measured separately and added in the text, not hidden in the table.
+Vectors are pseudo-random unit vectors (384-d, from `FakeEmbedder`), not model output, so that 100k memories load
+in seconds; the shipped model's own cost per query is measured separately and added in the text, not hidden in the
+table.
 
     python bench/archival_latency.py [--sizes 1000,10000,100000] [--queries 200]
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import random
 import sys
 import tempfile
@@ -29,6 +29,7 @@ from pagemind.runtime.memory.stores import AgentStore, EdgeBackend, MemoryRecord
 from pagemind.runtime.memory.embeddings import FastEmbedEmbedder  # noqa: E402
 from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.state.store import make_engine  # noqa: E402
+from pagemind.runtime.testing import FakeEmbedder, ManualClock  # noqa: E402
 
 DIM = 384
 WORDS = ("tea coffee sister brother cello piano garden dog cat job office lyon paris hiking swimming doctor allergy "
@@ -36,28 +37,12 @@ WORDS = ("tea coffee sister brother cello piano garden dog cat job office lyon p
 T0 = datetime(2026, 11, 29, tzinfo=timezone.utc)
 
 
-class RandomEmbedder:
-    """A fixed pseudo-random unit vector per text (seeded by its hash): model-free, for load tests."""
-
-    model_id = "random"
-    dim = DIM
-
-    def embed(self, texts):
-        """One pseudo-random unit vector per text."""
-        out = []
-        for text in texts:
-            seed = int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
-            v = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
-            out.append(v / np.linalg.norm(v))
-        return np.vstack(out)
-
-
 def sentence(rng: random.Random, n: int) -> str:
     """A synthetic memory text (numbered, eight words from a small vocabulary)."""
     return f"Memory {n}: " + " ".join(rng.choice(WORDS) for _ in range(8))
 
 
-def bulk_load(store: AgentStore, embedder: RandomEmbedder, service: ArchivalService, count: int, seed: int) -> float:
+def bulk_load(store: AgentStore, embedder: FakeEmbedder, service: ArchivalService, count: int, seed: int) -> float:
     """Load `count` memories through the store in 256-point updates; returns points per second."""
     rng = random.Random(seed)
     started = time.perf_counter()
@@ -76,11 +61,12 @@ def bulk_load(store: AgentStore, embedder: RandomEmbedder, service: ArchivalServ
 async def measure(size: int, queries: int, home: Path) -> dict[str, float]:
     """Load `size` memories per agent (two agents), then time the write path, searches and dense queries."""
     backend = EdgeBackend(home / f"shard-{size}", DIM)
-    embedder = RandomEmbedder()
+    embedder = FakeEmbedder(dim=DIM, model_id="random")
     engine = make_engine(f"sqlite:///{home / f'state-{size}.db'}")
     service = ArchivalService("agent-a", engine=engine, open_backend=lambda: backend, embedder=embedder,
-                              clock=lambda: T0)
-    other = ArchivalService("agent-b", engine=engine, open_backend=lambda: backend, embedder=embedder, clock=lambda: T0)
+                              clock=ManualClock(T0))
+    other = ArchivalService("agent-b", engine=engine, open_backend=lambda: backend, embedder=embedder,
+                            clock=ManualClock(T0))
     bulk = bulk_load(service.store, embedder, service, size, 1)
     bulk_load(other.store, embedder, other, size, 2)
     rng = random.Random(3)

@@ -25,7 +25,7 @@ from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.compiler import _message_tokens, message_tokens  # noqa: E402
 from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
-from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body  # noqa: E402
+from pagemind.runtime.testing import FunctionModel, ManualClock, by_purpose, reply_body, tool_call_body  # noqa: E402
 from pagemind.runtime.spec import AgentSpec, load_spec  # noqa: E402
 from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
 from pagemind.runtime.tokens import count_tokens  # noqa: E402
@@ -44,39 +44,36 @@ def turns_of(conversation: dict) -> list[str]:
     return lines
 
 
-class BenchModel:
-    """Replies briefly; summarises by keeping the first words of each evicted line under the budget."""
+def extractive_summary(request: ModelRequest) -> dict:
+    """A summary that keeps the first words of each evicted line, under the summary budget."""
+    material = request.messages[1]["content"]
+    lines = [line.split(": ", 2)[-1][:60] for line in material.splitlines() if line.startswith("[")]
+    text = " / ".join(lines)
+    while count_tokens(text) > request.max_tokens - 20:
+        text = text[len(text) // 4:]
+    return reply_body(text or "nothing")
 
-    def __call__(self, request: ModelRequest) -> dict:
-        if request.purpose == "summarize":
-            material = request.messages[1]["content"]
-            lines = [line.split(": ", 2)[-1][:60] for line in material.splitlines() if line.startswith("[")]
-            text = " / ".join(lines)
-            while count_tokens(text) > request.max_tokens - 20:
-                text = text[len(text) // 4:]
-            return reply_body(text or "nothing")
-        if request.purpose == "extract":
-            return reply_body('{"facts": [], "preferences": [], "progress": [], "todos": []}')
-        return tool_call_body("send_message", {"message": "I hear you. Tell me more?"})
+
+# Replies briefly, summarises extractively, extracts nothing.
+BENCH_MODEL = by_purpose(
+    lambda request: tool_call_body("send_message", {"message": "I hear you. Tell me more?"}),
+    summarize=extractive_summary, extract='{"facts": [], "preferences": [], "progress": [], "todos": []}',
+)
 
 
 async def run(lines: list[str], home: Path) -> dict:
     base = load_spec(Path(__file__).resolve().parent.parent / "agents/companion.yaml")
     spec = AgentSpec.model_validate({**base.model_dump(), "name": "longconv",
                                      "model": {**base.model.model_dump(), "context_window": 8192}})
-    model = FunctionModel(BenchModel())
+    model = FunctionModel(BENCH_MODEL)
     clock_start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    tick = {"n": 0}
-
-    def clock() -> datetime:
-        return clock_start + timedelta(minutes=tick["n"])
-
+    clock = ManualClock(clock_start)
     agent = await Agent.load(spec, model=model, store=StateStore(make_engine(f"sqlite:///{home / 'l.db'}")), clock=clock)
     events: list[tuple[str, dict]] = []
     agent.observer.event = lambda step, kind, data: events.append((kind, data))  # type: ignore[method-assign]
     compile_ms: list[float] = []
     for i, line in enumerate(lines):
-        tick["n"] = i
+        clock.now = clock_start + timedelta(minutes=i)
         started = time.perf_counter()
         agent.compile()
         compile_ms.append((time.perf_counter() - started) * 1000)

@@ -40,6 +40,7 @@ from pagemind.runtime.messages import Message  # noqa: E402
 from pagemind.runtime.memory.recall import RecallService  # noqa: E402
 from pagemind.runtime.spec import AgentSpec  # noqa: E402
 from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.testing import ManualClock  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -191,16 +192,6 @@ async def recall_unit(conversations: list[Conversation], embedder: CachedEmbedde
 # -- unit 2: archival (archival_memory_insert / archival_search) ----------------------------------------------
 
 
-class Clock:
-    """A settable clock: turn time while inserting, after the last session while searching."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(timezone.utc)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 async def archival_unit(conversations: list[Conversation], embedder: CachedEmbedder, home: Path,
                         config: ArchivalConfig) -> tuple[dict[str, Search], dict[str, Any]]:
     """Save every turn through the archival write path and return a search function per conversation."""
@@ -209,7 +200,7 @@ async def archival_unit(conversations: list[Conversation], embedder: CachedEmbed
     searchers: dict[str, Search] = {}
     stats = {"turns": 0, "stored": 0, "duplicates": 0, "superseded": 0, "insert_s": 0.0}
     for conv in conversations:
-        clock = Clock()
+        clock = ManualClock(datetime.now(timezone.utc))
         service = ArchivalService(conv.sample_id, engine=engine, open_backend=lambda: backend, embedder=embedder,
                                   config=config, clock=clock)
         by_memory: dict[str, list[str]] = defaultdict(list)

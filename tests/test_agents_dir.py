@@ -8,7 +8,7 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.spec import load_spec
 from pagemind.runtime.state.store import StateStore, make_engine
-from tests.conftest import tool_call
+from pagemind.runtime.testing import tool_call_body as tool_call
 
 AGENT_FILES = sorted((Path(__file__).parent.parent / "agents").glob("*.yaml"))
 

@@ -1,13 +1,12 @@
 """Archival memory: the write path (dating, dedupe, supersede), hybrid search, isolation, the two Qdrant adapters.
 
-Unit tests use `FakeEmbedder`, whose vectors are chosen by the test, so cosine similarities sit exactly where a
+Unit tests use `FakeEmbedder` (pagemind.runtime.testing), whose vectors are chosen by the test, so cosine similarities sit exactly where a
 test needs them (just above or below a threshold). Tests with the real shipped model are marked as such.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import threading
 from datetime import datetime, timedelta, timezone
@@ -19,9 +18,10 @@ from pagemind.runtime.memory.archival import ArchivalService, conflicts, decide,
 from pagemind.runtime.memory.stores import AgentStore, EdgeBackend, Hit, MemoryRecord, ServerBackend
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.state.store import make_engine
+from pagemind.runtime.testing import FakeEmbedder, ManualClock, tool_context
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
-DIM = 64
+DIM = FakeEmbedder.dim
 T0 = datetime(2026, 11, 29, 15, 0, tzinfo=timezone.utc)
 
 
@@ -41,43 +41,6 @@ def at_cosine(base: np.ndarray, cos: float, axis: int) -> np.ndarray:
     return (cos * base + np.sqrt(1 - cos * cos) * other).astype(np.float32)
 
 
-class FakeEmbedder:
-    """Vectors chosen by the test for known texts; a fixed pseudo-random vector (seeded by the text) otherwise,
-    kept to the upper half of the space so chosen vectors (lower half) stay far from them."""
-
-    model_id = "fake"
-    dim = DIM
-
-    def __init__(self, vectors: dict[str, np.ndarray] | None = None, barrier: threading.Barrier | None = None):
-        self.vectors = dict(vectors or {})
-        self.barrier = barrier
-        self.calls = 0
-
-    def embed(self, texts):
-        self.calls += 1
-        if self.barrier is not None:
-            self.barrier.wait(timeout=10)  # two calls meet here only if they run at the same time
-        return np.vstack([self.vector(t) for t in texts]) if texts else np.zeros((0, DIM), np.float32)
-
-    def vector(self, text: str) -> np.ndarray:
-        if text in self.vectors:
-            return self.vectors[text]
-        seed = int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
-        v = np.zeros(DIM, dtype=np.float32)
-        v[DIM // 2:] = np.random.default_rng(seed).normal(size=DIM // 2)
-        return v / np.linalg.norm(v)
-
-
-class Clock:
-    """A clock tests move by hand."""
-
-    def __init__(self, now: datetime = T0):
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture(params=["edge", "server"])
 def backend(request, tmp_path):
     """Both adapters: Qdrant Edge on disk, and qdrant-client (local in-memory mode standing in for a server)."""
@@ -93,10 +56,10 @@ def backend(request, tmp_path):
 def make_service(backend, tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
 
-    def make(agent: str = "alice", embedder: FakeEmbedder | None = None, clock: Clock | None = None,
+    def make(agent: str = "alice", embedder: FakeEmbedder | None = None, clock: ManualClock | None = None,
              **config) -> ArchivalService:
         return ArchivalService(agent, engine=engine, open_backend=lambda: backend, embedder=embedder or FakeEmbedder(),
-                               config=ArchivalConfig(**config), clock=clock or Clock())
+                               config=ArchivalConfig(**config), clock=clock or ManualClock(T0))
 
     return make
 
@@ -170,7 +133,7 @@ def test_supersede_keeps_history_and_leaves_default_results(make_service):
     embedder = FakeEmbedder({"Lin's favourite colour is blue": blue,
                              "Lin's favourite colour is green": at_cosine(blue, 0.9, 1),
                              "favourite colour": at_cosine(blue, 0.8, 2)})
-    clock = Clock()
+    clock = ManualClock(T0)
     service = make_service(embedder=embedder, clock=clock)
     old = run(service.insert("Lin's favourite colour is blue"))
     clock.now += timedelta(days=3)
@@ -189,7 +152,7 @@ def test_supersede_keeps_history_and_leaves_default_results(make_service):
 def test_expired_memories_are_out_of_default_results(make_service):
     v = unit(1)
     embedder = FakeEmbedder({"Dentist appointment on Friday": v, "dentist": v})
-    clock = Clock()
+    clock = ManualClock(T0)
     service = make_service(embedder=embedder, clock=clock)
     run(service.insert("Dentist appointment on Friday", kind="todo", expires_at=T0 + timedelta(days=2)))
     assert len(run(service.search("dentist"))) == 1
@@ -202,7 +165,7 @@ def test_search_date_filters_and_tags(make_service):
     v = unit(1)
     texts = ["Went hiking in the Alps", "Went hiking in the Vosges", "Went hiking in the Jura"]
     embedder = FakeEmbedder({t: at_cosine(v, 0.9, i + 1) for i, t in enumerate(texts)} | {"hiking": v})
-    clock = Clock()
+    clock = ManualClock(T0)
     service = make_service(embedder=embedder, clock=clock)
     for day, text in enumerate(texts):
         clock.now = T0 + timedelta(days=day)
@@ -283,14 +246,6 @@ def test_isolation_in_the_store_layer(make_service, backend):
     assert AgentStore(backend, "mallory").count() == 0
 
 
-class _Context:
-    def __init__(self, name, archival):
-        self.agent_name, self.archival, self.recall, self.core_memory = name, archival, None, None
-
-    def now(self):
-        return T0
-
-
 def test_a_tool_argument_naming_another_agent_cannot_widen_the_scope(make_service):
     v = unit(1)
     embedder = FakeEmbedder({"Alice's secret: the safe code is 4521": v, "alice safe code": v})
@@ -299,7 +254,7 @@ def test_a_tool_argument_naming_another_agent_cannot_widen_the_scope(make_servic
     calls = [ToolCall("1", "archival_search", json.dumps({"query": "alice safe code", "agent": "alice"})),
              ToolCall("2", "archival_search", json.dumps({"query": "alice safe code", "tags": ["alice"]})),
              ToolCall("3", "archival_search", json.dumps({"query": "agent_id:alice safe code"}))]
-    results = run(dispatch_tool_calls(calls, BUILTIN_TOOLS, _Context("bob", bob)))
+    results = run(dispatch_tool_calls(calls, BUILTIN_TOOLS, tool_context("bob", archival=bob, clock=ManualClock(T0))))
     assert results[0].is_error and "agent: Extra inputs are not permitted" in results[0].content
     assert all("4521" not in r.content for r in results)
     assert results[1].content.startswith("No archival memories")
@@ -311,7 +266,7 @@ def test_a_tool_argument_naming_another_agent_cannot_widen_the_scope(make_servic
 def test_tools_insert_search_and_report(make_service):
     v = unit(1)
     embedder = FakeEmbedder({"Lin started a new job yesterday (2026-11-28)": v, "new job": v})
-    context = _Context("alice", make_service("alice", embedder))
+    context = tool_context("alice", archival=make_service("alice", embedder), clock=ManualClock(T0))
     calls = [ToolCall("1", "archival_memory_insert",
                       json.dumps({"content": "Lin started a new job yesterday", "tags": ["work", "progress"],
                                   "importance": 0.8})),
@@ -332,7 +287,7 @@ def test_two_searches_in_one_step_run_concurrently(make_service):
     service = make_service("alice", embedder)
     run(service.insert("Lin plays the cello"))  # something to search (an empty memory answers without embedding)
     embedder.barrier = threading.Barrier(2)
-    context = _Context("alice", service)
+    context = tool_context("alice", archival=service, clock=ManualClock(T0))
     calls = [ToolCall("1", "archival_search", '{"query": "one"}'), ToolCall("2", "archival_search", '{"query": "two"}')]
     # Each search embeds its query in a worker thread; the barrier only opens if both are in flight together.
     results = run(dispatch_tool_calls(calls, BUILTIN_TOOLS, context))
@@ -359,7 +314,7 @@ def test_write_path_and_history_on_every_database(database_url, tmp_path):
         embedder = FakeEmbedder({"Lin's favourite colour is blue": blue,
                                  "Lin's favourite colour is green": at_cosine(blue, 0.9, 1)})
         service = ArchivalService("alice", engine=make_engine(database_url), open_backend=lambda: backend,
-                                  embedder=embedder, clock=Clock())
+                                  embedder=embedder, clock=ManualClock(T0))
         old = run(service.insert("Lin's favourite colour is blue", tags=["colour"]))
         new = run(service.insert("Lin's favourite colour is green", tags=["colour"]))
         assert service.stats() == (1, ("colour",))

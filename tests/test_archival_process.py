@@ -15,7 +15,8 @@ import pytest
 from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.stores import EdgeBackend, MemoryFilter, StoreLocked
 from pagemind.runtime.state.store import make_engine
-from tests.test_archival import DIM, FakeEmbedder, run
+from pagemind.runtime.testing import FakeEmbedder
+from tests.test_archival import DIM, run
 
 ROOT = Path(__file__).parent.parent
 
@@ -97,7 +98,8 @@ from pathlib import Path
 from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.stores import EdgeBackend
 from pagemind.runtime.state.store import make_engine
-from tests.test_archival import DIM, FakeEmbedder
+from pagemind.runtime.testing import FakeEmbedder
+from tests.test_archival import DIM
 from pagemind.runtime.logs import configure_logging
 configure_logging("ERROR")
 

@@ -83,11 +83,11 @@ def test_the_demo_model_answers_by_purpose_and_fails_loudly_when_out_of_script()
     model = DemoModel(script)
     model.start_turn(0, script.turns[0])
     summary = ModelRequest("m", [{"role": "user", "content": "x"}], [], 0.0, 10, purpose="summarize")
-    assert model._body(summary)["choices"][0]["message"]["content"] == "S1"
+    assert model.function(summary)["choices"][0]["message"]["content"] == "S1"
     step = ModelRequest("m", [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], [], 0.7, 10)
-    assert model._body(step)["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "send_message"
+    assert model.function(step)["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "send_message"
     with pytest.raises(RuntimeError, match="no response left for turn 1"):
-        model._body(step)
+        model.function(step)
 
 
 def test_pagemind_demo_runs_from_the_command_line_without_a_model(tmp_path):

@@ -19,6 +19,7 @@ from pagemind.runtime.memory.embeddings import DEFAULT_MODEL_DIR, CachedEmbedder
 from pagemind.runtime.memory.keywords import analysed, query_terms, terms
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.state.store import make_engine
+from pagemind.runtime.testing import FakeEmbedder
 
 ROOT = Path(__file__).parent.parent
 
@@ -62,31 +63,18 @@ def test_the_model_ships_inside_the_package():
     assert {"tokenizer.json", "config.json", "vocab.txt"} <= {p.name for p in DEFAULT_MODEL_DIR.iterdir()}
 
 
-class CountingEmbedder:
-    model_id = "counting"
-    dim = 4
-
-    def __init__(self):
-        self.texts: list[str] = []
-
-    def embed(self, texts):
-        self.texts += list(texts)
-        return np.vstack([np.eye(4, dtype=np.float32)[len(t) % 4] for t in texts])
-
-
 def test_the_same_text_is_never_embedded_twice(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'cache.db'}")
-    inner = CountingEmbedder()
+    inner = FakeEmbedder()
     cached = CachedEmbedder(inner, engine)
     first = cached.embed(["a", "bb", "a"])
     again = cached.embed(["bb", "ccc"])
     assert inner.texts == ["a", "bb", "ccc"] and cached.computed == 3
     assert np.array_equal(first[0], first[2]) and np.array_equal(first[1], again[0])
-    fresh_inner = CountingEmbedder()  # a new process: the SQL cache answers, keyed by model and text hash
+    fresh_inner = FakeEmbedder()  # a new process: the SQL cache answers, keyed by model and text hash
     assert np.array_equal(CachedEmbedder(fresh_inner, engine).embed(["ccc", "a"]), np.vstack([again[1], first[0]]))
     assert fresh_inner.texts == []
-    other_model = CountingEmbedder()
-    other_model.model_id = "another-model"
+    other_model = FakeEmbedder(model_id="another-model")
     CachedEmbedder(other_model, engine).embed(["a"])
     assert other_model.texts == ["a"] and len(text_hash("a")) == 64
 

@@ -4,7 +4,7 @@ import sqlalchemy
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import StopReason, next_action, run_turn
 from pagemind.runtime.state.store import StateStore, make_engine
-from tests.conftest import reply, tool_call, tool_calls
+from pagemind.runtime.testing import call, reply_body as reply, tool_call_body as tool_call, tool_calls_body
 
 
 @pytest.mark.parametrize(
@@ -85,10 +85,10 @@ async def test_errors_go_back_to_the_model_and_the_turn_goes_on(scripted_openai,
 
 
 async def test_several_tool_calls_in_one_response_are_all_dispatched_in_order(scripted_openai, make_agent, sqlite_url):
-    scripted_openai.add(tool_calls(
-        ("core_memory_append", {"label": "human", "content": "A"}),
-        ("core_memory_append", {"label": "human", "content": "B"}),
-        ("send_message", {"message": "ok"}),
+    scripted_openai.add(tool_calls_body(
+        call("core_memory_append", {"label": "human", "content": "A"}),
+        call("core_memory_append", {"label": "human", "content": "B"}),
+        call("send_message", {"message": "ok"}),
     ))
     agent = await make_agent(sqlite_url, scripted_openai.client())
     result = await run_turn(agent, "two facts")

@@ -10,7 +10,7 @@ from pagemind.runtime.model_client import (
     OpenAIModelClient,
 )
 from pagemind.runtime.spec import ModelSpec
-from tests.conftest import TEST_API_KEY, http_error, reply, tool_call
+from pagemind.runtime.testing import TEST_API_KEY, http_error, reply_body as reply, tool_call_body as tool_call
 
 REQUEST = ModelRequest("gpt-4o-mini", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 

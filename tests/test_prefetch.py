@@ -2,10 +2,8 @@
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.testing import FunctionModel, tool_call_body
 from pagemind.runtime.settings import Settings
-from pagemind.runtime.spec import AgentSpec
-from tests.conftest import SPEC_YAML
+from pagemind.runtime.testing import FunctionModel, build_spec, tool_call_body
 
 
 def retrieved_section(system: str) -> str:
@@ -14,8 +12,7 @@ def retrieved_section(system: str) -> str:
 
 
 async def test_relevant_memories_are_prefetched_into_the_prompt(tmp_path, clock):
-    spec = AgentSpec.model_validate({**SPEC_YAML, "tools": [*SPEC_YAML.get("tools", []), "send_message",
-                                                            "archival_memory_insert", "archival_search"]})
+    spec = build_spec(tools=["send_message", "archival_memory_insert", "archival_search"])
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'p.db'}")
     model = FunctionModel(lambda request: tool_call_body("send_message", {"message": "ok"}))
     agent = await Agent.load(spec, model=model, settings=settings, clock=clock)

@@ -14,16 +14,16 @@ from pagemind.runtime.model_client import ModelRequest
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.budget import read_pressure, usable_window
 from pagemind.runtime.pressure.monitor import ContextOverflow, updated_correction
-from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body
+from pagemind.runtime.testing import (
+    FunctionModel, RecordingArchival, by_purpose, http_error, reply_body, spec_data, tool_call_body,
+)
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.store import StateStore, make_engine
 from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.tokens import count_tokens
-from tests.conftest import SPEC_YAML, http_error, reply, tool_call
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
-SMALL = {**SPEC_YAML, "model": {"name": "m", "context_window": 4000, "max_output_tokens": 500},
-         "max_steps_per_turn": 3}
+SMALL = spec_data(model_name="m", context_window=4000, max_output_tokens=500, max_steps_per_turn=3)
 
 
 def small_spec(**memory: Any) -> AgentSpec:
@@ -54,30 +54,30 @@ def check_tool_pairs(messages: list[dict]) -> None:
     assert not open_calls
 
 
-class ConversationModel:
+def conversation_model() -> FunctionModel:
     """Answers agent steps (a memory edit every 5th turn, then send_message), summaries and extractions."""
+    turn = summaries = 0
 
-    def __init__(self) -> None:
-        self.turn = 0
-        self.summaries = 0
-
-    def __call__(self, request: ModelRequest) -> dict:
-        if request.purpose == "summarize":
-            self.summaries += 1
-            return reply_body(f"Summary #{self.summaries}: Lin (allergic to peanuts) chatted about tea and hiking.")
-        if request.purpose == "extract":
-            return reply_body(json.dumps({"facts": [{"text": "Lin is allergic to peanuts", "importance": 0.9}]}))
+    def step(request: ModelRequest) -> dict:
+        nonlocal turn
         last = request.messages[-2] if request.messages[-1]["role"] == "system" else request.messages[-1]
         if last["role"] == "user":
-            self.turn += 1
-            if self.turn % 5 == 0:
-                return tool_call_body("memory_rethink", {"label": "human", "new_value": f"Lin, turn {self.turn}"})
-        return tool_call_body("send_message", {"message": f"Reply to turn {self.turn}: that sounds lovely."})
+            turn += 1
+            if turn % 5 == 0:
+                return tool_call_body("memory_rethink", {"label": "human", "new_value": f"Lin, turn {turn}"})
+        return tool_call_body("send_message", {"message": f"Reply to turn {turn}: that sounds lovely."})
+
+    def summarize(request: ModelRequest) -> dict:
+        nonlocal summaries
+        summaries += 1
+        return reply_body(f"Summary #{summaries}: Lin (allergic to peanuts) chatted about tea and hiking.")
+
+    facts = json.dumps({"facts": [{"text": "Lin is allergic to peanuts", "importance": 0.9}]})
+    return FunctionModel(by_purpose(step, summarize=summarize, extract=facts))
 
 
 async def test_500_turns_in_a_4000_token_window(sqlite_url, clock):
-    model = ConversationModel()
-    recorder = FunctionModel(model)
+    recorder = conversation_model()
     agent = await Agent.load(small_spec(), model=recorder, store=StateStore(make_engine(sqlite_url)), clock=clock)
     events = agent.observer = EventLog()
 
@@ -142,8 +142,8 @@ async def _agent_with_history(url: str, model: Any, clock, spec: AgentSpec, turn
 async def test_context_length_exceeded_flushes_and_retries_once(scripted_openai, sqlite_url, clock):
     scripted_openai.add(
         http_error(400, "This model's maximum context length is 2048 tokens.", code="context_length_exceeded"),
-        reply("Summary: Lin gardens."),  # the forced flush's summary
-        tool_call("send_message", {"message": "Back in business."}),
+        reply_body("Summary: Lin gardens."),  # the forced flush's summary
+        tool_call_body("send_message", {"message": "Back in business."}),
     )
     spec = small_spec(extraction=False)
     agent = await _agent_with_history(sqlite_url, scripted_openai.client(), clock, spec)
@@ -161,14 +161,14 @@ async def test_context_length_exceeded_twice_is_an_error(scripted_openai, sqlite
     from pagemind.runtime.model_client import ContextLengthExceeded
 
     overflow = http_error(400, "maximum context length is 10 tokens", code="context_length_exceeded")
-    scripted_openai.add(overflow, reply("Summary."), overflow)
+    scripted_openai.add(overflow, reply_body("Summary."), overflow)
     agent = await _agent_with_history(sqlite_url, scripted_openai.client(), clock, small_spec(extraction=False))
     with pytest.raises(ContextLengthExceeded):
         await run_turn(agent, "hello?")
 
 
 async def test_pinned_part_too_big_names_each_part_and_the_agent_recovers(sqlite_url, clock):
-    blocks = [dict(b) for b in SPEC_YAML["blocks"]]
+    blocks = spec_data()["blocks"]
     blocks[0] = {**blocks[0], "value": "I love long words. " * 150, "limit": 4000}
     tight = AgentSpec.model_validate({**SMALL, "blocks": blocks, "model": {**SMALL["model"], "context_window": 1800}})
     model = FunctionModel(lambda r: tool_call_body("send_message", {"message": "ok"}))
@@ -185,7 +185,7 @@ async def test_pinned_part_too_big_names_each_part_and_the_agent_recovers(sqlite
 
 
 async def test_orphan_tool_call_is_repaired_before_the_call(scripted_openai, sqlite_url, clock):
-    scripted_openai.add(tool_call("send_message", {"message": "recovered"}))
+    scripted_openai.add(tool_call_body("send_message", {"message": "recovered"}))
     store = StateStore(make_engine(sqlite_url))
     agent = await Agent.load(small_spec(), model=scripted_openai.client(), store=store, clock=clock)
     crashed = Message("assistant", None, clock(), tool_calls=(ToolCall("call_lost", "core_memory_append", "{}"),))
@@ -203,34 +203,10 @@ async def test_orphan_tool_call_is_repaired_before_the_call(scripted_openai, sql
     assert [m.tool_call_id for m in reloaded.window.messages if m.role == "tool"][0] == "call_lost"
 
 
-class RecordingArchival:
-    """Captures what extraction sends to archival memory (the write path itself is tested with the real store)."""
-
-    def __init__(self) -> None:
-        self.inserted: list[dict] = []
-
-    async def insert(self, content: str, **kwargs: Any) -> dict:
-        self.inserted.append({"content": content, **kwargs})
-        return {"id": len(self.inserted)}
-
-    async def search(self, query: str, **kwargs: Any) -> list:
-        return []
-
-    def stats(self) -> tuple[int, tuple[str, ...]]:
-        return len(self.inserted), ()
-
-
 def extracting_model(answer: str) -> FunctionModel:
     """Summarises, extracts `answer`, and replies "ok" to agent steps."""
-
-    def respond(request: ModelRequest) -> dict:
-        if request.purpose == "summarize":
-            return reply_body("Summary of gardening.")
-        if request.purpose == "extract":
-            return reply_body(answer)
-        return tool_call_body("send_message", {"message": "ok"})
-
-    return FunctionModel(respond)
+    return FunctionModel(by_purpose(lambda request: tool_call_body("send_message", {"message": "ok"}),
+                                    summarize="Summary of gardening.", extract=answer))
 
 
 @pytest.mark.parametrize("answer, stored", [

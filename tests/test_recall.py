@@ -15,7 +15,8 @@ from pagemind.runtime.memory.recall import RecallService, searchable_text
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.store import StateStore, make_engine
-from tests.test_archival import T0, FakeEmbedder, at_cosine, unit
+from pagemind.runtime.testing import FakeEmbedder, ManualClock
+from tests.test_archival import T0, at_cosine, unit
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 TOOLS = ["send_message", "conversation_search"]
@@ -45,7 +46,7 @@ def setup(database_url, tmp_path):
     settings = Settings(home=tmp_path, database_url=database_url)
 
     async def load(name: str, embedder=None) -> Agent:
-        agent = await Agent.load(spec(name), store=store, settings=settings, clock=lambda: T0)
+        agent = await Agent.load(spec(name), store=store, settings=settings, clock=ManualClock(T0))
         agent.recall.embedder = embedder
         return agent
 

@@ -1,7 +1,6 @@
 """Replay: identical runs, the first divergence, truncated traces, unused responses, forks."""
 
 import json
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -10,11 +9,9 @@ import pagemind.runtime.compiler as compiler
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.trace.replay import ReplayError, format_report, replay
-from pagemind.runtime.testing import ScriptedModel, tool_call_body
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.testing import ScriptedModel, build_spec, tool_call_body
 from pagemind.runtime.state.store import StateStore, make_engine
 from pagemind.runtime.trace.recorder import read_trace, record
-from tests.conftest import SPEC_YAML, tool_call
 from tests.test_trace import SCRIPT, record_turn
 from pagemind.tools import tool
 
@@ -59,7 +56,7 @@ async def test_replay_of_a_recorded_multi_step_turn_is_identical(recorded):
 async def test_replay_never_touches_the_agents_real_memory(recorded, sqlite_url):
     store = StateStore(make_engine(sqlite_url))
     agent_id = store.get_agent("tester").id
-    spec = AgentSpec.model_validate(SPEC_YAML)
+    spec = build_spec()
     before = (store.message_count(agent_id), [b.value for b in store.load_blocks(agent_id, spec)])
     assert (await replay(read_trace(recorded))).status == "identical"
     after = (store.message_count(agent_id), [b.value for b in store.load_blocks(agent_id, spec)])
@@ -99,7 +96,7 @@ async def test_a_changed_tool_result_diverges_at_that_result(recorded, tmp_path)
 
 
 async def test_a_tool_that_now_answers_differently_diverges_at_its_result(tmp_path, clock):
-    spec = AgentSpec.model_validate({**SPEC_YAML, "tools": ["send_message", "tests.test_replay:lookup"]})
+    spec = build_spec(tools=["send_message", "tests.test_replay:lookup"])
     model = ScriptedModel([tool_call_body("lookup", {"topic": "weather"}),
                            tool_call_body("send_message", {"message": "It is sunny."})])
     agent = await Agent.load(spec, model=model, store=StateStore(make_engine(f"sqlite:///{tmp_path / 'a.db'}")),
@@ -154,7 +151,8 @@ async def test_a_truncated_trace_still_reports_a_divergence_before_its_end(recor
 
 
 async def test_a_recorded_response_left_unused_is_a_divergence(scripted_openai, make_agent, sqlite_url, tmp_path):
-    scripted_openai.add(tool_call("send_message", {"message": "one"}), tool_call("send_message", {"message": "two"}))
+    scripted_openai.add(tool_call_body("send_message", {"message": "one"}),
+                        tool_call_body("send_message", {"message": "two"}))
     agent = await make_agent(sqlite_url, scripted_openai.client())
     path = tmp_path / "two.jsonl"
     recorder = record(agent, path=path)
@@ -173,13 +171,14 @@ async def test_a_recorded_response_left_unused_is_a_divergence(scripted_openai, 
 
 
 async def test_multi_turn_traces_replay_the_recorded_clock(scripted_openai, make_agent, sqlite_url, tmp_path, clock):
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
-                        tool_call("send_message", {"message": "hi"}), tool_call("send_message", {"message": "again"}))
+    scripted_openai.add(tool_call_body("core_memory_append", {"label": "human", "content": "Lin"}),
+                        tool_call_body("send_message", {"message": "hi"}),
+                        tool_call_body("send_message", {"message": "again"}))
     agent = await make_agent(sqlite_url, scripted_openai.client())
     path = tmp_path / "days.jsonl"
     recorder = record(agent, path=path)
     await run_turn(agent, "monday")
-    clock.current += timedelta(days=1, hours=3, minutes=7)
+    clock.advance(days=1, hours=3, minutes=7)
     await run_turn(agent, "tuesday")
     recorder.close()
     second_day = read_trace(path).events[-5]

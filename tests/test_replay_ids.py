@@ -7,11 +7,9 @@ from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model_client import ModelRequest
 from pagemind.runtime.trace.replay import replay
 from pagemind.runtime.trace.ids import IdMap
-from pagemind.runtime.testing import FunctionModel, tool_call_body
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.testing import FunctionModel, build_spec, tool_call_body
 from pagemind.runtime.state.store import StateStore, make_engine
 from pagemind.runtime.trace.recorder import read_trace, record
-from tests.conftest import SPEC_YAML
 from pagemind.tools import ToolError, tool
 
 TICKETS: set[str] = set()
@@ -65,8 +63,7 @@ def _ticket_model(request: ModelRequest) -> dict:
 
 
 async def test_a_tool_that_generates_ids_replays_and_later_calls_get_the_new_ids(tmp_path, clock):
-    spec = AgentSpec.model_validate({**SPEC_YAML, "tools": ["send_message", "tests.test_replay_ids:open_ticket",
-                                                             "tests.test_replay_ids:close_ticket"]})
+    spec = build_spec(tools=["send_message", "tests.test_replay_ids:open_ticket", "tests.test_replay_ids:close_ticket"])
     agent = await Agent.load(spec, model=FunctionModel(_ticket_model),
                              store=StateStore(make_engine(f"sqlite:///{tmp_path / 'a.db'}")), clock=clock)
     record(agent, path=tmp_path / "tickets.jsonl")

@@ -1,12 +1,11 @@
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.store import StateStore, make_engine
-from tests.conftest import SPEC_YAML, tool_call
+from pagemind.runtime.testing import spec_data, tool_call_body as tool_call
 
 
 def spec_with(**changes) -> AgentSpec:
-    data = {**SPEC_YAML, **changes}
-    return AgentSpec.model_validate(data)
+    return AgentSpec.model_validate(spec_data(**changes))
 
 
 async def test_changed_yaml_updates_spec_fields_but_keeps_edited_memory(scripted_openai, make_agent, database_url):
@@ -16,7 +15,7 @@ async def test_changed_yaml_updates_spec_fields_but_keeps_edited_memory(scripted
     await agent.send("be bold")
     first_hash = agent.record.spec_hash
 
-    blocks = [dict(b) for b in SPEC_YAML["blocks"]]
+    blocks = spec_data()["blocks"]
     blocks[0]["value"] = "A brand new persona from YAML."
     blocks[0]["limit"] = 300
     blocks.append({"label": "plan", "value": "seeded plan", "limit": 50})

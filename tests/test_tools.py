@@ -6,6 +6,7 @@ import pytest
 
 from pagemind.blocks import Block, CoreMemory
 from pagemind.runtime.agent import StepContext
+from pagemind.runtime.testing import ManualClock, tool_context
 from pagemind.tools import ToolCall, ToolContext, ToolError, dispatch_tool_calls, tool
 from pagemind.tools.registry import parse_docstring
 from pagemind.tools import BUILTIN_TOOLS
@@ -57,7 +58,8 @@ TOOLS = {t.name: t for t in (add, slow_echo, whoami, explode, refuse)}
 
 
 def ctx() -> StepContext:
-    return StepContext("agent-7", CoreMemory([Block("human", "", 50)]), lambda: datetime(2026, 1, 1, tzinfo=timezone.utc))
+    return tool_context("agent-7", core_memory=CoreMemory([Block("human", "", 50)]),
+                        clock=ManualClock(datetime(2026, 1, 1, tzinfo=timezone.utc)))
 
 
 def test_schema_comes_from_signature_and_docstring():

@@ -15,7 +15,7 @@ from pagemind.runtime.trace.recorder import (
     RuntimeEvent, Snapshot, StepEndEvent, ToolCallEvent, ToolResultEvent, TraceFormatError, TurnEvent,
     read_trace, record, strip_userinfo,
 )
-from tests.conftest import TEST_API_KEY, tool_call
+from pagemind.runtime.testing import TEST_API_KEY, tool_call_body as tool_call
 
 ROOT = Path(__file__).parent.parent
 
@@ -225,26 +225,22 @@ CRASHING_RUN = """
 import asyncio, os, signal, sys
 from pathlib import Path
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.model_client import response_from_body
-from pagemind.runtime.testing import tool_call_body
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.testing import FunctionModel, ManualClock, build_spec, tool_call_body
 from pagemind.runtime.state.store import StateStore, make_engine
 from pagemind.runtime.trace.recorder import record
-from tests.conftest import SPEC_YAML, FixedClock
 
-class DiesOnStepTwo:
-    calls = 0
-    async def complete(self, request):
-        self.calls += 1
-        await asyncio.sleep(0)  # where a real call waits on the network (the recorder writes the request then)
-        if self.calls == 2:
-            os.kill(os.getpid(), signal.SIGKILL)  # the process dies mid-step, no cleanup
-        return response_from_body(tool_call_body("core_memory_append", {"label": "human", "content": "Lin"}))
+async def dies_on_step_two(request):
+    await asyncio.sleep(0)  # where a real call waits on the network (the recorder writes the request then)
+    if len(model.requests) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # the process dies mid-step, no cleanup
+    return tool_call_body("core_memory_append", {"label": "human", "content": "Lin"})
+
+model = FunctionModel(dies_on_step_two)
 
 async def main():
     home = Path(sys.argv[1])
-    agent = await Agent.load(AgentSpec.model_validate(SPEC_YAML), model=DiesOnStepTwo(),
-                             store=StateStore(make_engine(f"sqlite:///{home / 'db.sqlite'}")), clock=FixedClock())
+    agent = await Agent.load(build_spec(), model=model,
+                             store=StateStore(make_engine(f"sqlite:///{home / 'db.sqlite'}")), clock=ManualClock())
     recorder = record(agent, path=home / "crash.jsonl")
     recorder.write_request_after = 0  # every call "lasts": its request is written while the model works
     await agent.send("hello")

@@ -22,9 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.model_client import ModelRequest, ModelResponse, response_from_body
+from pagemind.runtime.model_client import ModelRequest, ModelResponse
 from pagemind.runtime.observer import ObserverGroup
-from pagemind.runtime.testing import call, reply_body, tool_calls_body
+from pagemind.runtime.testing import (
+    NO_FACTS, FunctionModel, ManualClock, by_purpose, call, is_pressure_alert, reply_body, tool_calls_body,
+)
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import load_spec
 from pagemind.runtime.state.store import StateStore, make_engine
@@ -102,57 +104,34 @@ class DemoModelError(RuntimeError):
     """The script ran out of responses: it no longer fits the runtime's behaviour."""
 
 
-def _is_pressure_alert(request: ModelRequest) -> bool:
-    chat = request.messages[1:]
-    if chat and chat[-1]["role"] == "system" and len(chat) > 1 and chat[-2]["role"] == "system":
-        chat = chat[:-1]  # the closing restatement of the constraints
-    return bool(chat) and chat[-1]["role"] == "system" and "system alert" in (chat[-1].get("content") or "")
-
-
-class DemoModel:
-    """Serves the script: the current turn's steps in order, `on_warning` after a pressure alert, summaries and
-    extractions for the runtime's own calls (told apart by the request's purpose)."""
+class DemoModel(FunctionModel):
+    """Serves the script (a `FunctionModel` of `pagemind.runtime.testing`): the current turn's steps in order,
+    `on_warning` after a pressure alert, summaries and extractions for the runtime's own calls."""
 
     def __init__(self, script: DemoScript):
-        self.script = script
         self.turn: DemoTurn | None = None
         self.turn_index = 0
         self.steps: list[DemoStep] = []
         self.warning_steps = list(script.on_warning)
-        self.summaries = list(script.summaries)
-        self.extractions = list(script.extractions)
+        summaries, extractions = list(script.summaries), list(script.extractions)
+        super().__init__(by_purpose(
+            self._step,
+            summarize=lambda _: reply_body(summaries.pop(0) if summaries else "Earlier conversation with the user."),
+            extract=lambda _: reply_body(extractions.pop(0) if extractions else NO_FACTS),
+        ))
 
     def start_turn(self, index: int, turn: DemoTurn) -> None:
         """The next turn's steps become current."""
         self.turn_index, self.turn, self.steps = index, turn, list(turn.model)
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """The scripted answer to this request."""
-        return response_from_body(self._body(request))
-
-    def _body(self, request: ModelRequest) -> dict[str, Any]:
-        purpose = getattr(request, "purpose", "step")
-        if purpose == "summarize":
-            return reply_body(self.summaries.pop(0) if self.summaries else "Earlier conversation with the user.")
-        if purpose == "extract":
-            return reply_body(self.extractions.pop(0) if self.extractions else '{"facts": []}')
-        if self.warning_steps and _is_pressure_alert(request):
+    def _step(self, request: ModelRequest) -> dict[str, Any]:
+        if self.warning_steps and is_pressure_alert(request):
             return self.warning_steps.pop(0).body(f"w{len(self.warning_steps)}")
         if not self.steps:
             raise DemoModelError(f"the demo script has no response left for turn {self.turn_index + 1} "
                                  f"({self.turn.at if self.turn else '?'}): it no longer fits the runtime")
         step = self.steps.pop(0)
         return step.body(f"t{self.turn_index + 1}s{len(self.turn.model) - len(self.steps)}")
-
-
-class DemoClock:
-    """The simulated clock: each turn sets it to the turn's time."""
-
-    def __init__(self, start: datetime):
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 # -- the display ------------------------------------------------------------------------------------------------
@@ -227,7 +206,7 @@ class DemoDisplay:
 async def _run_week(out: Callable[[str], None], script: DemoScript, folder: Path, home: Path,
                     width: int) -> tuple[Agent, DemoDisplay, Path]:
     spec = load_spec(folder / script.agent)
-    clock = DemoClock(script.turns[0].at)
+    clock = ManualClock(script.turns[0].at)
     model = DemoModel(script)
     settings = Settings(home=home, database_url=f"sqlite:///{home / 'pagemind.db'}")  # nothing from the environment
     agent = await Agent.load(spec, model=model, store=StateStore(make_engine(settings.database_url)),

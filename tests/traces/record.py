@@ -26,47 +26,31 @@ from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.loop import run_turn  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
-from pagemind.runtime.testing import (  # noqa: E402
-    FunctionModel, ScriptedModel, call, reply_body, tool_call_body, tool_calls_body,
-)
 from pagemind.runtime.settings import Settings  # noqa: E402
 from pagemind.runtime.spec import AgentSpec  # noqa: E402
 from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.testing import (  # noqa: E402
+    FunctionModel, ManualClock, ScriptedModel, by_purpose, call, is_pressure_alert, reply_body, spec_data,
+    tool_call_body, tool_calls_body,
+)
 from pagemind.runtime.trace.recorder import record  # noqa: E402
 
 HERE = Path(__file__).parent
 START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)  # a Monday
 
-SPEC: dict[str, Any] = {
-    "name": "tracer",
-    "model": {"name": "gpt-4o-mini", "context_window": 8192, "max_output_tokens": 256},
-    "system": "You are a test agent. Keep facts about the user in the human block; reply with send_message.",
-    "blocks": [
-        {"label": "persona", "value": "I am a careful assistant.", "limit": 200, "description": "Who I am."},
-        {"label": "human", "value": "", "limit": 120, "description": "What I know about the user."},
-        {"label": "constraints", "value": "Never suggest peanuts.", "limit": 200, "read_only": True},
-    ],
-    "max_steps_per_turn": 6,
-}
+SPEC: dict[str, Any] = spec_data(
+    "tracer", system="You are a test agent. Keep facts about the user in the human block; reply with send_message.",
+    persona="I am a careful assistant.", human_limit=120, max_steps_per_turn=6,
+)
 
 
-class Clock:
-    """A clock the scenario moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-async def _agent(spec: dict[str, Any], model: Any, home: Path, clock: Clock) -> Agent:
+async def _agent(spec: dict[str, Any], model: Any, home: Path, clock: ManualClock) -> Agent:
     settings = Settings(home=home, database_url=f"sqlite:///{home / 'state.db'}")  # nothing from the environment
     store = StateStore(make_engine(settings.database_url))
     return await Agent.load(AgentSpec.model_validate(spec), model=model, store=store, settings=settings, clock=clock)
 
 
-async def core_memory_turn(home: Path, clock: Clock, out: Path) -> None:
+async def core_memory_turn(home: Path, clock: ManualClock, out: Path) -> None:
     """One multi-step turn: append, replace, then send_message."""
     model = ScriptedModel([
         tool_call_body("core_memory_append", {"label": "human", "content": "Name: Lin. Allergic to peanuts."}, "c1"),
@@ -79,7 +63,7 @@ async def core_memory_turn(home: Path, clock: Clock, out: Path) -> None:
     await run_turn(agent, "Hi, I'm Lin Wei. I'm allergic to peanuts.")
 
 
-async def tool_errors(home: Path, clock: Clock, out: Path) -> None:
+async def tool_errors(home: Path, clock: ManualClock, out: Path) -> None:
     """Every kind of bad tool call comes back to the model as a result, and the turn goes on."""
     model = ScriptedModel([
         tool_call_body("core_memory_append", '{"label": "human", "content": ', "e1"),  # broken JSON
@@ -96,7 +80,7 @@ async def tool_errors(home: Path, clock: Clock, out: Path) -> None:
     await run_turn(agent, "I like tea. Please do everything wrong first.")
 
 
-async def two_days(home: Path, clock: Clock, out: Path) -> None:
+async def two_days(home: Path, clock: ManualClock, out: Path) -> None:
     """Two turns a day apart: the clock in the prompt moves, a block is rewritten, a plain reply ends a turn."""
     model = ScriptedModel([
         tool_call_body("core_memory_append", {"label": "human", "content": "Has a sister, Mei."}, "d1"),
@@ -107,11 +91,11 @@ async def two_days(home: Path, clock: Clock, out: Path) -> None:
     agent = await _agent(SPEC, model, home, clock)
     record(agent, path=out)
     await run_turn(agent, "My sister Mei is coming over.")
-    clock.now += timedelta(days=1, hours=2, minutes=30)
+    clock.advance(days=1, hours=2, minutes=30)
     await run_turn(agent, "Mei visits on Saturday, not today.")
 
 
-async def external_memory(home: Path, clock: Clock, out: Path) -> None:
+async def external_memory(home: Path, clock: ManualClock, out: Path) -> None:
     """Archival memory (insert, then search a day later) and recall memory (conversation_search), with the shipped
     embedding model and the embedded vector store."""
     spec = {**SPEC, "tools": ["send_message", "core_memory_append", "archival_memory_insert", "archival_search",
@@ -127,26 +111,26 @@ async def external_memory(home: Path, clock: Clock, out: Path) -> None:
     agent = await _agent(spec, model, home, clock)
     record(agent, path=out)
     await run_turn(agent, "My sister Mei lives in Lyon. She loves hiking.")
-    clock.now += timedelta(days=1)
+    clock.advance(days=1)
     await run_turn(agent, "Where does my sister live again?")
 
 
-def _pressure_model(request: ModelRequest) -> dict[str, Any]:
-    if request.purpose == "summarize":
-        return reply_body("Lin talked about a week of walks in Oslo, the weather and the ferry to Hovedøya.")
-    if request.purpose == "extract":
-        return reply_body('{"facts": [{"text": "Lin lives in Oslo.", "importance": 0.6}]}')
-    chat = [m for m in request.messages[1:] if not (m["role"] == "system" and m is request.messages[-1])]
-    last = chat[-1]
-    if last["role"] == "system":  # the pressure warning: save what matters first
+def _pressure_step(request: ModelRequest) -> dict[str, Any]:
+    if is_pressure_alert(request):  # the pressure warning: save what matters first
         return tool_call_body("core_memory_append", {"label": "human", "content": "Lives in Oslo; walks daily."})
     return tool_call_body("send_message", {"message": "That sounds like a lovely walk."})
 
 
-async def pressure_flush(home: Path, clock: Clock, out: Path) -> None:
+PRESSURE_MODEL = by_purpose(
+    _pressure_step, summarize="Lin talked about a week of walks in Oslo, the weather and the ferry to Hovedøya.",
+    extract='{"facts": [{"text": "Lin lives in Oslo.", "importance": 0.6}]}',
+)
+
+
+async def pressure_flush(home: Path, clock: ManualClock, out: Path) -> None:
     """A small window fills turn by turn: one warning (the model saves a fact), then a flush with its summary."""
     spec = {**SPEC, "model": {"name": "gpt-4o-mini", "context_window": 2600, "max_output_tokens": 300}}
-    agent = await _agent(spec, FunctionModel(_pressure_model), home, clock)
+    agent = await _agent(spec, FunctionModel(PRESSURE_MODEL), home, clock)
     record(agent, path=out)
     walk = ("Today I walked along the harbour in Oslo, past the fortress and the opera house, then took the ferry "
             "to Hovedøya and back. The weather was cold but clear, and the light on the water was beautiful. ")
@@ -155,7 +139,7 @@ async def pressure_flush(home: Path, clock: Clock, out: Path) -> None:
         await run_turn(agent, f"Day {day + 1}: {walk * 2}")
 
 
-SCENARIOS: dict[str, Callable[[Path, Clock, Path], Awaitable[None]]] = {
+SCENARIOS: dict[str, Callable[[Path, ManualClock, Path], Awaitable[None]]] = {
     "core_memory_turn": core_memory_turn,
     "tool_errors": tool_errors,
     "two_days": two_days,
@@ -169,7 +153,7 @@ async def record_scenario(name: str, out_dir: Path = HERE) -> Path:
     out = out_dir / f"{name}.jsonl"
     out.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        await SCENARIOS[name](Path(tmp), Clock(), out)
+        await SCENARIOS[name](Path(tmp), ManualClock(START), out)
     return out
 
 
