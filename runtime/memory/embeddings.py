@@ -16,17 +16,17 @@ import asyncio
 import hashlib
 import os
 import threading
-import weakref
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import structlog
-from sqlalchemy import Column, Integer, LargeBinary, String, Table, select
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import SQLModel
+
+from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
 
 log = structlog.get_logger("pagemind.embeddings")
 
@@ -148,21 +148,10 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-embedding_cache_table = Table(
-    "embedding_cache", SQLModel.metadata,
-    Column("model", String(128), primary_key=True),
-    Column("text_hash", String(64), primary_key=True),
-    Column("dim", Integer, nullable=False),
-    Column("vector", LargeBinary, nullable=False),
-)
-
-
-_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines whose cache table exists
-
-
 class CachedEmbedder:
     """Wraps an embedder: a vector per (model, text hash) is computed once, kept in an LRU and, when given an
-    engine, in the `embedding_cache` table, so it survives restarts and is shared by processes."""
+    engine (opened by `make_engine`, so the table exists), in the `embedding_cache` table, so it survives restarts
+    and is shared by processes."""
 
     def __init__(self, inner: Embedder, engine: Engine | None = None, *, lru_size: int = 20_000):
         self.inner = inner
@@ -172,9 +161,6 @@ class CachedEmbedder:
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.computed = 0  # texts actually embedded by the model (tests and benchmarks read it)
-        if engine is not None and engine not in _READY:
-            embedding_cache_table.create(engine, checkfirst=True)
-            _READY.add(engine)
 
     @property
     def dim(self) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Literal, Sequence
@@ -30,13 +29,12 @@ from pagemind.runtime.memory.embeddings import Embedder, aembed
 from pagemind.runtime.memory.keywords import analysed, query_terms
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.memory.ranking import beats_noise, fuse
-from pagemind.runtime.state.store import MessageRow
+from pagemind.runtime.state.tables import MessageRow
 
 log = structlog.get_logger("pagemind.recall")
 
 Mode = Literal["hybrid", "bm25", "dense"]
 _BATCH = 500
-_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines whose index tables exist (DDL once per process)
 _MESSAGES = MessageRow.__table__
 _COLUMNS = (_MESSAGES.c.id, _MESSAGES.c.role, _MESSAGES.c.content, _MESSAGES.c.tool_calls, _MESSAGES.c.name,
             _MESSAGES.c.created_at)
@@ -111,28 +109,12 @@ class _DenseIndex:
 
 
 class FullText:
-    """The dialect-specific full-text index over messages (rowid = message id)."""
+    """The dialect-specific full-text index over messages (rowid = message id). Its tables (`recall_fts`,
+    `recall_watermarks`) are the schema's (`state.tables`, created by migration 0001)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
         self.postgres = engine.dialect.name == "postgresql"
-        self._create()
-
-    def _create(self) -> None:
-        if self.engine in _READY:
-            return
-        with self.engine.begin() as conn:
-            if self.postgres:
-                conn.execute(sql("CREATE TABLE IF NOT EXISTS recall_fts (message_id BIGINT PRIMARY KEY, "
-                                 "agent_id INTEGER NOT NULL, tsv TSVECTOR NOT NULL)"))
-                conn.execute(sql("CREATE INDEX IF NOT EXISTS ix_recall_fts_tsv ON recall_fts USING GIN (tsv)"))
-                conn.execute(sql("CREATE INDEX IF NOT EXISTS ix_recall_fts_agent ON recall_fts (agent_id)"))
-            else:
-                conn.execute(sql("CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5("
-                                 "keyed, own, tokenize='unicode61 remove_diacritics 2')"))
-            conn.execute(sql("CREATE TABLE IF NOT EXISTS recall_watermarks (agent_id INTEGER PRIMARY KEY, "
-                             "message_id BIGINT NOT NULL)"))
-        _READY.add(self.engine)
 
     def watermark(self, agent_id: int) -> int:
         """The last message id indexed for the agent."""

@@ -1,166 +1,36 @@
 """All agent state in SQL (sqlmodel): agents, blocks and their versions, messages, steps.
 
-SQLite under $PAGEMIND_HOME by default, any SQLAlchemy URL (Postgres included) through DATABASE_URL. A step's
-messages, block edits and step record are written in one transaction: all of them or none.
+A step's messages, block edits and step record are written in one transaction: all of them or none. The tables
+are defined in `state.tables`; `make_engine` (state.engine) opens a database at the head revision.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Iterable
+from datetime import datetime
+from typing import Iterable
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, event, func, inspect, literal, text
+from sqlalchemy import func
 from sqlalchemy.engine import Engine
-from sqlmodel import Field, Session, SQLModel, create_engine, select
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
 
 from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
 from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
+from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
 from pagemind.tools import ToolCall
 
 
-def utcnow() -> datetime:
-    """Timezone-aware now, the only clock the store uses for bookkeeping columns."""
-    return datetime.now(timezone.utc)
-
-
-def _aware(value: datetime) -> datetime:
-    # SQLite hands datetimes back naive; everything we store is UTC.
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-
-
-class AgentRow(SQLModel, table=True):
-    __tablename__ = "agents"
-    id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(index=True, unique=True)
-    spec_hash: str
-    spec_json: str = Field(sa_column=Column(Text, nullable=False))
-    summary: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
-    pressure_warned: bool = False
-    token_correction: float = 1.0
-    created_at: datetime = Field(default_factory=utcnow)
-    updated_at: datetime = Field(default_factory=utcnow)
-
-
-class SummaryRow(SQLModel, table=True):
-    """Every recursive summary ever made, with the eviction that made it."""
-
-    __tablename__ = "summaries"
-    id: int | None = Field(default=None, primary_key=True)
-    agent_id: int = Field(foreign_key="agents.id", index=True)
-    text: str = Field(sa_column=Column(Text, nullable=False))
-    evicted_count: int
-    first_message_id: int | None = None
-    last_message_id: int | None = None
-    tokens_before: int
-    tokens_after: int
-    created_at: datetime = Field(default_factory=utcnow)
-
-
-class BlockRow(SQLModel, table=True):
-    __tablename__ = "blocks"
-    __table_args__ = (UniqueConstraint("agent_id", "label"),)
-    id: int | None = Field(default=None, primary_key=True)
-    agent_id: int = Field(foreign_key="agents.id", index=True)
-    label: str
-    value: str = Field(sa_column=Column(Text, nullable=False))
-    char_limit: int
-    description: str = ""
-    read_only: bool = False
-    updated_at: datetime = Field(default_factory=utcnow)
-
-
-class BlockVersionRow(SQLModel, table=True):
-    __tablename__ = "block_versions"
-    id: int | None = Field(default=None, primary_key=True)
-    agent_id: int = Field(foreign_key="agents.id", index=True)
-    label: str
-    step_id: int | None = None
-    operation: str
-    old_value: str = Field(sa_column=Column(Text, nullable=False))
-    new_value: str = Field(sa_column=Column(Text, nullable=False))
-    created_at: datetime = Field(default_factory=utcnow)
-
-
-class MessageRow(SQLModel, table=True):
-    __tablename__ = "messages"
-    __table_args__ = (Index("ix_messages_agent_context", "agent_id", "in_context", "id"),)
-    id: int | None = Field(default=None, primary_key=True)
-    agent_id: int = Field(foreign_key="agents.id")
-    turn_id: str | None = None
-    step_id: int | None = None
-    role: str
-    content: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
-    tool_call_id: str | None = None
-    name: str | None = None
-    is_error: bool = False
-    in_context: bool = True
-    created_at: datetime = Field(default_factory=utcnow)
-
-
-class StepRow(SQLModel, table=True):
-    __tablename__ = "steps"
-    id: int | None = Field(default=None, primary_key=True)
-    agent_id: int = Field(foreign_key="agents.id", index=True)
-    turn_id: str
-    step_index: int
-    model: str
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    stop_reason: str | None = None
-    started_at: datetime
-    model_ms: float
-    total_ms: float
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """What the loop knows about a finished step, before it is stored."""
-
-    turn_id: str
-    step_index: int
-    model: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    stop_reason: str | None
-    started_at: datetime
-    model_ms: float
-    total_ms: float
-
-
-@dataclass(frozen=True)
-class AgentRecord:
-    """An agent's identity and its stored, spec-independent state."""
-
-    id: int
-    name: str
-    spec_hash: str
-    summary: str
-    created_at: datetime
-    updated_at: datetime
-    pressure_warned: bool = False
-    token_correction: float = 1.0
-
-
-@dataclass(frozen=True)
-class BlockVersion:
-    """One entry of a block's edit history."""
-
-    label: str
-    operation: str
-    old_value: str
-    new_value: str
-    step_id: int | None
-    created_at: datetime
+class AgentNameTaken(ValueError):
+    """Another agent already has the name."""
 
 
 def _message_from_row(row: MessageRow) -> Message:
     calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in row.tool_calls or [])
     return Message(
-        role=row.role, content=row.content, created_at=_aware(row.created_at), tool_calls=calls,
+        role=row.role, content=row.content, created_at=aware(row.created_at), tool_calls=calls,
         tool_call_id=row.tool_call_id, name=row.name, is_error=row.is_error, id=row.id,
         turn_id=row.turn_id, step_id=row.step_id, in_context=row.in_context,
     )
@@ -173,50 +43,6 @@ def _row_from_message(agent_id: int, message: Message) -> MessageRow:
         content=message.content, tool_calls=calls, tool_call_id=message.tool_call_id, name=message.name,
         is_error=message.is_error, in_context=message.in_context, created_at=message.created_at,
     )
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    # WAL + NORMAL: a committed step survives a process crash, and writers don't block readers.
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
-
-
-def make_engine(database_url: str) -> Engine:
-    """A SQLAlchemy engine for the URL, with the tables created. SQLite files get their folder made."""
-    if database_url.startswith("sqlite:///"):
-        path = Path(database_url.removeprefix("sqlite:///"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(database_url, connect_args={"check_same_thread": False})
-        event.listen(engine, "connect", _sqlite_pragmas)
-    else:
-        engine = create_engine(database_url, pool_pre_ping=True)
-    SQLModel.metadata.create_all(engine)
-    _add_missing_columns(engine)
-    return engine
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    """Additive schema upgrades: a column added to a table model is added to an existing database.
-
-    Only new columns with a scalar default are handled; anything else would need a real migration.
-    """
-    inspector = inspect(engine)
-    with engine.begin() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            if not inspector.has_table(table.name):
-                continue
-            present = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in present:
-                    continue
-                default = column.default.arg if column.default is not None and column.default.is_scalar else None
-                ddl = f"ALTER TABLE {table.name} ADD COLUMN {column.name} {column.type.compile(engine.dialect)}"
-                if default is not None:
-                    ddl += f" DEFAULT {literal(default).compile(engine, compile_kwargs={'literal_binds': True})}"
-                conn.execute(text(ddl))
 
 
 class StateStore:
@@ -274,7 +100,7 @@ class StateStore:
 
     @staticmethod
     def _record(row: AgentRow) -> AgentRecord:
-        return AgentRecord(row.id, row.name, row.spec_hash, row.summary, _aware(row.created_at), _aware(row.updated_at),
+        return AgentRecord(row.id, row.name, row.spec_hash, row.summary, aware(row.created_at), aware(row.updated_at),
                            row.pressure_warned, row.token_correction)
 
     def get_agent(self, name: str) -> AgentRecord | None:
@@ -288,6 +114,25 @@ class StateStore:
         with self._session() as session:
             row = session.exec(select(AgentRow).where(AgentRow.name == name)).first()
             return row.spec_json if row else None
+
+    def rename_agent(self, old: str, new: str) -> AgentRecord:
+        """Give the agent called `old` the name `new`. Its id stays, so everything keyed by it follows: blocks,
+        messages, summaries, steps, recall and archival memory. Raises KeyError if there is no `old`, and
+        `AgentNameTaken` if another agent is already called `new` (nothing is merged)."""
+        with self._session() as session:
+            row = session.exec(select(AgentRow).where(AgentRow.name == old)).first()
+            if row is None:
+                raise KeyError(f"no agent is called '{old}'")
+            if old == new:
+                return self._record(row)
+            if session.exec(select(AgentRow.id).where(AgentRow.name == new)).first() is not None:
+                raise AgentNameTaken(f"an agent called '{new}' already exists")
+            row.name, row.updated_at = new, utcnow()
+            try:
+                session.commit()
+            except IntegrityError:  # taken by another process between the check and the commit
+                raise AgentNameTaken(f"an agent called '{new}' already exists") from None
+            return self._record(row)
 
     def list_agents(self) -> list[AgentRecord]:
         """Every stored agent, by name."""
@@ -312,7 +157,7 @@ class StateStore:
             if label:
                 query = query.where(BlockVersionRow.label == label)
             rows = session.exec(query.order_by(BlockVersionRow.id)).all()
-        return [BlockVersion(r.label, r.operation, r.old_value, r.new_value, r.step_id, _aware(r.created_at)) for r in rows]
+        return [BlockVersion(r.label, r.operation, r.old_value, r.new_value, r.step_id, aware(r.created_at)) for r in rows]
 
     # -- messages -----------------------------------------------------------------------------------------------
 

@@ -1,0 +1,60 @@
+"""What the store hands out: plain records of an agent, a step and a block edit, and the store's clock.
+
+No SQL here (the CLI and the trace recorder import these without loading SQLAlchemy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, the only clock the store uses for bookkeeping columns."""
+    return datetime.now(timezone.utc)
+
+
+def aware(value: datetime) -> datetime:
+    """A datetime read back from the database, as UTC (SQLite hands datetimes back naive; all we store is UTC)."""
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What the loop knows about a finished step, before it is stored."""
+
+    turn_id: str
+    step_index: int
+    model: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    stop_reason: str | None
+    started_at: datetime
+    model_ms: float
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """An agent's identity (`id`; the name can change) and its stored, spec-independent state."""
+
+    id: int
+    name: str
+    spec_hash: str
+    summary: str
+    created_at: datetime
+    updated_at: datetime
+    pressure_warned: bool = False
+    token_correction: float = 1.0
+
+
+@dataclass(frozen=True)
+class BlockVersion:
+    """One entry of a block's edit history."""
+
+    label: str
+    operation: str
+    old_value: str
+    new_value: str
+    step_id: int | None
+    created_at: datetime

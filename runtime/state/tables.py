@@ -1,0 +1,195 @@
+"""The database schema, defined once: every table and index pagemind keeps in SQL.
+
+Nothing else creates or alters a table: the versioned migrations in `migrations/versions/` bring a database to
+this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime.state.migrations revision
+--autogenerate -m "…"` writes the next migration from the difference between these definitions and the head.
+
+- Agent state (SQLModel rows, read and written by `StateStore`): `agents`, `blocks`, `block_versions`,
+  `messages`, `summaries`, `steps`.
+- Archival memory's SQL side (`memory.archival`): `archival_memories`, `archival_memory_versions`, and
+  `archival_rekeys`/`archival_rekeyed_stores`, the pending re-keying of vector-store points written before the
+  agent's id became the key (migration 0002).
+- `embedding_cache` (`memory.embeddings`): one vector per model and text hash.
+- Recall memory's full-text index (`memory.recall`): `recall_watermarks` here, and `recall_fts`, which is
+  dialect-specific (an FTS5 virtual table on SQLite, a table with a `tsvector` column and a GIN index on
+  Postgres) and therefore created by raw DDL in migration 0001 rather than declared below; autogenerate ignores
+  every table whose name starts with `recall_fts` (on SQLite: the FTS5 shadow tables too; `migrate.include_name`).
+
+Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
+runs on its own over a bare engine, in benchmarks.)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (JSON, BigInteger, Column, DateTime, Float, Index, Integer, LargeBinary, String, Table, Text,
+                        UniqueConstraint)
+from sqlmodel import Field, SQLModel
+
+from pagemind.runtime.state.records import utcnow
+
+metadata = SQLModel.metadata
+
+
+# -- agent state ------------------------------------------------------------------------------------------------
+
+
+class AgentRow(SQLModel, table=True):
+    """An agent: its name (unique, changeable with `StateStore.rename_agent`), its last spec and window state."""
+
+    __tablename__ = "agents"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    spec_hash: str
+    spec_json: str = Field(sa_column=Column(Text, nullable=False))
+    summary: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    pressure_warned: bool = False
+    token_correction: float = 1.0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class SummaryRow(SQLModel, table=True):
+    """Every recursive summary ever made, with the eviction that made it."""
+
+    __tablename__ = "summaries"
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id", index=True)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    evicted_count: int
+    first_message_id: int | None = None
+    last_message_id: int | None = None
+    tokens_before: int
+    tokens_after: int
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class BlockRow(SQLModel, table=True):
+    """A core-memory block's current value."""
+
+    __tablename__ = "blocks"
+    __table_args__ = (UniqueConstraint("agent_id", "label"),)
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id", index=True)
+    label: str
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    char_limit: int
+    description: str = ""
+    read_only: bool = False
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class BlockVersionRow(SQLModel, table=True):
+    """One edit of a block (by a tool call, or a reset from the YAML)."""
+
+    __tablename__ = "block_versions"
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id", index=True)
+    label: str
+    step_id: int | None = None
+    operation: str
+    old_value: str = Field(sa_column=Column(Text, nullable=False))
+    new_value: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class MessageRow(SQLModel, table=True):
+    """One message; never deleted (eviction only clears `in_context`), so this is also recall memory."""
+
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_agent_context", "agent_id", "in_context", "id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id")
+    turn_id: str | None = None
+    step_id: int | None = None
+    role: str
+    content: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    in_context: bool = True
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class StepRow(SQLModel, table=True):
+    """One model call of a turn, with its timings and token counts."""
+
+    __tablename__ = "steps"
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id", index=True)
+    turn_id: str
+    step_index: int
+    model: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    stop_reason: str | None = None
+    started_at: datetime
+    model_ms: float
+    total_ms: float
+
+
+# -- archival memory --------------------------------------------------------------------------------------------
+
+archival_memories = Table(
+    "archival_memories", metadata,
+    Column("id", String(36), primary_key=True),
+    Column("agent_id", Integer, nullable=False, index=True),
+    Column("user_id", String(128), nullable=True),
+    Column("text", Text, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("importance", Float, nullable=False),
+    Column("tags", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("last_hit_at", DateTime(timezone=True), nullable=True),
+    Column("hit_count", Integer, nullable=False, default=0),
+    Column("source_message_ids", JSON, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("superseded_by", String(36), nullable=True),
+)
+
+archival_memory_versions = Table(
+    "archival_memory_versions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("agent_id", Integer, nullable=False, index=True),
+    Column("memory_id", String(36), nullable=False, index=True),
+    Column("operation", String(32), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("detail", JSON, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+)
+
+# Vector-store points written before migration 0002 carry the agent's NAME as their `agent_id`. The migration
+# records each name with the id that replaces it; `memory.rekey` re-keys a store's points when it first opens
+# the store, then marks the store done. Rows stay: another store (another embedding model's) may still need them.
+archival_rekeys = Table(
+    "archival_rekeys", metadata,
+    Column("old_key", String(128), primary_key=True),
+    Column("agent_id", Integer, nullable=False),
+)
+
+archival_rekeyed_stores = Table(
+    "archival_rekeyed_stores", metadata,
+    Column("store", String(512), primary_key=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+)
+
+
+# -- embeddings and recall --------------------------------------------------------------------------------------
+
+embedding_cache = Table(
+    "embedding_cache", metadata,
+    Column("model", String(128), primary_key=True),
+    Column("text_hash", String(64), primary_key=True),
+    Column("dim", Integer, nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+)
+
+recall_watermarks = Table(
+    "recall_watermarks", metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("message_id", BigInteger, nullable=False),
+)
