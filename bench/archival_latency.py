@@ -24,11 +24,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from pagemind.runtime.memory.archival import ArchivalService, keyword_document  # noqa: E402
-from pagemind.runtime.memory.stores import AgentStore, EdgeBackend, MemoryRecord, StoredPoint  # noqa: E402
+from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
+from pagemind.runtime.memory.write_policy import keyword_document  # noqa: E402
+from pagemind.runtime.memory.backend import AgentStore  # noqa: E402
+from pagemind.runtime.memory.edge import EdgeBackend  # noqa: E402
+from pagemind.runtime.memory.records import MemoryRecord, StoredPoint  # noqa: E402
 from pagemind.runtime.memory.embeddings import FastEmbedEmbedder  # noqa: E402
 from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.state.store import make_engine  # noqa: E402
+from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.testing import FakeEmbedder, ManualClock  # noqa: E402
 
 DIM = 384
@@ -63,9 +66,9 @@ async def measure(size: int, queries: int, home: Path) -> dict[str, float]:
     backend = EdgeBackend(home / f"shard-{size}", DIM)
     embedder = FakeEmbedder(dim=DIM, model_id="random")
     engine = make_engine(f"sqlite:///{home / f'state-{size}.db'}")
-    service = ArchivalService("agent-a", engine=engine, open_backend=lambda: backend, embedder=embedder,
+    service = ArchivalService(1, engine=engine, open_backend=lambda: backend, embedder=embedder,
                               clock=ManualClock(T0))
-    other = ArchivalService("agent-b", engine=engine, open_backend=lambda: backend, embedder=embedder,
+    other = ArchivalService(2, engine=engine, open_backend=lambda: backend, embedder=embedder,
                             clock=ManualClock(T0))
     bulk = bulk_load(service.store, embedder, service, size, 1)
     bulk_load(other.store, embedder, other, size, 2)
@@ -92,7 +95,7 @@ async def measure(size: int, queries: int, home: Path) -> dict[str, float]:
 
 
 def _live():
-    from pagemind.runtime.memory.stores import MemoryFilter
+    from pagemind.runtime.memory.records import MemoryFilter
 
     return MemoryFilter(live_at=T0)
 

@@ -28,7 +28,8 @@ from pagemind.runtime.loop import run_turn  # noqa: E402
 from pagemind.runtime.model_client import OpenAIModelClient  # noqa: E402
 from pagemind.runtime.trace.replay import format_report, replay  # noqa: E402
 from pagemind.runtime.spec import AgentSpec  # noqa: E402
-from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.state.store import StateStore  # noqa: E402
+from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.trace.recorder import (  # noqa: E402
     ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent, read_trace, record,
 )

@@ -27,7 +27,8 @@ from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
 from pagemind.runtime.testing import FunctionModel, ManualClock, by_purpose, reply_body, tool_call_body  # noqa: E402
 from pagemind.runtime.spec import AgentSpec, load_spec  # noqa: E402
-from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.state.store import StateStore  # noqa: E402
+from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.tokens import count_tokens  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared/data/locomo/locomo_dev.json"

@@ -32,14 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, write_section  # noqa: E402
 from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
-from pagemind.runtime.memory.stores import EdgeBackend  # noqa: E402
+from pagemind.runtime.memory.edge import EdgeBackend  # noqa: E402
 from pagemind.runtime.memory.embeddings import CachedEmbedder, FastEmbedEmbedder  # noqa: E402
 from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.memory_config import ArchivalConfig  # noqa: E402
 from pagemind.runtime.messages import Message  # noqa: E402
 from pagemind.runtime.memory.recall import RecallService  # noqa: E402
 from pagemind.runtime.spec import AgentSpec  # noqa: E402
-from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.state.store import StateStore  # noqa: E402
+from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.testing import ManualClock  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -199,9 +200,9 @@ async def archival_unit(conversations: list[Conversation], embedder: CachedEmbed
     backend = EdgeBackend(home / "qdrant", embedder.dim)
     searchers: dict[str, Search] = {}
     stats = {"turns": 0, "stored": 0, "duplicates": 0, "superseded": 0, "insert_s": 0.0}
-    for conv in conversations:
+    for number, conv in enumerate(conversations, start=1):  # one agent id per conversation
         clock = ManualClock(datetime.now(timezone.utc))
-        service = ArchivalService(conv.sample_id, engine=engine, open_backend=lambda: backend, embedder=embedder,
+        service = ArchivalService(number, engine=engine, open_backend=lambda: backend, embedder=embedder,
                                   config=config, clock=clock)
         by_memory: dict[str, list[str]] = defaultdict(list)
         started = time.perf_counter()

@@ -24,7 +24,9 @@ from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.messages import Message  # noqa: E402
 from pagemind.runtime.testing import FunctionModel, tool_call_body  # noqa: E402
 from pagemind.runtime.spec import load_spec  # noqa: E402
-from pagemind.runtime.state.store import StateStore, make_engine, utcnow  # noqa: E402
+from pagemind.runtime.state.store import StateStore  # noqa: E402
+from pagemind.runtime.state.engine import make_engine  # noqa: E402
+from pagemind.runtime.state.records import utcnow  # noqa: E402
 
 IN_CONTEXT = 20
 

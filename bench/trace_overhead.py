@@ -28,7 +28,8 @@ from pagemind.runtime.model_client import ModelRequest  # noqa: E402
 from pagemind.runtime.trace.replay import replay  # noqa: E402
 from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body  # noqa: E402
 from pagemind.runtime.spec import load_spec  # noqa: E402
-from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.state.store import StateStore  # noqa: E402
+from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.trace.recorder import TraceRecorder, read_trace, record  # noqa: E402
 
 IN_CONTEXT = 20

@@ -24,7 +24,8 @@ from pagemind.runtime.observer import NullObserver, TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, load_spec
-from pagemind.runtime.state.store import AgentRecord, StateStore, utcnow
+from pagemind.runtime.state.records import AgentRecord, utcnow
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory, RecallMemory, Tool

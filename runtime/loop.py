@@ -26,7 +26,7 @@ from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, M
 from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.state.store import StepRecord
+from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.window import Window
 from pagemind.tools import Tool, ToolContext, ToolResult, dispatch_tool_calls
 

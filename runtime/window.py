@@ -15,7 +15,8 @@ from typing import Sequence
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.messages import Message
-from pagemind.runtime.state.store import AgentRecord, StateStore, StepRecord
+from pagemind.runtime.state.records import AgentRecord, StepRecord
+from pagemind.runtime.state.store import StateStore
 
 
 @dataclass

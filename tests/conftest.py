@@ -17,7 +17,8 @@ import sqlalchemy
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.logs import configure_logging
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import BASE_URL, ManualClock, ScriptedOpenAI, build_spec
 
 POSTGRES_URL = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

@@ -7,7 +7,8 @@ import pytest
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.spec import load_spec
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import tool_call_body as tool_call
 
 AGENT_FILES = sorted((Path(__file__).parent.parent / "agents").glob("*.yaml"))

@@ -14,15 +14,20 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from pagemind.runtime.memory.archival import ArchivalService, conflicts, decide, normalise_text
-from pagemind.runtime.memory.stores import AgentStore, EdgeBackend, Hit, MemoryRecord, ServerBackend
+from pagemind.runtime.memory.archival import ArchivalService
+from pagemind.runtime.memory.write_policy import conflicts, decide, normalise_text
+from pagemind.runtime.memory.backend import AgentStore
+from pagemind.runtime.memory.edge import EdgeBackend
+from pagemind.runtime.memory.records import Hit, MemoryRecord
+from pagemind.runtime.memory.server import ServerBackend
 from pagemind.runtime.memory_config import ArchivalConfig
-from pagemind.runtime.state.store import make_engine
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import FakeEmbedder, ManualClock, tool_context
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 DIM = FakeEmbedder.dim
 T0 = datetime(2026, 11, 29, 15, 0, tzinfo=timezone.utc)
+ALICE, BOB, MALLORY = 1, 2, 3  # agent ids: archival memory is keyed by the agent's id
 
 
 def unit(*weights: float) -> np.ndarray:
@@ -56,7 +61,7 @@ def backend(request, tmp_path):
 def make_service(backend, tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
 
-    def make(agent: str = "alice", embedder: FakeEmbedder | None = None, clock: ManualClock | None = None,
+    def make(agent: int = ALICE, embedder: FakeEmbedder | None = None, clock: ManualClock | None = None,
              **config) -> ArchivalService:
         return ArchivalService(agent, engine=engine, open_backend=lambda: backend, embedder=embedder or FakeEmbedder(),
                                config=ArchivalConfig(**config), clock=clock or ManualClock(T0))
@@ -91,7 +96,7 @@ def test_conflict_detection(new, old, expected):
 
 def test_decision_table():
     config = ArchivalConfig()
-    record = MemoryRecord(agent_id="a", text="User likes green tea", created_at=T0, updated_at=T0)
+    record = MemoryRecord(agent_id=ALICE, text="User likes green tea", created_at=T0, updated_at=T0)
     assert decide("The user likes green tea.", None, config).action == "insert"
     assert decide("The user likes green tea.", Hit(record, 0.921), config).action == "duplicate"
     assert decide("The user likes green tea.", Hit(record, 0.919), config).action == "insert"
@@ -233,23 +238,23 @@ def test_forget_deletes_from_the_vector_store_and_sql(make_service):
 def test_isolation_in_the_store_layer(make_service, backend):
     v = unit(1)
     embedder = FakeEmbedder({"Alice's secret: the safe code is 4521": v, "safe code": v})
-    alice, bob = make_service("alice", embedder), make_service("bob", embedder)
+    alice, bob = make_service(ALICE, embedder), make_service(BOB, embedder)
     secret = run(alice.insert("Alice's secret: the safe code is 4521"))
     assert run(bob.search("safe code")) == [] and bob.stats() == (0, ())
     assert bob.store.get([secret.id]) == [] and bob.store.dense_vectors([secret.id]) == {}
     bob.store.delete([secret.id])
-    bob.store.set_payload(secret.id, {"text": "overwritten", "agent_id": "bob"})
+    bob.store.set_payload(secret.id, {"text": "overwritten", "agent_id": BOB})
     assert alice.store.get([secret.id])[0].text == "Alice's secret: the safe code is 4521"
     assert run(bob.forget(secret.id)) is False and len(run(alice.search("safe code"))) == 1
     # A record claiming another owner is written as the caller's own.
-    AgentStore(backend, "bob").upsert([])
-    assert AgentStore(backend, "mallory").count() == 0
+    AgentStore(backend, BOB).upsert([])
+    assert AgentStore(backend, MALLORY).count() == 0
 
 
 def test_a_tool_argument_naming_another_agent_cannot_widen_the_scope(make_service):
     v = unit(1)
     embedder = FakeEmbedder({"Alice's secret: the safe code is 4521": v, "alice safe code": v})
-    alice, bob = make_service("alice", embedder), make_service("bob", embedder)
+    alice, bob = make_service(ALICE, embedder), make_service(BOB, embedder)
     run(alice.insert("Alice's secret: the safe code is 4521", tags=["alice"]))
     calls = [ToolCall("1", "archival_search", json.dumps({"query": "alice safe code", "agent": "alice"})),
              ToolCall("2", "archival_search", json.dumps({"query": "alice safe code", "tags": ["alice"]})),
@@ -266,7 +271,7 @@ def test_a_tool_argument_naming_another_agent_cannot_widen_the_scope(make_servic
 def test_tools_insert_search_and_report(make_service):
     v = unit(1)
     embedder = FakeEmbedder({"Lin started a new job yesterday (2026-11-28)": v, "new job": v})
-    context = tool_context("alice", archival=make_service("alice", embedder), clock=ManualClock(T0))
+    context = tool_context("alice", archival=make_service(ALICE, embedder), clock=ManualClock(T0))
     calls = [ToolCall("1", "archival_memory_insert",
                       json.dumps({"content": "Lin started a new job yesterday", "tags": ["work", "progress"],
                                   "importance": 0.8})),
@@ -284,7 +289,7 @@ def test_tools_insert_search_and_report(make_service):
 
 def test_two_searches_in_one_step_run_concurrently(make_service):
     embedder = FakeEmbedder()
-    service = make_service("alice", embedder)
+    service = make_service(ALICE, embedder)
     run(service.insert("Lin plays the cello"))  # something to search (an empty memory answers without embedding)
     embedder.barrier = threading.Barrier(2)
     context = tool_context("alice", archival=service, clock=ManualClock(T0))
@@ -313,7 +318,7 @@ def test_write_path_and_history_on_every_database(database_url, tmp_path):
         blue = unit(1)
         embedder = FakeEmbedder({"Lin's favourite colour is blue": blue,
                                  "Lin's favourite colour is green": at_cosine(blue, 0.9, 1)})
-        service = ArchivalService("alice", engine=make_engine(database_url), open_backend=lambda: backend,
+        service = ArchivalService(ALICE, engine=make_engine(database_url), open_backend=lambda: backend,
                                   embedder=embedder, clock=ManualClock(T0))
         old = run(service.insert("Lin's favourite colour is blue", tags=["colour"]))
         new = run(service.insert("Lin's favourite colour is green", tags=["colour"]))

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.stores import EdgeBackend, MemoryFilter, StoreLocked
-from pagemind.runtime.state.store import make_engine
+from pagemind.runtime.memory.edge import EdgeBackend
+from pagemind.runtime.memory.records import MemoryFilter, StoreLocked
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import FakeEmbedder
 from tests.test_archival import DIM, run
 
@@ -76,7 +77,8 @@ def test_a_second_process_gets_a_clear_error_naming_the_holder(tmp_path):
     holder = EdgeBackend(tmp_path / "shard", DIM)
     try:
         result = python(f"""
-from pagemind.runtime.memory.stores import EdgeBackend, StoreLocked
+from pagemind.runtime.memory.edge import EdgeBackend
+from pagemind.runtime.memory.records import StoreLocked
 try:
     EdgeBackend({str(tmp_path / 'shard')!r}, {DIM})
 except StoreLocked as exc:
@@ -96,8 +98,8 @@ CRASHER = """
 import asyncio, sys
 from pathlib import Path
 from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.stores import EdgeBackend
-from pagemind.runtime.state.store import make_engine
+from pagemind.runtime.memory.edge import EdgeBackend
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import FakeEmbedder
 from tests.test_archival import DIM
 from pagemind.runtime.logs import configure_logging
@@ -105,7 +107,7 @@ configure_logging("ERROR")
 
 home = Path(sys.argv[1])
 backend = EdgeBackend(home / "shard", DIM)
-service = ArchivalService("alice", engine=make_engine(f"sqlite:///{home / 'state.db'}"),
+service = ArchivalService(1, engine=make_engine(f"sqlite:///{home / 'state.db'}"),
                           open_backend=lambda: backend, embedder=FakeEmbedder())
 
 async def main():
@@ -133,7 +135,7 @@ def test_reopen_after_a_crash_mid_insert_loses_nothing_acknowledged(tmp_path):
     assert len(acked) == 25, child.stderr.read()
     backend = EdgeBackend(tmp_path / "shard", DIM)  # reopens: WAL replayed, lock free
     try:
-        service = ArchivalService("alice", engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
+        service = ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
                                   open_backend=lambda: backend, embedder=FakeEmbedder())
         stored = {r.id for r in service.store.all()}
         assert set(acked) <= stored and len(stored) <= len(acked) + 1  # at worst the unacknowledged one

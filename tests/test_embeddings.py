@@ -18,7 +18,7 @@ from pagemind.runtime.memory.dating import absolute_dates
 from pagemind.runtime.memory.embeddings import DEFAULT_MODEL_DIR, CachedEmbedder, OpenAIEmbedder, build_embedder, text_hash
 from pagemind.runtime.memory.keywords import analysed, query_terms, terms
 from pagemind.runtime.settings import Settings
-from pagemind.runtime.state.store import make_engine
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import FakeEmbedder
 
 ROOT = Path(__file__).parent.parent

@@ -17,7 +17,8 @@ from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.model_client import OpenAIModelClient
 from pagemind.runtime.trace.replay import format_report, replay
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.trace.recorder import ModelResponseEvent, read_trace, record
 
 BASE_URL = os.environ.get("PAGEMIND_LIVE_BASE_URL")

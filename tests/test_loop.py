@@ -3,7 +3,8 @@ import sqlalchemy
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import StopReason, next_action, run_turn
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import call, reply_body as reply, tool_call_body as tool_call, tool_calls_body
 
 

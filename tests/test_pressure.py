@@ -18,7 +18,8 @@ from pagemind.runtime.testing import (
     FunctionModel, RecordingArchival, by_purpose, http_error, reply_body, spec_data, tool_call_body,
 )
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.tokens import count_tokens
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls

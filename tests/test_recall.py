@@ -14,7 +14,8 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.memory.recall import RecallService, searchable_text
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import FakeEmbedder, ManualClock
 from tests.test_archival import T0, at_cosine, unit
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls

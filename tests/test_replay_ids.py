@@ -8,7 +8,8 @@ from pagemind.runtime.model_client import ModelRequest
 from pagemind.runtime.trace.replay import replay
 from pagemind.runtime.trace.ids import IdMap
 from pagemind.runtime.testing import FunctionModel, build_spec, tool_call_body
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.trace.recorder import read_trace, record
 from pagemind.tools import ToolError, tool
 

@@ -1,6 +1,9 @@
+import pytest
+
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import spec_data, tool_call_body as tool_call
 
 
@@ -54,3 +57,36 @@ def test_a_database_from_before_a_new_column_is_upgraded_in_place(tmp_path):
     store = StateStore(make_engine(url))
     record = store.get_agent("old")
     assert (record.summary, record.pressure_warned, record.token_correction) == ("kept", False, 1.0)
+
+
+async def test_renaming_an_agent_keeps_its_identity_and_everything_keyed_by_it(make_agent, database_url, tmp_path):
+    from pagemind.runtime.memory.archival import ArchivalService
+    from pagemind.runtime.memory.edge import EdgeBackend
+    from pagemind.runtime.state.store import AgentNameTaken
+    from pagemind.runtime.testing import FakeEmbedder
+
+    agent = await make_agent(database_url, None)
+    store = agent.store
+    backend = EdgeBackend(tmp_path / "qdrant", FakeEmbedder.dim)
+
+    def archival(agent_id: int) -> ArchivalService:
+        return ArchivalService(agent_id, engine=store.engine, open_backend=lambda: backend, embedder=FakeEmbedder())
+
+    try:
+        saved = await archival(agent.record.id).insert("Lin's sister Mei lives in Lyon")
+        store.ensure_agent(spec_with(name="other"))
+
+        renamed = store.rename_agent("tester", "keeper")
+        assert renamed.id == agent.record.id and store.get_agent("tester") is None
+        with pytest.raises(AgentNameTaken):
+            store.rename_agent("keeper", "other")  # nothing is merged
+        with pytest.raises(KeyError):
+            store.rename_agent("nobody", "somebody")
+
+        reloaded = await Agent.load(spec_with(name="keeper"), store=store)  # the YAML now says `name: keeper`
+        assert reloaded.record.id == agent.record.id
+        assert reloaded.memory.get("persona").value == "I am a careful tester."
+        assert [m.id for m in archival(reloaded.record.id).list()] == [saved.id]
+        assert [h.id for h in await archival(reloaded.record.id).search("Lin's sister Mei lives in Lyon")] == [saved.id]
+    finally:
+        backend.close()

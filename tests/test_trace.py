@@ -226,7 +226,8 @@ import asyncio, os, signal, sys
 from pathlib import Path
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.testing import FunctionModel, ManualClock, build_spec, tool_call_body
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.trace.recorder import record
 
 async def dies_on_step_two(request):

@@ -29,7 +29,8 @@ from pagemind.runtime.testing import (
 )
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import load_spec
-from pagemind.runtime.state.store import StateStore, make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.trace.timeline import TimelineRenderer, Window
 from pagemind.runtime.trace.recorder import EventBuilder, read_trace, record
 

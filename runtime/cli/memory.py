@@ -14,9 +14,10 @@ import argparse
 from typing import Sequence
 
 from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.stores import StoreError
+from pagemind.runtime.memory.records import StoreError
 from pagemind.runtime.settings import Settings
-from pagemind.runtime.state.store import StateStore, utcnow
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.records import utcnow
 
 SUBCOMMANDS = ("search", "archival", "forget")
 
@@ -58,12 +59,12 @@ def _open(target: str, settings: Settings) -> tuple[ArchivalService, StateStore,
     return archival_service(spec, store, settings, utcnow), store, spec
 
 
-def _resolve(archival: ArchivalService, prefix: str) -> str:
+def _resolve(archival: ArchivalService, prefix: str, agent_name: str) -> str:
     from pagemind.runtime.cli.main import CliError
 
     memory_id = archival.resolve_id(prefix)
     if memory_id is None:
-        raise CliError(f"no single archival memory of '{archival.agent_id}' has an id starting with '{prefix}'")
+        raise CliError(f"no single archival memory of '{agent_name}' has an id starting with '{prefix}'")
     return memory_id
 
 
@@ -95,9 +96,9 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
     """List archival memories, or show one memory's history."""
     from pagemind.runtime.cli.main import out
 
-    archival, _, _ = _open(args.agent, settings)
+    archival, _, spec = _open(args.agent, settings)
     if args.history:
-        memory_id = _resolve(archival, args.history)
+        memory_id = _resolve(archival, args.history, spec.name)
         out(f"history of {memory_id}:")
         for v in archival.history(memory_id):
             out(f"  {v.at:%Y-%m-%d %H:%M:%S} {v.operation:<10} {v.text!r} {v.detail}")
@@ -117,8 +118,8 @@ async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     """Delete one archival memory from the vector store and SQL, history included."""
     from pagemind.runtime.cli.main import CliError, out
 
-    archival, _, _ = _open(args.agent, settings)
-    memory_id = _resolve(archival, args.id)
+    archival, _, spec = _open(args.agent, settings)
+    memory_id = _resolve(archival, args.id, spec.name)
     try:
         await archival.forget(memory_id)
     except StoreError as exc:

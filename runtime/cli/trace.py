@@ -25,7 +25,7 @@ from pagemind.runtime.model_client import OpenAIModelClient
 from pagemind.runtime.trace.replay import ReplayError, format_report, replay, report_dict
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import ModelSpec, SpecError, load_spec
-from pagemind.runtime.state.store import utcnow
+from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.timeline import render_trace
 from pagemind.runtime.trace.recorder import (
     TRACE_SUFFIX, ModelResponseEvent, StepEndEvent, Trace, TraceFormatError, TraceRecorder, read_trace, record,

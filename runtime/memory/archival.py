@@ -1,85 +1,43 @@
 """Archival memory for one agent: the write path (date, dedupe, supersede) and hybrid search.
 
-    archival = ArchivalService(agent_id="companion", engine=..., open_store=..., embedder=..., config=...)
+    archival = ArchivalService(agent_id=record.id, engine=..., open_backend=..., embedder=..., config=...)
     result = await archival.insert("Lin started a new job today", tags=["work"])
     hits = await archival.search("where does Lin work?")
 
-Vectors and the payload used for filtered search live in Qdrant (`runtime/archival_store.py`); SQL holds the
-same metadata (`archival_memories`: cheap statistics and listings that work without opening the vector store)
+An agent's memories are keyed by its id (`agents.id`), in SQL and in the vector store alike, so renaming the
+agent keeps them. Vectors and the payload used for filtered search live in Qdrant (`memory.stores`); SQL holds
+the same metadata (`archival_memories`: cheap statistics and listings that work without opening the vector store)
 and every change to a memory (`archival_memory_versions`), so nothing is overwritten without a trace.
-`forget` deletes a memory from both, history included.
+`forget` deletes a memory from both, history included. The write path's decisions are `memory.write_policy`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import weakref
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Literal
 
 import numpy as np
 import structlog
 from pydantic import BaseModel, Field
-from sqlalchemy import JSON, Column, DateTime, Float, Integer, String, Table, Text, delete, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
-from sqlmodel import SQLModel
 
-from pagemind.runtime.memory.stores import AgentStore, ArchivalBackend, Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
-from pagemind.runtime.memory.dating import absolute_dates
+from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.memory.embeddings import Embedder, aembed
-from pagemind.runtime.memory.keywords import analysed, terms
-from pagemind.runtime.memory_config import ArchivalConfig
+from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor, recency, usefulness
-from pagemind.runtime.state.store import utcnow
+from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
+from pagemind.runtime.memory.rekey import complete_rekeys
+from pagemind.runtime.memory.write_policy import decide, keyword_document, normalise_text
+from pagemind.runtime.memory_config import ArchivalConfig
+from pagemind.runtime.state.records import aware, utcnow
+from pagemind.runtime.state.tables import archival_memories as memories_table
+from pagemind.runtime.state.tables import archival_memory_versions as versions_table
 from pagemind.tools.context import MEMORY_KINDS
 
 log = structlog.get_logger("pagemind.archival")
-
-memories_table = Table(
-    "archival_memories", SQLModel.metadata,
-    Column("id", String(36), primary_key=True),
-    Column("agent_id", String(128), nullable=False, index=True),
-    Column("user_id", String(128), nullable=True),
-    Column("text", Text, nullable=False),
-    Column("kind", String(32), nullable=False),
-    Column("importance", Float, nullable=False),
-    Column("tags", JSON, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
-    Column("last_hit_at", DateTime(timezone=True), nullable=True),
-    Column("hit_count", Integer, nullable=False, default=0),
-    Column("source_message_ids", JSON, nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=True),
-    Column("superseded_by", String(36), nullable=True),
-)
-
-versions_table = Table(
-    "archival_memory_versions", SQLModel.metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("agent_id", String(128), nullable=False, index=True),
-    Column("memory_id", String(36), nullable=False, index=True),
-    Column("operation", String(32), nullable=False),
-    Column("text", Text, nullable=False),
-    Column("detail", JSON, nullable=False),
-    Column("at", DateTime(timezone=True), nullable=False),
-)
-
-_NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|anymore|stopped|quit)\b|n't\b",
-                       re.I)
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-_SPACE = re.compile(r"\s+")
-
-
-_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()
-
-
-def ensure_tables(engine: Engine) -> None:
-    """Create archival memory's SQL tables if missing (once per engine and process)."""
-    if engine not in _READY:
-        SQLModel.metadata.create_all(engine, tables=[memories_table, versions_table])
-        _READY.add(engine)
 
 
 class InsertResult(BaseModel):
@@ -115,53 +73,11 @@ class MemoryVersion(BaseModel):
     at: datetime
 
 
-@dataclass(frozen=True)
-class Decision:
-    """The write path's verdict for a new memory against its nearest same-kind neighbour."""
-
-    action: Literal["insert", "duplicate", "supersede"]
-    neighbour: Hit | None = None
-
-
-def normalise_text(content: str, written_at: datetime) -> str:
-    """Collapse whitespace and give relative time words ("today", "last week", "recently") absolute dates."""
-    return absolute_dates(_SPACE.sub(" ", content).strip(), written_at)
-
-
-def conflicts(new: str, old: str) -> bool:
-    """Whether two statements about the same subject disagree: one negates what the other says, they carry
-    different numbers, or each has words the other lacks (a changed value, e.g. "blue" → "green").
-    A restatement with the same words, or one that only adds or drops detail, does not conflict."""
-    if bool(_NEGATION.search(new)) != bool(_NEGATION.search(old)):
-        return True
-    if set(_NUMBER.findall(new)) != set(_NUMBER.findall(old)):
-        return True
-    a, b = set(terms(new)), set(terms(old))
-    return bool(a - b) and bool(b - a)
-
-
-def decide(text: str, neighbour: Hit | None, config: ArchivalConfig) -> Decision:
-    """Insert, refresh a copy (cosine ≥ dedupe threshold, no conflict) or supersede (close, conflicting, and of a
-    kind that states something that can change: a new episode never replaces an old one)."""
-    if neighbour is None or neighbour.score < config.supersede_threshold:
-        return Decision("insert")
-    if neighbour.record.kind in config.supersede_kinds and conflicts(text, neighbour.record.text):
-        return Decision("supersede", neighbour)
-    if neighbour.score >= config.dedupe_threshold:
-        return Decision("duplicate", neighbour)
-    return Decision("insert")
-
-
-def keyword_document(record: MemoryRecord) -> str:
-    """What the keyword index matches for a memory: its text and the date it was written, in words."""
-    return analysed(f"{record.created_at:%-d %B %Y %A} {record.text}")
-
-
 class ArchivalService:
     """Archival memory of one agent (implements `tools.ArchivalMemory`). Scoped at construction: nothing a
     caller passes can reach another agent's memories."""
 
-    def __init__(self, agent_id: str, *, engine: Engine, open_backend: Callable[[], ArchivalBackend],
+    def __init__(self, agent_id: int, *, engine: Engine, open_backend: Callable[[], ArchivalBackend],
                  embedder: Embedder, config: ArchivalConfig | None = None,
                  clock: Callable[[], datetime] = utcnow, user_id: str | None = None):
         self.agent_id = agent_id
@@ -175,15 +91,16 @@ class ArchivalService:
         self._write_lock = asyncio.Lock()
         self._stats: tuple[int, tuple[str, ...]] | None = None
         self._bm25: Any = None
-        ensure_tables(engine)
 
     # -- plumbing ---------------------------------------------------------------------------------------------
 
     @property
     def store(self) -> AgentStore:
-        """This agent's view of the vector store (opened on first use)."""
+        """This agent's view of the vector store (opened on first use, its pending re-keying completed first)."""
         if self._store is None:
-            self._store = AgentStore(self._open_backend(), self.agent_id)
+            backend = self._open_backend()
+            complete_rekeys(self.engine, backend)
+            self._store = AgentStore(backend, self.agent_id)
         return self._store
 
     def _sparse(self, text: str, query: bool = False) -> Sparse:
@@ -245,7 +162,7 @@ class ArchivalService:
             self.store.set_payload(superseded.record.id, {"superseded_by": record.id, "updated_at": record.created_at})
         self._stats = None  # recomputed on next use: one indexed query, not one per step
         action = "superseded" if superseded else "inserted"
-        log.info(f"archival_{'supersede' if superseded else 'insert'}", agent=self.agent_id, id=record.id,
+        log.info(f"archival_{'supersede' if superseded else 'insert'}", agent_id=self.agent_id, id=record.id,
                  kind=record.kind, chars=len(record.text), replaced=superseded.record.id if superseded else None)
         return InsertResult(action=action, id=record.id, text=record.text, kind=record.kind,
                             other_id=superseded.record.id if superseded else None,
@@ -272,7 +189,7 @@ class ArchivalService:
                           {"duplicate_text": new.text, "similarity": round(copy.score, 4), "tags": fields["tags"]},
                           new.created_at)
         self._stats = None
-        log.info("archival_dedupe", agent=self.agent_id, id=old.id, similarity=round(copy.score, 4))
+        log.info("archival_dedupe", agent_id=self.agent_id, id=old.id, similarity=round(copy.score, 4))
         return InsertResult(action="duplicate", id=old.id, text=old.text, kind=old.kind, other_id=old.id,
                             similarity=round(copy.score, 4))
 
@@ -308,7 +225,7 @@ class ArchivalService:
         results = ranked[(max(1, page) - 1) * k: max(1, page) * k]
         if results and count_hits:
             await asyncio.to_thread(self._count_hits, [r.id for r in results], now)
-        log.info("archival_search", agent=self.agent_id, mode=mode, candidates=len(ranked), returned=len(results),
+        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=len(ranked), returned=len(results),
                  page=page)
         return results
 
@@ -357,7 +274,7 @@ class ArchivalService:
             with self.engine.connect() as conn:
                 rows = conn.execute(select(memories_table.c.tags, memories_table.c.expires_at).where(
                     memories_table.c.agent_id == self.agent_id, memories_table.c.superseded_by.is_(None))).all()
-            live = [tags for tags, expires in rows if expires is None or _aware(expires) > now]
+            live = [tags for tags, expires in rows if expires is None or aware(expires) > now]
             self._stats = (len(live), tuple(sorted({t for tags in live for t in tags or []})))
         return self._stats
 
@@ -377,7 +294,7 @@ class ArchivalService:
                 versions_table.c.agent_id == self.agent_id, versions_table.c.memory_id == memory_id)
                 .order_by(versions_table.c.id)).mappings().all()
         return [MemoryVersion(memory_id=r["memory_id"], operation=r["operation"], text=r["text"],
-                              detail=r["detail"] or {}, at=_aware(r["at"])) for r in rows]
+                              detail=r["detail"] or {}, at=aware(r["at"])) for r in rows]
 
     def resolve_id(self, prefix: str) -> str | None:
         """The full id of the agent's memory whose id starts with `prefix` (unique), or None."""
@@ -397,7 +314,7 @@ class ArchivalService:
             conn.execute(delete(versions_table).where(versions_table.c.memory_id == memory_id,
                                                       versions_table.c.agent_id == self.agent_id))
         self._stats = None
-        log.info("archival_forget", agent=self.agent_id, id=memory_id, found=bool(deleted))
+        log.info("archival_forget", agent_id=self.agent_id, id=memory_id, found=bool(deleted))
         return bool(deleted)
 
 
@@ -405,15 +322,9 @@ async def _nothing() -> list[Hit]:
     return []
 
 
-def _aware(value: datetime) -> datetime:
-    from datetime import timezone
-
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-
-
 def _record(row: Any) -> MemoryRecord:
     data = dict(row)
     for key in ("created_at", "updated_at", "last_hit_at", "expires_at"):
         if data[key] is not None:
-            data[key] = _aware(data[key])
+            data[key] = aware(data[key])
     return MemoryRecord(**data)

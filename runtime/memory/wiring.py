@@ -10,12 +10,14 @@ from datetime import datetime
 from typing import Callable
 
 from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.stores import ArchivalBackend, open_backend
+from pagemind.runtime.memory.backend import ArchivalBackend
+from pagemind.runtime.memory.stores import open_backend
 from pagemind.runtime.memory.embeddings import CachedEmbedder, build_embedder
 from pagemind.runtime.memory.recall import RecallService
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.state.store import AgentRecord, StateStore
+from pagemind.runtime.state.records import AgentRecord
+from pagemind.runtime.state.store import StateStore
 
 ARCHIVAL_TOOLS = frozenset({"archival_memory_insert", "archival_search"})
 
@@ -35,12 +37,14 @@ def build_external_memory(spec: AgentSpec, record: AgentRecord, store: StateStor
     recall = RecallService(record.id, engine=store.engine, embedder=embedder, config=config, clock=clock)
     if not (config.enabled and ARCHIVAL_TOOLS & set(spec.tools)):
         return None, recall
-    return archival_service(spec, store, settings, clock, embedder), recall
+    return archival_service(spec, store, settings, clock, embedder, record), recall
 
 
 def archival_service(spec: AgentSpec, store: StateStore, settings: Settings, clock: Callable[[], datetime],
-                     embedder: CachedEmbedder | None = None) -> ArchivalService:
-    """The agent's archival memory, whatever its tools (inspection and deletion from the CLI)."""
+                     embedder: CachedEmbedder | None = None, record: AgentRecord | None = None) -> ArchivalService:
+    """The agent's archival memory, whatever its tools (inspection and deletion from the CLI), keyed by the
+    agent's id: `record`, or the stored agent named in `spec` (created if it was never run)."""
     embedder = embedder or build_embedder(settings, store.engine)
-    return ArchivalService(spec.name, engine=store.engine, open_backend=backend_opener(settings, embedder),
+    record = record or store.get_agent(spec.name) or store.ensure_agent(spec)
+    return ArchivalService(record.id, engine=store.engine, open_backend=backend_opener(settings, embedder),
                            embedder=embedder, config=spec.memory.archival, clock=clock)

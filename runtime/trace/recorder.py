@@ -32,7 +32,7 @@ from pagemind.blocks import BlockEdit
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelRequest, ModelResponse
 from pagemind.runtime.observer import NullObserver, ObserverGroup
-from pagemind.runtime.state.store import utcnow
+from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.compaction import compact_body, expand_body
 from pagemind.tools import ToolCall, ToolResult
 

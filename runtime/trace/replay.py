@@ -29,7 +29,9 @@ from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelRespon
 from pagemind.runtime.trace.ids import IdMap
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, BlockSpec
-from pagemind.runtime.state.store import StateStore, make_engine, utcnow
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.recorder import (
     EventBuilder, ModelRequestEvent, ModelResponseEvent, Parent, RuntimeEvent, StepEndEvent, ToolCallEvent,
     ToolResultEvent, Trace, TraceRecorder, TurnEvent, snapshot_message,

@@ -28,7 +28,8 @@ from pagemind.runtime.loop import run_turn  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
 from pagemind.runtime.settings import Settings  # noqa: E402
 from pagemind.runtime.spec import AgentSpec  # noqa: E402
-from pagemind.runtime.state.store import StateStore, make_engine  # noqa: E402
+from pagemind.runtime.state.store import StateStore  # noqa: E402
+from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.testing import (  # noqa: E402
     FunctionModel, ManualClock, ScriptedModel, by_purpose, call, is_pressure_alert, reply_body, spec_data,
     tool_call_body, tool_calls_body,

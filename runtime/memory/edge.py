@@ -1,0 +1,190 @@
+"""The embedded archival store: Qdrant Edge, Qdrant's in-process engine, one shard on disk.
+
+The shard lives under `$PAGEMIND_HOME/qdrant/<model>-<dim>` (WAL on) and holds every agent (tenant index on
+`agent_id`). One writer process: a second one gets a clear `StoreLocked` error naming the process that holds it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import structlog
+
+from pagemind.runtime.memory.backend import ArchivalBackend
+from pagemind.runtime.memory.records import (DENSE, PAYLOAD_VERSION, SPARSE, Hit, MemoryFilter, MemoryRecord, Sparse,
+                                             StoredPoint, StoreError, StoreLocked, tenant_key, to_epoch)
+
+log = structlog.get_logger("pagemind.archival_store")
+
+PID_FILE = "pagemind.pid"
+
+
+def _edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
+    from qdrant_edge import (FieldCondition, Filter, HasIdCondition, IsEmptyCondition, MatchAny, MatchValue,
+                             RangeFloat)
+
+    must: list[Any] = [FieldCondition(key="agent_id", match=MatchValue(tenant_key(agent_id)))]
+    must_not: list[Any] = []
+    if flt.ids is not None:
+        must.append(HasIdCondition({uuid.UUID(i) for i in flt.ids}))
+    if flt.user_id is not None:
+        must.append(FieldCondition(key="user_id", match=MatchValue(flt.user_id)))
+    if flt.kinds:
+        must.append(FieldCondition(key="kind", match=MatchAny(list(flt.kinds))))
+    if flt.tags:
+        must.append(FieldCondition(key="tags", match=MatchAny(list(flt.tags))))
+    if flt.created_from or flt.created_to:
+        must.append(FieldCondition(key="created_at", range=RangeFloat(gte=to_epoch(flt.created_from),
+                                                                     lte=to_epoch(flt.created_to))))
+    if flt.live_at is not None:
+        must.append(IsEmptyCondition("superseded_by"))
+        must_not.append(FieldCondition(key="expires_at", range=RangeFloat(lte=to_epoch(flt.live_at))))
+    return Filter(must=must, must_not=must_not or None)
+
+
+def _holder(folder: Path) -> str:
+    pid_file = folder / PID_FILE
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return "another process"
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        command = ""
+    return f"process {pid}" + (f" ({command})" if command else "")
+
+
+class EdgeBackend(ArchivalBackend):
+    """Qdrant Edge: one shard directory, every agent in it (tenant index on `agent_id`), WAL on."""
+
+    name = "qdrant-edge"
+
+    def __init__(self, folder: Path, dim: int):
+        import qdrant_edge as qe
+
+        self.qe = qe
+        self.folder = Path(folder)
+        self.location = str(self.folder)
+        self.dim = dim
+        self._lock = threading.Lock()
+        self.shard = self._open()
+        (self.folder / PID_FILE).write_text(str(os.getpid()))
+        log.info("archival_store_open", backend=self.name, path=self.location, dim=dim)
+
+    def _config(self) -> Any:
+        qe = self.qe
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+
+    def _open(self) -> Any:
+        qe = self.qe
+        try:
+            if (self.folder / "edge_config.json").exists():
+                return qe.EdgeShard.load(str(self.folder), self._config())
+            self.folder.mkdir(parents=True, exist_ok=True)
+            shard = qe.EdgeShard.create(str(self.folder), self._config())
+        except Exception as exc:
+            if "WouldBlock" in str(exc):
+                raise StoreLocked(
+                    f"the archival store at {self.folder} is in use by {_holder(self.folder)}. The embedded Qdrant "
+                    "store has one writer process: stop that process, or point every process at one Qdrant "
+                    "server (set QDRANT_URL, and QDRANT_API_KEY if it needs one).") from None
+            raise StoreError(f"cannot open the archival store at {self.folder}: {exc}") from exc
+        self._create_indexes(shard)
+        return shard
+
+    def _create_indexes(self, shard: Any) -> None:
+        qe = self.qe
+        shard.update(qe.UpdateOperation.create_field_index("agent_id", qe.KeywordIndexParams(is_tenant=True)))
+        for key in ("user_id", "kind", "tags", "superseded_by"):
+            shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
+        for key in ("created_at", "expires_at"):
+            shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Float))
+        shard.flush()
+
+    def _point(self, point: StoredPoint) -> Any:
+        qe = self.qe
+        vectors = {DENSE: np.asarray(point.dense, dtype=np.float32)}
+        if point.sparse.indices:
+            vectors[SPARSE] = qe.SparseVector(point.sparse.indices, point.sparse.values)
+        return qe.Point(uuid.UUID(point.record.id), vectors, point.record.payload())
+
+    def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:
+        if any(p.record.agent_id != agent_id for p in points):
+            raise StoreError("refusing to write another agent's memory")
+        with self._lock:
+            self.shard.update(self.qe.UpdateOperation.upsert_points([self._point(p) for p in points]))
+            self.shard.flush()
+
+    def _query(self, agent_id: int, query: Any, flt: MemoryFilter, limit: int) -> list[Hit]:
+        qe = self.qe
+        request = qe.QueryRequest(limit=limit, query=query, filter=_edge_filter(agent_id, flt), with_payload=True,
+                                  with_vector=False)
+        with self._lock:
+            points = self.shard.query(request)
+        return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in points]
+
+    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int) -> list[Hit]:
+        query = self.qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
+        return self._query(agent_id, query, flt, limit)
+
+    def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
+        query = self.qe.Query.Nearest(self.qe.SparseVector(vector.indices, vector.values), using=SPARSE)
+        return self._query(agent_id, query, flt, limit)
+
+    def dense_vectors(self, agent_id: int, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        request = self.qe.ScrollRequest(limit=len(ids), filter=_edge_filter(agent_id, MemoryFilter(ids=list(ids))),
+                                        with_payload=False, with_vector=[DENSE])
+        with self._lock:
+            records, _ = self.shard.scroll(request)
+        return {str(r.id): np.asarray(r.vector[DENSE], dtype=np.float32) for r in records}
+
+    def scroll(self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None) -> tuple[list[MemoryRecord], str | None]:
+        request = self.qe.ScrollRequest(offset=uuid.UUID(offset) if offset else None, limit=limit,
+                                        filter=_edge_filter(agent_id, flt), with_payload=True, with_vector=False)
+        with self._lock:
+            records, next_offset = self.shard.scroll(request)
+        return [MemoryRecord.from_point(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
+
+    def count(self, agent_id: int, flt: MemoryFilter) -> int:
+        with self._lock:
+            return int(self.shard.count(self.qe.CountRequest(exact=True, filter=_edge_filter(agent_id, flt))))
+
+    def set_payload(self, agent_id: int, memory_id: str, fields: dict[str, Any]) -> None:
+        payload = {k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()}
+        flt = _edge_filter(agent_id, MemoryFilter(ids=[memory_id]))
+        with self._lock:
+            self.shard.update(self.qe.UpdateOperation.set_payload_by_filter(flt, payload))
+            self.shard.flush()
+
+    def delete(self, agent_id: int, ids: Sequence[str]) -> None:
+        flt = _edge_filter(agent_id, MemoryFilter(ids=list(ids)))
+        with self._lock:
+            self.shard.update(self.qe.UpdateOperation.delete_points_by_filter(flt))
+            self.shard.flush()
+
+    def rekey(self, old_key: str, agent_id: int) -> None:
+        from qdrant_edge import FieldCondition, Filter, IsEmptyCondition, MatchValue
+
+        flt = Filter(must=[FieldCondition(key="agent_id", match=MatchValue(old_key)), IsEmptyCondition("payload_version")])
+        payload = {"agent_id": tenant_key(agent_id), "payload_version": PAYLOAD_VERSION}
+        with self._lock:
+            self.shard.update(self.qe.UpdateOperation.set_payload_by_filter(flt, payload))
+            self.shard.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.shard is not None:
+                self.shard.close()
+                self.shard = None
+                (self.folder / PID_FILE).unlink(missing_ok=True)
+                log.info("archival_store_closed", backend=self.name, path=self.location)

@@ -1,0 +1,134 @@
+"""Archival memory as the vector store holds it: the record (its payload), filters, vectors, hits, errors.
+
+Every point carries its agent's id in the payload key `agent_id`, as a keyword (Qdrant's tenant index is a
+keyword index): `tenant_key(agent_id)`. Points written before the id became the key held the agent's NAME there
+and lack `payload_version`; `ArchivalBackend.rekey` moves them over (see `memory.rekey`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DENSE, SPARSE = "dense", "bm25"
+PAYLOAD_VERSION = 2  # 2: `agent_id` holds the agent's id (1, unmarked: its name)
+
+
+def tenant_key(agent_id: int) -> str:
+    """The payload value that names an agent's points (its id, as the keyword the tenant index holds)."""
+    return str(int(agent_id))
+
+
+def to_epoch(value: datetime | None) -> float | None:
+    """A datetime as POSIX seconds (naive means UTC)."""
+    if value is None:
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def from_epoch(value: float | None) -> datetime | None:
+    """POSIX seconds as an aware UTC datetime."""
+    return None if value is None else datetime.fromtimestamp(float(value), tz=timezone.utc)
+
+
+class MemoryRecord(BaseModel):
+    """One archival memory: its payload in the store (timestamps as POSIX seconds there)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = ""  # derived from content when empty: see _derived_id
+    agent_id: int
+    user_id: str | None = None
+    text: str
+    kind: str = "fact"
+    importance: float = Field(0.5, ge=0, le=1)
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+    last_hit_at: datetime | None = None
+    hit_count: int = 0
+    source_message_ids: list[int] = Field(default_factory=list)
+    expires_at: datetime | None = None
+    superseded_by: str | None = None
+
+    @model_validator(mode="after")
+    def _derived_id(self) -> "MemoryRecord":
+        # Derived, not random: a replayed run (same clock, same text) creates the same ids, so traces compare.
+        if not self.id:
+            key = f"{self.agent_id}|{self.kind}|{self.created_at.isoformat()}|{self.text}"
+            self.id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"pagemind:memory:{key}"))
+        return self
+
+    @field_validator("created_at", "updated_at", "last_hit_at", "expires_at", mode="before")
+    @classmethod
+    def _epoch_or_datetime(cls, value: Any) -> Any:
+        return from_epoch(value) if isinstance(value, (int, float)) else value
+
+    def payload(self) -> dict[str, Any]:
+        """The payload stored beside the vectors (the id is the point id)."""
+        data = self.model_dump(exclude={"id"})
+        for key in ("created_at", "updated_at", "last_hit_at", "expires_at"):
+            data[key] = to_epoch(data[key])
+        data["agent_id"], data["payload_version"] = tenant_key(self.agent_id), PAYLOAD_VERSION
+        return data
+
+    @classmethod
+    def from_point(cls, point_id: Any, payload: dict[str, Any]) -> "MemoryRecord":
+        """Rebuild a record from a point id and its payload."""
+        return cls(id=str(point_id), **payload)
+
+    def live_at(self, now: datetime) -> bool:
+        """Not superseded and not expired at `now`."""
+        return self.superseded_by is None and (self.expires_at is None or self.expires_at > now)
+
+
+class MemoryFilter(BaseModel):
+    """Which of an agent's memories a read considers. The agent itself is never part of it: the scope adds it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[str] | None = None
+    user_id: str | None = None
+    kinds: list[str] | None = None
+    tags: list[str] | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    live_at: datetime | None = Field(None, description="only memories neither superseded nor expired at this time")
+
+
+@dataclass(frozen=True)
+class Sparse:
+    """A sparse vector: term ids and weights."""
+
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    """What is written: the record, its dense vector and its keyword (sparse) vector."""
+
+    record: MemoryRecord
+    dense: np.ndarray
+    sparse: Sparse
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A scored record from one retriever."""
+
+    record: MemoryRecord
+    score: float
+
+
+class StoreError(RuntimeError):
+    """The archival store cannot be used."""
+
+
+class StoreLocked(StoreError):
+    """The embedded store is open in another process."""

@@ -1,0 +1,149 @@
+"""The archival store on a Qdrant server or cluster, through `qdrant-client` (`QDRANT_URL`, `QDRANT_API_KEY`).
+
+One collection per embedding model and dimension, every agent in it (tenant index on `agent_id`). Tests drive it
+with qdrant-client's in-memory local mode.
+"""
+
+from __future__ import annotations
+
+import warnings
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+import structlog
+
+from pagemind.runtime.memory.backend import ArchivalBackend
+from pagemind.runtime.memory.records import (DENSE, PAYLOAD_VERSION, SPARSE, Hit, MemoryFilter, MemoryRecord, Sparse,
+                                             StoredPoint, StoreError, tenant_key, to_epoch)
+
+log = structlog.get_logger("pagemind.archival_store")
+
+
+def _client_filter(agent_id: int, flt: MemoryFilter) -> Any:
+    from qdrant_client import models as m
+
+    must: list[Any] = [m.FieldCondition(key="agent_id", match=m.MatchValue(value=tenant_key(agent_id)))]
+    must_not: list[Any] = []
+    if flt.ids is not None:
+        must.append(m.HasIdCondition(has_id=list(flt.ids)))
+    if flt.user_id is not None:
+        must.append(m.FieldCondition(key="user_id", match=m.MatchValue(value=flt.user_id)))
+    if flt.kinds:
+        must.append(m.FieldCondition(key="kind", match=m.MatchAny(any=list(flt.kinds))))
+    if flt.tags:
+        must.append(m.FieldCondition(key="tags", match=m.MatchAny(any=list(flt.tags))))
+    if flt.created_from or flt.created_to:
+        must.append(m.FieldCondition(key="created_at", range=m.Range(gte=to_epoch(flt.created_from),
+                                                                    lte=to_epoch(flt.created_to))))
+    if flt.live_at is not None:
+        must.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="superseded_by")))
+        must_not.append(m.FieldCondition(key="expires_at", range=m.Range(lte=to_epoch(flt.live_at))))
+    return m.Filter(must=must, must_not=must_not or None)
+
+
+class ServerBackend(ArchivalBackend):
+    """A Qdrant server or cluster through `qdrant-client`: one collection per embedding model and dimension."""
+
+    name = "qdrant-server"
+
+    def __init__(self, client: Any, collection: str, dim: int, location: str):
+        self.client = client
+        self.collection = collection
+        self.dim = dim
+        self.location = f"{location} (collection {collection})"
+        self._ensure_collection()
+        log.info("archival_store_open", backend=self.name, location=self.location, dim=dim)
+
+    @classmethod
+    def connect(cls, url: str, api_key: str | None, collection: str, dim: int) -> "ServerBackend":
+        """Connect to the server at `url` (":memory:" gives qdrant-client's local test double)."""
+        from qdrant_client import QdrantClient
+
+        client = QdrantClient(location=":memory:") if url == ":memory:" else QdrantClient(url=url, api_key=api_key)
+        return cls(client, collection, dim, url)
+
+    def _ensure_collection(self) -> None:
+        from qdrant_client import models as m
+
+        if self.client.collection_exists(self.collection):
+            return
+        self.client.create_collection(
+            self.collection,
+            vectors_config={DENSE: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
+            sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+        )
+        with warnings.catch_warnings():  # local mode (tests) ignores indexes, and says so
+            warnings.simplefilter("ignore")
+            self._create_indexes()
+
+    def _create_indexes(self) -> None:
+        from qdrant_client import models as m
+
+        self.client.create_payload_index(self.collection, "agent_id",
+                                         m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True))
+        for key in ("user_id", "kind", "tags", "superseded_by"):
+            self.client.create_payload_index(self.collection, key, m.PayloadSchemaType.KEYWORD)
+        for key in ("created_at", "expires_at"):
+            self.client.create_payload_index(self.collection, key, m.PayloadSchemaType.FLOAT)
+
+    def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:
+        from qdrant_client import models as m
+
+        if any(p.record.agent_id != agent_id for p in points):
+            raise StoreError("refusing to write another agent's memory")
+        structs = []
+        for p in points:
+            vector: dict[str, Any] = {DENSE: np.asarray(p.dense, dtype=np.float32).tolist()}
+            if p.sparse.indices:
+                vector[SPARSE] = m.SparseVector(indices=p.sparse.indices, values=p.sparse.values)
+            structs.append(m.PointStruct(id=p.record.id, vector=vector, payload=p.record.payload()))
+        self.client.upsert(self.collection, structs, wait=True)
+
+    def _query(self, agent_id: int, query: Any, using: str, flt: MemoryFilter, limit: int) -> list[Hit]:
+        response = self.client.query_points(self.collection, query=query, using=using, limit=limit,
+                                            query_filter=_client_filter(agent_id, flt), with_payload=True)
+        return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in response.points]
+
+    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int) -> list[Hit]:
+        return self._query(agent_id, np.asarray(vector, dtype=np.float32).tolist(), DENSE, flt, limit)
+
+    def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
+        from qdrant_client import models as m
+
+        return self._query(agent_id, m.SparseVector(indices=vector.indices, values=vector.values), SPARSE, flt, limit)
+
+    def dense_vectors(self, agent_id: int, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        records, _ = self.client.scroll(self.collection, scroll_filter=_client_filter(agent_id, MemoryFilter(ids=list(ids))),
+                                        limit=len(ids), with_payload=False, with_vectors=[DENSE])
+        return {str(r.id): np.asarray(r.vector[DENSE], dtype=np.float32) for r in records}
+
+    def scroll(self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None) -> tuple[list[MemoryRecord], str | None]:
+        records, next_offset = self.client.scroll(self.collection, scroll_filter=_client_filter(agent_id, flt),
+                                                  limit=limit, offset=offset, with_payload=True, with_vectors=False)
+        return [MemoryRecord.from_point(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
+
+    def count(self, agent_id: int, flt: MemoryFilter) -> int:
+        return int(self.client.count(self.collection, count_filter=_client_filter(agent_id, flt), exact=True).count)
+
+    def set_payload(self, agent_id: int, memory_id: str, fields: dict[str, Any]) -> None:
+        payload = {k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()}
+        self.client.set_payload(self.collection, payload=payload,
+                                points=_client_filter(agent_id, MemoryFilter(ids=[memory_id])), wait=True)
+
+    def delete(self, agent_id: int, ids: Sequence[str]) -> None:
+        from qdrant_client import models as m
+
+        selector = m.FilterSelector(filter=_client_filter(agent_id, MemoryFilter(ids=list(ids))))
+        self.client.delete(self.collection, points_selector=selector, wait=True)
+
+    def rekey(self, old_key: str, agent_id: int) -> None:
+        from qdrant_client import models as m
+
+        flt = m.Filter(must=[m.FieldCondition(key="agent_id", match=m.MatchValue(value=old_key)),
+                             m.IsEmptyCondition(is_empty=m.PayloadField(key="payload_version"))])
+        self.client.set_payload(self.collection, payload={"agent_id": tenant_key(agent_id),
+                                                          "payload_version": PAYLOAD_VERSION}, points=flt, wait=True)
+
+    def close(self) -> None:
+        self.client.close()
