@@ -16,7 +16,6 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
 import sqlalchemy
 
 from pagemind.runtime.state.engine import make_engine
@@ -104,7 +103,7 @@ def load_v1(database_url: str, home: Path) -> None:
         shutil.copyfile(V1 / "pagemind.db", database_url.removeprefix("sqlite:///"))
     else:
         schema = database_url.rsplit("%3D", 1)[1]
-        dump = (V1 / "postgres.sql").read_text().replace(f"CREATE SCHEMA __SCHEMA__;", "")
+        dump = (V1 / "postgres.sql").read_text().replace("CREATE SCHEMA __SCHEMA__;", "")
         engine = sqlalchemy.create_engine(database_url)
         raw = engine.raw_connection()
         try:
@@ -161,3 +160,12 @@ def test_a_database_made_by_0_1_0_upgrades_in_place_with_its_data(database_url, 
     assert listing.returncode == 0, listing.stderr
     assert listing.stdout.startswith("2 live archival memories; tags: family, food, preference")
     assert "Lin's sister Mei lives in Lyon and loves hiking." in listing.stdout
+
+
+def test_the_migrations_ship_in_the_wheel():
+    import tomllib
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert {"pagemind.runtime.state.migrations", "pagemind.runtime.state.migrations.versions"} <= set(tool["packages"])
+    assert tool["package-data"]["pagemind.runtime.state.migrations"] == ["script.py.mako"]
+    assert (MIGRATIONS / "versions" / "__init__.py").exists()  # a package, so setuptools takes its files

@@ -48,8 +48,8 @@ def write_legacy_point(backend, name: str, text: str) -> str:
     else:
         from qdrant_client import models as m
 
-        backend.client.upsert(backend.collection, [m.PointStruct(id=record.id, vector={DENSE: vector(len(text)).tolist()},
-                                                                 payload=payload)], wait=True)
+        point = m.PointStruct(id=record.id, vector={DENSE: vector(len(text)).tolist()}, payload=payload)
+        backend.client.upsert(backend.collection, [point], wait=True)
     return record.id
 
 

@@ -75,7 +75,7 @@ class ToolContext(Protocol):
 
     @property
     def agent_name(self) -> str:
-        """The agent's name (its identity in every store)."""
+        """The agent's name (for messages; every store keys the agent by its id, so a rename keeps its memories)."""
         ...
 
     @property

@@ -175,7 +175,8 @@ class EdgeBackend(ArchivalBackend):
     def rekey(self, old_key: str, agent_id: int) -> None:
         from qdrant_edge import FieldCondition, Filter, IsEmptyCondition, MatchValue
 
-        flt = Filter(must=[FieldCondition(key="agent_id", match=MatchValue(old_key)), IsEmptyCondition("payload_version")])
+        flt = Filter(must=[FieldCondition(key="agent_id", match=MatchValue(old_key)),
+                           IsEmptyCondition("payload_version")])
         payload = {"agent_id": tenant_key(agent_id), "payload_version": PAYLOAD_VERSION}
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.set_payload_by_filter(flt, payload))
