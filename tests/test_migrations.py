@@ -16,6 +16,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
 import sqlalchemy
 
 from pagemind.runtime.state.engine import make_engine
@@ -60,6 +61,19 @@ def test_a_fresh_database_is_migrated_to_exactly_the_declared_schema(database_ur
     assert schema_differences(engine) == []
     make_engine(database_url).dispose()  # opening again at head is a no-op
     engine.dispose()
+
+
+def test_a_database_from_a_newer_pagemind_is_refused_with_a_clear_error(tmp_path):
+    from pagemind.runtime.state.migrate import SchemaTooNew
+
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    make_engine(url).dispose()
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    with pytest.raises(SchemaTooNew, match="upgrade pagemind"):
+        make_engine(url)
 
 
 # -- many processes starting at once ------------------------------------------------------------------------------

@@ -36,6 +36,10 @@ VERSION_TABLE = "alembic_version"
 _LOCK_KEY = 0x7061_6765_6D69_6E64 >> 1  # "pagemind", as a positive bigint: the advisory lock's key
 
 
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer pagemind than this one."""
+
+
 @functools.cache
 def head_revision() -> str:
     """The newest revision: revision ids are sequential 4-digit numbers that prefix their file names (the
@@ -108,6 +112,9 @@ def _upgrade(conn: Connection) -> None:
     before = current_revision(conn)
     if before == head_revision():
         return  # another process migrated while this one waited for the lock
+    if before is not None and before > head_revision():
+        raise SchemaTooNew(f"the database is at schema revision {before}, newer than this pagemind knows "
+                           f"({head_revision()}): upgrade pagemind to open it")
     if before is None and inspect(conn).has_table("agents"):
         log.info("schema_adopt", detail="a database made before migrations: revision 0001 adopts it")
     command.upgrade(alembic_config(conn), "head")
