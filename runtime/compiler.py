@@ -145,6 +145,24 @@ def _message_tokens(message: dict[str, Any], encoding: str) -> int:
     return tokens
 
 
+def wire_message_tokens(message: dict[str, Any], encoding: str = DEFAULT_ENCODING) -> int:
+    """What one message in wire form (an entry of a request's `messages`) costs."""
+    return _message_tokens(message, encoding)
+
+
+def request_tokens(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+                   encoding: str = DEFAULT_ENCODING) -> int:
+    """The prompt tokens of a request as sent (a recorded body, say): its messages, tool schemas and the reply
+    priming, counted as `compile_context` counts them."""
+    messages_tokens = sum(_message_tokens(m, encoding) for m in messages)
+    return messages_tokens + tool_schema_tokens(tools, encoding) + TOKENS_REPLY_PRIMING
+
+
+def tool_schema_tokens(tools: Sequence[dict[str, Any]], encoding: str = DEFAULT_ENCODING) -> int:
+    """What a request's tool schemas cost (0 without tools)."""
+    return _tokens(json.dumps(list(tools), sort_keys=True), encoding) if tools else 0
+
+
 @functools.lru_cache(maxsize=1024)
 def _seam_tokens(left: str, right: str, encoding: str) -> int:
     return _tokens(f"{left}\n\n{right}", encoding) - _tokens(left, encoding) - _tokens(right, encoding)
