@@ -30,9 +30,11 @@ from pagemind.runtime.trace.replay import format_report, replay  # noqa: E402
 from pagemind.runtime.spec import AgentSpec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.trace.recorder import (  # noqa: E402
-    ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent, read_trace, record,
+from pagemind.runtime.events import (  # noqa: E402
+    ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent,
 )
+from pagemind.runtime.trace.reader import read_trace  # noqa: E402
+from pagemind.runtime.trace.recorder import record  # noqa: E402
 
 MESSAGES = [
     "Hi, I'm Lin. I live in Oslo and I'm allergic to peanuts.",

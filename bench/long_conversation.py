@@ -9,6 +9,7 @@ history length (it must stay flat), flushes and summary sizes, into bench/RESULT
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import asyncio
 import json
 import re
@@ -23,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine_note, median, write_section  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.compiler import _message_tokens, message_tokens  # noqa: E402
+from pagemind.runtime.events import RuntimeEventBase  # noqa: E402
 from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
+from pagemind.runtime.observer import NullObserver  # noqa: E402
 from pagemind.runtime.testing import FunctionModel, ManualClock, by_purpose, reply_body, tool_call_body  # noqa: E402
 from pagemind.runtime.spec import AgentSpec, load_spec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
@@ -62,6 +65,14 @@ BENCH_MODEL = by_purpose(
 )
 
 
+class MonitorEvents(NullObserver, list):
+    """Keeps the pressure monitor's events as (kind, data) pairs."""
+
+    def on_event(self, event) -> None:  # noqa: ANN001
+        if isinstance(event, RuntimeEventBase):
+            self.append((event.kind, dataclasses.asdict(event.data)))
+
+
 async def run(lines: list[str], home: Path) -> dict:
     base = load_spec(Path(__file__).resolve().parent.parent / "agents/companion.yaml")
     spec = AgentSpec.model_validate({**base.model_dump(), "name": "longconv",
@@ -70,8 +81,7 @@ async def run(lines: list[str], home: Path) -> dict:
     clock_start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     clock = ManualClock(clock_start)
     agent = await Agent.load(spec, model=model, store=StateStore(make_engine(f"sqlite:///{home / 'l.db'}")), clock=clock)
-    events: list[tuple[str, dict]] = []
-    agent.observer.event = lambda step, kind, data: events.append((kind, data))  # type: ignore[method-assign]
+    events = agent.observer = MonitorEvents()
     compile_ms: list[float] = []
     for i, line in enumerate(lines):
         clock.now = clock_start + timedelta(minutes=i)

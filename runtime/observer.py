@@ -1,86 +1,82 @@
-"""Hooks the loop calls as a turn unfolds; the trace recorder implements them, the default ignores them."""
+"""Who hears about a turn as it unfolds: the runtime hands every event (`pagemind.runtime.events`) to one
+method, `on_event`; the trace recorder, the replay comparator and the demo display implement it."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
 from pagemind.blocks import BlockEdit
+from pagemind.runtime.events import (
+    Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
+    PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent, Flush, HistoryRepair,
+    PressureWarning,
+)
 from pagemind.runtime.model_client import ModelRequest, ModelResponse
 from pagemind.tools import ToolCall, ToolResult
 
 
-class TurnObserver(Protocol):
-    """Receives every request, response, tool call, result, memory edit and step end, in order.
+class LegacyHooks:
+    """TEMPORARY, until the loop, the agent and the monitor call `on_event` themselves: turns the old per-kind
+    callbacks they still make into events."""
 
-    An observer may keep what it is given: the runtime never changes a reported object afterwards (the trace
-    recorder builds its events from them at the step's end).
+    def on_event(self, event: Event) -> None:  # pragma: no cover - every observer defines it
+        raise NotImplementedError
+
+    def turn_started(self, agent: Any, turn_id: str, user_message: str) -> None:  # noqa: D102
+        self.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=user_message))
+
+    def model_request(self, step: int, request: ModelRequest) -> None:  # noqa: D102
+        self.on_event(ModelRequestEvent.from_request(step, request))
+
+    def model_response(self, step: int, response: ModelResponse) -> None:  # noqa: D102
+        self.on_event(ModelResponseEvent.from_response(step, response))
+
+    def tool_call(self, step: int, call: ToolCall) -> None:  # noqa: D102
+        self.on_event(ToolCallEvent.from_call(step, call))
+
+    def tool_result(self, step: int, result: ToolResult) -> None:  # noqa: D102
+        self.on_event(ToolResultEvent.from_result(step, result))
+
+    def memory_edit(self, step: int, edit: BlockEdit) -> None:  # noqa: D102
+        self.on_event(MemoryEditEvent.from_edit(step, edit))
+
+    def event(self, step: int, kind: str, data: dict[str, Any]) -> None:  # noqa: D102
+        if kind == "flush":
+            self.on_event(FlushEvent(step=step, data=Flush(**data)))
+        elif kind == "pressure_warning":
+            self.on_event(PressureWarningEvent(step=step, data=PressureWarning(**data)))
+        else:
+            self.on_event(HistoryRepairEvent(step=step, data=HistoryRepair(**data)))
+
+    def step_end(self, step: int, stop_reason: str | None) -> None:  # noqa: D102
+        self.on_event(StepEndEvent(step=step, stop_reason=stop_reason))
+
+
+class TurnObserver(Protocol):
+    """Receives every event of a turn, in order.
+
+    An observer may keep what it is given: events are frozen, and the runtime never changes an object it reported
+    (a request's messages, a response's body) afterwards.
     """
 
-    def turn_started(self, agent: Any, turn_id: str, user_message: str) -> None: ...
-    def model_request(self, step: int, request: ModelRequest) -> None: ...
-    def model_response(self, step: int, response: ModelResponse) -> None: ...
-    def tool_call(self, step: int, call: ToolCall) -> None: ...
-    def tool_result(self, step: int, result: ToolResult) -> None: ...
-    def memory_edit(self, step: int, edit: BlockEdit) -> None: ...
-    def event(self, step: int, kind: str, data: dict[str, Any]) -> None: ...
-    def step_end(self, step: int, stop_reason: str | None) -> None: ...
+    def on_event(self, event: Event) -> None:
+        """One thing happened."""
 
 
-class NullObserver:
+class NullObserver(LegacyHooks):
     """Observes nothing."""
 
-    def turn_started(self, agent: Any, turn_id: str, user_message: str) -> None: ...
-    def model_request(self, step: int, request: ModelRequest) -> None: ...
-    def model_response(self, step: int, response: ModelResponse) -> None: ...
-    def tool_call(self, step: int, call: ToolCall) -> None: ...
-    def tool_result(self, step: int, result: ToolResult) -> None: ...
-    def memory_edit(self, step: int, edit: BlockEdit) -> None: ...
-    def event(self, step: int, kind: str, data: dict[str, Any]) -> None: ...
-    def step_end(self, step: int, stop_reason: str | None) -> None: ...
+    def on_event(self, event: Event) -> None:
+        """Ignore it."""
 
 
-class ObserverGroup:
-    """Passes every callback to several observers, in order (e.g. a trace recorder and a live display)."""
+class ObserverGroup(LegacyHooks):
+    """Passes every event to several observers, in order (e.g. a trace recorder and a live display)."""
 
     def __init__(self, observers: list[TurnObserver]):
         self.observers = list(observers)
 
-    def turn_started(self, agent: Any, turn_id: str, user_message: str) -> None:
-        """A turn started."""
-        for o in self.observers:
-            o.turn_started(agent, turn_id, user_message)
-
-    def model_request(self, step: int, request: ModelRequest) -> None:
-        """A request is about to be sent."""
-        for o in self.observers:
-            o.model_request(step, request)
-
-    def model_response(self, step: int, response: ModelResponse) -> None:
-        """A response arrived."""
-        for o in self.observers:
-            o.model_response(step, response)
-
-    def tool_call(self, step: int, call: ToolCall) -> None:
-        """A tool is about to be called."""
-        for o in self.observers:
-            o.tool_call(step, call)
-
-    def tool_result(self, step: int, result: ToolResult) -> None:
-        """A tool answered."""
-        for o in self.observers:
-            o.tool_result(step, result)
-
-    def memory_edit(self, step: int, edit: BlockEdit) -> None:
-        """A core-memory edit was committed."""
-        for o in self.observers:
-            o.memory_edit(step, edit)
-
-    def event(self, step: int, kind: str, data: dict[str, Any]) -> None:
-        """A runtime event happened."""
-        for o in self.observers:
-            o.event(step, kind, data)
-
-    def step_end(self, step: int, stop_reason: str | None) -> None:
-        """A step was committed."""
-        for o in self.observers:
-            o.step_end(step, stop_reason)
+    def on_event(self, event: Event) -> None:
+        """Hand it to each observer."""
+        for observer in self.observers:
+            observer.on_event(event)

@@ -106,7 +106,7 @@ def test_the_demo_trace_replays_identically(tmp_path):
     import asyncio
 
     from pagemind.runtime.trace.replay import format_report, replay
-    from pagemind.runtime.trace.recorder import read_trace
+    from pagemind.runtime.trace.reader import read_trace
 
     lines: list[str] = []
     assert asyncio.run(run_demo(lines.append, home=tmp_path / "demo")) == 0

@@ -19,7 +19,9 @@ from pagemind.runtime.trace.replay import format_report, replay
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.trace.recorder import ModelResponseEvent, read_trace, record
+from pagemind.runtime.events import ModelResponseEvent
+from pagemind.runtime.trace.reader import read_trace
+from pagemind.runtime.trace.recorder import record
 
 BASE_URL = os.environ.get("PAGEMIND_LIVE_BASE_URL")
 

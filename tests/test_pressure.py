@@ -1,12 +1,14 @@
 """The pressure monitor end to end, with scripted models."""
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.compiler import _message_tokens
+from pagemind.runtime.compiler import request_tokens as body_tokens
+from pagemind.runtime.events import RuntimeEventBase
 from pagemind.runtime.pressure.history_repair import MISSING_RESULT
 from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.messages import Message
@@ -34,13 +36,13 @@ def small_spec(**memory: Any) -> AgentSpec:
 class EventLog(NullObserver, list):
     """Observes a turn and keeps the runtime events (warnings, flushes, repairs) as (kind, data) pairs."""
 
-    def event(self, step: int, kind: str, data: dict) -> None:
-        self.append((kind, data))
+    def on_event(self, event) -> None:
+        if isinstance(event, RuntimeEventBase):
+            self.append((event.kind, dataclasses.asdict(event.data)))
 
 
 def request_tokens(request: ModelRequest) -> int:
-    tools = count_tokens(json.dumps(request.tools, sort_keys=True)) if request.tools else 0
-    return sum(_message_tokens(m, "o200k_base") for m in request.messages) + tools + 3
+    return body_tokens(request.messages, request.tools)
 
 
 def check_tool_pairs(messages: list[dict]) -> None:

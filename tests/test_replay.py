@@ -12,7 +12,8 @@ from pagemind.runtime.trace.replay import ReplayError, format_report, replay
 from pagemind.runtime.testing import ScriptedModel, build_spec, tool_call_body
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.trace.recorder import read_trace, record
+from pagemind.runtime.trace.reader import read_trace
+from pagemind.runtime.trace.recorder import record
 from tests.test_trace import SCRIPT, record_turn
 from pagemind.tools import tool
 

@@ -10,7 +10,8 @@ from pagemind.runtime.trace.ids import IdMap
 from pagemind.runtime.testing import FunctionModel, build_spec, tool_call_body
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.trace.recorder import read_trace, record
+from pagemind.runtime.trace.reader import read_trace
+from pagemind.runtime.trace.recorder import record
 from pagemind.tools import ToolError, tool
 
 TICKETS: set[str] = set()

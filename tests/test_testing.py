@@ -13,7 +13,7 @@ from pagemind.runtime.testing import (
     FakeEmbedder, FunctionModel, ManualClock, RecordingArchival, ScriptedModel, build_spec, by_purpose,
     is_pressure_alert, reply_body, spec_data, tool_call_body, tool_context,
 )
-from pagemind.runtime.trace.recorder import read_trace
+from pagemind.runtime.trace.reader import read_trace
 from pagemind.tools import ArchivalMemory
 
 TRACES = Path(__file__).parent / "traces"

@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.observer import NullObserver, ObserverGroup
-from pagemind.runtime.trace.recorder import (
-    EVENT_ADAPTER, SCHEMA_VERSION, Header, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent, Parent,
-    RuntimeEvent, Snapshot, StepEndEvent, ToolCallEvent, ToolResultEvent, TraceFormatError, TurnEvent,
-    read_trace, record, strip_userinfo,
+from pagemind.runtime.events import (
+    Flush, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
+    PressureWarning, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
+from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.testing import TEST_API_KEY, tool_call_body as tool_call
+from pagemind.runtime.trace.format import LINE_ADAPTER, SCHEMA_VERSION, Header, Parent, Snapshot
+from pagemind.runtime.trace.header import strip_userinfo
+from pagemind.runtime.trace.reader import TraceFormatError, read_trace
+from pagemind.runtime.trace.recorder import record
 
 ROOT = Path(__file__).parent.parent
 
@@ -69,8 +72,9 @@ class FileAtStepEnd(NullObserver):
     def __init__(self, path: Path):
         self.path, self.seen = path, []
 
-    def step_end(self, step, stop_reason):
-        self.seen.append(self.path.read_bytes())
+    def on_event(self, event):
+        if isinstance(event, StepEndEvent):
+            self.seen.append(self.path.read_bytes())
 
 
 async def test_every_step_is_on_disk_when_it_ends(scripted_openai, make_agent, sqlite_url, tmp_path):
@@ -123,7 +127,7 @@ def _one_of_each() -> list:
     at = datetime(2026, 3, 2, 9, 14, 5, 123456, tzinfo=timezone.utc)
     snapshot = Snapshot(blocks=[], messages=[], summary="s", recall_count=3, archival_count=None,
                         agent_state={"pressure_warned": True, "token_correction": 1.25})
-    common = {"turn": 1, "step": 2, "clock": [at]}
+    common = {"turn": 1, "step": 2, "clock": (at,)}
     return [
         Header(trace_id="t" * 32, created_at=at, agent="a", spec_hash="h", spec={"name": "a"},
                runtime_version="0.1.0", model={"name": "m", "temperature": 0.7}, snapshot=snapshot,
@@ -136,17 +140,22 @@ def _one_of_each() -> list:
         ToolCallEvent(**common, call_id="c", name="send_message", arguments='{"message": "hi'),
         ToolResultEvent(**common, call_id="c", name="send_message", content="Error: …", is_error=True),
         MemoryEditEvent(**common, label="human", operation="append", old="", new="x\n", at=at),
-        RuntimeEvent(**common, kind="flush", data={"evicted": 4, "nested": {"a": [1, 2.5, None]}}),
+        FlushEvent(**common, data=Flush(evicted=4, tokens_before=900, tokens_after=400, summary_tokens=50,
+                                        summary_chunks=2, summary_truncated=True, extraction="stored", extracted=3,
+                                        enough=False)),
+        PressureWarningEvent(**common, data=PressureWarning(tokens=700, usable=1000, percent=70)),
+        HistoryRepairEvent(**common, data=HistoryRepair(problems=["a call without its result: c1"], added=1,
+                                                        dropped=0)),
         StepEndEvent(**common, stop_reason=None),
     ]
 
 
-@pytest.mark.parametrize("event", _one_of_each(), ids=lambda e: e.type)
+@pytest.mark.parametrize("event", _one_of_each(), ids=lambda e: getattr(e, "kind", e.type))
 def test_every_event_type_round_trips_without_loss(event):
-    line = EVENT_ADAPTER.dump_json(event)
-    again = EVENT_ADAPTER.validate_json(line)
+    line = LINE_ADAPTER.dump_json(event)
+    again = LINE_ADAPTER.validate_json(line)
     assert again == event and type(again) is type(event)
-    assert EVENT_ADAPTER.dump_json(again) == line
+    assert LINE_ADAPTER.dump_json(again) == line
 
 
 async def test_recorded_lines_round_trip_byte_for_byte(scripted_openai, make_agent, sqlite_url, tmp_path):
@@ -154,7 +163,7 @@ async def test_recorded_lines_round_trip_byte_for_byte(scripted_openai, make_age
     path = tmp_path / "turn.jsonl"
     await record_turn(make_agent, sqlite_url, scripted_openai.client(), path)
     for line in path.read_bytes().splitlines():
-        assert EVENT_ADAPTER.dump_json(EVENT_ADAPTER.validate_json(line)) == line
+        assert LINE_ADAPTER.dump_json(LINE_ADAPTER.validate_json(line)) == line
 
 
 async def test_requests_share_unchanged_messages_and_tools_with_the_previous_one(scripted_openai, make_agent,

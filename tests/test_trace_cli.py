@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from pagemind.runtime.cli.main import main
-from pagemind.runtime.trace.recorder import read_trace
 from pagemind.runtime.testing import BASE_URL, TEST_API_KEY, http_error, tool_call_body as tool_call
+from pagemind.runtime.trace.reader import read_trace
 
 USER_TEXT = "Hi, I'm Lin. I'm allergic to peanuts."
 COMPANION = str(Path(__file__).parent.parent / "agents" / "companion.yaml")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pagemind.runtime.trace.replay import format_report, replay
-from pagemind.runtime.trace.recorder import EVENT_ADAPTER, read_trace
+from pagemind.runtime.trace.format import LINE_ADAPTER
+from pagemind.runtime.trace.reader import read_trace
 from tests.traces.record import SCENARIOS
 
 TRACES = Path(__file__).parent / "traces"
@@ -39,4 +40,4 @@ async def test_recording_a_scenario_again_replays_identically(name, tmp_path):
     path = await record_scenario(name, tmp_path)
     assert (await replay(read_trace(path))).status == "identical"
     for line in path.read_bytes().splitlines():
-        assert EVENT_ADAPTER.dump_json(EVENT_ADAPTER.validate_json(line)) == line
+        assert LINE_ADAPTER.dump_json(LINE_ADAPTER.validate_json(line)) == line

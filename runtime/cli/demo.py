@@ -15,15 +15,19 @@ import time
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, assert_never
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.events import (
+    Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
+    PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+)
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.model_client import ModelRequest, ModelResponse
-from pagemind.runtime.observer import ObserverGroup
+from pagemind.runtime.model_client import ModelRequest
+from pagemind.runtime.observer import LegacyHooks, ObserverGroup
 from pagemind.runtime.testing import (
     NO_FACTS, FunctionModel, ManualClock, by_purpose, call, is_pressure_alert, reply_body, tool_calls_body,
 )
@@ -31,8 +35,9 @@ from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import load_spec
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.trace.timeline import TimelineRenderer, Window
-from pagemind.runtime.trace.recorder import EventBuilder, read_trace, record
+from pagemind.runtime.trace.reader import read_trace
+from pagemind.runtime.trace.recorder import record
+from pagemind.runtime.trace.timeline import BarScale, TimelineRenderer
 
 FIRST_LINE = ("pagemind demo: the model's responses below are a script written for this demo (no model is called, "
               "no network);")
@@ -138,19 +143,15 @@ class DemoModel(FunctionModel):
 # -- the display ------------------------------------------------------------------------------------------------
 
 
-class DemoDisplay:
-    """A `TurnObserver` printing the timeline as it happens, in conversational form."""
+class DemoDisplay(LegacyHooks):
+    """An observer printing the timeline as it happens, in conversational form."""
 
-    def __init__(self, out: Callable[[str], None], window: Window, user_name: str, agent_name: str, width: int):
-        self.out, self.builder = out, EventBuilder()
-        self.renderer = TimelineRenderer(window, width)
+    def __init__(self, out: Callable[[str], None], scale: BarScale, user_name: str, agent_name: str, width: int):
+        self.out = out
+        self.renderer = TimelineRenderer(scale, width)
         self.user_name, self.agent_name, self.width = user_name, agent_name, width
         self.errors = 0
         self.counts: dict[str, int] = {}
-
-    def _show(self, event: Any) -> None:
-        for line in self.renderer.render(event):
-            self.out(line)
 
     def _say(self, who: str, text: str) -> None:
         lines = textwrap.wrap(text, self.width - len(who) - 5) or [""]
@@ -158,47 +159,35 @@ class DemoDisplay:
         for line in lines[1:]:
             self.out(" " * (len(who) + 5) + line)
 
-    def turn_started(self, agent: Any, turn_id: str, user_message: str) -> None:
-        """Show the user's message."""
-        self.builder.turn_event(turn_id, user_message)
-        self._say(self.user_name, user_message)
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
 
-    def model_request(self, step: int, request: ModelRequest) -> None:
-        """Show the step with its context bar."""
-        self._show(self.builder.request(step, request))
-
-    def model_response(self, step: int, response: ModelResponse) -> None:
-        """Show any text the model wrote."""
-        self._show(self.builder.response(step, response))
-
-    def tool_call(self, step: int, call_: Any) -> None:
-        """Show a tool call (send_message shows as the reply)."""
-        event = self.builder.tool_call(step, call_)
-        if event.name != "send_message":
-            self._show(event)
-
-    def tool_result(self, step: int, result: Any) -> None:
-        """Show a tool result, or the agent's reply."""
-        event = self.builder.tool_result(step, result)
-        self.errors += result.is_error
-        if result.name == "send_message" and not result.is_error:
-            self._say(self.agent_name, result.content)
-        else:
-            self._show(event)
-
-    def memory_edit(self, step: int, edit: Any) -> None:
-        """Show a core-memory edit."""
-        self.counts["edits"] = self.counts.get("edits", 0) + 1
-        self._show(self.builder.memory_edit(step, edit))
-
-    def event(self, step: int, kind: str, data: dict[str, Any]) -> None:
-        """Show a pressure-monitor event."""
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        self._show(self.builder.runtime_event(step, kind, data))
-
-    def step_end(self, step: int, stop_reason: str | None) -> None:
-        """Nothing to show: the next step or turn speaks for itself."""
-        self.builder.step_end(step, stop_reason)
+    def on_event(self, event: Event) -> None:
+        """Show the user's and the agent's words as a conversation, and the timeline's lines between them."""
+        lines = self.renderer.render(event)  # always: the renderer follows the turns and steps
+        match event:
+            case TurnEvent():
+                self._say(self.user_name, event.user_message)
+                return
+            case ToolCallEvent() if event.name == "send_message":
+                return  # shows as the reply
+            case ToolResultEvent():
+                self.errors += event.is_error
+                if event.name == "send_message" and not event.is_error:
+                    self._say(self.agent_name, event.content)
+                    return
+            case MemoryEditEvent():
+                self._count("edits")
+            case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent():
+                self._count(event.kind)
+            case StepEndEvent():
+                return  # the next step or turn speaks for itself
+            case ModelRequestEvent() | ModelResponseEvent() | ToolCallEvent():
+                pass
+            case _:
+                assert_never(event)
+        for line in lines:
+            self.out(line)
 
 
 # -- running ----------------------------------------------------------------------------------------------------
@@ -212,7 +201,7 @@ async def _run_week(out: Callable[[str], None], script: DemoScript, folder: Path
     settings = Settings(home=home, database_url=f"sqlite:///{home / 'pagemind.db'}")  # nothing from the environment
     agent = await Agent.load(spec, model=model, store=StateStore(make_engine(settings.database_url)),
                              settings=settings, clock=clock)
-    display = DemoDisplay(out, Window.from_spec(spec.model_dump(mode="json")), script.user_name, agent.name, width)
+    display = DemoDisplay(out, BarScale.from_spec(spec), script.user_name, agent.name, width)
     trace_path = home / "traces" / agent.name / "demo-week.jsonl"
     recorder = record(agent, path=trace_path)
     agent.observer = ObserverGroup([display, recorder])

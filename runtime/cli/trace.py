@@ -27,10 +27,10 @@ from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import ModelSpec, SpecError, load_spec
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.timeline import render_trace
-from pagemind.runtime.trace.recorder import (
-    TRACE_SUFFIX, ModelResponseEvent, StepEndEvent, Trace, TraceFormatError, TraceRecorder, read_trace, record,
-    trace_filename, traces_dir,
-)
+from pagemind.runtime.events import ModelResponseEvent, StepEndEvent
+from pagemind.runtime.trace.format import TRACE_SUFFIX
+from pagemind.runtime.trace.reader import Trace, TraceFormatError, read_trace
+from pagemind.runtime.trace.recorder import TraceRecorder, record, trace_filename, traces_dir
 
 
 class CliError(Exception):

@@ -14,7 +14,9 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from pagemind.runtime.trace.recorder import EVENT_ADAPTER, Trace, TraceWriter
+from pagemind.runtime.trace.format import LINE_ADAPTER
+from pagemind.runtime.trace.reader import Trace
+from pagemind.runtime.trace.recorder import TraceWriter
 
 # Fields that carry structure, not user text: never rewritten (a user who types "user" must not break roles).
 PROTECTED = frozenset({
@@ -133,7 +135,7 @@ def _collect_header(redactor: Redactor, header: dict[str, Any]) -> None:
 
 def redact_trace(trace: Trace, out: Path) -> Redactor:
     """Write a redacted copy of `trace` (whole steps only) to `out`; returns the redactor (its placeholder map)."""
-    events = [trace.header.model_dump(mode="json"), *(e.model_dump(mode="json") for e in trace.events)]
+    events = [LINE_ADAPTER.dump_python(line, mode="json") for line in (trace.header, *trace.events)]
     redactor = Redactor()
     # Memory and user text first, so their placeholders say so; then everything else, in order of appearance.
     first = ("header", "memory_edit", "turn")
@@ -145,7 +147,7 @@ def redact_trace(trace: Trace, out: Path) -> Redactor:
             rewritten = redactor.value(event)
             if rewritten["type"] == "header":
                 rewritten["redacted"] = True
-            writer.write(EVENT_ADAPTER.validate_python(rewritten))
+            writer.write(LINE_ADAPTER.validate_python(rewritten))
     finally:
         writer.close()
     return redactor

@@ -1,0 +1,141 @@
+"""Reading a trace file: validate every line into the trace types, expand compact requests, and find where a
+trace cut short by a crash stops making sense."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pagemind.runtime.events import Event, ModelRequestEvent, StepEndEvent, TurnEvent
+from pagemind.runtime.trace.compaction import expand_body
+from pagemind.runtime.trace.format import LINE_ADAPTER, SCHEMA_VERSION, Header
+from pagemind.runtime.trace.header import runtime_version
+
+
+class TraceFormatError(ValueError):
+    """A trace that cannot be read; the message names the file and line."""
+
+
+@dataclass
+class Trace:
+    """A trace as read: its header, its events (with their line numbers) and where it ends."""
+
+    path: Path
+    header: Header
+    events: list[Event]
+    lines: list[int]
+    complete: bool
+    dropped: int = 0  # events after the last complete step (a torn or unfinished step), left out of `events`
+
+    @property
+    def turns(self) -> list[TurnEvent]:
+        """The turns, in order."""
+        return [e for e in self.events if isinstance(e, TurnEvent)]
+
+    @property
+    def steps(self) -> list[tuple[int, int]]:
+        """(turn, step) of every complete step, in order; the index + 1 is the step's number in the trace."""
+        return [(e.turn, e.step) for e in self.events if isinstance(e, StepEndEvent)]
+
+    def line_of(self, index: int) -> int:
+        """The file line of `events[index]`."""
+        return self.lines[index]
+
+
+def _problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(line)"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def _parse_header(path: Path, raw: bytes) -> Header:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"{path}:1: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict) or data.get("type") != "header":
+        raise TraceFormatError(f"{path}:1: the first line must be the trace header (type \"header\")")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise TraceFormatError(
+            f"{path}:1: unknown schema_version {version!r}; this pagemind ({runtime_version()}) reads "
+            f"schema_version {SCHEMA_VERSION}")
+    try:
+        return Header.model_validate(data)
+    except ValidationError as exc:
+        raise TraceFormatError(f"{path}:1: invalid header: {_problem(exc)}") from None
+
+
+def _parse_line(path: Path, number: int, raw: bytes) -> Any:
+    try:
+        return LINE_ADAPTER.validate_json(raw)
+    except ValidationError as exc:
+        kind = "not valid JSON" if exc.errors()[0]["type"] == "json_invalid" else "invalid event"
+        raise TraceFormatError(f"{path}:{number}: {kind}: {_problem(exc)}") from None
+
+
+def _expand(path: Path, events: list[Any], lines: list[int]) -> None:
+    """Replace compact requests by their full bodies, in place."""
+    previous: dict[str, dict[str, Any]] = {}
+    for index, (event, number) in enumerate(zip(events, lines)):
+        if not isinstance(event, ModelRequestEvent):
+            continue
+        if event.compact:
+            try:
+                body = expand_body(event.body, previous.get(event.purpose))
+            except (ValueError, TypeError) as exc:
+                raise TraceFormatError(f"{path}:{number}: invalid compact request: {exc}") from None
+            event = events[index] = dataclasses.replace(event, body=body, compact=False)
+        previous[event.purpose] = event.body
+
+
+def _complete_prefix(events: list[Any]) -> int:
+    """How many events make up whole steps (up to and including the last step end)."""
+    for index in range(len(events) - 1, -1, -1):
+        if isinstance(events[index], StepEndEvent):
+            return index + 1
+    return 0
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read and validate a trace. A torn last line or an unfinished step (a crash) is dropped, not an error;
+    anything else malformed raises TraceFormatError naming the line."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    raw_lines = data.split(b"\n")
+    torn = raw_lines.pop() if raw_lines else b""  # text after the last newline: a line cut off mid-write
+    if not raw_lines:
+        if torn.strip():
+            raise TraceFormatError(f"{path}:1: the header line is incomplete (the trace was cut off)")
+        raise TraceFormatError(f"{path}: empty file, not a trace")
+    header = _parse_header(path, raw_lines[0])
+    events, lines = [], []
+    for number, raw in enumerate(raw_lines[1:], start=2):
+        if raw.strip():
+            events.append(_parse_line(path, number, raw))
+            lines.append(number)
+    torn_dropped = False
+    if torn.strip():
+        try:
+            events.append(LINE_ADAPTER.validate_json(torn))
+            lines.append(len(raw_lines) + 1)
+        except ValidationError:
+            torn_dropped = True  # cut off mid-write: everything before it still counts
+    _expand(path, events, lines)
+    return _finish(path, header, events, lines, torn_dropped)
+
+
+def _finish(path: Path, header: Header, events: list[Any], lines: list[int], torn_dropped: bool) -> Trace:
+    last = events[-1] if events else None
+    complete = isinstance(last, StepEndEvent) and last.stop_reason is not None and not torn_dropped
+    keep = len(events) if complete else _complete_prefix(events)
+    return Trace(path, header, events[:keep], lines[:keep], complete, dropped=len(events) - keep + int(torn_dropped))
