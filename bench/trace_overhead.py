@@ -3,8 +3,10 @@
 Two agents over their own SQLite files, one recording and one not, take turns (interleaved, so machine noise
 hits both alike); each turn is one step: store the user message, compile, call an instant model, dispatch
 `send_message`, commit — plus, for the recording agent, serialising and appending the request, response, tool
-call, result and step end as one write, flushed at the step end. Then a recorded multi-turn trace is
-replayed offline (scratch state, real loop and compiler, every event compared): steps per second.
+call, result and step end as one write, flushed at the step end. What building a step's events costs (every
+agent pays it, recording or not: the runtime reports events as objects) is timed on its own. Then a recorded
+multi-turn trace is replayed offline (scratch state, real loop and compiler, every event compared): steps per
+second.
 
     python bench/trace_overhead.py [--turns 400]
 """
@@ -16,6 +18,7 @@ import asyncio
 import sys
 import tempfile
 import time
+import timeit
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
+from pagemind.runtime.events import (  # noqa: E402
+    ModelRequestEvent, ModelResponseEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+)
 from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.model_client import ModelRequest  # noqa: E402
+from pagemind.runtime.model_client import ModelRequest, response_from_body  # noqa: E402
 from pagemind.runtime.trace.replay import replay  # noqa: E402
 from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body  # noqa: E402
 from pagemind.runtime.spec import load_spec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.trace.recorder import TraceRecorder, read_trace, record  # noqa: E402
+from pagemind.tools import ToolCall, ToolResult  # noqa: E402
+from pagemind.runtime.trace.reader import read_trace  # noqa: E402
+from pagemind.runtime.trace.recorder import TraceRecorder, record  # noqa: E402
 
 IN_CONTEXT = 20
 
@@ -99,6 +107,26 @@ async def hook_time(turns: int, home: Path) -> float:
     return timer.seconds * 1000 / turns
 
 
+async def event_cost(home: Path) -> float:
+    """µs to build one step's events (turn, request, response, tool call, result, step end) from the runtime's
+    objects, best of 7 runs of 2,000."""
+    agent = await _agent(home, "events")
+    request = agent.step_request(agent.compile())
+    response = response_from_body(answer(request))
+    call = ToolCall("c1", "send_message", '{"message": "ok, noted"}')
+    result = ToolResult("c1", "send_message", "ok, noted", False, True)
+
+    def one_step() -> None:
+        TurnEvent(step=0, turn_id="t", user_message="turn 1: the weather was fine")
+        ModelRequestEvent.from_request(1, request)
+        ModelResponseEvent.from_response(1, response)
+        ToolCallEvent.from_call(1, call)
+        ToolResultEvent.from_result(1, result)
+        StepEndEvent(step=1, stop_reason="send_message")
+
+    return min(timeit.repeat(one_step, number=2000, repeat=7)) / 2000 * 1e6
+
+
 async def replay_speed(turns: int, home: Path) -> tuple[int, float, int]:
     """Record `turns` one-step turns (the window grows, no trimming), replay them: (steps, seconds, bytes)."""
     agent = await _agent(home, "replayed")
@@ -124,13 +152,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(overhead(args.turns, Path(tmp)))
         own = asyncio.run(hook_time(args.turns, Path(tmp)))
+        events_us = asyncio.run(event_cost(Path(tmp)))
         steps, seconds, replay_size = asyncio.run(replay_speed(args.replay_turns, Path(tmp)))
     plain, recorded, size = result["plain"], result["recorded"], result["size"]
     off, on = median(plain), median(recorded)
     ratio = on / off
     cpu_off, cpu_on = median(result["cpu_plain"]), median(result["cpu_recorded"])
     print(f"recording off p50 {off:.3f} ms, on p50 {on:.3f} ms: ratio {ratio:.3f} (+{(on - off) * 1000:.0f} µs/step); "
-          f"CPU time ratio {cpu_on / cpu_off:.3f}; recorder's own time {own * 1000:.0f} µs/step = {own / off:.1%}")
+          f"CPU time ratio {cpu_on / cpu_off:.3f}; recorder's own time {own * 1000:.0f} µs/step = {own / off:.1%}; "
+          f"building a step's events {events_us:.1f} µs")
     print(f"replay: {steps} steps in {seconds:.2f} s = {steps / seconds:.0f} steps/s")
     write_section("Trace overhead (bench/trace_overhead.py)", f"""
 {machine_note()}; companion agent, one-step turns (send_message), instant scripted model, SQLite on local disk,
@@ -146,7 +176,9 @@ Ratio on/off at p50: **{ratio:.3f}** wall-clock (+{(on - off) * 1000:.0f} µs pe
 CPU time (the thread's own time, which other jobs on this shared machine do not inflate); target < 1.10. Time
 spent inside the recorder's hooks, timed in a separate run (the timing wrapper costs something itself):
 {own * 1000:.0f} µs per step = {own / off:.1%} of an unrecorded step. Events are noted as they happen and written
-with one `write()` and flush per step. Trace size: {size / len(recorded) / 1024:.1f} KiB per step (a request repeats none of the messages or
+with one `write()` and flush per step. Building a step's six events (frozen dataclasses, `pagemind.runtime.events`),
+which every agent does whether it records or not, costs {events_us:.1f} µs (best of 7), {events_us / 1000 / off:.1%}
+of an unrecorded step. Trace size: {size / len(recorded) / 1024:.1f} KiB per step (a request repeats none of the messages or
 tool schemas it shares with the previous one).
 
 Replay (scratch SQLite, real loop/compiler/tools, every event compared): {steps} steps of a {args.replay_turns}-turn
