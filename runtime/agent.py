@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent, RuntimeEvent
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
@@ -159,9 +160,9 @@ class Agent:
 
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
         """Every model call (steps, summaries, extraction) goes through here, so observers see them all."""
-        self.observer.model_request(step, request)
+        self.observer.on_event(ModelRequestEvent.from_request(step, request))
         response = await self.model.complete(request)
-        self.observer.model_response(step, response)
+        self.observer.on_event(ModelResponseEvent.from_response(step, response))
         return response
 
     def tool_context(self, working: CoreMemory) -> StepContext:
@@ -172,6 +173,6 @@ class Agent:
         """The agent's clock reading."""
         return self.clock()
 
-    def report(self, step: int, kind: str, data: dict[str, Any]) -> None:
-        """Pass a runtime event (a repair, a warning, a flush) to the observer."""
-        self.observer.event(step, kind, data)
+    def report(self, event: RuntimeEvent) -> None:
+        """Pass what the monitor did (a repair, a warning, a flush) to the observer."""
+        self.observer.on_event(event)

@@ -23,6 +23,7 @@ from pagemind.blocks import CoreMemory
 from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, ModelResponse
+from pagemind.runtime.events import MemoryEditEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent
 from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.spec import AgentSpec
@@ -100,7 +101,7 @@ class TurnResult:
 async def run_turn(agent: LoopAgent, user_message: str) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`."""
     turn_id = uuid.uuid4().hex
-    agent.observer.turn_started(agent, turn_id, user_message)
+    agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=user_message))
     messages = agent.window.accept(Message("user", user_message, agent.clock(), turn_id=turn_id))  # 1. inbox
     await agent.prefetch(user_message)
     for step in itertools.count(1):
@@ -154,10 +155,10 @@ async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, Mode
 async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working: CoreMemory) -> list[ToolResult]:
     """Step 5: run the response's tool calls against a working copy of core memory; errors become results."""
     for call in response.tool_calls:
-        agent.observer.tool_call(step, call)
+        agent.observer.on_event(ToolCallEvent.from_call(step, call))
     results = await dispatch_tool_calls(list(response.tool_calls), agent.tools, agent.tool_context(working))
     for result in results:
-        agent.observer.tool_result(step, result)
+        agent.observer.on_event(ToolResultEvent.from_result(step, result))
     return results
 
 
@@ -169,8 +170,8 @@ def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Messa
     working.clear_pending()
     agent.memory = working
     for edit in edits:
-        agent.observer.memory_edit(step, edit)
-    agent.observer.step_end(step, record.stop_reason)
+        agent.observer.on_event(MemoryEditEvent.from_edit(step, edit))
+    agent.observer.on_event(StepEndEvent(step=step, stop_reason=record.stop_reason))
     return stored
 
 

@@ -1,6 +1,7 @@
 """Replay: identical runs, the first divergence, truncated traces, unused responses, forks."""
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -9,11 +10,12 @@ import pagemind.runtime.compiler as compiler
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.trace.replay import ReplayError, format_report, replay
-from pagemind.runtime.testing import ScriptedModel, build_spec, tool_call_body
+from pagemind.runtime.testing import ManualClock, ScriptedModel, build_spec, tool_call_body
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
+from tests.traces.record import pressure_flush
 from tests.test_trace import SCRIPT, record_turn
 from pagemind.tools import tool
 
@@ -207,3 +209,21 @@ async def test_fork_serves_recorded_steps_then_the_live_model(recorded, tmp_path
 async def test_fork_step_must_exist(recorded):
     with pytest.raises(ReplayError, match="the trace has 3 complete step"):
         await replay(read_trace(recorded), live=ScriptedModel([]), from_step=9)
+
+
+class TickingClock(ManualClock):
+    """Moves a minute at every reading (prompts show the minute): a reading left off the trace's tape shifts every
+    later one."""
+
+    def __call__(self):
+        self.now += timedelta(minutes=1)
+        return self.now
+
+
+async def test_every_clock_reading_is_on_the_tape_the_pressure_monitors_too(tmp_path):
+    path = tmp_path / "ticking.jsonl"
+    await pressure_flush(tmp_path, TickingClock(), path)
+    trace = read_trace(path)
+    assert {"pressure_warning", "flush"} <= {getattr(e, "kind", None) for e in trace.events}
+    report = await replay(trace)
+    assert report.status == "identical", format_report(report)

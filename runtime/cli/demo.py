@@ -27,7 +27,7 @@ from pagemind.runtime.events import (
 )
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model_client import ModelRequest
-from pagemind.runtime.observer import LegacyHooks, ObserverGroup
+from pagemind.runtime.observer import ObserverGroup
 from pagemind.runtime.testing import (
     NO_FACTS, FunctionModel, ManualClock, by_purpose, call, is_pressure_alert, reply_body, tool_calls_body,
 )
@@ -143,7 +143,7 @@ class DemoModel(FunctionModel):
 # -- the display ------------------------------------------------------------------------------------------------
 
 
-class DemoDisplay(LegacyHooks):
+class DemoDisplay:
     """An observer printing the timeline as it happens, in conversational form."""
 
     def __init__(self, out: Callable[[str], None], scale: BarScale, user_name: str, agent_name: str, width: int):

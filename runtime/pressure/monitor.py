@@ -8,14 +8,18 @@ messages stay in recall memory. A flush starts a new cycle.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
 from pagemind.runtime.compiler import CompiledContext, message_tokens
+from pagemind.runtime.events import (
+    Flush, FlushEvent, HistoryRepair, HistoryRepairEvent, PressureWarning, PressureWarningEvent, RuntimeEvent,
+)
 from pagemind.runtime.pressure.eviction import plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, extract_and_store
 from pagemind.runtime.pressure.history_repair import repair_history
@@ -82,7 +86,7 @@ class MonitoredAgent(Protocol):
     def now(self) -> datetime: ...
     def compile(self) -> CompiledContext: ...
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
-    def report(self, step: int, kind: str, data: dict[str, Any]) -> None: ...
+    def report(self, event: RuntimeEvent) -> None: ...
 
 
 @dataclass
@@ -131,8 +135,8 @@ class PressureMonitor:
             return
         stored = self.window.repair(repair.messages, repair.added, repair.dropped)
         log.warning("history_repaired", agent_id=self.window.agent_id, problems=repair.problems)
-        self.agent.report(step, "history_repair", {"problems": repair.problems, "added": len(stored),
-                                             "dropped": len(repair.dropped)})
+        self.agent.report(HistoryRepairEvent(step=step, data=HistoryRepair(
+            problems=repair.problems, added=len(stored), dropped=len(repair.dropped))))
 
     def warn(self, step: int, reading: PressureReading) -> None:
         """Give the model its one warning of this cycle."""
@@ -141,8 +145,8 @@ class PressureMonitor:
         self.window.mark_warned()
         log.info("pressure_warning", agent_id=self.window.agent_id, tokens=reading.tokens, usable=reading.usable,
                  percent=percent)
-        self.agent.report(step, "pressure_warning", {"tokens": reading.tokens, "usable": reading.usable,
-                                               "percent": percent})
+        self.agent.report(PressureWarningEvent(step=step, data=PressureWarning(
+            tokens=reading.tokens, usable=reading.usable, percent=percent)))
 
     async def flush(self, step: int, reading: PressureReading, forced: bool = False) -> CompiledContext | None:
         """Evict the oldest messages down to the target; returns the context compiled after the eviction, or
@@ -168,12 +172,12 @@ class PressureMonitor:
         self.window.evict(plan.count, summary.text, reading.tokens, reading.tokens - plan.freed_tokens,
                           self.agent.now())
         after = self.agent.compile()
-        event = {"evicted": plan.count, "tokens_before": reading.tokens, "tokens_after": after.total_tokens,
-                 "summary_tokens": after.sections.get("summary", 0), "summary_chunks": summary.chunks,
-                 "summary_truncated": summary.truncated,
-                 "extraction": report.status, "extracted": report.stored, "enough": plan.enough}
-        log.info("flush", agent_id=self.window.agent_id, **event)
-        self.agent.report(step, "flush", event)
+        done = Flush(evicted=plan.count, tokens_before=reading.tokens, tokens_after=after.total_tokens,
+                     summary_tokens=after.sections.get("summary", 0), summary_chunks=summary.chunks,
+                     summary_truncated=summary.truncated,
+                     extraction=report.status, extracted=report.stored, enough=plan.enough)
+        log.info("flush", agent_id=self.window.agent_id, **dataclasses.asdict(done))
+        self.agent.report(FlushEvent(step=step, data=done))
         return after
 
     def track_usage(self, compiled: CompiledContext, response: ModelResponse) -> None:

@@ -15,7 +15,6 @@ from pagemind.runtime.events import (
     Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
     PressureWarningEvent, RuntimeEventBase, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
-from pagemind.runtime.observer import LegacyHooks
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.ids import IdMap
 from pagemind.runtime.trace.reader import Trace
@@ -154,7 +153,7 @@ def compare(expected: Event, actual: Event, ids: IdMap | None = None) -> tuple[s
     return _field_diff(recorded, replayed, ids)
 
 
-class Comparator(LegacyHooks):
+class Comparator:
     """An observer that checks the replay's events against the recording, one by one, in order; it also serves
     the recorded clock readings and responses, and goes live where a fork leaves the recording."""
 

@@ -19,7 +19,7 @@ from pagemind.runtime.events import (
     Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
     PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
-from pagemind.runtime.observer import LegacyHooks, NullObserver, ObserverGroup
+from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.trace.compaction import compact_body
 from pagemind.runtime.trace.format import TRACE_SUFFIX, Header, Parent, dump_line
 from pagemind.runtime.trace.header import make_header
@@ -102,7 +102,7 @@ def traces_dir(home: Path, agent_name: str) -> Path:
     return home / "traces" / agent_name
 
 
-class TraceRecorder(LegacyHooks):
+class TraceRecorder:
     """An observer that writes a trace: to one file (`path`), or one file per turn under `directory`.
 
     The header is written when the first turn starts, with a snapshot of the agent as it stands then. Events are
