@@ -128,7 +128,8 @@ def _compared(event: Event) -> dict[str, Any] | None:
             return {"label": event.label, "operation": event.operation, "old": event.old, "new": event.new,
                     "at": event.at}
         case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent():
-            return dataclasses.asdict(event.data)
+            # timings (`…_ms`) are the machine's, not the agent's behaviour
+            return {k: v for k, v in dataclasses.asdict(event.data).items() if not k.endswith("_ms")}
         case StepEndEvent():
             return {"stop_reason": event.stop_reason}
         case _:
