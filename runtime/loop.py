@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Callable, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -37,15 +37,16 @@ log = structlog.get_logger("pagemind.loop")
 class LoopAgent(Protocol):
     """What the loop needs of an agent; `runtime.agent.Agent` provides it."""
 
-    name: str
     spec: AgentSpec
     window: Window
     monitor: PressureMonitor
     memory: CoreMemory
     tools: dict[str, Tool]
     observer: TurnObserver
-    clock: Callable[[], datetime]
 
+    @property
+    def name(self) -> str: ...
+    def now(self) -> datetime: ...
     async def prefetch(self, user_message: str) -> None: ...
     def step_request(self, context: CompiledContext) -> ModelRequest: ...
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
@@ -102,7 +103,7 @@ async def run_turn(agent: LoopAgent, user_message: str) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`."""
     turn_id = uuid.uuid4().hex
     agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=user_message))
-    messages = agent.window.accept(Message("user", user_message, agent.clock(), turn_id=turn_id))  # 1. inbox
+    messages = agent.window.accept(Message("user", user_message, agent.now(), turn_id=turn_id))  # 1. inbox
     await agent.prefetch(user_message)
     for step in itertools.count(1):
         outcome = await run_step(agent, turn_id, step)
@@ -117,7 +118,7 @@ async def run_turn(agent: LoopAgent, user_message: str) -> TurnResult:
 
 async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
     """One step: compile and relieve the context, call the model, dispatch its tool calls, commit atomically."""
-    started_at, started = agent.clock(), time.perf_counter()
+    started_at, started = agent.now(), time.perf_counter()
     compiled, response = await call_model(agent, step)  # 2. compile, 3. pressure, 4. model
     working = agent.memory.copy()
     results = await dispatch(agent, step, response, working)  # 5. tools
@@ -195,7 +196,7 @@ def reply_of(response: ModelResponse, results: list[ToolResult]) -> str | None:
 
 def step_messages(agent: LoopAgent, turn_id: str, response: ModelResponse, results: list[ToolResult]) -> list[Message]:
     """The assistant message and one tool message per result, as the step will store them."""
-    now = agent.clock()
+    now = agent.now()
     assistant = Message("assistant", response.content, now, tool_calls=response.tool_calls, turn_id=turn_id)
     tool_messages = [
         Message("tool", r.content, now, tool_call_id=r.call_id, name=r.name, is_error=r.is_error, turn_id=turn_id)
