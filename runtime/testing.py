@@ -50,7 +50,7 @@ import numpy as np
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import StepContext
-from pagemind.runtime.memory.archival import ArchivalHit, InsertResult
+from pagemind.tools.context import ArchivalHit, InsertResult
 from pagemind.runtime.model_client import ModelRequest, ModelResponse, OpenAIModelClient, response_from_body
 from pagemind.runtime.spec import AgentSpec
 from pagemind.tools import ArchivalMemory, RecallMemory

@@ -341,3 +341,27 @@ def test_ranking_factors():
     assert usefulness(9, 0.05, T0 - timedelta(days=360), T0) < usefulness(9, 0.05, T0, T0)
     assert list(fuse(np.array([2.0, 0.0]), np.array([0.5, 1.0]), 0.5)) == [0.75, 0.5]
     assert list(beats_noise(np.array([0.0, 1.2, 0.0]), np.array([0.1, 0.1, 0.35]), 0.0, 0.3)) == [False, True, True]
+
+
+def test_the_services_meet_the_typed_protocols_tools_see(make_service, tmp_path):
+    from pagemind.runtime.memory.recall import RecallService
+    from pagemind.tools.context import ArchivalHit, ArchivalMemory, InsertResult, RecallHit, RecallMemory
+
+    service = make_service(embedder=FakeEmbedder({"Lin likes tea": unit(1, 0), "tea": unit(1, 0)}))
+    assert isinstance(service, ArchivalMemory)
+    inserted = asyncio.run(service.insert("Lin likes tea"))
+    hits = asyncio.run(service.search("tea"))
+    assert isinstance(inserted, InsertResult) and inserted.action == "inserted"
+    assert [type(h) for h in hits] == [ArchivalHit] and hits[0].id == inserted.id
+
+    from pagemind.runtime.messages import Message
+    from pagemind.runtime.state.store import StateStore
+    from pagemind.runtime.testing import build_spec
+
+    store = StateStore(make_engine(f"sqlite:///{tmp_path / 'recall.db'}"))
+    agent = store.ensure_agent(build_spec())
+    store.append_messages(agent.id, [Message("user", "I drink green tea every morning", T0)])
+    recall = RecallService(agent.id, engine=store.engine)
+    assert isinstance(recall, RecallMemory)
+    found = asyncio.run(recall.search("green tea"))
+    assert [type(h) for h in found] == [RecallHit] and found[0].text.endswith("I drink green tea every morning")

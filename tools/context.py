@@ -7,12 +7,47 @@ interface, so the dependency arrow stays `runtime → tools → blocks`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
 
 from pagemind.blocks import CoreMemory
 
 
 MEMORY_KINDS = ("fact", "preference", "progress", "todo", "episode", "constraint", "reflection")
+
+
+class InsertResult(BaseModel):
+    """What the write path did with a new memory."""
+
+    action: Literal["inserted", "duplicate", "superseded"]
+    id: str
+    text: str
+    kind: str
+    other_id: str | None = Field(None, description="the copy refreshed, or the memory superseded")
+    similarity: float | None = None
+
+
+class ArchivalHit(BaseModel):
+    """One archival search result, as tools and the CLI show it."""
+
+    id: str
+    text: str
+    kind: str
+    date: datetime
+    score: float
+    tags: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+
+
+class RecallHit(BaseModel):
+    """One message found by conversation_search."""
+
+    id: int
+    role: str
+    time: datetime
+    text: str
+    score: float | None = None
 
 
 @runtime_checkable
@@ -28,7 +63,7 @@ class ArchivalMemory(Protocol):
         importance: float | None = None,
         source_message_ids: list[int] | None = None,
         expires_at: datetime | None = None,
-    ) -> Any:
+    ) -> InsertResult:
         """Store a memory through the write path (normalise, date, dedupe, supersede); durable on return."""
         ...
 
@@ -42,7 +77,7 @@ class ArchivalMemory(Protocol):
         top_k: int | None = None,
         page: int = 1,
         count_hits: bool = True,
-    ) -> list[Any]:
+    ) -> list[ArchivalHit]:
         """Ranked memories for a query (hybrid dense + keyword, recency, importance); each result has `text`,
         `kind` and `date`. `count_hits=False` for reads that are not a use (the runtime's prefetch)."""
         ...
@@ -65,7 +100,7 @@ class RecallMemory(Protocol):
         end_date: datetime | None = None,
         limit: int | None = None,
         page: int = 1,
-    ) -> list[Any]:
+    ) -> list[RecallHit]:
         """Matching messages (evicted ones included), best first, or newest first without a query."""
         ...
 

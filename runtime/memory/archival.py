@@ -20,7 +20,7 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 import structlog
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
 
@@ -35,32 +35,9 @@ from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.state.records import aware, utcnow
 from pagemind.runtime.state.tables import archival_memories as memories_table
 from pagemind.runtime.state.tables import archival_memory_versions as versions_table
-from pagemind.tools.context import MEMORY_KINDS
+from pagemind.tools.context import MEMORY_KINDS, ArchivalHit, InsertResult
 
 log = structlog.get_logger("pagemind.archival")
-
-
-class InsertResult(BaseModel):
-    """What the write path did with a new memory."""
-
-    action: Literal["inserted", "duplicate", "superseded"]
-    id: str
-    text: str
-    kind: str
-    other_id: str | None = Field(None, description="the copy refreshed, or the memory superseded")
-    similarity: float | None = None
-
-
-class ArchivalHit(BaseModel):
-    """One archival search result, as tools and the CLI show it."""
-
-    id: str
-    text: str
-    kind: str
-    date: datetime
-    score: float
-    tags: list[str] = Field(default_factory=list)
-    importance: float = 0.5
 
 
 class MemoryVersion(BaseModel):

@@ -21,7 +21,6 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 import structlog
-from pydantic import BaseModel
 from sqlalchemy import select, text as sql
 from sqlalchemy.engine import Engine
 
@@ -30,6 +29,7 @@ from pagemind.runtime.memory.keywords import analysed, query_terms
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.memory.ranking import beats_noise, fuse
 from pagemind.runtime.state.tables import MessageRow
+from pagemind.tools.context import RecallHit
 
 log = structlog.get_logger("pagemind.recall")
 
@@ -38,16 +38,6 @@ _BATCH = 500
 _MESSAGES = MessageRow.__table__
 _COLUMNS = (_MESSAGES.c.id, _MESSAGES.c.role, _MESSAGES.c.content, _MESSAGES.c.tool_calls, _MESSAGES.c.name,
             _MESSAGES.c.created_at)
-
-
-class RecallHit(BaseModel):
-    """One message found by conversation_search."""
-
-    id: int
-    role: str
-    time: datetime
-    text: str
-    score: float | None = None
 
 
 @dataclass
