@@ -9,13 +9,14 @@ Tests swap the model with `Agent.load(..., model=ScriptedModel(...))`; nothing i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
 from pagemind.blocks import CoreMemory
-from pagemind.runtime.budget import usable_window
+from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
 from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent, RuntimeEvent
 from pagemind.runtime.loop import TurnResult, run_turn
@@ -129,7 +130,7 @@ class Agent:
             system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(window.messages),
             stats=stats, tools=tuple(t.openai_schema() for t in self.tools.values()),
             summary=window.summary, encoding=self.spec.model.encoding or DEFAULT_ENCODING,
-            max_message_tokens=usable_window(self.spec) // 4, retrieved=self.retrieved,
+            max_message_tokens=max_message_tokens(self.spec), retrieved=self.retrieved,
         )
         return compile_context(inputs)
 
@@ -154,9 +155,11 @@ class Agent:
         self.retrieved = tuple(lines)
 
     def step_request(self, context: CompiledContext) -> ModelRequest:
-        """The request for an agent step with this compiled context."""
+        """The request for an agent step with this compiled context (a squeezed window that has grown into the
+        output reserve asks for a shorter reply)."""
         model = self.spec.model
-        return ModelRequest(model.name, context.messages, context.tools, model.temperature, model.max_output_tokens)
+        reply = max_reply_tokens(self.spec, math.ceil(context.total_tokens * self.window.correction))
+        return ModelRequest(model.name, context.messages, context.tools, model.temperature, reply)
 
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
         """Every model call (steps, summaries, extraction) goes through here, so observers see them all."""

@@ -202,9 +202,10 @@ def _wire_tokens(message: Message, limit: int | None, encoding: str) -> int:
     return message.memo[key]
 
 
-def message_tokens(message: Message, encoding: str = DEFAULT_ENCODING) -> int:
-    """What one stored message costs in a request (before any clipping)."""
-    return _message_tokens(message.to_openai(), encoding)
+def message_tokens(message: Message, encoding: str = DEFAULT_ENCODING, limit: int | None = None) -> int:
+    """What one stored message costs in a request, clipped to `limit` tokens as `compile_context` clips it with
+    the same `max_message_tokens` (None: at full length)."""
+    return _wire_tokens(message, limit, encoding)
 
 
 _TOOLS_TOKENS: dict[tuple[int, ...], tuple[tuple[dict[str, Any], ...], str, int]] = {}

@@ -220,7 +220,34 @@ class FlushEvent(RuntimeEventBase):
     data: Flush
 
 
-RuntimeEvent = Annotated[Union[HistoryRepairEvent, PressureWarningEvent, FlushEvent], Field(discriminator="kind")]
+@dataclass(frozen=True, kw_only=True)
+class Squeezed:
+    """The sizes behind a squeezed window: what no eviction removes (`floor`), the room a flush at the flush line
+    would buy against what several turns need, and the pinned parts by name (all in tokens)."""
+
+    __pydantic_config__ = _STRICT
+
+    tokens: int
+    usable: int
+    flush_at: int
+    hard_at: int
+    floor: int
+    room: int
+    needed: int
+    pinned: dict[str, int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PressureSqueezedEvent(RuntimeEventBase):
+    """Said once per loaded agent: flushing cannot buy room for several turns (the pinned part fills the window),
+    so the window now flushes at the hard line, growing into the output reserve first."""
+
+    kind: Literal["pressure_squeezed"] = "pressure_squeezed"
+    data: Squeezed
+
+
+RuntimeEvent = Annotated[Union[HistoryRepairEvent, PressureWarningEvent, FlushEvent, PressureSqueezedEvent],
+                         Field(discriminator="kind")]
 """Something the runtime did on its own, between the model's moves."""
 
 Event = Annotated[

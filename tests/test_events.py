@@ -10,7 +10,7 @@ import pytest
 from pagemind.runtime.cli.demo import DemoDisplay
 from pagemind.runtime.events import (
     Event, Flush, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
-    ModelResponseEvent, PressureWarning, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent,
+    ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Squeezed, StepEndEvent, ToolCallEvent, ToolResultEvent,
     TurnEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
@@ -29,6 +29,8 @@ SAMPLES = [  # one turn's worth, in an order the runtime could report them
     TurnEvent(step=0, turn_id="u1", user_message="Hi, I'm Lin."),
     HistoryRepairEvent(step=1, data=HistoryRepair(problems=["a call without its result: c0"], added=1, dropped=0)),
     PressureWarningEvent(step=1, data=PressureWarning(tokens=700, usable=1000, percent=70)),
+    PressureSqueezedEvent(step=1, data=Squeezed(tokens=920, usable=1000, flush_at=900, hard_at=1200, floor=880,
+                                                room=20, needed=200, pinned={"tools": 700, "system": 100})),
     FlushEvent(step=1, data=Flush(evicted=4, tokens_before=900, tokens_after=400, summary_tokens=50,
                                   summary_chunks=1, extraction="stored", extracted=2, enough=True)),
     ModelRequestEvent(step=1, body=REQUEST),

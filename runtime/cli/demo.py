@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.events import (
     Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model_client import ModelRequest
@@ -178,7 +178,7 @@ class DemoDisplay:
                     return
             case MemoryEditEvent():
                 self._count("edits")
-            case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent():
+            case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | PressureSqueezedEvent():
                 self._count(event.kind)
             case StepEndEvent():
                 return  # the next step or turn speaks for itself

@@ -66,7 +66,7 @@ class Extraction(BaseModel):
 
 @dataclass(frozen=True)
 class ExtractionReport:
-    """What extraction did: `status` is stored | empty | unparseable | skipped."""
+    """What extraction did: `status` is stored | empty | unparseable | invalid (every item refused) | skipped."""
 
     status: str
     stored: int = 0
@@ -116,8 +116,15 @@ async def extract_and_store(
         log.info("extraction_empty", messages=len(messages))
         return ExtractionReport("empty")
     source_ids = [m.id for m in messages if m.id is not None]
+    stored = 0
     for kind, item in items:
         text = f"{item.text} (date: {item.date.isoformat()})" if item.date else item.text
-        await archival.insert(text, kind=kind, importance=item.importance, source_message_ids=source_ids)
-    log.info("extraction_stored", stored=len(items))
-    return ExtractionReport("stored", stored=len(items))
+        try:
+            await archival.insert(text, kind=kind, importance=item.importance, source_message_ids=source_ids)
+        except ValueError as exc:
+            # One bad item (blank, oversize, an unknown kind) must not stop the flush: skip it, keep the rest.
+            log.warning("extraction_item_skipped", kind=kind, error=str(exc)[:300], text=text[:200])
+            continue
+        stored += 1
+    log.info("extraction_stored", stored=stored, skipped=len(items) - stored)
+    return ExtractionReport("stored" if stored else "invalid", stored=stored)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -18,14 +18,17 @@ import structlog
 
 from pagemind.runtime.compiler import CompiledContext, message_tokens
 from pagemind.runtime.events import (
-    Flush, FlushEvent, HistoryRepair, HistoryRepairEvent, PressureWarning, PressureWarningEvent, RuntimeEvent,
+    Flush, FlushEvent, HistoryRepair, HistoryRepairEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent,
+    RuntimeEvent, Squeezed,
 )
-from pagemind.runtime.pressure.eviction import plan_eviction
+from pagemind.runtime.pressure.eviction import atomic_groups, plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, extract_and_store
 from pagemind.runtime.pressure.history_repair import repair_history
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelError, ModelRequest, ModelResponse
-from pagemind.runtime.budget import Pressure, PressureReading, read_pressure, summary_budget, usable_window
+from pagemind.runtime.budget import (
+    Pressure, PressureReading, Squeeze, max_message_tokens, read_pressure, squeeze, summary_budget, usable_window,
+)
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.pressure.summarizer import SummaryResult, summarize
 from pagemind.runtime.window import Window
@@ -95,6 +98,7 @@ class PressureMonitor:
     once per cycle above the warning line and flush above the flush line. It decides; the window stores."""
 
     agent: MonitoredAgent
+    _told_squeezed: bool = field(default=False, init=False)  # said once per loaded agent
 
     @property
     def spec(self) -> AgentSpec:
@@ -121,12 +125,40 @@ class PressureMonitor:
         compiled = self.agent.compile()
         check_pinned_fits(compiled, self.spec)
         reading = read_pressure(compiled.total_tokens, self.window.correction, self.spec)
-        if force or reading.level is Pressure.FLUSH:
-            return await self.flush(step, reading, forced=force) or compiled
-        if reading.level is Pressure.WARN and not self.window.warned:
+        if force:
+            return await self.flush(step, reading, forced=True) or compiled
+        if reading.level is Pressure.OK:
+            return compiled
+        room = self.room(reading)
+        if room.squeezed:
+            self._say_squeezed(step, reading, room, compiled)
+        if reading.tokens >= (room.hard_at if room.squeezed else reading.flush_at):
+            return await self.flush(step, reading) or compiled
+        # A squeezed window sits above the warning line right after every flush: an alert per cycle would only
+        # eat the little room there is.
+        if reading.level is Pressure.WARN and not self.window.warned and not room.squeezed:
             self.warn(step, reading)
             return self.agent.compile()  # the alert is now one of the messages
         return compiled
+
+    def room(self, reading: PressureReading) -> Squeeze:
+        """How much room a flush could buy now: everything but the evictable messages is the floor."""
+        groups = atomic_groups(self.window.messages)[:-1]  # the newest group never leaves
+        evictable = sum(self._tokens(m) for start, end in groups for m in self.window.messages[start:end])
+        return squeeze(reading, reading.tokens - math.ceil(evictable * self.window.correction), self.spec)
+
+    def _tokens(self, message: Message) -> int:
+        return message_tokens(message, self.encoding, max_message_tokens(self.spec))
+
+    def _say_squeezed(self, step: int, reading: PressureReading, room: Squeeze, compiled: CompiledContext) -> None:
+        if self._told_squeezed:
+            return
+        self._told_squeezed = True
+        told = Squeezed(tokens=reading.tokens, usable=reading.usable, flush_at=reading.flush_at, hard_at=room.hard_at,
+                        floor=room.floor, room=room.room, needed=room.needed, pinned=pinned_tokens(compiled))
+        log.warning("pressure_squeezed", agent_id=self.window.agent_id,
+                    advice="raise model.context_window, drop tools or shrink core blocks", **dataclasses.asdict(told))
+        self.agent.report(PressureSqueezedEvent(step=step, data=told))
 
     def repair(self, step: int) -> None:
         """Repair the in-context history if needed, storing the repair."""
@@ -156,7 +188,7 @@ class PressureMonitor:
         smaller than configured) frees at least half of the messages' tokens.
         """
         messages = self.window.messages
-        tokens = [message_tokens(m, self.encoding) for m in messages]
+        tokens = [self._tokens(m) for m in messages]  # as the compiler counts them: clipped
         need = math.ceil((reading.tokens - reading.target) / self.window.correction)
         if forced:
             need = max(need, sum(tokens) // 2)
@@ -169,8 +201,8 @@ class PressureMonitor:
         # Extract before the eviction commits: a crash in between then re-extracts (dedupe absorbs the repeat)
         # instead of losing the facts of messages that have already left the window.
         report = await self._extract(step, evicted)
-        self.window.evict(plan.count, summary.text, reading.tokens, reading.tokens - plan.freed_tokens,
-                          self.agent.now())
+        estimated_after = reading.tokens - math.ceil(plan.freed_tokens * self.window.correction)
+        self.window.evict(plan.count, summary.text, reading.tokens, estimated_after, self.agent.now())
         after = self.agent.compile()
         done = Flush(evicted=plan.count, tokens_before=reading.tokens, tokens_after=after.total_tokens,
                      summary_tokens=after.sections.get("summary", 0), summary_chunks=summary.chunks,

@@ -13,7 +13,8 @@ import structlog
 
 from pagemind.runtime.events import (
     Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureWarningEvent, RuntimeEventBase, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, RuntimeEventBase, StepEndEvent, ToolCallEvent, ToolResultEvent,
+    TurnEvent,
 )
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.ids import IdMap
@@ -127,7 +128,7 @@ def _compared(event: Event) -> dict[str, Any] | None:
         case MemoryEditEvent():
             return {"label": event.label, "operation": event.operation, "old": event.old, "new": event.new,
                     "at": event.at}
-        case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent():
+        case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | PressureSqueezedEvent():
             # timings (`…_ms`) are the machine's, not the agent's behaviour
             return {k: v for k, v in dataclasses.asdict(event.data).items() if not k.endswith("_ms")}
         case StepEndEvent():

@@ -17,7 +17,7 @@ import structlog
 
 from pagemind.runtime.events import (
     Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.trace.compaction import compact_body
@@ -214,7 +214,7 @@ class TraceRecorder:
                 self._note(event)
                 self.write_pending()
             case (ModelResponseEvent() | ToolCallEvent() | ToolResultEvent() | MemoryEditEvent()
-                  | HistoryRepairEvent() | PressureWarningEvent() | FlushEvent()):
+                  | HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | PressureSqueezedEvent()):
                 self._note(event)
             case _:
                 assert_never(event)

@@ -14,7 +14,7 @@ from pagemind.runtime.budget import usable_window
 from pagemind.runtime.compiler import request_tokens, tool_schema_tokens, wire_message_tokens
 from pagemind.runtime.events import (
     Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
@@ -157,6 +157,11 @@ class TimelineRenderer:
                 return [f"    ⇣ flush: {f.evicted} message(s) evicted to recall memory, {f.tokens_before:,} → "
                         f"{f.tokens_after:,} tokens; summary {f.summary_tokens:,} tokens; extraction "
                         f"{f.extraction} ({f.extracted} stored)"]
+            case PressureSqueezedEvent():
+                q = event.data
+                return [f"    ! pressure squeezed: {q.floor:,} of {q.usable:,} usable tokens cannot be evicted; a "
+                        f"flush would buy {q.room:,} (several turns need {q.needed:,}), so flushes wait for "
+                        f"{q.hard_at:,}"]
             case HistoryRepairEvent():
                 details = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event.data).items())
                 return [f"    ! {event.kind}: {short(details, self.text_width)}"]
