@@ -1,0 +1,105 @@
+"""The CLI starts light: help loads no heavy library, `agents` loads SQL only, and runtime/cli has no import cycle.
+
+Behavioural checks (which modules a fresh process has loaded), not timings: bench/cli_startup.py measures those.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+CLI = ROOT / "runtime" / "cli"
+
+# Each costs from tens of milliseconds (numpy, httpx) to half a second (openai) to import.
+HEAVY = {"openai", "httpx", "sqlalchemy", "sqlmodel", "alembic", "psycopg", "fastembed", "onnxruntime",
+         "qdrant_client", "qdrant_edge", "numpy", "tiktoken", "pydantic"}
+
+PROBE = """
+import contextlib, io, json, sys
+from pagemind.runtime.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()) as shown:
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps({"code": code, "out": shown.getvalue(), "modules": sorted(sys.modules)}))
+"""
+
+
+def loaded_by(tmp_path: Path, *argv: str) -> tuple[int, str, set[str]]:
+    """Run the CLI's main with `argv` in a fresh interpreter: (exit code, output, modules it had loaded)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
+    env["PAGEMIND_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    return result["code"], result["out"], set(result["modules"])
+
+
+def top_level(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["memory", "search", "--help"],
+                                  ["trace", "show", "--help"], ["replay", "--help"]])
+def test_help_loads_no_heavy_library_and_no_kernel_module(tmp_path, argv):
+    code, out, modules = loaded_by(tmp_path, *argv)
+    assert code == 0 and "usage: pagemind" in out
+    assert top_level(modules) & HEAVY == set()
+    kernel = {m for m in modules if m.startswith("pagemind.") and not m.startswith("pagemind.runtime.cli")}
+    assert kernel <= {"pagemind.runtime"}  # the package itself, nothing under it but the CLI
+
+
+def test_agents_loads_sql_but_not_the_model_sdk_tokenizer_or_vector_stores(tmp_path):
+    code, out, modules = loaded_by(tmp_path, "agents")
+    assert code == 0 and out.startswith("no agents yet")
+    assert {"sqlalchemy", "sqlmodel"} <= top_level(modules)
+    assert top_level(modules) & {"openai", "httpx", "tiktoken", "numpy", "fastembed", "onnxruntime", "qdrant_client",
+                                 "qdrant_edge"} == set()
+    assert "pagemind.runtime.agent" not in modules
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every pagemind module `path` imports anywhere: module level, inside functions, under TYPE_CHECKING."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}  # `from package import module`
+    return {name for name in found if name.startswith("pagemind.")}
+
+
+def test_the_cli_modules_import_each_other_without_a_cycle():
+    modules = {f"pagemind.runtime.cli.{p.stem}": p for p in CLI.glob("*.py") if p.stem != "__init__"}
+    edges = {name: imported_modules(path) & set(modules) - {name} for name, path in modules.items()}
+    visiting, done = [], set()
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        assert name not in visiting, f"import cycle: {' -> '.join(visiting[visiting.index(name):] + [name])}"
+        visiting.append(name)
+        for target in sorted(edges[name]):
+            visit(target)
+        visiting.pop()
+        done.add(name)
+
+    for name in sorted(modules):
+        visit(name)
+
+
+def test_nothing_below_the_cli_imports_it():
+    runtime = ROOT / "runtime"
+    offenders = {str(p.relative_to(ROOT)) for p in runtime.rglob("*.py")
+                 if CLI not in p.parents and any(m.startswith("pagemind.runtime.cli") for m in imported_modules(p))}
+    assert offenders == set()
