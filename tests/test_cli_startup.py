@@ -1,11 +1,12 @@
-"""The CLI starts light: help loads no heavy library, `agents` loads SQL only, and runtime/cli has no import cycle.
+"""The CLI starts light: help loads no heavy library and no kernel module, `agents` loads SQL only.
 
 Behavioural checks (which modules a fresh process has loaded), not timings: bench/cli_startup.py measures those.
+(That runtime/cli has no import cycle, and nothing below it imports it, is checked with the rest of the
+architecture in tests/test_architecture.py.)
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-CLI = ROOT / "runtime" / "cli"
 
 # Each costs from tens of milliseconds (numpy, httpx) to half a second (openai) to import.
 HEAVY = {"openai", "httpx", "sqlalchemy", "sqlmodel", "alembic", "psycopg", "fastembed", "onnxruntime",
@@ -65,41 +65,3 @@ def test_agents_loads_sql_but_not_the_model_sdk_tokenizer_or_vector_stores(tmp_p
     assert top_level(modules) & {"openai", "httpx", "tiktoken", "numpy", "fastembed", "onnxruntime", "qdrant_client",
                                  "qdrant_edge"} == set()
     assert "pagemind.runtime.agent" not in modules
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every pagemind module `path` imports anywhere: module level, inside functions, under TYPE_CHECKING."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}  # `from package import module`
-    return {name for name in found if name.startswith("pagemind.")}
-
-
-def test_the_cli_modules_import_each_other_without_a_cycle():
-    modules = {f"pagemind.runtime.cli.{p.stem}": p for p in CLI.glob("*.py") if p.stem != "__init__"}
-    edges = {name: imported_modules(path) & set(modules) - {name} for name, path in modules.items()}
-    visiting, done = [], set()
-
-    def visit(name: str) -> None:
-        if name in done:
-            return
-        assert name not in visiting, f"import cycle: {' -> '.join(visiting[visiting.index(name):] + [name])}"
-        visiting.append(name)
-        for target in sorted(edges[name]):
-            visit(target)
-        visiting.pop()
-        done.add(name)
-
-    for name in sorted(modules):
-        visit(name)
-
-
-def test_nothing_below_the_cli_imports_it():
-    runtime = ROOT / "runtime"
-    offenders = {str(p.relative_to(ROOT)) for p in runtime.rglob("*.py")
-                 if CLI not in p.parents and any(m.startswith("pagemind.runtime.cli") for m in imported_modules(p))}
-    assert offenders == set()
