@@ -45,6 +45,7 @@ class InstantModel(BaseHTTPRequestHandler):
     """Answers chat completions at once; `GET /stats` returns (and clears) the handler times so far."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, like a real endpoint behind the SDK's connection pool
+    disable_nagle_algorithm = True  # headers and body go out in two writes: without this, 40 ms of delayed ACK
     handled_ms: list[float] = []
     lock = threading.Lock()
 
@@ -145,17 +146,32 @@ def heavy_modules(python: str, env: dict[str, str]) -> list[str]:
     return done.stdout.split()
 
 
-def import_profile(python: str, argv: list[str], env: dict[str, str], top: int = 6) -> list[tuple[str, float]]:
-    """The slowest top-level imports of one command (`-X importtime`, cumulative seconds)."""
-    done = subprocess.run([python, "-X", "importtime", *argv], env=env, cwd=ROOT, capture_output=True, text=True)
-    rows = []
-    for line in done.stderr.splitlines():
-        if not line.startswith("import time:") or "|" not in line or "cumulative" in line:
-            continue
-        _, cumulative, name = line.split("|")
-        if not name.startswith("  ") and name.strip():  # top level: one space after the bar
-            rows.append((name.strip(), int(cumulative) / 1e6))
-    return sorted(rows, key=lambda r: -r[1])[:top]
+# Where a run's own time goes: what it imports and loads, in the order a run pays for it. Each step is timed as a
+# fresh interpreter doing everything up to and including it; its cost is the difference from the step before (CPU).
+STEPS: list[tuple[str, str]] = [
+    ("SQLAlchemy + sqlmodel", "import sqlalchemy, sqlmodel"),
+    ("the state store beyond SQL (its tables; pydantic, yaml, spec, tools)", "import pagemind.runtime.state.store"),
+    ("the memory services (archival, recall, embeddings, stores; numpy)", "import pagemind.runtime.memory.wiring"),
+    ("the rest of the kernel (agent, loop, window, compiler, monitor; httpx, tenacity)", "import pagemind.runtime.agent"),
+    ("the trace recorder", "import pagemind.runtime.trace.recorder"),
+    ("openai (the model SDK)", "import openai"),
+    ("building the SDK client (httpx pool, TLS context)",
+     "openai.AsyncOpenAI(api_key='x', base_url='http://127.0.0.1:9/v1')"),
+    ("tiktoken: loading o200k_base", "from pagemind.runtime.tokens import encoding; encoding()"),
+]
+
+
+def step_costs(python: str, env: dict[str, str], runs: int) -> list[tuple[str, float]]:
+    """Median CPU seconds each step adds to the ones before it (interleaved, `runs` times each)."""
+    # Frozen at the end as the CLI does, so the interpreter's last collection does not count a bigger heap twice.
+    programs = ["import gc; gc.freeze()"] + ["; ".join([*(code for _, code in STEPS[: i + 1]), "import gc",
+                                                       "gc.freeze()"]) for i in range(len(STEPS))]
+    cpu = [Timings() for _ in programs]
+    for _ in range(runs):
+        for program, into in zip(programs, cpu):
+            timed([python, "-c", program], env, into)
+    cumulative = [median(t.cpu) for t in cpu]
+    return [(name, cumulative[i + 1] - cumulative[i]) for i, (name, _) in enumerate(STEPS)]
 
 
 @dataclass
@@ -171,7 +187,7 @@ class Installation:
     handled: list[float] = field(default_factory=list)  # the server's handler time per run, seconds
     first: float = 0.0
     heavy: list[str] = field(default_factory=list)
-    profile: list[tuple[str, float]] = field(default_factory=list)
+    parts: list[tuple[str, float]] = field(default_factory=list)
 
     @property
     def own(self) -> list[float]:
@@ -216,7 +232,7 @@ def run_bench(runs: int, pythons: list[str]) -> tuple[list[Installation], Timing
                     t.handled.append(sum(server_ms(port)) / 1000)
             for t in tested:
                 t.heavy = heavy_modules(t.python, t.env(port))
-                t.profile = import_profile(t.python, t.command(*RUN), t.env(port))
+            tested[-1].parts = step_costs(tested[-1].python, tested[-1].env(port), runs)
             return tested, bare
     finally:
         server.stdin.close()
@@ -236,18 +252,26 @@ def report(tested: list[Installation], bare: Timings, labels: list[str], runs: i
             ("`pagemind --help`", lambda t: cells(t.help.wall, t.help.cpu), "≤ 0.3 s"),
             ("`pagemind agents`", lambda t: cells(t.agents.wall, t.agents.cpu), ""),
             ("`pagemind run agents/companion.yaml -m hi` (one turn): total", lambda t: cells(t.run.wall, t.run.cpu), ""),
-            ("… the model: its round trip as the client saw it", lambda t: cells(t.model, None), ""),
+            ("… the model: its round trip as the client saw it¹", lambda t: cells(t.model, None), ""),
             ("… own time: total − model", lambda t: cells(t.own, None), "≤ 0.8 s")]
     head = " | ".join(f"{label}: wall s | ×python | CPU s" for label in labels)
     lines = [f"| command | {head} | target |", "| --- |" + " --- | --- | --- |" * len(labels) + " --- |"]
     lines += [f"| {name} |{''.join(cell(t) for t in tested)} {target} |" for name, cell, target in rows]
-    notes = []
-    for label, t in zip(labels, tested):
-        profile = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in t.profile)
-        notes.append(f"- {label}: the server spent {median(t.handled) * 1000:.1f} ms (median) in its handler per run; "
-                     f"the first run, which created the database, took {t.first:.2f} s; heavy modules loaded by "
-                     f"`pagemind --help`: {', '.join(t.heavy) or 'none'}; slowest top-level imports of the run "
-                     f"(`-X importtime`, one separate run, cumulative): {profile}.")
+    notes = ["¹ Timed around the SDK call (the `latency_ms` of the trace's `model_response` events), so whatever the "
+             "SDK does on its first request counts as the model's: for an SDK that imports its resource modules on "
+             "first use (`client.chat`), that import.", ""]
+    notes += [f"- {label}: the server spent {median(t.handled) * 1000:.1f} ms (median) in its handler per run; the "
+             f"first run, which created the database, took {t.first:.2f} s; heavy modules loaded by `pagemind --help`: "
+             f"{', '.join(t.heavy) or 'none'}." for label, t in zip(labels, tested)]
+    t = tested[-1]
+    parts = [f"| {name} | {seconds:.3f} |" for name, seconds in t.parts]
+    rest = median(t.run.cpu) - median(bare.cpu) - sum(seconds for _, seconds in t.parts)
+    notes += ["", f"Where {labels[-1]}'s run spends its CPU, in the order it pays: each row is a fresh interpreter "
+              f"doing everything up to that row, less the row before (medians of {runs}; a difference of two medians on a "
+              f"busy machine, so a few hundredths either way).", "",
+              "| step | CPU s |", "| --- | --- |", *parts,
+              f"| everything else: the CLI, settings and logging, SQLite, loading the agent, compiling, the step, the "
+              f"trace, exit | {rest:.3f} |"]
     table, notes_text = "\n".join(lines), "\n".join(notes)
     return f"""{note}, {load_end:.2f} at the end (other workers' jobs share these cores: hence the ratio to a bare
 `python -c pass` started in the same rounds, and the CPU seconds of each process, in which waiting for a core does not
