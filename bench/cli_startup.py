@@ -286,6 +286,13 @@ tool call).
 """
 
 
+def label(name: str, python: str) -> str:
+    """`name`, with the commit of the checkout whose virtual environment holds `python` (TREE/.venv/bin/python)."""
+    tree = Path(python).parent.parent.parent
+    done = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"{name} ({done.stdout.strip()})" if done.returncode == 0 else name
+
+
 def main() -> None:
     """Run the benchmark and write its section of bench/RESULTS.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -298,9 +305,9 @@ def main() -> None:
     if args.serve:
         return serve()
     note = machine_note()
-    pythons, labels = [sys.executable], ["this tree"]
+    pythons, labels = [sys.executable], [label("this tree", sys.executable)]
     if args.baseline:
-        pythons, labels = [args.baseline, sys.executable], ["baseline", "this tree"]
+        pythons, labels = [args.baseline, sys.executable], [label("baseline", args.baseline), labels[0]]
     tested, bare = run_bench(args.runs, pythons)
     section = report(tested, bare, labels, args.runs, note, os.getloadavg()[0])
     print(section)
