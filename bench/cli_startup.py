@@ -253,13 +253,16 @@ def report(tested: list[Installation], bare: Timings, labels: list[str], runs: i
             ("`pagemind agents`", lambda t: cells(t.agents.wall, t.agents.cpu), ""),
             ("`pagemind run agents/companion.yaml -m hi` (one turn): total", lambda t: cells(t.run.wall, t.run.cpu), ""),
             ("… the model: its round trip as the client saw it¹", lambda t: cells(t.model, None), ""),
-            ("… own time: total − model", lambda t: cells(t.own, None), "≤ 0.8 s")]
+            ("… own time: total − model", lambda t: cells(t.own, None), "≤ 0.8 s"),
+            ("… own time, the client's request path included: total − server handler time",
+             lambda t: cells([w - h for w, h in zip(t.run.wall, t.handled)], None), "")]
     head = " | ".join(f"{label}: wall s | ×python | CPU s" for label in labels)
     lines = [f"| command | {head} | target |", "| --- |" + " --- | --- | --- |" * len(labels) + " --- |"]
     lines += [f"| {name} |{''.join(cell(t) for t in tested)} {target} |" for name, cell, target in rows]
     notes = ["¹ Timed around the SDK call (the `latency_ms` of the trace's `model_response` events), so whatever the "
-             "SDK does on its first request counts as the model's: for an SDK that imports its resource modules on "
-             "first use (`client.chat`), that import.", ""]
+             "client does on its first request counts as the model's: the first import of anyio (which parses its "
+             "own source, about 0.1 s), connecting, and for an SDK that imports its resource modules on first use "
+             "(`client.chat`), that import. A warm client's round trip to this server takes a few milliseconds.", ""]
     notes += [f"- {label}: the server spent {median(t.handled) * 1000:.1f} ms (median) in its handler per run; the "
              f"first run, which created the database, took {t.first:.2f} s; heavy modules loaded by `pagemind --help`: "
              f"{', '.join(t.heavy) or 'none'}." for label, t in zip(labels, tested)]
