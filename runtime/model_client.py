@@ -1,4 +1,8 @@
-"""Calling the model: one interface, an OpenAI-compatible implementation with tenacity retries, typed errors."""
+"""Calling the model: one interface, an OpenAI-compatible implementation with tenacity retries, typed errors.
+
+`openai` is imported when a client is built, not with this module: everything that only speaks in requests and
+responses (traces, replay, the monitor, the CLI's inspection commands) is spared its half-second import.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,18 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 import httpx
-import openai
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base
 
 from pagemind.runtime.spec import ModelSpec
 from pagemind.tools import ToolCall
+
+if TYPE_CHECKING:
+    import openai
 
 log = structlog.get_logger("pagemind.model")
 
@@ -103,6 +109,8 @@ def response_from_body(body: dict[str, Any], latency_ms: float = 0.0) -> ModelRe
 
 
 def _retryable(exc: BaseException) -> bool:
+    import openai
+
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
         return True
     return isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500)
@@ -186,6 +194,8 @@ class OpenAIModelClient:
         api_key = env.get(spec.api_key_env) or None
         if not base_url and not api_key:
             raise NoModelConfigured(missing_endpoint_message(spec.api_key_env))
+        import openai
+
         # Local servers take any key; the SDK insists on one.
         client = openai.AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0,
                                     timeout=httpx.Timeout(120.0, connect=10.0))
@@ -193,6 +203,8 @@ class OpenAIModelClient:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send the request, retrying transient failures; raise a typed ModelError otherwise."""
+        import openai
+
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_attempts), wait=self.wait, retry=retry_if_exception(_retryable),
             sleep=self.sleep, before_sleep=_log_retry, reraise=True,
@@ -215,5 +227,8 @@ class OpenAIModelClient:
         return response_from_body(raw, (time.perf_counter() - started) * 1000)
 
     async def _send(self, request: ModelRequest) -> dict[str, Any]:
-        response = await self.client.chat.completions.with_raw_response.create(**request.body())
-        return response.http_response.json()
+        # The SDK's generic POST (its documented way to reach any path) rather than `client.chat.completions`:
+        # same auth, headers and typed errors, but the first `client.chat` imports every resource module of the
+        # SDK (about half a second), and the body is already the wire format, kept raw for traces.
+        response = await self.client.post("/chat/completions", body=request.body(), cast_to=httpx.Response)
+        return response.json()

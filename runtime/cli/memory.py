@@ -6,18 +6,21 @@
 
 (`pagemind memory AGENT [--history]` still shows core memory.) Listing and history read SQL only, so they work
 while another process holds the embedded vector store; search and forget open it, and say so if it is held.
+The parser is built at every start, so this module imports the memory services only when a command runs.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.records import StoreError
-from pagemind.runtime.settings import Settings
-from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.records import utcnow
+from pagemind.runtime.cli.shared import CliError, open_store, out, resolve_spec
+
+if TYPE_CHECKING:
+    from pagemind.runtime.memory.archival import ArchivalService
+    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.spec import AgentSpec
+    from pagemind.runtime.state.store import StateStore
 
 SUBCOMMANDS = ("search", "archival", "forget")
 
@@ -50,18 +53,16 @@ def memory_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open(target: str, settings: Settings) -> tuple[ArchivalService, StateStore, object]:
-    from pagemind.runtime.cli.main import resolve_spec
+def _open(target: str, settings: Settings) -> tuple[ArchivalService, StateStore, AgentSpec]:
     from pagemind.runtime.memory.wiring import archival_service
+    from pagemind.runtime.state.records import utcnow
 
-    store = StateStore.open(settings.database_url)
+    store = open_store(settings)
     spec = resolve_spec(target, store)
     return archival_service(spec, store, settings, utcnow), store, spec
 
 
 def _resolve(archival: ArchivalService, prefix: str, agent_name: str) -> str:
-    from pagemind.runtime.cli.main import CliError
-
     memory_id = archival.resolve_id(prefix)
     if memory_id is None:
         raise CliError(f"no single archival memory of '{agent_name}' has an id starting with '{prefix}'")
@@ -70,8 +71,9 @@ def _resolve(archival: ArchivalService, prefix: str, agent_name: str) -> str:
 
 async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """Print archival and/or recall matches for a query."""
-    from pagemind.runtime.cli.main import CliError, out
+    from pagemind.runtime.memory.records import StoreError
     from pagemind.runtime.memory.wiring import build_external_memory
+    from pagemind.runtime.state.records import utcnow
 
     archival, store, spec = _open(args.agent, settings)
     if args.where in ("both", "archival"):
@@ -94,8 +96,6 @@ async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
     """List archival memories, or show one memory's history."""
-    from pagemind.runtime.cli.main import out
-
     archival, _, spec = _open(args.agent, settings)
     if args.history:
         memory_id = _resolve(archival, args.history, spec.name)
@@ -116,7 +116,7 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     """Delete one archival memory from the vector store and SQL, history included."""
-    from pagemind.runtime.cli.main import CliError, out
+    from pagemind.runtime.memory.records import StoreError
 
     archival, _, spec = _open(args.agent, settings)
     memory_id = _resolve(archival, args.id, spec.name)

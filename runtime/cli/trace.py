@@ -19,27 +19,17 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pagemind.runtime.model_client import OpenAIModelClient
-from pagemind.runtime.trace.replay import ReplayError, format_report, replay, report_dict
-from pagemind.runtime.settings import Settings
-from pagemind.runtime.spec import ModelSpec, SpecError, load_spec
-from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.trace.timeline import render_trace
-from pagemind.runtime.events import ModelResponseEvent, StepEndEvent
-from pagemind.runtime.trace.format import TRACE_SUFFIX
-from pagemind.runtime.trace.reader import Trace, TraceFormatError, read_trace
-from pagemind.runtime.trace.recorder import TraceRecorder, record, trace_filename, traces_dir
+from pagemind.runtime.cli.shared import CliError, out
 
+if TYPE_CHECKING:
+    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.trace.reader import Trace
+    from pagemind.runtime.trace.recorder import TraceRecorder
 
-class CliError(Exception):
-    """A user-facing error of a trace command: printed without a traceback, exit code 2."""
-
-
-def out(text: str = "") -> None:
-    """What the CLI shows the user (output, not logging)."""
-    sys.stdout.write(text + "\n")
+# The parsers below are built at every start (`pagemind --help` included), so the trace machinery, the replayer
+# and the model client are imported by the commands that use them, not here.
 
 
 def _command(handler: Any) -> Any:
@@ -62,6 +52,8 @@ def _command(handler: Any) -> Any:
 
 def start_recording(agent: Any, settings: Settings, path: str | None = None) -> TraceRecorder:
     """Record a CLI session: into `path` if given, else one trace per turn under $PAGEMIND_HOME/traces/AGENT/."""
+    from pagemind.runtime.trace.recorder import record, traces_dir
+
     if path:
         return record(agent, path=Path(path))
     return record(agent, directory=traces_dir(settings.home, agent.name))
@@ -72,6 +64,8 @@ def start_recording(agent: Any, settings: Settings, path: str | None = None) -> 
 
 def find_trace(target: str, settings: Settings) -> Path:
     """A trace by path, or by id (or unique prefix) under $PAGEMIND_HOME/traces/."""
+    from pagemind.runtime.trace.format import TRACE_SUFFIX
+
     path = Path(target)
     if path.exists():
         return path
@@ -88,6 +82,8 @@ def find_trace(target: str, settings: Settings) -> Path:
 
 def load(target: str, settings: Settings) -> Trace:
     """Read a trace, turning format problems into a user-facing error."""
+    from pagemind.runtime.trace.reader import TraceFormatError, read_trace
+
     try:
         return read_trace(find_trace(target, settings))
     except TraceFormatError as exc:
@@ -95,6 +91,8 @@ def load(target: str, settings: Settings) -> Trace:
 
 
 def _agent_name(target: str) -> str:
+    from pagemind.runtime.spec import SpecError, load_spec
+
     path = Path(target)
     if path.suffix in {".yaml", ".yml"} or path.exists():
         try:
@@ -108,6 +106,8 @@ def _agent_name(target: str) -> str:
 
 
 def _summary_row(trace: Trace) -> str:
+    from pagemind.runtime.events import ModelResponseEvent, StepEndEvent
+
     responses = [e for e in trace.events if isinstance(e, ModelResponseEvent)]
     tokens = sum((e.prompt_tokens or 0) + (e.completion_tokens or 0) for e in responses)
     ends = [e.stop_reason for e in trace.events if isinstance(e, StepEndEvent) and e.stop_reason]
@@ -120,6 +120,10 @@ def _summary_row(trace: Trace) -> str:
 
 @_command
 async def cmd_trace_ls(args: argparse.Namespace, settings: Settings) -> int:
+    from pagemind.runtime.trace.format import TRACE_SUFFIX
+    from pagemind.runtime.trace.reader import TraceFormatError, read_trace
+    from pagemind.runtime.trace.recorder import traces_dir
+
     name = _agent_name(args.agent)
     folder = traces_dir(settings.home, name)
     paths = sorted(folder.glob(f"*{TRACE_SUFFIX}")) if folder.exists() else []
@@ -137,6 +141,8 @@ async def cmd_trace_ls(args: argparse.Namespace, settings: Settings) -> int:
 
 @_command
 async def cmd_trace_show(args: argparse.Namespace, settings: Settings) -> int:
+    from pagemind.runtime.trace.timeline import render_trace
+
     trace = load(args.trace, settings)
     for line in render_trace(trace.header, trace.events, width=args.width):
         out(line)
@@ -151,6 +157,8 @@ async def cmd_trace_show(args: argparse.Namespace, settings: Settings) -> int:
 
 @_command
 async def cmd_trace_export(args: argparse.Namespace, settings: Settings) -> int:
+    from pagemind.runtime.trace.format import TRACE_SUFFIX
+
     trace = load(args.trace, settings)
     target = Path(args.output or f"{trace.path.stem}{'.redacted' if args.redact else '.copy'}{TRACE_SUFFIX}")
     if target.exists():
@@ -171,6 +179,12 @@ async def cmd_trace_export(args: argparse.Namespace, settings: Settings) -> int:
 
 @_command
 async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from pagemind.runtime.model_client import OpenAIModelClient
+    from pagemind.runtime.spec import ModelSpec
+    from pagemind.runtime.state.records import utcnow
+    from pagemind.runtime.trace.recorder import trace_filename, traces_dir
+    from pagemind.runtime.trace.replay import ReplayError, format_report, replay, report_dict
+
     trace = load(args.trace, settings)
     if args.live != (args.from_step is not None):
         raise CliError("--live and --from-step N go together (fork: recorded responses before step N, then the "

@@ -1,0 +1,115 @@
+"""The agent commands of the CLI: `run`, `chat`, `memory AGENT`, `context`, `agents`.
+
+Each command imports what it needs when it runs: `agents` reads SQL only, and nothing here is loaded by
+`pagemind --help`. The kernel (and with it the model SDK) comes in through `load_agent`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from pagemind.runtime.cli.shared import open_store, out, resolve_spec
+from pagemind.runtime.cli.trace import start_recording
+
+if TYPE_CHECKING:
+    from pagemind.runtime.agent import Agent
+    from pagemind.runtime.settings import Settings
+
+
+async def load_agent(target: str, settings: Settings, reset_memory: bool = False) -> Agent:
+    """Load an agent for a command."""
+    from pagemind.runtime.agent import Agent
+
+    store = open_store(settings)
+    return await Agent.load(resolve_spec(target, store), store=store, reset_memory=reset_memory)
+
+
+async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    """Send one message and print the reply."""
+    agent = await load_agent(args.agent, settings, args.reset_memory)
+    _ = agent.model  # fail before storing the message when no endpoint is configured
+    recorder = start_recording(agent, settings, args.trace)
+    try:
+        reply = await agent.send(args.message)
+    finally:
+        recorder.close()  # a turn that failed still leaves what it did in the trace
+    out(reply or "(no reply)")
+    return 0
+
+
+async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
+    """An interactive conversation until Ctrl-D or /quit."""
+    import asyncio  # not at module level: `pagemind --help` loads this module and needs no event loop
+
+    agent = await load_agent(args.agent, settings, args.reset_memory)
+    _ = agent.model
+    recorder = start_recording(agent, settings, args.trace)
+    out(f"Chatting with {agent.name}. Ctrl-D or /quit to leave.")
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            line = await loop.run_in_executor(None, _read_line)
+            if line is None or line.strip() in {"/quit", "/exit"}:
+                return 0
+            if line.strip():
+                out(f"{agent.name}> {await agent.send(line) or '(no reply)'}")
+    finally:
+        recorder.close()
+
+
+def _read_line() -> str | None:
+    try:
+        return input("you> ")
+    except EOFError:
+        return None
+
+
+async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:
+    """Core blocks with chars/limit, and their edit history."""
+    agent = await load_agent(args.agent, settings)
+    history = agent.store.block_history(agent.record.id, args.history if args.history != "*" else None)
+    for block in agent.memory.blocks:
+        flag = ", read-only" if block.read_only else ""
+        edits = [v for v in history if v.label == block.label]
+        out(f"[{block.label}] {block.chars}/{block.limit} chars{flag}, {len(edits)} edit(s)")
+        out("  " + (block.value.replace("\n", "\n  ") if block.value else "(empty)"))
+    if args.history:
+        out("")
+        out("history:" if history else "history: no edits")
+        for v in history:
+            out(f"  {v.created_at:%Y-%m-%d %H:%M:%S} step {v.step_id or '-'} {v.label} {v.operation}: "
+                f"{v.old_value!r} -> {v.new_value!r}")
+    return 0
+
+
+async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
+    """The compiled prompt and its tokens per section."""
+    from pagemind.runtime.budget import usable_window
+    from pagemind.runtime.cli.context_view import context_report, render_bar, render_legend
+
+    agent = await load_agent(args.agent, settings)
+    compiled = agent.compile()
+    correction = agent.window.correction
+    if args.json:
+        out(json.dumps({**context_report(compiled, agent.spec, correction), "messages": compiled.messages}, indent=2))
+        return 0
+    for message in compiled.messages:
+        out(f"--- {message['role']} ---")
+        out(message.get("content") or json.dumps(message.get("tool_calls")))
+    out("")
+    out(f"window: {agent.spec.model.context_window} tokens, usable {usable_window(agent.spec)} after the output reserve")
+    out(render_bar(compiled, agent.spec, correction))
+    out(render_legend(compiled, agent.spec))
+    return 0
+
+
+async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
+    """The stored agents (SQL only)."""
+    agents = open_store(settings).list_agents()
+    if not agents:
+        out("no agents yet: `pagemind run agents/companion.yaml -m 'hi'` creates one")
+    for a in agents:
+        out(f"{a.name:<24} spec {a.spec_hash}  created {a.created_at:%Y-%m-%d %H:%M}  updated {a.updated_at:%Y-%m-%d %H:%M}")
+    return 0

@@ -1,0 +1,54 @@
+"""What every CLI command shares: the user-facing error, output, and finding an agent's spec.
+
+Imported by the entry point and by each command module (never the other way round), so it imports nothing at
+module level beyond the standard library: `pagemind --help` must not pay for SQL or the model SDK.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.spec import AgentSpec
+    from pagemind.runtime.state.store import StateStore
+
+
+class CliError(Exception):
+    """A user-facing error: printed without a traceback, exit code 2 unless given."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+def out(text: str = "") -> None:
+    """What the CLI shows the user (output, not logging)."""
+    sys.stdout.write(text + "\n")
+
+
+def open_store(settings: Settings) -> StateStore:
+    """The state database named by the settings."""
+    from pagemind.runtime.state.store import StateStore
+
+    return StateStore.open(settings.database_url)
+
+
+def resolve_spec(target: str, store: StateStore) -> AgentSpec:
+    """An agent by YAML path, or by name from the database."""
+    from pydantic import ValidationError
+
+    from pagemind.runtime.spec import AgentSpec, load_spec
+
+    path = Path(target)
+    if path.suffix in {".yaml", ".yml"} or path.exists():
+        return load_spec(path)
+    stored = store.stored_spec_json(target)
+    if stored is None:
+        raise CliError(f"no agent file or stored agent called '{target}' (see `pagemind agents`)")
+    try:
+        return AgentSpec.model_validate_json(stored)
+    except ValidationError as exc:
+        raise CliError(f"stored agent '{target}' no longer validates; run it from its YAML file instead: {exc}")
