@@ -70,3 +70,24 @@ def test_a_stored_spec_that_no_longer_validates_is_a_clear_error(tmp_path):
     db.commit()
     result = pagemind(tmp_path, "context", "companion")
     assert result.returncode == 2 and "no longer validates" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_agents_rename_keeps_the_agent_and_its_memory(tmp_path):
+    created = pagemind(tmp_path, "memory", "agents/companion.yaml")  # stores the companion
+    assert created.returncode == 0, created.stderr
+    renamed = pagemind(tmp_path, "agents", "rename", "companion", "lin-companion")
+    assert renamed.returncode == 0, renamed.stderr
+    assert "now set `name: lin-companion`" in renamed.stdout
+    listing = pagemind(tmp_path, "agents")
+    assert listing.stdout.startswith("lin-companion") and "\ncompanion" not in listing.stdout
+    memory = pagemind(tmp_path, "memory", "lin-companion")  # by its stored spec, which names it anew
+    assert memory.returncode == 0 and "[persona]" in memory.stdout
+    assert pagemind(tmp_path, "agents").stdout.count("\n") == 1  # no second agent was created
+
+    for args, said in ((("agents", "rename", "nobody", "x"), "no agent is called 'nobody'"),
+                       (("agents", "rename", "lin-companion"), "usage: pagemind agents rename OLD NEW")):
+        failed = pagemind(tmp_path, *args)
+        assert failed.returncode == 2 and said in failed.stderr and "Traceback" not in failed.stderr
+    pagemind(tmp_path, "memory", "agents/companion.yaml")  # a new, empty 'companion' from the YAML
+    taken = pagemind(tmp_path, "agents", "rename", "lin-companion", "companion")
+    assert taken.returncode == 2 and "already exists" in taken.stderr

@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from pagemind.runtime.cli.shared import open_store, out, resolve_spec
+from pagemind.runtime.cli.shared import CliError, open_store, out, resolve_spec
 from pagemind.runtime.cli.trace import start_recording
 
 if TYPE_CHECKING:
@@ -106,10 +106,31 @@ async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
-    """The stored agents (SQL only)."""
+    """The stored agents (SQL only), or `agents rename OLD NEW`."""
+    if args.action == "rename":
+        return rename_agent(args.names, settings)
+    if args.names:
+        raise CliError("usage: pagemind agents [rename OLD NEW]")
     agents = open_store(settings).list_agents()
     if not agents:
         out("no agents yet: `pagemind run agents/companion.yaml -m 'hi'` creates one")
     for a in agents:
         out(f"{a.name:<24} spec {a.spec_hash}  created {a.created_at:%Y-%m-%d %H:%M}  updated {a.updated_at:%Y-%m-%d %H:%M}")
+    return 0
+
+
+def rename_agent(names: list[str], settings: Settings) -> int:
+    """`agents rename OLD NEW`: the stored agent keeps its id, so all its memory follows the new name."""
+    from pagemind.runtime.state.store import AgentNameTaken
+
+    if len(names) != 2:
+        raise CliError("usage: pagemind agents rename OLD NEW")
+    old, new = names
+    try:
+        open_store(settings).rename_agent(old, new)
+    except KeyError:
+        raise CliError(f"no agent is called '{old}' (see `pagemind agents`)") from None
+    except AgentNameTaken:
+        raise CliError(f"an agent called '{new}' already exists; agents are never merged") from None
+    out(f"renamed '{old}' to '{new}'; now set `name: {new}` in its YAML")
     return 0

@@ -47,7 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument("agent")
     context.add_argument("--json", action="store_true")
     context.set_defaults(handler=commands.cmd_context)
-    sub.add_parser("agents", help="list stored agents").set_defaults(handler=commands.cmd_agents)
+    agents = sub.add_parser("agents", help="list stored agents; `agents rename OLD NEW` renames one")
+    agents.add_argument("action", nargs="?", choices=["rename"], help="rename a stored agent (its memory follows)")
+    agents.add_argument("names", nargs="*", metavar="OLD NEW")
+    agents.set_defaults(handler=commands.cmd_agents)
     add_trace_parsers(sub)  # trace ls|show|export, replay, demo; --trace on run and chat
     return parser
 

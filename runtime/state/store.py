@@ -6,6 +6,8 @@ are defined in `state.tables`; `make_engine` (state.engine) opens a database at 
 
 from __future__ import annotations
 
+import json
+
 from datetime import datetime
 from typing import Iterable
 
@@ -128,6 +130,10 @@ class StateStore:
             if session.exec(select(AgentRow.id).where(AgentRow.name == new)).first() is not None:
                 raise AgentNameTaken(f"an agent called '{new}' already exists")
             row.name, row.updated_at = new, utcnow()
+            if row.spec_json:  # the stored spec answers `pagemind run NEW`: it must name the agent NEW too
+                spec = json.loads(row.spec_json)
+                spec["name"] = new
+                row.spec_json = json.dumps(spec)
             try:
                 session.commit()
             except IntegrityError:  # taken by another process between the check and the commit
