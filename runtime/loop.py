@@ -22,7 +22,7 @@ import structlog
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, ModelResponse
+from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
 from pagemind.runtime.events import MemoryEditEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent
 from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
@@ -100,19 +100,23 @@ class TurnResult:
 
 
 async def run_turn(agent: LoopAgent, user_message: str) -> TurnResult:
-    """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`."""
+    """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
+
+    The whole turn (retries and tool calls included) must end within `model.turn_deadline_s`, else it raises
+    ModelDeadlineExceeded; the accepted message stays, and a step is committed whole or not at all."""
     turn_id = uuid.uuid4().hex
     agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=user_message))
     messages = agent.window.accept(Message("user", user_message, agent.now(), turn_id=turn_id))  # 1. inbox
-    await agent.prefetch(user_message)
-    for step in itertools.count(1):
-        outcome = await run_step(agent, turn_id, step)
-        messages += outcome.messages
-        match outcome:
-            case Replied(reason=reason, reply=reply):
-                return TurnResult(turn_id, reply, reason, step, messages)
-            case Stopped(reason=reason):
-                return TurnResult(turn_id, None, reason, step, messages)
+    async with turn_deadline(agent.spec.model.turn_deadline_s):
+        await agent.prefetch(user_message)
+        for step in itertools.count(1):
+            outcome = await run_step(agent, turn_id, step)
+            messages += outcome.messages
+            match outcome:
+                case Replied(reason=reason, reply=reply):
+                    return TurnResult(turn_id, reply, reason, step, messages)
+                case Stopped(reason=reason):
+                    return TurnResult(turn_id, None, reason, step, messages)
     raise AssertionError("unreachable: itertools.count never ends")
 
 

@@ -7,29 +7,34 @@ responses (traces, replay, the monitor, the CLI's inspection commands) is spared
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import dataclasses
 import os
 import random
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Protocol
 
 import httpx
 import structlog
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from tenacity.wait import wait_base
 
+from pagemind.runtime.model_response import (  # noqa: F401 (re-exported: the errors and the response live there)
+    ModelBadResponse,
+    ModelError,
+    ModelResponse,
+    one_line,
+    response_from_body,
+    response_from_http,
+)
 from pagemind.runtime.spec import ModelSpec
-from pagemind.tools import ToolCall
 
 if TYPE_CHECKING:
     import openai
 
 log = structlog.get_logger("pagemind.model")
-
-
-class ModelError(RuntimeError):
-    """The model could not give an answer."""
 
 
 class NoModelConfigured(ModelError):
@@ -46,6 +51,50 @@ class ModelRequestRejected(ModelError):
 
 class ContextLengthExceeded(ModelError):
     """The prompt is larger than the model's window; the pressure monitor flushes and retries once."""
+
+
+class ModelDeadlineExceeded(ModelUnavailable):
+    """An attempt ran past `model.request_timeout_s` every time, or the turn past `model.turn_deadline_s`."""
+
+
+@dataclass(frozen=True)
+class TurnDeadline:
+    """When the current turn must end, on `clock`'s scale, and the configured length."""
+
+    at: float
+    seconds: float
+    clock: Callable[[], float] = time.monotonic
+
+    def remaining(self) -> float:
+        """Seconds left (negative once past)."""
+        return self.at - self.clock()
+
+
+_TURN_DEADLINE: contextvars.ContextVar[TurnDeadline | None] = contextvars.ContextVar("turn_deadline", default=None)
+
+
+@asynccontextmanager
+async def turn_deadline(seconds: float, clock: Callable[[], float] = time.monotonic) -> AsyncIterator[TurnDeadline]:
+    """Bound everything inside (model attempts, retries, backoff, tool calls) to `seconds`; raises
+    ModelDeadlineExceeded when it runs out. Model clients read it so that no retry is started that cannot finish
+    (`clock` lets a test move that reading; the bound itself is on the event loop's clock)."""
+    deadline = TurnDeadline(clock() + seconds, seconds, clock)
+    token = _TURN_DEADLINE.set(deadline)
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            yield deadline
+    except TimeoutError as exc:
+        if not scope.expired():
+            raise
+        raise ModelDeadlineExceeded(f"the turn ran past its deadline (model.turn_deadline_s = {seconds:g} s)") from exc
+    finally:
+        _TURN_DEADLINE.reset(token)
+
+
+def current_turn_deadline() -> TurnDeadline | None:
+    """The deadline of the turn this task is running, if any."""
+    return _TURN_DEADLINE.get()
 
 
 @dataclass(frozen=True)
@@ -69,19 +118,6 @@ class ModelRequest:
         return body
 
 
-@dataclass(frozen=True)
-class ModelResponse:
-    """The assistant's answer: text and/or tool calls, with usage and the raw body for traces."""
-
-    content: str | None
-    tool_calls: tuple[ToolCall, ...]
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    finish_reason: str | None = None
-    latency_ms: float = 0.0
-    raw: dict[str, Any] = field(default_factory=dict)
-
-
 class ModelClient(Protocol):
     """Anything that answers a ModelRequest: the OpenAI client, a scripted model, a trace replayer."""
 
@@ -90,28 +126,16 @@ class ModelClient(Protocol):
         ...
 
 
-def response_from_body(body: dict[str, Any], latency_ms: float = 0.0) -> ModelResponse:
-    """Parse a chat-completions response body (as recorded or as received)."""
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    calls = tuple(
-        # A server that omits call ids gets unique ones: a reused id would pair results with the wrong call.
-        ToolCall(c.get("id") or f"call_{uuid.uuid4().hex[:12]}", (c.get("function") or {}).get("name") or "",
-                 (c.get("function") or {}).get("arguments") or "")
-        for c in message.get("tool_calls") or []
-    )
-    usage = body.get("usage") or {}
-    return ModelResponse(
-        content=message.get("content"), tool_calls=calls, prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"), finish_reason=choice.get("finish_reason"),
-        latency_ms=latency_ms, raw=body,
-    )
+class _AttemptTimedOut(Exception):
+    """One attempt ran past `request_timeout_s` (a hang, or a body trickled in byte by byte)."""
 
 
 def _retryable(exc: BaseException) -> bool:
     import openai
 
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+    if isinstance(exc, ModelBadResponse):
+        return exc.transient
+    if isinstance(exc, (_AttemptTimedOut, openai.APITimeoutError, openai.APIConnectionError)):
         return True
     return isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500)
 
@@ -171,8 +195,27 @@ def missing_endpoint_message(api_key_env: str) -> str:
     )
 
 
+class _StopRetrying:
+    """Tenacity's stop: after `max_attempts`, or when the next attempt could not start before the turn's deadline
+    (the wait included, so a Retry-After past the deadline ends the retries at once); remembers which."""
+
+    def __init__(self, max_attempts: int, deadline: TurnDeadline | None):
+        self.max_attempts, self.deadline = max_attempts, deadline
+        self.attempts, self.deadline_hit = 0, False
+
+    def __call__(self, state: RetryCallState) -> bool:
+        self.attempts = state.attempt_number
+        if self.deadline is not None and state.upcoming_sleep >= self.deadline.remaining():
+            self.deadline_hit = True
+            return True
+        return state.attempt_number >= self.max_attempts
+
+
 class OpenAIModelClient:
-    """An OpenAI-compatible chat endpoint through `openai.AsyncOpenAI`; tenacity does the retrying."""
+    """An OpenAI-compatible chat endpoint through `openai.AsyncOpenAI`; tenacity does the retrying.
+
+    Each attempt is bounded as a whole by `request_timeout_s` (httpx's read timeout restarts with every byte, so
+    a server trickling its answer would never time out), and inside a turn by what is left of `turn_deadline`."""
 
     def __init__(
         self,
@@ -180,11 +223,13 @@ class OpenAIModelClient:
         max_attempts: int = 5,
         wait: wait_base | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        request_timeout_s: float = 60.0,
     ):
         self.client = client
         self.max_attempts = max_attempts
         self.wait = wait or wait_retry_after_or_jitter()
         self.sleep = sleep
+        self.request_timeout_s = request_timeout_s
 
     @classmethod
     def from_spec(cls, spec: ModelSpec, environ: dict[str, str] | None = None, **kwargs: Any) -> "OpenAIModelClient":
@@ -196,39 +241,88 @@ class OpenAIModelClient:
             raise NoModelConfigured(missing_endpoint_message(spec.api_key_env))
         import openai
 
+        timeout = spec.request_timeout_s
         # Local servers take any key; the SDK insists on one.
         client = openai.AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0,
-                                    timeout=httpx.Timeout(120.0, connect=10.0))
+                                    timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)))
+        kwargs.setdefault("request_timeout_s", timeout)
         return cls(client, **kwargs)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Send the request, retrying transient failures; raise a typed ModelError otherwise."""
-        import openai
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.max_attempts), wait=self.wait, retry=retry_if_exception(_retryable),
-            sleep=self.sleep, before_sleep=_log_retry, reraise=True,
-        )
+        """Send the request, retrying transient failures within the turn's deadline; raise a typed ModelError
+        otherwise (nothing unvalidated ever comes back)."""
+        deadline = current_turn_deadline()
+        stop = _StopRetrying(self.max_attempts, deadline)
+        retrying = AsyncRetrying(stop=stop, wait=self.wait, retry=retry_if_exception(_retryable), sleep=self.sleep,
+                                 before_sleep=_log_retry, reraise=True)
         started = time.perf_counter()
         try:
-            raw = await retrying(self._send, request)
-        except openai.BadRequestError as exc:
-            if _is_context_length(exc):
-                raise ContextLengthExceeded(str(exc)) from exc
-            raise ModelRequestRejected(f"model request rejected (HTTP 400): {exc}") from exc
-        except openai.APIStatusError as exc:
-            if _retryable(exc):
-                raise ModelUnavailable(
-                    f"model endpoint failed {self.max_attempts} times; last: HTTP {exc.status_code} {exc}") from exc
-            raise ModelRequestRejected(f"model request rejected (HTTP {exc.status_code}): {exc}") from exc
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            raise ModelUnavailable(
-                f"model endpoint unreachable after {self.max_attempts} attempts: {type(exc).__name__}: {exc}") from exc
-        return response_from_body(raw, (time.perf_counter() - started) * 1000)
+            response = await retrying(self._attempt, request, deadline)
+        except Exception as exc:
+            typed = self._typed_error(exc, stop)
+            if typed is exc:
+                raise
+            if typed is None:
+                raise  # not a failure of the endpoint: a bug, let it show
+            raise typed from exc
+        return dataclasses.replace(response, latency_ms=(time.perf_counter() - started) * 1000)
 
-    async def _send(self, request: ModelRequest) -> dict[str, Any]:
-        # The SDK's generic POST (its documented way to reach any path) rather than `client.chat.completions`:
-        # same auth, headers and typed errors, but the first `client.chat` imports every resource module of the
-        # SDK (about half a second), and the body is already the wire format, kept raw for traces.
-        response = await self.client.post("/chat/completions", body=request.body(), cast_to=httpx.Response)
-        return response.json()
+    async def _attempt(self, request: ModelRequest, deadline: TurnDeadline | None) -> ModelResponse:
+        limit = self.request_timeout_s
+        if deadline is not None:
+            limit = min(limit, deadline.remaining())
+            if limit <= 0:
+                raise ModelDeadlineExceeded(_turn_deadline_message(deadline))
+        try:
+            async with asyncio.timeout(limit):
+                # The SDK's generic POST (its documented way to reach any path) rather than `client.chat.completions`:
+                # same auth, headers and typed errors, but the first `client.chat` imports every resource module of
+                # the SDK (about half a second), and the body is already the wire format, kept raw for traces.
+                response = await self.client.post("/chat/completions", body=request.body(), cast_to=httpx.Response)
+        except TimeoutError:
+            if limit < self.request_timeout_s:  # cut short by the turn's deadline: no retry can help
+                raise ModelDeadlineExceeded(_turn_deadline_message(deadline)) from None
+            raise _AttemptTimedOut(f"no complete answer within request_timeout_s = {limit:g} s") from None
+        return response_from_http(response)
+
+    def _typed_error(self, exc: Exception, stop: _StopRetrying) -> ModelError | None:
+        """The ModelError to raise for the last attempt's failure (`exc` itself if it is one already)."""
+        import openai
+
+        attempts = f"{stop.attempts} attempt{'s' if stop.attempts != 1 else ''}"
+        if stop.deadline_hit and _retryable(exc):
+            return ModelDeadlineExceeded(f"{_turn_deadline_message(stop.deadline)}; gave up after {attempts}, "
+                                         f"last: {_describe(exc)}")
+        if isinstance(exc, ModelBadResponse):
+            if exc.transient:
+                return ModelBadResponse(f"no usable response from the model endpoint in {attempts}; last: {exc}")
+            return exc
+        if isinstance(exc, ModelError):
+            return exc
+        if isinstance(exc, _AttemptTimedOut):
+            return ModelDeadlineExceeded(f"model endpoint gave {attempts} no complete answer ({exc})")
+        if isinstance(exc, openai.BadRequestError):
+            if _is_context_length(exc):
+                return ContextLengthExceeded(one_line(str(exc), 500))
+            return ModelRequestRejected(f"model request rejected (HTTP 400): {_describe(exc)}")
+        if isinstance(exc, openai.APIStatusError):
+            if _retryable(exc):
+                return ModelUnavailable(f"model endpoint failed {stop.attempts} times; last: HTTP {exc.status_code} "
+                                        f"{_describe(exc)}")
+            return ModelRequestRejected(f"model request rejected (HTTP {exc.status_code}): {_describe(exc)}")
+        if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+            return ModelUnavailable(f"model endpoint unreachable after {attempts}: {_describe(exc)}")
+        return None
+
+
+def _turn_deadline_message(deadline: TurnDeadline | None) -> str:
+    seconds = deadline.seconds if deadline else 0
+    return f"the turn ran past its deadline (model.turn_deadline_s = {seconds:g} s)"
+
+
+def _describe(exc: BaseException) -> str:
+    import openai
+
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, _AttemptTimedOut)):
+        return one_line(f"{type(exc).__name__}: {exc}")
+    return one_line(str(exc))

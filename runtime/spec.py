@@ -68,6 +68,8 @@ class ModelSpec(BaseModel):
     context_window: int = Field(8192, gt=0)
     max_output_tokens: int = Field(1024, gt=0)
     encoding: str | None = Field(None, description="tiktoken encoding; default o200k_base")
+    request_timeout_s: float = Field(60.0, gt=0, description="one attempt at the endpoint, body included")
+    turn_deadline_s: float = Field(300.0, gt=0, description="a whole turn: every attempt, retry and tool call")
 
 
 class BlockSpec(BaseModel):

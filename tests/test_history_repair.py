@@ -49,3 +49,15 @@ def test_reused_call_ids_pair_each_result_with_the_nearest_earlier_call():
     ordered = context_order(msgs)
     assert [m.id for m in ordered] == [1, 2, 3, 4, 5]
     assert not repair_history(ordered, T).changed
+
+
+def test_an_empty_assistant_message_leaves_the_window():
+    """`content: null` with no tool calls (stored from an empty-choices response before responses were validated)
+    is rejected by strict providers on every request; repair takes it out of view (it stays in recall)."""
+    empty = [Message("assistant", None, T, id=2), Message("assistant", "", T, id=3), Message("assistant", " \n", T, id=4)]
+    msgs = [Message("user", "hi", T, id=1), *empty, Message("user", "hello?", T, id=5),
+            Message("assistant", None, T, tool_calls=(call("a"),), id=6), Message("tool", "ok", T, tool_call_id="a", id=7)]
+    repair = repair_history(msgs, T)
+    assert [m.id for m in repair.messages] == [1, 5, 6, 7]
+    assert repair.dropped == empty and not repair.added and len(repair.problems) == 3
+    assert not repair_history(repair.messages, T).changed

@@ -102,6 +102,6 @@ def test_the_spec_builder_reproduces_the_suites_agent_and_the_recorded_traces_ag
     from tests.traces.record import SPEC
 
     recorded = read_trace(TRACES / "core_memory_turn.jsonl").header.spec
-    assert AgentSpec.model_validate(SPEC).model_dump(mode="json") == recorded
+    assert AgentSpec.model_validate(SPEC) == AgentSpec.model_validate(recorded)  # fields added since take defaults
     assert build_spec("tracer").name == "tracer"
     assert spec_data(tools=["send_message"])["tools"] == ["send_message"]

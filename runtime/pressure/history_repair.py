@@ -2,7 +2,10 @@
 
 Every tool call needs its result and every result its call. A call left without a result (say, a crash between
 the call and its result) gets an explicit error result; a result whose call is not in the window leaves the
-window (it stays in recall memory). An agent can never be bricked by its own history.
+window (it stays in recall memory). An assistant message with neither text nor tool calls (stored before responses
+were validated, e.g. `content: null` from a response with no choices) leaves the window too: strict providers
+reject it on every later request (`expected a string, got null`), and inventing text for it would put words in the
+model's mouth; it stays in recall memory. An agent can never be bricked by its own history.
 """
 
 from __future__ import annotations
@@ -60,6 +63,10 @@ def repair_history(messages: Sequence[Message], now: datetime) -> Repair:
                 problems.append(f"tool result {message.tool_call_id} has no matching call before it")
             continue
         close_group()
+        if message.role == "assistant" and not message.tool_calls and not (message.content or "").strip():
+            dropped.append(message)
+            problems.append(f"assistant message {message.id} has neither content nor tool calls")
+            continue
         repaired.append(message)
         if message.role == "assistant":
             open_calls.update({c.id: c.name for c in message.tool_calls})
