@@ -282,7 +282,7 @@ class OpenAIModelClient:
         except TimeoutError:
             if limit < self.request_timeout_s:  # cut short by the turn's deadline: no retry can help
                 raise ModelDeadlineExceeded(_turn_deadline_message(deadline)) from None
-            raise _AttemptTimedOut(f"no complete answer within request_timeout_s = {limit:g} s") from None
+            raise _AttemptTimedOut(f"no complete answer in {limit:g} s") from None
         return response_from_http(response)
 
     def _typed_error(self, exc: Exception, stop: _StopRetrying) -> ModelError | None:
@@ -299,8 +299,9 @@ class OpenAIModelClient:
             return exc
         if isinstance(exc, ModelError):
             return exc
-        if isinstance(exc, _AttemptTimedOut):
-            return ModelDeadlineExceeded(f"model endpoint gave {attempts} no complete answer ({exc})")
+        if isinstance(exc, (_AttemptTimedOut, openai.APITimeoutError)):  # httpx's timeouts are request_timeout_s too
+            return ModelDeadlineExceeded(f"model endpoint gave no complete answer within request_timeout_s = "
+                                         f"{self.request_timeout_s:g} s in {attempts}; last: {_describe(exc)}")
         if isinstance(exc, openai.BadRequestError):
             if _is_context_length(exc):
                 return ContextLengthExceeded(one_line(str(exc), 500))
@@ -310,7 +311,7 @@ class OpenAIModelClient:
                 return ModelUnavailable(f"model endpoint failed {stop.attempts} times; last: HTTP {exc.status_code} "
                                         f"{_describe(exc)}")
             return ModelRequestRejected(f"model request rejected (HTTP {exc.status_code}): {_describe(exc)}")
-        if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        if isinstance(exc, openai.APIConnectionError):
             return ModelUnavailable(f"model endpoint unreachable after {attempts}: {_describe(exc)}")
         return None
 

@@ -1,0 +1,91 @@
+"""Hangs and trickles against a real local HTTP server: each attempt ends at `model.request_timeout_s`, the turn at
+`model.turn_deadline_s`, the CLI exits 1 with one line, and the agent answers the next message at once
+(issue 10, item 3). Deadlines are fractions of a second; nothing asserts how long anything took."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from pagemind.runtime.cli.main import main
+from pagemind.runtime.model_client import ModelDeadlineExceeded, ModelRequest, OpenAIModelClient
+from pagemind.runtime.spec import ModelSpec
+from pagemind.runtime.testing import build_spec, reply_body, spec_data
+from tests.faults.server import Hang, Reply, Trickle
+
+REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 100)
+
+
+async def no_sleep(seconds: float) -> None:
+    pass
+
+
+def client_for(url: str, request_timeout_s: float, max_attempts: int = 2) -> OpenAIModelClient:
+    # httpx's own read timeout is long here, so only the per-attempt deadline can end a trickle.
+    sdk = openai.AsyncOpenAI(api_key="k", base_url=url, max_retries=0, timeout=httpx.Timeout(30.0))
+    return OpenAIModelClient(sdk, max_attempts=max_attempts, sleep=no_sleep, request_timeout_s=request_timeout_s)
+
+
+async def test_a_hanging_server_ends_each_attempt_at_the_request_timeout(fault_server):
+    fault_server.add(Hang(), Hang())
+    with pytest.raises(ModelDeadlineExceeded, match=r"request_timeout_s = 0.2 s in 2 attempts"):
+        await client_for(fault_server.url, 0.2).complete(REQUEST)
+    assert len(fault_server.requests) == 2
+
+
+async def test_a_trickling_server_ends_at_the_request_timeout_though_every_byte_resets_the_read_timeout(fault_server):
+    fault_server.add(Trickle(0.01), Trickle(0.01))
+    with pytest.raises(ModelDeadlineExceeded, match="no complete answer"):
+        await client_for(fault_server.url, 0.3).complete(REQUEST)
+    assert len(fault_server.requests) == 2
+
+
+async def test_a_hang_then_an_answer_is_retried(fault_server):
+    fault_server.add(Hang(), Reply(reply_body("made it")))
+    assert (await client_for(fault_server.url, 0.2).complete(REQUEST)).content == "made it"
+
+
+def hanging_agent_spec(url: str, **model: float):
+    data = spec_data()
+    data["model"] = {**data["model"], "base_url": url, **model}
+    return build_spec(**{k: v for k, v in data.items() if k != "name"})
+
+
+async def test_a_turn_ends_at_its_deadline_and_the_agent_answers_the_next_message(
+        fault_server, make_agent, sqlite_url):
+    fault_server.add(*[Hang()] * 10)  # more than the turn can use: the deadline, not the attempts, ends it
+    spec = hanging_agent_spec(fault_server.url, request_timeout_s=0.2, turn_deadline_s=0.5)
+    agent = await make_agent(sqlite_url, None, spec=spec)
+    with pytest.raises(ModelDeadlineExceeded, match=r"turn_deadline_s = 0.5 s"):
+        await agent.send("Hi, I'm Lin.")
+    assert [m.role for m in agent.window.messages] == ["user"]  # the accepted message stays; no half step
+
+    fault_server.script.clear()
+    fault_server.add(Reply(reply_body("Hello Lin.")))
+    assert await agent.send("Are you there?") == "Hello Lin."
+    assert [m.content for m in agent.window.messages] == ["Hi, I'm Lin.", "Are you there?", "Hello Lin."]
+    assert not any(m["content"] is None for m in fault_server.requests[-1]["messages"])
+
+
+def test_the_cli_exits_1_with_one_line_on_a_deadline(fault_server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PAGEMIND_LOG_LEVEL", "ERROR")  # the retries' warnings are logs, not the error line
+    fault_server.add(*[Hang()] * 10)
+    data = spec_data("deadline")
+    data["model"] = {**data["model"], "base_url": fault_server.url, "request_timeout_s": 0.2, "turn_deadline_s": 0.5}
+    path = tmp_path / "deadline.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "-m", "hello?"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "turn_deadline_s = 0.5 s" in err
+    assert "Traceback" not in err
+
+
+def test_the_yaml_fields_default_and_validate():
+    model = ModelSpec(name="m")
+    assert (model.request_timeout_s, model.turn_deadline_s) == (60, 300)
+    with pytest.raises(ValueError):
+        ModelSpec(name="m", request_timeout_s=0)
+    client = OpenAIModelClient.from_spec(ModelSpec(name="m", request_timeout_s=7), {"OPENAI_BASE_URL": "http://x/v1"})
+    assert client.request_timeout_s == 7 and client.client.timeout.read == 7
