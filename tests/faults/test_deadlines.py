@@ -89,3 +89,21 @@ def test_the_yaml_fields_default_and_validate():
         ModelSpec(name="m", request_timeout_s=0)
     client = OpenAIModelClient.from_spec(ModelSpec(name="m", request_timeout_s=7), {"OPENAI_BASE_URL": "http://x/v1"})
     assert client.request_timeout_s == 7 and client.client.timeout.read == 7
+
+
+async def test_the_turn_deadline_includes_tool_calls_and_stores_nothing_of_the_step(make_agent, sqlite_url):
+    from pagemind.runtime.testing import ScriptedModel, tool_call_body
+
+    data = spec_data()
+    data["model"] = {**data["model"], "turn_deadline_s": 0.3}
+    spec = build_spec(**{**{k: v for k, v in data.items() if k != "name"},
+                         "tools": ["send_message", "core_memory_append", "tests.faults.slow_tools:wait_for_approval"]})
+    model = ScriptedModel([tool_call_body("wait_for_approval", {"request": "delete everything"})])
+    agent = await make_agent(sqlite_url, model, spec=spec)
+    with pytest.raises(ModelDeadlineExceeded, match=r"turn_deadline_s = 0.3 s"):
+        await agent.send("Please do it.")
+    assert [m.role for m in agent.store.all_messages(agent.record.id)] == ["user"]
+    assert agent.store.steps(agent.record.id) == []
+
+    model.add(reply_body("I could not get approval in time."))
+    assert await agent.send("Well?") == "I could not get approval in time."
