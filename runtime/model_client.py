@@ -175,7 +175,8 @@ class wait_retry_after_or_jitter(wait_base):
 def _is_context_length(exc: openai.BadRequestError) -> bool:
     code = getattr(exc, "code", None)
     body = exc.body if isinstance(exc.body, dict) else {}
-    code = code or body.get("code") or (body.get("error") or {}).get("code")
+    inner = body.get("error")
+    code = code or body.get("code") or (inner.get("code") if isinstance(inner, dict) else None)
     return code == "context_length_exceeded" or "maximum context length" in str(exc).lower()
 
 
@@ -273,13 +274,16 @@ class OpenAIModelClient:
             limit = min(limit, deadline.remaining())
             if limit <= 0:
                 raise ModelDeadlineExceeded(_turn_deadline_message(deadline))
+        scope = asyncio.timeout(limit)
         try:
-            async with asyncio.timeout(limit):
+            async with scope:
                 # The SDK's generic POST (its documented way to reach any path) rather than `client.chat.completions`:
                 # same auth, headers and typed errors, but the first `client.chat` imports every resource module of
                 # the SDK (about half a second), and the body is already the wire format, kept raw for traces.
                 response = await self.client.post("/chat/completions", body=request.body(), cast_to=httpx.Response)
         except TimeoutError:
+            if not scope.expired():
+                raise
             if limit < self.request_timeout_s:  # cut short by the turn's deadline: no retry can help
                 raise ModelDeadlineExceeded(_turn_deadline_message(deadline)) from None
             raise _AttemptTimedOut(f"no complete answer in {limit:g} s") from None
@@ -296,7 +300,7 @@ class OpenAIModelClient:
         if isinstance(exc, ModelBadResponse):
             if exc.transient:
                 return ModelBadResponse(f"no usable response from the model endpoint in {attempts}; last: {exc}")
-            return exc
+            return ModelBadResponse(f"unusable response from the model endpoint: {exc}")
         if isinstance(exc, ModelError):
             return exc
         if isinstance(exc, (_AttemptTimedOut, openai.APITimeoutError)):  # httpx's timeouts are request_timeout_s too

@@ -4,12 +4,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import httpx
 import openai
 import pytest
 import yaml
 
-from pagemind.runtime.cli.main import main
 from pagemind.runtime.model_client import ModelDeadlineExceeded, ModelRequest, OpenAIModelClient
 from pagemind.runtime.spec import ModelSpec
 from pagemind.runtime.testing import build_spec, reply_body, spec_data
@@ -69,17 +72,20 @@ async def test_a_turn_ends_at_its_deadline_and_the_agent_answers_the_next_messag
     assert not any(m["content"] is None for m in fault_server.requests[-1]["messages"])
 
 
-def test_the_cli_exits_1_with_one_line_on_a_deadline(fault_server, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("PAGEMIND_LOG_LEVEL", "ERROR")  # the retries' warnings are logs, not the error line
+def test_the_cli_exits_1_with_one_line_on_a_deadline(fault_server, tmp_path, isolated_home):
     fault_server.add(*[Hang()] * 10)
     data = spec_data("deadline")
     data["model"] = {**data["model"], "base_url": fault_server.url, "request_timeout_s": 0.2, "turn_deadline_s": 0.5}
     path = tmp_path / "deadline.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert main(["run", str(path), "-m", "hello?"]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: ") and "turn_deadline_s = 0.5 s" in err
-    assert "Traceback" not in err
+    # PAGEMIND_LOG_LEVEL=ERROR: the retries' warnings are logs, not the error line.
+    env = {**os.environ, "PAGEMIND_HOME": str(isolated_home), "PAGEMIND_LOG_LEVEL": "ERROR"}
+    done = subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "run", str(path), "-m", "hello?"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+    assert "turn_deadline_s = 0.5 s" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
 
 
 def test_the_yaml_fields_default_and_validate():
