@@ -30,6 +30,8 @@ from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.window import Window
+
+DEFAULT_WAIT = 30.0  # seconds a turn waits for another turn of the same agent before `AgentBusy`
 from pagemind.tools import ArchivalMemory, RecallMemory, Tool
 
 
@@ -93,10 +95,11 @@ class Agent:
         store = store or StateStore.open(settings.database_url)
         record = store.ensure_agent(spec, reset_memory=reset_memory)
         archival, recall = build_external_memory(spec, record, store, settings, clock)
+        window = Window.load(store, record)
+        blocks, window.block_versions = store.load_core(record.id, spec)
         return cls(
-            spec=spec, record=record, store=store, memory=CoreMemory(store.load_blocks(record.id, spec)),
-            window=Window.load(store, record), tools=spec.resolved_tools(), model_override=model, clock=clock,
-            archival=archival, recall=recall,
+            spec=spec, record=record, store=store, memory=CoreMemory(blocks), window=window,
+            tools=spec.resolved_tools(), model_override=model, clock=clock, archival=archival, recall=recall,
         )
 
     @property
@@ -113,13 +116,32 @@ class Agent:
             self._model = OpenAIModelClient.from_spec(self.spec.model)
         return self._model
 
-    async def send(self, text: str) -> str | None:
-        """Run one turn with a user message; returns the agent's reply (None if it never sent one)."""
-        return (await self.run_turn(text)).reply
+    async def send(self, text: str, *, idempotency_key: str | None = None, wait: float = DEFAULT_WAIT) -> str | None:
+        """Run one turn with a user message; returns the agent's reply (None if it never sent one).
 
-    async def run_turn(self, text: str) -> TurnResult:
-        """Run one turn with a user message to its end; the full result (reply, stop reason, steps, messages)."""
-        return await run_turn(self, text)
+        See `run_turn` for `idempotency_key` and `wait`."""
+        return (await self.run_turn(text, idempotency_key=idempotency_key, wait=wait)).reply
+
+    async def run_turn(self, text: str, *, idempotency_key: str | None = None,
+                       wait: float = DEFAULT_WAIT) -> TurnResult:
+        """Run one turn with a user message to its end; the full result (reply, stop reason, steps, messages).
+
+        The turn holds the agent's lock from start to end, so turns of one agent never overlap, whichever task or
+        process runs them; it waits up to `wait` seconds for a turn elsewhere, then raises `AgentBusy` having
+        stored nothing. Under the lock it first reads again whatever another process changed since this agent
+        last looked. With `idempotency_key`, the same key again returns the first turn's result and stores
+        nothing new; a turn a crash interrupted is completed instead (`runtime.loop.run_turn`)."""
+        async with self.store.turn_lock(self.record.id, wait, self.name):
+            self.refresh()
+            return await run_turn(self, text, idempotency_key=idempotency_key)
+
+    def refresh(self) -> None:
+        """Read the blocks and the window again if another process changed them since this agent read them."""
+        if not self.window.is_stale():
+            return
+        self.window.reload()
+        blocks, self.window.block_versions = self.store.load_core(self.record.id, self.spec)
+        self.memory = CoreMemory(blocks)
 
     def compile(self) -> CompiledContext:
         """The prompt the model would see now."""

@@ -99,13 +99,17 @@ class TurnResult:
     messages: list[Message]
 
 
-async def run_turn(agent: LoopAgent, user_message: str) -> TurnResult:
-    """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`."""
-    turn_id = uuid.uuid4().hex
-    agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=user_message))
-    messages = agent.window.accept(Message("user", user_message, agent.now(), turn_id=turn_id))  # 1. inbox
+async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | None = None) -> TurnResult:
+    """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
+
+    With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
+    from its last committed step (interrupted); see `begin_turn`."""
+    begun = begin_turn(agent, user_message, idempotency_key)  # 1. inbox (or the stored turn a retry resumes)
+    if isinstance(begun, TurnResult):
+        return begun
+    turn_id, messages, first = begun
     await agent.prefetch(user_message)
-    for step in itertools.count(1):
+    for step in itertools.count(first):
         outcome = await run_step(agent, turn_id, step)
         messages += outcome.messages
         match outcome:
@@ -174,6 +178,47 @@ def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Messa
         agent.observer.on_event(MemoryEditEvent.from_edit(step, edit))
     agent.observer.on_event(StepEndEvent(step=step, stop_reason=record.stop_reason))
     return stored
+
+
+class IdempotencyKeyReused(ValueError):
+    """An idempotency key came back with a different message than the turn it names."""
+
+
+def begin_turn(agent: LoopAgent, text: str, key: str | None) -> TurnResult | tuple[str, list[Message], int]:
+    """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
+    or the finished turn's result when `key` names one (nothing is stored then).
+
+    A retry never doubles the user message: a key already used resumes its turn after the last committed step,
+    and a message identical to one a failed turn left unanswered at the end of the window reuses that message
+    and its turn (a failed turn stores nothing but its user message before its first step commits)."""
+    store, agent_id = agent.window.store, agent.window.agent_id
+    turn_id = store.turn_for_key(agent_id, key) if key is not None else None
+    if turn_id is None and (pending := agent.window.unanswered(text)) is not None:
+        turn_id = pending.turn_id
+        if key is not None:
+            store.add_turn_key(agent_id, key, turn_id, agent.now())
+    if turn_id is None:
+        turn_id = uuid.uuid4().hex
+        agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=text))
+        return turn_id, agent.window.accept(Message("user", text, agent.now(), turn_id=turn_id), key), 1
+    stored, steps = store.turn_messages(agent_id, turn_id), store.turn_steps(agent_id, turn_id)
+    if stored and stored[0].content != text:
+        raise IdempotencyKeyReused(f"idempotency key {key!r} was used for another message; use a new key")
+    if steps and steps[-1].stop_reason is not None:
+        reason = StopReason(steps[-1].stop_reason)
+        return TurnResult(turn_id, stored_reply(agent, reason, stored), reason, len(steps), stored)
+    agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=text))
+    return turn_id, stored, len(steps) + 1
+
+
+def stored_reply(agent: LoopAgent, reason: StopReason, messages: list[Message]) -> str | None:
+    """The reply of a finished turn, from its stored messages (as `reply_of` found it when the turn ran)."""
+    if reason is StopReason.PLAIN_REPLY:
+        return next((m.content for m in reversed(messages) if m.role == "assistant"), None)
+    if reason is StopReason.SEND_MESSAGE:
+        return next((m.content for m in reversed(messages) if m.role == "tool" and not m.is_error
+                     and m.name in agent.tools and agent.tools[m.name].terminal), None)
+    return None
 
 
 def next_action(has_tool_calls: bool, terminal_succeeded: bool, step: int, max_steps: int) -> StopReason | None:
