@@ -18,6 +18,7 @@ from typing import Callable
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent, RuntimeEvent
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.memory.wiring import build_external_memory
@@ -47,6 +48,7 @@ class StepContext:
 
     def now(self) -> datetime:
         """The agent's clock."""
+        crash_point("tool.clock")  # a tool reading the clock is in the middle of dispatch
         return self.clock()
 
 
@@ -132,6 +134,7 @@ class Agent:
         last looked. With `idempotency_key`, the same key again returns the first turn's result and stores
         nothing new; a turn a crash interrupted is completed instead (`runtime.loop.run_turn`)."""
         async with self.store.turn_lock(self.record.id, wait, self.name):
+            crash_point("turn.locked")
             self.refresh()
             return await run_turn(self, text, idempotency_key=idempotency_key)
 
@@ -161,6 +164,7 @@ class Agent:
 
         The ranking's noise floor means an unrelated message fetches nothing.
         """
+        crash_point("turn.prefetch")  # the user message is in the inbox; no step has run
         top_k = self.spec.memory.prefetch_top_k
         if self.archival is None or top_k == 0 or not user_message.strip():
             self.retrieved = ()

@@ -21,6 +21,7 @@ import structlog
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.compiler import CompiledContext
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, ModelResponse
 from pagemind.runtime.events import MemoryEditEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent
@@ -144,7 +145,9 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
 async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, ModelResponse]:
     """Steps 2–4: the relieved context and the model's answer to it; a context overflow flushes and retries once."""
     for attempt in (1, 2):
+        crash_point("step.before_relieve")
         compiled = await agent.monitor.relieve(step, force=attempt == 2)
+        crash_point("step.before_model")
         try:
             response = await agent.call_model(agent.step_request(compiled), step)
         except ContextLengthExceeded:
@@ -152,6 +155,7 @@ async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, Mode
                 raise
             log.warning("context_length_exceeded", agent=agent.name, estimated=compiled.total_tokens)
             continue
+        crash_point("step.after_model")
         agent.monitor.track_usage(compiled, response)
         return compiled, response
     raise AssertionError("unreachable: the second attempt returns or raises")
@@ -161,7 +165,9 @@ async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working
     """Step 5: run the response's tool calls against a working copy of core memory; errors become results."""
     for call in response.tool_calls:
         agent.observer.on_event(ToolCallEvent.from_call(step, call))
+    crash_point("dispatch.before_tools")
     results = await dispatch_tool_calls(list(response.tool_calls), agent.tools, agent.tool_context(working))
+    crash_point("dispatch.after_tools")
     for result in results:
         agent.observer.on_event(ToolResultEvent.from_result(step, result))
     return results
@@ -171,12 +177,15 @@ def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Messa
            working: CoreMemory) -> list[Message]:
     """Step 6: store the step's record, messages and block edits in one transaction, then adopt the edits."""
     edits = list(working.pending)
+    crash_point("commit.before")
     _, stored = agent.window.commit_step(record, messages, edits)
+    crash_point("commit.before_adopt_memory")
     working.clear_pending()
     agent.memory = working
     for edit in edits:
         agent.observer.on_event(MemoryEditEvent.from_edit(step, edit))
     agent.observer.on_event(StepEndEvent(step=step, stop_reason=record.stop_reason))
+    crash_point("step.end")
     return stored
 
 
@@ -197,6 +206,7 @@ def begin_turn(agent: LoopAgent, text: str, key: str | None) -> TurnResult | tup
         turn_id = pending.turn_id
         if key is not None:
             store.add_turn_key(agent_id, key, turn_id, agent.now())
+    crash_point("turn.begin")
     if turn_id is None:
         turn_id = uuid.uuid4().hex
         agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=text))

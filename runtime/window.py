@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Sequence
 
 from pagemind.blocks import BlockEdit
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, StepRecord
 from pagemind.runtime.state.store import StateStore
@@ -71,6 +72,7 @@ class Window:
 
         Block edits are written only at the versions in `block_versions` (`StaleBlocks` otherwise)."""
         step_id, stored = self.store.commit_step(self.agent_id, record, messages, edits, self.block_versions)
+        crash_point("window.before_adopt")
         self._adopt(stored)
         return step_id, stored
 

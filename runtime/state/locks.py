@@ -24,8 +24,11 @@ import time
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
+import structlog
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
+
+log = structlog.get_logger("pagemind.locks")
 
 _NAMESPACE = 0x706D  # "pm": the first key of the two-key advisory lock; the agent's id is the second
 _POLL_FIRST, _POLL_MAX = 0.005, 0.1  # seconds between tries while another holder has the agent
@@ -90,9 +93,9 @@ def _advisory_lock(engine: Engine, agent_id: int) -> tuple[Callable[[], bool], C
         try:
             conn.execute(text("SELECT pg_advisory_unlock(:ns, :id)"), {"ns": _NAMESPACE, "id": agent_id})
             conn.commit()
-        except BaseException:
+        except Exception as exc:  # a dead connection: its session, and so the lock, ended with it
+            log.warning("turn_unlock_failed", agent_id=agent_id, error=str(exc))
             conn.invalidate()  # never hand a session that may still hold the lock back to the pool
-            raise
         finally:
             conn.close()
 

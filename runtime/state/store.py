@@ -18,6 +18,7 @@ from sqlmodel import Session, select
 
 from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
@@ -79,8 +80,15 @@ class StateStore:
         """Create the agent named in `spec`, or update its spec-level fields.
 
         Block values in the YAML seed a new agent (or a newly added block); after that the stored value wins,
-        unless `reset_memory` is set, which re-seeds every block from the YAML (recorded as a version).
+        unless `reset_memory` is set, which re-seeds every block from the YAML (recorded as a version). Two
+        processes starting a new agent at once both succeed: the one whose insert loses reads the winner's row.
         """
+        try:
+            return self._ensure_agent(spec, reset_memory)
+        except IntegrityError:  # the agent (or one of its blocks) was created by another process meanwhile
+            return self._ensure_agent(spec, reset_memory)
+
+    def _ensure_agent(self, spec: AgentSpec, reset_memory: bool) -> AgentRecord:
         with self._session() as session:
             row = session.exec(select(AgentRow).where(AgentRow.name == spec.name)).first()
             now = utcnow()
@@ -216,7 +224,10 @@ class StateStore:
             session.add(row)
             if key is not None:
                 session.add(TurnKeyRow(agent_id=agent_id, key=key, turn_id=message.turn_id, created_at=message.created_at))
+            session.flush()
+            crash_point("accept.before_commit")
             session.commit()
+            crash_point("accept.after_commit")
             return _message_from_row(row)
 
     def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
@@ -328,12 +339,17 @@ class StateStore:
             step_row = StepRow(agent_id=agent_id, **step.__dict__)
             session.add(step_row)
             session.flush()
+            crash_point("commit.step_flushed")
             rows = [_row_from_message(agent_id, m) for m in messages]
             for row in rows:
                 row.step_id = step_row.id
             session.add_all(rows)
+            session.flush()
+            crash_point("commit.messages_flushed")
             written = self._apply_edits(session, agent_id, step_row.id, edits, versions)
+            crash_point("commit.before_commit")
             session.commit()
+            crash_point("commit.after_commit")
             if versions is not None:
                 versions.update(written)
             return step_row.id, [_message_from_row(r) for r in rows]
