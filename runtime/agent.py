@@ -18,6 +18,7 @@ from typing import Callable
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent, RuntimeEvent
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.memory.wiring import build_external_memory
@@ -30,6 +31,8 @@ from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.window import Window
+
+DEFAULT_WAIT = 30.0  # seconds a turn waits for another turn of the same agent before `AgentBusy`
 from pagemind.tools import ArchivalMemory, RecallMemory, Tool
 
 
@@ -45,6 +48,7 @@ class StepContext:
 
     def now(self) -> datetime:
         """The agent's clock."""
+        crash_point("tool.clock")  # a tool reading the clock is in the middle of dispatch
         return self.clock()
 
 
@@ -93,10 +97,11 @@ class Agent:
         store = store or StateStore.open(settings.database_url)
         record = store.ensure_agent(spec, reset_memory=reset_memory)
         archival, recall = build_external_memory(spec, record, store, settings, clock)
+        window = Window.load(store, record)
+        blocks, window.block_versions = store.load_core(record.id, spec)
         return cls(
-            spec=spec, record=record, store=store, memory=CoreMemory(store.load_blocks(record.id, spec)),
-            window=Window.load(store, record), tools=spec.resolved_tools(), model_override=model, clock=clock,
-            archival=archival, recall=recall,
+            spec=spec, record=record, store=store, memory=CoreMemory(blocks), window=window,
+            tools=spec.resolved_tools(), model_override=model, clock=clock, archival=archival, recall=recall,
         )
 
     @property
@@ -113,13 +118,33 @@ class Agent:
             self._model = OpenAIModelClient.from_spec(self.spec.model)
         return self._model
 
-    async def send(self, text: str) -> str | None:
-        """Run one turn with a user message; returns the agent's reply (None if it never sent one)."""
-        return (await self.run_turn(text)).reply
+    async def send(self, text: str, *, idempotency_key: str | None = None, wait: float = DEFAULT_WAIT) -> str | None:
+        """Run one turn with a user message; returns the agent's reply (None if it never sent one).
 
-    async def run_turn(self, text: str) -> TurnResult:
-        """Run one turn with a user message to its end; the full result (reply, stop reason, steps, messages)."""
-        return await run_turn(self, text)
+        See `run_turn` for `idempotency_key` and `wait`."""
+        return (await self.run_turn(text, idempotency_key=idempotency_key, wait=wait)).reply
+
+    async def run_turn(self, text: str, *, idempotency_key: str | None = None,
+                       wait: float = DEFAULT_WAIT) -> TurnResult:
+        """Run one turn with a user message to its end; the full result (reply, stop reason, steps, messages).
+
+        The turn holds the agent's lock from start to end, so turns of one agent never overlap, whichever task or
+        process runs them; it waits up to `wait` seconds for a turn elsewhere, then raises `AgentBusy` having
+        stored nothing. Under the lock it first reads again whatever another process changed since this agent
+        last looked. With `idempotency_key`, the same key again returns the first turn's result and stores
+        nothing new; a turn a crash interrupted is completed instead (`runtime.loop.run_turn`)."""
+        async with self.store.turn_lock(self.record.id, wait, self.name):
+            crash_point("turn.locked")
+            self.refresh()
+            return await run_turn(self, text, idempotency_key=idempotency_key)
+
+    def refresh(self) -> None:
+        """Read the blocks and the window again if another process changed them since this agent read them."""
+        if not self.window.is_stale():
+            return
+        self.window.reload()
+        blocks, self.window.block_versions = self.store.load_core(self.record.id, self.spec)
+        self.memory = CoreMemory(blocks)
 
     def compile(self) -> CompiledContext:
         """The prompt the model would see now."""
@@ -139,6 +164,7 @@ class Agent:
 
         The ranking's noise floor means an unrelated message fetches nothing.
         """
+        crash_point("turn.prefetch")  # the user message is in the inbox; no step has run
         top_k = self.spec.memory.prefetch_top_k
         if self.archival is None or top_k == 0 or not user_message.strip():
             self.retrieved = ()

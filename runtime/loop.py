@@ -21,6 +21,7 @@ import structlog
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.compiler import CompiledContext
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
 from pagemind.runtime.events import MemoryEditEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent
@@ -99,17 +100,20 @@ class TurnResult:
     messages: list[Message]
 
 
-async def run_turn(agent: LoopAgent, user_message: str) -> TurnResult:
+async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | None = None) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
-    The whole turn (retries and tool calls included) must end within `model.turn_deadline_s`, else it raises
-    ModelDeadlineExceeded; the accepted message stays, and a step is committed whole or not at all."""
-    turn_id = uuid.uuid4().hex
-    agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=user_message))
-    messages = agent.window.accept(Message("user", user_message, agent.now(), turn_id=turn_id))  # 1. inbox
+    With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
+    from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
+    included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
+    message stays, and a step is committed whole or not at all."""
+    begun = begin_turn(agent, user_message, idempotency_key)  # 1. inbox (or the stored turn a retry resumes)
+    if isinstance(begun, TurnResult):
+        return begun
+    turn_id, messages, first = begun
     async with turn_deadline(agent.spec.model.turn_deadline_s):
         await agent.prefetch(user_message)
-        for step in itertools.count(1):
+        for step in itertools.count(first):
             outcome = await run_step(agent, turn_id, step)
             messages += outcome.messages
             match outcome:
@@ -144,7 +148,9 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
 async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, ModelResponse]:
     """Steps 2–4: the relieved context and the model's answer to it; a context overflow flushes and retries once."""
     for attempt in (1, 2):
+        crash_point("step.before_relieve")
         compiled = await agent.monitor.relieve(step, force=attempt == 2)
+        crash_point("step.before_model")
         try:
             response = await agent.call_model(agent.step_request(compiled), step)
         except ContextLengthExceeded:
@@ -152,6 +158,7 @@ async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, Mode
                 raise
             log.warning("context_length_exceeded", agent=agent.name, estimated=compiled.total_tokens)
             continue
+        crash_point("step.after_model")
         agent.monitor.track_usage(compiled, response)
         return compiled, response
     raise AssertionError("unreachable: the second attempt returns or raises")
@@ -161,7 +168,9 @@ async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working
     """Step 5: run the response's tool calls against a working copy of core memory; errors become results."""
     for call in response.tool_calls:
         agent.observer.on_event(ToolCallEvent.from_call(step, call))
+    crash_point("dispatch.before_tools")
     results = await dispatch_tool_calls(list(response.tool_calls), agent.tools, agent.tool_context(working))
+    crash_point("dispatch.after_tools")
     for result in results:
         agent.observer.on_event(ToolResultEvent.from_result(step, result))
     return results
@@ -171,13 +180,58 @@ def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Messa
            working: CoreMemory) -> list[Message]:
     """Step 6: store the step's record, messages and block edits in one transaction, then adopt the edits."""
     edits = list(working.pending)
+    crash_point("commit.before")
     _, stored = agent.window.commit_step(record, messages, edits)
+    crash_point("commit.before_adopt_memory")
     working.clear_pending()
     agent.memory = working
     for edit in edits:
         agent.observer.on_event(MemoryEditEvent.from_edit(step, edit))
     agent.observer.on_event(StepEndEvent(step=step, stop_reason=record.stop_reason))
+    crash_point("step.end")
     return stored
+
+
+class IdempotencyKeyReused(ValueError):
+    """An idempotency key came back with a different message than the turn it names."""
+
+
+def begin_turn(agent: LoopAgent, text: str, key: str | None) -> TurnResult | tuple[str, list[Message], int]:
+    """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
+    or the finished turn's result when `key` names one (nothing is stored then).
+
+    A retry never doubles the user message: a key already used resumes its turn after the last committed step,
+    and a message identical to one a failed turn left unanswered at the end of the window reuses that message
+    and its turn (a failed turn stores nothing but its user message before its first step commits)."""
+    store, agent_id = agent.window.store, agent.window.agent_id
+    turn_id = store.turn_for_key(agent_id, key) if key is not None else None
+    if turn_id is None and (pending := agent.window.unanswered(text)) is not None:
+        turn_id = pending.turn_id
+        if key is not None:
+            store.add_turn_key(agent_id, key, turn_id, agent.now())
+    crash_point("turn.begin")
+    if turn_id is None:
+        turn_id = uuid.uuid4().hex
+        agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=text))
+        return turn_id, agent.window.accept(Message("user", text, agent.now(), turn_id=turn_id), key), 1
+    stored, steps = store.turn_messages(agent_id, turn_id), store.turn_steps(agent_id, turn_id)
+    if stored and stored[0].content != text:
+        raise IdempotencyKeyReused(f"idempotency key {key!r} was used for another message; use a new key")
+    if steps and steps[-1].stop_reason is not None:
+        reason = StopReason(steps[-1].stop_reason)
+        return TurnResult(turn_id, stored_reply(agent, reason, stored), reason, len(steps), stored)
+    agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=text))
+    return turn_id, stored, len(steps) + 1
+
+
+def stored_reply(agent: LoopAgent, reason: StopReason, messages: list[Message]) -> str | None:
+    """The reply of a finished turn, from its stored messages (as `reply_of` found it when the turn ran)."""
+    if reason is StopReason.PLAIN_REPLY:
+        return next((m.content for m in reversed(messages) if m.role == "assistant"), None)
+    if reason is StopReason.SEND_MESSAGE:
+        return next((m.content for m in reversed(messages) if m.role == "tool" and not m.is_error
+                     and m.name in agent.tools and agent.tools[m.name].terminal), None)
+    return None
 
 
 def next_action(has_tool_calls: bool, terminal_succeeded: bool, step: int, max_steps: int) -> StopReason | None:

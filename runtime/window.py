@@ -9,11 +9,12 @@ window (policy); this module is *how* (mechanism).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
 from pagemind.blocks import BlockEdit
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, StepRecord
 from pagemind.runtime.state.store import StateStore
@@ -30,27 +31,60 @@ class Window:
     warned: bool
     correction: float
     recall_count: int
+    # The newest message id this window has seen: any turn stores a message, so a larger id in the store means
+    # another process ran a turn since, and this window (and the agent's blocks) must be read again.
+    seen: int = 0
+    # The version of each core block the agent's values were read (or last written) at; every block write is
+    # checked against it (`StateStore.commit_step`).
+    block_versions: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def load(cls, store: StateStore, record: AgentRecord) -> "Window":
         """The window as stored for the agent `record` names."""
+        seen = store.last_message_id(record.id)  # read first: a message stored meanwhile reads as "stale", not lost
         return cls(
             store=store, agent_id=record.id, messages=context_order(store.in_context_messages(record.id)),
             summary=record.summary, warned=record.pressure_warned, correction=record.token_correction,
-            recall_count=store.message_count(record.id),
+            recall_count=store.message_count(record.id), seen=seen,
         )
 
-    def accept(self, message: Message) -> list[Message]:
-        """Store an incoming message durably (the inbox), then put it in view."""
-        stored = self.store.append_messages(self.agent_id, [message])
+    def is_stale(self) -> bool:
+        """Whether another process stored a message or edited a block since this window read its state."""
+        versions = self.store.block_versions(self.agent_id)
+        return (self.store.last_message_id(self.agent_id) != self.seen
+                or any(versions.get(label) != version for label, version in self.block_versions.items()))
+
+    def reload(self) -> None:
+        """Read the window again from the store, in place (the caller reloads the blocks and their versions)."""
+        fresh = Window.load(self.store, self.store.agent_record(self.agent_id))
+        self.messages, self.summary, self.warned = fresh.messages, fresh.summary, fresh.warned
+        self.correction, self.recall_count, self.seen = fresh.correction, fresh.recall_count, fresh.seen
+
+    def accept(self, message: Message, key: str | None = None) -> list[Message]:
+        """Store an incoming message durably (the inbox), with the turn's idempotency key if any, then put it in
+        view."""
+        stored = [self.store.accept_message(self.agent_id, message, key)]
         self._adopt(stored)
         return stored
 
     def commit_step(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit]) -> tuple[int, list[Message]]:
-        """Store a step's record, messages and block edits in one transaction, then put the messages in view."""
-        step_id, stored = self.store.commit_step(self.agent_id, record, messages, edits)
+        """Store a step's record, messages and block edits in one transaction, then put the messages in view.
+
+        Block edits are written only at the versions in `block_versions` (`StaleBlocks` otherwise)."""
+        step_id, stored = self.store.commit_step(self.agent_id, record, messages, edits, self.block_versions)
+        crash_point("window.before_adopt")
         self._adopt(stored)
         return step_id, stored
+
+    def unanswered(self, text: str) -> Message | None:
+        """The user message with this text that a failed turn left unanswered at the end of the window (nothing
+        but system alerts after it, so no step of its turn committed), or None. A retry reuses it."""
+        for message in reversed(self.messages):
+            if message.role == "user":
+                return message if message.content == text and message.turn_id else None
+            if message.role != "system":
+                return None
+        return None
 
     def evict(self, count: int, summary: str, tokens_before: int, tokens_after: int, at: datetime) -> list[Message]:
         """Take the oldest `count` messages out of view and install the new summary; starts a new warning cycle.
@@ -75,6 +109,7 @@ class Window:
         added_ids = {id(m) for m in added}
         self.messages = [by_call.get(m.tool_call_id, m) if id(m) in added_ids else m for m in repaired]
         self.recall_count += len(stored)
+        self.seen = max([self.seen, *(m.id or 0 for m in stored)])
         return stored
 
     def mark_warned(self) -> None:
@@ -95,10 +130,12 @@ class Window:
         self.messages = context_order([*self.messages, *stored])
         self.summary, self.warned, self.correction = summary, warned, correction
         self.recall_count = recall_count
+        self.seen = max([self.seen, *(m.id or 0 for m in stored)])
 
     def _adopt(self, stored: list[Message]) -> None:
         self.messages += stored
         self.recall_count += len(stored)
+        self.seen = max([self.seen, *(m.id or 0 for m in stored)])
 
 
 def context_order(messages: Sequence[Message]) -> list[Message]:

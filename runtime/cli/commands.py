@@ -32,7 +32,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     _ = agent.model  # fail before storing the message when no endpoint is configured
     recorder = start_recording(agent, settings, args.trace)
     try:
-        reply = await agent.send(args.message)
+        reply = await agent.send(args.message, idempotency_key=args.idempotency_key, wait=args.wait)
     finally:
         recorder.close()  # a turn that failed still leaves what it did in the trace
     out(reply or "(no reply)")
@@ -54,7 +54,7 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             if line is None or line.strip() in {"/quit", "/exit"}:
                 return 0
             if line.strip():
-                out(f"{agent.name}> {await agent.send(line) or '(no reply)'}")
+                out(f"{agent.name}> {await agent.send(line, wait=args.wait) or '(no reply)'}")
     finally:
         recorder.close()
 

@@ -33,10 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("agent", help="agent YAML file or stored agent name")
     run.add_argument("-m", "--message", required=True)
     run.add_argument("--reset-memory", action="store_true", help="re-seed core blocks from the YAML")
+    run.add_argument("--idempotency-key", metavar="KEY",
+                     help="the same key again returns the first turn's reply and stores nothing new "
+                          "(a turn a crash interrupted is completed)")
+    _add_wait(run)
     run.set_defaults(handler=commands.cmd_run)
     chat = sub.add_parser("chat", help="interactive conversation")
     chat.add_argument("agent")
     chat.add_argument("--reset-memory", action="store_true")
+    _add_wait(chat)
     chat.set_defaults(handler=commands.cmd_chat)
     memory = sub.add_parser("memory", help="core blocks with chars/limit and edit history; "
                             "also `memory search|archival|forget AGENT …` for external memory")
@@ -55,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_wait(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
+                        help="how long a turn waits while another process runs a turn of the same agent, "
+                             "before exiting 3 (agent busy) with nothing stored (default 30)")
+
+
 def exit_code(exc: Exception) -> int | None:
     """Report an error the user should see without a traceback and return its exit code; None for anything else
     (a bug: let it raise)."""
@@ -65,6 +76,11 @@ def exit_code(exc: Exception) -> int | None:
     if isinstance(exc, SpecError):
         sys.stderr.write(f"error: invalid agent definition\n{exc}\n")
         return 2
+    if type(exc).__name__ in {"AgentBusy", "StaleBlocks", "IdempotencyKeyReused"}:
+        # Raised only once the state store (and the loop) are loaded; matched by name so this error path imports
+        # nothing. Busy and stale are both another process's turn in the way: exit 3; a reused key is bad input.
+        sys.stderr.write(f"error: {exc}\n")
+        return 2 if type(exc).__name__ == "IdempotencyKeyReused" else 3
     if isinstance(exc, (CliError, ModelError)):
         sys.stderr.write(f"error: {exc}\n")
         return getattr(exc, "code", 1)

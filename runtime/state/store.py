@@ -11,22 +11,34 @@ import json
 from datetime import datetime
 from typing import Iterable
 
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
-from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
+from pagemind.runtime.state.locks import turn_lock
+from pagemind.runtime.state.tables import (AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow,
+                                           TurnKeyRow)
 from pagemind.tools import ToolCall
 
 
 class AgentNameTaken(ValueError):
     """Another agent already has the name."""
+
+
+class StaleBlocks(RuntimeError):
+    """A block write was computed from a version another writer has replaced since (nothing was stored)."""
+
+    def __init__(self, labels: list[str]):
+        super().__init__(f"core memory block(s) {', '.join(labels)} changed since this agent read them (another "
+                         "process edited them during this turn); nothing from this step was stored")
+        self.labels = labels
 
 
 def _message_from_row(row: MessageRow) -> Message:
@@ -68,8 +80,15 @@ class StateStore:
         """Create the agent named in `spec`, or update its spec-level fields.
 
         Block values in the YAML seed a new agent (or a newly added block); after that the stored value wins,
-        unless `reset_memory` is set, which re-seeds every block from the YAML (recorded as a version).
+        unless `reset_memory` is set, which re-seeds every block from the YAML (recorded as a version). Two
+        processes starting a new agent at once both succeed: the one whose insert loses reads the winner's row.
         """
+        try:
+            return self._ensure_agent(spec, reset_memory)
+        except IntegrityError:  # the agent (or one of its blocks) was created by another process meanwhile
+            return self._ensure_agent(spec, reset_memory)
+
+    def _ensure_agent(self, spec: AgentSpec, reset_memory: bool) -> AgentRecord:
         with self._session() as session:
             row = session.exec(select(AgentRow).where(AgentRow.name == spec.name)).first()
             now = utcnow()
@@ -98,12 +117,17 @@ class StateStore:
             if reset and row.value != block_spec.value:
                 session.add(BlockVersionRow(agent_id=agent_id, label=row.label, operation="reset",
                                             old_value=row.value, new_value=block_spec.value, created_at=now))
-                row.value, row.updated_at = block_spec.value, now
+                row.value, row.updated_at, row.version = block_spec.value, now, row.version + 1
 
     @staticmethod
     def _record(row: AgentRow) -> AgentRecord:
         return AgentRecord(row.id, row.name, row.spec_hash, row.summary, aware(row.created_at), aware(row.updated_at),
                            row.pressure_warned, row.token_correction)
+
+    def agent_record(self, agent_id: int) -> AgentRecord:
+        """The agent with this id, as stored now."""
+        with self._session() as session:
+            return self._record(session.get(AgentRow, agent_id))
 
     def get_agent(self, name: str) -> AgentRecord | None:
         """The agent called `name`, or None."""
@@ -156,6 +180,24 @@ class StateStore:
             for r in (rows[b.label] for b in spec.blocks if b.label in rows)
         ]
 
+    def load_core(self, agent_id: int, spec: AgentSpec) -> tuple[list[Block], dict[str, int]]:
+        """The agent's blocks (as `load_blocks`) and the version of each, read together."""
+        with self._session() as session:
+            rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
+        ordered = [rows[b.label] for b in spec.blocks if b.label in rows]
+        return ([Block(r.label, r.value, r.char_limit, r.description, r.read_only) for r in ordered],
+                {r.label: r.version for r in ordered})
+
+    def block_versions(self, agent_id: int) -> dict[str, int]:
+        """The current version of each of the agent's blocks (a turn's cheap check for edits made elsewhere)."""
+        with self._session() as session:
+            return dict(session.exec(select(BlockRow.label, BlockRow.version).where(BlockRow.agent_id == agent_id)).all())
+
+    def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):  # noqa: ANN201 (async ctx)
+        """Hold the agent's turn lock for an `async with` block, across tasks and processes (`state.locks`);
+        raises `AgentBusy` after waiting `wait` seconds."""
+        return turn_lock(self.engine, agent_id, wait, label)
+
     def block_history(self, agent_id: int, label: str | None = None) -> list[BlockVersion]:
         """Every recorded edit of the agent's blocks (or one block), oldest first."""
         with self._session() as session:
@@ -174,6 +216,48 @@ class StateStore:
             session.add_all(rows)
             session.commit()
             return [_message_from_row(r) for r in rows]
+
+    def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
+        """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
+        with self._session() as session:
+            row = _row_from_message(agent_id, message)
+            session.add(row)
+            if key is not None:
+                session.add(TurnKeyRow(agent_id=agent_id, key=key, turn_id=message.turn_id, created_at=message.created_at))
+            session.flush()
+            crash_point("accept.before_commit")
+            session.commit()
+            crash_point("accept.after_commit")
+            return _message_from_row(row)
+
+    def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
+        """Record that `key` names the (already stored) turn `turn_id`."""
+        with self._session() as session:
+            session.add(TurnKeyRow(agent_id=agent_id, key=key, turn_id=turn_id, created_at=at))
+            session.commit()
+
+    def turn_for_key(self, agent_id: int, key: str) -> str | None:
+        """The turn an idempotency key started, or None."""
+        with self._session() as session:
+            row = session.get(TurnKeyRow, (agent_id, key))
+            return row.turn_id if row else None
+
+    def turn_messages(self, agent_id: int, turn_id: str) -> list[Message]:
+        """Every stored message of one turn, oldest first."""
+        with self._session() as session:
+            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.turn_id == turn_id)
+            return [_message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
+
+    def turn_steps(self, agent_id: int, turn_id: str) -> list[StepRow]:
+        """The committed steps of one turn, in order."""
+        with self._session() as session:
+            query = select(StepRow).where(StepRow.agent_id == agent_id, StepRow.turn_id == turn_id)
+            return list(session.exec(query.order_by(StepRow.step_index)))
+
+    def last_message_id(self, agent_id: int) -> int:
+        """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
+        with self._session() as session:
+            return session.exec(select(func.max(MessageRow.id)).where(MessageRow.agent_id == agent_id)).one() or 0
 
     def in_context_messages(self, agent_id: int) -> list[Message]:
         """The messages currently in the agent's window, oldest first (an indexed read, never the whole log)."""
@@ -242,31 +326,58 @@ class StateStore:
     # -- steps --------------------------------------------------------------------------------------------------
 
     def commit_step(
-        self, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit]
+        self, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
+        versions: dict[str, int] | None = None,
     ) -> tuple[int, list[Message]]:
         """Store one step atomically: its record, its messages and its block edits. Returns the step id and
-        the stored messages."""
+        the stored messages.
+
+        Each edited block is written only at the version in `versions` (the one its value was computed from);
+        a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
+        written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
         with self._session() as session:
             step_row = StepRow(agent_id=agent_id, **step.__dict__)
             session.add(step_row)
             session.flush()
+            crash_point("commit.step_flushed")
             rows = [_row_from_message(agent_id, m) for m in messages]
             for row in rows:
                 row.step_id = step_row.id
             session.add_all(rows)
-            self._apply_edits(session, agent_id, step_row.id, edits)
+            session.flush()
+            crash_point("commit.messages_flushed")
+            written = self._apply_edits(session, agent_id, step_row.id, edits, versions)
+            crash_point("commit.before_commit")
             session.commit()
+            crash_point("commit.after_commit")
+            if versions is not None:
+                versions.update(written)
             return step_row.id, [_message_from_row(r) for r in rows]
 
     @staticmethod
-    def _apply_edits(session: Session, agent_id: int, step_id: int, edits: list[BlockEdit]) -> None:
-        if not edits:
-            return
-        blocks = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
+    def _apply_edits(session: Session, agent_id: int, step_id: int, edits: list[BlockEdit],
+                     versions: dict[str, int] | None) -> dict[str, int]:
+        """Write each edit as a compare-and-set on the block's version (one UPDATE … WHERE version = read), so the
+        check holds even against a writer that bypassed the turn lock. Returns the versions written."""
+        written: dict[str, int] = {}
+        stale: list[str] = []
         for edit in edits:
             session.add(BlockVersionRow(agent_id=agent_id, label=edit.label, step_id=step_id, operation=edit.operation,
                                         old_value=edit.old_value, new_value=edit.new_value, created_at=edit.at))
-            blocks[edit.label].value, blocks[edit.label].updated_at = edit.new_value, edit.at
+            where = [BlockRow.agent_id == agent_id, BlockRow.label == edit.label]
+            read = written.get(edit.label, versions.get(edit.label) if versions is not None else None)
+            if read is not None:
+                where.append(BlockRow.version == read)
+            result = session.connection().execute(update(BlockRow).where(*where).values(
+                value=edit.new_value, updated_at=edit.at, version=BlockRow.version + 1))
+            if result.rowcount != 1:
+                stale.append(edit.label)
+            elif read is not None:
+                written[edit.label] = read + 1
+        if stale:
+            session.rollback()
+            raise StaleBlocks(sorted(set(stale)))
+        return written
 
     def steps(self, agent_id: int) -> list[StepRow]:
         """The agent's step records, oldest first."""

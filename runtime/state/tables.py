@@ -5,7 +5,7 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
 --autogenerate -m "…"` writes the next migration from the difference between these definitions and the head.
 
 - Agent state (SQLModel rows, read and written by `StateStore`): `agents`, `blocks`, `block_versions`,
-  `messages`, `summaries`, `steps`.
+  `messages`, `summaries`, `steps`, `turn_keys` (idempotency keys).
 - Archival memory's SQL side (`memory.archival`): `archival_memories`, `archival_memory_versions`, and
   `archival_rekeys`/`archival_rekeyed_stores`, the pending re-keying of vector-store points written before the
   agent's id became the key (migration 0002).
@@ -79,6 +79,9 @@ class BlockRow(SQLModel, table=True):
     description: str = ""
     read_only: bool = False
     updated_at: datetime = Field(default_factory=utcnow)
+    # Incremented by every edit; a step's commit writes a block only at the version its process read (migration
+    # 0003), so a write computed from a stale value fails instead of silently losing another process's edit.
+    version: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 
 class BlockVersionRow(SQLModel, table=True):
@@ -129,6 +132,16 @@ class StepRow(SQLModel, table=True):
     started_at: datetime
     model_ms: float
     total_ms: float
+
+
+class TurnKeyRow(SQLModel, table=True):
+    """An idempotency key of a turn: stored with the turn's user message, in one transaction (migration 0003)."""
+
+    __tablename__ = "turn_keys"
+    agent_id: int = Field(foreign_key="agents.id", primary_key=True)
+    key: str = Field(sa_column=Column(String(200), primary_key=True))
+    turn_id: str = Field(sa_column=Column(String(64), nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 # -- archival memory --------------------------------------------------------------------------------------------

@@ -1,0 +1,34 @@
+"""Named crash points: where the crash suites make a process kill itself, deterministically.
+
+`crash_point("commit.before_commit")` kills the process with SIGKILL when the environment variable
+`PAGEMIND_KILL_AT` names that point, as `NAME` (its first pass) or `NAME@N` (its Nth pass). The variable is read
+once, at import; when it is unset `crash_point` is a function that returns at once, so the points cost one call
+each in production. The names a suite can choose are the literal arguments of the calls (`tests/test_step_crash.py`
+lists them).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_spec = os.environ.get("PAGEMIND_KILL_AT", "")
+_name, _, _nth = _spec.partition("@")
+_passes = 0
+
+
+def _kill_when_named(name: str) -> None:
+    global _passes
+    if name != _name:
+        return
+    _passes += 1
+    if _passes == int(_nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _never(name: str) -> None:
+    return None
+
+
+crash_point = _kill_when_named if _name else _never
+crash_point.__doc__ = "Kill this process here if PAGEMIND_KILL_AT names this point (see the module docstring)."
