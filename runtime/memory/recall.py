@@ -1,7 +1,7 @@
 """Recall memory: `conversation_search` over every stored message of an agent, evicted ones included.
 
-Keyword search is the database's own full-text index (SQLite FTS5 with BM25; Postgres `tsvector` with
-`ts_rank`), optionally fused with dense similarity (the configured embedder). Each message is indexed as
+Keyword search is the database's own full-text index (`memory.fulltext`: SQLite FTS5 with BM25; Postgres
+`tsvector` with `ts_rank`), optionally fused with dense similarity (the configured embedder). Each message is indexed as
 `[date] role: text` together with the message before it in the same session, since an answer is often a reply
 to the question that names its subject. The index is brought up to date lazily, at search time, from the
 `messages` table, so every path that stores messages (the loop, the pressure monitor, imports) is covered.
@@ -17,15 +17,16 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal
 
 import numpy as np
 import structlog
-from sqlalchemy import select, text as sql
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.embeddings import Embedder, aembed
-from pagemind.runtime.memory.keywords import analysed, query_terms
+from pagemind.runtime.memory.fulltext import INDEX_CHARS, FullText, IndexedMessage
+from pagemind.runtime.memory.keywords import query_terms
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.memory.ranking import beats_noise, fuse
 from pagemind.runtime.state.tables import MessageRow
@@ -38,26 +39,6 @@ _BATCH = 500
 _MESSAGES = MessageRow.__table__
 _COLUMNS = (_MESSAGES.c.id, _MESSAGES.c.role, _MESSAGES.c.content, _MESSAGES.c.tool_calls, _MESSAGES.c.name,
             _MESSAGES.c.created_at)
-
-
-@dataclass
-class IndexedMessage:
-    """A message as the recall index keys it."""
-
-    id: int
-    role: str
-    created_at: datetime
-    text: str
-    context: str = ""
-
-    def own_document(self) -> str:
-        """`[date] role: text`: what the message itself says, and when."""
-        return f"[{self.created_at:%-d %B %Y}] {self.role}: {self.text}"
-
-    def keyed_document(self) -> str:
-        """The message with the one before it (same session) as context."""
-        own = self.own_document()
-        return f"{own} (after: {self.context})" if self.context else own
 
 
 def _aware(value: datetime) -> datetime:
@@ -96,63 +77,6 @@ class _DenseIndex:
     own: np.ndarray | None = None
     keyed: np.ndarray | None = None
     next_index: list[int] = field(default_factory=list)  # position of the next message in the session, or -1
-
-
-class FullText:
-    """The dialect-specific full-text index over messages (rowid = message id). Its tables (`recall_fts`,
-    `recall_watermarks`) are the schema's (`state.tables`, created by migration 0001)."""
-
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self.postgres = engine.dialect.name == "postgresql"
-
-    def watermark(self, agent_id: int) -> int:
-        """The last message id indexed for the agent."""
-        with self.engine.connect() as conn:
-            value = conn.execute(sql("SELECT message_id FROM recall_watermarks WHERE agent_id = :a"),
-                                 {"a": agent_id}).scalar()
-        return int(value or 0)
-
-    def add(self, agent_id: int, messages: Sequence[IndexedMessage], last_id: int) -> None:
-        """Index messages and move the agent's watermark to `last_id`, in one transaction."""
-        with self.engine.begin() as conn:
-            if messages and self.postgres:
-                conn.execute(sql(
-                    "INSERT INTO recall_fts (message_id, agent_id, tsv) VALUES (:id, :a, "
-                    "setweight(to_tsvector('simple', :own), 'A') || setweight(to_tsvector('simple', :ctx), 'B')) "
-                    "ON CONFLICT (message_id) DO NOTHING"),
-                    [{"id": m.id, "a": agent_id, "own": analysed(m.own_document()), "ctx": analysed(m.context)}
-                     for m in messages])
-            elif messages:
-                conn.execute(sql("INSERT OR REPLACE INTO recall_fts (rowid, keyed, own) VALUES (:id, :keyed, :own)"),
-                             [{"id": m.id, "keyed": analysed(m.keyed_document()), "own": analysed(m.own_document())}
-                              for m in messages])
-            params = {"a": agent_id, "m": last_id}
-            if self.postgres:
-                conn.execute(sql("INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
-                                 "(agent_id) DO UPDATE SET message_id = GREATEST(recall_watermarks.message_id, :m)"), params)
-            else:
-                conn.execute(sql("INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
-                                 "(agent_id) DO UPDATE SET message_id = MAX(message_id, :m)"), params)
-
-    def search(self, agent_id: int, terms: list[str], own_weight: float) -> dict[int, float]:
-        """BM25-style scores of the agent's messages matching any of the terms (higher is better)."""
-        if not terms:
-            return {}
-        with self.engine.connect() as conn:
-            if self.postgres:
-                query = " | ".join(f"'{t}'" for t in terms)
-                rows = conn.execute(sql(
-                    "SELECT message_id, ts_rank(CAST(:w AS float4[]), tsv, to_tsquery('simple', :q)) FROM recall_fts "
-                    "WHERE agent_id = :a AND tsv @@ to_tsquery('simple', :q)"),
-                    {"q": query, "a": agent_id, "w": [0.05, 0.1, 1 / (1 + own_weight), 1.0]})  # {D, C, B=context, A=own}
-            else:
-                query = " OR ".join(f'"{t}"' for t in terms)
-                rows = conn.execute(sql(
-                    f"SELECT recall_fts.rowid, -bm25(recall_fts, 1.0, {float(own_weight)}) FROM recall_fts "
-                    "JOIN messages ON messages.id = recall_fts.rowid "
-                    "WHERE recall_fts MATCH :q AND messages.agent_id = :a"), {"q": query, "a": agent_id})
-            return {int(i): float(s) for i, s in rows}
 
 
 class RecallService:
@@ -316,8 +240,9 @@ class RecallService:
 
 
 def _indexed(row: Any) -> IndexedMessage:
+    # Only the beginning of a huge message is indexed (see memory.fulltext); the hit still shows all of it.
     return IndexedMessage(int(row.id), row.role, _aware(row.created_at),
-                          searchable_text(row.role, row.content, row.tool_calls, row.name))
+                          searchable_text(row.role, row.content, row.tool_calls, row.name)[:INDEX_CHARS])
 
 
 def _hit(row: Any) -> RecallHit:

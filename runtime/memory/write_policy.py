@@ -16,6 +16,7 @@ from pagemind.runtime.memory.dating import absolute_dates
 from pagemind.runtime.memory.keywords import analysed, terms
 from pagemind.runtime.memory.records import Hit, MemoryRecord
 from pagemind.runtime.memory_config import ArchivalConfig
+from pagemind.runtime.state.records import without_nul
 
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|anymore|stopped|quit)\b|n't\b",
                        re.I)
@@ -32,8 +33,9 @@ class Decision:
 
 
 def normalise_text(content: str, written_at: datetime) -> str:
-    """Collapse whitespace and give relative time words ("today", "last week", "recently") absolute dates."""
-    return absolute_dates(_SPACE.sub(" ", content).strip(), written_at)
+    """Collapse whitespace, give relative time words ("today", "last week", "recently") absolute dates, and apply
+    SQL's rule for NUL (`state.records.without_nul`) so the vector store holds the same text as SQL."""
+    return absolute_dates(_SPACE.sub(" ", without_nul(content)).strip(), written_at)
 
 
 def conflicts(new: str, old: str) -> bool:

@@ -9,6 +9,22 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 
+NUL_REPLACEMENT = "\ufffd"
+
+
+def without_nul(text: str) -> str:
+    """`text` with every NUL character replaced by U+FFFD, the one rule for NUL in stored text.
+
+    Postgres text cannot hold NUL (psycopg refuses the whole statement, losing a turn); SQLite can, but its
+    full-text index stops at one. So every string pagemind writes to SQL goes through this on both databases
+    (`state.engine` applies it to every statement's parameters), and the archival write path applies it before a
+    memory reaches the vector store too, so SQL and Qdrant hold the same text. U+FFFD rather than nothing: the
+    reader sees that a character was there. JSON columns keep a NUL (serialised as the escape `\\u0000`, which
+    both databases store as is).
+    """
+    return text.replace("\x00", NUL_REPLACEMENT) if "\x00" in text else text
+
+
 def utcnow() -> datetime:
     """Timezone-aware now, the only clock the store uses for bookkeeping columns."""
     return datetime.now(timezone.utc)
