@@ -6,48 +6,54 @@
 
 An agent's memories are keyed by its id (`agents.id`), in SQL and in the vector store alike, so renaming the
 agent keeps them. Vectors and the payload used for filtered search live in Qdrant (`memory.stores`); SQL holds
-the same metadata (`archival_memories`: cheap statistics and listings that work without opening the vector store)
-and every change to a memory (`archival_memory_versions`), so nothing is overwritten without a trace.
-`forget` deletes a memory from both, history included. The write path's decisions are `memory.write_policy`.
+the same metadata (`archival_memories`: listings and statistics that work without opening the vector store) and
+every change to a memory (`archival_memory_versions`), so nothing is overwritten without a trace. `forget`
+deletes a memory from both, history included. The write path's decisions are `memory.write_policy`; the order
+of its writes, which keeps SQL and the store agreeing through any crash, is `memory.ledger`, and what a crash
+left half-done is finished or undone by `memory.reconcile` when the store is opened. Counts and searches always
+read the database (a second process or service instance sees every write at once); a cache of the statistics
+is checked against the agent's revision, one primary-key read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Literal
 
 import numpy as np
 import structlog
-from pydantic import BaseModel
-from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.memory.embeddings import Embedder, aembed
 from pagemind.runtime.memory.keywords import analysed
+from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
 from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor, recency, usefulness
-from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
+from pagemind.runtime.memory.reconcile import reconcile_once
+from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint, StoreError
 from pagemind.runtime.memory.rekey import complete_rekeys
 from pagemind.runtime.memory.write_policy import decide, keyword_document, normalise_text
 from pagemind.runtime.memory_config import ArchivalConfig
-from pagemind.runtime.state.records import aware, utcnow
-from pagemind.runtime.state.tables import archival_memories as memories_table
-from pagemind.runtime.state.tables import archival_memory_versions as versions_table
+from pagemind.runtime.state.records import utcnow
 from pagemind.tools.context import MEMORY_KINDS, ArchivalHit, InsertResult
+
+__all__ = ["ArchivalService", "MemoryVersion"]
 
 log = structlog.get_logger("pagemind.archival")
 
+NEIGHBOURS = 4  # nearest candidates the write path looks through for the nearest settled one
 
-class MemoryVersion(BaseModel):
-    """One entry of a memory's history."""
 
-    memory_id: str
-    operation: str
-    text: str
-    detail: dict[str, Any]
-    at: datetime
+@dataclass(frozen=True)
+class _Stats:
+    revision: int
+    rows: list[tuple[list[str], datetime | None]]
+    valid_from: datetime
+    valid_until: datetime | None  # the next expiry after valid_from: the live set changes then
+    value: tuple[int, tuple[str, ...]]
 
 
 class ArchivalService:
@@ -63,21 +69,25 @@ class ArchivalService:
         self.embedder = embedder
         self.config = config or ArchivalConfig()
         self.clock = clock
+        self.ledger = Ledger(agent_id, engine)
         self._open_backend = open_backend
         self._store: AgentStore | None = None
         self._write_lock = asyncio.Lock()
-        self._stats: tuple[int, tuple[str, ...]] | None = None
+        self._stats: _Stats | None = None
         self._bm25: Any = None
 
     # -- plumbing ---------------------------------------------------------------------------------------------
 
     @property
     def store(self) -> AgentStore:
-        """This agent's view of the vector store (opened on first use, its pending re-keying completed first)."""
+        """This agent's view of the vector store, opened on first use: its pending re-keying completed, then what
+        a crash left half-written reconciled (once per process), before any read or write."""
         if self._store is None:
             backend = self._open_backend()
             complete_rekeys(self.engine, backend)
-            self._store = AgentStore(backend, self.agent_id)
+            store = AgentStore(backend, self.agent_id, self.ledger.origin())
+            reconcile_once(self.ledger, store, backend, restore=self._points)
+            self._store = store
         return self._store
 
     def _sparse(self, text: str, query: bool = False) -> Sparse:
@@ -88,13 +98,18 @@ class ArchivalService:
         vector = self._bm25.embed_query(text) if query else self._bm25.embed_document(text)
         return Sparse(list(vector.indices), list(vector.values))
 
+    def _points(self, records: list[MemoryRecord]) -> list[StoredPoint]:
+        """Points for memories whose point is missing (see memory.reconcile), embedded again from their text."""
+        vectors = self.embedder.embed([r.text for r in records])
+        return [StoredPoint(r, v, self._sparse(keyword_document(r))) for r, v in zip(records, vectors)]
+
     # -- write path -------------------------------------------------------------------------------------------
 
     async def insert(self, content: str, *, kind: str = "fact", tags: list[str] | None = None,
                      importance: float | None = None, source_message_ids: list[int] | None = None,
                      expires_at: datetime | None = None) -> InsertResult:
         """Store a memory: normalise and date it, then refresh a near-duplicate, supersede a contradicted
-        memory, or insert it. Durable (vector store and SQL) when this returns."""
+        memory, or insert it. Durable, listed and searchable when this returns."""
         now = self.clock()
         text = normalise_text(content, now)
         self._validate(text, kind, importance)
@@ -108,7 +123,7 @@ class ArchivalService:
             neighbour = await asyncio.to_thread(self._nearest, vector, kind, now)
             decision = decide(text, neighbour, self.config)
             if decision.action == "duplicate":
-                return await asyncio.to_thread(self._refresh, decision.neighbour, record)
+                return await asyncio.to_thread(self._refresh, decision.neighbour, record, vector)
             return await asyncio.to_thread(self._add, record, vector, decision.neighbour
                                            if decision.action == "supersede" else None)
 
@@ -124,59 +139,64 @@ class ArchivalService:
             raise ValueError("importance must be between 0 and 1")
 
     def _nearest(self, vector: np.ndarray, kind: str, now: datetime) -> Hit | None:
-        hits = self.store.search_dense(vector, MemoryFilter(kinds=[kind], live_at=now), 1)
-        return hits[0] if hits else None
+        hits = self.store.search_dense(vector, MemoryFilter(kinds=[kind], live_at=now), NEIGHBOURS)
+        live = self.ledger.live_ids([h.record.id for h in hits]) if hits else set()
+        return next((h for h in hits if h.record.id in live), None)
 
     def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None) -> InsertResult:
-        self.store.upsert([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
-        with self.engine.begin() as conn:
-            conn.execute(memories_table.insert(), [self._row(record)])
-            self._version(conn, record.id, "insert", record.text, {"tags": record.tags, "kind": record.kind,
-                                                                    "importance": record.importance}, record.created_at)
-            if superseded is not None:
-                self._mark_superseded(conn, superseded, record)
-        if superseded is not None:
-            self.store.set_payload(superseded.record.id, {"superseded_by": record.id, "updated_at": record.created_at})
-        self._stats = None  # recomputed on next use: one indexed query, not one per step
-        action = "superseded" if superseded else "inserted"
-        log.info(f"archival_{'supersede' if superseded else 'insert'}", agent_id=self.agent_id, id=record.id,
-                 kind=record.kind, chars=len(record.text), replaced=superseded.record.id if superseded else None)
-        return InsertResult(action=action, id=record.id, text=record.text, kind=record.kind,
-                            other_id=superseded.record.id if superseded else None,
-                            similarity=round(superseded.score, 4) if superseded else None)
+        """Insert, in the ledger's order: row (inserting), point, superseded point, row (live)."""
+        old_id = superseded.record.id if superseded else None
+        similarity = round(superseded.score, 4) if superseded else None
+        point = StoredPoint(record, vector, self._sparse(keyword_document(record)))
+        detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance}
+        self.ledger.begin_insert(record, new_token(), old_id, detail | ({"supersedes": old_id} if old_id else {}))
+        crash_point("archival.insert.pending")
+        try:
+            self.store.upsert([point])
+            crash_point("archival.insert.upserted")
+            if old_id:
+                self.store.set_payload(old_id, {"superseded_by": record.id, "updated_at": record.created_at})
+                crash_point("archival.insert.superseded")
+        except Exception:
+            self._undo_insert(record.id, old_id)
+            raise
+        if not self.ledger.complete_insert(record.id, similarity):
+            self.store.delete([record.id])  # forgotten by another process while being written
+            raise StoreError(f"memory {record.id} was forgotten while it was being stored")
+        crash_point("archival.insert.completed")
+        action = "superseded" if old_id else "inserted"
+        log.info(f"archival_{'supersede' if old_id else 'insert'}", agent_id=self.agent_id, id=record.id,
+                 kind=record.kind, chars=len(record.text), replaced=old_id)
+        return InsertResult(action=action, id=record.id, text=record.text, kind=record.kind, other_id=old_id,
+                            similarity=similarity)
 
-    def _mark_superseded(self, conn: Any, old: Hit, new: MemoryRecord) -> None:
-        conn.execute(update(memories_table).where(memories_table.c.id == old.record.id,
-                                                  memories_table.c.agent_id == self.agent_id)
-                     .values(superseded_by=new.id, updated_at=new.created_at))
-        self._version(conn, old.record.id, "superseded", old.record.text,
-                      {"superseded_by": new.id, "new_text": new.text, "similarity": round(old.score, 4)},
-                      new.created_at)
+    def _undo_insert(self, memory_id: str, old_id: str | None) -> None:
+        """After a failed store write: take back what reached the store, then the row. If the store fails again,
+        the row stays 'inserting' (invisible) for the next reconcile."""
+        try:
+            if old_id:
+                self.store.set_payload(old_id, {"superseded_by": None})
+            self.store.delete([memory_id])
+        except Exception:
+            log.exception("archival_undo_failed", agent_id=self.agent_id, id=memory_id)
+            return
+        self.ledger.rollback_insert(memory_id)
 
-    def _refresh(self, copy: Hit, new: MemoryRecord) -> InsertResult:
+    def _refresh(self, copy: Hit, new: MemoryRecord, vector: np.ndarray) -> InsertResult:
+        """A near-copy was written again: row (new fields, token), point's payload, token cleared."""
         old = copy.record
-        fields = {"updated_at": new.created_at, "hit_count": old.hit_count + 1, "last_hit_at": new.created_at,
-                  "tags": sorted(set(old.tags) | set(new.tags)), "importance": max(old.importance, new.importance),
-                  "source_message_ids": sorted(set(old.source_message_ids) | set(new.source_message_ids))}
+        token = new_token()
+        fields = self.ledger.begin_refresh(old.id, new, token, copy.score)
+        if fields is None:  # forgotten or superseded since the neighbour was found
+            return self._add(new, vector, None)
+        crash_point("archival.refresh.pending")
         self.store.set_payload(old.id, fields)
-        with self.engine.begin() as conn:
-            conn.execute(update(memories_table).where(memories_table.c.id == old.id,
-                                                      memories_table.c.agent_id == self.agent_id).values(**fields))
-            self._version(conn, old.id, "refresh", old.text,
-                          {"duplicate_text": new.text, "similarity": round(copy.score, 4), "tags": fields["tags"]},
-                          new.created_at)
-        self._stats = None
+        crash_point("archival.refresh.payload")
+        self.ledger.settle([old.id], token)
+        crash_point("archival.refresh.completed")
         log.info("archival_dedupe", agent_id=self.agent_id, id=old.id, similarity=round(copy.score, 4))
         return InsertResult(action="duplicate", id=old.id, text=old.text, kind=old.kind, other_id=old.id,
                             similarity=round(copy.score, 4))
-
-    def _row(self, record: MemoryRecord) -> dict[str, Any]:
-        return record.model_dump()
-
-    def _version(self, conn: Any, memory_id: str, operation: str, text: str, detail: dict[str, Any],
-                 at: datetime) -> None:
-        conn.execute(versions_table.insert(), [{"agent_id": self.agent_id, "memory_id": memory_id,
-                                                "operation": operation, "text": text, "detail": detail, "at": at}])
 
     # -- search -----------------------------------------------------------------------------------------------
 
@@ -188,7 +208,7 @@ class ArchivalService:
         `count_hits=False` leaves hit counts alone (benchmarks, inspection)."""
         k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
         if self.stats()[0] == 0:
-            return []  # nothing live (cached count): no need to load the model or open the vector store
+            return []  # nothing live (checked against the database): no need to load the model or open the store
         now = self.clock()
         flt = MemoryFilter(tags=[t.lower() for t in tags] if tags else None, created_from=start_date,
                            created_to=end_date, live_at=now)
@@ -198,6 +218,8 @@ class ArchivalService:
         dense_hits, keyword_hits = await asyncio.gather(
             asyncio.to_thread(self.store.search_dense, vector, flt, limit) if mode != "bm25" else _nothing(),
             asyncio.to_thread(self.store.search_sparse, sparse, flt, limit) if mode != "dense" else _nothing())
+        live = await asyncio.to_thread(self.ledger.live_ids, [h.record.id for h in [*dense_hits, *keyword_hits]])
+        dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
         ranked = await asyncio.to_thread(self._rank, vector, dense_hits, keyword_hits, now, mode)
         results = ranked[(max(1, page) - 1) * k: max(1, page) * k]
         if results and count_hits:
@@ -234,74 +256,60 @@ class ArchivalService:
                 * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days))
 
     def _count_hits(self, ids: list[str], now: datetime) -> None:
-        """Usefulness bookkeeping: each returned memory gets a hit (vector store payload and SQL)."""
-        for record in self.store.get(ids):
-            self.store.set_payload(record.id, {"hit_count": record.hit_count + 1, "last_hit_at": now})
-        with self.engine.begin() as conn:
-            conn.execute(update(memories_table).where(memories_table.c.id.in_(ids),
-                                                      memories_table.c.agent_id == self.agent_id)
-                         .values(hit_count=memories_table.c.hit_count + 1, last_hit_at=now))
+        """Usefulness bookkeeping: each returned memory gets a hit (SQL first, then the payloads)."""
+        token = new_token()
+        fields = self.ledger.begin_hits(ids, now, token)
+        crash_point("archival.hits.pending")
+        for memory_id, values in fields.items():
+            self.store.set_payload(memory_id, values)
+        crash_point("archival.hits.payload")
+        self.ledger.settle(list(fields), token)
 
     # -- inspection, statistics, deletion ---------------------------------------------------------------------
 
     def stats(self) -> tuple[int, tuple[str, ...]]:
-        """(live memories, tags in use by them), from SQL, cached and kept current by this service's writes."""
-        if self._stats is None:
-            now = self.clock()
-            with self.engine.connect() as conn:
-                rows = conn.execute(select(memories_table.c.tags, memories_table.c.expires_at).where(
-                    memories_table.c.agent_id == self.agent_id, memories_table.c.superseded_by.is_(None))).all()
-            live = [tags for tags, expires in rows if expires is None or aware(expires) > now]
-            self._stats = (len(live), tuple(sorted({t for tags in live for t in tags or []})))
-        return self._stats
+        """(live memories, tags in use by them) now, from SQL: whoever wrote them, whatever expired since.
+        Costs one primary-key read while nothing changed (the agent's revision) and no memory expired."""
+        now = self.clock()
+        cached = self._stats
+        if cached is None or cached.revision != self.ledger.revision():
+            revision, rows = self.ledger.stats_rows()
+            cached = self._stats = self._count(revision, rows, now)
+        elif not (cached.valid_from <= now and (cached.valid_until is None or now < cached.valid_until)):
+            cached = self._stats = self._count(cached.revision, cached.rows, now)
+        return cached.value
+
+    @staticmethod
+    def _count(revision: int, rows: list[tuple[list[str], datetime | None]], now: datetime) -> _Stats:
+        live = [tags for tags, expires in rows if expires is None or expires > now]
+        later = [expires for _, expires in rows if expires is not None and expires > now]
+        return _Stats(revision, rows, now, min(later, default=None),
+                      (len(live), tuple(sorted({t for tags in live for t in tags}))))
 
     def list(self, include_superseded: bool = False) -> list[MemoryRecord]:
         """The agent's memories from SQL, newest first (no vector store needed)."""
-        query = select(memories_table).where(memories_table.c.agent_id == self.agent_id)
-        if not include_superseded:
-            query = query.where(memories_table.c.superseded_by.is_(None))
-        with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(memories_table.c.created_at.desc())).mappings().all()
-        return [_record(row) for row in rows]
+        return self.ledger.list(include_superseded)
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """Every recorded change of one of the agent's memories, oldest first."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(versions_table).where(
-                versions_table.c.agent_id == self.agent_id, versions_table.c.memory_id == memory_id)
-                .order_by(versions_table.c.id)).mappings().all()
-        return [MemoryVersion(memory_id=r["memory_id"], operation=r["operation"], text=r["text"],
-                              detail=r["detail"] or {}, at=aware(r["at"])) for r in rows]
+        return self.ledger.history(memory_id)
 
     def resolve_id(self, prefix: str) -> str | None:
         """The full id of the agent's memory whose id starts with `prefix` (unique), or None."""
-        if not re.fullmatch(r"[0-9a-fA-F-]+", prefix or ""):
-            return None  # ids are hex: anything else (an empty string, LIKE wildcards) names nothing
-        with self.engine.connect() as conn:
-            ids = conn.execute(select(memories_table.c.id).where(
-                memories_table.c.agent_id == self.agent_id, memories_table.c.id.like(f"{prefix.lower()}%"))).scalars().all()
-        return ids[0] if len(ids) == 1 else None
+        return self.ledger.resolve_id(prefix)
 
     async def forget(self, memory_id: str) -> bool:
-        """Delete one memory for real: its point in the vector store, its SQL row and its history."""
-        await asyncio.to_thread(self.store.delete, [memory_id])
-        with self.engine.begin() as conn:
-            deleted = conn.execute(delete(memories_table).where(memories_table.c.id == memory_id,
-                                                                memories_table.c.agent_id == self.agent_id)).rowcount
-            conn.execute(delete(versions_table).where(versions_table.c.memory_id == memory_id,
-                                                      versions_table.c.agent_id == self.agent_id))
-        self._stats = None
-        log.info("archival_forget", agent_id=self.agent_id, id=memory_id, found=bool(deleted))
-        return bool(deleted)
+        """Delete one memory for real, in the ledger's order: row marked, point deleted, row and history deleted."""
+        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
+        found = await asyncio.to_thread(self.ledger.begin_forget, memory_id)
+        crash_point("archival.forget.pending")
+        await asyncio.to_thread(store.delete, [memory_id])
+        crash_point("archival.forget.point_deleted")
+        await asyncio.to_thread(self.ledger.end_forget, memory_id)
+        crash_point("archival.forget.completed")
+        log.info("archival_forget", agent_id=self.agent_id, id=memory_id, found=found)
+        return found
 
 
 async def _nothing() -> list[Hit]:
     return []
-
-
-def _record(row: Any) -> MemoryRecord:
-    data = dict(row)
-    for key in ("created_at", "updated_at", "last_hit_at", "expires_at"):
-        if data[key] is not None:
-            data[key] = aware(data[key])
-    return MemoryRecord(**data)

@@ -22,6 +22,7 @@ class ArchivalBackend(ABC):
 
     name: str
     location: str
+    exclusive: bool = False  # True: no other process can write this store while it is open (the embedded one)
 
     @abstractmethod
     def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:
@@ -42,6 +43,11 @@ class ArchivalBackend(ABC):
     @abstractmethod
     def scroll(self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None) -> tuple[list[MemoryRecord], str | None]:
         """A page of the agent's memories and the offset of the next page (None at the end)."""
+
+    @abstractmethod
+    def point_origins(self, agent_id: int) -> dict[str, str | None]:
+        """Every point the agent has (superseded and expired ones included): its id, and the identity of the
+        database that wrote it (None for points written before points carried one)."""
 
     @abstractmethod
     def count(self, agent_id: int, flt: MemoryFilter) -> int:
@@ -75,11 +81,12 @@ class ArchivalBackend(ABC):
 class AgentStore:
     """The archival store as one agent sees it: every call is scoped to `agent_id`, fixed at construction."""
 
-    def __init__(self, backend: ArchivalBackend, agent_id: int):
+    def __init__(self, backend: ArchivalBackend, agent_id: int, origin: str | None = None):
         if not agent_id:
             raise ValueError("an agent id is required")
         self._backend = backend
         self.agent_id = agent_id
+        self.origin = origin
 
     @property
     def location(self) -> str:
@@ -87,8 +94,9 @@ class AgentStore:
         return self._backend.location
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
-        """Write points as this agent's (whatever agent their records named)."""
-        owned = [StoredPoint(p.record.model_copy(update={"agent_id": self.agent_id}), p.dense, p.sparse) for p in points]
+        """Write points as this agent's (whatever agent their records named), marked with this store's origin."""
+        owned = [StoredPoint(p.record.model_copy(update={"agent_id": self.agent_id}), p.dense, p.sparse,
+                             self.origin or p.origin) for p in points]
         for start in range(0, len(owned), UPSERT_BATCH):
             self._backend.upsert(self.agent_id, owned[start:start + UPSERT_BATCH])
 
@@ -120,6 +128,14 @@ class AgentStore:
             records += page
             if offset is None:
                 return records
+
+    def ids(self) -> set[str]:
+        """The ids of every point of this agent."""
+        return set(self._backend.point_origins(self.agent_id))
+
+    def origins(self) -> dict[str, str | None]:
+        """Every point of this agent, with the identity of the database that wrote it."""
+        return self._backend.point_origins(self.agent_id)
 
     def count(self, flt: MemoryFilter | None = None) -> int:
         """How many of this agent's memories match."""

@@ -17,6 +17,7 @@ import numpy as np
 import structlog
 
 from pagemind.runtime.memory.backend import ArchivalBackend
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.memory.records import (DENSE, PAYLOAD_VERSION, SPARSE, Hit, MemoryFilter, MemoryRecord, Sparse,
                                              StoredPoint, StoreError, StoreLocked, tenant_key, to_epoch)
 
@@ -65,6 +66,7 @@ class EdgeBackend(ArchivalBackend):
     """Qdrant Edge: one shard directory, every agent in it (tenant index on `agent_id`), WAL on."""
 
     name = "qdrant-edge"
+    exclusive = True  # the shard's WAL lock keeps every other process out
 
     def __init__(self, folder: Path, dim: int):
         import qdrant_edge as qe
@@ -116,13 +118,14 @@ class EdgeBackend(ArchivalBackend):
         vectors = {DENSE: np.asarray(point.dense, dtype=np.float32)}
         if point.sparse.indices:
             vectors[SPARSE] = qe.SparseVector(point.sparse.indices, point.sparse.values)
-        return qe.Point(uuid.UUID(point.record.id), vectors, point.record.payload())
+        return qe.Point(uuid.UUID(point.record.id), vectors, point.payload())
 
     def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:
         if any(p.record.agent_id != agent_id for p in points):
             raise StoreError("refusing to write another agent's memory")
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.upsert_points([self._point(p) for p in points]))
+            crash_point("edge.upsert.unflushed")
             self.shard.flush()
 
     def _query(self, agent_id: int, query: Any, flt: MemoryFilter, limit: int) -> list[Hit]:
@@ -155,6 +158,18 @@ class EdgeBackend(ArchivalBackend):
             records, next_offset = self.shard.scroll(request)
         return [MemoryRecord.from_point(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
 
+    def point_origins(self, agent_id: int) -> dict[str, str | None]:
+        origins: dict[str, str | None] = {}
+        offset = None
+        while True:
+            request = self.qe.ScrollRequest(offset=offset, limit=1024, filter=_edge_filter(agent_id, MemoryFilter()),
+                                            with_payload=["origin"], with_vector=False)
+            with self._lock:
+                records, offset = self.shard.scroll(request)
+            origins.update((str(r.id), (r.payload or {}).get("origin")) for r in records)
+            if offset is None:
+                return origins
+
     def count(self, agent_id: int, flt: MemoryFilter) -> int:
         with self._lock:
             return int(self.shard.count(self.qe.CountRequest(exact=True, filter=_edge_filter(agent_id, flt))))
@@ -164,12 +179,14 @@ class EdgeBackend(ArchivalBackend):
         flt = _edge_filter(agent_id, MemoryFilter(ids=[memory_id]))
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.set_payload_by_filter(flt, payload))
+            crash_point("edge.set_payload.unflushed")
             self.shard.flush()
 
     def delete(self, agent_id: int, ids: Sequence[str]) -> None:
         flt = _edge_filter(agent_id, MemoryFilter(ids=list(ids)))
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.delete_points_by_filter(flt))
+            crash_point("edge.delete.unflushed")
             self.shard.flush()
 
     def rekey(self, old_key: str, agent_id: int) -> None:

@@ -111,11 +111,17 @@ class Sparse:
 
 @dataclass(frozen=True)
 class StoredPoint:
-    """What is written: the record, its dense vector and its keyword (sparse) vector."""
+    """What is written: the record, its dense vector and its keyword (sparse) vector, and the identity of the
+    database that holds its row (`origin`, kept in the payload beside the record's fields)."""
 
     record: MemoryRecord
     dense: np.ndarray
     sparse: Sparse
+    origin: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The point's payload: the record's, and its origin when known."""
+        return self.record.payload() | ({"origin": self.origin} if self.origin else {})
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ class ServerBackend(ArchivalBackend):
             vector: dict[str, Any] = {DENSE: np.asarray(p.dense, dtype=np.float32).tolist()}
             if p.sparse.indices:
                 vector[SPARSE] = m.SparseVector(indices=p.sparse.indices, values=p.sparse.values)
-            structs.append(m.PointStruct(id=p.record.id, vector=vector, payload=p.record.payload()))
+            structs.append(m.PointStruct(id=p.record.id, vector=vector, payload=p.payload()))
         self.client.upsert(self.collection, structs, wait=True)
 
     def _query(self, agent_id: int, query: Any, using: str, flt: MemoryFilter, limit: int) -> list[Hit]:
@@ -122,6 +122,16 @@ class ServerBackend(ArchivalBackend):
         records, next_offset = self.client.scroll(self.collection, scroll_filter=_client_filter(agent_id, flt),
                                                   limit=limit, offset=offset, with_payload=True, with_vectors=False)
         return [MemoryRecord.from_point(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
+
+    def point_origins(self, agent_id: int) -> dict[str, str | None]:
+        origins: dict[str, str | None] = {}
+        offset = None
+        while True:
+            records, offset = self.client.scroll(self.collection, scroll_filter=_client_filter(agent_id, MemoryFilter()),
+                                                 limit=1024, offset=offset, with_payload=["origin"], with_vectors=False)
+            origins.update((str(r.id), (r.payload or {}).get("origin")) for r in records)
+            if offset is None:
+                return origins
 
     def count(self, agent_id: int, flt: MemoryFilter) -> int:
         return int(self.client.count(self.collection, count_filter=_client_filter(agent_id, flt), exact=True).count)

@@ -6,7 +6,8 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
 
 - Agent state (SQLModel rows, read and written by `StateStore`): `agents`, `blocks`, `block_versions`,
   `messages`, `summaries`, `steps`, `turn_keys` (idempotency keys).
-- Archival memory's SQL side (`memory.archival`): `archival_memories`, `archival_memory_versions`, and
+- Archival memory's SQL side (`memory.archival`, `memory.ledger`): `archival_memories`, `archival_memory_versions`,
+  `archival_revisions`, `database_identity`, and
   `archival_rekeys`/`archival_rekeyed_stores`, the pending re-keying of vector-store points written before the
   agent's id became the key (migration 0002).
 - `embedding_cache` (`memory.embeddings`): one vector per model and text hash.
@@ -162,6 +163,15 @@ archival_memories = Table(
     Column("source_message_ids", JSON, nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=True),
     Column("superseded_by", String(36), nullable=True),
+    # The order of writes that keeps this row and its vector-store point in agreement (memory.ledger): a row is
+    # written first as 'inserting' and becomes 'live' once its point is stored, and is 'forgetting' between a
+    # forget's start and its point's deletion; `write_token` is set while a change to the point is in flight
+    # (since `write_started`, wall clock); `supersedes` names the memory an inserting row will supersede when it
+    # completes. Only 'live' rows are listed, counted and searchable.
+    Column("state", String(16), nullable=False, server_default="live"),
+    Column("write_token", String(32), nullable=True),
+    Column("write_started", DateTime(timezone=True), nullable=True),
+    Column("supersedes", String(36), nullable=True),
 )
 
 archival_memory_versions = Table(
@@ -173,6 +183,24 @@ archival_memory_versions = Table(
     Column("text", Text, nullable=False),
     Column("detail", JSON, nullable=False),
     Column("at", DateTime(timezone=True), nullable=False),
+)
+
+# One counter per agent, moved by every transaction that changes what its memory statistics show (a memory
+# becoming live, refreshed, superseded or forgotten): `ArchivalService.stats` reads this one row to know whether
+# its cached count and tags still hold, whichever process or service instance wrote.
+archival_revisions = Table(
+    "archival_revisions", metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("revision", BigInteger, nullable=False),
+)
+
+# This database's identity (one row, made by migration 0004): every vector-store point this database writes
+# carries it as `origin`, so a reconcile deletes a point without a row only when it is provably this database's
+# (a store shared by two databases, by mistake, loses nothing).
+database_identity = Table(
+    "database_identity", metadata,
+    Column("id", String(36), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
 # Vector-store points written before migration 0002 carry the agent's NAME as their `agent_id`. The migration
