@@ -46,7 +46,9 @@ def sentence(rng: random.Random, n: int) -> str:
 
 
 def bulk_load(store: AgentStore, embedder: FakeEmbedder, service: ArchivalService, count: int, seed: int) -> float:
-    """Load `count` memories through the store in 256-point updates; returns points per second."""
+    """Load `count` memories through the store in 256-point updates, each with its SQL row (search returns only
+    memories SQL lists); returns points per second."""
+    from pagemind.runtime.state.tables import archival_memories
     rng = random.Random(seed)
     started = time.perf_counter()
     for start in range(0, count, 256):
@@ -58,6 +60,8 @@ def bulk_load(store: AgentStore, embedder: FakeEmbedder, service: ArchivalServic
             record = MemoryRecord(agent_id=store.agent_id, text=text, kind="episode", created_at=at, updated_at=at)
             points.append(StoredPoint(record, vector, service._sparse(keyword_document(record))))
         store.upsert(points)
+        with service.engine.begin() as conn:
+            conn.execute(archival_memories.insert(), [p.record.model_dump() for p in points])
     return count / (time.perf_counter() - started)
 
 
