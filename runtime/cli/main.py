@@ -19,10 +19,18 @@ from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
 
 
 def configure_logging() -> None:
-    """Route structlog to stderr (imported here, not at module level: help and parse errors need no logging)."""
+    """Route structlog to stderr (imported here, not at module level: help and parse errors need no logging); a
+    PAGEMIND_LOG_LEVEL that names no level is a configuration error (exit 2)."""
+    import os
+
+    level = (os.environ.get("PAGEMIND_LOG_LEVEL") or "WARNING").strip().upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        # Checked before the import: importing the module configures library logging, which would warn as well.
+        raise CliError(f"PAGEMIND_LOG_LEVEL={level.lower()!r} is not a level; use one of debug, info, warning, "
+                       "error, critical")
     from pagemind.runtime.logs import configure_logging as configure
 
-    configure()
+    configure(level)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,14 +74,14 @@ def _add_wait(parser: argparse.ArgumentParser) -> None:
                              "before exiting 3 (agent busy) with nothing stored (default 30)")
 
 
-def exit_code(exc: Exception) -> int | None:
-    """Report an error the user should see without a traceback and return its exit code; None for anything else
-    (a bug: let it raise)."""
-    # Imported on the error path only; an error of these kinds means its module is loaded already.
-    from pagemind.runtime.model_client import ModelError
-    from pagemind.runtime.spec import SpecError
-
-    if isinstance(exc, SpecError):
+def exit_code(exc: Exception) -> int:
+    """Report an error in one line (a few for an agent definition's problems), never a traceback, and return its
+    exit code: 1 model failure, 2 bad input or configuration, 3 agent busy (a CliError carries its own)."""
+    # An error of a kernel kind means its module is loaded already: look it up instead of importing it (an import
+    # here would configure library logging, or worse, fail).
+    spec = sys.modules.get("pagemind.runtime.spec")
+    model_client = sys.modules.get("pagemind.runtime.model_client")
+    if spec is not None and isinstance(exc, spec.SpecError):
         sys.stderr.write(f"error: invalid agent definition\n{exc}\n")
         return 2
     if type(exc).__name__ in {"AgentBusy", "StaleBlocks", "IdempotencyKeyReused"}:
@@ -81,13 +89,23 @@ def exit_code(exc: Exception) -> int | None:
         # nothing. Busy and stale are both another process's turn in the way: exit 3; a reused key is bad input.
         sys.stderr.write(f"error: {exc}\n")
         return 2 if type(exc).__name__ == "IdempotencyKeyReused" else 3
-    if isinstance(exc, (CliError, ModelError)):
+    if isinstance(exc, CliError) or (model_client is not None and isinstance(exc, model_client.ModelError)):
         sys.stderr.write(f"error: {exc}\n")
         return getattr(exc, "code", 1)
     if isinstance(exc, FileExistsError):
         sys.stderr.write(f"error: {exc.filename} already exists (traces are never overwritten); choose another path\n")
         return 2
-    return None
+    if isinstance(exc, UnicodeError):
+        sys.stderr.write(f"error: text that is not valid UTF-8: {exc}\n")
+        return 2
+    # A bug, not the user's doing: one line that says so; the traceback goes to the log at debug level.
+    first = str(exc).splitlines()[0][:300] if str(exc) else ""
+    sys.stderr.write(f"error: unexpected {type(exc).__name__}: {first} (this is a bug in pagemind; "
+                     "PAGEMIND_LOG_LEVEL=debug shows the traceback)\n")
+    logs = sys.modules.get("pagemind.runtime.logs")
+    if logs is not None:
+        logs.structlog.get_logger("pagemind.cli").debug("unexpected_error", exc_info=exc)
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,20 +114,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     process_ends = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     args = (memory_parser() if is_memory_subcommand(argv) else build_parser()).parse_args(argv)
-    configure_logging()
     import asyncio  # after parsing: --help and usage errors exit above without an event loop
 
-    from pagemind.runtime.settings import Settings
-
     try:
+        configure_logging()
+        from pagemind.runtime.settings import Settings
+
         return asyncio.run(args.handler(args, Settings.from_env()))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        code = exit_code(exc)
-        if code is None:
-            raise
-        return code
+        return exit_code(exc)
     finally:
         if process_ends:
             # The interpreter's last garbage collection walks every object the command created (the SDK's types,
