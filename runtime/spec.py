@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from pagemind.runtime.memory_config import MemoryConfig
 from pagemind.tools import BUILTIN_TOOLS, Tool, tool
@@ -51,7 +51,20 @@ def resolve_tool(reference: str) -> Tool:
     raise ValueError(f"'{reference}' is not a function or a @tool")
 
 
-def _check_tool_reference(reference: str) -> str:
+def check_tool_syntax(reference: str) -> str:
+    """A built-in tool's name or a `package.module:function` reference, checked without importing anything."""
+    module_name, colon, attribute = reference.partition(":")
+    if reference in BUILTIN_TOOLS or (colon and module_name and attribute):
+        return reference
+    known = ", ".join(sorted(BUILTIN_TOOLS))
+    raise ValueError(f"unknown tool '{reference}' (built-ins: {known}; custom tools: package.module:function)")
+
+
+def _check_tool_reference(reference: str, info: ValidationInfo) -> str:
+    # A spec from somewhere untrusted (a trace someone shared) is validated with context {"import_tools": False}:
+    # importing a module named there runs its code.
+    if isinstance(info.context, dict) and info.context.get("import_tools") is False:
+        return check_tool_syntax(reference)
     resolve_tool(reference)
     return reference
 

@@ -107,13 +107,15 @@ async def test_a_tool_that_now_answers_differently_diverges_at_its_result(tmp_pa
                              clock=clock)
     record(agent, path=tmp_path / "lookup.jsonl")
     await run_turn(agent, "Weather?")
-    assert (await replay(read_trace(tmp_path / "lookup.jsonl"))).status == "identical"
+    assert (await replay(read_trace(tmp_path / "lookup.jsonl"), trust_tools=True)).status == "identical"
 
     LOOKUP_ANSWERS["weather"] = "rainy"  # the tool's behaviour changed since the recording
     try:
-        report = await replay(read_trace(tmp_path / "lookup.jsonl"))
+        untrusted = await replay(read_trace(tmp_path / "lookup.jsonl"))  # recorded results: the change is unseen
+        report = await replay(read_trace(tmp_path / "lookup.jsonl"), trust_tools=True)
     finally:
         LOOKUP_ANSWERS["weather"] = "sunny"
+    assert untrusted.status == "identical" and untrusted.untrusted == ("tests.test_replay:lookup",)
     d = report.divergence
     assert d.what == "tool_result lookup (%s): content differs" % d.what.split("(")[1].split(")")[0]
     assert "expected: 'weather: sunny'\nactual:   'weather: rainy'" == d.detail

@@ -195,7 +195,8 @@ async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         record_to = Path(args.out) if args.out else traces_dir(settings.home, trace.header.agent) / \
             trace_filename(trace.header.agent, utcnow(), uuid.uuid4().hex)
     try:
-        report = await replay(trace, live=live, from_step=args.from_step, record_to=record_to)
+        report = await replay(trace, live=live, from_step=args.from_step, record_to=record_to,
+                              trust_tools=args.trust_tools)
     except ReplayError as exc:
         raise CliError(str(exc)) from None
     out(json.dumps(report_dict(report), indent=2) if args.json else format_report(report))
@@ -242,6 +243,9 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument("--from-step", type=int, metavar="N", help="the trace's step where the live model takes over")
     rep.add_argument("--out", help="where a fork's new trace goes (default: $PAGEMIND_HOME/traces/AGENT/)")
     rep.add_argument("--json", action="store_true", help="the outcome as JSON")
+    rep.add_argument("--trust-tools", action="store_true",
+                     help="import and run the custom tools the trace names (default: serve their recorded results; "
+                          "a trace can name any module, so only for a trace you trust)")
     rep.set_defaults(handler=cmd_replay)
     demo = sub.add_parser("demo", help="watch the virtual-context OS work: a scripted week, no network")
     demo.add_argument("--home", help="keep the demo's state here (default: a temporary folder)")

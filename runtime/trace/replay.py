@@ -32,6 +32,7 @@ from pagemind.runtime.trace.comparison import Comparator, Divergence, ReplayCloc
 from pagemind.runtime.trace.format import Parent
 from pagemind.runtime.trace.header import snapshot_message
 from pagemind.runtime.trace.reader import Trace
+from pagemind.runtime.trace.recorded_tools import TRUST_HINT, custom_tools, replay_tools
 from pagemind.runtime.trace.recorder import TraceRecorder
 
 log = structlog.get_logger("pagemind.replay")
@@ -53,6 +54,7 @@ class ReplayReport:
     steps: int  # complete steps replayed identically
     divergence: Divergence | None = None
     new_trace: Path | None = None
+    untrusted: tuple[str, ...] = ()  # custom tools served their recorded results instead of running
 
     @property
     def exit_code(self) -> int:
@@ -70,9 +72,10 @@ def _start_time(trace: Trace) -> datetime:
     return trace.header.created_at
 
 
-def _spec(trace: Trace) -> AgentSpec:
+def _spec(trace: Trace, trust_tools: bool) -> AgentSpec:
+    # Untrusted, the spec's tool references are checked for form only: importing a module runs its code.
     try:
-        spec = AgentSpec.model_validate(trace.header.spec)
+        spec = AgentSpec.model_validate(trace.header.spec, context={"import_tools": trust_tools})
     except ValueError as exc:
         raise ReplayError(f"{trace.path}:1: the recorded agent spec no longer loads: {exc}") from None
     # Seed blocks with the snapshot's exact values (model_construct: no stripping, no re-validation).
@@ -87,12 +90,21 @@ def scratch_settings(home: Path) -> Settings:
         "home": home, "database_url": f"sqlite:///{home / 'replay.db'}", "qdrant_url": None, "qdrant_api_key": None})
 
 
-async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, home: Path) -> Agent:
-    """The agent as the trace header found it, in fresh stores under `home` (the real ones are never opened)."""
-    spec = _spec(trace)
+async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, home: Path,
+                        trust_tools: bool = False) -> Agent:
+    """The agent as the trace header found it, in fresh stores under `home` (the real ones are never opened).
+    Untrusted (the default), only built-in tools run; every other tool call is served its recorded result."""
+    spec = _spec(trace, trust_tools)
     settings = scratch_settings(home)
     store = StateStore(make_engine(settings.database_url))
-    agent = await Agent.load(spec, model=model, store=store, settings=settings, clock=clock)
+    if trust_tools:
+        agent = await Agent.load(spec, model=model, store=store, settings=settings, clock=clock)
+    else:
+        # Loaded with its built-in tools only (Agent.load imports every tool it is given), then given stand-ins.
+        builtins = [ref for ref in spec.tools if ref not in custom_tools(spec.tools)]
+        agent = await Agent.load(spec.model_copy(update={"tools": builtins}), model=model, store=store,
+                                 settings=settings, clock=clock)
+        agent.spec, agent.tools = spec, replay_tools(trace, spec.tools)
     snapshot = trace.header.snapshot
     state = snapshot.agent_state
     agent.window.restore([snapshot_message(m) for m in snapshot.messages], snapshot.summary,
@@ -132,21 +144,24 @@ def _check_from_step(trace: Trace, from_step: int | None, live: ModelClient | No
 
 
 async def replay(trace: Trace, *, live: ModelClient | None = None, from_step: int | None = None,
-                 record_to: Path | None = None) -> ReplayReport:
+                 record_to: Path | None = None, trust_tools: bool = False) -> ReplayReport:
     """Replay `trace` in a scratch state. With `live` and `from_step`, fork: the live model takes over at that
-    step of the trace; `record_to` records the new run (its header names the parent)."""
+    step of the trace; `record_to` records the new run (its header names the parent). `trust_tools` imports and
+    runs the custom tools the trace names; without it they are never imported and serve their recorded results."""
     _check_from_step(trace, from_step, live)
     with tempfile.TemporaryDirectory(prefix="pagemind-replay-") as tmp:
         clock = ReplayClock(_start_time(trace))
         comparator = Comparator(trace, clock, from_step)
-        agent = await scratch_agent(trace, ReplayModel(comparator, live), clock, Path(tmp))
+        agent = await scratch_agent(trace, ReplayModel(comparator, live), clock, Path(tmp), trust_tools)
         agent.observer = comparator
         recorder = None
         if record_to is not None:
             parent = Parent(trace=str(trace.path), from_step=from_step) if from_step else None
             recorder = TraceRecorder(path=record_to, parent=parent).attach(agent)
         try:
-            return await _drive(trace, agent, comparator, live is not None, record_to)
+            report = await _drive(trace, agent, comparator, live is not None, record_to)
+            report.untrusted = () if trust_tools else tuple(custom_tools(agent.spec.tools))
+            return report
         finally:
             if recorder:
                 recorder.close()
@@ -183,7 +198,15 @@ def trace_end_note(trace: Trace) -> str:
 
 
 def format_report(report: ReplayReport) -> str:
-    """The user-facing text for a replay's outcome."""
+    """The user-facing text for a replay's outcome (and which custom tools it did not run)."""
+    text = _outcome(report)
+    if report.untrusted:
+        text += (f"\n(not run: {', '.join(report.untrusted)} served recorded results; {TRUST_HINT} — only for "
+                 f"a trace you trust)")
+    return text
+
+
+def _outcome(report: ReplayReport) -> str:
     trace, name = report.trace, report.trace.path.name
     if report.status == "diverged":
         d = report.divergence
@@ -206,4 +229,5 @@ def report_dict(report: ReplayReport) -> dict[str, Any]:
     divergence = ({"event": d.index + 1, "line": d.line, "where": d.where, "what": d.what, "detail": d.detail}
                   if d else None)
     return {"status": report.status, "steps": report.steps, "exit_code": report.exit_code,
-            "divergence": divergence, "new_trace": str(report.new_trace) if report.new_trace else None}
+            "divergence": divergence, "new_trace": str(report.new_trace) if report.new_trace else None,
+            "untrusted_tools": list(report.untrusted)}
