@@ -14,6 +14,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pagemind.runtime.memory_config import MemoryConfig
 from pagemind.tools import BUILTIN_TOOLS, Tool, tool
 
+# The tiktoken encodings shipped with the package (runtime/tokens.py loads them; a test checks the two agree).
+SHIPPED_ENCODINGS = ("o200k_base", "cl100k_base")
 DEFAULT_TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "memory_rethink"]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -83,6 +85,16 @@ class ModelSpec(BaseModel):
     encoding: str | None = Field(None, description="tiktoken encoding; default o200k_base")
     request_timeout_s: float = Field(60.0, gt=0, description="one attempt at the endpoint, body included")
     turn_deadline_s: float = Field(300.0, gt=0, description="a whole turn: every attempt, retry and tool call")
+
+    @model_validator(mode="after")
+    def _fits(self) -> "ModelSpec":
+        # Checked at load, not at the first compile: a window the reply reserve fills has no room for a prompt.
+        if self.context_window <= self.max_output_tokens:
+            raise ValueError(f"context_window: {self.context_window} leaves no room for the prompt after the "
+                             f"output reserve (max_output_tokens {self.max_output_tokens}); make it larger")
+        if self.encoding is not None and self.encoding not in SHIPPED_ENCODINGS:
+            raise ValueError(f"encoding: unknown encoding {self.encoding!r}; shipped: {', '.join(SHIPPED_ENCODINGS)}")
+        return self
 
 
 class BlockSpec(BaseModel):
@@ -192,19 +204,55 @@ def _problems(path: Path, root: yaml.Node | None, error: ValidationError) -> lis
     return problems
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice in one mapping (YAML's rule; PyYAML keeps the last silently, and
+    a second `name:` would quietly change the agent's identity)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str) and key in seen:
+                raise _DuplicateKey(key, seen[key], key_node.start_mark.line + 1)
+            if isinstance(key, str):
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, first: int, line: int):
+        super().__init__(key)
+        self.key, self.first, self.line = key, first, line
+
+
+def _parse(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        return root, yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 1
+        raise SpecError([f"{path}:{line} YAML syntax: {exc.problem or exc}"]) from None
+    except _DuplicateKey as exc:
+        raise SpecError([f"{path}:{exc.line} {exc.key}: duplicate key '{exc.key}' (first at line {exc.first}); "
+                         "a key may appear once"]) from None
+    except RecursionError:
+        raise SpecError([f"{path}: YAML nested too deeply to be an agent definition"]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([f"{path}: not readable as YAML: {exc}"]) from None
+
+
 def load_spec(path: str | Path) -> AgentSpec:
     """Read and validate an agent YAML file; raises SpecError naming file, line and field for every problem."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SpecError([f"{path}: cannot read: {exc.strerror or exc}"])
-    try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else 1
-        raise SpecError([f"{path}:{line} YAML syntax: {exc.problem or exc}"])
+        raise SpecError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise SpecError([f"{path}:{line} not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                         "save the file as UTF-8"]) from None
+    root, data = _parse(path, text)
     if not isinstance(data, dict):
         raise SpecError([f"{path}:1 (top level): must be a mapping of fields (name, model, system, …)"])
     try:
