@@ -8,6 +8,23 @@ from pathlib import Path
 from pydantic import BaseModel
 
 
+class SettingsError(ValueError):
+    """An environment variable pagemind cannot use; the message names it and says what it takes."""
+
+
+def _positive_int(env: dict[str, str], name: str) -> int | None:
+    raw = env.get(name)
+    if not raw:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a whole number (the embedding vectors' size, e.g. 384)") from None
+    if value <= 0:
+        raise SettingsError(f"{name}={raw!r} must be a positive whole number")
+    return value
+
+
 class Settings(BaseModel):
     """Where state lives and which endpoints to use. Built by `Settings.from_env()` at the edge (CLI, facade)."""
 
@@ -23,7 +40,8 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
         """Settings from PAGEMIND_HOME, DATABASE_URL, QDRANT_URL, QDRANT_API_KEY and PAGEMIND_EMBEDDING_* (an
-        OpenAI-compatible embeddings endpoint: _MODEL, _BASE_URL, _API_KEY (default OPENAI_API_KEY), _DIM)."""
+        OpenAI-compatible embeddings endpoint: _MODEL, _BASE_URL, _API_KEY (default OPENAI_API_KEY), _DIM). Raises
+        SettingsError for a value it cannot use."""
         env = dict(os.environ) if environ is None else environ
         home = Path(env.get("PAGEMIND_HOME") or "./.pagemind")
         database_url = env.get("DATABASE_URL") or f"sqlite:///{home / 'pagemind.db'}"
@@ -39,5 +57,5 @@ class Settings(BaseModel):
             embedding_model=env.get("PAGEMIND_EMBEDDING_MODEL") or None,
             embedding_base_url=env.get("PAGEMIND_EMBEDDING_BASE_URL") or None,
             embedding_api_key=env.get("PAGEMIND_EMBEDDING_API_KEY") or env.get("OPENAI_API_KEY") or None,
-            embedding_dim=int(env["PAGEMIND_EMBEDDING_DIM"]) if env.get("PAGEMIND_EMBEDDING_DIM") else None,
+            embedding_dim=_positive_int(env, "PAGEMIND_EMBEDDING_DIM"),
         )

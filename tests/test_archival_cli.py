@@ -18,10 +18,11 @@ tools: [send_message, archival_memory_insert, archival_search, conversation_sear
 """
 
 
-def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def run(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_", "PAGEMIND_"))}
     env.update({"PAGEMIND_HOME": str(tmp_path / "home")})
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+                          input=stdin)
 
 
 def test_memory_archival_search_and_forget(tmp_path):
@@ -38,7 +39,9 @@ def test_memory_archival_search_and_forget(tmp_path):
             await a.archival.insert("Lin's favourite colour is blue", tags=["preferences"])
             await a.archival.insert("Lin's favourite colour is green", tags=["preferences"])
             a.store.append_messages(a.record.id, [Message("user", "I booked the flight to Lyon for my sister's wedding",
-                                                          datetime(2026, 5, 1, tzinfo=timezone.utc), in_context=False)])
+                                                          datetime(2026, 5, 1, tzinfo=timezone.utc), in_context=False),
+                                                  Message("user", "zebra " * 40_000,
+                                                          datetime(2026, 5, 2, tzinfo=timezone.utc), in_context=False)])
         asyncio.run(main())
     """))
     assert seed.returncode == 0, seed.stderr
@@ -62,14 +65,23 @@ def test_memory_archival_search_and_forget(tmp_path):
     assert "flight to Lyon" in wedding.stdout
 
     peanut_id = next(line for line in listing.stdout.splitlines() if "constraint" in line).split()[0]
-    forgot = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", peanut_id)
+    huge = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "zebra", "--in", "recall")
+    assert huge.returncode == 0 and len(huge.stdout) < 5_000 and "237,999 more characters not shown" in huge.stdout
+    empty = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "")
+    assert empty.returncode == 2 and "the search query is empty" in empty.stderr
+
+    short = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", peanut_id[:1], "--yes")
+    assert short.returncode == 2 and "at least 4 characters" in short.stderr
+    unconfirmed = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", peanut_id)
+    assert unconfirmed.returncode == 2 and "not confirmed; nothing deleted" in unconfirmed.stderr
+    forgot = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", peanut_id, stdin="y\n")
     assert forgot.returncode == 0 and forgot.stdout.startswith("forgot " + peanut_id)
     after = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "archival", "keeper", "--all")
     assert "peanuts" not in after.stdout and after.stdout.startswith("1 live archival memories")
     again = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "peanut allergy", "--in", "archival")
     assert "peanuts" not in again.stdout
 
-    missing = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", "ffffffff")
+    missing = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", "ffffffff", "--yes")
     assert missing.returncode == 2 and "no single archival memory" in missing.stderr
     core = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "keeper")  # the core-memory command still works
     assert core.returncode == 0, core.stderr

@@ -18,7 +18,7 @@ def pagemind(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> s
 
 def test_commands_that_need_a_model_say_how_to_configure_one(tmp_path):
     result = pagemind(tmp_path, "run", "agents/companion.yaml", "-m", "hi")
-    assert result.returncode == 1
+    assert result.returncode == 2  # configuration (issue 10)
     assert "OPENAI_API_KEY" in result.stderr and "OPENAI_BASE_URL" in result.stderr
     assert "Traceback" not in result.stderr
 

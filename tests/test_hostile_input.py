@@ -4,6 +4,7 @@ command in a subprocess."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -29,13 +30,119 @@ class Case:
     files: dict[str, bytes] = field(default_factory=dict)
     stdin: bytes = b""
     prepare: Callable[[Path], None] | None = None
+    max_out: int | None = None  # at most this many bytes on stdout
 
 
 def yaml_file(text: str | bytes) -> dict[str, bytes]:
     return {"agent.yaml": text if isinstance(text, bytes) else text.encode()}
 
 
+def _database(tmp_path: Path) -> Path:
+    """A real, checkpointed pagemind SQLite database under the case's PAGEMIND_HOME (no WAL beside it)."""
+    import sqlite3
+
+    from pagemind.runtime.state.engine import make_engine
+
+    path = tmp_path / "home" / "pagemind.db"
+    make_engine(f"sqlite:///{path}").dispose()
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.execute("PRAGMA journal_mode=DELETE")
+    connection.close()
+    return path
+
+
+def damaged_header(tmp_path: Path) -> None:
+    path = _database(tmp_path)
+    path.write_bytes(b"not a database!!" + path.read_bytes()[16:])
+
+
+def truncated(tmp_path: Path) -> None:
+    path = _database(tmp_path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+
+
+def zero_bytes(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "pagemind.db").write_bytes(b"")
+
+
+RECORDED = ROOT / "tests" / "traces" / "core_memory_turn.jsonl"
+
+
+def _events() -> list[dict]:
+    return [json.loads(line) for line in RECORDED.read_text().splitlines()]
+
+
+def trace_file(edit: Callable[[list[dict]], list[dict]]) -> dict[str, bytes]:
+    """The recorded core-memory turn, edited."""
+    return {"bad.jsonl": ("\n".join(json.dumps(e) for e in edit(_events())) + "\n").encode()}
+
+
+def _first(events: list[dict], kind: str, change: Callable[[dict], None], compact: bool | None = None) -> list[dict]:
+    for event in events:
+        if event["type"] == kind and (compact is None or event.get("compact") == compact):
+            change(event)
+            return events
+    raise AssertionError(f"no {kind} event")
+
+
+def _object_arguments(response: dict) -> None:
+    response["body"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = {"label": "human"}
+
+
+def _huge_turn(events: list[dict]) -> list[dict]:
+    return _first(events, "turn", lambda e: e.update(user_message="zebra " * 40_000))
+
+
+TRACES: dict[str, Case] = {
+    "replay binary file": Case(["replay", "bad.jsonl"], 2, "not a trace (binary data",
+                               files={"bad.jsonl": b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 20}),
+    "replay two headers": Case(["replay", "bad.jsonl"], 2, "bad.jsonl:2: a second header",
+                               files=trace_file(lambda ev: [ev[0], *ev])),
+    "replay compact request without messages": Case(
+        ["replay", "bad.jsonl"], 2, "invalid compact request: its body has no `messages` list",
+        files=trace_file(lambda ev: _first(ev, "model_request", lambda e: e["body"].pop("messages"), compact=True))),
+    "replay odd response body": Case(
+        ["replay", "bad.jsonl"], 2, "invalid model_response body: `choices` must be a list",
+        files=trace_file(lambda ev: _first(ev, "model_response", lambda e: e.update(body={"choices": "odd"})))),
+    "trace show odd response body": Case(
+        ["trace", "show", "bad.jsonl"], 2, "invalid model_response body",
+        files=trace_file(lambda ev: _first(ev, "model_response", lambda e: e["body"].update(choices=[{"message": 3}])))),
+    "replay tool call event with object arguments": Case(
+        ["replay", "bad.jsonl"], 2, "tool_call.arguments: Input should be a valid string",
+        files=trace_file(lambda ev: _first(ev, "tool_call", lambda e: e.update(arguments={"label": "human"})))),
+    "replay response with object arguments": Case(
+        ["replay", "bad.jsonl"], 1, "DIVERGED", files=trace_file(lambda ev: _first(ev, "model_response",
+                                                                                   _object_arguments))),
+    "trace show 200 KB message": Case(["trace", "show", "bad.jsonl"], 0, "238,000 more characters not shown",
+                                      files=trace_file(_huge_turn), max_out=10_000),
+}
+
+
 CASES: dict[str, Case] = {
+    **TRACES,
+    "memory search empty query": Case(["memory", "search", COMPANION, ""], 2, "the search query is empty"),
+    "memory search blank query": Case(["memory", "search", COMPANION, "  "], 2, "the search query is empty"),
+    "memory forget one-character prefix": Case(["memory", "forget", COMPANION, "a", "--yes"], 2,
+                                               "give at least 4 characters"),
+    "embedding dim abc": Case(["agents"], 2, "PAGEMIND_EMBEDDING_DIM='abc' is not a whole number",
+                              env={"PAGEMIND_EMBEDDING_DIM": "abc"}),
+    "database url unparsable": Case(["agents"], 2, "DATABASE_URL 'nonsense' is not a database URL",
+                                    env={"DATABASE_URL": "nonsense"}),
+    "database url unknown scheme": Case(["agents"], 2, "DATABASE_URL 'bogus://' is not a database URL",
+                                        env={"DATABASE_URL": "bogus://"}),
+    "postgres nobody listens": Case(["agents"], 2, "cannot open database postgresql+psycopg://127.0.0.1:1/x",
+                                    env={"DATABASE_URL": "postgresql://127.0.0.1:1/x"}),
+    "postgres database missing": Case(["agents"], 2, 'database "pagemind_no_such_db" does not exist',
+                                      env={"DATABASE_URL": "postgresql://127.0.0.1:5432/pagemind_no_such_db"}),
+    "postgres password not shown": Case(["agents"], 2, "postgresql+psycopg://someone:***@127.0.0.1:1/x",
+                                        env={"DATABASE_URL": "postgresql://someone:hunter2@127.0.0.1:1/x"}),
+    "sqlite header damaged": Case(["agents"], 2, "file is not a database (the file is damaged",
+                                  prepare=damaged_header),
+    "sqlite truncated": Case(["memory", COMPANION], 2, "database disk image is malformed", prepare=truncated),
+    "sqlite zero bytes": Case(["agents"], 2, "is empty (0 bytes), not a pagemind database", prepare=zero_bytes),
+    "no model endpoint": Case(["run", COMPANION, "-m", "hi"], 2, "No model endpoint is configured"),
     "log level bogus": Case(["agents"], 2, "PAGEMIND_LOG_LEVEL='bogus' is not a level",
                             env={"PAGEMIND_LOG_LEVEL": "bogus"}),
     "yaml duplicate key": Case(["context", "agent.yaml"], 2, "agent.yaml:2 name: duplicate key 'name'",
@@ -76,6 +183,9 @@ def test_hostile_input_is_one_clear_line_and_the_right_exit_code(tmp_path, name)
     assert "Traceback" not in stderr, stderr
     assert done.returncode == case.code, (done.returncode, stderr, done.stdout[-2000:])
     assert case.says in stderr + done.stdout.decode("utf-8", "replace"), stderr
+    assert "hunter2" not in stderr
+    if case.max_out is not None:
+        assert len(done.stdout) <= case.max_out
 
 
 def test_the_spec_knows_the_encodings_the_package_ships():

@@ -74,6 +74,21 @@ def _add_wait(parser: argparse.ArgumentParser) -> None:
                              "before exiting 3 (agent busy) with nothing stored (default 30)")
 
 
+_CONFIGURATION_ERRORS = (("pagemind.runtime.settings", "SettingsError"),
+                         ("pagemind.runtime.state.engine", "DatabaseOpenError"),
+                         ("pagemind.runtime.state.migrate", "SchemaTooNew"),
+                         ("pagemind.runtime.trace.replay", "ReplayError"))
+
+
+def _is_configuration_error(exc: Exception) -> bool:
+    """Whether `exc` is one of the kernel's bad-input or configuration errors (its message is for the user)."""
+    for module_name, class_name in _CONFIGURATION_ERRORS:
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(exc, getattr(module, class_name)):
+            return True
+    return False
+
+
 def exit_code(exc: Exception) -> int:
     """Report an error in one line (a few for an agent definition's problems), never a traceback, and return its
     exit code: 1 model failure, 2 bad input or configuration, 3 agent busy (a CliError carries its own)."""
@@ -89,9 +104,15 @@ def exit_code(exc: Exception) -> int:
         # nothing. Busy and stale are both another process's turn in the way: exit 3; a reused key is bad input.
         sys.stderr.write(f"error: {exc}\n")
         return 2 if type(exc).__name__ == "IdempotencyKeyReused" else 3
+    if model_client is not None and isinstance(exc, model_client.NoModelConfigured):
+        sys.stderr.write(f"error: {exc}\n")
+        return 2  # configuration, not a model failure
     if isinstance(exc, CliError) or (model_client is not None and isinstance(exc, model_client.ModelError)):
         sys.stderr.write(f"error: {exc}\n")
         return getattr(exc, "code", 1)
+    if _is_configuration_error(exc):
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     if isinstance(exc, FileExistsError):
         sys.stderr.write(f"error: {exc.filename} already exists (traces are never overwritten); choose another path\n")
         return 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Sequence
 
-from pagemind.runtime.cli.shared import CliError, open_store, out, resolve_spec
+from pagemind.runtime.cli.shared import CliError, clip, open_store, out, resolve_spec
 
 if TYPE_CHECKING:
     from pagemind.runtime.memory.archival import ArchivalService
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pagemind.runtime.state.store import StateStore
 
 SUBCOMMANDS = ("search", "archival", "forget")
+MIN_PREFIX = 4  # `forget` deletes for real: a one-character prefix is too easy to mistype
 
 
 def is_memory_subcommand(argv: Sequence[str]) -> bool:
@@ -48,7 +49,8 @@ def memory_parser() -> argparse.ArgumentParser:
     archival.set_defaults(handler=cmd_archival)
     forget = memory.add_parser("forget", help="delete one archival memory for real (vector store and SQL)")
     forget.add_argument("agent")
-    forget.add_argument("id", help="memory id or unique prefix")
+    forget.add_argument("id", help=f"memory id or unique prefix (at least {MIN_PREFIX} characters)")
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     forget.set_defaults(handler=cmd_forget)
     return parser
 
@@ -75,6 +77,11 @@ async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     from pagemind.runtime.memory.wiring import build_external_memory
     from pagemind.runtime.state.records import utcnow
 
+    if not args.query.strip():
+        raise CliError("the search query is empty; give some words to look for, e.g. "
+                       "`pagemind memory search AGENT \"peanut allergy\"`")
+    if args.limit <= 0:
+        raise CliError(f"--limit {args.limit}: give a positive number of results")
     archival, store, spec = _open(args.agent, settings)
     if args.where in ("both", "archival"):
         try:
@@ -83,14 +90,14 @@ async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
             raise CliError(str(exc)) from None
         out(f"archival memory ({len(hits)}):")
         for h in hits:
-            out(f"  {h.id[:8]} {h.date:%Y-%m-%d} {h.kind:<10} score {h.score:.3f}  {h.text}")
+            out(f"  {h.id[:8]} {h.date:%Y-%m-%d} {h.kind:<10} score {h.score:.3f}  {clip(h.text)}")
     if args.where in ("both", "recall"):
         record = store.ensure_agent(spec)
         _, recall = build_external_memory(spec, record, store, settings, utcnow)
         messages = await recall.search(args.query, limit=args.limit)
         out(f"recall memory ({len(messages)}):")
         for m in messages:
-            out(f"  #{m.id} {m.time:%Y-%m-%d %H:%M} {m.role:<9} score {m.score:.3f}  {m.text}")
+            out(f"  #{m.id} {m.time:%Y-%m-%d %H:%M} {m.role:<9} score {m.score:.3f}  {clip(m.text)}")
     return 0
 
 
@@ -101,7 +108,7 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
         memory_id = _resolve(archival, args.history, spec.name)
         out(f"history of {memory_id}:")
         for v in archival.history(memory_id):
-            out(f"  {v.at:%Y-%m-%d %H:%M:%S} {v.operation:<10} {v.text!r} {v.detail}")
+            out(f"  {v.at:%Y-%m-%d %H:%M:%S} {v.operation:<10} {clip(repr(v.text))} {v.detail}")
         return 0
     memories = archival.list(include_superseded=args.all)
     count, tags = archival.stats()
@@ -110,7 +117,7 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
         flag = f"  [superseded by {m.superseded_by[:8]}]" if m.superseded_by else ""
         expiry = f"  [expires {m.expires_at:%Y-%m-%d}]" if m.expires_at else ""
         out(f"{m.id[:8]} {m.created_at:%Y-%m-%d} {m.kind:<10} importance {m.importance:.2f} hits {m.hit_count}"
-            f"{' tags ' + ','.join(m.tags) if m.tags else ''}{flag}{expiry}\n    {m.text}")
+            f"{' tags ' + ','.join(m.tags) if m.tags else ''}{flag}{expiry}\n    {clip(m.text)}")
     return 0
 
 
@@ -118,11 +125,26 @@ async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     """Delete one archival memory from the vector store and SQL, history included."""
     from pagemind.runtime.memory.records import StoreError
 
+    if len(args.id) < MIN_PREFIX:
+        raise CliError(f"'{args.id}' is too short to name a memory: give at least {MIN_PREFIX} characters of its id "
+                       "(see `pagemind memory archival AGENT`)")
     archival, _, spec = _open(args.agent, settings)
     memory_id = _resolve(archival, args.id, spec.name)
+    if not args.yes and not _confirm(f"forget {memory_id} of '{spec.name}' for good? [y/N] "):
+        raise CliError("not confirmed; nothing deleted (add --yes to skip the question)")
     try:
         await archival.forget(memory_id)
     except StoreError as exc:
         raise CliError(str(exc)) from None
     out(f"forgot {memory_id}")
     return 0
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal (or read the answer from stdin); no answer is no."""
+    import sys
+
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    answer = sys.stdin.readline() if sys.stdin is not None else ""
+    return answer.strip().lower() in {"y", "yes"}

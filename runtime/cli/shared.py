@@ -24,6 +24,17 @@ class CliError(Exception):
         self.code = code
 
 
+SHOWN_CHARS = 2000  # the most of one stored text a listing prints; the rest is counted, not shown
+
+
+def clip(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text`, or its first `limit` characters and a note of how much was left out (a 200 KB message would
+    otherwise flood the terminal)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters not shown; {len(text):,} in all]"
+
+
 def out(text: str = "") -> None:
     """What the CLI shows the user (output, not logging)."""
     sys.stdout.write(text + "\n")

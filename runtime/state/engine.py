@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, exc as sa_exc, make_url
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime import logs as _logs  # noqa: F401  (imported for its effect: logs go to stderr)
@@ -45,15 +45,59 @@ def _without_nul(_conn: Any, _cursor: Any, statement: str, parameters: Any, _con
     return statement, _clean(parameters)
 
 
+class DatabaseOpenError(RuntimeError):
+    """The database cannot be opened (a bad URL, a server that does not answer, a damaged file); the message says
+    which database and what to do."""
+
+
+def _shown(database_url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return make_url(database_url).render_as_string(hide_password=True)
+    except (sa_exc.ArgumentError, ValueError):
+        return database_url if len(database_url) <= 200 else database_url[:200] + "…"
+
+
+def _first_line(error: BaseException) -> str:
+    cause = getattr(error, "orig", None) or error
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+
+
+def _check_sqlite_file(path: Path) -> None:
+    # SQLite takes an empty file for a new database: a zero-byte pagemind.db (a failed copy, a full disk) would
+    # silently become a fresh, empty agent store with every memory gone.
+    if path.exists() and path.is_file() and path.stat().st_size == 0:
+        raise DatabaseOpenError(f"database file {path} is empty (0 bytes), not a pagemind database: restore it from "
+                                "a backup, or delete it to start with no agents")
+
+
 def make_engine(database_url: str) -> Engine:
-    """A SQLAlchemy engine for the URL, its schema migrated to the head revision. SQLite files get their folder."""
-    if database_url.startswith("sqlite:///"):
-        path = Path(database_url.removeprefix("sqlite:///"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(database_url, connect_args={"check_same_thread": False})
-        event.listen(engine, "connect", _sqlite_pragmas)
-    else:
-        engine = create_engine(database_url, pool_pre_ping=True)
+    """A SQLAlchemy engine for the URL, its schema migrated to the head revision. SQLite files get their folder.
+    Raises DatabaseOpenError (one line: which database, what went wrong) when it cannot be opened."""
+    try:
+        if database_url.startswith("sqlite:///"):
+            path = Path(database_url.removeprefix("sqlite:///"))
+            _check_sqlite_file(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(database_url, connect_args={"check_same_thread": False})
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(database_url, pool_pre_ping=True)
+    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ValueError) as exc:
+        raise DatabaseOpenError(f"DATABASE_URL {_shown(database_url)!r} is not a database URL pagemind can use "
+                                f"({_first_line(exc)}); e.g. postgresql://user@host:5432/db or "
+                                "sqlite:///path/to/pagemind.db") from None
+    except OSError as exc:
+        raise DatabaseOpenError(f"cannot create the database folder for {_shown(database_url)}: {exc}") from None
     event.listen(engine, "before_cursor_execute", _without_nul, retval=True)
-    migrate(engine)
+    try:
+        migrate(engine)
+    except sa_exc.DatabaseError as exc:
+        engine.dispose()
+        what = _first_line(exc)
+        if database_url.startswith("sqlite:"):
+            hint = "the file is damaged or not a pagemind database: restore it from a backup, or move it away"
+        else:
+            hint = "check DATABASE_URL, that the server is running and that the database exists"
+        raise DatabaseOpenError(f"cannot open database {_shown(database_url)}: {what} ({hint})") from None
     return engine

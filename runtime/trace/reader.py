@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pagemind.runtime.events import Event, ModelRequestEvent, StepEndEvent, TurnEvent
+from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, StepEndEvent, TurnEvent
 from pagemind.runtime.trace.compaction import expand_body
 from pagemind.runtime.trace.format import LINE_ADAPTER, SCHEMA_VERSION, Header
 from pagemind.runtime.trace.header import runtime_version
@@ -57,8 +57,12 @@ def _problem(error: ValidationError) -> str:
 def _parse_header(path: Path, raw: bytes) -> Header:
     try:
         data = json.loads(raw)
+    except UnicodeDecodeError:
+        raise TraceFormatError(f"{path}:1: not a trace (binary data, not UTF-8 JSON lines)") from None
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{path}:1: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise TraceFormatError(f"{path}:1: JSON nested too deeply to be a trace header") from None
     if not isinstance(data, dict) or data.get("type") != "header":
         raise TraceFormatError(f"{path}:1: the first line must be the trace header (type \"header\")")
     version = data.get("schema_version")
@@ -74,10 +78,38 @@ def _parse_header(path: Path, raw: bytes) -> Header:
 
 def _parse_line(path: Path, number: int, raw: bytes) -> Any:
     try:
-        return LINE_ADAPTER.validate_json(raw)
+        event = LINE_ADAPTER.validate_json(raw)
     except ValidationError as exc:
         kind = "not valid JSON" if exc.errors()[0]["type"] == "json_invalid" else "invalid event"
         raise TraceFormatError(f"{path}:{number}: {kind}: {_problem(exc)}") from None
+    if isinstance(event, Header):
+        raise TraceFormatError(f"{path}:{number}: a second header (one trace has one; two traces joined "
+                               "together?)")
+    if isinstance(event, ModelResponseEvent):
+        problem = response_shape_problem(event.body)
+        if problem:
+            raise TraceFormatError(f"{path}:{number}: invalid model_response body: {problem}")
+    return event
+
+
+def response_shape_problem(body: dict[str, Any]) -> str | None:
+    """What makes a recorded response body unusable for replay and display (None when its shape is fine): the
+    parts the runtime reads must have the types the OpenAI API gives them."""
+    choices = body.get("choices", [])
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        return "`choices` must be a list of objects"
+    for index, choice in enumerate(choices):
+        message = choice.get("message", {})
+        if not isinstance(message, dict):
+            return f"choices[{index}].message must be an object"
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("function", {}), dict)
+                                                  for c in calls):
+            return f"choices[{index}].message.tool_calls must be a list of objects with a `function` object"
+    usage = body.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        return "`usage` must be an object"
+    return None
 
 
 def _expand(path: Path, events: list[Any], lines: list[int]) -> None:
@@ -86,10 +118,13 @@ def _expand(path: Path, events: list[Any], lines: list[int]) -> None:
     for index, (event, number) in enumerate(zip(events, lines)):
         if not isinstance(event, ModelRequestEvent):
             continue
+        if not isinstance(event.body.get("messages"), list):
+            raise TraceFormatError(f"{path}:{number}: invalid {'compact ' if event.compact else ''}request: "
+                                   "its body has no `messages` list")
         if event.compact:
             try:
                 body = expand_body(event.body, previous.get(event.purpose))
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, KeyError) as exc:
                 raise TraceFormatError(f"{path}:{number}: invalid compact request: {exc}") from None
             event = events[index] = dataclasses.replace(event, body=body, compact=False)
         previous[event.purpose] = event.body

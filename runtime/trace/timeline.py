@@ -24,6 +24,16 @@ _TOP_LEVEL = re.compile(r"^<(\w+)(?:\s[^>]*)?>\n.*?\n</\1>$", re.S | re.M)
 _BLOCK = re.compile(r'^<block label="(\w+)".*?^</block>$', re.S | re.M)
 
 
+USER_TEXT_SHOWN = 2000  # the most of a user message the timeline prints; a 200 KB paste is counted, not shown
+
+
+def _clip(text: str) -> str:
+    if len(text) <= USER_TEXT_SHOWN:
+        return text
+    rest = len(text) - USER_TEXT_SHOWN
+    return f"{text[:USER_TEXT_SHOWN]}… [{rest:,} more characters not shown; {len(text):,} in all]"
+
+
 def short(text: str | None, limit: int = 100) -> str:
     """One line, at most `limit` characters."""
     flat = " ".join((text or "").split())
@@ -185,7 +195,7 @@ class TimelineRenderer:
 
     def _turn(self, e: TurnEvent) -> list[str]:
         when = f" · {e.clock[0]:%a %Y-%m-%d %H:%M}" if e.clock else ""
-        lines = textwrap.wrap(e.user_message, self.width - 10) or [""]
+        lines = textwrap.wrap(_clip(e.user_message), self.width - 10) or [""]
         return ["", f"turn {self.turns}{when}", f"  user › {lines[0]}", *[f"         {line}" for line in lines[1:]]]
 
     def _model_request(self, e: ModelRequestEvent) -> list[str]:
