@@ -122,6 +122,9 @@ TRACES: dict[str, Case] = {
 
 CASES: dict[str, Case] = {
     **TRACES,
+    "argument not utf-8": Case(["run", COMPANION, "-m", b"\xff\xfe hi"], 2, "argument 4 is not valid UTF-8"),
+    "endpoint down names its url": Case(["run", COMPANION, "-m", "hi"], 1, "(endpoint http://127.0.0.1:9/v1/",
+                                        env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x"}),
     "memory search empty query": Case(["memory", "search", COMPANION, ""], 2, "the search query is empty"),
     "memory search blank query": Case(["memory", "search", COMPANION, "  "], 2, "the search query is empty"),
     "memory forget one-character prefix": Case(["memory", "forget", COMPANION, "a", "--yes"], 2,
@@ -193,3 +196,49 @@ def test_the_spec_knows_the_encodings_the_package_ships():
     from pagemind.runtime.spec import SHIPPED_ENCODINGS
 
     assert set(SHIPPED_ENCODINGS) == set(tokens._SHA256)
+
+
+REPLY = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello there."},
+                      "finish_reason": "stop"}],
+         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def test_chat_reports_a_failed_turn_or_a_line_that_is_not_utf8_and_takes_the_next_line(tmp_path):
+    """The first request is rejected (HTTP 400), the second line is not UTF-8, the third gets a reply."""
+    import http.server
+    import threading
+
+    class Server(http.server.BaseHTTPRequestHandler):
+        calls = 0
+
+        def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            Server.calls += 1
+            status, body = (400, {"error": {"message": "nope", "type": "invalid_request_error"}}) \
+                if Server.calls == 1 else (200, REPLY)
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        case = Case(["chat", "agent.yaml"], 0, "", env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "x"},
+                    files=yaml_file("name: chatty\nsystem: Be brief.\n" + GOOD_MODEL),
+                    stdin=b"first\n\xff\xfe oops\nsecond\n")
+        done = run(tmp_path, case)
+    finally:
+        server.shutdown()
+    stderr = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 0 and "Traceback" not in stderr, stderr
+    assert "model request rejected (HTTP 400)" in stderr and "that line is not valid UTF-8" in stderr
+    assert done.stdout.decode().count("chatty> Hello there.") == 1
+    assert Server.calls == 2  # the undecodable line was never sent

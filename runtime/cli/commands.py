@@ -10,6 +10,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from pagemind.runtime.cli.errors import exit_code
 from pagemind.runtime.cli.shared import CliError, open_store, out, resolve_spec
 from pagemind.runtime.cli.trace import start_recording
 
@@ -40,7 +41,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
-    """An interactive conversation until Ctrl-D or /quit."""
+    """An interactive conversation until Ctrl-D or /quit. A turn that fails is reported and the next line taken."""
     import asyncio  # not at module level: `pagemind --help` loads this module and needs no event loop
 
     agent = await load_agent(args.agent, settings, args.reset_memory)
@@ -51,19 +52,39 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     try:
         while True:
             line = await loop.run_in_executor(None, _read_line)
-            if line is None or line.strip() in {"/quit", "/exit"}:
+            if isinstance(line, UnicodeDecodeError):
+                _report(f"that line is not valid UTF-8 (byte {line.object[line.start]:#04x}); nothing was sent")
+            elif line is None or line.strip() in {"/quit", "/exit"}:
                 return 0
-            if line.strip():
-                out(f"{agent.name}> {await agent.send(line, wait=args.wait) or '(no reply)'}")
+            elif line.strip():
+                try:
+                    out(f"{agent.name}> {await agent.send(line, wait=args.wait) or '(no reply)'}")
+                except Exception as exc:  # noqa: BLE001 — one failed turn must not end the session
+                    exit_code(exc)  # reports it in one line, as the CLI reports any failure
+                    out("(that turn failed; try again, or /quit)")
     finally:
         recorder.close()
 
 
-def _read_line() -> str | None:
-    try:
-        return input("you> ")
-    except EOFError:
+def _report(message: str) -> None:
+    import sys
+
+    sys.stderr.write(f"error: {message}\n")
+
+
+def _read_line() -> str | UnicodeDecodeError | None:
+    """The next line from stdin (None at its end); a line that is not UTF-8 comes back as its decoding error."""
+    import sys
+
+    sys.stdout.write("you> ")
+    sys.stdout.flush()
+    raw = sys.stdin.buffer.readline()
+    if not raw:
         return None
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        return exc
 
 
 async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:

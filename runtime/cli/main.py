@@ -14,6 +14,7 @@ from typing import Sequence
 
 from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
+from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.shared import CliError
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
 
@@ -74,66 +75,15 @@ def _add_wait(parser: argparse.ArgumentParser) -> None:
                              "before exiting 3 (agent busy) with nothing stored (default 30)")
 
 
-_CONFIGURATION_ERRORS = (("pagemind.runtime.settings", "SettingsError"),
-                         ("pagemind.runtime.state.engine", "DatabaseOpenError"),
-                         ("pagemind.runtime.state.migrate", "SchemaTooNew"),
-                         ("pagemind.runtime.trace.replay", "ReplayError"))
-
-
-def _is_configuration_error(exc: Exception) -> bool:
-    """Whether `exc` is one of the kernel's bad-input or configuration errors (its message is for the user)."""
-    for module_name, class_name in _CONFIGURATION_ERRORS:
-        module = sys.modules.get(module_name)
-        if module is not None and isinstance(exc, getattr(module, class_name)):
-            return True
-    return False
-
-
-def exit_code(exc: Exception) -> int:
-    """Report an error in one line (a few for an agent definition's problems), never a traceback, and return its
-    exit code: 1 model failure, 2 bad input or configuration, 3 agent busy (a CliError carries its own)."""
-    # An error of a kernel kind means its module is loaded already: look it up instead of importing it (an import
-    # here would configure library logging, or worse, fail).
-    spec = sys.modules.get("pagemind.runtime.spec")
-    model_client = sys.modules.get("pagemind.runtime.model_client")
-    if spec is not None and isinstance(exc, spec.SpecError):
-        sys.stderr.write(f"error: invalid agent definition\n{exc}\n")
-        return 2
-    if type(exc).__name__ in {"AgentBusy", "StaleBlocks", "IdempotencyKeyReused"}:
-        # Raised only once the state store (and the loop) are loaded; matched by name so this error path imports
-        # nothing. Busy and stale are both another process's turn in the way: exit 3; a reused key is bad input.
-        sys.stderr.write(f"error: {exc}\n")
-        return 2 if type(exc).__name__ == "IdempotencyKeyReused" else 3
-    if model_client is not None and isinstance(exc, model_client.NoModelConfigured):
-        sys.stderr.write(f"error: {exc}\n")
-        return 2  # configuration, not a model failure
-    if isinstance(exc, CliError) or (model_client is not None and isinstance(exc, model_client.ModelError)):
-        sys.stderr.write(f"error: {exc}\n")
-        return getattr(exc, "code", 1)
-    if _is_configuration_error(exc):
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    if isinstance(exc, FileExistsError):
-        sys.stderr.write(f"error: {exc.filename} already exists (traces are never overwritten); choose another path\n")
-        return 2
-    if isinstance(exc, UnicodeError):
-        sys.stderr.write(f"error: text that is not valid UTF-8: {exc}\n")
-        return 2
-    # A bug, not the user's doing: one line that says so; the traceback goes to the log at debug level.
-    first = str(exc).splitlines()[0][:300] if str(exc) else ""
-    sys.stderr.write(f"error: unexpected {type(exc).__name__}: {first} (this is a bug in pagemind; "
-                     "PAGEMIND_LOG_LEVEL=debug shows the traceback)\n")
-    logs = sys.modules.get("pagemind.runtime.logs")
-    if logs is not None:
-        logs.structlog.get_logger("pagemind.cli").debug("unexpected_error", exc_info=exc)
-    return 1
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pagemind` console script (`argv` None: the process's own arguments, and the process
     ends when this returns)."""
     process_ends = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
+    bad = bad_argument(argv)
+    if bad:
+        sys.stderr.write(f"error: {bad}; pagemind stores text as UTF-8\n")
+        return 2
     args = (memory_parser() if is_memory_subcommand(argv) else build_parser()).parse_args(argv)
     import asyncio  # after parsing: --help and usage errors exit above without an event loop
 
