@@ -242,3 +242,41 @@ def test_chat_reports_a_failed_turn_or_a_line_that_is_not_utf8_and_takes_the_nex
     assert "model request rejected (HTTP 400)" in stderr and "that line is not valid UTF-8" in stderr
     assert done.stdout.decode().count("chatty> Hello there.") == 1
     assert Server.calls == 2  # the undecodable line was never sent
+
+
+KEEPER = """
+name: keeper
+model: {name: m, context_window: 4096, max_output_tokens: 256}
+system: You keep notes.
+tools: [send_message, archival_memory_insert, archival_search]
+"""
+
+
+def test_run_while_another_process_holds_the_archival_store_is_busy_and_stores_nothing(tmp_path, monkeypatch):
+    import asyncio
+
+    from pagemind.runtime import Agent
+    from pagemind.runtime.memory.stores import close_all
+
+    monkeypatch.setenv("PAGEMIND_HOME", str(tmp_path / "home"))
+    for name in ("DATABASE_URL", "QDRANT_URL", "PAGEMIND_EMBEDDING_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "keeper.yaml").write_text(KEEPER)
+
+    async def hold() -> Agent:
+        agent = await Agent.load(tmp_path / "keeper.yaml")
+        agent.archival.store  # this process now holds the embedded store
+        return agent
+
+    agent = asyncio.run(hold())
+    try:
+        case = Case(["run", "keeper.yaml", "-m", "Hi, I'm Lin."], 3, f"in use by process {os.getpid()}",
+                    env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x"})
+        done = run(tmp_path, case)
+        stderr = done.stderr.decode()
+        assert done.returncode == 3 and "Traceback" not in stderr, stderr
+        assert case.says in stderr and "Nothing was stored." in stderr
+        assert agent.store.message_count(agent.record.id) == 0  # the message was not stored unanswered
+    finally:
+        close_all()
+        agent.store.engine.dispose()

@@ -27,10 +27,27 @@ async def load_agent(target: str, settings: Settings, reset_memory: bool = False
     return await Agent.load(resolve_spec(target, store), store=store, reset_memory=reset_memory)
 
 
+def open_memory_stores(agent: Agent) -> None:
+    """Open the agent's archival store before a turn stores anything: the embedded Qdrant store has one writer
+    process, and a turn that found it held only after storing the user's message left that message unanswered.
+    Held: exit 3 (busy), with who holds it and what to do."""
+    from pagemind.runtime.memory.records import StoreError, StoreLocked
+
+    if agent.archival is None:
+        return
+    try:
+        getattr(agent.archival, "store", None)
+    except StoreLocked as exc:
+        raise CliError(f"{exc} Nothing was stored.", code=3) from None
+    except StoreError as exc:
+        raise CliError(f"{exc} Nothing was stored.", code=2) from None
+
+
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """Send one message and print the reply."""
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model  # fail before storing the message when no endpoint is configured
+    open_memory_stores(agent)
     recorder = start_recording(agent, settings, args.trace)
     try:
         reply = await agent.send(args.message, idempotency_key=args.idempotency_key, wait=args.wait)
@@ -46,6 +63,7 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model
+    open_memory_stores(agent)
     recorder = start_recording(agent, settings, args.trace)
     out(f"Chatting with {agent.name}. Ctrl-D or /quit to leave.")
     loop = asyncio.get_running_loop()
