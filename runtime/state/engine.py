@@ -64,11 +64,33 @@ def _first_line(error: BaseException) -> str:
 
 
 def _check_sqlite_file(path: Path) -> None:
-    # SQLite takes an empty file for a new database: a zero-byte pagemind.db (a failed copy, a full disk) would
-    # silently become a fresh, empty agent store with every memory gone.
-    if path.exists() and path.is_file() and path.stat().st_size == 0:
-        raise DatabaseOpenError(f"database file {path} is empty (0 bytes), not a pagemind database: restore it from "
-                                "a backup, or delete it to start with no agents")
+    """Refuse a zero-byte database file, and create a new one with its header written, under the lock migrations
+    take (`<file>.lock`). SQLite takes an empty file for a new database: a zero-byte pagemind.db (a failed copy, a
+    full disk) would silently become a fresh, empty agent store with every memory gone. Creating the file here, in
+    WAL mode (which writes its header at once), under that lock means a process starting beside another never sees
+    the other's file while it is still empty."""
+    import fcntl
+    import sqlite3
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if path.exists():
+                if path.is_file() and path.stat().st_size == 0:
+                    raise DatabaseOpenError(f"database file {path} is empty (0 bytes), not a pagemind database: "
+                                            "restore it from a backup, or delete it to start with no agents")
+                return
+            try:
+                connection = sqlite3.connect(path)
+                try:
+                    connection.execute("PRAGMA journal_mode=WAL")
+                finally:
+                    connection.close()
+            except sqlite3.Error as exc:
+                raise DatabaseOpenError(f"cannot create the database file {path}: {exc}") from None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def make_engine(database_url: str) -> Engine:
@@ -78,7 +100,6 @@ def make_engine(database_url: str) -> Engine:
         if database_url.startswith("sqlite:///"):
             path = Path(database_url.removeprefix("sqlite:///"))
             _check_sqlite_file(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(database_url, connect_args={"check_same_thread": False})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
