@@ -19,7 +19,6 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -175,13 +175,17 @@ class ScriptedOpenAI:
     """The responses an OpenAI-compatible endpoint at `BASE_URL` will give, in order, and the requests it got.
 
     Mount `handle` on `POST {BASE_URL}/chat/completions` (with respx, say); an exhausted script answers 418 and
-    counts the request in `unexpected`."""
+    counts the request in `unexpected`. `strict=True` first rejects, as some OpenAI-compatible servers do, a request
+    holding a message whose content is null or missing (except an assistant's beside tool calls) with OpenAI's 400
+    shape, counted in `rejected`."""
 
     script: list[Any] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[httpx.Headers] = field(default_factory=list)
     unexpected: int = 0
     sleeps: list[float] = field(default_factory=list)
+    strict: bool = False
+    rejected: int = 0
 
     def add(self, *items: Any) -> "ScriptedOpenAI":
         """Queue response bodies (dicts), httpx.Responses, or exceptions to raise at the transport."""
@@ -190,8 +194,14 @@ class ScriptedOpenAI:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         """Answer one HTTP request with the next scripted item."""
-        self.requests.append(json.loads(request.content))
+        body = json.loads(request.content)
+        self.requests.append(body)
         self.headers.append(request.headers)
+        if self.strict:
+            for index, message in enumerate(body["messages"]):
+                if not isinstance(message.get("content"), str) and not message.get("tool_calls"):
+                    self.rejected += 1
+                    return http_error(400, f"messages[{index}].content: expected a string, got null")
         if not self.script:
             self.unexpected += 1
             return http_error(418, "scripted_openai: unexpected request (script exhausted)")

@@ -9,7 +9,6 @@ pass is the next step or turn: `NAME@N` seeds the Nth pass of point NAME.
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest

@@ -4,7 +4,6 @@ repaired, so the agent is never bricked (issue 10, item 4). Also: a provider's c
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import httpx
@@ -15,32 +14,12 @@ import respx
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ContextLengthExceeded, ModelBadResponse, OpenAIModelClient
 from pagemind.runtime.state.records import StepRecord
-from pagemind.runtime.testing import BASE_URL, http_error, reply_body
-
-
-class StrictProvider:
-    """Answers from `script` in order, but first rejects a request holding a message whose content is null or
-    missing (except an assistant's beside tool calls), with OpenAI's 400 shape."""
-
-    def __init__(self, *script: httpx.Response | dict):
-        self.script = list(script)
-        self.requests: list[dict] = []
-        self.rejected = 0
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        self.requests.append(body)
-        for index, message in enumerate(body["messages"]):
-            if not isinstance(message.get("content"), str) and not message.get("tool_calls"):
-                self.rejected += 1
-                return http_error(400, f"messages[{index}].content: expected a string, got null")
-        item = self.script.pop(0)
-        return item if isinstance(item, httpx.Response) else httpx.Response(200, json=item)
+from pagemind.runtime.testing import BASE_URL, ScriptedOpenAI, http_error, reply_body
 
 
 @pytest.fixture
 def strict():
-    provider = StrictProvider()
+    provider = ScriptedOpenAI(strict=True)
     with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
         router.post("/chat/completions").mock(side_effect=provider.handle)
         yield provider
