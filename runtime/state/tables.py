@@ -15,6 +15,9 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
   dialect-specific (an FTS5 virtual table on SQLite, a table with a `tsvector` column and a GIN index on
   Postgres) and therefore created by raw DDL in migration 0001 rather than declared below; autogenerate ignores
   every table whose name starts with `recall_fts` (on SQLite: the FTS5 shadow tables too; `migrate.include_name`).
+- The daemon's (`scheduler`, migration 0005): `inbox` (every accepted message and job, with its state and
+  lease), `agent_leases` (which daemon process runs an agent's work now), `agent_origins` (the template an agent
+  was made from), `trigger_fires` (when each schedule last fired) and `daemons` (the processes serving).
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
@@ -233,4 +236,73 @@ recall_watermarks = Table(
     "recall_watermarks", metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
     Column("message_id", BigInteger, nullable=False),
+)
+
+
+# -- the daemon (scheduler) ---------------------------------------------------------------------------------------
+
+# Every accepted piece of work for an agent: a user's message, a trigger's message, a maintenance job. It is
+# committed before the API answers. pending → running (owner, lease_expires_at) → done | failed; `id` is the
+# arrival order, and an agent's work runs in that order, one item at a time. (agent_id, idempotency_key) is
+# unique, so a retried submission finds the first one.
+inbox = Table(
+    "inbox", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("run_id", String(32), nullable=False, unique=True),
+    Column("agent_id", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),  # message | job
+    Column("content", Text, nullable=False),  # the message's text, or the job's name
+    Column("idempotency_key", String(200), nullable=True),
+    Column("state", String(16), nullable=False),  # pending | running | done | failed
+    Column("owner", String(64), nullable=True),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("result", JSON, nullable=True),  # reply, stop reason, steps (for `GET /v1/runs/{id}`)
+    Column("error", Text, nullable=True),
+    UniqueConstraint("agent_id", "idempotency_key", name="uq_inbox_agent_key"),
+    Index("ix_inbox_agent_state", "agent_id", "state", "id"),
+    Index("ix_inbox_state", "state", "id"),
+)
+
+# Which daemon process runs an agent's work now, until when: the one owner that keeps an agent's order across
+# processes. A lease past `expires_at` may be taken by anyone (its owner died).
+agent_leases = Table(
+    "agent_leases", metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("owner", String(64), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# An agent made through the API from a template: its spec is the template's (renamed), read again on each turn,
+# so a change to the template reaches it; `blocks` holds the initial values given at creation.
+agent_origins = Table(
+    "agent_origins", metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("template", String(128), nullable=True),
+    Column("blocks", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# When each of an agent's triggers last fired (the trigger's key is stable across restarts: its kind and its
+# definition), so a restart knows what it missed.
+trigger_fires = Table(
+    "trigger_fires", metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("trigger_key", String(200), primary_key=True),
+    Column("fired_at", DateTime(timezone=True), nullable=False),
+)
+
+# The daemon processes serving this database, with the URL they answer on: `pagemind run` sends through a live
+# one instead of fighting it for the stores.
+daemons = Table(
+    "daemons", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("url", String(512), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
 )
