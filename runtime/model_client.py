@@ -29,6 +29,7 @@ from pagemind.runtime.model_response import (  # noqa: F401 (re-exported: the er
     response_from_body,
     response_from_http,
 )
+from pagemind.runtime.model_pool import Endpoint, shared_client
 from pagemind.runtime.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -220,34 +221,37 @@ class OpenAIModelClient:
 
     def __init__(
         self,
-        client: openai.AsyncOpenAI,
+        client: openai.AsyncOpenAI | Endpoint,
         max_attempts: int = 5,
         wait: wait_base | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         request_timeout_s: float = 60.0,
     ):
-        self.client = client
+        self._client = client
         self.max_attempts = max_attempts
         self.wait = wait or wait_retry_after_or_jitter()
         self.sleep = sleep
         self.request_timeout_s = request_timeout_s
 
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client: the one given, or the process's shared one for this endpoint in the running loop."""
+        return shared_client(self._client) if isinstance(self._client, Endpoint) else self._client
+
     @classmethod
     def from_spec(cls, spec: ModelSpec, environ: dict[str, str] | None = None, **kwargs: Any) -> "OpenAIModelClient":
-        """A client for the spec's endpoint: base URL from the spec or OPENAI_BASE_URL, key from `api_key_env`."""
+        """A client for the spec's endpoint: base URL from the spec or OPENAI_BASE_URL, key from `api_key_env`.
+        Clients of one endpoint share one connection pool per event loop (`runtime.model_pool`)."""
         env = os.environ if environ is None else environ
         base_url = spec.base_url or env.get("OPENAI_BASE_URL") or None
         api_key = env.get(spec.api_key_env) or None
         if not base_url and not api_key:
             raise NoModelConfigured(missing_endpoint_message(spec.api_key_env))
-        import openai
-
         timeout = spec.request_timeout_s
         # Local servers take any key; the SDK insists on one.
-        client = openai.AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0,
-                                    timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)))
+        endpoint = Endpoint(base_url, api_key or "not-needed", timeout, min(10.0, timeout))
         kwargs.setdefault("request_timeout_s", timeout)
-        return cls(client, **kwargs)
+        return cls(endpoint, **kwargs)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send the request, retrying transient failures within the turn's deadline; raise a typed ModelError

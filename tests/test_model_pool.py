@@ -1,0 +1,110 @@
+"""The model client's wire format and its shared connection pools.
+
+The client posts the compiled body through the SDK's generic `post` (no per-field transform); these tests prove
+the bytes are the JSON `client.chat.completions.create` would send, and that agents of one endpoint share one SDK
+client (one keep-alive pool) per event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timezone
+
+import httpx
+import respx
+
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.compiler import ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model_client import ModelRequest, OpenAIModelClient
+from pagemind.runtime.model_pool import Endpoint, shared_client
+from pagemind.runtime.spec import ModelSpec
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing import build_spec, spec_data, tool_call_body
+from pagemind.tools import ToolCall
+
+BASE = "http://wire.test/v1"
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+
+
+def a_request() -> ModelRequest:
+    """A compiled step request with every kind of message: system, user, assistant with tool calls (one with
+    non-ASCII arguments), tool results (one an error), a plain assistant reply, and the agent's tool schemas."""
+    spec = build_spec()
+    calls = (ToolCall("call_1", "core_memory_append", json.dumps({"label": "human", "content": "Lin, café ☕"}, ensure_ascii=False)),
+             ToolCall("call_2", "archival_search", '{"query": "peanuts"}'))
+    messages = (
+        Message("user", "Hi, I'm Lin. I'm allergic to peanuts.", NOW),
+        Message("assistant", None, NOW, tool_calls=calls),
+        Message("tool", "Appended.", NOW, tool_call_id="call_1", name="core_memory_append"),
+        Message("tool", "Error: nothing found", NOW, tool_call_id="call_2", name="archival_search", is_error=True),
+        Message("assistant", "Nice to meet you, Lin.", NOW),
+    )
+    compiled = compile_context(ContextInputs(
+        system=spec.system, blocks=(), messages=messages, stats=MemoryStats(NOW, 5, 5),
+        tools=tuple(t.openai_schema() for t in spec.resolved_tools().values())))
+    return ModelRequest("gpt-4o-mini", compiled.messages, compiled.tools, 0.7, 800)
+
+
+async def test_the_bytes_sent_are_the_json_the_sdk_create_would_send():
+    import openai
+
+    request = a_request()
+    sent: list[bytes] = []
+
+    def answer(http: httpx.Request) -> httpx.Response:
+        sent.append(http.content)
+        return httpx.Response(200, json=tool_call_body("send_message", {"message": "ok"}))
+
+    sdk = openai.AsyncOpenAI(api_key="k", base_url=BASE, max_retries=0)
+    with respx.mock(base_url=BASE) as router:
+        router.post("/chat/completions").mock(side_effect=answer)
+        await OpenAIModelClient(sdk).complete(request)
+        await sdk.chat.completions.create(**request.body())
+    ours, sdks = sent
+    assert json.loads(ours) == json.loads(sdks)
+    assert any(m.get("tool_calls") for m in json.loads(ours)["messages"])  # the request really had them
+    assert len(json.loads(ours)["tools"]) == len(build_spec().tools)
+    # Same serializer (compact separators, UTF-8, non-ASCII kept): byte for byte the same once the top-level keys
+    # are in the SDK's order (its parameter order; ours puts `model` first, as traces record it).
+    in_sdk_order = {key: json.loads(ours)[key] for key in json.loads(sdks)}
+    assert json.dumps(in_sdk_order, ensure_ascii=False, separators=(",", ":")).encode() == sdks
+    assert "café ☕".encode() in ours
+
+
+def two_endpoint_specs():
+    same = spec_data("a", model={"name": "m", "base_url": "http://one.test/v1"})
+    return (build_spec("a", model=same["model"]), build_spec("b", model=same["model"]),
+            build_spec("c", model={"name": "m", "base_url": "http://two.test/v1"}),
+            build_spec("d", model={"name": "m", "base_url": "http://one.test/v1", "request_timeout_s": 5}))
+
+
+async def test_agents_of_one_endpoint_share_one_client_and_pool(sqlite_url):
+    store = StateStore(make_engine(sqlite_url))
+    a, b, c, d = [await Agent.load(spec, store=store) for spec in two_endpoint_specs()]
+    assert a.model is not b.model  # each agent has its own retry policy object ...
+    assert a.model.client is b.model.client  # ... over one SDK client
+    assert a.model.client._client is b.model.client._client  # one httpx pool
+    assert c.model.client is not a.model.client  # another server
+    assert d.model.client is not a.model.client  # other timeouts
+    with respx.mock(base_url="http://one.test/v1") as router:
+        route = router.post("/chat/completions").mock(
+            return_value=httpx.Response(200, json=tool_call_body("send_message", {"message": "ok"})))
+        assert await a.send("hi") == "ok" and await b.send("hi") == "ok"
+    assert route.call_count == 2
+
+
+def test_each_event_loop_gets_its_own_client():
+    endpoint = Endpoint("http://one.test/v1", "k", 60, 10)
+
+    async def twice() -> tuple[object, object]:
+        return shared_client(endpoint), shared_client(endpoint)
+
+    first, again = asyncio.run(twice())
+    assert first is again
+    other, _ = asyncio.run(twice())
+    assert other is not first  # a pool never crosses loops
+    client = OpenAIModelClient.from_spec(ModelSpec(name="m"), {"OPENAI_BASE_URL": "http://one.test/v1"})
+    assert client.client is not client.client  # outside a loop: never a shared one
