@@ -256,8 +256,13 @@ class StateStore:
 
     def last_message_id(self, agent_id: int) -> int:
         """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
+        # Read per turn, so it must not grow with the log: one max per value of `in_context`, each answered from
+        # the end of ix_messages_agent_context (a plain max over agent_id made SQLite walk all the agent's rows).
+        newest = [select(func.max(MessageRow.id)).where(MessageRow.agent_id == agent_id,
+                                                        MessageRow.in_context == flag).scalar_subquery()
+                  for flag in (True, False)]
         with self._session() as session:
-            return session.exec(select(func.max(MessageRow.id)).where(MessageRow.agent_id == agent_id)).one() or 0
+            return max(value or 0 for value in session.exec(select(*newest)).one())
 
     def in_context_messages(self, agent_id: int) -> list[Message]:
         """The messages currently in the agent's window, oldest first (an indexed read, never the whole log)."""
