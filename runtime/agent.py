@@ -155,7 +155,7 @@ class Agent:
             system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(window.messages),
             stats=stats, tools=tuple(t.openai_schema() for t in self.tools.values()),
             summary=window.summary, encoding=self.spec.model.encoding or DEFAULT_ENCODING,
-            max_message_tokens=max_message_tokens(self.spec), retrieved=self.retrieved,
+            max_message_tokens=max_message_tokens(self.spec), retrieved=self.retrieved, wire_cache=window.wire_cache,
         )
         return compile_context(inputs)
 
@@ -185,7 +185,8 @@ class Agent:
         output reserve asks for a shorter reply)."""
         model = self.spec.model
         reply = max_reply_tokens(self.spec, math.ceil(context.total_tokens * self.window.correction))
-        return ModelRequest(model.name, context.messages, context.tools, model.temperature, reply)
+        return ModelRequest(model.name, context.messages, context.tools, model.temperature, reply,
+                            encoded_messages=context.encoded)
 
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
         """Every model call (steps, summaries, extraction) goes through here, so observers see them all."""

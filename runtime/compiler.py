@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
 from pagemind.blocks import Block
-from pagemind.runtime.messages import Message
+from pagemind.runtime.messages import Message, encode_json
 from pagemind.runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
 from pagemind.runtime.tokens import encoding as tiktoken_encoding
 
@@ -52,6 +53,7 @@ class ContextInputs:
     encoding: str = DEFAULT_ENCODING
     max_message_tokens: int | None = None  # a single message larger than this is clipped in the prompt
     retrieved: tuple[str, ...] = ()  # memories fetched for this turn, most relevant first
+    wire_cache: "WireCache | None" = field(default=None, compare=False)  # the agent's, to redo only what changed
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class CompiledContext:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     sections: dict[str, int] = field(default_factory=dict)
+    # `messages` as JSON, one entry per message (the request's bytes are joined from them, not re-encoded)
+    encoded: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def total_tokens(self) -> int:
@@ -195,6 +199,13 @@ def _wire_message(message: Message, limit: int | None, encoding: str) -> dict[st
     return message.memo[key]
 
 
+def _wire_json(message: Message, limit: int | None, encoding: str) -> bytes:
+    key = ("json", limit, encoding)
+    if key not in message.memo:
+        message.memo[key] = encode_json(_wire_message(message, limit, encoding))
+    return message.memo[key]
+
+
 def _wire_tokens(message: Message, limit: int | None, encoding: str) -> int:
     key = ("tokens", limit, encoding)
     if key not in message.memo:
@@ -225,6 +236,42 @@ def _tools_tokens(tools: tuple[dict[str, Any], ...], encoding: str) -> int:
     return tokens
 
 
+@dataclass
+class WireCache:
+    """The wire form and cost of the messages an agent's last prompt held, so that the next compile redoes only
+    what changed. Steps append messages at the end and flushes drop them from the front: the part of the new
+    window that is the same objects, in the same order, as a run of the old one is reused as it is (messages are
+    immutable, so identity is enough); only new messages are looked up. Without it every compile walks every
+    message of the window in Python, a cost that grows with the window."""
+
+    key: tuple[int | None, str] | None = None
+    messages: tuple[Message, ...] = ()
+    wire: list[dict[str, Any]] = field(default_factory=list)
+    encoded: list[bytes] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+    def update(self, messages: tuple[Message, ...], limit: int | None,
+               encoding: str) -> tuple[list[dict[str, Any]], list[bytes], int]:
+        """The wire dicts of `messages`, their JSON and their tokens, as `compile_context` renders them (the lists
+        are the cache's: read them, never change them)."""
+        old, kept, start = self.messages, 0, 0
+        if self.key == (limit, encoding) and old and messages:
+            first = messages[0]
+            start = next((i for i, m in enumerate(old) if m is first), -1)
+            span = min(len(old) - start, len(messages))
+            if start >= 0 and all(map(operator.is_, old[start:start + span], messages[:span])):
+                kept = span
+        end = start + kept
+        wire, encoded, tokens = self.wire[start:end], self.encoded[start:end], self.tokens[start:end]
+        for message in messages[kept:]:
+            wire.append(_wire_message(message, limit, encoding))
+            encoded.append(_wire_json(message, limit, encoding))
+            tokens.append(_wire_tokens(message, limit, encoding))
+        self.key, self.messages = (limit, encoding), messages
+        self.wire, self.encoded, self.tokens = wire, encoded, tokens
+        return wire, encoded, sum(tokens)
+
+
 def compile_context(inputs: ContextInputs) -> CompiledContext:
     """Render the prompt for one model call and count its tokens by section."""
     enc = inputs.encoding
@@ -253,14 +300,21 @@ def compile_context(inputs: ContextInputs) -> CompiledContext:
     seams = sum(_seam_tokens(a[-1:], b[:1], enc) for (_, a), (_, b) in zip(pieces, pieces[1:]))
     sections["system"] += seams + TOKENS_PER_MESSAGE
 
-    wire = [{"role": "system", "content": system_text}]
-    wire += [_wire_message(m, inputs.max_message_tokens, enc) for m in inputs.messages]
-    sections["messages"] = sum(_wire_tokens(m, inputs.max_message_tokens, enc) for m in inputs.messages)
+    limit, cache = inputs.max_message_tokens, inputs.wire_cache
+    ends = [{"role": "system", "content": system_text}]
     if constraints:
-        closing = {"role": "system", "content": render_closing(constraints)}
-        wire.append(closing)
-        sections["closing"] = _message_tokens(closing, enc)
+        ends.append({"role": "system", "content": render_closing(constraints)})
+    encoded: tuple[bytes, ...] | None = None
+    if cache is not None:
+        messages, parts, sections["messages"] = cache.update(inputs.messages, limit, enc)
+        encoded = (*map(encode_json, ends[:1]), *parts, *map(encode_json, ends[1:]))
+    else:
+        messages = [_wire_message(m, limit, enc) for m in inputs.messages]
+        sections["messages"] = sum(_wire_tokens(m, limit, enc) for m in inputs.messages)
+    if constraints:
+        sections["closing"] = _message_tokens(ends[-1], enc)
+    wire = [ends[0], *messages, *ends[1:]]
     tools = list(inputs.tools)
     sections["tools"] = _tools_tokens(inputs.tools, enc) if tools else 0
     sections["reply_priming"] = TOKENS_REPLY_PRIMING
-    return CompiledContext(messages=wire, tools=tools, sections=sections)
+    return CompiledContext(messages=wire, tools=tools, sections=sections, encoded=encoded)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -40,3 +41,9 @@ class Message:
         if self.role == "tool":
             message["tool_call_id"] = self.tool_call_id
         return message
+
+
+def encode_json(value: Any) -> bytes:
+    """JSON as a request body holds it: what the SDK's own serializer writes (compact separators, UTF-8 kept, no
+    NaN), so a body joined from parts encoded apart is the same bytes as the whole encoded at once."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()

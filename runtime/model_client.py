@@ -13,7 +13,7 @@ import os
 import random
 import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Protocol
 
 import httpx
@@ -29,6 +29,7 @@ from pagemind.runtime.model_response import (  # noqa: F401 (re-exported: the er
     response_from_body,
     response_from_http,
 )
+from pagemind.runtime.messages import encode_json
 from pagemind.runtime.model_pool import Endpoint, shared_client
 from pagemind.runtime.spec import ModelSpec
 
@@ -108,6 +109,9 @@ class ModelRequest:
     temperature: float
     max_tokens: int
     purpose: str = "step"  # step | summarize | extract: not sent; lets scripted models and traces tell calls apart
+    # `messages` already as JSON, one entry each (the compiler keeps them per message): the body is joined from
+    # them instead of encoding the whole window again on every call. Must match `messages`; None: encode them.
+    encoded_messages: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
 
     def body(self) -> dict[str, Any]:
         """The JSON body (without transport details)."""
@@ -117,6 +121,17 @@ class ModelRequest:
             body["tools"] = self.tools
             body["tool_choice"] = "auto"
         return body
+
+    def encoded(self) -> bytes:
+        """The body as sent: compact JSON, UTF-8, exactly `encode_json(self.body())`."""
+        if self.encoded_messages is None or len(self.encoded_messages) != len(self.messages):
+            return encode_json(self.body())
+        head, tail = encode_json({**self.body(), "messages": _SLOT}).split(_SLOT_JSON, 1)
+        return b"".join((head, b"[", b",".join(self.encoded_messages), b"]", tail))
+
+
+_SLOT = "\x00messages\x00"
+_SLOT_JSON = b'"\\u0000messages\\u0000"'
 
 
 class ModelClient(Protocol):
@@ -283,8 +298,9 @@ class OpenAIModelClient:
             async with scope:
                 # The SDK's generic POST (its documented way to reach any path) rather than `client.chat.completions`:
                 # same auth, headers and typed errors, but the first `client.chat` imports every resource module of
-                # the SDK (about half a second), and the body is already the wire format, kept raw for traces.
-                response = await self.client.post("/chat/completions", body=request.body(), cast_to=httpx.Response)
+                # the SDK (about half a second), and the body is already the wire format, kept raw for traces; it
+                # goes as bytes joined from JSON encoded once per message (bytes pass through the SDK untouched).
+                response = await self.client.post("/chat/completions", content=request.encoded(), cast_to=httpx.Response)
         except TimeoutError:
             if not scope.expired():
                 raise

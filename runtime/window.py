@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Sequence
 
 from pagemind.blocks import BlockEdit
+from pagemind.runtime.compiler import WireCache
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, StepRecord
@@ -37,6 +38,8 @@ class Window:
     # The version of each core block the agent's values were read (or last written) at; every block write is
     # checked against it (`StateStore.commit_step`).
     block_versions: dict[str, int] = field(default_factory=dict)
+    # The wire form of the messages last compiled, reused by the next compile for what did not change.
+    wire_cache: WireCache = field(default_factory=WireCache, repr=False, compare=False)
 
     @classmethod
     def load(cls, store: StateStore, record: AgentRecord) -> "Window":

@@ -15,7 +15,7 @@ import httpx
 import respx
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.compiler import ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.compiler import ContextInputs, MemoryStats, WireCache, compile_context
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelRequest, OpenAIModelClient
 from pagemind.runtime.model_pool import Endpoint, shared_client
@@ -29,7 +29,7 @@ BASE = "http://wire.test/v1"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 
 
-def a_request() -> ModelRequest:
+def a_request(cache: WireCache | None = None) -> ModelRequest:
     """A compiled step request with every kind of message: system, user, assistant with tool calls (one with
     non-ASCII arguments), tool results (one an error), a plain assistant reply, and the agent's tool schemas."""
     spec = build_spec()
@@ -43,18 +43,20 @@ def a_request() -> ModelRequest:
         Message("assistant", "Nice to meet you, Lin.", NOW),
     )
     compiled = compile_context(ContextInputs(
-        system=spec.system, blocks=(), messages=messages, stats=MemoryStats(NOW, 5, 5),
+        system=spec.system, blocks=(), messages=messages, stats=MemoryStats(NOW, 5, 5), wire_cache=cache,
         tools=tuple(t.openai_schema() for t in spec.resolved_tools().values())))
-    return ModelRequest("gpt-4o-mini", compiled.messages, compiled.tools, 0.7, 800)
+    return ModelRequest("gpt-4o-mini", compiled.messages, compiled.tools, 0.7, 800, encoded_messages=compiled.encoded)
 
 
 async def test_the_bytes_sent_are_the_json_the_sdk_create_would_send():
     import openai
 
-    request = a_request()
+    request, joined = a_request(), a_request(WireCache())  # the body encoded whole, and joined from parts
+    assert request.encoded_messages is None and joined.encoded_messages is not None
     sent: list[bytes] = []
 
     def answer(http: httpx.Request) -> httpx.Response:
+        assert http.headers["content-type"] == "application/json"
         sent.append(http.content)
         return httpx.Response(200, json=tool_call_body("send_message", {"message": "ok"}))
 
@@ -63,7 +65,9 @@ async def test_the_bytes_sent_are_the_json_the_sdk_create_would_send():
         router.post("/chat/completions").mock(side_effect=answer)
         await OpenAIModelClient(sdk).complete(request)
         await sdk.chat.completions.create(**request.body())
-    ours, sdks = sent
+        await OpenAIModelClient(sdk).complete(joined)
+    ours, sdks, ours_joined = sent
+    assert ours_joined == ours
     assert json.loads(ours) == json.loads(sdks)
     assert any(m.get("tool_calls") for m in json.loads(ours)["messages"])  # the request really had them
     assert len(json.loads(ours)["tools"]) == len(build_spec().tools)

@@ -37,8 +37,33 @@ class Repair:
         return bool(self.added or self.dropped)
 
 
+def is_valid(messages: Sequence[Message]) -> bool:
+    """Whether the window needs no repair: the check alone, one tight pass that builds nothing (it runs before
+    every model call, over every message in view; the repair itself is rare)."""
+    open_calls: set[str] = set()
+    for message in messages:
+        role = message.role
+        if role == "tool":
+            if message.tool_call_id not in open_calls:
+                return False
+            open_calls.discard(message.tool_call_id)
+            continue
+        if open_calls:
+            return False
+        if role == "assistant":
+            if message.tool_calls:
+                open_calls = {c.id for c in message.tool_calls}
+                if len(open_calls) != len(message.tool_calls):
+                    return False  # a repeated call id: let the repair say so
+            elif not (message.content or "").strip():
+                return False
+    return not open_calls
+
+
 def repair_history(messages: Sequence[Message], now: datetime) -> Repair:
     """Check and repair the window; returns the input unchanged (same list contents) when it is valid."""
+    if is_valid(messages):
+        return Repair(list(messages))
     repaired: list[Message] = []
     added: list[Message] = []
     dropped: list[Message] = []
