@@ -300,7 +300,8 @@ class OpenAIModelClient:
                 # same auth, headers and typed errors, but the first `client.chat` imports every resource module of
                 # the SDK (about half a second), and the body is already the wire format, kept raw for traces; it
                 # goes as bytes joined from JSON encoded once per message (bytes pass through the SDK untouched).
-                response = await self.client.post("/chat/completions", content=request.encoded(), cast_to=httpx.Response)
+                response = await self.client.post("/chat/completions", content=request.encoded(),
+                                                  cast_to=httpx.Response)
         except TimeoutError:
             if not scope.expired():
                 raise

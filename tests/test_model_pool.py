@@ -33,7 +33,8 @@ def a_request(cache: WireCache | None = None) -> ModelRequest:
     """A compiled step request with every kind of message: system, user, assistant with tool calls (one with
     non-ASCII arguments), tool results (one an error), a plain assistant reply, and the agent's tool schemas."""
     spec = build_spec()
-    calls = (ToolCall("call_1", "core_memory_append", json.dumps({"label": "human", "content": "Lin, café ☕"}, ensure_ascii=False)),
+    append = json.dumps({"label": "human", "content": "Lin, café ☕"}, ensure_ascii=False)
+    calls = (ToolCall("call_1", "core_memory_append", append),
              ToolCall("call_2", "archival_search", '{"query": "peanuts"}'))
     messages = (
         Message("user", "Hi, I'm Lin. I'm allergic to peanuts.", NOW),

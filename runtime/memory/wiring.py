@@ -1,13 +1,19 @@
 """Wiring of an agent's external memory: its archival and recall services, from settings and its spec.
 
 Cheap to call: the embedding model and the vector store open on first use, so loading an agent, compiling its
-prompt (archival statistics come from SQL) and inspecting it never touch them.
+prompt (archival statistics come from SQL) and inspecting it never touch them. What can be shared is shared by
+every agent of the process: the embedder with its cache (one per database and embedding configuration), the
+vector store (`stores.open_backend`); an agent's own services hold only its id and small state.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from datetime import datetime
 from typing import Callable
+
+from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.backend import ArchivalBackend
@@ -22,6 +28,25 @@ from pagemind.runtime.state.store import StateStore
 ARCHIVAL_TOOLS = frozenset({"archival_memory_insert", "archival_search"})
 
 
+_EMBEDDERS: "weakref.WeakKeyDictionary[Engine, dict[tuple[object, ...], CachedEmbedder]]" = weakref.WeakKeyDictionary()
+_EMBEDDERS_LOCK = threading.Lock()
+
+
+def shared_embedder(settings: Settings, engine: Engine) -> CachedEmbedder:
+    """The process's cached embedder for this database and embedding configuration, built on first use. Its
+    in-process cache (up to 20,000 vectors, ~30 MB when full) is then paid once, not once per agent; it goes
+    when the engine does (a test's database, say)."""
+    key = (settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key, settings.embedding_dim)
+    with _EMBEDDERS_LOCK:
+        embedders = _EMBEDDERS.get(engine)
+        if embedders is None:
+            embedders = _EMBEDDERS[engine] = {}
+        if key not in embedders:
+            # A proxy, not the engine: the cache's entry must not keep its own key alive.
+            embedders[key] = build_embedder(settings, weakref.proxy(engine))
+        return embedders[key]
+
+
 def backend_opener(settings: Settings, embedder: CachedEmbedder) -> Callable[[], ArchivalBackend]:
     """A function that opens (once per process) the vector store configured by `settings` for this embedder."""
     return lambda: open_backend(settings.home, embedder.dim, embedder.model_id, settings.qdrant_url,
@@ -33,7 +58,7 @@ def build_external_memory(spec: AgentSpec, record: AgentRecord, store: StateStor
     """(archival, recall) for an agent. Archival memory exists when the spec enables it and lists an archival
     tool; recall memory (the message log) always does."""
     config = spec.memory.archival
-    embedder = build_embedder(settings, store.engine)
+    embedder = shared_embedder(settings, store.engine)
     recall = RecallService(record.id, engine=store.engine, embedder=embedder, config=config, clock=clock)
     if not (config.enabled and ARCHIVAL_TOOLS & set(spec.tools)):
         return None, recall
@@ -44,7 +69,7 @@ def archival_service(spec: AgentSpec, store: StateStore, settings: Settings, clo
                      embedder: CachedEmbedder | None = None, record: AgentRecord | None = None) -> ArchivalService:
     """The agent's archival memory, whatever its tools (inspection and deletion from the CLI), keyed by the
     agent's id: `record`, or the stored agent named in `spec` (created if it was never run)."""
-    embedder = embedder or build_embedder(settings, store.engine)
+    embedder = embedder or shared_embedder(settings, store.engine)
     record = record or store.get_agent(spec.name) or store.ensure_agent(spec)
     return ArchivalService(record.id, engine=store.engine, open_backend=backend_opener(settings, embedder),
                            embedder=embedder, config=spec.memory.archival, clock=clock)
