@@ -8,8 +8,9 @@ messages are written through the store (not as real turns), with ~50 or ~500 of 
 held at its size after each turn, as the pressure monitor would (the model's window is set to 128,000 tokens,
 gpt-4o-mini's, so that a 500-message window sits below the warning line).
 
-Own cost = the turn's wall time minus the server's round trip, measured alone afterwards: a bare `httpx` POST of
-the same body over one keep-alive connection to the same server. That round trip holds the server's work, the
+Own cost = the turn's wall time minus the server's round trip: after every turn, a bare `httpx` POST of the same
+body over one keep-alive connection to the same server (the agents take turns in rotation, so whatever else
+loads the machine weighs on every configuration alike). That round trip holds the server's work, the
 loopback and the HTTP client (what any caller pays); the rest is pagemind's. CPU per step is the agent process's
 `time.process_time()` over the turn (the server's CPU is in its own process and not counted).
 
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+QUIET_IN_PROCESS_MS = 1.60  # bench/step_overhead.py, 10 stored messages, load average 0.79 (bench/RESULTS.md)
 CONFIGS = ((10, 9), (1_000, 51), (1_000, 501), (10_000, 51), (10_000, 501))  # (stored, in window); windows are
 # multiples of 3 so that trimming a turn's three messages (user, call, result) never splits a tool group
 ANSWER = json.dumps({
@@ -84,23 +86,9 @@ def seed(store, agent_id: int, stored: int, window: int) -> None:  # noqa: ANN00
         store.append_messages(agent_id, messages[offset:offset + 2000])
 
 
-async def bare_round_trip(url: str, body: bytes, count: int) -> list[float]:
-    """The server's round trip alone: the same body posted with a bare keep-alive httpx client."""
-    import httpx
-
-    times = []
-    async with httpx.AsyncClient(base_url=url) as client:
-        for _ in range(count):
-            started = time.perf_counter()
-            response = await client.post("/chat/completions", content=body,
-                                         headers={"content-type": "application/json"})
-            response.read()
-            times.append((time.perf_counter() - started) * 1000)
-    return times[5:]
-
-
-async def measure(stored: int, window: int, turns: int, url: str, home: Path,
-                  profiler: "cProfile.Profile | None" = None) -> dict[str, float]:
+async def load(stored: int, window: int, home: Path, model=None):  # noqa: ANN001, ANN201 (imported lazily)
+    """The companion agent over a fresh database holding `stored` messages, `window` of them in view; `model`
+    replaces the HTTP endpoint (the in-process reference row)."""
     from pagemind.runtime.agent import Agent
     from pagemind.runtime.spec import load_spec
     from pagemind.runtime.state.engine import make_engine
@@ -108,35 +96,66 @@ async def measure(stored: int, window: int, turns: int, url: str, home: Path,
 
     spec = load_spec(ROOT / "agents" / "companion.yaml")
     spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context_window": 128_000})})
-    store = StateStore(make_engine(f"sqlite:///{home / f'h{stored}-{window}.db'}"))
-    agent = await Agent.load(spec, store=store)
+    store = StateStore(make_engine(f"sqlite:///{home / f'h{stored}-{window}-{model is None}.db'}"))
+    agent = await Agent.load(spec, store=store, model=model)
     seed(store, agent.record.id, stored, window)
-    agent = await Agent.load(spec, store=store)
-    walls, cpus = [], []
-    for i in range(turns):
-        if profiler is not None and i == 10:
-            profiler.enable()
-        cpu, started = time.process_time(), time.perf_counter()
-        await agent.send(f"turn {i}: how was your day?")
-        walls.append((time.perf_counter() - started) * 1000)
-        cpus.append((time.process_time() - cpu) * 1000)
-        agent.window.messages = agent.window.messages[-window:]
+    return await Agent.load(spec, store=store, model=model)
+
+
+async def measure(turns: int, url: str, home: Path, profiler: cProfile.Profile | None = None,
+                  configs: tuple[tuple[int, int], ...] = CONFIGS) -> list[dict[str, float]]:
+    """Every configuration's agent takes its turns in rotation, each turn followed by the bare round trip of its
+    own body, so that whatever else loads the machine weighs on every row alike."""
+    import httpx
+
+    from pagemind.runtime.testing import FunctionModel
+
+    agents = [await load(stored, window, home) for stored, window in configs]
+    # The reference: the same agent with the model in-process (bench/step_overhead.py's step), in the rotation.
+    local = await load(10, 9, home, FunctionModel(lambda request: json.loads(ANSWER)))
+    local_walls: list[float] = []
+    local_cpus: list[float] = []
+    walls, cpus, trips = ([[] for _ in configs] for _ in range(3))
+    bodies: list[bytes] = [b""] * len(configs)
+    async with httpx.AsyncClient(base_url=url) as bare:
+        for i in range(turns):
+            if profiler is not None and i == 10:
+                profiler.enable()
+            cpu, started = time.process_time(), time.perf_counter()
+            await local.send(f"turn {i}: how was your day?")
+            local_walls.append((time.perf_counter() - started) * 1000)
+            local_cpus.append((time.process_time() - cpu) * 1000)
+            local.window.messages = local.window.messages[-9:]
+            for k, ((_, window), agent) in enumerate(zip(configs, agents)):
+                cpu, started = time.process_time(), time.perf_counter()
+                await agent.send(f"turn {i}: how was your day?")
+                walls[k].append((time.perf_counter() - started) * 1000)
+                cpus[k].append((time.process_time() - cpu) * 1000)
+                agent.window.messages = agent.window.messages[-window:]
+                if i % 50 == 0:  # the body as it is now (the window holds its size, so does the body)
+                    bodies[k] = agent.step_request(agent.compile()).encoded()
+                started = time.perf_counter()
+                response = await bare.post("/chat/completions", content=bodies[k],
+                                           headers={"content-type": "application/json"})
+                response.read()
+                trips[k].append((time.perf_counter() - started) * 1000)
     if profiler is not None:
         profiler.disable()
-    body = json.dumps(agent.step_request(agent.compile()).body(), ensure_ascii=False, separators=(",", ":")).encode()
-    server = await bare_round_trip(url, body, max(50, turns // 2))
-    warm = slice(10, None)  # the first turns load the encoding, the SDK, the pool
-    walls, cpus = walls[warm], cpus[warm]
-    return {"stored": stored, "window": len(agent.window.messages), "p50": median(walls),
-            "p95": percentile(walls, 95), "cpu": median(cpus), "server": median(server),
-            "own": median(walls) - median(server), "body_kb": len(body) / 1024}
+    rows, warm = [], slice(10, None)  # the first turns load the encoding, the SDK, the pool
+    for k, ((stored, _), agent) in enumerate(zip(configs, agents)):
+        wall, cpu, trip = walls[k][warm], cpus[k][warm], trips[k][warm]
+        rows.append({"stored": stored, "window": len(agent.window.messages), "p50": median(wall),
+                     "p95": percentile(wall, 95), "cpu": median(cpu), "server": median(trip),
+                     "own": median(wall) - median(trip), "body_kb": len(bodies[k]) / 1024,
+                     "in_process": median(local_walls[warm]), "in_process_cpu": median(local_cpus[warm])})
+    return rows
 
 
 def profile(stored: int, window: int, turns: int, url: str, home: Path) -> None:
     import pstats
 
     profiler = cProfile.Profile()
-    asyncio.run(measure(stored, window, turns, url, home, profiler))
+    asyncio.run(measure(turns, url, home, profiler, ((stored, window),)))
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
     pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
 
@@ -162,10 +181,8 @@ def main() -> None:
                 stored, window = map(int, args.profile.split(":"))
                 return profile(stored, window, args.turns, url, Path(tmp))
             note = machine_note()
-            rows = []
-            for stored, window in CONFIGS:
-                rows.append(asyncio.run(measure(stored, window, args.turns, url, Path(tmp))))
-                r = rows[-1]
+            rows = asyncio.run(measure(args.turns, url, Path(tmp)))
+            for r in rows:
                 print(f"{r['stored']:>6} stored, window {r['window']:>3}: p50 {r['p50']:.2f} ms, p95 {r['p95']:.2f} ms, "
                       f"server {r['server']:.2f} ms, own {r['own']:.2f} ms, cpu {r['cpu']:.2f} ms/step", flush=True)
     finally:
@@ -182,12 +199,16 @@ def report(rows: list[dict[str, float]], turns: int, note: str) -> None:
     small = by[(10, 9)]["own"]
     flat = " · ".join(f"{s:,} stored, window {w}: {by[(s, w)]['own'] / small:.2f}" for s, w in CONFIGS[1:])
     window_ratio = by[(10_000, 501)]["own"] / by[(10_000, 51)]["own"]
+    local, local_cpu = rows[0]["in_process"], rows[0]["in_process_cpu"]
+    scaled = " · ".join(f"{r['stored']:,}/{r['window']}: {r['own'] / local * QUIET_IN_PROCESS_MS:.1f} ms" for r in rows)
+    cpu_ratio = " · ".join(f"{r['stored']:,}/{r['window']}: {r['cpu'] / local_cpu:.2f}" for r in rows)
     write_section("Step overhead over HTTP (bench/step_overhead_http.py)", f"""
 {note}; other helpers' jobs were running. {turns} one-step turns per row (first 10 dropped): the companion agent
 through `Agent.load` / `agent.send`, its endpoint a local OpenAI-compatible server in another process (HTTP/1.1
 keep-alive, instant scripted `send_message`), SQLite on local disk, window held at its size.
-Own cost = wall p50 − the server's round trip p50 (a bare keep-alive `httpx` POST of the same body, measured
-alone right after; it holds the server, the loopback and the HTTP client). CPU = the agent process's
+The five agents take their turns in rotation; each turn is followed by a bare keep-alive `httpx` POST of that
+agent's body to the same server. Own cost = wall p50 − that round trip's p50 (it holds the server, the loopback
+and the HTTP client). CPU = the agent process's
 `time.process_time()` per turn, HTTP client included.
 
 | stored messages | in window | body KiB | wall p50 ms | wall p95 ms | server round trip p50 ms | own cost p50 ms | CPU ms/step |
@@ -195,6 +216,11 @@ alone right after; it holds the server, the loopback and the HTTP client). CPU =
 {table}
 
 Own cost relative to 10 stored messages: {flat}. Window 501 vs 51 at 10,000 stored: {window_ratio:.2f}.
+
+Reference in the same rotation: the same step with the model in-process (no HTTP, as bench/step_overhead.py)
+took {local:.2f} ms p50 here ({local_cpu:.2f} ms CPU); on a quiet run of this machine it took {QUIET_IN_PROCESS_MS} ms (that
+script's section). CPU per step over HTTP relative to it: {cpu_ratio}. Scaled by the wall ratio, own cost on a
+quiet machine ≈ {scaled} (an estimate: load does not slow every part alike; rerun when the machine is quiet).
 Target: own cost p50 ≤ 3 ms and flat (10,000 vs 10 within 20 %).
 
 Anchor, measured the same way on a comparable 2-core machine (issue 11): the Letta server took 305–700 ms per
