@@ -86,6 +86,13 @@ def seed(store, agent_id: int, stored: int, window: int) -> None:  # noqa: ANN00
         store.append_messages(agent_id, messages[offset:offset + 2000])
 
 
+def body_of(request) -> bytes:  # noqa: ANN001
+    """The request's body as posted (encoded whole on trees older than `ModelRequest.encoded`)."""
+    if hasattr(request, "encoded"):
+        return request.encoded()
+    return json.dumps(request.body(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
 async def load(stored: int, window: int, home: Path, model=None):  # noqa: ANN001, ANN201 (imported lazily)
     """The companion agent over a fresh database holding `stored` messages, `window` of them in view; `model`
     replaces the HTTP endpoint (the in-process reference row)."""
@@ -133,7 +140,7 @@ async def measure(turns: int, url: str, home: Path, profiler: cProfile.Profile |
                 cpus[k].append((time.process_time() - cpu) * 1000)
                 agent.window.messages = agent.window.messages[-window:]
                 if i % 50 == 0:  # the body as it is now (the window holds its size, so does the body)
-                    bodies[k] = agent.step_request(agent.compile()).encoded()
+                    bodies[k] = body_of(agent.step_request(agent.compile()))
                 started = time.perf_counter()
                 response = await bare.post("/chat/completions", content=bodies[k],
                                            headers={"content-type": "application/json"})
