@@ -14,7 +14,10 @@ loads the machine weighs on every configuration alike). That round trip holds th
 loopback and the HTTP client (what any caller pays); the rest is pagemind's. CPU per step is the agent process's
 `time.process_time()` over the turn (the server's CPU is in its own process and not counted).
 
-    python bench/step_overhead_http.py [--turns 300] [--profile 10000:501]
+    python bench/step_overhead_http.py [--turns 300] [--profile 10000:501] [--label "before: main abc123"]
+
+Another tree can be measured with this script: put a folder holding `pagemind/{runtime,tools,blocks,scheduler}`
+(links to that tree's folders) first on PYTHONPATH and pass `--label`.
 """
 
 from __future__ import annotations
@@ -171,6 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--profile", help="stored:window, profile one configuration instead")
+    parser.add_argument("--label", help="a suffix for the section's title (a run of another tree, say)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -195,10 +199,10 @@ def main() -> None:
     finally:
         server.kill()
         server.wait()
-    report(rows, args.turns, note)
+    report(rows, args.turns, note, args.label)
 
 
-def report(rows: list[dict[str, float]], turns: int, note: str) -> None:
+def report(rows: list[dict[str, float]], turns: int, note: str, label: str | None = None) -> None:
     table = "\n".join(
         f"| {r['stored']:,} | {r['window']} | {r['body_kb']:.0f} | {r['p50']:.2f} | {r['p95']:.2f} | {r['server']:.2f} "
         f"| **{r['own']:.2f}** | {r['cpu']:.2f} |" for r in rows)
@@ -209,7 +213,8 @@ def report(rows: list[dict[str, float]], turns: int, note: str) -> None:
     local, local_cpu = rows[0]["in_process"], rows[0]["in_process_cpu"]
     scaled = " · ".join(f"{r['stored']:,}/{r['window']}: {r['own'] / local * QUIET_IN_PROCESS_MS:.1f} ms" for r in rows)
     cpu_ratio = " · ".join(f"{r['stored']:,}/{r['window']}: {r['cpu'] / local_cpu:.2f}" for r in rows)
-    write_section("Step overhead over HTTP (bench/step_overhead_http.py)", f"""
+    title = "Step overhead over HTTP (bench/step_overhead_http.py)" + (f", {label}" if label else "")
+    write_section(title, f"""
 {note}; other helpers' jobs were running. {turns} one-step turns per row (first 10 dropped): the companion agent
 through `Agent.load` / `agent.send`, its endpoint a local OpenAI-compatible server in another process (HTTP/1.1
 keep-alive, instant scripted `send_message`), SQLite on local disk, window held at its size.
