@@ -3,8 +3,8 @@
 A thousand agents talking to one server should hold one pool, not a thousand (each `openai.AsyncOpenAI` owns an
 `httpx.AsyncClient` and its connections). An httpx pool is bound to the event loop that first used it: its
 connections and locks belong to that loop, and using it from another one fails or hangs. So clients are kept
-per running loop, weakly: when a loop is closed and collected (`asyncio.run` ends), its clients go with it, and
-the next loop gets fresh ones.
+per running loop: when a loop is closed (`asyncio.run` ends), its clients are dropped as the next loop gets its
+own.
 """
 
 from __future__ import annotations
@@ -34,8 +34,12 @@ class Endpoint:
         """A new SDK client for this endpoint (no SDK retries: the model client retries with tenacity)."""
         import openai
 
-        return openai.AsyncOpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0,
-                                  timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s))
+        timeout = httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s)
+        # The SDK's public default client (its limits and redirects), given explicitly: the one it builds itself
+        # schedules its own closing on whatever loop runs when it is collected, which fails for a pool whose loop
+        # has closed (see `shared_client`).
+        return openai.AsyncOpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=timeout,
+                                  http_client=openai.DefaultAsyncHttpxClient(timeout=timeout))
 
 
 _CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Endpoint, openai.AsyncOpenAI]]" = (
@@ -53,6 +57,10 @@ def shared_client(endpoint: Endpoint) -> "openai.AsyncOpenAI":
     with _LOCK:
         clients = _CLIENTS.get(loop)
         if clients is None:
+            # A client with open connections holds its loop through their transports, so a closed loop's entry
+            # would never be collected: drop those here (their sockets close as the clients are collected).
+            for closed in [other for other in _CLIENTS if other.is_closed()]:
+                del _CLIENTS[closed]
             clients = _CLIENTS[loop] = {}
         client = clients.get(endpoint)
         if client is None:

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from datetime import datetime, timezone
 
 import httpx
+import pytest
 import respx
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.compiler import ContextInputs, MemoryStats, WireCache, compile_context
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelRequest, OpenAIModelClient
-from pagemind.runtime.model_pool import Endpoint, shared_client
+from pagemind.runtime.model_pool import Endpoint, pooled_clients, shared_client
 from pagemind.runtime.spec import ModelSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
@@ -113,3 +116,67 @@ def test_each_event_loop_gets_its_own_client():
     assert other is not first  # a pool never crosses loops
     client = OpenAIModelClient.from_spec(ModelSpec(name="m"), {"OPENAI_BASE_URL": "http://one.test/v1"})
     assert client.client is not client.client  # outside a loop: never a shared one
+
+
+SERVER = r'''
+import itertools, json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+connections = itertools.count(1)
+BODY = json.dumps({"choices": [{"message": {"role": "assistant", "content": "ok"}}]}).encode()
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def setup(self):
+        super().setup()
+        self.connection_number = next(connections)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(BODY)))
+        self.send_header("x-connection", str(self.connection_number))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+'''
+
+
+@pytest.fixture
+def local_server():
+    """An OpenAI-compatible endpoint in another process that numbers the TCP connections it accepts."""
+    process = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        yield f"http://127.0.0.1:{process.stdout.readline().strip()}/v1"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_agents_of_one_endpoint_use_one_keep_alive_connection_and_closed_loops_let_go(local_server):
+    spec, env = ModelSpec(name="m"), {"OPENAI_BASE_URL": local_server}
+
+    async def three_calls() -> set[str]:
+        seen = set()
+        for client in [OpenAIModelClient.from_spec(spec, env) for _ in range(3)]:  # three agents' clients
+            await client.complete(REQUEST)
+            raw = await client.client.post("/chat/completions", body={}, cast_to=httpx.Response)
+            seen.add(raw.headers["x-connection"])
+        return seen
+
+    first = asyncio.run(three_calls())
+    assert len(first) == 1  # every call on one connection
+    second = asyncio.run(three_calls())
+    assert len(second) == 1 and second != first  # a new loop, a new pool (a pool never crosses loops)
+    assert pooled_clients() == 1  # the closed loop's pool was let go
+
+
+REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 10)
