@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import httpx
@@ -26,7 +26,7 @@ class Endpoint:
     """What makes two clients interchangeable: where they post, with which key, under which timeouts."""
 
     base_url: str | None
-    api_key: str
+    api_key: str = field(repr=False)  # never in a log line or a traceback
     timeout_s: float
     connect_timeout_s: float
 
