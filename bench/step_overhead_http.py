@@ -213,13 +213,15 @@ def report(rows: list[dict[str, float]], turns: int, note: str, label: str | Non
     local, local_cpu = rows[0]["in_process"], rows[0]["in_process_cpu"]
     scaled = " · ".join(f"{r['stored']:,}/{r['window']}: {r['own'] / local * QUIET_IN_PROCESS_MS:.1f} ms" for r in rows)
     cpu_ratio = " · ".join(f"{r['stored']:,}/{r['window']}: {r['cpu'] / local_cpu:.2f}" for r in rows)
+    by_cpu = " · ".join(f"{r['stored']:,}/{r['window']}: {r['cpu'] / local_cpu * QUIET_IN_PROCESS_MS:.1f} ms"
+                        for r in rows)
     title = "Step overhead over HTTP (bench/step_overhead_http.py)" + (f", {label}" if label else "")
     write_section(title, f"""
 {note}; other helpers' jobs were running. {turns} one-step turns per row (first 10 dropped): the companion agent
 through `Agent.load` / `agent.send`, its endpoint a local OpenAI-compatible server in another process (HTTP/1.1
 keep-alive, instant scripted `send_message`), SQLite on local disk, window held at its size.
-The five agents take their turns in rotation; each turn is followed by a bare keep-alive `httpx` POST of that
-agent's body to the same server. Own cost = wall p50 − that round trip's p50 (it holds the server, the loopback
+The agents of the five rows (and the reference below) take their turns in rotation; each turn is followed by a
+bare keep-alive `httpx` POST of that agent's body to the same server. Own cost = wall p50 − that round trip's p50 (it holds the server, the loopback
 and the HTTP client). CPU = the agent process's
 `time.process_time()` per turn, HTTP client included.
 
@@ -231,13 +233,14 @@ Own cost relative to 10 stored messages: {flat}. Window 501 vs 51 at 10,000 stor
 
 Reference in the same rotation: the same step with the model in-process (no HTTP, as bench/step_overhead.py)
 took {local:.2f} ms p50 here ({local_cpu:.2f} ms CPU); on a quiet run of this machine it took {QUIET_IN_PROCESS_MS} ms (that
-script's section). CPU per step over HTTP relative to it: {cpu_ratio}. Scaled by the wall ratio, own cost on a
-quiet machine ≈ {scaled} (an estimate: load does not slow every part alike; rerun when the machine is quiet).
+script's section). CPU per step over HTTP relative to it: {cpu_ratio}. Scaled to a quiet machine (estimates:
+load does not slow every part alike; rerun when the machine is quiet): own cost by the wall ratio ≈ {scaled};
+CPU per step by the CPU ratio ≈ {by_cpu}.
 Target: own cost p50 ≤ 3 ms and flat (10,000 vs 10 within 20 %).
 
 Anchor, measured the same way on a comparable 2-core machine (issue 11): the Letta server took 305–700 ms per
-step at ~50 messages and 865–1,226 ms at ~1,000, growing ≈ 0.75 ms per message in the prompt; pagemind before
-this work took 24–27 ms per turn at the start of a conversation and 66–71 ms after 600 turns (~170 messages in
+step at ~50 messages and 865–1,226 ms at ~1,000, growing ≈ 0.75 ms per message in the prompt; pagemind when
+the issue was filed (the body still through `chat.completions.create`) took 24–27 ms per turn at the start of a conversation and 66–71 ms after 600 turns (~170 messages in
 the window), ~56 ms CPU per turn, 85 % of it in the `openai` SDK's request transform.
 """)
 
