@@ -131,6 +131,8 @@ class AgentSpec(BaseModel):
     )
     max_steps_per_turn: int = Field(10, gt=0)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    template: bool = Field(False, description="a template for agents made through the daemon (`pagemind serve`), "
+                                              "not an agent of its own")
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "AgentSpec":
@@ -150,7 +152,9 @@ class AgentSpec(BaseModel):
 
     def spec_hash(self) -> str:
         """A stable fingerprint of the definition, to tell when the YAML changed."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        # `template` left out while false: adding the field did not change the fingerprint of any existing agent.
+        dumped = self.model_dump_json(exclude=None if self.template else {"template"})
+        return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 
 _PATH_IN_MESSAGE = re.compile(r"^((?:\w+)(?:\[\d+\])?(?:\.\w+(?:\[\d+\])?)*): (.*)$", re.S)
