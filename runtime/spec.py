@@ -12,6 +12,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from pagemind.runtime.memory_config import MemoryConfig
+from pagemind.runtime.triggers_spec import IdleTrigger, ScheduleTrigger, check_unique
 from pagemind.tools import BUILTIN_TOOLS, Tool, tool
 
 # The tiktoken encodings shipped with the package (runtime/tokens.py loads them; a test checks the two agree).
@@ -131,6 +132,8 @@ class AgentSpec(BaseModel):
     )
     max_steps_per_turn: int = Field(10, gt=0)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    schedule: list[ScheduleTrigger] = Field(default_factory=list, description="cron / every triggers (the daemon)")
+    idle: IdleTrigger | None = Field(None, description="fired once after the agent has been idle this long")
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "AgentSpec":
@@ -141,6 +144,7 @@ class AgentSpec(BaseModel):
                     f"blocks[{index}].label: duplicate block label '{block.label}' (first at blocks[{seen[block.label]}])"
                 )
             seen[block.label] = index
+        check_unique(self.schedule, self.idle)
         return self
 
     def resolved_tools(self) -> dict[str, Tool]:
