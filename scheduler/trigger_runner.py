@@ -1,0 +1,134 @@
+"""The daemon's side of triggers: each tick, every agent with triggers gets its due firings submitted to its inbox,
+and a loop runs the ticks when something is due.
+
+A tick reads everything it needs in a few queries (the agents, their `trigger_fires` rows, their last activity),
+decides with `scheduler.triggers.plan`, submits each firing with its idempotency key and only then records it:
+a crash in between makes the next tick decide the same firing again, and the inbox returns the item already
+there. Two daemon processes ticking at once do the same, so each firing is one inbox item.
+
+The loop sleeps until the earliest due time of all agents, never longer than `max_sleep` (so agents created,
+messages that start an idle period and edited YAML are noticed within it). Its clock and its sleep are the
+daemon's clock and `asyncio.sleep` unless a test passes its own, so trigger tests never sleep for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Awaitable, Callable, Protocol
+
+import structlog
+from sqlalchemy import select
+
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.tables import AgentRow
+from pagemind.scheduler.catalog import AgentCatalog
+from pagemind.scheduler.errors import DaemonError
+from pagemind.scheduler.trigger_fires import TriggerFires
+from pagemind.scheduler.triggers import Plan, as_utc, plan, wake_at
+
+log = structlog.get_logger("pagemind.scheduler")
+MAX_SLEEP = timedelta(seconds=30)
+_RETRY = timedelta(seconds=5)  # after a tick that failed (the database away, say)
+agents = AgentRow.__table__
+
+
+class Submitter(Protocol):
+    """What the runner needs of the daemon: its catalog and its `submit`."""
+
+    catalog: AgentCatalog
+
+    async def submit(self, agent: str, content: str, *, idempotency_key: str | None = None,
+                     kind: str = "message") -> Any: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """An agent with triggers: its name, stored id and the spec it runs with now."""
+
+    name: str
+    agent_id: int
+    spec: AgentSpec
+
+
+class TriggerRunner:
+    """Ticks the triggers of every agent one daemon serves; `started` is when that daemon process started (by its
+    clock): firings due before it were missed while no daemon ran (`scheduler.triggers`)."""
+
+    def __init__(self, daemon: Submitter, started: datetime, *, max_sleep: timedelta = MAX_SLEEP):
+        self.daemon, self.started, self.max_sleep = daemon, as_utc(started), max_sleep
+        self.fires = TriggerFires(daemon.catalog.store.engine)
+        self.fired_count = 0  # firings this process submitted (an item already there counts too)
+
+    def targets(self) -> list[Target]:
+        """Every agent served whose spec has triggers (YAML agents, agents made from a template or a spec)."""
+        catalog = self.daemon.catalog
+        catalog.rescan()
+        with catalog.store.engine.connect() as conn:
+            ids = {name: agent_id for agent_id, name in conn.execute(select(agents.c.id, agents.c.name))}
+        by_template: dict[str, AgentSpec | None] = {}
+        found: list[Target] = []
+        for info in catalog.list({}):
+            try:
+                if info.template is not None and info.template in by_template:
+                    cached = by_template[info.template]
+                    spec = cached.model_copy(update={"name": info.name}) if cached is not None else None
+                else:
+                    spec = catalog.spec_for(info.name)
+                    if info.template is not None:
+                        by_template[info.template] = spec if (spec.schedule or spec.idle) else None
+                if spec is None or not (spec.schedule or spec.idle):
+                    continue
+                agent_id = ids.get(info.name)
+                if agent_id is None:  # a YAML agent that never ran: its triggers need its state (and an id)
+                    agent_id = catalog.agent_id(info.name)
+                found.append(Target(info.name, agent_id, spec))
+            except DaemonError as exc:  # deleted or its template gone since the listing
+                log.warning("trigger_target_skipped", agent=info.name, error=str(exc))
+        return found
+
+    async def tick(self, now: datetime) -> datetime:
+        """Submit every firing due at `now` and record it; returns when the next tick is due."""
+        now = as_utc(now)
+        targets = self.targets()
+        ids = [t.agent_id for t in targets]
+        fired = self.fires.fired(ids)
+        activity = self.fires.last_activity(ids, now)
+        plans: list[Plan] = []
+        for target in targets:
+            decided = plan(target.spec.schedule, target.spec.idle, fired.get(target.agent_id, {}),
+                           last_activity=activity.get(target.agent_id), now=now, started=self.started)
+            plans.append(decided)
+            try:
+                await self._carry_out(target, decided)
+            except DaemonError as exc:
+                log.warning("trigger_failed", agent=target.name, error=str(exc))
+        return wake_at(plans, now, self.max_sleep)
+
+    async def _carry_out(self, target: Target, decided: Plan) -> None:
+        for key, at in decided.records.items():
+            self.fires.record(target.agent_id, key, at)
+            log.info("trigger_recorded", agent=target.name, trigger=key, at=at.isoformat())
+        for firing in decided.firings:
+            item = await self.daemon.submit(target.name, firing.content, idempotency_key=firing.idempotency_key,
+                                            kind=firing.kind)
+            self.fires.record(target.agent_id, firing.trigger_key, firing.due)
+            self.fired_count += 1
+            log.info("trigger_fired", agent=target.name, trigger=firing.trigger_key, kind=firing.kind,
+                     due=firing.due.isoformat(), missed=firing.missed, run_id=item.run_id)
+
+    async def run(self, clock: Callable[[], datetime],
+                  sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
+        """Tick now and whenever the next firing is due, until cancelled; a failed tick is logged and retried."""
+        sleep = sleep or asyncio.sleep
+        while True:
+            now = as_utc(clock())
+            try:
+                wake = await self.tick(now)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 — the loop must outlive a database hiccup
+                log.error("trigger_tick_failed", error=f"{type(exc).__name__}: {exc}")
+                wake = now + _RETRY
+            await sleep(max((wake - as_utc(clock())).total_seconds(), 0.0))
