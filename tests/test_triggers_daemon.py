@@ -4,6 +4,7 @@ once each across restarts and across two daemons on one database, and the idle `
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -72,9 +73,9 @@ async def test_cron_and_every_fire_at_their_minutes_across_a_day(make_daemon, ag
     clock = ManualClock(at(0, 0, 30))
     daemon = make_daemon(clock)
     now = clock()
-    while now <= at(0, 0, 30, day=1):  # a tick every minute for a day and a bit
+    while now <= at(0, 0, 30, day=1):  # a tick every five minutes for a day (the rules' own test ticks each 20 s)
         await daemon.tick(now)
-        now = clock.advance(minutes=1)
+        now = clock.advance(minutes=5)
     got = [(i.kind, i.content, i.idempotency_key.split(":", 2)[2]) for i in items(daemon, "morning")]
     assert got == [
         ("job", "compact", "2026-11-30T06:00:00+00:00"),
@@ -163,6 +164,35 @@ async def test_two_daemons_deciding_the_same_firing_make_one_inbox_item(make_dae
     assert waiting == 2
     assert [i.content for i in items(one, "shared")] == ["half hour"]
     assert one.triggers.fired_count == two.triggers.fired_count == 1
+
+
+def test_two_daemons_in_two_threads_ticking_a_day_fire_each_time_once(make_daemon, agents_dir):
+    write_agent(agents_dir, "raced", schedule=[{"every": "30m", "message": "half hour"}])
+    clock = ManualClock(at(0, 0, 10))
+    daemons = [make_daemon(clock), make_daemon(clock)]
+    asyncio.run(daemons[0].tick(at(0, 0, 10)))  # first sighting
+    times = [at(0, 30 * i, 1) for i in range(1, 49)]
+    barrier = threading.Barrier(2, timeout=60)
+    errors: list[BaseException] = []
+
+    def ticker(daemon: Daemon) -> None:
+        try:
+            for moment in times:
+                barrier.wait()  # both tick the same moment together
+                asyncio.run(daemon.tick(moment))
+        except BaseException as exc:  # noqa: BLE001 — reported below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=ticker, args=(d,)) for d in daemons]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    dues = [i.idempotency_key.split(":", 2)[2] for i in items(daemons[0], "raced")]
+    assert dues == [(at(0, 30 * i)).isoformat() for i in range(1, 49)]  # every half hour once, none twice
+    assert sum(d.triggers.fired_count for d in daemons) >= 48
 
 
 async def test_idle_compact_fires_once_per_quiet_period_and_flushes(make_daemon, agents_dir):
