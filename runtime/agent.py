@@ -9,6 +9,7 @@ Tests swap the model with `Agent.load(..., model=ScriptedModel(...))`; nothing i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -45,6 +46,11 @@ class StepContext:
     clock: Callable[[], datetime]
     archival: ArchivalMemory | None = None
     recall: RecallMemory | None = None
+    tool_call_id: str | None = None  # set per call by dispatch (`for_call`): a side effect's idempotency key
+
+    def for_call(self, call_id: str) -> "StepContext":
+        """This context for one tool call."""
+        return dataclasses.replace(self, tool_call_id=call_id)
 
     def now(self) -> datetime:
         """The agent's clock."""

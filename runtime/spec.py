@@ -134,6 +134,8 @@ class AgentSpec(BaseModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     schedule: list[ScheduleTrigger] = Field(default_factory=list, description="cron / every triggers (the daemon)")
     idle: IdleTrigger | None = Field(None, description="fired once after the agent has been idle this long")
+    template: bool = Field(False, description="a template for agents made through the daemon (`pagemind serve`), "
+                                              "not an agent of its own")
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "AgentSpec":
@@ -154,7 +156,10 @@ class AgentSpec(BaseModel):
 
     def spec_hash(self) -> str:
         """A stable fingerprint of the definition, to tell when the YAML changed."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        # Fields added later are left out at their defaults: adding them changed no existing agent's fingerprint.
+        later = {"template": False, "schedule": [], "idle": None}
+        dumped = self.model_dump_json(exclude={k for k, v in later.items() if getattr(self, k) == v} or None)
+        return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 
 _PATH_IN_MESSAGE = re.compile(r"^((?:\w+)(?:\[\d+\])?(?:\.\w+(?:\[\d+\])?)*): (.*)$", re.S)

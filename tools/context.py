@@ -128,6 +128,17 @@ class ToolContext(Protocol):
         """Recall memory (the message log), or None when unavailable."""
         ...
 
+    @property
+    def tool_call_id(self) -> str | None:
+        """The id of the tool call being run: an idempotency key for a tool with side effects outside pagemind
+        (a daemon killed mid-step redoes the step, and the model may call the tool again with the same id when the
+        step is resumed from a trace; the id is stable per call). None outside a call."""
+        ...
+
+    def for_call(self, call_id: str) -> "ToolContext":
+        """This context for one call (`tool_call_id` set); dispatch gives each call its own."""
+        ...
+
     def now(self) -> datetime:
         """The current time (a fixed clock in tests and replays)."""
         ...

@@ -82,7 +82,7 @@ async def _run_one(call: ToolCall, tools: dict[str, Tool], context: ToolContext 
         return ToolResult(call.id, call.name, parsed, is_error=True)
     tool, arguments = parsed
     try:
-        output = render_output(await tool.invoke(arguments, context))
+        output = render_output(await tool.invoke(arguments, context.for_call(call.id) if context else None))
     except (BlockEditError, ToolError) as exc:
         log.info("tool_call_refused", tool=call.name, call_id=call.id, error=str(exc))
         return ToolResult(call.id, call.name, f"Error: {exc}", is_error=True)

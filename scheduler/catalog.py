@@ -1,0 +1,237 @@
+"""Which agents the daemon serves, and the spec each one runs with now.
+
+Three kinds of agent, one lookup (`spec_for`):
+
+- a YAML agent: a file in the agents folder (without `template: true`); its spec is the file, read again when
+  its mtime changes;
+- an agent made from a template (`create` with `template=`): its spec is the template's, renamed, so a change to
+  the template's file reaches every agent made from it at its next turn; memory is never touched (block values
+  seed a new agent only, as for YAML agents). Any YAML in the folder can serve as a template; `template: true`
+  makes one that is not an agent itself;
+- an agent made from a spec given to the API (`create` with `spec=`): its spec is the one stored with it.
+
+`agent_origins` records the last two (the template's name, or none, and the block values given at creation).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import structlog
+from sqlalchemy import delete, select
+
+from pagemind.runtime.spec import AgentSpec, SpecError, load_spec
+from pagemind.runtime.state.records import aware
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.tables import AgentRow, agent_origins
+from pagemind.scheduler.errors import AgentExists, DaemonError, NotDeletable, UnknownAgent, UnknownTemplate
+
+log = structlog.get_logger("pagemind.scheduler")
+agents = AgentRow.__table__
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    """An agent the daemon serves, as the API lists it."""
+
+    name: str
+    template: str | None  # the template it was made from; None for a YAML agent or one made from a spec
+    created_at: datetime | None  # None for a YAML agent that has never run
+    pending: int  # items in its inbox still to run
+    source: str = "yaml"  # "yaml" (a file in the folder), "template" (made from one) or "spec" (made from a spec)
+
+
+@dataclass
+class _File:
+    path: Path
+    mtime: float
+    spec: AgentSpec
+
+
+@dataclass(frozen=True)
+class _Origin:
+    agent_id: int
+    template: str | None
+
+
+class AgentCatalog:
+    """The agents folder and the agents made through the daemon, over one `StateStore`."""
+
+    def __init__(self, directory: str | Path | None, store: StateStore):
+        self.directory = Path(directory) if directory is not None else None
+        self.store = store
+        self.errors: dict[Path, str] = {}  # YAML files that do not load, and why (the API's readiness shows them)
+        self._files: dict[str, _File] = {}
+        self._origins: dict[str, _Origin | None] = {}
+        self.rescan()
+
+    # -- the folder ---------------------------------------------------------------------------------------------
+
+    def rescan(self) -> None:
+        """Read the folder again: new files are added, removed ones dropped, changed ones re-read."""
+        if self.directory is None:
+            return
+        seen: dict[str, _File] = {}
+        paths = sorted(p for p in self.directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        for path in paths:
+            current = next((f for f in self._files.values() if f.path == path), None)
+            loaded = self._read(path, current)
+            if loaded is None:
+                continue
+            if loaded.spec.name in seen:
+                self.errors[path] = f"the name '{loaded.spec.name}' is also used by {seen[loaded.spec.name].path}"
+                continue
+            seen[loaded.spec.name] = loaded
+        self._files = seen
+
+    def _read(self, path: Path, current: _File | None) -> _File | None:
+        try:
+            mtime = path.stat().st_mtime
+            if current is not None and current.mtime == mtime:
+                return current
+            spec = load_spec(path)
+        except (OSError, SpecError) as exc:
+            self.errors[path] = str(exc)
+            log.warning("agent_yaml_invalid", path=str(path), error=str(exc)[:300])
+            return current  # keep serving the last good version of a file being edited
+        self.errors.pop(path, None)
+        return _File(path, mtime, spec)
+
+    def _file(self, name: str) -> _File | None:
+        entry = self._files.get(name)
+        if entry is None:
+            return None
+        fresh = self._read(entry.path, entry) if entry.path.exists() else None
+        if fresh is None:
+            self._files.pop(name, None)
+            return None
+        self._files[name] = fresh
+        return fresh
+
+    def templates(self) -> list[str]:
+        """The names any agent can be made from: every YAML in the folder."""
+        return sorted(self._files)
+
+    def is_yaml_agent(self, name: str) -> bool:
+        """Whether `name` is an agent defined by a file in the folder (not a template)."""
+        entry = self._file(name)
+        return entry is not None and not entry.spec.template
+
+    # -- any agent ----------------------------------------------------------------------------------------------
+
+    def _origin(self, name: str) -> _Origin | None:
+        if name not in self._origins:
+            with self.store.engine.connect() as conn:
+                row = conn.execute(select(agent_origins.c.agent_id, agent_origins.c.template)
+                                   .join(agents, agents.c.id == agent_origins.c.agent_id)
+                                   .where(agents.c.name == name)).first()
+            self._origins[name] = _Origin(row.agent_id, row.template) if row else None
+        return self._origins[name]
+
+    def spec_for(self, name: str) -> AgentSpec:
+        """The spec agent `name` runs with now; raises `UnknownAgent`."""
+        entry = self._file(name)
+        if entry is not None and not entry.spec.template:
+            return entry.spec
+        origin = self._origin(name) if entry is None else None
+        if origin is None:
+            if entry is None and name not in self._files:
+                self.rescan()  # a file added since
+                if self.is_yaml_agent(name):
+                    return self._files[name].spec
+            raise UnknownAgent(name)
+        if origin.template is not None:
+            template = self._file(origin.template)
+            if template is None:
+                raise UnknownAgent(name) from UnknownTemplate(origin.template, self.templates())
+            return template.spec.model_copy(update={"name": name, "template": False})
+        stored = self.store.stored_spec_json(name)
+        if stored is None:
+            raise UnknownAgent(name)
+        return AgentSpec.model_validate_json(stored)
+
+    def agent_id(self, name: str) -> int:
+        """The stored id of agent `name`, creating its state on first use (a YAML agent that never ran)."""
+        origin = self._origin(name)
+        if origin is not None:
+            return origin.agent_id
+        spec = self.spec_for(name)
+        record = self.store.get_agent(name) or self.store.ensure_agent(spec)
+        return record.id
+
+    # -- agents made through the daemon -------------------------------------------------------------------------
+
+    def create(self, name: str, now: datetime, *, template: str | None = None, spec: AgentSpec | None = None,
+               blocks: dict[str, str] | None = None) -> AgentInfo:
+        """Make an agent from a template (by name) or a spec, with `blocks` as its first block values; raises
+        `AgentExists`, `UnknownTemplate`, or `DaemonError` for a block the spec lacks or a value over its limit."""
+        if (template is None) == (spec is None):
+            raise DaemonError("give a template or a spec (one of them)")
+        if name in self._files or self._origin(name) is not None:
+            raise AgentExists(name)
+        if template is not None:
+            source = self._file(template)
+            if source is None:
+                raise UnknownTemplate(template, self.templates())
+            spec = source.spec
+        seeded = _seeded(spec.model_copy(update={"name": name, "template": False}), blocks or {})  # type: ignore[union-attr]
+        existing = self.store.get_agent(name)
+        if existing is not None and existing.spec_hash != seeded.spec_hash():
+            raise AgentExists(name)  # stored by something else (`pagemind run`); a half-made one of ours matches
+        record = existing or self.store.ensure_agent(seeded)
+        with self.store.engine.begin() as conn:
+            conn.execute(agent_origins.insert().values(agent_id=record.id, template=template, blocks=blocks or {},
+                                                       created_at=now))
+        self._origins[name] = _Origin(record.id, template)
+        log.info("agent_created", agent=name, template=template)
+        return AgentInfo(name, template, record.created_at, 0, "template" if template else "spec")
+
+    def delete(self, name: str) -> int:
+        """Stop serving an agent made through the daemon; returns its id. Its stored state is kept under the name
+        `NAME.deleted-ID` (nothing is destroyed, and the name is free again). Raises `NotDeletable` for a YAML
+        agent and `UnknownAgent`."""
+        if self.is_yaml_agent(name):
+            raise NotDeletable(name)
+        origin = self._origin(name)
+        if origin is None:
+            raise UnknownAgent(name)
+        with self.store.engine.begin() as conn:
+            conn.execute(delete(agent_origins).where(agent_origins.c.agent_id == origin.agent_id))
+        self.store.rename_agent(name, f"{name}.deleted-{origin.agent_id}")
+        self._origins.pop(name, None)
+        log.info("agent_deleted", agent=name, agent_id=origin.agent_id)
+        return origin.agent_id
+
+    def list(self, pending: dict[int, int]) -> list[AgentInfo]:
+        """Every agent served: YAML agents and agents made through the daemon, by name (`pending`: open items per
+        agent id)."""
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(agents.c.id, agents.c.name, agents.c.created_at, agent_origins.c.template,
+                                       agent_origins.c.agent_id.label("origin"))
+                                .outerjoin(agent_origins, agent_origins.c.agent_id == agents.c.id)).all()
+        stored = {r.name: r for r in rows}
+        infos = [AgentInfo(name, None, aware(stored[name].created_at) if name in stored else None,
+                           pending.get(stored[name].id, 0) if name in stored else 0, "yaml")
+                 for name, entry in self._files.items() if not entry.spec.template]
+        infos += [AgentInfo(r.name, r.template, aware(r.created_at), pending.get(r.id, 0),
+                            "template" if r.template else "spec")
+                  for r in rows if r.origin is not None and r.name not in self._files]
+        return sorted(infos, key=lambda info: info.name)
+
+
+def _seeded(spec: AgentSpec, blocks: dict[str, str]) -> AgentSpec:
+    labels = {b.label for b in spec.blocks}
+    unknown = sorted(set(blocks) - labels)
+    if unknown:
+        raise DaemonError(f"no block {', '.join(map(repr, unknown))} in the spec (blocks: {', '.join(sorted(labels))})")
+    data = json.loads(spec.model_dump_json())
+    for block in data["blocks"]:
+        if block["label"] in blocks:
+            block["value"] = blocks[block["label"]]
+    try:
+        return AgentSpec.model_validate(data)
+    except ValueError as exc:
+        raise DaemonError(f"block values do not fit the spec: {exc}") from None

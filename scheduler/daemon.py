@@ -1,0 +1,225 @@
+"""The daemon: many agents in one asyncio process, a durable inbox, per-agent order, crash recovery, scale-out.
+
+    catalog = AgentCatalog("agents/", StateStore.open(settings.database_url))
+    daemon = Daemon(catalog, settings)
+    await daemon.start()
+    item = await daemon.submit("companion-u123", "I got the job!", idempotency_key="msg-123")
+    done = await daemon.wait(item.run_id, timeout=60)   # done.result["reply"]
+    await daemon.stop()
+
+Every accepted message is in the inbox (SQL) before `submit` returns; the dispatcher (`scheduler.dispatcher`)
+runs each agent's items oldest first, one at a time, under the agent's lease (`scheduler.leases`), so several
+daemon processes on one Postgres keep each agent's order and never run an item twice. The HTTP API
+(`scheduler.api`) and the triggers (`scheduler.triggers`, through `tick`) are built on this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime
+from typing import Any, AsyncContextManager, AsyncIterator, Callable
+
+import structlog
+from pydantic import BaseModel, Field
+
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.events import Event
+from pagemind.runtime.model_client import ModelClient
+from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.records import utcnow
+from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
+from pagemind.scheduler.dispatcher import Dispatcher
+from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
+from pagemind.scheduler.fanout import END, RunFanout
+from pagemind.scheduler.inbox import Inbox, InboxItem
+from pagemind.scheduler.leases import Leases, new_owner_id
+from pagemind.scheduler.pool import AgentPool
+from pagemind.scheduler.trigger_runner import TriggerRunner
+from pagemind.scheduler.wakeup import PgWakeups
+
+log = structlog.get_logger("pagemind.scheduler")
+KINDS = ("message", "job")
+
+
+class DaemonConfig(BaseModel):
+    """How the daemon runs its agents."""
+
+    concurrency: int = Field(64, gt=0, description="agents whose work runs at once in this process")
+    lease_s: float = Field(30, gt=0, description="an agent's lease: how long a dead daemon holds its agents")
+    poll_s: float = Field(1.0, gt=0, description="the safety-net poll for work no wake-up announced")
+    idle_unload_s: float = Field(300, ge=0, description="an agent idle this long is unloaded from memory")
+    grace_s: float = Field(30, ge=0, description="how long `stop` lets running items finish before cancelling")
+    max_loaded: int = Field(1024, gt=0, description="agents kept loaded at most (least recently used go first)")
+    max_attempts: int = Field(5, gt=0, description="claims of one item before it fails (a daemon died each time)")
+    turn_wait_s: float = Field(30, ge=0, description="how long a turn waits for a turn run outside the daemon")
+    url: str = Field("", description="the URL this daemon answers on, for `pagemind run` (the API sets it)")
+
+
+class Daemon:
+    """Serves the agents of one catalog (see the module docstring)."""
+
+    def __init__(self, catalog: AgentCatalog, settings: Settings, *, config: DaemonConfig | None = None,
+                 model: ModelClient | None = None, clock: Callable[[], datetime] = utcnow):
+        self.catalog, self.settings, self.config = catalog, settings, config or DaemonConfig()
+        self.clock = clock
+        self.store = catalog.store
+        self.inbox = Inbox(self.store.engine)
+        self.leases = Leases(self.store.engine, new_owner_id(), self.config.lease_s)
+        self.pool = AgentPool(catalog, settings, model=model, clock=clock, max_loaded=self.config.max_loaded,
+                              idle_unload_s=self.config.idle_unload_s)
+        self.fanout = RunFanout()
+        self.dispatcher = Dispatcher(self.inbox, self.leases, self.pool, self.fanout, self.config)
+        self.wakeups: PgWakeups | None = None
+        self.triggers = TriggerRunner(self, started=clock())
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.started = False
+
+    @property
+    def owner(self) -> str:
+        """This process's identity in `agent_leases`, `inbox.owner` and `daemons`."""
+        return self.leases.owner
+
+    # -- life -----------------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register this process, end dead daemons' leases (their running items run again, completed rather than
+        redone), start listening for work and the dispatcher."""
+        now = utcnow()
+        self.leases.register(self.config.url, now)
+        swept = self.leases.sweep(now)
+        if self.store.engine.dialect.name == "postgresql":
+            self.wakeups = PgWakeups(self.store.engine, self.dispatcher.wake.set, self.fanout.finished_elsewhere)
+            self._tasks.append(asyncio.create_task(self.wakeups.run(), name="pagemind-listen"))
+        self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="pagemind-dispatch"))
+        self._tasks.append(asyncio.create_task(self.dispatcher.heartbeat(), name="pagemind-heartbeat"))
+        self._tasks.append(asyncio.create_task(self.triggers.run(self.clock), name="pagemind-triggers"))
+        self.started = True
+        log.info("daemon_started", owner=self.owner, database=self.store.engine.dialect.name, swept=swept,
+                 concurrency=self.config.concurrency)
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Stop taking work; let running items finish for up to `grace_s` (default `config.grace_s`); put the
+        unfinished ones back to pending and give every lease back, so another daemon resumes them at once."""
+        if not self.started:
+            return
+        self.started = False
+        cancelled = await self.dispatcher.drain(self.config.grace_s if grace_s is None else grace_s)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        released = self.inbox.release(self.owner)
+        self.leases.unregister()
+        log.info("daemon_stopped", owner=self.owner, cancelled=cancelled, released=released)
+
+    async def tick(self, now: datetime) -> None:
+        """Submit every trigger firing due at `now` (`scheduler.trigger_runner`); `start` runs a loop that calls it
+        whenever the next firing is due, by the daemon's clock."""
+        await self.triggers.tick(now)
+
+    # -- work -----------------------------------------------------------------------------------------------------
+
+    async def submit(self, agent: str, content: str, *, idempotency_key: str | None = None,
+                     kind: str = "message") -> InboxItem:
+        """Accept a message (or a job, by name) for `agent`: committed to the inbox when this returns. The same
+        `idempotency_key` again returns the first item (`KeyReused` if its content differs); `UnknownAgent`."""
+        if kind not in KINDS:
+            raise DaemonError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        agent_id = self.catalog.agent_id(agent)
+        item, new = self.inbox.submit(agent_id, kind, content, idempotency_key, utcnow())
+        if not new and (item.content != content or item.kind != kind):
+            raise KeyReused(agent, idempotency_key or "")
+        if new:
+            self.dispatcher.wake.set()
+        return item
+
+    def run(self, run_id: str) -> InboxItem | None:
+        """The item with this run id, as stored now (None if there is none)."""
+        return self.inbox.get(run_id)
+
+    async def wait(self, run_id: str, timeout: float) -> InboxItem:
+        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            finished = self.fanout.waiter(run_id)  # before reading: an end in between is not missed
+            try:
+                item = self.inbox.get(run_id)
+                if item is None:
+                    raise UnknownRun(run_id)
+                remaining = deadline - loop.time()
+                if item.finished or remaining <= 0:
+                    return item
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(finished.wait(), min(remaining, self.config.poll_s))
+            finally:
+                self.fanout.unwait(run_id, finished)
+
+    def events(self, run_id: str) -> AsyncIterator[Event]:
+        """The run's events as they happen in this process (`runtime.events`), ending when the run ends. Subscribed
+        when called, so call it before the run starts to miss nothing; a run executed by another daemon process
+        yields no events, only its end."""
+        return _RunEvents(self, run_id)
+
+    # -- agents ---------------------------------------------------------------------------------------------------
+
+    def create_agent(self, name: str, *, template: str | None = None, spec: AgentSpec | None = None,
+                     blocks: dict[str, str] | None = None) -> AgentInfo:
+        """Make an agent from a template (by name) or a spec; `AgentExists`, `UnknownTemplate`."""
+        return self.catalog.create(name, utcnow(), template=template, spec=spec, blocks=blocks)
+
+    def delete_agent(self, name: str) -> None:
+        """Stop serving an agent made through the daemon; its open items fail. `UnknownAgent`, `NotDeletable`."""
+        agent_id = self.catalog.delete(name)
+        self.inbox.fail_open(agent_id, f"agent '{name}' was deleted", utcnow())
+        self.pool.forget(name)
+
+    def list_agents(self) -> list[AgentInfo]:
+        """Every agent served, with its open items."""
+        return self.catalog.list(self.inbox.open_counts())
+
+    def agent(self, name: str) -> AsyncContextManager[Agent]:
+        """The loaded agent, fresh from the store, with its turns held off meanwhile (in this process and, by the
+        turn lock, in others); `UnknownAgent`."""
+        return self._agent(name)
+
+    @contextlib.asynccontextmanager
+    async def _agent(self, name: str) -> AsyncIterator[Agent]:
+        async with self.pool.hold(name) as agent:
+            async with agent.store.turn_lock(agent.record.id, self.config.turn_wait_s, name):
+                agent.refresh()
+                yield agent
+
+
+class _RunEvents:
+    """The async iterator `Daemon.events` returns: subscribed at creation, ends with the run."""
+
+    def __init__(self, daemon: Daemon, run_id: str):
+        self.daemon, self.run_id = daemon, run_id
+        self.queue = daemon.fanout.subscribe(run_id)
+        self.closed = False
+
+    def __aiter__(self) -> "_RunEvents":
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self.closed:
+            try:
+                event = await asyncio.wait_for(self.queue.get(), self.daemon.config.poll_s)
+            except TimeoutError:
+                item = self.daemon.inbox.get(self.run_id)
+                if item is None or item.finished:
+                    self._close()
+                continue
+            if event is END:
+                self._close()
+                break
+            return event
+        raise StopAsyncIteration
+
+    def _close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.daemon.fanout.unsubscribe(self.run_id, self.queue)

@@ -1,0 +1,157 @@
+"""Running the inbox: take agents with work, run each agent's items in order, one at a time.
+
+The dispatcher wakes on a submission in this process, a Postgres notice from another, a worker ending, or every
+`poll_s` (the safety net), and takes the leases of as many agents with work as there are free slots
+(`concurrency`). Each taken agent gets a worker task that claims its oldest open item, runs it (a message as a
+turn with the idempotency key `inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes
+on until the agent's inbox is empty; then it gives the lease back. A message that arrives while its agent is busy
+waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
+
+Exactly once: the turn's idempotency key makes a re-run of an item whose daemon died after the turn committed
+return the stored turn, and a re-run of one killed mid-turn resume after its last committed step
+(`runtime.loop.begin_turn`); the item is then marked done once (`Inbox.finish` only moves an open item).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+
+from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.observer import NullObserver
+from pagemind.runtime.state.locks import AgentBusy
+from pagemind.runtime.state.records import utcnow
+from pagemind.scheduler.errors import UnknownAgent
+from pagemind.scheduler.fanout import RunFanout
+from pagemind.scheduler.inbox import Inbox, InboxItem
+from pagemind.scheduler.jobs import run_job
+from pagemind.scheduler.leases import Leases
+from pagemind.scheduler.pool import AgentPool
+
+log = structlog.get_logger("pagemind.scheduler")
+
+
+class Dispatcher:
+    """The workers of one daemon process (see the module docstring)."""
+
+    def __init__(self, inbox: Inbox, leases: Leases, pool: AgentPool, fanout: RunFanout, config: Any):
+        self.inbox, self.leases, self.pool, self.fanout, self.config = inbox, leases, pool, fanout, config
+        self.wake = asyncio.Event()
+        self.stopping = False
+        self.workers: dict[int, asyncio.Task[None]] = {}
+        self._lost: set[int] = set()  # agents whose lease another daemon took over (a stall): stop after the item
+
+    async def run(self) -> None:
+        """Take agents with work until `stopping`."""
+        while not self.stopping:
+            self.wake.clear()
+            free = self.config.concurrency - len(self.workers)
+            taken = self.leases.claim_agents(free, set(self.workers), utcnow()) if free > 0 else []
+            crash_point("daemon.agents_leased")
+            for agent_id in taken:
+                self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
+            if taken and len(taken) == free:
+                continue  # there may be more
+            try:
+                await asyncio.wait_for(self.wake.wait(), self.config.poll_s)
+            except TimeoutError:
+                pass
+
+    async def _work(self, agent_id: int) -> None:
+        try:
+            while not self.stopping and agent_id not in self._lost:
+                now = utcnow()
+                item = self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
+                if item is None:
+                    self.leases.release(agent_id)
+                    crash_point("daemon.lease_released")
+                    # An item submitted between the empty claim and the release found this agent leased: look again.
+                    if self.inbox.has_open(agent_id) and self.leases.take(agent_id, utcnow()):
+                        continue
+                    return
+                crash_point("daemon.item_claimed")
+                if not await self._run(item):
+                    return
+        except Exception:  # the database failed under us: the lease runs out and the agent is taken over
+            log.exception("worker_failed", agent_id=agent_id)
+        finally:
+            self._lost.discard(agent_id)
+            self.workers.pop(agent_id, None)
+            self.wake.set()
+
+    async def _run(self, item: InboxItem) -> bool:
+        """Run one claimed item and record its outcome; False when the agent must be left for now."""
+        if item.attempts > self.config.max_attempts:
+            self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped while "
+                                     "running it each time")
+            return True
+        log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
+        try:
+            result, error = await self._execute(item)
+        except AgentBusy as exc:  # a turn outside the daemon (`pagemind run`) holds the agent: try again later
+            log.warning("agent_busy", agent=item.agent_name, run_id=item.run_id, error=str(exc))
+            self.inbox.release(self.leases.owner, item.id)
+            self.leases.release(item.agent_id)
+            return False
+        except UnknownAgent as exc:
+            result, error = None, str(exc)
+        except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
+            log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
+            result, error = None, f"{type(exc).__name__}: {exc}"
+        crash_point("daemon.turn_done")
+        self._finish(item, result, error)
+        return True
+
+    async def _execute(self, item: InboxItem) -> tuple[dict[str, Any] | None, str | None]:
+        async with self.pool.hold(item.agent_name) as agent:
+            agent.observer = self.fanout.observer(item.run_id)
+            try:
+                if item.kind == "message":
+                    turn = await agent.run_turn(item.content, idempotency_key=item.turn_key,
+                                                wait=self.config.turn_wait_s)
+                    return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
+                            "turn_id": turn.turn_id}, None
+                async with agent.store.turn_lock(agent.record.id, self.config.turn_wait_s, agent.name):
+                    agent.refresh()
+                    result = await run_job(agent, item.content)
+                return result, result.get("error")
+            finally:
+                agent.observer = NullObserver()
+
+    def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> None:
+        stored = self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
+        crash_point("daemon.item_finished")
+        log.info("item_end", agent=item.agent_name, run_id=item.run_id, state=stored.state,
+                 latency_ms=round((stored.finished_at - stored.created_at).total_seconds() * 1000, 1)
+                 if stored.finished_at else None)
+        self.fanout.finish(item.run_id)
+
+    async def heartbeat(self) -> None:
+        """Renew this process's leases, say it is alive, end dead daemons' leases, unload idle agents; forever."""
+        while True:
+            await asyncio.sleep(self.config.lease_s / 3)
+            now = utcnow()
+            try:
+                self._lost |= self.leases.renew(set(self.workers), now)
+                self.leases.heartbeat(now)
+                if self.leases.sweep(now):
+                    self.wake.set()
+            except Exception:
+                log.exception("heartbeat_failed")
+            self.pool.unload_idle()
+
+    async def drain(self, grace_s: float) -> int:
+        """Stop taking work; let running items finish for up to `grace_s`, then cancel them. Returns how many were
+        cancelled (their items go back to pending when the daemon gives its leases back)."""
+        self.stopping = True
+        self.wake.set()
+        running = list(self.workers.values())
+        if not running:
+            return 0
+        _, late = await asyncio.wait(running, timeout=grace_s)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        return len(late)

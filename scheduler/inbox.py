@@ -1,0 +1,179 @@
+"""The durable inbox: every accepted message or job for an agent, committed before the caller is answered.
+
+An item goes pending → running (owner, lease) → done | failed. Its `id` is the arrival order and an agent's items
+run in that order, one at a time, by the one daemon that holds the agent's lease (`scheduler.leases`). An
+`idempotency_key` is unique per agent: a retried submission finds the first item instead of adding one. Items are
+never deleted here; `result` holds what `GET /v1/runs/{id}` shows.
+
+A message's turn runs with the idempotency key `"inbox:" + run_id` (`runtime.loop.begin_turn`), so an item whose
+daemon died after the turn committed but before `finish` is run again and returns the stored turn: the item
+completes exactly once whatever the kill point.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, select, update
+from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.exc import IntegrityError
+
+from pagemind.runtime.state.records import aware
+from pagemind.runtime.state.tables import AgentRow, inbox
+from pagemind.scheduler.sql import DONE_CHANNEL, INBOX_CHANNEL, notify, write_transaction
+
+PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+OPEN = (PENDING, RUNNING)  # an item still to run (a running one whose owner died is run again)
+TERMINAL = (DONE, FAILED)
+agents = AgentRow.__table__
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """One row of `inbox`, plus the agent's name."""
+
+    id: int
+    run_id: str
+    agent_id: int
+    agent_name: str
+    kind: str  # "message" | "job"
+    content: str
+    idempotency_key: str | None
+    state: str  # pending | running | done | failed
+    owner: str | None
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: dict[str, Any] | None  # {"reply", "stop_reason", "steps", "turn_id"}, or a job's
+    error: str | None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the item is done or failed (nothing more will happen to it)."""
+        return self.state in TERMINAL
+
+    @property
+    def turn_key(self) -> str:
+        """The idempotency key its turn runs with: a re-run after a crash completes the turn, never doubles it."""
+        return "inbox:" + self.run_id
+
+
+def _maybe(value: datetime | None) -> datetime | None:
+    return aware(value) if value is not None else None
+
+
+def _item(row: Row) -> InboxItem:
+    m = row._mapping
+    return InboxItem(
+        id=m["id"], run_id=m["run_id"], agent_id=m["agent_id"], agent_name=m["name"], kind=m["kind"],
+        content=m["content"], idempotency_key=m["idempotency_key"], state=m["state"], owner=m["owner"],
+        attempts=m["attempts"], created_at=aware(m["created_at"]), started_at=_maybe(m["started_at"]),
+        finished_at=_maybe(m["finished_at"]), result=m["result"], error=m["error"],
+    )
+
+
+_SELECT = select(inbox, agents.c.name).join(agents, agents.c.id == inbox.c.agent_id)
+
+
+class Inbox:
+    """Reads and writes the `inbox` table (the only code that does)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def submit(self, agent_id: int, kind: str, content: str, key: str | None, now: datetime) -> tuple[InboxItem, bool]:
+        """Add an item, committed on return; (the item, True), or (the first item with this key, False)."""
+        run_id = uuid.uuid4().hex
+        try:
+            with write_transaction(self.engine) as conn:
+                conn.execute(inbox.insert().values(
+                    run_id=run_id, agent_id=agent_id, kind=kind, content=content, idempotency_key=key,
+                    state=PENDING, attempts=0, created_at=now))
+                notify(conn, INBOX_CHANNEL)
+        except IntegrityError:
+            if key is None:
+                raise
+            existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
+            if existing is None:  # the other insert was rolled back meanwhile: try once more
+                return self.submit(agent_id, kind, content, key, now)
+            return existing, False
+        return self.get(run_id), True  # type: ignore[return-value]
+
+    def _one(self, where: Any, conn: Connection | None = None) -> InboxItem | None:
+        if conn is not None:
+            row = conn.execute(_SELECT.where(where)).first()
+            return _item(row) if row else None
+        with self.engine.connect() as own:
+            return self._one(where, own)
+
+    def get(self, run_id: str) -> InboxItem | None:
+        """The item with this run id, as stored now."""
+        return self._one(inbox.c.run_id == run_id)
+
+    def claim_next(self, agent_id: int, owner: str, lease_until: datetime, now: datetime) -> InboxItem | None:
+        """Mark the agent's oldest open item running for `owner` and return it; None when the agent has none.
+
+        The caller holds the agent's lease, so no one else claims its items; an item left running by a dead owner
+        is the oldest and is claimed again (its `attempts` counts every claim)."""
+        with write_transaction(self.engine) as conn:
+            head = conn.execute(select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
+                                .order_by(inbox.c.id).limit(1)).scalar()
+            if head is None:
+                return None
+            conn.execute(update(inbox).where(inbox.c.id == head).values(
+                state=RUNNING, owner=owner, lease_expires_at=lease_until, started_at=now,
+                attempts=inbox.c.attempts + 1))
+            return self._one(inbox.c.id == head, conn)
+
+    def finish(self, item: InboxItem, owner: str, now: datetime, *, result: dict[str, Any] | None = None,
+               error: str | None = None) -> InboxItem:
+        """Mark a running item done (with `result`) or failed (with `error`); an item already finished (by an
+        owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored."""
+        with write_transaction(self.engine) as conn:
+            conn.execute(update(inbox).where(inbox.c.id == item.id, inbox.c.state.in_(OPEN)).values(
+                state=FAILED if error is not None else DONE, owner=owner, finished_at=now, result=result,
+                error=error, lease_expires_at=None))
+            notify(conn, DONE_CHANNEL, item.run_id)
+            return self._one(inbox.c.id == item.id, conn)  # type: ignore[return-value]
+
+    def fail_open(self, agent_id: int, error: str, now: datetime) -> int:
+        """Fail every open item of an agent (it was deleted); returns how many."""
+        with write_transaction(self.engine) as conn:
+            done = conn.execute(update(inbox).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
+                                .values(state=FAILED, error=error, finished_at=now, lease_expires_at=None))
+            notify(conn, DONE_CHANNEL)
+            return done.rowcount
+
+    def release(self, owner: str, item_id: int | None = None) -> int:
+        """Put `owner`'s running items (or one of them) back to pending, to run again by whoever takes the agent
+        (a shutdown that could not finish them, a turn that found the agent busy); returns how many."""
+        where = [inbox.c.owner == owner, inbox.c.state == RUNNING]
+        if item_id is not None:
+            where.append(inbox.c.id == item_id)
+        with write_transaction(self.engine) as conn:
+            released = conn.execute(update(inbox).where(*where).values(state=PENDING, lease_expires_at=None))
+            notify(conn, INBOX_CHANNEL)
+            return released.rowcount
+
+    def has_open(self, agent_id: int) -> bool:
+        """Whether the agent has an item still to run."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
+                                .limit(1)).first() is not None
+
+    def open_counts(self) -> dict[int, int]:
+        """Open items per agent id (agents with none are left out)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(inbox.c.agent_id, func.count()).where(inbox.c.state.in_(OPEN))
+                                .group_by(inbox.c.agent_id))
+            return {agent_id: count for agent_id, count in rows}
+
+    def items(self, agent_id: int | None = None) -> list[InboxItem]:
+        """Every item (of one agent), oldest first: for inspection and tests, not the hot path."""
+        query = _SELECT if agent_id is None else _SELECT.where(inbox.c.agent_id == agent_id)
+        with self.engine.connect() as conn:
+            return [_item(row) for row in conn.execute(query.order_by(inbox.c.id))]

@@ -1,0 +1,101 @@
+"""The agents loaded in this process: loaded on demand, unloaded when idle, one user at a time each.
+
+A daemon serves far more agents than are ever busy at once (10,000 in one process), so an agent is loaded
+(`Agent.load` over the daemon's one `StateStore`) when it has work, kept while it is used, and dropped when it has
+been idle for `idle_unload_s` or when more than `max_loaded` are loaded (least recently used first). Its state is
+all in the store, so dropping it loses nothing. An agent is reloaded when its spec changed (its YAML or template
+was edited): the next turn runs with the new spec, and memory is untouched.
+
+`hold(name)` gives the agent to one user at a time (a turn, a job, an API look at its memory): an asyncio lock
+per agent, so the API's reads never see a half-run step of this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import AsyncIterator, Callable
+
+import structlog
+
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.model_client import ModelClient
+from pagemind.runtime.settings import Settings
+from pagemind.scheduler.catalog import AgentCatalog
+
+log = structlog.get_logger("pagemind.scheduler")
+
+
+@dataclass
+class _Loaded:
+    agent: Agent
+    spec_hash: str
+    used: float  # time.monotonic() of its last release
+
+
+class AgentPool:
+    """Loaded agents by name, with a lock each."""
+
+    def __init__(self, catalog: AgentCatalog, settings: Settings, *, model: ModelClient | None,
+                 clock: Callable[[], datetime], max_loaded: int, idle_unload_s: float):
+        self.catalog, self.settings, self.model, self.clock = catalog, settings, model, clock
+        self.max_loaded, self.idle_unload_s = max_loaded, idle_unload_s
+        self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def __len__(self) -> int:
+        return len(self._loaded)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[Agent]:
+        """The agent `name`, loaded with its current spec, for this block alone (others wait their turn)."""
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            agent = await self._get(name)
+            try:
+                yield agent
+            finally:
+                entry = self._loaded.get(name)
+                if entry is not None:
+                    entry.used = time.monotonic()
+                    self._loaded.move_to_end(name)
+
+    async def _get(self, name: str) -> Agent:
+        spec = self.catalog.spec_for(name)
+        spec_hash = spec.spec_hash()
+        entry = self._loaded.get(name)
+        if entry is not None and entry.spec_hash == spec_hash:
+            return entry.agent
+        agent = await Agent.load(spec, model=self.model, settings=self.settings, store=self.catalog.store,
+                                 clock=self.clock)
+        if entry is not None:
+            log.info("agent_spec_changed", agent=name, spec_hash=spec_hash)
+        self._loaded[name] = _Loaded(agent, spec_hash, time.monotonic())
+        self._loaded.move_to_end(name)
+        return agent
+
+    def forget(self, name: str) -> None:
+        """Drop an agent (it was deleted or renamed)."""
+        self._loaded.pop(name, None)
+        lock = self._locks.get(name)
+        if lock is not None and not lock.locked():
+            self._locks.pop(name, None)
+
+    def unload_idle(self) -> int:
+        """Drop agents idle for `idle_unload_s`, then the least recently used beyond `max_loaded`; an agent in use
+        stays. Returns how many were dropped."""
+        cutoff, dropped = time.monotonic() - self.idle_unload_s, 0
+        for name in list(self._loaded):
+            lock = self._locks.get(name)
+            if lock is not None and lock.locked():
+                continue
+            if self._loaded[name].used < cutoff or len(self._loaded) > self.max_loaded:
+                self.forget(name)
+                dropped += 1
+        if dropped:
+            log.info("agents_unloaded", dropped=dropped, loaded=len(self._loaded))
+        return dropped
