@@ -117,3 +117,13 @@ def test_keys_are_stable_and_follow_what_and_when_not_the_missed_policy():
 def test_the_runtime_knows_the_jobs_the_scheduler_registers():
     jobs = pytest.importorskip("pagemind.scheduler.jobs")
     assert set(MAINTENANCE_JOBS) == set(jobs.JOBS)
+
+
+def test_adding_the_trigger_fields_changed_no_existing_fingerprint():
+    from pagemind.runtime.testing import build_spec
+
+    plain = build_spec()
+    assert plain.spec_hash() == "3efac6040d76d9d2"  # what main computed for this spec before triggers existed
+    with_idle = build_spec(idle={"after": "15m", "run": "compact"})
+    assert with_idle.spec_hash() != plain.spec_hash()
+    assert build_spec(schedule=[{"every": "1h", "message": "x"}]).spec_hash() != plain.spec_hash()
