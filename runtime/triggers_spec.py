@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from datetime import timedelta
+from functools import cached_property
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -119,17 +120,17 @@ class ScheduleTrigger(_Action):
             raise ValueError(f"every: {self.every!r} is shorter than one minute; a trigger fires at most once a minute")
         return self
 
-    @property
+    @cached_property
     def period(self) -> timedelta:
         """An `every` schedule's interval (zero for a cron schedule)."""
         return parse_duration(self.every) if self.every is not None else timedelta(0)
 
-    @property
+    @cached_property
     def zone(self) -> ZoneInfo:
         """The time zone a cron expression is read in."""
         return ZoneInfo(self.timezone or "UTC")
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Stable across restarts and processes; changes when the schedule or the action does."""
         if self.cron is not None:
@@ -143,12 +144,12 @@ class IdleTrigger(_Action):
 
     after: Duration
 
-    @property
+    @cached_property
     def delay(self) -> timedelta:
         """How long the agent must be idle, as a timedelta."""
         return parse_duration(self.after)
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Stable across restarts and processes; changes when the delay or the action does."""
         return self._key("idle", after=self.delay.total_seconds())

@@ -44,16 +44,20 @@ class TriggerFires:
                     found.setdefault(agent_id, {})[key] = aware(fired_at)
         return found
 
-    def record(self, agent_id: int, key: str, at: datetime) -> None:
-        """Note that the trigger was handled up to `at`; a later time already recorded is kept."""
+    def record(self, rows: Iterable[tuple[int, str, datetime]]) -> None:
+        """Note, for each (agent id, trigger key, time), that the trigger was handled up to that time, all in one
+        transaction; a later time already recorded is kept."""
+        rows = [{"agent_id": a, "trigger_key": k, "fired_at": at} for a, k, at in rows]
+        if not rows:
+            return
         insert = (postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert)(trigger_fires)
-        statement = insert.values(agent_id=agent_id, trigger_key=key, fired_at=at).on_conflict_do_update(
+        statement = insert.on_conflict_do_update(
             index_elements=[trigger_fires.c.agent_id, trigger_fires.c.trigger_key],
             set_={"fired_at": insert.excluded.fired_at},
             where=trigger_fires.c.fired_at < insert.excluded.fired_at,
         )
         with write_transaction(self.engine) as conn:
-            conn.execute(statement)
+            conn.execute(statement, rows)
 
     def last_activity(self, agent_ids: Iterable[int], now: datetime) -> dict[int, datetime]:
         """Per agent, when its last message ended — `now` if one is pending or running; agents that never had one

@@ -45,7 +45,8 @@ class Submitter(Protocol):
 
 @dataclass(frozen=True)
 class Target:
-    """An agent with triggers: its name, stored id and the spec it runs with now."""
+    """An agent with triggers: its name, stored id and the spec it runs with now (for an agent made from a
+    template, the template's spec: only its triggers are read)."""
 
     name: str
     agent_id: int
@@ -67,18 +68,16 @@ class TriggerRunner:
         catalog.rescan()
         with catalog.store.engine.connect() as conn:
             ids = {name: agent_id for agent_id, name in conn.execute(select(agents.c.id, agents.c.name))}
-        by_template: dict[str, AgentSpec | None] = {}
+        by_template: dict[str, AgentSpec] = {}  # agents made from one template share its triggers
         found: list[Target] = []
         for info in catalog.list({}):
             try:
-                if info.template is not None and info.template in by_template:
-                    cached = by_template[info.template]
-                    spec = cached.model_copy(update={"name": info.name}) if cached is not None else None
-                else:
+                spec = by_template.get(info.template) if info.template is not None else None
+                if spec is None:
                     spec = catalog.spec_for(info.name)
                     if info.template is not None:
-                        by_template[info.template] = spec if (spec.schedule or spec.idle) else None
-                if spec is None or not (spec.schedule or spec.idle):
+                        by_template[info.template] = spec
+                if not (spec.schedule or spec.idle):
                     continue
                 agent_id = ids.get(info.name)
                 if agent_id is None:  # a YAML agent that never ran: its triggers need its state (and an id)
@@ -96,27 +95,31 @@ class TriggerRunner:
         fired = self.fires.fired(ids)
         activity = self.fires.last_activity(ids, now)
         plans: list[Plan] = []
+        recorded: list[tuple[int, str, datetime]] = []
         for target in targets:
             decided = plan(target.spec.schedule, target.spec.idle, fired.get(target.agent_id, {}),
                            last_activity=activity.get(target.agent_id), now=now, started=self.started)
             plans.append(decided)
-            try:
-                await self._carry_out(target, decided)
-            except DaemonError as exc:
-                log.warning("trigger_failed", agent=target.name, error=str(exc))
+            recorded += [(target.agent_id, key, at) for key, at in decided.records.items()]
+        self.fires.record(recorded)  # first sightings and skipped firings: nothing to submit first
+        submitted: list[tuple[int, str, datetime]] = []
+        try:
+            for target, decided in zip(targets, plans):
+                for firing in decided.firings:
+                    try:
+                        item = await self.daemon.submit(target.name, firing.content, kind=firing.kind,
+                                                        idempotency_key=firing.idempotency_key)
+                    except DaemonError as exc:  # deleted since the listing, say: the others still fire
+                        log.warning("trigger_failed", agent=target.name, trigger=firing.trigger_key, error=str(exc))
+                        continue
+                    submitted.append((target.agent_id, firing.trigger_key, firing.due))
+                    self.fired_count += 1
+                    log.info("trigger_fired", agent=target.name, trigger=firing.trigger_key, kind=firing.kind,
+                             due=firing.due.isoformat(), missed=firing.missed, run_id=item.run_id)
+        finally:
+            self.fires.record(submitted)  # after the submissions: a crash before this re-decides them, and the
+            # inbox's idempotency key returns the items already there
         return wake_at(plans, now, self.max_sleep)
-
-    async def _carry_out(self, target: Target, decided: Plan) -> None:
-        for key, at in decided.records.items():
-            self.fires.record(target.agent_id, key, at)
-            log.info("trigger_recorded", agent=target.name, trigger=key, at=at.isoformat())
-        for firing in decided.firings:
-            item = await self.daemon.submit(target.name, firing.content, idempotency_key=firing.idempotency_key,
-                                            kind=firing.kind)
-            self.fires.record(target.agent_id, firing.trigger_key, firing.due)
-            self.fired_count += 1
-            log.info("trigger_fired", agent=target.name, trigger=firing.trigger_key, kind=firing.kind,
-                     due=firing.due.isoformat(), missed=firing.missed, run_id=item.run_id)
 
     async def run(self, clock: Callable[[], datetime],
                   sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
