@@ -57,8 +57,10 @@ class TriggerRunner:
     """Ticks the triggers of every agent one daemon serves; `started` is when that daemon process started (by its
     clock): firings due before it were missed while no daemon ran (`scheduler.triggers`)."""
 
-    def __init__(self, daemon: Submitter, started: datetime, *, max_sleep: timedelta = MAX_SLEEP):
+    def __init__(self, daemon: Submitter, started: datetime, *, max_sleep: timedelta = MAX_SLEEP,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.daemon, self.started, self.max_sleep = daemon, as_utc(started), max_sleep
+        self.sleep = sleep  # what the loop waits with; a test swaps in one that moves its clock instead
         self.fires = TriggerFires(daemon.catalog.store.engine)
         self.fired_count = 0  # firings this process submitted (an item already there counts too)
 
@@ -124,7 +126,7 @@ class TriggerRunner:
     async def run(self, clock: Callable[[], datetime],
                   sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
         """Tick now and whenever the next firing is due, until cancelled; a failed tick is logged and retried."""
-        sleep = sleep or asyncio.sleep
+        sleep = sleep or self.sleep
         while True:
             now = as_utc(clock())
             try:

@@ -238,3 +238,39 @@ async def test_agents_made_from_a_template_get_its_triggers(make_daemon, agents_
     await daemon.tick(at(9))
     assert [i.content for i in items(daemon, "companion-u1")] == ["Morning!"]
     assert [i.content for i in items(daemon, "companion-u2")] == ["Morning!"]
+
+
+class VirtualSleep:
+    """The trigger loop's sleep, held until the test lets it go (after moving the clock by what it asked for)."""
+
+    def __init__(self) -> None:
+        self.requests: asyncio.Queue = asyncio.Queue()
+
+    async def __call__(self, seconds: float) -> None:
+        woken = asyncio.get_running_loop().create_future()
+        await self.requests.put((seconds, woken))
+        await woken
+
+    async def next(self) -> tuple[float, asyncio.Future]:
+        return await asyncio.wait_for(self.requests.get(), 30)
+
+
+async def test_a_started_daemon_fires_on_its_own_and_runs_the_turn(make_daemon, agents_dir):
+    write_agent(agents_dir, "alarm", schedule=[{"cron": "0 7 * * *", "message": "Wake up!"}])
+    clock = ManualClock(at(6, 59, 40))
+    daemon = make_daemon(clock)
+    daemon.triggers.sleep = sleep = VirtualSleep()
+    await daemon.start()
+    try:
+        seconds, woken = await sleep.next()  # the first tick recorded the trigger and asked to sleep until 07:00
+        assert seconds == 20 and items(daemon, "alarm") == []
+        clock.advance(seconds=seconds)
+        woken.set_result(None)
+        seconds, woken = await sleep.next()  # 07:00: fired, then asleep again (for at most the cap)
+        assert seconds == daemon.triggers.max_sleep.total_seconds()
+        [item] = items(daemon, "alarm")
+        assert (item.kind, item.content) == ("message", "Wake up!")
+        done = await daemon.wait(item.run_id, 30)
+        assert done.state == "done" and done.result["reply"] == "noted"
+    finally:
+        await daemon.stop()
