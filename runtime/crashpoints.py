@@ -32,3 +32,15 @@ def _never(name: str) -> None:
 
 crash_point = _kill_when_named if _name else _never
 crash_point.__doc__ = "Kill this process here if PAGEMIND_KILL_AT names this point (see the module docstring)."
+
+
+def arm(spec: str) -> None:
+    """Point the crash points at `spec` (`NAME` or `NAME@N`; "" for none) in a process forked from one that
+    imported pagemind with PAGEMIND_KILL_AT set (to anything): a crash suite's zygote imports pagemind once, and each
+    forked child arms its own point instead of importing everything again. Raises RuntimeError in a process that
+    imported this module unarmed (its call sites hold the no-op)."""
+    global _name, _nth, _passes
+    if crash_point is not _kill_when_named:
+        raise RuntimeError("crash points were imported unarmed: set PAGEMIND_KILL_AT before importing pagemind")
+    _name, _, _nth = spec.partition("@")
+    _passes = 0
