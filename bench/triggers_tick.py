@@ -133,7 +133,7 @@ def main() -> None:
     body = (f"{note}. `python bench/triggers_tick.py`: N agents made from one template with `cron: \"0 9 * * *\"` "
             "and `idle: {after: 2h, run: compact}`; ticks called directly (no sleeping). First tick: records "
             "every trigger's first sighting; steady: median of 5 ticks with nothing due (the loop ticks at least "
-            "every 30 s); 09:00: one message submitted to each agent's inbox (one transaction per firing).\n\n"
+            "every 30 s); 09:00: one message submitted to each agent's inbox (500 firings per inbox transaction).\n\n"
             "| agents | database | first tick | steady tick | 09:00 tick |\n| --- | --- | --- | --- | --- |\n"
             + "\n".join(rows))
     write_section("Trigger ticks", body)

@@ -22,25 +22,27 @@ import structlog
 from sqlalchemy import select
 
 from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.tables import AgentRow
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.errors import DaemonError
 from pagemind.scheduler.trigger_fires import TriggerFires
-from pagemind.scheduler.triggers import Plan, as_utc, plan, wake_at
+from pagemind.scheduler.inbox import Inbox
+from pagemind.scheduler.triggers import Firing, Plan, as_utc, plan, wake_at
 
 log = structlog.get_logger("pagemind.scheduler")
 MAX_SLEEP = timedelta(seconds=30)
+BATCH = 500  # firings per inbox transaction
 _RETRY = timedelta(seconds=5)  # after a tick that failed (the database away, say)
 agents = AgentRow.__table__
 
 
 class Submitter(Protocol):
-    """What the runner needs of the daemon: its catalog and its `submit`."""
+    """What the runner needs of the daemon: its catalog, its inbox and the dispatcher to wake."""
 
     catalog: AgentCatalog
-
-    async def submit(self, agent: str, content: str, *, idempotency_key: str | None = None,
-                     kind: str = "message") -> Any: ...
+    inbox: Inbox
+    dispatcher: Any  # has `wake`, an asyncio.Event
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class TriggerRunner:
         self.daemon, self.started, self.max_sleep = daemon, as_utc(started), max_sleep
         self.sleep = sleep  # what the loop waits with; a test swaps in one that moves its clock instead
         self.fires = TriggerFires(daemon.catalog.store.engine)
-        self.fired_count = 0  # firings this process submitted (an item already there counts too)
+        self.fired_count = 0  # firings this process submitted (one whose item was already there counts too)
 
     def targets(self) -> list[Target]:
         """Every agent served whose spec has triggers (YAML agents, agents made from a template or a spec)."""
@@ -104,24 +106,25 @@ class TriggerRunner:
             plans.append(decided)
             recorded += [(target.agent_id, key, at) for key, at in decided.records.items()]
         self.fires.record(recorded)  # first sightings and skipped firings: nothing to submit first
-        submitted: list[tuple[int, str, datetime]] = []
-        try:
-            for target, decided in zip(targets, plans):
-                for firing in decided.firings:
-                    try:
-                        item = await self.daemon.submit(target.name, firing.content, kind=firing.kind,
-                                                        idempotency_key=firing.idempotency_key)
-                    except DaemonError as exc:  # deleted since the listing, say: the others still fire
-                        log.warning("trigger_failed", agent=target.name, trigger=firing.trigger_key, error=str(exc))
-                        continue
-                    submitted.append((target.agent_id, firing.trigger_key, firing.due))
-                    self.fired_count += 1
-                    log.info("trigger_fired", agent=target.name, trigger=firing.trigger_key, kind=firing.kind,
-                             due=firing.due.isoformat(), missed=firing.missed, run_id=item.run_id)
-        finally:
-            self.fires.record(submitted)  # after the submissions: a crash before this re-decides them, and the
-            # inbox's idempotency key returns the items already there
+        due = [(target, firing) for target, decided in zip(targets, plans) for firing in decided.firings]
+        for start in range(0, len(due), BATCH):
+            batch = due[start:start + BATCH]
+            await self.submit(batch)
+            # Recorded after the submission: a crash in between re-decides these firings, and their idempotency
+            # keys find the items already in the inbox.
+            self.fires.record([(target.agent_id, f.trigger_key, f.due) for target, f in batch])
+            self.fired_count += len(batch)
+            for target, firing in batch:
+                log.info("trigger_fired", agent=target.name, trigger=firing.trigger_key, kind=firing.kind,
+                         due=firing.due.isoformat(), missed=firing.missed)
+            await asyncio.sleep(0)  # the daemon's other work runs between batches
         return wake_at(plans, now, self.max_sleep)
+
+    async def submit(self, batch: list[tuple[Target, Firing]]) -> None:
+        """Put a batch of firings in their agents' inboxes, in one transaction (an item whose idempotency key is
+        already there stays as it is), and wake the dispatcher."""
+        self.daemon.inbox.submit_many([(t.agent_id, f.kind, f.content, f.idempotency_key) for t, f in batch], utcnow())
+        self.daemon.dispatcher.wake.set()
 
     async def run(self, clock: Callable[[], datetime],
                   sleep: Callable[[float], Awaitable[None]] | None = None) -> None:

@@ -93,13 +93,13 @@ async def test_the_loop_sleeps_until_each_due_time_and_ticks_exactly_then(make_d
     clock = ManualClock(at(9, 5))
     daemon = make_daemon(clock)
     submitted: list[tuple[datetime, str]] = []
-    submit = daemon.submit
+    submit = daemon.triggers.submit
 
-    async def recording_submit(agent, content, **kwargs):
-        submitted.append((clock(), content))
-        return await submit(agent, content, **kwargs)
+    async def recording_submit(batch):
+        submitted.extend((clock(), firing.content) for _, firing in batch)
+        return await submit(batch)
 
-    daemon.submit = recording_submit  # type: ignore[method-assign]
+    daemon.triggers.submit = recording_submit  # type: ignore[method-assign]
     slept: list[float] = []
 
     class Done(Exception):
@@ -147,17 +147,17 @@ async def test_two_daemons_deciding_the_same_firing_make_one_inbox_item(make_dae
     waiting = 0
 
     def held(daemon: Daemon):
-        submit = daemon.submit
+        submit = daemon.triggers.submit
 
-        async def submit_after_both_decided(agent, content, **kwargs):
+        async def submit_after_both_decided(batch):
             nonlocal waiting
             waiting += 1
             if waiting == 2:
                 both_decided.set()
             await both_decided.wait()  # neither has recorded the firing: both decided it
-            return await submit(agent, content, **kwargs)
+            return await submit(batch)
 
-        daemon.submit = submit_after_both_decided  # type: ignore[method-assign]
+        daemon.triggers.submit = submit_after_both_decided  # type: ignore[method-assign]
 
     held(one), held(two)
     await asyncio.wait_for(asyncio.gather(one.tick(at(9, 30)), two.tick(at(9, 30))), 30)
