@@ -35,6 +35,8 @@ IDLE_KEY_PREFIX = "idle-"
 
 def as_utc(moment: datetime) -> datetime:
     """An aware UTC datetime; a naive one (SQLite returns them) is taken as UTC."""
+    if moment.tzinfo is timezone.utc:  # the usual case, and called for every trigger of every agent each tick
+        return moment
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
