@@ -111,6 +111,7 @@ class Daemon:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         released = self.inbox.release(self.owner)
+        await self.dispatcher.held.release_all()
         self.leases.unregister()
         log.info("daemon_stopped", owner=self.owner, cancelled=cancelled, released=released)
 
@@ -188,6 +189,10 @@ class Daemon:
     @contextlib.asynccontextmanager
     async def _agent(self, name: str) -> AsyncIterator[Agent]:
         async with self.pool.hold(name) as agent:
+            if self.dispatcher.held.holds(agent.record.id):  # this process works on it: `hold` is enough
+                agent.refresh()
+                yield agent
+                return
             async with agent.store.turn_lock(agent.record.id, self.config.turn_wait_s, name):
                 agent.refresh()
                 yield agent

@@ -15,13 +15,14 @@ return the stored turn, and a re-run of one killed mid-turn resume after its las
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import structlog
 
 from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.loop import run_turn
 from pagemind.runtime.observer import NullObserver
-from pagemind.runtime.state.locks import AgentBusy
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.errors import UnknownAgent
 from pagemind.scheduler.fanout import RunFanout
@@ -29,6 +30,7 @@ from pagemind.scheduler.inbox import Inbox, InboxItem
 from pagemind.scheduler.jobs import run_job
 from pagemind.scheduler.leases import Leases
 from pagemind.scheduler.pool import AgentPool
+from pagemind.scheduler.turnlocks import HeldAgents
 
 log = structlog.get_logger("pagemind.scheduler")
 
@@ -38,17 +40,22 @@ class Dispatcher:
 
     def __init__(self, inbox: Inbox, leases: Leases, pool: AgentPool, fanout: RunFanout, config: Any):
         self.inbox, self.leases, self.pool, self.fanout, self.config = inbox, leases, pool, fanout, config
+        self.held = HeldAgents(pool.catalog.store)
         self.wake = asyncio.Event()
         self.stopping = False
         self.workers: dict[int, asyncio.Task[None]] = {}
         self._lost: set[int] = set()  # agents whose lease another daemon took over (a stall): stop after the item
+        self._busy: dict[int, float] = {}  # agents a turn outside the daemon holds, and when to look again
 
     async def run(self) -> None:
         """Take agents with work until `stopping`."""
         while not self.stopping:
             self.wake.clear()
             free = self.config.concurrency - len(self.workers)
-            taken = self.leases.claim_agents(free, set(self.workers), utcnow()) if free > 0 else []
+            now = time.monotonic()
+            self._busy = {agent_id: until for agent_id, until in self._busy.items() if until > now}
+            exclude = set(self.workers) | set(self._busy)
+            taken = self.leases.claim_agents(free, exclude, utcnow()) if free > 0 else []
             crash_point("daemon.agents_leased")
             for agent_id in taken:
                 self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
@@ -61,40 +68,42 @@ class Dispatcher:
 
     async def _work(self, agent_id: int) -> None:
         try:
+            if not await self.held.take(agent_id):  # a turn outside the daemon (`pagemind run`): later
+                log.info("agent_busy_elsewhere", agent_id=agent_id)
+                self._busy[agent_id] = time.monotonic() + self.config.poll_s
+                self.leases.release(agent_id)
+                return
             while not self.stopping and agent_id not in self._lost:
                 now = utcnow()
                 item = self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
                 if item is None:
+                    await self.held.release(agent_id)
                     self.leases.release(agent_id)
                     crash_point("daemon.lease_released")
                     # An item submitted between the empty claim and the release found this agent leased: look again.
-                    if self.inbox.has_open(agent_id) and self.leases.take(agent_id, utcnow()):
+                    if (self.inbox.has_open(agent_id) and self.leases.take(agent_id, utcnow())
+                            and await self.held.take(agent_id)):
                         continue
                     return
                 crash_point("daemon.item_claimed")
-                if not await self._run(item):
-                    return
+                await self._run(item)
         except Exception:  # the database failed under us: the lease runs out and the agent is taken over
             log.exception("worker_failed", agent_id=agent_id)
         finally:
+            await self.held.release(agent_id)
             self._lost.discard(agent_id)
             self.workers.pop(agent_id, None)
             self.wake.set()
 
-    async def _run(self, item: InboxItem) -> bool:
-        """Run one claimed item and record its outcome; False when the agent must be left for now."""
+    async def _run(self, item: InboxItem) -> None:
+        """Run one claimed item and record its outcome."""
         if item.attempts > self.config.max_attempts:
             self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped while "
                                      "running it each time")
-            return True
+            return
         log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
         try:
             result, error = await self._execute(item)
-        except AgentBusy as exc:  # a turn outside the daemon (`pagemind run`) holds the agent: try again later
-            log.warning("agent_busy", agent=item.agent_name, run_id=item.run_id, error=str(exc))
-            self.inbox.release(self.leases.owner, item.id)
-            self.leases.release(item.agent_id)
-            return False
         except UnknownAgent as exc:
             result, error = None, str(exc)
         except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
@@ -102,20 +111,19 @@ class Dispatcher:
             result, error = None, f"{type(exc).__name__}: {exc}"
         crash_point("daemon.turn_done")
         self._finish(item, result, error)
-        return True
 
     async def _execute(self, item: InboxItem) -> tuple[dict[str, Any] | None, str | None]:
+        """Run the item with the agent's turn lock held (`self.held`, taken with the lease), after reading again
+        whatever another process changed since this one last looked."""
         async with self.pool.hold(item.agent_name) as agent:
             agent.observer = self.fanout.observer(item.run_id)
             try:
+                agent.refresh()
                 if item.kind == "message":
-                    turn = await agent.run_turn(item.content, idempotency_key=item.turn_key,
-                                                wait=self.config.turn_wait_s)
+                    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key)
                     return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
                             "turn_id": turn.turn_id}, None
-                async with agent.store.turn_lock(agent.record.id, self.config.turn_wait_s, agent.name):
-                    agent.refresh()
-                    result = await run_job(agent, item.content)
+                result = await run_job(agent, item.content)
                 return result, result.get("error")
             finally:
                 agent.observer = NullObserver()

@@ -36,7 +36,7 @@ from tests.daemon_support import TEMPLATE, markers, write_agents
 
 # The points, one per round, in the daemon (scheduler/dispatcher.py) and in the turn it runs (runtime/).
 POINTS = [
-    "daemon.agents_leased@1", "daemon.item_claimed@1", "turn.locked@1", "turn.begin@2", "accept.before_commit@1",
+    "daemon.agents_leased@1", "daemon.item_claimed@1", "daemon.item_claimed@2", "turn.begin@2", "accept.before_commit@1",
     "accept.after_commit@2", "turn.prefetch@1", "step.before_model@2", "step.after_model@3",
     "dispatch.before_tools@1", "dispatch.after_tools@2", "commit.before_commit@1", "commit.after_commit@1",
     "commit.after_commit@2", "commit.before_adopt_memory@3", "window.before_adopt@4", "step.end@2",
