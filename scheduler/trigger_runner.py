@@ -43,6 +43,7 @@ class Submitter(Protocol):
     catalog: AgentCatalog
     inbox: Inbox
     dispatcher: Any  # has `wake`, an asyncio.Event
+    started: bool  # false once `stop` began: the loop fires nothing more
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,10 @@ class TriggerRunner:
 
     async def run(self, clock: Callable[[], datetime],
                   sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
-        """Tick now and whenever the next firing is due, until cancelled; a failed tick is logged and retried."""
+        """Tick now and whenever the next firing is due, until cancelled or the daemon stops (a daemon draining its
+        work before exit takes none from its triggers); a failed tick is logged and retried."""
         sleep = sleep or self.sleep
-        while True:
+        while self.daemon.started:
             now = as_utc(clock())
             try:
                 wake = await self.tick(now)

@@ -274,3 +274,22 @@ async def test_a_started_daemon_fires_on_its_own_and_runs_the_turn(make_daemon, 
         assert done.state == "done" and done.result["reply"] == "noted"
     finally:
         await daemon.stop()
+
+
+async def test_a_stopping_daemon_fires_nothing_more(make_daemon, agents_dir):
+    write_agent(agents_dir, "alarm", schedule=[{"cron": "0 7 * * *", "message": "Wake up!"}])
+    clock = ManualClock(at(6, 59, 40))
+    daemon = make_daemon(clock)
+    daemon.triggers.sleep = sleep = VirtualSleep()
+    await daemon.start()
+    try:
+        seconds, woken = await sleep.next()
+        [loop] = [t for t in asyncio.all_tasks() if t.get_name() == "pagemind-triggers"]
+        daemon.started = False  # what `stop` does first, before it drains the work in flight
+        clock.advance(seconds=seconds)
+        woken.set_result(None)  # 07:00 comes while the daemon drains
+        await asyncio.wait_for(loop, 30)  # the loop ends by itself, without ticking
+        assert items(daemon, "alarm") == []
+    finally:
+        daemon.started = True
+        await daemon.stop()
