@@ -2,9 +2,10 @@
 and a loop runs the ticks when something is due.
 
 A tick reads everything it needs in a few queries (the agents, their `trigger_fires` rows, their last activity),
-decides with `scheduler.triggers.plan`, submits each firing with its idempotency key and only then records it:
-a crash in between makes the next tick decide the same firing again, and the inbox returns the item already
-there. Two daemon processes ticking at once do the same, so each firing is one inbox item.
+decides with `scheduler.triggers.plan`, submits the due firings with their idempotency keys (500 to a
+transaction) and only then records them: a crash in between makes the next tick decide the same firings again,
+and the inbox keeps the items already there. Two daemon processes ticking at once do the same, so each firing is
+one inbox item.
 
 The loop sleeps until the earliest due time of all agents, never longer than `max_sleep` (so agents created,
 messages that start an idle period and edited YAML are noticed within it). Its clock and its sleep are the
@@ -26,8 +27,8 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.tables import AgentRow
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.errors import DaemonError
-from pagemind.scheduler.trigger_fires import TriggerFires
 from pagemind.scheduler.inbox import Inbox
+from pagemind.scheduler.trigger_fires import TriggerFires
 from pagemind.scheduler.triggers import Firing, Plan, as_utc, plan, wake_at
 
 log = structlog.get_logger("pagemind.scheduler")
