@@ -162,6 +162,10 @@ class AgentCatalog:
         record = self.store.get_agent(name) or self.store.ensure_agent(spec)
         return record.id
 
+    def name_of(self, agent_id: int) -> str:
+        """The name of the stored agent with this id (the inbox keys items by id)."""
+        return self.store.agent_record(agent_id).name
+
     # -- agents made through the daemon -------------------------------------------------------------------------
 
     def create(self, name: str, now: datetime, *, template: str | None = None, spec: AgentSpec | None = None,

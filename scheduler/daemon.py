@@ -36,6 +36,7 @@ from pagemind.scheduler.fanout import END, RunFanout
 from pagemind.scheduler.inbox import Inbox, InboxItem
 from pagemind.scheduler.leases import Leases, new_owner_id
 from pagemind.scheduler.pool import AgentPool
+from pagemind.scheduler.sql import HeldConnections
 from pagemind.scheduler.trigger_runner import TriggerRunner
 from pagemind.scheduler.wakeup import PgWakeups
 
@@ -90,7 +91,7 @@ class Daemon:
         self.leases.register(self.config.url, now)
         swept = self.leases.sweep(now)
         if self.store.engine.dialect.name == "postgresql":
-            self.wakeups = PgWakeups(self.store.engine, self.dispatcher.wake.set, self.fanout.finished_elsewhere)
+            self.wakeups = PgWakeups(self.store.engine, self._heard_of_work, self.fanout.finished_elsewhere)
             self._tasks.append(asyncio.create_task(self.wakeups.run(), name="pagemind-listen"))
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="pagemind-dispatch"))
         self._tasks.append(asyncio.create_task(self.dispatcher.heartbeat(), name="pagemind-heartbeat"))
@@ -98,6 +99,10 @@ class Daemon:
         self.started = True
         log.info("daemon_started", owner=self.owner, database=self.store.engine.dialect.name, swept=swept,
                  concurrency=self.config.concurrency)
+
+    def _heard_of_work(self, source: str) -> None:
+        if source != self.owner:  # this process's own submissions woke it already (or went to a busy worker)
+            self.dispatcher.wake.set()
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Stop taking work; let running items finish for up to `grace_s` (default `config.grace_s`); put the
@@ -113,6 +118,7 @@ class Daemon:
         released = self.inbox.release(self.owner)
         await self.dispatcher.held.release_all()
         self.leases.unregister()
+        HeldConnections.of(self.store.engine).close()
         log.info("daemon_stopped", owner=self.owner, cancelled=cancelled, released=released)
 
     async def tick(self, now: datetime) -> None:
@@ -129,10 +135,10 @@ class Daemon:
         if kind not in KINDS:
             raise DaemonError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         agent_id = self.catalog.agent_id(agent)
-        item, new = self.inbox.submit(agent_id, kind, content, idempotency_key, utcnow())
+        item, new = self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), self.owner)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
-        if new:
+        if new and agent_id not in self.dispatcher.workers:  # a worker on the agent claims it next anyway
             self.dispatcher.wake.set()
         return item
 

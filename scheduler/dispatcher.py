@@ -67,6 +67,7 @@ class Dispatcher:
                 pass
 
     async def _work(self, agent_id: int) -> None:
+        name: str | None = None
         try:
             if not await self.held.take(agent_id):  # a turn outside the daemon (`pagemind run`): later
                 log.info("agent_busy_elsewhere", agent_id=agent_id)
@@ -75,7 +76,8 @@ class Dispatcher:
                 return
             while not self.stopping and agent_id not in self._lost:
                 now = utcnow()
-                item = self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
+                name = name or self.pool.catalog.name_of(agent_id)
+                item = self.inbox.claim_next(agent_id, name, self.leases.owner, self.leases.until(now), now)
                 if item is None:
                     await self.held.release(agent_id)
                     self.leases.release(agent_id)

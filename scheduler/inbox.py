@@ -22,9 +22,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
-from pagemind.runtime.state.records import aware
+from pagemind.runtime.state.records import aware, without_nul
 from pagemind.runtime.state.tables import AgentRow, inbox
-from pagemind.scheduler.sql import DONE_CHANNEL, INBOX_CHANNEL, notify, write_transaction
+from pagemind.scheduler.sql import DONE_CHANNEL, INBOX_CHANNEL, notify, read_connection, write_transaction
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 OPEN = (PENDING, RUNNING)  # an item still to run (a running one whose owner died is run again)
@@ -67,10 +67,10 @@ def _maybe(value: datetime | None) -> datetime | None:
     return aware(value) if value is not None else None
 
 
-def _item(row: Row) -> InboxItem:
+def _item(row: Row, name: str | None = None) -> InboxItem:
     m = row._mapping
     return InboxItem(
-        id=m["id"], run_id=m["run_id"], agent_id=m["agent_id"], agent_name=m["name"], kind=m["kind"],
+        id=m["id"], run_id=m["run_id"], agent_id=m["agent_id"], agent_name=name or m["name"], kind=m["kind"],
         content=m["content"], idempotency_key=m["idempotency_key"], state=m["state"], owner=m["owner"],
         attempts=m["attempts"], created_at=aware(m["created_at"]), started_at=_maybe(m["started_at"]),
         finished_at=_maybe(m["finished_at"]), result=m["result"], error=m["error"],
@@ -86,75 +86,78 @@ class Inbox:
     def __init__(self, engine: Engine):
         self.engine = engine
 
-    def submit(self, agent_id: int, kind: str, content: str, key: str | None, now: datetime) -> tuple[InboxItem, bool]:
-        """Add an item, committed on return; (the item, True), or (the first item with this key, False)."""
-        run_id = uuid.uuid4().hex
+    def submit(self, agent_id: int, name: str, kind: str, content: str, key: str | None,
+               now: datetime, source: str = "") -> tuple[InboxItem, bool]:
+        """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
+        item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
+        woke itself already, can ignore it."""
         try:
             with write_transaction(self.engine) as conn:
-                conn.execute(inbox.insert().values(
-                    run_id=run_id, agent_id=agent_id, kind=kind, content=content, idempotency_key=key,
-                    state=PENDING, attempts=0, created_at=now))
-                notify(conn, INBOX_CHANNEL)
+                row = conn.execute(inbox.insert().values(  # NUL: as the runtime's engine does for every statement
+                    run_id=uuid.uuid4().hex, agent_id=agent_id, kind=kind, content=without_nul(content),
+                    idempotency_key=without_nul(key) if key is not None else None,
+                    state=PENDING, attempts=0, created_at=now).returning(*inbox.c)).one()
+                notify(conn, INBOX_CHANNEL, source)
         except IntegrityError:
             if key is None:
                 raise
             existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
             if existing is None:  # the other insert was rolled back meanwhile: try once more
-                return self.submit(agent_id, kind, content, key, now)
+                return self.submit(agent_id, name, kind, content, key, now, source)
             return existing, False
-        return self.get(run_id), True  # type: ignore[return-value]
+        return _item(row, name), True
 
-    def submit_many(self, items: list[tuple[int, str, str, str]], now: datetime) -> None:
+    def submit_many(self, items: list[tuple[int, str, str, str]], now: datetime, source: str = "") -> None:
         """Add many keyed items — (agent id, kind, content, idempotency key) — in one transaction, committed on
         return; an item whose key its agent already has is left as it is. For trigger firings: a 09:00 schedule
-        of 10,000 agents is one insert, not 10,000 transactions."""
+        of 10,000 agents is one insert, not 10,000 transactions. `source` as for `submit`."""
         if not items:
             return
-        rows = [{"run_id": uuid.uuid4().hex, "agent_id": agent_id, "kind": kind, "content": content,
-                 "idempotency_key": key, "state": PENDING, "attempts": 0, "created_at": now}
+        rows = [{"run_id": uuid.uuid4().hex, "agent_id": agent_id, "kind": kind, "content": without_nul(content),
+                 "idempotency_key": without_nul(key), "state": PENDING, "attempts": 0, "created_at": now}
                 for agent_id, kind, content, key in items]
         insert = (postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert)(inbox)
         with write_transaction(self.engine) as conn:
             conn.execute(insert.on_conflict_do_nothing(index_elements=[inbox.c.agent_id, inbox.c.idempotency_key]),
                          rows)
-            notify(conn, INBOX_CHANNEL)
+            notify(conn, INBOX_CHANNEL, source)
 
     def _one(self, where: Any, conn: Connection | None = None) -> InboxItem | None:
         if conn is not None:
             row = conn.execute(_SELECT.where(where)).first()
             return _item(row) if row else None
-        with self.engine.connect() as own:
+        with read_connection(self.engine) as own:
             return self._one(where, own)
 
     def get(self, run_id: str) -> InboxItem | None:
         """The item with this run id, as stored now."""
         return self._one(inbox.c.run_id == run_id)
 
-    def claim_next(self, agent_id: int, owner: str, lease_until: datetime, now: datetime) -> InboxItem | None:
+    def claim_next(self, agent_id: int, name: str, owner: str, lease_until: datetime,
+                   now: datetime) -> InboxItem | None:
         """Mark the agent's oldest open item running for `owner` and return it; None when the agent has none.
 
-        The caller holds the agent's lease, so no one else claims its items; an item left running by a dead owner
-        is the oldest and is claimed again (its `attempts` counts every claim)."""
+        One statement (`UPDATE … WHERE id = (the oldest open id) RETURNING …`). The caller holds the agent's lease,
+        so no one else claims its items; an item left running by a dead owner is the oldest and is claimed again
+        (its `attempts` counts every claim)."""
+        head = (select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
+                .order_by(inbox.c.id).limit(1).scalar_subquery())
         with write_transaction(self.engine) as conn:
-            head = conn.execute(select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
-                                .order_by(inbox.c.id).limit(1)).scalar()
-            if head is None:
-                return None
-            conn.execute(update(inbox).where(inbox.c.id == head).values(
+            row = conn.execute(update(inbox).where(inbox.c.id == head).values(
                 state=RUNNING, owner=owner, lease_expires_at=lease_until, started_at=now,
-                attempts=inbox.c.attempts + 1))
-            return self._one(inbox.c.id == head, conn)
+                attempts=inbox.c.attempts + 1).returning(*inbox.c)).first()
+        return _item(row, name) if row is not None else None
 
     def finish(self, item: InboxItem, owner: str, now: datetime, *, result: dict[str, Any] | None = None,
                error: str | None = None) -> InboxItem:
         """Mark a running item done (with `result`) or failed (with `error`); an item already finished (by an
         owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored."""
         with write_transaction(self.engine) as conn:
-            conn.execute(update(inbox).where(inbox.c.id == item.id, inbox.c.state.in_(OPEN)).values(
+            row = conn.execute(update(inbox).where(inbox.c.id == item.id, inbox.c.state.in_(OPEN)).values(
                 state=FAILED if error is not None else DONE, owner=owner, finished_at=now, result=result,
-                error=error, lease_expires_at=None))
+                error=error, lease_expires_at=None).returning(*inbox.c)).first()
             notify(conn, DONE_CHANNEL, item.run_id)
-            return self._one(inbox.c.id == item.id, conn)  # type: ignore[return-value]
+        return _item(row, item.agent_name) if row is not None else self.get(item.run_id)  # type: ignore[return-value]
 
     def fail_open(self, agent_id: int, error: str, now: datetime) -> int:
         """Fail every open item of an agent (it was deleted); returns how many."""
@@ -177,13 +180,13 @@ class Inbox:
 
     def has_open(self, agent_id: int) -> bool:
         """Whether the agent has an item still to run."""
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             return conn.execute(select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
                                 .limit(1)).first() is not None
 
     def open_counts(self) -> dict[int, int]:
         """Open items per agent id (agents with none are left out)."""
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             rows = conn.execute(select(inbox.c.agent_id, func.count()).where(inbox.c.state.in_(OPEN))
                                 .group_by(inbox.c.agent_id))
             return {agent_id: count for agent_id, count in rows}
@@ -191,5 +194,5 @@ class Inbox:
     def items(self, agent_id: int | None = None) -> list[InboxItem]:
         """Every item (of one agent), oldest first: for inspection and tests, not the hot path."""
         query = _SELECT if agent_id is None else _SELECT.where(inbox.c.agent_id == agent_id)
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             return [_item(row) for row in conn.execute(query.order_by(inbox.c.id))]

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.state.tables import agent_leases, daemons, inbox
 from pagemind.scheduler.inbox import OPEN
-from pagemind.scheduler.sql import write_transaction
+from pagemind.scheduler.sql import read_connection, write_transaction
 
 log = structlog.get_logger("pagemind.scheduler")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -137,7 +137,7 @@ class Leases:
         """End the leases of dead daemons: those on this host whose process is gone, and any whose heartbeat is
         older than three leases; returns how many daemons were swept."""
         host, stale = socket.gethostname()[:255], now - timedelta(seconds=3 * self.lease_s)
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             rows = conn.execute(select(daemons.c.id, daemons.c.host, daemons.c.pid, daemons.c.heartbeat_at)
                                 .where(daemons.c.id != self.owner)).all()
         dead = [r.id for r in rows if (r.host == host and not _alive(r.pid))
@@ -151,7 +151,7 @@ class Leases:
 
     def holders(self) -> dict[int, str]:
         """Every live-or-not lease: agent id → owner (for inspection and tests)."""
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             return dict(conn.execute(select(agent_leases.c.agent_id, agent_leases.c.owner)).all())
 
 

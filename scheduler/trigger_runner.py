@@ -45,6 +45,7 @@ class Submitter(Protocol):
     inbox: Inbox
     dispatcher: Any  # has `wake`, an asyncio.Event
     started: bool  # false once `stop` began: the loop fires nothing more
+    owner: str  # this daemon process's identity (its own inbox notices are ignored)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ class TriggerRunner:
     async def submit(self, batch: list[tuple[Target, Firing]]) -> None:
         """Put a batch of firings in their agents' inboxes, in one transaction (an item whose idempotency key is
         already there stays as it is), and wake the dispatcher."""
-        self.daemon.inbox.submit_many([(t.agent_id, f.kind, f.content, f.idempotency_key) for t, f in batch], utcnow())
+        self.daemon.inbox.submit_many([(t.agent_id, f.kind, f.content, f.idempotency_key) for t, f in batch],
+                                      utcnow(), self.daemon.owner)
         self.daemon.dispatcher.wake.set()
 
     async def run(self, clock: Callable[[], datetime],

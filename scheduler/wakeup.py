@@ -22,9 +22,10 @@ log = structlog.get_logger("pagemind.scheduler")
 
 
 class PgWakeups:
-    """One LISTEN connection: `on_inbox()` when work arrives, `on_done(run_id)` when an item finishes."""
+    """One LISTEN connection: `on_inbox(source)` when work arrives (from the daemon `source`, or "" when unknown),
+    `on_done(run_id)` when an item finishes."""
 
-    def __init__(self, engine: Engine, on_inbox: Callable[[], None], on_done: Callable[[str], None]):
+    def __init__(self, engine: Engine, on_inbox: Callable[[str], None], on_done: Callable[[str], None]):
         self.conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         self.on_inbox, self.on_done = on_inbox, on_done
         self.listening = asyncio.Event()  # set while the connection listens (tests wait for it)
@@ -41,10 +42,10 @@ class PgWakeups:
                     await conn.execute(f"LISTEN {DONE_CHANNEL}")
                     self.listening.set()
                     pause = 0.1
-                    self.on_inbox()  # anything that arrived while not listening
+                    self.on_inbox("")  # anything that arrived while not listening
                     async for notice in conn.notifies():
                         if notice.channel == INBOX_CHANNEL:
-                            self.on_inbox()
+                            self.on_inbox(notice.payload)
                         else:
                             self.on_done(notice.payload)
             except asyncio.CancelledError:
