@@ -16,6 +16,7 @@ Three kinds of agent, one lookup (`spec_for`):
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from pagemind.scheduler.errors import AgentExists, DaemonError, NotDeletable, Un
 
 log = structlog.get_logger("pagemind.scheduler")
 agents = AgentRow.__table__
+ORIGIN_TTL_S = 2.0  # how long an agent made through the daemon is taken to exist without asking the database
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class _File:
 class _Origin:
     agent_id: int
     template: str | None
+    read_at: float = 0.0  # time.monotonic() when read
 
 
 class AgentCatalog:
@@ -65,7 +68,8 @@ class AgentCatalog:
         self.store = store
         self.errors: dict[Path, str] = {}  # YAML files that do not load, and why (the API's readiness shows them)
         self._files: dict[str, _File] = {}
-        self._origins: dict[str, _Origin | None] = {}
+        self._origins: dict[str, _Origin] = {}
+        self._yaml_ids: dict[str, int] = {}
         self.rescan()
 
     # -- the folder ---------------------------------------------------------------------------------------------
@@ -123,13 +127,21 @@ class AgentCatalog:
     # -- any agent ----------------------------------------------------------------------------------------------
 
     def _origin(self, name: str) -> _Origin | None:
-        if name not in self._origins:
-            with self.store.engine.connect() as conn:
-                row = conn.execute(select(agent_origins.c.agent_id, agent_origins.c.template)
-                                   .join(agents, agents.c.id == agent_origins.c.agent_id)
-                                   .where(agents.c.name == name)).first()
-            self._origins[name] = _Origin(row.agent_id, row.template) if row else None
-        return self._origins[name]
+        """The agent's origin row, cached for `ORIGIN_TTL_S`: another daemon process may create or delete agents,
+        so a miss is never cached and a hit is read again after a while."""
+        cached = self._origins.get(name)
+        if cached is not None and cached.read_at > time.monotonic() - ORIGIN_TTL_S:
+            return cached
+        with self.store.engine.connect() as conn:
+            row = conn.execute(select(agent_origins.c.agent_id, agent_origins.c.template)
+                               .join(agents, agents.c.id == agent_origins.c.agent_id)
+                               .where(agents.c.name == name)).first()
+        origin = _Origin(row.agent_id, row.template, time.monotonic()) if row else None
+        if origin is None:
+            self._origins.pop(name, None)
+        else:
+            self._origins[name] = origin
+        return origin
 
     def spec_for(self, name: str) -> AgentSpec:
         """The spec agent `name` runs with now; raises `UnknownAgent`."""
@@ -155,11 +167,14 @@ class AgentCatalog:
 
     def agent_id(self, name: str) -> int:
         """The stored id of agent `name`, creating its state on first use (a YAML agent that never ran)."""
+        if name in self._yaml_ids and name in self._files:
+            return self._yaml_ids[name]
         origin = self._origin(name)
         if origin is not None:
             return origin.agent_id
         spec = self.spec_for(name)
         record = self.store.get_agent(name) or self.store.ensure_agent(spec)
+        self._yaml_ids[name] = record.id  # a YAML agent: it can be neither deleted nor renamed by the daemon
         return record.id
 
     def name_of(self, agent_id: int) -> str:
@@ -189,7 +204,7 @@ class AgentCatalog:
         with self.store.engine.begin() as conn:
             conn.execute(agent_origins.insert().values(agent_id=record.id, template=template, blocks=blocks or {},
                                                        created_at=now))
-        self._origins[name] = _Origin(record.id, template)
+        self._origins[name] = _Origin(record.id, template, time.monotonic())
         log.info("agent_created", agent=name, template=template)
         return AgentInfo(name, template, record.created_at, 0, "template" if template else "spec")
 

@@ -195,13 +195,16 @@ class Daemon:
     @contextlib.asynccontextmanager
     async def _agent(self, name: str) -> AsyncIterator[Agent]:
         async with self.pool.hold(name) as agent:
-            if self.dispatcher.held.holds(agent.record.id):  # this process works on it: `hold` is enough
-                agent.refresh()
-                yield agent
-                return
-            async with agent.store.turn_lock(agent.record.id, self.config.turn_wait_s, name):
-                agent.refresh()
-                yield agent
+            try:
+                if self.dispatcher.held.holds(agent.record.id):  # this process works on it: `hold` is enough
+                    agent.refresh()
+                    yield agent
+                    return
+                async with agent.store.turn_lock(agent.record.id, self.config.turn_wait_s, name):
+                    agent.refresh()
+                    yield agent
+            finally:
+                self.pool.lent.add(name)  # the caller may have written through the store: the next turn re-reads
 
 
 class _RunEvents:

@@ -68,6 +68,7 @@ class Dispatcher:
 
     async def _work(self, agent_id: int) -> None:
         name: str | None = None
+        fresh = False  # read the agent again after taking its lock: another process may have run it meanwhile
         try:
             if not await self.held.take(agent_id):  # a turn outside the daemon (`pagemind run`): later
                 log.info("agent_busy_elsewhere", agent_id=agent_id)
@@ -85,10 +86,12 @@ class Dispatcher:
                     # An item submitted between the empty claim and the release found this agent leased: look again.
                     if (self.inbox.has_open(agent_id) and self.leases.take(agent_id, utcnow())
                             and await self.held.take(agent_id)):
+                        fresh = False
                         continue
                     return
                 crash_point("daemon.item_claimed")
-                await self._run(item)
+                await self._run(item, refresh=not fresh)
+                fresh = True
         except Exception:  # the database failed under us: the lease runs out and the agent is taken over
             log.exception("worker_failed", agent_id=agent_id)
         finally:
@@ -97,7 +100,7 @@ class Dispatcher:
             self.workers.pop(agent_id, None)
             self.wake.set()
 
-    async def _run(self, item: InboxItem) -> None:
+    async def _run(self, item: InboxItem, refresh: bool) -> None:
         """Run one claimed item and record its outcome."""
         if item.attempts > self.config.max_attempts:
             self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped while "
@@ -105,7 +108,7 @@ class Dispatcher:
             return
         log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
         try:
-            result, error = await self._execute(item)
+            result, error = await self._execute(item, refresh)
         except UnknownAgent as exc:
             result, error = None, str(exc)
         except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
@@ -114,13 +117,16 @@ class Dispatcher:
         crash_point("daemon.turn_done")
         self._finish(item, result, error)
 
-    async def _execute(self, item: InboxItem) -> tuple[dict[str, Any] | None, str | None]:
-        """Run the item with the agent's turn lock held (`self.held`, taken with the lease), after reading again
-        whatever another process changed since this one last looked."""
+    async def _execute(self, item: InboxItem, refresh: bool) -> tuple[dict[str, Any] | None, str | None]:
+        """Run the item with the agent's turn lock held (`self.held`, taken with the lease). The first item after
+        taking the lock reads again whatever another process changed since this one last looked; later ones need
+        not (no one else can run the agent meanwhile), unless this process lent the agent out (`Daemon.agent`)."""
         async with self.pool.hold(item.agent_name) as agent:
             agent.observer = self.fanout.observer(item.run_id)
             try:
-                agent.refresh()
+                if refresh or item.agent_name in self.pool.lent:
+                    self.pool.lent.discard(item.agent_name)
+                    agent.refresh()
                 if item.kind == "message":
                     turn = await run_turn(agent, item.content, idempotency_key=item.turn_key)
                     return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,

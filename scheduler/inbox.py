@@ -24,7 +24,8 @@ from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.state.records import aware, without_nul
 from pagemind.runtime.state.tables import AgentRow, inbox
-from pagemind.scheduler.sql import DONE_CHANNEL, INBOX_CHANNEL, notify, read_connection, write_transaction
+from pagemind.scheduler.sql import (DONE_CHANNEL, INBOX_CHANNEL, notify, notifying, read_connection,
+                                    single_statement, write_transaction)
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 OPEN = (PENDING, RUNNING)  # an item still to run (a running one whose owner died is run again)
@@ -92,12 +93,12 @@ class Inbox:
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
         woke itself already, can ignore it."""
         try:
-            with write_transaction(self.engine) as conn:
+            with single_statement(self.engine) as conn:
                 row = conn.execute(inbox.insert().values(  # NUL: as the runtime's engine does for every statement
                     run_id=uuid.uuid4().hex, agent_id=agent_id, kind=kind, content=without_nul(content),
                     idempotency_key=without_nul(key) if key is not None else None,
-                    state=PENDING, attempts=0, created_at=now).returning(*inbox.c)).one()
-                notify(conn, INBOX_CHANNEL, source)
+                    state=PENDING, attempts=0, created_at=now)
+                    .returning(*inbox.c, *notifying(self.engine, INBOX_CHANNEL, source))).one()
         except IntegrityError:
             if key is None:
                 raise
@@ -142,7 +143,7 @@ class Inbox:
         (its `attempts` counts every claim)."""
         head = (select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
                 .order_by(inbox.c.id).limit(1).scalar_subquery())
-        with write_transaction(self.engine) as conn:
+        with single_statement(self.engine) as conn:
             row = conn.execute(update(inbox).where(inbox.c.id == head).values(
                 state=RUNNING, owner=owner, lease_expires_at=lease_until, started_at=now,
                 attempts=inbox.c.attempts + 1).returning(*inbox.c)).first()
@@ -152,11 +153,11 @@ class Inbox:
                error: str | None = None) -> InboxItem:
         """Mark a running item done (with `result`) or failed (with `error`); an item already finished (by an
         owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored."""
-        with write_transaction(self.engine) as conn:
+        with single_statement(self.engine) as conn:
             row = conn.execute(update(inbox).where(inbox.c.id == item.id, inbox.c.state.in_(OPEN)).values(
                 state=FAILED if error is not None else DONE, owner=owner, finished_at=now, result=result,
-                error=error, lease_expires_at=None).returning(*inbox.c)).first()
-            notify(conn, DONE_CHANNEL, item.run_id)
+                error=without_nul(error) if error is not None else None, lease_expires_at=None)
+                .returning(*inbox.c, *notifying(self.engine, DONE_CHANNEL, inbox.c.run_id))).first()
         return _item(row, item.agent_name) if row is not None else self.get(item.run_id)  # type: ignore[return-value]
 
     def fail_open(self, agent_id: int, error: str, now: datetime) -> int:

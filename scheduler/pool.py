@@ -46,6 +46,7 @@ class AgentPool:
         self.max_loaded, self.idle_unload_s = max_loaded, idle_unload_s
         self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self.lent: set[str] = set()  # agents lent out by `Daemon.agent` since their last turn: read them again
 
     def __len__(self) -> int:
         return len(self._loaded)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from typing import Iterator
+from typing import Any, Iterator
 
-from sqlalchemy import text
+from sqlalchemy import func, text
 from sqlalchemy.engine import Connection, Engine
 
 INBOX_CHANNEL = "pagemind_inbox"  # NOTIFYed in the transaction that adds work (delivered at commit)
@@ -91,6 +91,17 @@ class HeldConnections:
             self._drop("reader")
             raise
 
+    @contextlib.contextmanager
+    def statement(self) -> Iterator[Connection]:
+        """A connection for one self-contained write statement: on Postgres the autocommit connection (the
+        statement is its own transaction: no BEGIN and COMMIT round trips), on SQLite a `write` transaction."""
+        if self.sqlite:
+            with self.write() as conn:
+                yield conn
+        else:
+            with self.read() as conn:
+                yield conn
+
     def close(self) -> None:
         """Close this thread's connections."""
         self._drop("writer")
@@ -105,6 +116,19 @@ def write_transaction(engine: Engine):  # noqa: ANN201 (a context manager of a C
 def read_connection(engine: Engine):  # noqa: ANN201 (a context manager of a Connection)
     """`HeldConnections.of(engine).read()`."""
     return HeldConnections.of(engine).read()
+
+
+def single_statement(engine: Engine):  # noqa: ANN201 (a context manager of a Connection)
+    """`HeldConnections.of(engine).statement()`."""
+    return HeldConnections.of(engine).statement()
+
+
+def notifying(engine: Engine, channel: str, payload: Any) -> list[Any]:
+    """Extra RETURNING columns that NOTIFY `channel` with `payload` (a value or a column) from inside the statement
+    itself, when it commits (Postgres; nothing elsewhere)."""
+    if engine.dialect.name != "postgresql":
+        return []
+    return [func.pg_notify(channel, payload).label("notified")]
 
 
 def notify(conn: Connection, channel: str, payload: str = "") -> None:
