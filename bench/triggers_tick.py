@@ -136,7 +136,7 @@ def main() -> None:
             "every 30 s); 09:00: one message submitted to each agent's inbox (500 firings per inbox transaction).\n\n"
             "| agents | database | first tick | steady tick | 09:00 tick |\n| --- | --- | --- | --- | --- |\n"
             + "\n".join(rows))
-    write_section("Trigger ticks", body)
+    write_section("Trigger ticks (bench/triggers_tick.py)", body)
 
 
 if __name__ == "__main__":
