@@ -12,6 +12,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from pagemind.runtime.memory_config import MemoryConfig
+from pagemind.runtime.triggers_spec import IdleTrigger, ScheduleTrigger, check_unique
 from pagemind.tools import BUILTIN_TOOLS, Tool, tool
 
 # The tiktoken encodings shipped with the package (runtime/tokens.py loads them; a test checks the two agree).
@@ -131,6 +132,8 @@ class AgentSpec(BaseModel):
     )
     max_steps_per_turn: int = Field(10, gt=0)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    schedule: list[ScheduleTrigger] = Field(default_factory=list, description="cron / every triggers (the daemon)")
+    idle: IdleTrigger | None = Field(None, description="fired once after the agent has been idle this long")
     template: bool = Field(False, description="a template for agents made through the daemon (`pagemind serve`), "
                                               "not an agent of its own")
 
@@ -143,6 +146,7 @@ class AgentSpec(BaseModel):
                     f"blocks[{index}].label: duplicate block label '{block.label}' (first at blocks[{seen[block.label]}])"
                 )
             seen[block.label] = index
+        check_unique(self.schedule, self.idle)
         return self
 
     def resolved_tools(self) -> dict[str, Tool]:
@@ -152,8 +156,9 @@ class AgentSpec(BaseModel):
 
     def spec_hash(self) -> str:
         """A stable fingerprint of the definition, to tell when the YAML changed."""
-        # `template` left out while false: adding the field did not change the fingerprint of any existing agent.
-        dumped = self.model_dump_json(exclude=None if self.template else {"template"})
+        # Fields added later are left out at their defaults: adding them changed no existing agent's fingerprint.
+        later = {"template": False, "schedule": [], "idle": None}
+        dumped = self.model_dump_json(exclude={k for k, v in later.items() if getattr(self, k) == v} or None)
         return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 

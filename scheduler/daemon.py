@@ -37,6 +37,7 @@ from pagemind.scheduler.inbox import Inbox, InboxItem
 from pagemind.scheduler.leases import Leases, new_owner_id
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.sql import HeldConnections
+from pagemind.scheduler.trigger_runner import TriggerRunner
 from pagemind.scheduler.wakeup import PgWakeups
 
 log = structlog.get_logger("pagemind.scheduler")
@@ -72,6 +73,7 @@ class Daemon:
         self.fanout = RunFanout()
         self.dispatcher = Dispatcher(self.inbox, self.leases, self.pool, self.fanout, self.config)
         self.wakeups: PgWakeups | None = None
+        self.triggers = TriggerRunner(self, started=clock())
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
 
@@ -93,6 +95,7 @@ class Daemon:
             self._tasks.append(asyncio.create_task(self.wakeups.run(), name="pagemind-listen"))
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="pagemind-dispatch"))
         self._tasks.append(asyncio.create_task(self.dispatcher.heartbeat(), name="pagemind-heartbeat"))
+        self._tasks.append(asyncio.create_task(self.triggers.run(self.clock), name="pagemind-triggers"))
         self.started = True
         log.info("daemon_started", owner=self.owner, database=self.store.engine.dialect.name, swept=swept,
                  concurrency=self.config.concurrency)
@@ -119,7 +122,9 @@ class Daemon:
         log.info("daemon_stopped", owner=self.owner, cancelled=cancelled, released=released)
 
     async def tick(self, now: datetime) -> None:
-        """The triggers' hook, called with the daemon's clock (`scheduler.triggers` fills it)."""
+        """Submit every trigger firing due at `now` (`scheduler.trigger_runner`); `start` runs a loop that calls it
+        whenever the next firing is due, by the daemon's clock."""
+        await self.triggers.tick(now)
 
     # -- work -----------------------------------------------------------------------------------------------------
 

@@ -287,7 +287,8 @@ agent_origins = Table(
 )
 
 # When each of an agent's triggers last fired (the trigger's key is stable across restarts: its kind and its
-# definition), so a restart knows what it missed.
+# definition), so a restart knows what it missed: `fired_at` is the due time of the last firing handled (fired,
+# or skipped by `missed: skip`), or when the trigger was first seen; it only moves forward (scheduler.triggers).
 trigger_fires = Table(
     "trigger_fires", metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
