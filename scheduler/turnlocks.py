@@ -19,7 +19,7 @@ import structlog
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from pagemind.runtime.state.locks import _NAMESPACE  # the turn lock's key space, shared on purpose
+from pagemind.runtime.state.locks import TRY_TURN_LOCK, TURN_UNLOCK  # the turn lock's keys, shared on purpose
 from pagemind.runtime.state.store import StateStore
 
 log = structlog.get_logger("pagemind.scheduler")
@@ -43,7 +43,7 @@ class HeldAgents:
         if agent_id in self._held:
             return True
         if self.postgres:
-            got = self._execute("SELECT pg_try_advisory_lock(:ns, :id)", agent_id)
+            got = self._execute(TRY_TURN_LOCK, agent_id)
             if got:
                 self._held[agent_id] = True
             return bool(got)
@@ -61,7 +61,7 @@ class HeldAgents:
         if held is None:
             return
         if self.postgres:
-            self._execute("SELECT pg_advisory_unlock(:ns, :id)", agent_id)
+            self._execute(TURN_UNLOCK, agent_id)
         else:
             await held.__aexit__(None, None, None)
 
@@ -78,7 +78,7 @@ class HeldAgents:
         if self._conn is None:
             self._conn = self.store.engine.connect()
         try:
-            value = self._conn.execute(text(sql), {"ns": _NAMESPACE, "id": agent_id}).scalar()
+            value = self._conn.execute(text(sql), {"id": agent_id}).scalar()
             self._conn.commit()  # session-level locks outlive the transaction
             return value
         except Exception as exc:  # the session died and every lock with it: start a new one

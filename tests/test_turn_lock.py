@@ -119,3 +119,32 @@ async def test_a_stale_block_write_fails_and_stores_nothing(database_url):
     assert store.load_core(agent_id, spec)[0][1].value.split() == ["A-0"]
     assert await second.send("B message 2") == "ok B-2"  # under the lock the stale agent reads its state again
     assert store.load_core(agent_id, spec)[0][1].value.split() == ["A-0", "B-2"]
+
+
+async def test_agents_of_two_schemas_in_one_postgres_database_do_not_lock_each_other(database_url):
+    """Advisory locks are per database; two stores in two schemas both have an agent with id 1 (tenants in
+    schemas, parallel test runs), and one's turn must not make the other busy."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("about Postgres schemas")
+    import sqlalchemy
+
+    from tests.conftest import POSTGRES_URL
+
+    other_schema = f"t_{os.urandom(6).hex()}"
+    admin = sqlalchemy.create_engine(POSTGRES_URL)
+    with admin.begin() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE SCHEMA {other_schema}"))
+    try:
+        store, agent_id = prepare(database_url)
+        other, other_id = prepare(f"{POSTGRES_URL}?options=-csearch_path%3D{other_schema}")
+        assert agent_id == other_id
+        async with store.turn_lock(agent_id, wait=0):
+            async with other.turn_lock(other_id, wait=0):
+                with pytest.raises(AgentBusy):  # the same schema's lock still excludes
+                    async with store.turn_lock(agent_id, wait=0):
+                        pass
+        other.engine.dispose()
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sqlalchemy.text(f"DROP SCHEMA {other_schema} CASCADE"))
+        admin.dispose()

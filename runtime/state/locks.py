@@ -1,6 +1,6 @@
 """One turn at a time per agent: a lock held for a whole turn, shared by every task and process on one database.
 
-- Postgres: a session-level `pg_try_advisory_lock(namespace, agent id)` on a connection of its own, held (out of
+- Postgres: a session-level `pg_try_advisory_lock(schema key, agent id)` on a connection of its own, held (out of
   the pool's reach) for the turn and unlocked, then closed, at its end. If the process dies the server ends the
   session and the lock goes with it.
 - SQLite: the database is one file, so the lock is an `flock` on a file beside it, one per agent
@@ -30,7 +30,11 @@ from sqlalchemy.engine import Connection, Engine
 
 log = structlog.get_logger("pagemind.locks")
 
-_NAMESPACE = 0x706D  # "pm": the first key of the two-key advisory lock; the agent's id is the second
+# The two-key advisory lock: (this schema's key space, the agent's id). Advisory locks are per database, not per
+# schema, and agent ids restart in every schema: two pagemind stores in two schemas of one database (tenants,
+# parallel test runs) would otherwise lock each other's agents. The key space is a hash of the schema's name.
+TRY_TURN_LOCK = "SELECT pg_try_advisory_lock(hashtext('pagemind.turn:' || current_schema()), :id)"
+TURN_UNLOCK = "SELECT pg_advisory_unlock(hashtext('pagemind.turn:' || current_schema()), :id)"
 _POLL_FIRST, _POLL_MAX = 0.005, 0.1  # seconds between tries while another holder has the agent
 _local_locks: dict[tuple[str, int], threading.Lock] = {}
 _local_guard = threading.Lock()
@@ -76,7 +80,7 @@ def _advisory_lock(engine: Engine, agent_id: int) -> tuple[Callable[[], bool], C
     def try_lock() -> bool:
         conn = engine.connect()
         try:
-            got = conn.execute(text("SELECT pg_try_advisory_lock(:ns, :id)"), {"ns": _NAMESPACE, "id": agent_id}).scalar()
+            got = conn.execute(text(TRY_TURN_LOCK), {"id": agent_id}).scalar()
             conn.commit()  # the session-level lock outlives the transaction; the connection stays out of the pool
         except BaseException:
             conn.invalidate()
@@ -91,7 +95,7 @@ def _advisory_lock(engine: Engine, agent_id: int) -> tuple[Callable[[], bool], C
     def release() -> None:
         conn = held.pop()
         try:
-            conn.execute(text("SELECT pg_advisory_unlock(:ns, :id)"), {"ns": _NAMESPACE, "id": agent_id})
+            conn.execute(text(TURN_UNLOCK), {"id": agent_id})
             conn.commit()
         except Exception as exc:  # a dead connection: its session, and so the lock, ended with it
             log.warning("turn_unlock_failed", agent_id=agent_id, error=str(exc))
