@@ -261,10 +261,16 @@ def load_spec(path: str | Path) -> AgentSpec:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         raise SpecError([f"{path}:{line} not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
                          "save the file as UTF-8"]) from None
-    root, data = _parse(path, text)
+    return parse_spec(text, path)
+
+
+def parse_spec(text: str, source: str | Path = "<agent>", *, import_tools: bool = True) -> AgentSpec:
+    """Validate an agent definition given as YAML text (the API receives agents this way); errors name `source`,
+    line and field. `import_tools=False` for text from elsewhere: custom tool modules are checked, not imported."""
+    root, data = _parse(Path(source), text)
     if not isinstance(data, dict):
-        raise SpecError([f"{path}:1 (top level): must be a mapping of fields (name, model, system, …)"])
+        raise SpecError([f"{source}:1 (top level): must be a mapping of fields (name, model, system, …)"])
     try:
-        return AgentSpec.model_validate(data)
+        return AgentSpec.model_validate(data, context={"import_tools": import_tools})
     except ValidationError as exc:
-        raise SpecError(_problems(path, root, exc)) from None
+        raise SpecError(_problems(Path(source), root, exc)) from None

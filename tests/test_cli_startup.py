@@ -23,7 +23,7 @@ HEAVY = {"openai", "httpx", "sqlalchemy", "sqlmodel", "alembic", "psycopg", "fas
 
 PROBE = """
 import contextlib, io, json, sys
-from pagemind.runtime.cli.main import main
+from pagemind.scheduler.cli import main
 with contextlib.redirect_stdout(io.StringIO()) as shown:
     try:
         code = main(sys.argv[1:])
@@ -48,14 +48,15 @@ def top_level(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["memory", "search", "--help"],
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["memory", "search", "--help"], ["serve", "--help"],
                                   ["trace", "show", "--help"], ["replay", "--help"]])
 def test_help_loads_no_heavy_library_and_no_kernel_module(tmp_path, argv):
     code, out, modules = loaded_by(tmp_path, *argv)
     assert code == 0 and "usage: pagemind" in out
     assert top_level(modules) & HEAVY == set()
-    kernel = {m for m in modules if m.startswith("pagemind.") and not m.startswith("pagemind.runtime.cli")}
-    assert kernel <= {"pagemind.runtime"}  # the package itself, nothing under it but the CLI
+    cli = ("pagemind.runtime.cli", "pagemind.scheduler.cli")  # the console script is the scheduler's (it adds serve)
+    kernel = {m for m in modules if m.startswith("pagemind.") and not m.startswith(cli)}
+    assert kernel <= {"pagemind.runtime", "pagemind.scheduler"}  # the packages, nothing under them but the CLI
 
 
 def test_agents_loads_sql_but_not_the_model_sdk_tokenizer_or_vector_stores(tmp_path):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
@@ -34,8 +34,13 @@ def configure_logging() -> None:
     configure(level)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for tests and docs)."""
+Extend = Callable[[Any], None]
+"""Adds commands to the parser: called with its subparsers (`argparse._SubParsersAction`) once the runtime's own
+are in, so a layer above the runtime (the daemon's `serve`, `send`) can add commands or wrap a handler."""
+
+
+def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs); `extend` adds a higher layer's commands."""
     parser = argparse.ArgumentParser(prog="pagemind", description="A virtual-context OS for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="send one message and print the reply")
@@ -66,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     agents.add_argument("names", nargs="*", metavar="OLD NEW")
     agents.set_defaults(handler=commands.cmd_agents)
     add_trace_parsers(sub)  # trace ls|show|export, replay, demo; --trace on run and chat
+    if extend is not None:
+        extend(sub)
     return parser
 
 
@@ -75,16 +82,16 @@ def _add_wait(parser: argparse.ArgumentParser) -> None:
                              "before exiting 3 (agent busy) with nothing stored (default 30)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `pagemind` console script (`argv` None: the process's own arguments, and the process
-    ends when this returns)."""
+def main(argv: Sequence[str] | None = None, *, extend: Extend | None = None) -> int:
+    """Entry point of the runtime's commands (`argv` None: the process's own arguments, and the process ends when
+    this returns); the `pagemind` console script is `pagemind.scheduler.cli:main`, which adds the daemon's."""
     process_ends = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     bad = bad_argument(argv)
     if bad:
         sys.stderr.write(f"error: {bad}; pagemind stores text as UTF-8\n")
         return 2
-    args = (memory_parser() if is_memory_subcommand(argv) else build_parser()).parse_args(argv)
+    args = (memory_parser() if is_memory_subcommand(argv) else build_parser(extend)).parse_args(argv)
     import asyncio  # after parsing: --help and usage errors exit above without an event loop
 
     try:

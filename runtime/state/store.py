@@ -359,8 +359,16 @@ class StateStore:
                 versions.update(written)
             return step_row.id, [_message_from_row(r) for r in rows]
 
+    def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
+        """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the
+        same compare-and-set on each block's version as a step's edits (`StaleBlocks` if one moved meanwhile)."""
+        with self._session() as session:
+            written = self._apply_edits(session, agent_id, None, edits, versions)
+            session.commit()
+            versions.update(written)
+
     @staticmethod
-    def _apply_edits(session: Session, agent_id: int, step_id: int, edits: list[BlockEdit],
+    def _apply_edits(session: Session, agent_id: int, step_id: int | None, edits: list[BlockEdit],
                      versions: dict[str, int] | None) -> dict[str, int]:
         """Write each edit as a compare-and-set on the block's version (one UPDATE … WHERE version = read), so the
         check holds even against a writer that bypassed the turn lock. Returns the versions written."""

@@ -1,0 +1,95 @@
+"""A run as server-sent events: the runtime's events (`runtime/events.py`) under stable SSE event names.
+
+| SSE event     | from                                   | data                                              |
+| ------------- | -------------------------------------- | ------------------------------------------------- |
+| `accepted`    | the inbox                              | the run (`RunOut`): its id before anything runs   |
+| `turn_start`  | `TurnEvent`                            | `turn_id`                                         |
+| `step_start`  | `ModelRequestEvent` (purpose `step`)   | `step`                                            |
+| `model_done`  | `ModelResponseEvent` of a step         | `step`, `latency_ms`, token counts                |
+| `tool_call`   | `ToolCallEvent`                        | `step`, `call_id`, `name`, `arguments` (raw JSON) |
+| `tool_result` | `ToolResultEvent`                      | `step`, `call_id`, `name`, `content`, `is_error`  |
+| `memory_edit` | `MemoryEditEvent`                      | `step`, `label`, `operation`, `old`, `new`        |
+| `step_end`    | `StepEndEvent`                         | `step`, `stop_reason`                             |
+| `runtime`     | a runtime event (flush, warning …)     | `step`, `kind`, `data`                            |
+| `reply`       | the run's result                       | `text` (null when the agent sent none)            |
+| `error`       | a failed run                           | `code`, `message`                                 |
+| `done`        | the end of the run, always last        | the run (`RunOut`)                                |
+
+The summarizer's and the fact extractor's model calls are the runtime's own business, not steps: not streamed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, assert_never
+
+from fastapi.sse import ServerSentEvent
+
+from pagemind.runtime.events import (FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
+                                     ModelResponseEvent, PressureSqueezedEvent, PressureWarningEvent, StepEndEvent,
+                                     ToolCallEvent, ToolResultEvent, TurnEvent)
+from pagemind.scheduler.api_models import RunOut
+
+
+class SseMapper:
+    """Turns a run's events into SSE, one at a time; remembers whether the last model request was a step's, so
+    that the response to the summarizer's or the extractor's request is not reported as a step's."""
+
+    def __init__(self) -> None:
+        self.in_step_call = False
+
+    def convert(self, event: Any) -> ServerSentEvent | None:
+        """The SSE for one runtime event, or None for one a client does not see."""
+        if isinstance(event, ModelRequestEvent):
+            self.in_step_call = event.purpose == "step"
+        elif isinstance(event, ModelResponseEvent) and not self.in_step_call:
+            return None
+        return sse_of(event)
+
+
+def sse_of(event: Any) -> ServerSentEvent | None:
+    """The SSE for one runtime event, or None for one a client does not see (the runtime's own model calls)."""
+    match event:
+        case TurnEvent():
+            return ServerSentEvent(event="turn_start", data={"turn_id": event.turn_id})
+        case ModelRequestEvent():
+            return ServerSentEvent(event="step_start", data={"step": event.step}) if event.purpose == "step" else None
+        case ModelResponseEvent():
+            return ServerSentEvent(event="model_done", data={
+                "step": event.step, "latency_ms": event.latency_ms, "prompt_tokens": event.prompt_tokens,
+                "completion_tokens": event.completion_tokens})
+        case ToolCallEvent():
+            return ServerSentEvent(event="tool_call", data={"step": event.step, "call_id": event.call_id,
+                                                             "name": event.name, "arguments": event.arguments})
+        case ToolResultEvent():
+            return ServerSentEvent(event="tool_result", data={
+                "step": event.step, "call_id": event.call_id, "name": event.name, "content": event.content,
+                "is_error": event.is_error})
+        case MemoryEditEvent():
+            return ServerSentEvent(event="memory_edit", data={"step": event.step, "label": event.label,
+                                                                "operation": event.operation, "old": event.old,
+                                                                "new": event.new})
+        case StepEndEvent():
+            return ServerSentEvent(event="step_end", data={"step": event.step, "stop_reason": event.stop_reason})
+        case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | PressureSqueezedEvent():
+            return ServerSentEvent(event="runtime", data={"step": event.step, "kind": event.kind,
+                                                            "data": dataclasses.asdict(event.data)})
+        case _:
+            assert_never(event)
+
+
+def accepted(run: RunOut) -> ServerSentEvent:
+    """The first event: the run was accepted (committed to the inbox)."""
+    return ServerSentEvent(event="accepted", data=run.model_dump(mode="json"), id=run.run_id)
+
+
+def ending(run: RunOut) -> list[ServerSentEvent]:
+    """The last events: the reply (or the error) and `done` with the run."""
+    events = []
+    if run.state == "done":
+        events.append(ServerSentEvent(event="reply", data={"text": run.reply}))
+    else:
+        code = "run_failed" if run.state == "failed" else "not_finished"
+        events.append(ServerSentEvent(event="error", data={"code": code, "message": run.error or f"run {run.state}"}))
+    events.append(ServerSentEvent(event="done", data=run.model_dump(mode="json")))
+    return events

@@ -1,0 +1,201 @@
+"""The `pagemind` console script: the runtime's commands plus the daemon's — `serve`, `send`, `agents --server` —
+and `run` sent through a live local daemon instead of fighting it for the stores.
+
+The runtime must not import the scheduler, so this module extends the runtime's parser (`runtime.cli.main`)
+rather than the other way round. Like it, it loads only the standard library at module level: `pagemind --help`
+pays for no web framework (tests/test_cli_startup.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any, Sequence
+
+from pagemind.runtime.cli import commands
+from pagemind.runtime.cli.main import main as runtime_main
+from pagemind.runtime.cli.shared import CliError, out
+
+if TYPE_CHECKING:
+    from pagemind.runtime.settings import Settings
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_PORT = 8283
+
+
+def add_parsers(sub: Any) -> None:
+    """The daemon's commands, and `--server` on `agents`; `run` learns to go through a local daemon."""
+    serve = sub.add_parser("serve", help="serve every agent YAML in a folder over HTTP (the daemon)")
+    serve.add_argument("directory", help="folder of agent and template YAML files")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (anything but loopback needs PAGEMIND_API_TOKEN; default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    serve.add_argument("--concurrency", type=int, default=64, help="agents running turns at once (default 64)")
+    serve.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
+                       help="on SIGTERM/SIGINT, how long turns in flight may take to finish (default 30)")
+    serve.add_argument("--max-body", type=int, default=1024 * 1024, metavar="BYTES",
+                       help="largest request body accepted (default 1 MiB)")
+    serve.add_argument("--public-url", metavar="URL",
+                       help="the URL other processes reach this daemon at (default http://HOST:PORT)")
+    serve.set_defaults(handler=cmd_serve)
+    send = sub.add_parser("send", help="send a message to an agent a daemon serves, print the reply")
+    send.add_argument("agent", help="the agent's name")
+    send.add_argument("text")
+    _add_server(send, required=True)
+    send.add_argument("--key", metavar="KEY", help="idempotency key: the same key again returns the first reply")
+    send.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                      help="how long to wait for the reply (default 300)")
+    send.set_defaults(handler=cmd_send)
+    agents = sub.choices["agents"]
+    _add_server(agents, required=False)
+    agents.set_defaults(handler=cmd_agents)
+    sub.choices["run"].set_defaults(handler=cmd_run)
+
+
+def _add_server(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    import os
+
+    default = os.environ.get("PAGEMIND_SERVER") or None
+    parser.add_argument("--server", metavar="URL", default=default, required=required and default is None,
+                        help="a daemon's URL, e.g. http://127.0.0.1:8283 (default $PAGEMIND_SERVER); the token is "
+                             "$PAGEMIND_API_TOKEN")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `pagemind` console script."""
+    return runtime_main(argv, extend=add_parsers)
+
+
+# -- serve --------------------------------------------------------------------------------------------------------
+
+
+def check_binding(host: str, token: str | None) -> str | None:
+    """Why the daemon must not bind to `host` (None: it may): without a token only this machine may reach it."""
+    if token is None and host not in LOOPBACK:
+        return (f"refusing to serve on {host} without PAGEMIND_API_TOKEN: anyone who reaches that address could "
+                "read and drive every agent. Set PAGEMIND_API_TOKEN, or bind to 127.0.0.1")
+    return None
+
+
+async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the daemon and its API until SIGTERM or SIGINT, then stop gracefully and exit 0."""
+    import os
+
+    token = os.environ.get("PAGEMIND_API_TOKEN") or None
+    refusal = check_binding(args.host, token)
+    if refusal:
+        raise CliError(refusal)
+    from pathlib import Path
+
+    if not Path(args.directory).is_dir():
+        raise CliError(f"{args.directory} is not a folder of agent YAML files")
+    if args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0:
+        raise CliError("--concurrency and --max-body must be positive, --grace not negative")
+    from pagemind.scheduler.api_serve import serve
+
+    return await serve(args, settings, token)
+
+
+# -- send, agents, run through a daemon ---------------------------------------------------------------------------
+
+
+def _client(url: str) -> Any:
+    from pagemind.scheduler.client import DaemonClient
+
+    return DaemonClient(url)
+
+
+def _client_error(exc: Exception) -> CliError:
+    status = getattr(exc, "status", 0)
+    return CliError(str(exc), code={404: 2, 422: 2, 401: 2, 0: 1}.get(status, 1))
+
+
+def print_run(run: dict[str, Any]) -> int:
+    """Print a run's reply; the exit code: 0 done, 1 failed or not finished."""
+    if run["state"] == "done":
+        out(run.get("reply") or "(no reply)")
+        return 0
+    if run["state"] == "failed":
+        sys.stderr.write(f"error: the turn failed: {run.get('error')}\n")
+        return 1
+    sys.stderr.write(f"error: the turn has not finished ({run['state']}); its result will be at "
+                     f"/v1/runs/{run['run_id']}\n")
+    return 1
+
+
+async def cmd_send(args: argparse.Namespace, settings: Settings) -> int:
+    """Send one message through a daemon and print the reply."""
+    import asyncio
+
+    from pagemind.scheduler.client import ClientError
+
+    if args.timeout <= 0:
+        raise CliError("--timeout must be positive")
+    with _client(args.server) as client:
+        try:
+            run = await asyncio.to_thread(client.send, args.agent, args.text, idempotency_key=args.key,
+                                          timeout_s=min(args.timeout, 600.0))
+        except ClientError as exc:
+            raise _client_error(exc) from None
+    return print_run(run)
+
+
+async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
+    """`agents --server URL`: the agents a daemon serves; otherwise the stored agents (the runtime's command)."""
+    if args.server is None:
+        return await commands.cmd_agents(args, settings)
+    if args.action or args.names:
+        raise CliError("`agents rename` works on the database, not through --server")
+    from pagemind.scheduler.client import ClientError
+
+    with _client(args.server) as client:
+        try:
+            agents = client.agents()
+        except ClientError as exc:
+            raise _client_error(exc) from None
+    if not agents:
+        out("the daemon serves no agents yet")
+    for a in agents:
+        made = f"from {a['template']}" if a.get("template") else ""
+        out(f"{a['name']:<24} pending {a.get('pending', 0):<4} {made}")
+    return 0
+
+
+async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    """`run`, through a live daemon serving this database when there is one (it holds the agent's stores: a
+    second process would wait for them, or find them busy); on its own otherwise."""
+    url = None if args.reset_memory or getattr(args, "trace", None) else live_daemon(settings)
+    if url is not None:
+        name = agent_name(args.agent)
+        import asyncio
+
+        from pagemind.scheduler.client import ClientError
+
+        with _client(url) as client:
+            try:
+                if await asyncio.to_thread(client.has_agent, name):
+                    sys.stderr.write(f"note: sending through the daemon at {url}, which serves this database\n")
+                    run = await asyncio.to_thread(client.send, name, args.message, idempotency_key=args.idempotency_key)
+                    return print_run(run)
+            except ClientError as exc:
+                raise _client_error(exc) from None
+    return await commands.cmd_run(args, settings)
+
+
+def agent_name(target: str) -> str:
+    """The agent's name from a YAML path or a stored name."""
+    from pathlib import Path
+
+    path = Path(target)
+    if path.suffix in {".yaml", ".yml"} or path.exists():
+        from pagemind.runtime.spec import load_spec
+
+        return load_spec(path).name
+    return target
+
+
+def live_daemon(settings: Settings) -> str | None:
+    """The URL of a daemon serving this database with a fresh heartbeat, or None."""
+    from pagemind.scheduler.api_serve import live_daemon_url
+
+    return live_daemon_url(settings)
