@@ -199,3 +199,8 @@ def live_daemon(settings: Settings) -> str | None:
     from pagemind.scheduler.api_serve import live_daemon_url
 
     return live_daemon_url(settings)
+
+
+if __name__ == "__main__":
+    # `python -m pagemind.scheduler.cli` (tests run the CLI this way, without the console script).
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""A scripted OpenAI-compatible chat-completions server for tests and benchmarks that run real processes
+(`pagemind serve` cannot be handed a ScriptedModel): `python tests/openai_stub.py --port P [--latency-ms 50]`.
+
+Every agent turn it serves takes two steps: to a user's message it answers with `memory_rethink` of the `human`
+block (a memory edit; the block's size does not grow with the number of turns), and to that tool's result with
+`send_message("echo: <the user's message>")`. Each answer comes after a fixed latency. A minimal HTTP/1.1
+server on asyncio (keep-alive, Content-Length bodies): a framework would cost the benchmark's shared CPU more
+than the daemon it measures. `GET /stats` reports the number of completions served.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+
+served = 0
+
+
+def answer(body: dict) -> dict:
+    """The scripted completion for a request body."""
+    messages = body.get("messages", [])
+    last = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), {"role": "user", "content": ""})
+    user = next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""})
+    text = str(user.get("content") or "")
+    if last["role"] == "user":
+        name, arguments = "memory_rethink", {"label": "human", "new_value": f"Last said: {text[:60]}"}
+    else:
+        name, arguments = "send_message", {"message": f"echo: {text}"}
+    call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": 0, "model": "stub",
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+
+
+async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, latency: float) -> None:
+    """Serve requests on one connection until the client closes it."""
+    global served
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+            raw = await reader.readexactly(int(headers.get("content-length", "0")))
+            if method == "POST" and path.endswith("/chat/completions"):
+                await asyncio.sleep(latency)
+                served += 1
+                status, payload = 200, answer(json.loads(raw or b"{}"))
+            elif path == "/stats":
+                status, payload = 200, {"completions": served}
+            else:
+                status, payload = 404, {"error": {"message": f"no route {path}"}}
+            data = json.dumps(payload).encode()
+            writer.write(f"HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n"
+                         f"connection: keep-alive\r\n\r\n".encode() + data)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main(port: int, latency: float) -> None:
+    server = await asyncio.start_server(lambda r, w: handle(r, w, latency), "127.0.0.1", port, backlog=4096)
+    print(f"listening on {server.sockets[0].getsockname()[1]}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    args = parser.parse_args()
+    asyncio.run(main(args.port, args.latency_ms / 1000))

@@ -1,0 +1,172 @@
+"""`pagemind serve` as a user runs it: a real process on a free port in front of a scripted OpenAI-compatible
+server (tests/openai_stub.py, another process); the API over TCP — the event stream read as it arrives — the
+CLI's `send`, `agents --server` and `run` through the daemon, auth and binding, and SIGTERM → exit 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).parent.parent
+TEMPLATE = """
+name: companion
+template: true
+model: {name: gpt-4o-mini, context_window: 8192, max_output_tokens: 256, request_timeout_s: 10}
+system: You are a warm companion.
+blocks:
+  - {label: persona, value: "I am warm.", limit: 200}
+  - {label: human, value: "", limit: 100}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check, what: str, deadline_s: float = 60.0):
+    """Poll `check` (a subprocess's state) until it returns something truthy, or fail naming `what`."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def stub():
+    """The scripted model endpoint: its base URL."""
+    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_stub.py"), "--latency-ms", "5"],
+                               stdout=subprocess.PIPE, text=True)
+    port = int(process.stdout.readline().split()[-1])
+    yield f"http://127.0.0.1:{port}/v1"
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture
+def environment(tmp_path, stub):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "companion.yaml").write_text(TEMPLATE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_", "PAGEMIND_"))}
+    env.update(PAGEMIND_HOME=str(tmp_path / "home"), OPENAI_BASE_URL=stub, OPENAI_API_KEY="test-key")
+    return folder, env
+
+
+def pagemind(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pagemind.scheduler.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def start_serve(folder: Path, env: dict, *extra: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "pagemind.scheduler.cli", "serve", str(folder), "--port", str(port),
+                                *extra], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"serve exited {process.returncode}: {process.stderr.read()}")
+        try:
+            return httpx.get(f"{url}/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(healthy, "pagemind serve to answer /health")
+    return process, url
+
+
+def stop(process: subprocess.Popen) -> tuple[int, str]:
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail("serve did not exit within 60 s of SIGTERM")
+    return code, process.stderr.read()
+
+
+def read_events(response: httpx.Response):
+    """(event, data) pairs as the server sends them, read off the socket one line at a time."""
+    event = None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: ") and event:
+            yield event, json.loads(line.removeprefix("data: "))
+            event = None
+
+
+def test_serve_stream_send_run_and_sigterm(environment):
+    folder, env = environment
+    process, url = start_serve(folder, env)
+    try:
+        made = httpx.post(f"{url}/v1/agents", json={"template": "companion", "name": "companion-u123"})
+        assert made.status_code == 201, made.text
+        seen = []
+        with httpx.stream("POST", f"{url}/v1/agents/companion-u123/messages/stream",
+                          json={"content": "I got the job!"}, timeout=60) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for name, data in read_events(response):
+                seen.append(name)
+                if name == "accepted":
+                    run_id = data["run_id"]
+                if name == "reply":
+                    assert data == {"text": "echo: I got the job!"}
+        assert seen[0] == "accepted" and seen[-2:] == ["reply", "done"]
+        assert {"step_start", "tool_call", "tool_result", "memory_edit", "step_end"} <= set(seen)
+        assert httpx.get(f"{url}/v1/runs/{run_id}").json()["state"] == "done"
+
+        sent = pagemind(env, "send", "companion-u123", "hello", "--server", url, "--key", "k1")
+        assert sent.returncode == 0, sent.stderr
+        assert sent.stdout.strip() == "echo: hello"
+        listed = pagemind(env, "agents", "--server", url)
+        assert listed.returncode == 0 and "companion-u123" in listed.stdout
+        missing = pagemind(env, "send", "nobody", "hello", "--server", url)
+        assert missing.returncode == 2 and "no agent is called 'nobody'" in missing.stderr
+
+        # `run` against an agent the local daemon serves goes through it (and says so).
+        through = pagemind(env, "run", "companion-u123", "-m", "via run")
+        assert through.returncode == 0, through.stderr
+        assert through.stdout.strip() == "echo: via run" and "through the daemon" in through.stderr
+    finally:
+        code, stderr = stop(process)
+    assert code == 0, stderr
+    assert "loopback only" in stderr  # said at start: no token, so no other machine may connect
+
+
+def test_a_token_protects_the_api_over_tcp(environment):
+    folder, env = environment
+    env = {**env, "PAGEMIND_API_TOKEN": "s3cret"}
+    process, url = start_serve(folder, env, "--host", "0.0.0.0")
+    try:
+        refused = httpx.get(f"{url}/v1/agents")
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+        assert httpx.get(f"{url}/v1/agents", headers={"authorization": "Bearer s3cret"}).status_code == 200
+        listed = pagemind(env, "agents", "--server", url)  # the CLI sends $PAGEMIND_API_TOKEN
+        assert listed.returncode == 0, listed.stderr
+        no_token = pagemind({k: v for k, v in env.items() if k != "PAGEMIND_API_TOKEN"}, "agents", "--server", url)
+        assert no_token.returncode == 2 and "401" in no_token.stderr
+    finally:
+        code, stderr = stop(process)
+    assert code == 0, stderr
+
+
+def test_without_a_token_only_loopback_may_be_bound(environment):
+    folder, env = environment
+    refused = pagemind(env, "serve", str(folder), "--host", "0.0.0.0", "--port", str(free_port()), timeout=60)
+    assert refused.returncode == 2
+    assert "without PAGEMIND_API_TOKEN" in refused.stderr
