@@ -62,10 +62,11 @@ def _add_health(app: FastAPI) -> None:
     async def ready(request: Request) -> JSONResponse:
         """Readiness: the daemon is started and not stopping (503 while it drains, so a balancer moves on)."""
         daemon = request.app.state.daemon
-        state = getattr(daemon, "state", "running")
-        if state != "running":
-            return JSONResponse(error_body("not_ready", f"the daemon is {state}"), status_code=503)
-        return JSONResponse({"status": "ready"})
+        if not daemon.started:
+            return JSONResponse(error_body("not_ready", "the daemon is not running (starting, or stopping)"),
+                                status_code=503)
+        broken = {str(path): why for path, why in daemon.catalog.errors.items()}
+        return JSONResponse({"status": "ready", "agents_folder_errors": broken})
 
 
 def _add_error_handlers(app: FastAPI) -> None:

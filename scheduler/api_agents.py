@@ -140,17 +140,17 @@ async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOu
                         headers={"location": f"/v1/runs/{run.run_id}"})
 
 
-async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[Any, AsyncIterable[Any]]:
+async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[Any, AsyncIterable[Any] | None]:
     """The stream's message, committed before the stream starts (so an unknown agent is a plain 404), and the
     run's event stream, subscribed at once."""
     item = await daemon.submit(name, body.content, idempotency_key=body.idempotency_key)
-    return item, daemon.events(item.run_id)
+    return item, None if item.finished else daemon.events(item.run_id)  # a retried key's run may be over
 
 
 @router.post("/agents/{name}/messages/stream", tags=["messages"], response_class=EventSourceResponse,
              summary="send a message and stream its turn as server-sent events",
              responses={404: {"description": "unknown agent"}})
-async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncIterable[Any]], Depends(submitted)],
+async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncIterable[Any] | None], Depends(submitted)],
                          daemon: DaemonDep) -> AsyncIterable[ServerSentEvent]:
     """`accepted` (the run id), then the turn as it happens — `turn_start`, `step_start`, `tool_call`,
     `tool_result`, `memory_edit`, `step_end`, `runtime` — then `reply` (or `error`) and `done` with the run
@@ -162,7 +162,7 @@ async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncI
     timed_out = False
     try:
         async with asyncio.timeout(body.timeout_s):
-            async for event in events:
+            async for event in events or ():
                 sse = mapper.convert(event)
                 if sse is not None:
                     yield sse

@@ -6,7 +6,8 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from pagemind.scheduler.errors import AgentExists, DaemonError, NotDeletable, UnknownAgent, UnknownTemplate
+from pagemind.scheduler.errors import (AgentExists, DaemonError, KeyReused, NotDeletable, UnknownAgent, UnknownRun,
+                                       UnknownTemplate)
 
 
 class ApiError(HTTPException):
@@ -29,6 +30,10 @@ def status_of_daemon_error(exc: DaemonError) -> tuple[int, str]:
         return 404, "unknown_agent"
     if isinstance(exc, AgentExists):
         return 409, "agent_exists"
+    if isinstance(exc, UnknownRun):
+        return 404, "unknown_run"
+    if isinstance(exc, KeyReused):
+        return 409, "idempotency_key_reused"
     if isinstance(exc, NotDeletable):
         return 409, "not_deletable"
     if isinstance(exc, UnknownTemplate):

@@ -35,18 +35,16 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon, DaemonConfig
 
+    url = args.public_url or f"http://{_url_host(args.host)}:{args.port}"
     store = StateStore.open(settings.database_url)
     catalog = AgentCatalog(args.directory, store)
-    daemon = Daemon(catalog, settings, config=DaemonConfig(concurrency=args.concurrency, grace_s=args.grace))
+    daemon = Daemon(catalog, settings, config=DaemonConfig(concurrency=args.concurrency, grace_s=args.grace, url=url))
     app = create_app(daemon, token, max_body=args.max_body)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="off",
                             timeout_graceful_shutdown=max(1, int(args.grace) + 5))
     stopping: list[asyncio.Task[None]] = []
 
     def started(server: uvicorn.Server) -> None:
-        port = server.servers[0].sockets[0].getsockname()[1] if server.servers else args.port
-        url = args.public_url or f"http://{_url_host(args.host)}:{port}"
-        daemon.register(url)
         auth = ("bearer token required (PAGEMIND_API_TOKEN)" if token else
                 "no PAGEMIND_API_TOKEN: loopback only, no authentication")
         sys.stderr.write(f"pagemind: serving {len(daemon.list_agents())} agent(s) from {args.directory} "

@@ -89,8 +89,8 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     if not Path(args.directory).is_dir():
         raise CliError(f"{args.directory} is not a folder of agent YAML files")
-    if args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0:
-        raise CliError("--concurrency and --max-body must be positive, --grace not negative")
+    if args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0 or not 0 < args.port < 65536:
+        raise CliError("--port, --concurrency and --max-body must be positive, --grace not negative")
     from pagemind.scheduler.api_serve import serve
 
     return await serve(args, settings, token)

@@ -1,0 +1,227 @@
+"""The daemon's throughput and its own overhead, end to end over HTTP, on SQLite and on Postgres.
+
+Three processes: a scripted OpenAI-compatible server with a fixed model latency (tests/openai_stub.py: two steps
+a turn, a memory edit then the reply), `pagemind serve` over a folder holding one template, and this script as
+the client. For each N it creates N agents from the template through the API, then sends every agent its
+messages — one agent's messages one after another (a user waits for the reply), all agents at once up to
+`--inflight` requests — and reports:
+
+- turns/s and model steps/s (the stub counts the completions it served);
+- the turn's latency as the client sees it, less the model's (steps × latency): the daemon's own overhead,
+  HTTP and queueing included, per turn and per step (p50, p95);
+- the daemon process's CPU seconds per step (user + system, from /proc) and its RSS after the run with every
+  agent loaded and idle, per agent over the RSS before the first message.
+
+    python bench/daemon_throughput.py [--agents 10 100 1000] [--db sqlite postgres] [--turns 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import machine_note, percentile, write_section  # noqa: E402
+
+POSTGRES = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+TEMPLATE = """
+name: companion
+template: true
+model: {name: gpt-4o-mini, context_window: 8192, max_output_tokens: 256}
+system: You are a warm companion. Keep what matters about the user in your human block.
+blocks:
+  - {label: persona, value: "I am warm and brief.", limit: 200}
+  - {label: human, value: "", limit: 200}
+"""
+STEPS_PER_TURN = 2
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def fresh_database(kind: str, home: Path) -> tuple[str, callable]:
+    """A database URL and a function that drops it."""
+    if kind == "sqlite":
+        return f"sqlite:///{home / 'pagemind.db'}", lambda: None
+    import sqlalchemy
+
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        admin.dispose()
+
+    return POSTGRES.rsplit("/", 1)[0] + f"/{name}", drop
+
+
+async def wait_healthy(url: str, process: subprocess.Popen, deadline_s: float = 120) -> None:
+    end = time.monotonic() + deadline_s
+    async with httpx.AsyncClient() as client:
+        while time.monotonic() < end:
+            if process.poll() is not None:
+                raise RuntimeError(f"serve exited {process.returncode}: {process.stderr.read()}")
+            try:
+                if (await client.get(f"{url}/health", timeout=1)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError("serve did not become healthy")
+
+
+async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: int, stub: str,
+                  latency_ms: float) -> dict[str, float]:
+    """One measurement: a fresh database and daemon, `agents` agents, about `turns` turns in all."""
+    home = Path(tempfile.mkdtemp(prefix="pagemind-bench-"))
+    folder = home / "agents"
+    folder.mkdir()
+    (folder / "companion.yaml").write_text(TEMPLATE)
+    database_url, drop = fresh_database(db, home)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "QDRANT_", "PAGEMIND_"))}
+    env.update(PAGEMIND_HOME=str(home), DATABASE_URL=database_url, OPENAI_BASE_URL=stub, OPENAI_API_KEY="bench",
+               PAGEMIND_LOG_LEVEL="error")
+    serve = subprocess.Popen([sys.executable, "-m", "pagemind.scheduler.cli", "serve", str(folder), "--port", str(port),
+                              "--concurrency", str(concurrency)], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await wait_healthy(url, serve)
+        limits = httpx.Limits(max_connections=inflight, max_keepalive_connections=inflight)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=600) as client:
+            gate = asyncio.Semaphore(inflight)
+            names = [f"user-{i:05d}" for i in range(agents)]
+
+            async def create(name: str) -> None:
+                async with gate:
+                    response = await client.post("/v1/agents", json={"template": "companion", "name": name})
+                    response.raise_for_status()
+
+            started = time.perf_counter()
+            await asyncio.gather(*(create(n) for n in names))
+            create_s = time.perf_counter() - started
+            rss_before = rss_mb(serve.pid)
+            per_agent = max(1, math.ceil(turns / agents))
+            latencies: list[float] = []
+            failures = 0
+
+            async def converse(name: str) -> None:
+                nonlocal failures
+                for i in range(per_agent):
+                    async with gate:
+                        t0 = time.perf_counter()
+                        response = await client.post(f"/v1/agents/{name}/messages",
+                                                     json={"content": f"message {i} from {name}", "timeout_s": 600})
+                        elapsed = time.perf_counter() - t0
+                    if response.status_code != 200 or response.json()["state"] != "done":
+                        failures += 1
+                    else:
+                        latencies.append(elapsed * 1000)
+
+            stats = f"{stub.rsplit('/v1', 1)[0]}/stats"
+            steps_before = (await client.get(stats)).json()["completions"]
+            cpu_before = cpu_seconds(serve.pid)
+            started = time.perf_counter()
+            await asyncio.gather(*(converse(n) for n in names))
+            wall = time.perf_counter() - started
+            cpu = cpu_seconds(serve.pid) - cpu_before
+            steps = (await client.get(stats)).json()["completions"] - steps_before
+            rss_after = rss_mb(serve.pid)
+        model_ms = STEPS_PER_TURN * latency_ms
+        overhead = [latency - model_ms for latency in latencies]
+        return {"agents": agents, "turns": len(latencies), "failures": failures, "wall_s": wall,
+                "turns_s": len(latencies) / wall, "steps_s": steps / wall, "create_s": create_s,
+                "p50": percentile(overhead, 50), "p95": percentile(overhead, 95),
+                "p50_step": percentile(overhead, 50) / STEPS_PER_TURN, "cpu_ms_step": 1000 * cpu / max(1, steps),
+                "rss_mb": rss_after, "rss_kb_agent": 1024 * (rss_after - rss_before) / agents, "rss_before": rss_before,
+                "load": os.getloadavg()[0]}
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(120)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+        drop()
+
+
+def table(rows: list[dict[str, float]]) -> str:
+    head = ("| db | agents | turns | failed | turns/s | model steps/s | own overhead p50 / p95 per turn (ms) | "
+            "per step p50 (ms) | daemon CPU per step (ms) | RSS (MB) | RSS per agent (KB) | creating N (s) | load |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+    return head + "\n".join(
+        f"| {r['db']} | {r['agents']:,} | {r['turns']:,} | {r['failures']} | {r['turns_s']:.1f} | {r['steps_s']:.1f} | "
+        f"{r['p50']:.1f} / {r['p95']:.1f} | {r['p50_step']:.1f} | {r['cpu_ms_step']:.2f} | {r['rss_mb']:.0f} | "
+        f"{r['rss_kb_agent']:.0f} | {r['create_s']:.1f} | {r['load']:.2f} |" for r in rows)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--db", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"])
+    parser.add_argument("--turns", type=int, default=400, help="turns in all per measurement (at least one each)")
+    parser.add_argument("--inflight", type=int, default=64, help="client requests in flight at once")
+    parser.add_argument("--concurrency", type=int, default=64, help="the daemon's --concurrency")
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
+    args = parser.parse_args()
+    note = machine_note()
+    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_stub.py"), "--latency-ms",
+                             str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
+    port = int(stub.stdout.readline().split()[-1])
+    rows = []
+    try:
+        for db in args.db:
+            for n in args.agents:
+                row = await run_one(db, n, args.turns, args.inflight, args.concurrency,
+                                    f"http://127.0.0.1:{port}/v1", args.latency_ms)
+                rows.append({"db": db, **row})
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
+    finally:
+        stub.terminate()
+    body = (f"{note}. `python bench/daemon_throughput.py --agents {' '.join(map(str, args.agents))} --turns "
+            f"{args.turns} --inflight {args.inflight} --concurrency {args.concurrency}`: a stub model with "
+            f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, daemon "
+            "and stub share the machine's CPUs. Own overhead = the client's turn latency − steps × model latency "
+            "(HTTP, queueing for the daemon's concurrency and the runtime's work). RSS per agent = (RSS after the "
+            "run, every agent loaded and idle − RSS before the first message) / agents.\n\n" + table(rows))
+    print(body)
+    if not args.no_write:
+        write_section("Daemon throughput (bench/daemon_throughput.py)", body)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
