@@ -168,6 +168,10 @@ async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncI
                     yield sse
     except TimeoutError:
         timed_out = True
+    finally:  # a client that went away, or the timeout: stop receiving the run's events
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
     # The events end with the turn; the run's row is finished by then or a moment after.
     final = daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
     for sse in ending(RunOut.of(final or item)):

@@ -7,8 +7,8 @@ scripted model behind the agents (two steps a turn: a memory edit, then `send_me
 
 from __future__ import annotations
 
+import asyncio
 import json
-from pathlib import Path
 
 import httpx
 import pytest
@@ -49,8 +49,18 @@ blocks: [{label: human, value: "", limit: 100}]
 
 
 def scripted() -> FunctionModel:
-    """The stub server's script, as an in-process model (the runtime's own calls answered apart)."""
-    return FunctionModel(by_purpose(lambda request: answer({"messages": request.messages})))
+    """The stub server's script, as an in-process model (the runtime's own calls answered apart); a turn whose
+    user message says "slow" waits for `model.gate`."""
+    gate = asyncio.Event()
+
+    async def respond(request):
+        if any("slow" in str(m.get("content")) for m in request.messages if m["role"] == "user"):
+            await gate.wait()
+        return answer({"messages": request.messages})
+
+    model = FunctionModel(by_purpose(respond))
+    model.gate = gate
+    return model
 
 
 def steps_of(model: FunctionModel) -> int:
@@ -254,6 +264,21 @@ async def test_stream_reports_the_turn_as_it_happens(served):
     assert data["memory_edit"] == {"step": 1, "label": "human", "operation": "rethink", "old": "",
                                    "new": "Last said: hello there"}
     assert data["reply"] == {"text": "echo: hello there"} and data["done"]["state"] == "done"
+
+
+async def test_past_its_timeout_a_sync_message_answers_202_and_a_stream_ends_not_finished(served):
+    client, daemon, model = served
+    await create(client)
+    late = await client.post("/v1/agents/companion-u1/messages", json={"content": "slow one", "timeout_s": 0.2})
+    assert late.status_code == 202 and late.json()["state"] in ("pending", "running")
+    stream = await client.post("/v1/agents/companion-u1/messages/stream",
+                               json={"content": "slow two", "timeout_s": 0.2})
+    events = parse_sse(stream.text)
+    assert events[0][0] == "accepted" and [name for name, _ in events[-2:]] == ["error", "done"]
+    assert events[-2][1]["code"] == "not_finished" and events[-1][1]["state"] == "pending"  # behind the first
+    model.gate.set()
+    assert (await daemon.wait(late.json()["run_id"], 30)).state == "done"
+    assert (await daemon.wait(events[-1][1]["run_id"], 30)).result["reply"] == "echo: slow two"
 
 
 # -- memory and context -------------------------------------------------------------------------------------------
