@@ -188,6 +188,22 @@ def table(rows: list[dict[str, float]]) -> str:
         f"{r['rss_kb_agent']:.0f} | {r['create_s']:.1f} | {r['load']:.2f} |" for r in rows)
 
 
+def targets(rows: list[dict[str, float]]) -> str:
+    """The issue's targets against the measured rows (Postgres; SQLite where no Postgres row was measured)."""
+    pg = [r for r in rows if r["db"] == "postgres"] or rows
+    best = max(pg, key=lambda r: r["steps_s"])
+    largest = max(pg, key=lambda r: r["agents"])
+    overhead = min(r["p50_step"] for r in pg)
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**not met**"
+
+    return (f"Targets ({best['db']}): ≥ 500 model steps/s — best {best['steps_s']:.1f} at {best['agents']:,} agents, "
+            f"{verdict(best['steps_s'] >= 500)}; own overhead ≤ 5 ms p50 per step — best {overhead:.1f} ms, "
+            f"{verdict(overhead <= 5)}; RSS ≤ 0.5 MB per idle agent — {largest['rss_kb_agent'] / 1024:.2f} MB at "
+            f"{largest['agents']:,} agents, {verdict(largest['rss_kb_agent'] <= 512)}.")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, nargs="+", default=[10, 100, 1000])
@@ -217,7 +233,8 @@ async def main() -> None:
             f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, daemon "
             "and stub share the machine's CPUs. Own overhead = the client's turn latency − steps × model latency "
             "(HTTP, queueing for the daemon's concurrency and the runtime's work). RSS per agent = (RSS after the "
-            "run, every agent loaded and idle − RSS before the first message) / agents.\n\n" + table(rows))
+            "run, every agent loaded and idle − RSS before the first message) / agents.\n\n" + table(rows)
+            + "\n\n" + targets(rows))
     print(body)
     if not args.no_write:
         write_section("Daemon throughput (bench/daemon_throughput.py)", body)
