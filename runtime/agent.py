@@ -20,7 +20,7 @@ from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent, RuntimeEvent
+from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
@@ -209,6 +209,7 @@ class Agent:
         """The agent's clock reading."""
         return self.clock()
 
-    def report(self, event: RuntimeEvent) -> None:
-        """Pass what the monitor did (a repair, a warning, a flush) to the observer."""
+    def report(self, event: Event) -> None:
+        """Pass what the monitor did (a repair, a warning, a flush, and a flush's model calls made ahead) to the
+        observer."""
         self.observer.on_event(event)

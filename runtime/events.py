@@ -210,6 +210,8 @@ class Flush:
     extraction: str
     extracted: int
     enough: bool
+    ahead: bool = False  # the summary and extraction were prepared before the flush line (not in older traces)
+    waited_ms: float = 0.0  # how long the flush waited for the model (0 when the work was ready)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,6 +220,28 @@ class FlushEvent(RuntimeEventBase):
 
     kind: Literal["flush"] = "flush"
     data: Flush
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlushAhead:
+    """Work for the next flush prepared in the background (`started`), or thrown away (`discarded`) because the
+    window changed under it or its eviction no longer brings the window below the warning line (`reason`)."""
+
+    __pydantic_config__ = _STRICT
+
+    action: Literal["started", "discarded"]
+    evicting: int  # messages the prepared eviction takes out
+    tokens: int  # what they weigh, as the compiler counts them
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlushAheadEvent(RuntimeEventBase):
+    """The window crossed the warning line and the summary of its oldest messages started in the background, so
+    the flush need not wait for the model; or such work was discarded."""
+
+    kind: Literal["flush_ahead"] = "flush_ahead"
+    data: FlushAhead
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,7 +270,8 @@ class PressureSqueezedEvent(RuntimeEventBase):
     data: Squeezed
 
 
-RuntimeEvent = Annotated[Union[HistoryRepairEvent, PressureWarningEvent, FlushEvent, PressureSqueezedEvent],
+RuntimeEvent = Annotated[Union[HistoryRepairEvent, PressureWarningEvent, FlushEvent, FlushAheadEvent,
+                               PressureSqueezedEvent],
                          Field(discriminator="kind")]
 """Something the runtime did on its own, between the model's moves."""
 

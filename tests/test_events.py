@@ -9,7 +9,7 @@ import pytest
 
 from pagemind.runtime.cli.demo import DemoDisplay
 from pagemind.runtime.events import (
-    Event, Flush, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
+    Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
     ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Squeezed, StepEndEvent, ToolCallEvent, ToolResultEvent,
     TurnEvent,
 )
@@ -31,8 +31,11 @@ SAMPLES = [  # one turn's worth, in an order the runtime could report them
     PressureWarningEvent(step=1, data=PressureWarning(tokens=700, usable=1000, percent=70)),
     PressureSqueezedEvent(step=1, data=Squeezed(tokens=920, usable=1000, flush_at=900, hard_at=1200, floor=880,
                                                 room=20, needed=200, pinned={"tools": 700, "system": 100})),
+    FlushAheadEvent(step=1, data=FlushAhead(action="started", evicting=4, tokens=420)),
+    FlushAheadEvent(step=1, data=FlushAhead(action="discarded", evicting=4, tokens=420, reason="the window changed")),
     FlushEvent(step=1, data=Flush(evicted=4, tokens_before=900, tokens_after=400, summary_tokens=50,
-                                  summary_chunks=1, extraction="stored", extracted=2, enough=True)),
+                                  summary_chunks=1, extraction="stored", extracted=2, enough=True, ahead=True,
+                                  waited_ms=0.5)),
     ModelRequestEvent(step=1, body=REQUEST),
     ModelResponseEvent(step=1, body=reply_body("noted"), latency_ms=3.5, prompt_tokens=20, completion_tokens=2),
     ToolCallEvent(step=1, call_id="c1", name="core_memory_append", arguments='{"label": "human", "content": "Lin"}'),
@@ -88,6 +91,7 @@ def test_a_flush_recorded_before_flushes_said_whether_the_summary_was_cut_still_
             b'"enough":true}}')
     event = LINE_ADAPTER.validate_json(line)
     assert isinstance(event, FlushEvent) and event.data.summary_truncated is False
+    assert event.data.ahead is False and event.data.waited_ms == 0.0
 
 
 def test_events_are_frozen():

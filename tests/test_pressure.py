@@ -103,9 +103,15 @@ async def test_500_turns_in_a_4000_token_window(sqlite_url, clock):
     assert flushes >= 5
     cycles = "".join("W" if k == "pressure_warning" else "F" for k in kinds if k in ("pressure_warning", "flush"))
     assert all(segment == "W" for segment in cycles.split("F")[1:-1]), cycles  # exactly one warning per cycle
-    first_flush = next(i for i, r in enumerate(recorder.requests) if r.purpose == "summarize")
-    assert all("<conversation_summary>" in r.messages[0]["content"] for r in recorder.requests[first_flush:]
-               if r.purpose == "step")
+    # The summary is made ahead (in the background, from the warning line on); once a flush installs it, every
+    # later step request carries it.
+    summarized = ["<conversation_summary>" in r.messages[0]["content"] for r in step_requests]
+    first_flush = summarized.index(True)
+    assert all(summarized[first_flush:])
+    flush_data = [data for k, data in events if k == "flush"]
+    assert all(data["ahead"] for data in flush_data), flush_data  # every flush used the work prepared ahead
+    ahead = [data["action"] for k, data in events if k == "flush_ahead"]
+    assert set(ahead) == {"started"} and len(ahead) in (flushes, flushes + 1)  # once per cycle, never discarded
     assert all(data["tokens_after"] < data["tokens_before"] for k, data in events if k == "flush")
 
     # The first message left the window long ago but is still in recall memory, found by conversation_search.

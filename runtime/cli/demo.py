@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.events import (
-    Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
+    Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
     PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.loop import run_turn
@@ -178,7 +178,8 @@ class DemoDisplay:
                     return
             case MemoryEditEvent():
                 self._count("edits")
-            case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | PressureSqueezedEvent():
+            case (HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
+                  | PressureSqueezedEvent()):
                 self._count(event.kind)
             case StepEndEvent():
                 return  # the next step or turn speaks for itself

@@ -96,25 +96,34 @@ def extraction_request(model: str, messages: Sequence[Message], now: datetime) -
     )
 
 
-async def extract_and_store(
+async def extract(
     call: Callable[[ModelRequest], Awaitable[ModelResponse]],
-    archival: ArchivalMemory,
     *,
     model: str,
     messages: Sequence[Message],
     now: datetime,
-) -> ExtractionReport:
-    """Run extraction over `messages` and store what it finds; never raises for a bad answer."""
+) -> Extraction | ExtractionReport:
+    """The model's half of extraction: what it proposes, or the report of an answer that cannot be used.
+
+    Kept apart from storing so a flush can ask the model ahead of time and store only when it evicts."""
     response = await call(extraction_request(model, messages, now))
     try:
         extraction = parse_extraction(response.content)
     except ValueError as exc:
         log.warning("extraction_unparseable", error=str(exc)[:300], answer=(response.content or "")[:300])
         return ExtractionReport("unparseable", error=str(exc)[:300])
-    items = extraction.items()
-    if not items:
+    if not extraction.items():
         log.info("extraction_empty", messages=len(messages))
         return ExtractionReport("empty")
+    return extraction
+
+
+async def store_extraction(archival: ArchivalMemory, extraction: Extraction | ExtractionReport,
+                           messages: Sequence[Message]) -> ExtractionReport:
+    """Store what `extract` proposed through the archival write path (dedupe, supersede); a report passes through."""
+    if isinstance(extraction, ExtractionReport):
+        return extraction
+    items = extraction.items()
     source_ids = [m.id for m in messages if m.id is not None]
     stored = 0
     for kind, item in items:
@@ -128,3 +137,15 @@ async def extract_and_store(
         stored += 1
     log.info("extraction_stored", stored=stored, skipped=len(items) - stored)
     return ExtractionReport("stored" if stored else "invalid", stored=stored)
+
+
+async def extract_and_store(
+    call: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    archival: ArchivalMemory,
+    *,
+    model: str,
+    messages: Sequence[Message],
+    now: datetime,
+) -> ExtractionReport:
+    """Run extraction over `messages` and store what it finds; never raises for a bad answer."""
+    return await store_extraction(archival, await extract(call, model=model, messages=messages, now=now), messages)

@@ -4,12 +4,18 @@ Before every model call: repair the history, then read the pressure. Above the w
 system alert per cycle to save what matters; above the flush line the oldest messages are evicted (whole tool
 groups only) down to the target, folded into the recursive summary, and mined for archival memories. Evicted
 messages stay in recall memory. A flush starts a new cycle.
+
+The model's part of a flush (summary, extraction) is prepared ahead: once the warning line is crossed, the work
+for the messages a flush at the flush line would evict starts in the background (`flush_work`), so the flush
+usually commits without waiting for a model. Work that no longer fits the window is discarded and done again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -18,19 +24,19 @@ import structlog
 
 from pagemind.runtime.compiler import CompiledContext, message_tokens
 from pagemind.runtime.events import (
-    Flush, FlushEvent, HistoryRepair, HistoryRepairEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent,
-    RuntimeEvent, Squeezed,
+    Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent,
+    Event, ModelRequestEvent, ModelResponseEvent, Squeezed,
 )
-from pagemind.runtime.pressure.eviction import atomic_groups, plan_eviction
-from pagemind.runtime.pressure.extraction import ExtractionReport, extract_and_store
+from pagemind.runtime.pressure.eviction import EvictionPlan, atomic_groups, plan_eviction
+from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
+from pagemind.runtime.pressure.flush_work import FlushOutcome, FlushWork, WorkSettings
 from pagemind.runtime.pressure.history_repair import repair_history
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelError, ModelRequest, ModelResponse
+from pagemind.runtime.model_client import ModelClient, ModelError, ModelRequest, ModelResponse
 from pagemind.runtime.budget import (
     Pressure, PressureReading, Squeeze, max_message_tokens, read_pressure, squeeze, summary_budget, usable_window,
 )
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.pressure.summarizer import SummaryResult, summarize
 from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory
 
@@ -86,19 +92,26 @@ class MonitoredAgent(Protocol):
     window: Window
     archival: ArchivalMemory | None
 
+    @property
+    def model(self) -> ModelClient: ...
     def now(self) -> datetime: ...
     def compile(self) -> CompiledContext: ...
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
-    def report(self, event: RuntimeEvent) -> None: ...
+    def report(self, event: Event) -> None: ...
 
 
 @dataclass
 class PressureMonitor:
     """Policy over an agent's `Window`: before every model call, repair the history, read the pressure, warn
-    once per cycle above the warning line and flush above the flush line. It decides; the window stores."""
+    once per cycle above the warning line and flush above the flush line. It decides; the window stores.
+
+    `concurrent` lets a flush's model calls run off the user's path (ahead in the background, or both at once);
+    a replay turns it off so the calls are made in the order its trace holds their answers."""
 
     agent: MonitoredAgent
+    concurrent: bool = True
     _told_squeezed: bool = field(default=False, init=False)  # said once per loaded agent
+    _ahead: FlushWork | None = field(default=None, init=False)  # the next flush's work, prepared in advance
 
     @property
     def spec(self) -> AgentSpec:
@@ -134,11 +147,14 @@ class PressureMonitor:
             self._say_squeezed(step, reading, room, compiled)
         if reading.tokens >= (room.hard_at if room.squeezed else reading.flush_at):
             return await self.flush(step, reading) or compiled
-        # A squeezed window sits above the warning line right after every flush: an alert per cycle would only
-        # eat the little room there is.
-        if reading.level is Pressure.WARN and not self.window.warned and not room.squeezed:
+        if room.squeezed:
+            # A squeezed window sits above the warning line right after every flush: an alert per cycle would
+            # only eat the little room there is (and its flushes, at the hard line, are not prepared ahead).
+            return compiled
+        if reading.level is Pressure.WARN and not self.window.warned:
             self.warn(step, reading)
-            return self.agent.compile()  # the alert is now one of the messages
+            compiled = self.agent.compile()  # the alert is now one of the messages
+        self.prepare(step, reading)
         return compiled
 
     def room(self, reading: PressureReading) -> Squeeze:
@@ -180,34 +196,66 @@ class PressureMonitor:
         self.agent.report(PressureWarningEvent(step=step, data=PressureWarning(
             tokens=reading.tokens, usable=reading.usable, percent=percent)))
 
+    def prepare(self, step: int, reading: PressureReading) -> None:
+        """Above the warning line: make sure the work for a flush at the flush line is under way, in the background
+        (what leaves is known: the oldest messages worth the swing from the flush line down to the target)."""
+        ahead = self._ahead
+        if ahead is not None and ahead.fits(self.window.messages, self.window.summary):
+            return
+        if ahead is not None:
+            self._discard(step, "the window changed")
+        plan = self._plan(math.ceil((reading.flush_at - reading.target) / self.window.correction))
+        if plan.count == 0 or not plan.enough:
+            return  # not enough history yet to make the swing: try again at the next step
+        work = self._work(plan, ahead=True)
+        if self.concurrent:  # else (a replay) the work is done at the flush, from this snapshot, in trace order
+            work.start(self.agent.model)
+        self._ahead = work
+        log.info("flush_ahead_started", agent_id=self.window.agent_id, evicting=work.count, tokens=plan.freed_tokens)
+        self.agent.report(FlushAheadEvent(step=step, data=FlushAhead(action="started", evicting=work.count,
+                                                                     tokens=plan.freed_tokens)))
+
+    def cancel(self) -> None:
+        """Stop any work prepared in the background (the agent is being put away); nothing of it was stored."""
+        if self._ahead is not None:
+            self._ahead.cancel()
+            self._ahead = None
+
     async def flush(self, step: int, reading: PressureReading, forced: bool = False) -> CompiledContext | None:
         """Evict the oldest messages down to the target; returns the context compiled after the eviction, or
         None when nothing could be evicted.
 
-        A forced flush (the provider said the prompt is too long although our count says it fits: its window is
-        smaller than configured) frees at least half of the messages' tokens.
+        Work prepared ahead is used when it still fits the window and its eviction brings the window below the
+        warning line; otherwise the work is done now, its two model calls at once. A forced flush (the provider
+        said the prompt is too long although our count says it fits: its window is smaller than configured)
+        frees at least half of the messages' tokens.
         """
-        messages = self.window.messages
-        tokens = [self._tokens(m) for m in messages]  # as the compiler counts them: clipped
-        need = math.ceil((reading.tokens - reading.target) / self.window.correction)
-        if forced:
-            need = max(need, sum(tokens) // 2)
-        plan = plan_eviction(messages, tokens, need)
-        if plan.count == 0:
-            log.warning("flush_nothing_evictable", agent_id=self.window.agent_id, tokens=reading.tokens, need=need)
-            return None
-        evicted = messages[: plan.count]
-        summary = await self._new_summary(step, evicted)
-        # Extract before the eviction commits: a crash in between then re-extracts (dedupe absorbs the repeat)
-        # instead of losing the facts of messages that have already left the window.
-        report = await self._extract(step, evicted)
-        estimated_after = reading.tokens - math.ceil(plan.freed_tokens * self.window.correction)
-        self.window.evict(plan.count, summary.text, reading.tokens, estimated_after, self.agent.now())
+        work = self._take_ahead(step, reading) if not forced else None
+        if work is None:
+            self._discard(step, "forced flush")
+            need = math.ceil((reading.tokens - reading.target) / self.window.correction)
+            if forced:
+                need = max(need, sum(self._tokens(m) for m in self.window.messages) // 2)
+            plan = self._plan(need)
+            if plan.count == 0:
+                log.warning("flush_nothing_evictable", agent_id=self.window.agent_id, tokens=reading.tokens,
+                            need=need)
+                return None
+            work = self._work(plan)
+        waiting = time.perf_counter()
+        outcome = await self._finish(step, work)
+        waited_ms = (time.perf_counter() - waiting) * 1000
+        # Store the extracted memories before the eviction commits: a crash in between then re-extracts (dedupe
+        # absorbs the repeat) instead of losing the facts of messages that have already left the window.
+        report = await self._store(outcome, work)
+        estimated_after = reading.tokens - math.ceil(work.freed_tokens * self.window.correction)
+        self.window.evict(work.count, outcome.summary.text, reading.tokens, estimated_after, self.agent.now())
         after = self.agent.compile()
-        done = Flush(evicted=plan.count, tokens_before=reading.tokens, tokens_after=after.total_tokens,
+        summary = outcome.summary
+        done = Flush(evicted=work.count, tokens_before=reading.tokens, tokens_after=after.total_tokens,
                      summary_tokens=after.sections.get("summary", 0), summary_chunks=summary.chunks,
-                     summary_truncated=summary.truncated,
-                     extraction=report.status, extracted=report.stored, enough=plan.enough)
+                     summary_truncated=summary.truncated, extraction=report.status, extracted=report.stored,
+                     enough=work.enough, ahead=work.ahead, waited_ms=round(waited_ms, 3))
         log.info("flush", agent_id=self.window.agent_id, **dataclasses.asdict(done))
         self.agent.report(FlushEvent(step=step, data=done))
         return after
@@ -218,29 +266,63 @@ class PressureMonitor:
         if abs(correction - self.window.correction) > 0.01:
             self.window.set_correction(correction)
 
-    async def _new_summary(self, step: int, evicted: list[Message]) -> SummaryResult:
-        spec, old = self.spec, self.window.summary
-        try:
-            return await summarize(
-                lambda request: self.agent.call_model(request, step),
-                model=spec.memory.summarizer_model or spec.model.name,
-                old_summary=old, evicted=evicted, budget=summary_budget(spec), window=usable_window(spec),
-                encoding=self.encoding)
-        except (ModelError, ValueError) as exc:
-            # The window must still shrink; keep the old summary and point at recall memory for the gap.
-            log.error("summary_failed", agent_id=self.window.agent_id, error=str(exc)[:300])
-            first, last = evicted[0].created_at, evicted[-1].created_at
-            note = (f"[{len(evicted)} messages from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} left the window "
-                    "without a summary; search them with conversation_search.]")
-            return SummaryResult(f"{old}\n{note}".strip(), chunks=0, truncated=False)
+    def _plan(self, need: int) -> EvictionPlan:
+        messages = self.window.messages
+        return plan_eviction(messages, [self._tokens(m) for m in messages], need)  # tokens as compiled: clipped
 
-    async def _extract(self, step: int, evicted: list[Message]) -> ExtractionReport:
-        if not self.spec.memory.extraction or self.agent.archival is None:
+    def _work(self, plan: EvictionPlan, ahead: bool = False) -> FlushWork:
+        spec = self.spec
+        settings = WorkSettings(model=spec.memory.summarizer_model or spec.model.name,
+                                summary_budget=summary_budget(spec), window=usable_window(spec),
+                                encoding=self.encoding,
+                                extract=spec.memory.extraction and self.agent.archival is not None)
+        return FlushWork(tuple(self.window.messages[: plan.count]), self.window.summary, plan.freed_tokens,
+                         plan.enough, self.agent.now(), settings, ahead=ahead)
+
+    def _take_ahead(self, step: int, reading: PressureReading) -> FlushWork | None:
+        """The work prepared ahead, if it still fits and evicting it lands below the warning line."""
+        work, self._ahead = self._ahead, None
+        if work is None:
+            return None
+        if not work.fits(self.window.messages, self.window.summary):
+            self._ahead = work
+            self._discard(step, "the window changed")
+            return None
+        if reading.tokens - math.ceil(work.freed_tokens * self.window.correction) > reading.warn_at:
+            self._ahead = work
+            self._discard(step, "not enough")
+            return None
+        return work
+
+    def _discard(self, step: int, reason: str) -> None:
+        work, self._ahead = self._ahead, None
+        if work is None:
+            return
+        work.cancel()
+        log.info("flush_ahead_discarded", agent_id=self.window.agent_id, reason=reason, evicting=work.count)
+        self.agent.report(FlushAheadEvent(step=step, data=FlushAhead(action="discarded", evicting=work.count,
+                                                                     tokens=work.freed_tokens, reason=reason)))
+
+    async def _finish(self, step: int, work: FlushWork) -> FlushOutcome:
+        """The work's outcome, its model calls reported as they were made (summary first, then extraction)."""
+        if not self.concurrent:
+            return await work.run_in_order(lambda request: self.agent.call_model(request, step))
+        outcome: FlushOutcome | None = None
+        if work.task is not None:
+            try:
+                outcome = await asyncio.shield(work.task)  # a turn cut short does not cancel the work
+            except Exception:  # a bug in the background: logged by the task; do the work here instead
+                work.calls, outcome = [], None
+        if outcome is None:
+            outcome = await work.run_concurrently(self.agent.model)
+        for call in work.calls:
+            self.agent.report(ModelRequestEvent.from_request(step, call.request))
+            if call.response is not None:
+                self.agent.report(ModelResponseEvent.from_response(step, call.response))
+        return outcome
+
+    async def _store(self, outcome: FlushOutcome, work: FlushWork) -> ExtractionReport:
+        archival = self.agent.archival
+        if archival is None:
             return ExtractionReport("skipped")
-        try:
-            return await extract_and_store(
-                lambda request: self.agent.call_model(request, step), self.agent.archival,
-                model=self.spec.memory.summarizer_model or self.spec.model.name, messages=evicted, now=self.agent.now())
-        except ModelError as exc:
-            log.error("extraction_failed", agent_id=self.window.agent_id, error=str(exc)[:300])
-            return ExtractionReport("failed", error=str(exc)[:300])
+        return await store_extraction(archival, outcome.extraction, work.evicted)

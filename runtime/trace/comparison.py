@@ -12,7 +12,7 @@ from typing import Any, NoReturn, assert_never
 import structlog
 
 from pagemind.runtime.events import (
-    Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
+    Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
     PressureSqueezedEvent, PressureWarningEvent, RuntimeEventBase, StepEndEvent, ToolCallEvent, ToolResultEvent,
     TurnEvent,
 )
@@ -128,7 +128,8 @@ def _compared(event: Event) -> dict[str, Any] | None:
         case MemoryEditEvent():
             return {"label": event.label, "operation": event.operation, "old": event.old, "new": event.new,
                     "at": event.at}
-        case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | PressureSqueezedEvent():
+        case (HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
+              | PressureSqueezedEvent()):
             # timings (`…_ms`) are the machine's, not the agent's behaviour
             return {k: v for k, v in dataclasses.asdict(event.data).items() if not k.endswith("_ms")}
         case StepEndEvent():

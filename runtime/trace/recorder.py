@@ -16,7 +16,7 @@ from typing import IO, Any, Callable, Iterable, NamedTuple, assert_never
 import structlog
 
 from pagemind.runtime.events import (
-    Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
+    Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
     PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
@@ -214,7 +214,8 @@ class TraceRecorder:
                 self._note(event)
                 self.write_pending()
             case (ModelResponseEvent() | ToolCallEvent() | ToolResultEvent() | MemoryEditEvent()
-                  | HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | PressureSqueezedEvent()):
+                  | HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
+                  | PressureSqueezedEvent()):
                 self._note(event)
             case _:
                 assert_never(event)

@@ -105,6 +105,7 @@ async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, ho
         agent = await Agent.load(spec.model_copy(update={"tools": builtins}), model=model, store=store,
                                  settings=settings, clock=clock)
         agent.spec, agent.tools = spec, replay_tools(trace, spec.tools)
+    agent.monitor.concurrent = False  # a flush's model calls in the order the trace holds their answers
     snapshot = trace.header.snapshot
     state = snapshot.agent_state
     agent.window.restore([snapshot_message(m) for m in snapshot.messages], snapshot.summary,

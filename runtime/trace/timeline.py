@@ -13,7 +13,7 @@ from typing import Any, Iterable, assert_never
 from pagemind.runtime.budget import usable_window
 from pagemind.runtime.compiler import request_tokens, tool_schema_tokens, wire_message_tokens
 from pagemind.runtime.events import (
-    Event, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
+    Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
     PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.spec import AgentSpec
@@ -166,7 +166,12 @@ class TimelineRenderer:
                 f = event.data
                 return [f"    ⇣ flush: {f.evicted} message(s) evicted to recall memory, {f.tokens_before:,} → "
                         f"{f.tokens_after:,} tokens; summary {f.summary_tokens:,} tokens; extraction "
-                        f"{f.extraction} ({f.extracted} stored)"]
+                        f"{f.extraction} ({f.extracted} stored)" + ("; prepared ahead" if f.ahead else "")]
+            case FlushAheadEvent():
+                a = event.data
+                why = f" ({a.reason})" if a.reason else ""
+                return [f"    ⇡ flush ahead {a.action}{why}: summary of the oldest {a.evicting} message(s), "
+                        f"{a.tokens:,} tokens"]
             case PressureSqueezedEvent():
                 q = event.data
                 return [f"    ! pressure squeezed: {q.floor:,} of {q.usable:,} usable tokens cannot be evicted; a "
