@@ -215,6 +215,13 @@ class PressureMonitor:
         self.agent.report(FlushAheadEvent(step=step, data=FlushAhead(action="started", evicting=work.count,
                                                                      tokens=plan.freed_tokens)))
 
+    async def settle(self) -> None:
+        """Wait until work prepared in the background has its answers (a caller putting the agent away
+        gracefully; tests). Its result is still used only at the flush."""
+        task = self._ahead.task if self._ahead is not None else None
+        if task is not None:
+            await asyncio.wait([task])
+
     def cancel(self) -> None:
         """Stop any work prepared in the background (the agent is being put away); nothing of it was stored."""
         if self._ahead is not None:
@@ -225,8 +232,7 @@ class PressureMonitor:
         """Evict the oldest messages down to the target; returns the context compiled after the eviction, or
         None when nothing could be evicted.
 
-        Work prepared ahead is used when it still fits the window and its eviction brings the window below the
-        warning line; otherwise the work is done now, its two model calls at once. A forced flush (the provider
+        Work prepared ahead is used when it still fits the window and buys at least half the room; otherwise the work is done now, its two model calls at once. A forced flush (the provider
         said the prompt is too long although our count says it fits: its window is smaller than configured)
         frees at least half of the messages' tokens.
         """
@@ -280,7 +286,8 @@ class PressureMonitor:
                          plan.enough, self.agent.now(), settings, ahead=ahead)
 
     def _take_ahead(self, step: int, reading: PressureReading) -> FlushWork | None:
-        """The work prepared ahead, if it still fits and evicting it lands below the warning line."""
+        """The work prepared ahead, if it still fits the window and evicting it buys at least half the room a flush
+        made now would (the window grew past the flush line by less than the swing it was planned for)."""
         work, self._ahead = self._ahead, None
         if work is None:
             return None
@@ -288,7 +295,9 @@ class PressureMonitor:
             self._ahead = work
             self._discard(step, "the window changed")
             return None
-        if reading.tokens - math.ceil(work.freed_tokens * self.window.correction) > reading.warn_at:
+        # Used if it buys at least half the swing a flush made now would (down to the target).
+        halfway = reading.target + (reading.tokens - reading.target) // 2
+        if reading.tokens - math.ceil(work.freed_tokens * self.window.correction) > halfway:
             self._ahead = work
             self._discard(step, "not enough")
             return None
