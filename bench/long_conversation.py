@@ -3,7 +3,13 @@
 Reports tokens per request against the full-context size of the same history, compile time per step against
 history length (it must stay flat), flushes and summary sizes, into bench/RESULTS.md.
 
+`--latency` measures what a flush costs the user instead: every model call takes 300 ms, and the user-visible
+time of each turn (p50, p95) is reported for turns with and without a flush, once with the flush's summary and
+extraction done at the flush one after the other (main's way before issue 11, and a replay's) and once prepared
+ahead in the background. Target: p95 of flush turns ≤ 1.2 × p95 of the other turns.
+
     python bench/long_conversation.py [--data PATH] [--conversation N]
+    python bench/long_conversation.py --latency [--turns 500] [--model-ms 300]
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import argparse
 import dataclasses
 import asyncio
 import json
+import os
 import re
 import sys
 import tempfile
@@ -21,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import machine_note, median, write_section  # noqa: E402
+from bench.common import machine_note, median, percentile, write_section  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.compiler import _message_tokens, message_tokens  # noqa: E402
-from pagemind.runtime.events import RuntimeEventBase  # noqa: E402
+from pagemind.runtime.events import FlushEvent, RuntimeEventBase  # noqa: E402
 from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
 from pagemind.runtime.observer import NullObserver  # noqa: E402
@@ -73,10 +80,15 @@ class MonitorEvents(NullObserver, list):
             self.append((event.kind, dataclasses.asdict(event.data)))
 
 
-async def run(lines: list[str], home: Path) -> dict:
+def bench_spec() -> AgentSpec:
+    """The companion agent with an 8k window."""
     base = load_spec(Path(__file__).resolve().parent.parent / "agents/companion.yaml")
-    spec = AgentSpec.model_validate({**base.model_dump(), "name": "longconv",
+    return AgentSpec.model_validate({**base.model_dump(), "name": "longconv",
                                      "model": {**base.model.model_dump(), "context_window": 8192}})
+
+
+async def run(lines: list[str], home: Path) -> dict:
+    spec = bench_spec()
     model = FunctionModel(BENCH_MODEL)
     clock_start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     clock = ManualClock(clock_start)
@@ -96,6 +108,72 @@ async def run(lines: list[str], home: Path) -> dict:
             "summaries": agent.store.summaries(agent.record.id)}
 
 
+def slow(seconds: float) -> FunctionModel:
+    """The bench model, answering every call (steps, summaries, extractions) after `seconds`."""
+
+    async def answer(request: ModelRequest) -> dict:
+        await asyncio.sleep(seconds)
+        return BENCH_MODEL(request)
+
+    return FunctionModel(answer)
+
+
+async def run_latency(lines: list[str], home: Path, ahead: bool, model_s: float) -> dict:
+    """User-visible seconds per turn, split by whether the turn flushed."""
+    clock_start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    clock = ManualClock(clock_start)
+    store = StateStore(make_engine(f"sqlite:///{home / ('ahead' if ahead else 'in_order')}.db"))
+    agent = await Agent.load(bench_spec(), model=slow(model_s), store=store, clock=clock)
+    agent.monitor.concurrent = ahead
+    events = agent.observer = MonitorEvents()
+    flush_turns, other_turns, waited = [], [], []
+    for i, line in enumerate(lines):
+        clock.now = clock_start + timedelta(minutes=i)
+        seen = len(events)
+        started = time.perf_counter()
+        await agent.send(line)
+        took = time.perf_counter() - started
+        flushes = [d for k, d in events[seen:] if k == "flush"]
+        (flush_turns if flushes else other_turns).append(took)
+        waited += [d["waited_ms"] for d in flushes]
+    agent.monitor.cancel()
+    return {"flush": flush_turns, "other": other_turns, "waited_ms": waited,
+            "ahead": sum(1 for k, d in events if k == "flush" and d["ahead"])}
+
+
+def latency_main(lines: list[str], name: str, model_ms: float) -> None:
+    """Both ways in one run; writes its own section of bench/RESULTS.md."""
+    note = machine_note()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for ahead in (False, True):
+            results[ahead] = asyncio.run(run_latency(lines, Path(tmp), ahead, model_ms / 1000))
+    rows = []
+    for ahead, label in ((False, "in order, at the flush (main before issue 11)"), (True, "prepared ahead (now)")):
+        r = results[ahead]
+        flush, other = [1000 * t for t in r["flush"]], [1000 * t for t in r["other"]]
+        ratio = percentile(flush, 95) / percentile(other, 95)
+        used = f" ({r['ahead']} with the work ready)" if ahead else ""
+        rows.append(f"| {label} | {len(flush)}{used} | {percentile(flush, 50):.0f} | "
+                    f"{percentile(flush, 95):.0f} | {percentile(other, 50):.0f} | {percentile(other, 95):.0f} | "
+                    f"{ratio:.2f} | {median(r['waited_ms']) if r['waited_ms'] else 0:.0f} |")
+    before, after = (percentile(results[a]["flush"], 95) for a in (False, True))
+    report = f"""
+{note}, load average {os.getloadavg()[0]:.2f} at the end (other helpers' work was running); conversation {name}:
+the first {len(lines)} turns, the companion agent with an 8,192-token window; every model call (steps, summaries,
+extractions) answers after {model_ms:.0f} ms (`asyncio.sleep` in a scripted model; empty extraction, so no archival
+inserts). User-visible time of `agent.send`, ms, both ways in this one run.
+
+| flush's model work | flush turns | flush p50 | flush p95 | other p50 | other p95 | p95 flush / p95 other | flush waited, median ms |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+{chr(10).join(rows)}
+
+p95 of flush turns, ahead / in order: {after / before:.2f}. Target: p95 of flush turns ≤ 1.2 × p95 of the other turns.
+"""
+    print(report)
+    write_section("Flush latency (bench/long_conversation.py --latency)", report)
+
+
 def request_size(request: ModelRequest) -> int:
     """Prompt tokens of a request as sent (messages + tool schemas + priming)."""
     tools = count_tokens(json.dumps(request.tools, sort_keys=True)) if request.tools else 0
@@ -106,6 +184,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversation", type=int, default=None, help="index; default: the longest")
+    parser.add_argument("--latency", action="store_true", help="user-visible turn latency with a slow model")
+    parser.add_argument("--turns", type=int, default=500, help="turns fed in --latency mode")
+    parser.add_argument("--model-ms", type=float, default=300.0, help="each model call's latency in --latency mode")
     args = parser.parse_args()
     configure_logging("ERROR")
     samples = json.loads(args.data.read_text())
@@ -113,6 +194,9 @@ def main() -> None:
         range(len(samples)), key=lambda i: len(turns_of(samples[i]["conversation"])))
     sample = samples[index]
     lines = turns_of(sample["conversation"])
+    if args.latency:
+        latency_main(lines[: args.turns], str(sample.get("sample_id", index)), args.model_ms)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(run(lines, Path(tmp)))
     sizes = [request_size(r) for r in result["model"].requests if r.purpose == "step"]

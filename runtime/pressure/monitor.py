@@ -23,9 +23,10 @@ from typing import Protocol
 import structlog
 
 from pagemind.runtime.compiler import CompiledContext, message_tokens
+from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.events import (
-    Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent,
-    Event, ModelRequestEvent, ModelResponseEvent, Squeezed,
+    Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, ModelRequestEvent,
+    ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Squeezed,
 )
 from pagemind.runtime.pressure.eviction import EvictionPlan, atomic_groups, plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
@@ -211,6 +212,7 @@ class PressureMonitor:
         if self.concurrent:  # else (a replay) the work is done at the flush, from this snapshot, in trace order
             work.start(self.agent.model)
         self._ahead = work
+        crash_point("flush.ahead_started")  # the background work is under way; nothing of it is stored
         log.info("flush_ahead_started", agent_id=self.window.agent_id, evicting=work.count, tokens=plan.freed_tokens)
         self.agent.report(FlushAheadEvent(step=step, data=FlushAhead(action="started", evicting=work.count,
                                                                      tokens=plan.freed_tokens)))
@@ -232,9 +234,10 @@ class PressureMonitor:
         """Evict the oldest messages down to the target; returns the context compiled after the eviction, or
         None when nothing could be evicted.
 
-        Work prepared ahead is used when it still fits the window and buys at least half the room; otherwise the work is done now, its two model calls at once. A forced flush (the provider
-        said the prompt is too long although our count says it fits: its window is smaller than configured)
-        frees at least half of the messages' tokens.
+        Work prepared ahead is used when it still fits the window and buys at least half the room; otherwise the
+        work is done now, its two model calls at once. A forced flush (the provider said the prompt is too long
+        although our count says it fits: its window is smaller than configured) frees at least half of the
+        messages' tokens.
         """
         work = self._take_ahead(step, reading) if not forced else None
         if work is None:
@@ -254,6 +257,7 @@ class PressureMonitor:
         # Store the extracted memories before the eviction commits: a crash in between then re-extracts (dedupe
         # absorbs the repeat) instead of losing the facts of messages that have already left the window.
         report = await self._store(outcome, work)
+        crash_point("flush.before_evict")
         estimated_after = reading.tokens - math.ceil(work.freed_tokens * self.window.correction)
         self.window.evict(work.count, outcome.summary.text, reading.tokens, estimated_after, self.agent.now())
         after = self.agent.compile()

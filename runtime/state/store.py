@@ -287,11 +287,12 @@ class StateStore:
               at: datetime) -> None:
         """Take messages out of the window and install the new summary, in one transaction (they stay in recall)."""
         with self._session() as session:
-            for row in session.exec(select(MessageRow).where(MessageRow.agent_id == agent_id,
-                                                              MessageRow.id.in_(message_ids))):  # type: ignore[union-attr]
-                row.in_context = False
-            agent = session.get(AgentRow, agent_id)
-            agent.summary, agent.pressure_warned = summary, False
+            # Two UPDATEs, not a row read and written back per message: a flush commits on the user's path.
+            session.exec(update(MessageRow).where(MessageRow.agent_id == agent_id,  # type: ignore[call-overload]
+                                                  MessageRow.id.in_(message_ids))  # type: ignore[union-attr]
+                         .values(in_context=False))
+            session.exec(update(AgentRow).where(AgentRow.id == agent_id)  # type: ignore[call-overload]
+                         .values(summary=summary, pressure_warned=False))
             session.add(SummaryRow(agent_id=agent_id, text=summary, evicted_count=len(message_ids),
                                    first_message_id=min(message_ids, default=None),
                                    last_message_id=max(message_ids, default=None),
