@@ -180,3 +180,26 @@ async def test_work_that_buys_too_little_room_is_not_used(tmp_path, clock):
     [flush] = events.of(FlushEvent)
     assert not flush.data.ahead and flush.data.evicted > discarded.data.evicting
     assert flush.data.tokens_after < flush.data.tokens_before
+
+
+def test_work_whose_event_loop_ended_is_started_again(tmp_path):
+    # Each CLI command runs in its own `asyncio.run`, which cancels unfinished background work when it returns.
+    calls = 0
+
+    async def summarize(request: ModelRequest) -> dict:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await asyncio.Event().wait()  # never answers: still running when its event loop ends
+        return reply_body(f"Summary #{calls}")
+
+    model = FunctionModel(by_purpose(step, summarize=summarize, extract=FACTS))
+    clock = ManualClock()
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    agent, events, _ = asyncio.run(load(url, model, clock))
+    turn = asyncio.run(until(agent, events, FlushAheadEvent, 0))
+    asyncio.run(until(agent, events, FlushEvent, turn))
+    actions = [(e.data.action, e.data.reason) for e in events.of(FlushAheadEvent)]
+    assert actions == [("started", ""), ("discarded", "its background run was stopped"), ("started", "")]
+    [flush] = events.of(FlushEvent)
+    assert flush.data.ahead and agent.window.summary == "Summary #2"

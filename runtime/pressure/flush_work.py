@@ -103,6 +103,16 @@ class FlushWork:
         self.task = asyncio.create_task(self.run_concurrently(model), context=contextvars.Context())
         self.task.add_done_callback(self._done)
 
+    def deliverable(self) -> bool:
+        """Whether the background run has its answers, or is still getting them in this event loop (a loop that
+        ended, as `asyncio.run` does after each CLI command, cancelled its unfinished tasks)."""
+        task = self.task
+        if task is None or task.cancelled():
+            return False
+        if task.done():
+            return task.exception() is None
+        return task.get_loop() is asyncio.get_running_loop()
+
     def cancel(self) -> None:
         """Stop a background run whose result will not be used."""
         if self.task is not None and not self.task.done():

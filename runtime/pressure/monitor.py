@@ -202,8 +202,10 @@ class PressureMonitor:
         (what leaves is known: the oldest messages worth the swing from the flush line down to the target)."""
         ahead = self._ahead
         if ahead is not None and ahead.fits(self.window.messages, self.window.summary):
-            return
-        if ahead is not None:
+            if not self.concurrent or ahead.deliverable():
+                return
+            self._discard(step, "its background run was stopped")
+        elif ahead is not None:
             self._discard(step, "the window changed")
         plan = self._plan(math.ceil((reading.flush_at - reading.target) / self.window.correction))
         if plan.count == 0 or not plan.enough:
@@ -321,9 +323,12 @@ class PressureMonitor:
         if not self.concurrent:
             return await work.run_in_order(lambda request: self.agent.call_model(request, step))
         outcome: FlushOutcome | None = None
-        if work.task is not None:
+        task = work.task if work.deliverable() else None
+        if task is not None and task.done():
+            outcome = task.result()
+        elif task is not None:
             try:
-                outcome = await asyncio.shield(work.task)  # a turn cut short does not cancel the work
+                outcome = await asyncio.shield(task)  # a turn cut short does not cancel the work
             except Exception:  # a bug in the background: logged by the task; do the work here instead
                 work.calls, outcome = [], None
         if outcome is None:
