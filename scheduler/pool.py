@@ -74,14 +74,18 @@ class AgentPool:
         agent = await Agent.load(spec, model=self.model, settings=self.settings, store=self.catalog.store,
                                  clock=self.clock)
         if entry is not None:
+            entry.agent.monitor.cancel()  # the old instance's flush work ahead would only be thrown away
             log.info("agent_spec_changed", agent=name, spec_hash=spec_hash)
         self._loaded[name] = _Loaded(agent, spec_hash, time.monotonic())
         self._loaded.move_to_end(name)
         return agent
 
     def forget(self, name: str) -> None:
-        """Drop an agent (it was deleted or renamed)."""
-        self._loaded.pop(name, None)
+        """Drop an agent (it was deleted or renamed, or is being unloaded) and stop its flush work ahead, which
+        nothing would use (it was never stored: a later load prepares it again)."""
+        entry = self._loaded.pop(name, None)
+        if entry is not None:
+            entry.agent.monitor.cancel()
         lock = self._locks.get(name)
         if lock is not None and not lock.locked():
             self._locks.pop(name, None)
