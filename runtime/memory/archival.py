@@ -28,12 +28,13 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.memory.embeddings import Embedder, aembed
+from pagemind.runtime.memory.embeddings import Embedder, aembed, query_vector
+from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
 from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor, recency, usefulness
 from pagemind.runtime.memory.reconcile import reconcile_once
-from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint, StoreError
+from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.rekey import complete_rekeys
 from pagemind.runtime.memory.write_policy import decide, keyword_document, normalise_text
 from pagemind.runtime.memory_config import ArchivalConfig
@@ -144,43 +145,20 @@ class ArchivalService:
         return next((h for h in hits if h.record.id in live), None)
 
     def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None) -> InsertResult:
-        """Insert, in the ledger's order: row (inserting), point, superseded point, row (live)."""
+        """Insert, in the ledger's order (row 'inserting', point, superseded point, row live), batched with the
+        other agents' concurrent inserts (`memory.group_commit`); answered once the row is live."""
         old_id = superseded.record.id if superseded else None
         similarity = round(superseded.score, 4) if superseded else None
-        point = StoredPoint(record, vector, self._sparse(keyword_document(record)))
+        [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
         detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance}
-        self.ledger.begin_insert(record, new_token(), old_id, detail | ({"supersedes": old_id} if old_id else {}))
-        crash_point("archival.insert.pending")
-        try:
-            self.store.upsert([point])
-            crash_point("archival.insert.upserted")
-            if old_id:
-                self.store.set_payload(old_id, {"superseded_by": record.id, "updated_at": record.created_at})
-                crash_point("archival.insert.superseded")
-        except Exception:
-            self._undo_insert(record.id, old_id)
-            raise
-        if not self.ledger.complete_insert(record.id, similarity):
-            self.store.delete([record.id])  # forgotten by another process while being written
-            raise StoreError(f"memory {record.id} was forgotten while it was being stored")
+        group_commit(self.store.backend).insert(PendingInsert(
+            self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {})))
         crash_point("archival.insert.completed")
         action = "superseded" if old_id else "inserted"
         log.info(f"archival_{'supersede' if old_id else 'insert'}", agent_id=self.agent_id, id=record.id,
                  kind=record.kind, chars=len(record.text), replaced=old_id)
         return InsertResult(action=action, id=record.id, text=record.text, kind=record.kind, other_id=old_id,
                             similarity=similarity)
-
-    def _undo_insert(self, memory_id: str, old_id: str | None) -> None:
-        """After a failed store write: take back what reached the store, then the row. If the store fails again,
-        the row stays 'inserting' (invisible) for the next reconcile."""
-        try:
-            if old_id:
-                self.store.set_payload(old_id, {"superseded_by": None})
-            self.store.delete([memory_id])
-        except Exception:
-            log.exception("archival_undo_failed", agent_id=self.agent_id, id=memory_id)
-            return
-        self.ledger.rollback_insert(memory_id)
 
     def _refresh(self, copy: Hit, new: MemoryRecord, vector: np.ndarray) -> InsertResult:
         """A near-copy was written again: row (new fields, token), point's payload, token cleared."""
@@ -213,20 +191,25 @@ class ArchivalService:
         flt = MemoryFilter(tags=[t.lower() for t in tags] if tags else None, created_from=start_date,
                            created_to=end_date, live_at=now)
         limit = max(self.config.prefetch, k * max(1, page) * 2)
-        [vector] = await aembed(self.embedder, [query])
-        sparse = self._sparse(analysed(query), query=True)
-        dense_hits, keyword_hits = await asyncio.gather(
-            asyncio.to_thread(self.store.search_dense, vector, flt, limit) if mode != "bm25" else _nothing(),
-            asyncio.to_thread(self.store.search_sparse, sparse, flt, limit) if mode != "dense" else _nothing())
-        live = await asyncio.to_thread(self.ledger.live_ids, [h.record.id for h in [*dense_hits, *keyword_hits]])
-        dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
-        ranked = await asyncio.to_thread(self._rank, vector, dense_hits, keyword_hits, now, mode)
-        results = ranked[(max(1, page) - 1) * k: max(1, page) * k]
-        if results and count_hits:
-            await asyncio.to_thread(self._count_hits, [r.id for r in results], now)
-        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=len(ranked), returned=len(results),
+        # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
+        results, candidates = await asyncio.to_thread(self._search, query, flt, limit, k, page, mode, now,
+                                                      count_hits)
+        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results),
                  page=page)
         return results
+
+    def _search(self, query: str, flt: MemoryFilter, limit: int, k: int, page: int, mode: str, now: datetime,
+                count_hits: bool) -> tuple[list[ArchivalHit], int]:
+        vector = query_vector(self.embedder, query)
+        sparse = self._sparse(analysed(query), query=True) if mode != "dense" else None
+        dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
+        live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
+        dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
+        ranked = self._rank(vector, dense_hits, keyword_hits, now, mode)
+        results = ranked[(max(1, page) - 1) * k: max(1, page) * k]
+        if results and count_hits:
+            self._count_hits([r.id for r in results], now)
+        return results, len(ranked)
 
     def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
               mode: str) -> list[ArchivalHit]:
@@ -309,7 +292,3 @@ class ArchivalService:
         crash_point("archival.forget.completed")
         log.info("archival_forget", agent_id=self.agent_id, id=memory_id, found=found)
         return found
-
-
-async def _nothing() -> list[Hit]:
-    return []
