@@ -206,18 +206,24 @@ class ArchivalService:
         live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
         dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
         ranked = self._rank(vector, dense_hits, keyword_hits, now, mode)
-        results = ranked[(max(1, page) - 1) * k: max(1, page) * k]
+        results = [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
+                               tags=r.tags, importance=r.importance)
+                   for s, r in ranked[(max(1, page) - 1) * k: max(1, page) * k]]
         if results and count_hits:
             self._count_hits([r.id for r in results], now)
         return results, len(ranked)
 
     def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
-              mode: str) -> list[ArchivalHit]:
+              mode: str) -> list[tuple[float, MemoryRecord]]:
+        """(score, record) of every candidate that beats noise, best first."""
         records = {h.record.id: h.record for h in [*dense_hits, *keyword_hits]}
         if not records:
             return []
         ids = list(records)
         cos = {h.record.id: h.score for h in dense_hits}
+        # keyword hits the dense side did not return: their vectors came with them (or are fetched)
+        cos.update({h.record.id: float(h.vector @ vector) for h in keyword_hits
+                    if h.vector is not None and h.record.id not in cos})
         missing = [i for i in ids if i not in cos]
         if missing and mode != "bm25":
             cos.update({i: float(v @ vector) for i, v in self.store.dense_vectors(missing).items()})
@@ -229,8 +235,7 @@ class ArchivalService:
         keep = beats_noise(keyword, dense, self.config.min_keyword_score, self.config.min_similarity)
         scored = [(fused[n] * self._prior(records[i], now), records[i]) for n, i in enumerate(ids) if keep[n]]
         scored.sort(key=lambda pair: -pair[0])
-        return [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
-                            tags=r.tags, importance=r.importance) for s, r in scored]
+        return scored
 
     def _prior(self, record: MemoryRecord, now: datetime) -> float:
         c = self.config

@@ -61,6 +61,11 @@ def _edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
     return Filter(must=must, must_not=must_not or None)
 
 
+def _dense_of(point: Any) -> np.ndarray | None:
+    vectors = point.vector
+    return np.asarray(vectors[DENSE], dtype=np.float32) if vectors and DENSE in vectors else None
+
+
 def _holder(folder: Path) -> str:
     pid_file = folder / PID_FILE
     try:
@@ -204,15 +209,16 @@ class EdgeBackend(ArchivalBackend):
             requests.append(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(
                 np.asarray(dense, dtype=np.float32).tolist(), using=DENSE), filter=edge_filter, with_payload=True,
                 with_vector=False, params=self._params))
-        if sparse is not None and sparse.indices:
+        if sparse is not None and sparse.indices:  # with dense vectors: fusion needs the keyword hits' cosine
             requests.append(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(
                 qe.SparseVector(sparse.indices, sparse.values), using=SPARSE), filter=edge_filter, with_payload=True,
-                with_vector=False))
+                with_vector=[DENSE] if dense is not None else False))
         if not requests:
             return [], []
         with self._lock:
             answers = self.shard.query_batch(qe.QueryBatchRequest(requests))
-        hits = [[Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in points] for points in answers]
+        hits = [[Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score), _dense_of(p)) for p in points]
+                for points in answers]
         return (hits.pop(0) if dense is not None else []), (hits.pop(0) if hits else [])
 
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
