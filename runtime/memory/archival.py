@@ -221,9 +221,8 @@ class ArchivalService:
             return []
         ids = list(records)
         cos = {h.record.id: h.score for h in dense_hits}
-        # keyword hits the dense side did not return: their vectors came with them (or are fetched)
-        cos.update({h.record.id: float(h.vector @ vector) for h in keyword_hits
-                    if h.vector is not None and h.record.id not in cos})
+        # keyword hits the dense side did not return: the store scored them (or their vectors are fetched)
+        cos.update({h.record.id: h.cosine for h in keyword_hits if h.cosine is not None and h.record.id not in cos})
         missing = [i for i in ids if i not in cos]
         if missing and mode != "bm25":
             cos.update({i: float(v @ vector) for i, v in self.store.dense_vectors(missing).items()})

@@ -144,11 +144,11 @@ class StoredPoint:
 
 @dataclass(frozen=True)
 class Hit:
-    """A scored record from one retriever (with its dense vector when the retriever returned it)."""
+    """A scored record from one retriever (a keyword hit with its cosine to the query when the store gave it)."""
 
     record: MemoryRecord
     score: float
-    vector: np.ndarray | None = None
+    cosine: float | None = None
 
 
 class StoreError(RuntimeError):
