@@ -175,3 +175,22 @@ def test_the_reads_that_name_ids_find_rows_by_primary_key(tmp_path):
         plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(query.compile(
             engine, compile_kwargs={"literal_binds": True}))).all()
     assert "ix_archival_memories_agent_id" not in str(plan), plan  # not the agent's whole index
+
+
+def test_an_inserted_memorys_embedding_is_cached_with_its_row_and_a_query_is_not(world, tmp_path):
+    from pagemind.runtime.memory.embeddings import CachedEmbedder, text_hash
+    from pagemind.runtime.state.tables import embedding_cache
+
+    backend, _ = world
+    engine = make_engine(f"sqlite:///{tmp_path / 'cache.db'}")
+    embedder = CachedEmbedder(FakeEmbedder(), engine)
+    svc = ArchivalService(ALICE, engine=engine, open_backend=lambda: backend, embedder=embedder,
+                          clock=ManualClock(T0))
+    run(svc.insert("Lin lives in Lyon"))
+    run(svc.search("where does Lin live", count_hits=False))
+    with engine.connect() as conn:
+        cached = conn.execute(select(embedding_cache.c.text_hash)).scalars().all()
+    assert cached == [text_hash("Lin lives in Lyon")]  # the query's vector stayed in the process
+    again = CachedEmbedder(FakeEmbedder(), engine)  # a new process: the memory's vector comes from SQL
+    again.embed(["Lin lives in Lyon"])
+    assert again.computed == 0

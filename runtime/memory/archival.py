@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.memory.embeddings import Embedder, aembed, query_vector
+from pagemind.runtime.memory.embeddings import Embedder, embed_for_write, query_vector, write_cache_rows
 from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
@@ -119,14 +119,15 @@ class ArchivalService:
             importance=self.config.default_importance if importance is None else importance,
             tags=sorted({t.strip().lower() for t in tags or [] if t.strip()}), created_at=now, updated_at=now,
             source_message_ids=list(source_message_ids or []), expires_at=expires_at)
-        [vector] = await aembed(self.embedder, [text])
+        cache_rows: list[dict[str, Any]] = []  # the vector's cache row, written with the memory's row
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
         async with self._write_lock:  # two inserts of the same fact must not both miss each other
             neighbour = await asyncio.to_thread(self._nearest, vector, kind, now)
             decision = decide(text, neighbour, self.config)
             if decision.action == "duplicate":
-                return await asyncio.to_thread(self._refresh, decision.neighbour, record, vector)
+                return await asyncio.to_thread(self._refresh, decision.neighbour, record, vector, cache_rows)
             return await asyncio.to_thread(self._add, record, vector, decision.neighbour
-                                           if decision.action == "supersede" else None)
+                                           if decision.action == "supersede" else None, cache_rows)
 
     def _validate(self, text: str, kind: str, importance: float | None) -> None:
         if not text:
@@ -144,7 +145,8 @@ class ArchivalService:
         live = self.ledger.live_ids([h.record.id for h in hits]) if hits else set()
         return next((h for h in hits if h.record.id in live), None)
 
-    def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None) -> InsertResult:
+    def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None,
+             cache_rows: list[dict[str, Any]] | None = None) -> InsertResult:
         """Insert, in the ledger's order (row 'inserting', point, superseded point, row live), batched with the
         other agents' concurrent inserts (`memory.group_commit`); answered once the row is live."""
         old_id = superseded.record.id if superseded else None
@@ -152,7 +154,8 @@ class ArchivalService:
         [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
         detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance}
         group_commit(self.store.backend).insert(PendingInsert(
-            self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {})))
+            self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {}),
+            cache_rows or []))
         crash_point("archival.insert.completed")
         action = "superseded" if old_id else "inserted"
         log.info(f"archival_{'supersede' if old_id else 'insert'}", agent_id=self.agent_id, id=record.id,
@@ -160,13 +163,17 @@ class ArchivalService:
         return InsertResult(action=action, id=record.id, text=record.text, kind=record.kind, other_id=old_id,
                             similarity=similarity)
 
-    def _refresh(self, copy: Hit, new: MemoryRecord, vector: np.ndarray) -> InsertResult:
+    def _refresh(self, copy: Hit, new: MemoryRecord, vector: np.ndarray,
+                 cache_rows: list[dict[str, Any]] | None = None) -> InsertResult:
         """A near-copy was written again: row (new fields, token), point's payload, token cleared."""
+        if cache_rows:
+            with self.engine.begin() as conn:
+                write_cache_rows(conn, cache_rows)
         old = copy.record
         token = new_token()
         fields = self.ledger.begin_refresh(old.id, new, token, copy.score)
         if fields is None:  # forgotten or superseded since the neighbour was found
-            return self._add(new, vector, None)
+            return self._add(new, vector, None)  # (its cache row was written above)
         crash_point("archival.refresh.pending")
         self.store.set_payload(old.id, fields)
         crash_point("archival.refresh.payload")

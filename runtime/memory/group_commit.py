@@ -26,6 +26,7 @@ import structlog
 
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
+from pagemind.runtime.memory.embeddings import write_cache_rows
 from pagemind.runtime.memory.ledger import Ledger, new_token
 from pagemind.runtime.memory.records import MemoryRecord, StoredPoint, StoreError
 
@@ -42,6 +43,7 @@ class PendingInsert:
     supersedes: str | None
     similarity: float | None
     detail: dict[str, Any]
+    cache_rows: list[dict[str, Any]] = field(default_factory=list)  # the text's embedding, cached with the row
     token: str = field(default_factory=new_token)
     future: Future = field(default_factory=Future)
 
@@ -121,8 +123,11 @@ class GroupCommit:
         return going
 
     def _begin(self, jobs: list[PendingInsert]) -> list[PendingInsert]:
-        jobs = self._together(jobs, lambda conn, j: j.ledger.begin_insert(
-            j.record, j.token, j.supersedes, j.detail, conn=conn))
+        def step(conn: Any, job: PendingInsert) -> None:
+            write_cache_rows(conn, job.cache_rows)
+            job.ledger.begin_insert(job.record, job.token, job.supersedes, job.detail, conn=conn)
+
+        jobs = self._together(jobs, step)
         for _ in jobs:
             crash_point("archival.insert.pending")
         return jobs
