@@ -85,6 +85,8 @@ class GroupCommit:
         self.inserts += len(batch)
         if len(batch) > 1:
             log.debug("archival_group_commit", inserts=len(batch))
+        # one database at a time; agents in id order, so two processes' batches lock revision rows in one order
+        batch = sorted(batch, key=lambda j: (id(j.ledger.engine), j.store.agent_id))
         for _, same_db in groupby(batch, key=lambda j: id(j.ledger.engine)):
             jobs = list(same_db)
             try:
