@@ -194,3 +194,31 @@ def test_an_inserted_memorys_embedding_is_cached_with_its_row_and_a_query_is_not
     again = CachedEmbedder(FakeEmbedder(), engine)  # a new process: the memory's vector comes from SQL
     again.embed(["Lin lives in Lyon"])
     assert again.computed == 0
+
+
+def test_a_server_collection_made_before_the_per_agent_index_is_given_it():
+    from types import SimpleNamespace
+
+    class OldServer:  # a collection created with Qdrant's defaults (one global graph, no quantization)
+        def __init__(self):
+            self.updates, self.indexes = [], []
+
+        def collection_exists(self, name):
+            return True
+
+        def get_collection(self, name):
+            return SimpleNamespace(config=SimpleNamespace(hnsw_config=SimpleNamespace(m=16, payload_m=None),
+                                                          quantization_config=None))
+
+        def update_collection(self, name, **changes):
+            self.updates.append(changes)
+
+        def create_payload_index(self, name, key, params):
+            self.indexes.append((key, params))
+
+    client = OldServer()
+    ServerBackend(client, "pagemind_old", DIM, "http://qdrant:6333")
+    [changes] = client.updates
+    assert (changes["hnsw_config"].m, changes["hnsw_config"].payload_m) == (0, PLAN.payload_m)
+    assert changes["quantization_config"] is not None
+    assert dict(client.indexes)["agent_id"].is_tenant

@@ -60,7 +60,7 @@ class ServerBackend(ArchivalBackend):
         self.plan = plan
         self.location = f"{location} (collection {collection})"
         # local mode (tests) compares every point anyway, and warns about search parameters on every query
-        local = local or location == ":memory:"
+        local = self.local = local or location == ":memory:"
         self._params = None if local else m.SearchParams(hnsw_ef=plan.hnsw_ef, quantization=m.QuantizationSearchParams(
             rescore=True, oversampling=plan.oversampling))
         self._exact = None if local else m.SearchParams(exact=True)
@@ -80,6 +80,8 @@ class ServerBackend(ArchivalBackend):
         from qdrant_client import models as m
 
         if self.client.collection_exists(self.collection):
+            if not self.local:  # local mode keeps no index config to compare
+                self._upgrade()
             return
         self.client.create_collection(self.collection, **self.collection_config())
         with warnings.catch_warnings():  # local mode (tests) ignores indexes, and says so
@@ -112,6 +114,22 @@ class ServerBackend(ArchivalBackend):
             | {key: m.KeywordIndexParams(type=keyword, enable_hnsw=False)
                for key in ("user_id", "kind", "tags", "superseded_by")} \
             | {key: m.FloatIndexParams(type=number, enable_hnsw=False) for key in ("created_at", "expires_at")}
+
+    def _upgrade(self) -> None:
+        """A collection made before the per-agent index (`memory.index`) gets it: the server rebuilds in the
+        background, and searches meanwhile stay correct (exact where not yet indexed)."""
+        config = self.client.get_collection(self.collection).config
+        hnsw = config.hnsw_config
+        if (hnsw.m, hnsw.payload_m) == (self.plan.m, self.plan.payload_m) and config.quantization_config is not None:
+            return
+        wanted = self.collection_config()
+        self.client.update_collection(self.collection, hnsw_config=wanted["hnsw_config"],
+                                      quantization_config=wanted["quantization_config"],
+                                      optimizers_config=wanted["optimizers_config"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._create_indexes()
+        log.info("archival_store_upgraded", backend=self.name, location=self.location)
 
     def _create_indexes(self) -> None:
         for key, params in self.payload_indexes().items():
