@@ -106,6 +106,23 @@ def timed(samples: list[float], started: float) -> None:
     samples.append((time.perf_counter() - started) * 1000)
 
 
+class Clocked:
+    """Wall and CPU ms of each operation timed with it (CPU: this process, every thread; waiting for a core that
+    other processes hold does not count, so on a loaded host it is nearer a quiet host's wall time)."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def __enter__(self) -> "Clocked":
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.wall.append((time.perf_counter() - self._wall) * 1000)
+        self.cpu.append((time.process_time() - self._cpu) * 1000)
+
+
 async def measure(size: int, queries: int, home: Path, words: WordVectors, model: FastEmbedEmbedder) -> dict:
     """Two agents of `size` memories each, indexed; then searches, inserts, recall and concurrent inserts."""
     backend = EdgeBackend(home / f"shard-{size}", DIM, auto_optimize=False)  # the bench optimizes when it says
@@ -125,44 +142,38 @@ async def measure(size: int, queries: int, home: Path, words: WordVectors, model
     texts = [words.text(rng, 4) for _ in range(queries)]
     row: dict = {"size": size, "bulk_pps": bulk, "build_s": build_s, "segments": info.segments_count}
     for name, svc in (("search", first), ("search2", second)):
-        samples: list[float] = []
+        clock = Clocked()
         for n, text in enumerate(texts):
-            started = time.perf_counter()
-            await svc.search(f"{text} {name}{n}", top_k=5, count_hits=False)  # a new query: the model runs
-            timed(samples, started)
-        row[name] = samples
+            with clock:
+                await svc.search(f"{text} {name}{n}", top_k=5, count_hits=False)  # a new query: the model runs
+        row[name], row[name + "_cpu"] = clock.wall, clock.cpu
     # where a search's time goes (the same steps as ArchivalService._search, timed one by one)
-    parts: dict[str, list[float]] = {"embed": [], "retrieve": [], "sql": [], "rank": []}
+    parts = {name: Clocked() for name in ("embed", "retrieve", "sql", "rank")}
     flt = MemoryFilter(live_at=T0)
     for n, text in enumerate(texts[:100]):
-        started = time.perf_counter()
-        vector = first.embedder.embed_query(f"{text} parts{n}")
-        timed(parts["embed"], started)
-        started = time.perf_counter()
-        dense, keyword = first.store.search_hybrid(vector, first._sparse(analysed(text), query=True), flt, 50)
-        timed(parts["retrieve"], started)
-        started = time.perf_counter()
-        first.ledger.live_ids([h.record.id for h in [*dense, *keyword]])
-        timed(parts["sql"], started)
-        started = time.perf_counter()
-        first._rank(vector, dense, keyword, T0, "hybrid")
-        timed(parts["rank"], started)
-    row["parts"] = {k: median(v) for k, v in parts.items()}
-    row["search_hits"] = []
+        with parts["embed"]:
+            vector = first.embedder.embed_query(f"{text} parts{n}")
+        with parts["retrieve"]:
+            dense, keyword = first.store.search_hybrid(vector, first._sparse(analysed(text), query=True), flt, 50)
+        with parts["sql"]:
+            first.ledger.live_ids([h.record.id for h in [*dense, *keyword]])
+        with parts["rank"]:
+            first._rank(vector, dense, keyword, T0, "hybrid")
+    row["parts"] = {k: (median(v.wall), median(v.cpu)) for k, v in parts.items()}
+    clock = Clocked()
     for n, text in enumerate(texts[:50]):  # as the tool runs it: hit counts written
-        started = time.perf_counter()
-        await first.search(f"{text} hits{n}", top_k=5)
-        timed(row["search_hits"], started)
+        with clock:
+            await first.search(f"{text} hits{n}", top_k=5)
+    row["search_hits"], row["search_hits_cpu"] = clock.wall, clock.cpu
     row["recall"] = recall(first.store, words.embed(texts[:100]))
     row["recall_model"] = recall(first.store, np.vstack([model.embed([t]) for t in texts[:50]]))
-    inserts: list[float] = []
+    clock = Clocked()
     irng = random.Random(4)
     for n in range(100):  # the whole write path: date, embed (model), nearest same-kind lookup, group commit
-        started = time.perf_counter()
-        await first.insert(f"New note {n}: " + " ".join(irng.choice(words.words[:500]) for _ in range(8)),
-                           kind="episode")
-        timed(inserts, started)
-    row["insert"] = inserts
+        with clock:
+            await first.insert(f"New note {n}: " + " ".join(irng.choice(words.words[:500]) for _ in range(8)),
+                               kind="episode")
+    row["insert"], row["insert_cpu"] = clock.wall, clock.cpu
     row.update(await concurrent_inserts(service, words, backend))
     backend.close()
     engine.dispose()
@@ -204,6 +215,11 @@ def p(values: list[float]) -> str:
     return f"{median(values):.1f} / {percentile(values, 95):.1f}"
 
 
+def pc(row: dict, name: str) -> str:
+    """wall p50 / p95, and CPU p50 (what a quiet host's wall time would be)."""
+    return f"{p(row[name])} ({median(row[name + '_cpu']):.1f})"
+
+
 def main() -> None:
     """Command line entry point."""
     parser = argparse.ArgumentParser()
@@ -219,18 +235,19 @@ def main() -> None:
         for size in (int(s) for s in args.sizes.split(",")):
             row = asyncio.run(measure(size, args.queries, Path(tmp), words, model))
             rows.append(row)
-            print(f"{size:>7}: search {p(row['search'])} (2nd agent {p(row['search2'])}), insert {p(row['insert'])}, "
+            print(f"{size:>7}: search {pc(row, 'search')} (2nd agent {pc(row, 'search2')}), "
+                  f"insert {pc(row, 'insert')}, "
                   f"recall@10 {row['recall']:.3f} / {row['recall_model']:.3f}, parts {row['parts']}, "
                   f"build {row['build_s']:.1f} s, {row['segments']} segments", flush=True)
     embed_ms = model_cost(model)
     load = open("/proc/loadavg").read().split()[0] if Path("/proc/loadavg").exists() else "?"
     table = "\n".join(
-        f"| {r['size']:,} | {p(r['search'])} | {p(r['search2'])} | {p(r['search_hits'])} | {p(r['insert'])} | "
+        f"| {r['size']:,} | {pc(r, 'search')} | {pc(r, 'search2')} | {pc(r, 'search_hits')} | {pc(r, 'insert')} | "
         f"{r['recall']:.3f} / {r['recall_model']:.3f} | {p(r['concurrent'])} ({r['per_batch']:.1f} per commit, "
         f"{r['concurrent_rate']:.0f}/s) | {r['bulk_pps']:,.0f} / {r['build_s']:.0f} s, {r['segments']} segments |"
         for r in rows)
-    parts = "\n".join(f"| {r['size']:,} | " + " | ".join(f"{r['parts'][k]:.2f}" for k in ("embed", "retrieve", "sql", "rank"))
-                      + " |" for r in rows)
+    parts = "\n".join(f"| {r['size']:,} | " + " | ".join(f"{r['parts'][k][0]:.2f} ({r['parts'][k][1]:.2f})"
+                                                       for k in ("embed", "retrieve", "sql", "rank")) + " |" for r in rows)
     write_section("Archival latency (bench/archival_latency.py)", f"""
 {note}, {load} at the end (other helpers' test runs share the 2 cores: quote medians). Qdrant Edge shard on local
 disk, WAL on; SQLite state. Each size = that many memories for the searched agent plus as many for a second agent
@@ -242,14 +259,17 @@ exactly; above, approximately; the newest ≤ {PLAN.indexing_points(DIM):,} poin
 {PLAN.indexing_threshold_kb:,} KB), not yet indexed, always exactly. Memories are filled with a cheap word-vector
 embedder (see the script); every timed search and insert embeds with the shipped model (≈ {embed_ms:.1f} ms per
 text here, one thread), so the times below include it. ms p50 / p95 over {args.queries} searches per agent, 50 searches
-that count hits (as the tool does), 100 sequential inserts; recall@10 of the dense index against exact search
+that count hits (as the tool does), 100 sequential inserts, and in brackets the median CPU ms of the process per
+operation (all its threads; time spent waiting for a core held by another process does not count, though on a
+busy VM it still runs high: compare each row with the model's own cost in the same run); recall@10 of the dense index against exact search
 (queries like the memories / the model's query vectors); {CONCURRENT} agents inserting at once (25 rounds).
 
 | memories per agent | archival_search | second agent's search | search counting hits | insert (sequential) | recall@10 | {CONCURRENT} concurrent inserts (group commit) | bulk load points/s / index build |
 | --- | --- | --- | --- | --- | --- | --- | --- |
 {table}
 
-Where a search's time goes (ms, medians of 100, the steps of `ArchivalService._search` timed one by one):
+Where a search's time goes (wall ms (CPU ms), medians of 100, the steps of `ArchivalService._search` timed one by
+one):
 
 | memories per agent | query embedding (model) | dense + BM25 (one batched store call) | SQL: which hits are live | fusion and ranking |
 | --- | --- | --- | --- | --- |
