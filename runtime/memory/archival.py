@@ -28,12 +28,13 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.memory.embeddings import Embedder, aembed
+from pagemind.runtime.memory.embeddings import Embedder, embed_for_write, query_vector, write_cache_rows
+from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
 from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor, recency, usefulness
 from pagemind.runtime.memory.reconcile import reconcile_once
-from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint, StoreError
+from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.rekey import complete_rekeys
 from pagemind.runtime.memory.write_policy import decide, keyword_document, normalise_text
 from pagemind.runtime.memory_config import ArchivalConfig
@@ -118,14 +119,15 @@ class ArchivalService:
             importance=self.config.default_importance if importance is None else importance,
             tags=sorted({t.strip().lower() for t in tags or [] if t.strip()}), created_at=now, updated_at=now,
             source_message_ids=list(source_message_ids or []), expires_at=expires_at)
-        [vector] = await aembed(self.embedder, [text])
+        cache_rows: list[dict[str, Any]] = []  # the vector's cache row, written with the memory's row
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
         async with self._write_lock:  # two inserts of the same fact must not both miss each other
             neighbour = await asyncio.to_thread(self._nearest, vector, kind, now)
             decision = decide(text, neighbour, self.config)
             if decision.action == "duplicate":
-                return await asyncio.to_thread(self._refresh, decision.neighbour, record, vector)
+                return await asyncio.to_thread(self._refresh, decision.neighbour, record, vector, cache_rows)
             return await asyncio.to_thread(self._add, record, vector, decision.neighbour
-                                           if decision.action == "supersede" else None)
+                                           if decision.action == "supersede" else None, cache_rows)
 
     def _validate(self, text: str, kind: str, importance: float | None) -> None:
         if not text:
@@ -143,26 +145,17 @@ class ArchivalService:
         live = self.ledger.live_ids([h.record.id for h in hits]) if hits else set()
         return next((h for h in hits if h.record.id in live), None)
 
-    def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None) -> InsertResult:
-        """Insert, in the ledger's order: row (inserting), point, superseded point, row (live)."""
+    def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None,
+             cache_rows: list[dict[str, Any]] | None = None) -> InsertResult:
+        """Insert, in the ledger's order (row 'inserting', point, superseded point, row live), batched with the
+        other agents' concurrent inserts (`memory.group_commit`); answered once the row is live."""
         old_id = superseded.record.id if superseded else None
         similarity = round(superseded.score, 4) if superseded else None
-        point = StoredPoint(record, vector, self._sparse(keyword_document(record)))
+        [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
         detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance}
-        self.ledger.begin_insert(record, new_token(), old_id, detail | ({"supersedes": old_id} if old_id else {}))
-        crash_point("archival.insert.pending")
-        try:
-            self.store.upsert([point])
-            crash_point("archival.insert.upserted")
-            if old_id:
-                self.store.set_payload(old_id, {"superseded_by": record.id, "updated_at": record.created_at})
-                crash_point("archival.insert.superseded")
-        except Exception:
-            self._undo_insert(record.id, old_id)
-            raise
-        if not self.ledger.complete_insert(record.id, similarity):
-            self.store.delete([record.id])  # forgotten by another process while being written
-            raise StoreError(f"memory {record.id} was forgotten while it was being stored")
+        group_commit(self.store.backend).insert(PendingInsert(
+            self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {}),
+            cache_rows or []))
         crash_point("archival.insert.completed")
         action = "superseded" if old_id else "inserted"
         log.info(f"archival_{'supersede' if old_id else 'insert'}", agent_id=self.agent_id, id=record.id,
@@ -170,25 +163,17 @@ class ArchivalService:
         return InsertResult(action=action, id=record.id, text=record.text, kind=record.kind, other_id=old_id,
                             similarity=similarity)
 
-    def _undo_insert(self, memory_id: str, old_id: str | None) -> None:
-        """After a failed store write: take back what reached the store, then the row. If the store fails again,
-        the row stays 'inserting' (invisible) for the next reconcile."""
-        try:
-            if old_id:
-                self.store.set_payload(old_id, {"superseded_by": None})
-            self.store.delete([memory_id])
-        except Exception:
-            log.exception("archival_undo_failed", agent_id=self.agent_id, id=memory_id)
-            return
-        self.ledger.rollback_insert(memory_id)
-
-    def _refresh(self, copy: Hit, new: MemoryRecord, vector: np.ndarray) -> InsertResult:
+    def _refresh(self, copy: Hit, new: MemoryRecord, vector: np.ndarray,
+                 cache_rows: list[dict[str, Any]] | None = None) -> InsertResult:
         """A near-copy was written again: row (new fields, token), point's payload, token cleared."""
+        if cache_rows:
+            with self.engine.begin() as conn:
+                write_cache_rows(conn, cache_rows)
         old = copy.record
         token = new_token()
         fields = self.ledger.begin_refresh(old.id, new, token, copy.score)
         if fields is None:  # forgotten or superseded since the neighbour was found
-            return self._add(new, vector, None)
+            return self._add(new, vector, None)  # (its cache row was written above)
         crash_point("archival.refresh.pending")
         self.store.set_payload(old.id, fields)
         crash_point("archival.refresh.payload")
@@ -213,28 +198,38 @@ class ArchivalService:
         flt = MemoryFilter(tags=[t.lower() for t in tags] if tags else None, created_from=start_date,
                            created_to=end_date, live_at=now)
         limit = max(self.config.prefetch, k * max(1, page) * 2)
-        [vector] = await aembed(self.embedder, [query])
-        sparse = self._sparse(analysed(query), query=True)
-        dense_hits, keyword_hits = await asyncio.gather(
-            asyncio.to_thread(self.store.search_dense, vector, flt, limit) if mode != "bm25" else _nothing(),
-            asyncio.to_thread(self.store.search_sparse, sparse, flt, limit) if mode != "dense" else _nothing())
-        live = await asyncio.to_thread(self.ledger.live_ids, [h.record.id for h in [*dense_hits, *keyword_hits]])
-        dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
-        ranked = await asyncio.to_thread(self._rank, vector, dense_hits, keyword_hits, now, mode)
-        results = ranked[(max(1, page) - 1) * k: max(1, page) * k]
-        if results and count_hits:
-            await asyncio.to_thread(self._count_hits, [r.id for r in results], now)
-        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=len(ranked), returned=len(results),
+        # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
+        results, candidates = await asyncio.to_thread(self._search, query, flt, limit, k, page, mode, now,
+                                                      count_hits)
+        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results),
                  page=page)
         return results
 
+    def _search(self, query: str, flt: MemoryFilter, limit: int, k: int, page: int, mode: str, now: datetime,
+                count_hits: bool) -> tuple[list[ArchivalHit], int]:
+        vector = query_vector(self.embedder, query)
+        sparse = self._sparse(analysed(query), query=True) if mode != "dense" else None
+        dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
+        live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
+        dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
+        ranked = self._rank(vector, dense_hits, keyword_hits, now, mode)
+        results = [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
+                               tags=r.tags, importance=r.importance)
+                   for s, r in ranked[(max(1, page) - 1) * k: max(1, page) * k]]
+        if results and count_hits:
+            self._count_hits([r.id for r in results], now)
+        return results, len(ranked)
+
     def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
-              mode: str) -> list[ArchivalHit]:
+              mode: str) -> list[tuple[float, MemoryRecord]]:
+        """(score, record) of every candidate that beats noise, best first."""
         records = {h.record.id: h.record for h in [*dense_hits, *keyword_hits]}
         if not records:
             return []
         ids = list(records)
         cos = {h.record.id: h.score for h in dense_hits}
+        # keyword hits the dense side did not return: the store scored them (or their vectors are fetched)
+        cos.update({h.record.id: h.cosine for h in keyword_hits if h.cosine is not None and h.record.id not in cos})
         missing = [i for i in ids if i not in cos]
         if missing and mode != "bm25":
             cos.update({i: float(v @ vector) for i, v in self.store.dense_vectors(missing).items()})
@@ -246,8 +241,7 @@ class ArchivalService:
         keep = beats_noise(keyword, dense, self.config.min_keyword_score, self.config.min_similarity)
         scored = [(fused[n] * self._prior(records[i], now), records[i]) for n, i in enumerate(ids) if keep[n]]
         scored.sort(key=lambda pair: -pair[0])
-        return [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
-                            tags=r.tags, importance=r.importance) for s, r in scored]
+        return scored
 
     def _prior(self, record: MemoryRecord, now: datetime) -> float:
         c = self.config
@@ -309,7 +303,3 @@ class ArchivalService:
         crash_point("archival.forget.completed")
         log.info("archival_forget", agent_id=self.agent_id, id=memory_id, found=found)
         return found
-
-
-async def _nothing() -> list[Hit]:
-    return []

@@ -28,13 +28,27 @@ class ArchivalBackend(ABC):
     def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:
         """Insert or replace points (their `agent_id` must already be `agent_id`); durable on return."""
 
+    def upsert_all(self, points: dict[int, list[StoredPoint]]) -> None:
+        """Several agents' points in one write (a group commit: `memory.group_commit`); durable on return."""
+        for agent_id, some in points.items():
+            self.upsert(agent_id, some)
+
     @abstractmethod
-    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int) -> list[Hit]:
-        """Nearest memories by cosine similarity."""
+    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
+                     exact: bool = False) -> list[Hit]:
+        """Nearest memories by cosine similarity: through the index (`memory.index`), or compared one by one
+        when `exact` (what benchmarks measure the index's recall against)."""
 
     @abstractmethod
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
         """Best keyword (BM25) matches."""
+
+    def search_hybrid(self, agent_id: int, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter,
+                      limit: int) -> tuple[list[Hit], list[Hit]]:
+        """(nearest, best keyword matches) in one call where the store can batch them (a retriever given None
+        returns nothing)."""
+        return (self.search_dense(agent_id, dense, flt, limit) if dense is not None else [],
+                self.search_sparse(agent_id, sparse, flt, limit) if sparse is not None and sparse.indices else [])
 
     @abstractmethod
     def dense_vectors(self, agent_id: int, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -95,14 +109,30 @@ class AgentStore:
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
         """Write points as this agent's (whatever agent their records named), marked with this store's origin."""
-        owned = [StoredPoint(p.record.model_copy(update={"agent_id": self.agent_id}), p.dense, p.sparse,
-                             self.origin or p.origin) for p in points]
+        owned = self.owned(points)
         for start in range(0, len(owned), UPSERT_BATCH):
             self._backend.upsert(self.agent_id, owned[start:start + UPSERT_BATCH])
 
-    def search_dense(self, vector: np.ndarray, flt: MemoryFilter, limit: int) -> list[Hit]:
-        """This agent's nearest memories."""
-        return self._backend.search_dense(self.agent_id, vector, flt, limit)
+    def owned(self, points: Sequence[StoredPoint]) -> list[StoredPoint]:
+        """The points as this agent's (whatever agent their records named), marked with this store's origin."""
+        return [StoredPoint(p.record.model_copy(update={"agent_id": self.agent_id}), p.dense, p.sparse,
+                            self.origin or p.origin) for p in points]
+
+    @property
+    def backend(self) -> ArchivalBackend:
+        """The shared store behind this view (the group commit writes several agents' points to it at once)."""
+        return self._backend
+
+    def search_dense(self, vector: np.ndarray, flt: MemoryFilter, limit: int, exact: bool = False) -> list[Hit]:
+        """This agent's nearest memories (`exact`: without the index)."""
+        return self._backend.search_dense(self.agent_id, vector, flt, limit, exact)
+
+    def search_hybrid(self, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter,
+                      limit: int) -> tuple[list[Hit], list[Hit]]:
+        """This agent's nearest memories and best keyword matches, in one call (None: that retriever is off)."""
+        if sparse is not None and not sparse.indices:
+            sparse = None
+        return self._backend.search_hybrid(self.agent_id, dense, sparse, flt, limit)
 
     def search_sparse(self, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
         """This agent's best keyword matches."""

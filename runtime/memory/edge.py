@@ -1,13 +1,24 @@
 """The embedded archival store: Qdrant Edge, Qdrant's in-process engine, one shard on disk.
 
 The shard lives under `$PAGEMIND_HOME/qdrant/<model>-<dim>` (WAL on) and holds every agent (tenant index on
-`agent_id`). One writer process: a second one gets a clear `StoreLocked` error naming the process that holds it.
+`agent_id`, one HNSW graph per agent and int8 copies of the vectors: `memory.index`). One writer process: a second
+one gets a clear `StoreLocked` error naming the process that holds it.
+
+Durability: an update is in the shard's write-ahead log when `update` returns, which a crash of this process
+cannot take (the next open replays it); `flush` (fsync of the WAL and the segments, 10–30 ms) runs after each
+optimization and at close, not after every write. What a power loss takes from the newest writes SQL still has
+(it is the record: `memory.ledger`), and `memory.reconcile` puts those points back from it at the next open.
+
+Qdrant Edge runs no optimizer of its own: once `PLAN.indexing_points(dim)` points were written since the last one,
+the backend starts `optimize` on a thread of its own (it holds the GIL while it indexes: the process pauses for
+about as long; see bench/RESULTS.md), which turns the appendable segment into an indexed one.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -18,12 +29,14 @@ import structlog
 
 from pagemind.runtime.memory.backend import ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.memory.index import PLAN, IndexPlan
 from pagemind.runtime.memory.records import (DENSE, PAYLOAD_VERSION, SPARSE, Hit, MemoryFilter, MemoryRecord, Sparse,
                                              StoredPoint, StoreError, StoreLocked, tenant_key, to_epoch)
 
 log = structlog.get_logger("pagemind.archival_store")
 
 PID_FILE = "pagemind.pid"
+FLUSH_EVERY = 1000  # updates between flushes (10–30 ms each) besides the one after every optimization
 
 
 def _edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
@@ -68,23 +81,41 @@ class EdgeBackend(ArchivalBackend):
     name = "qdrant-edge"
     exclusive = True  # the shard's WAL lock keeps every other process out
 
-    def __init__(self, folder: Path, dim: int):
+    def __init__(self, folder: Path, dim: int, plan: IndexPlan = PLAN, *, auto_optimize: bool = True):
         import qdrant_edge as qe
 
         self.qe = qe
         self.folder = Path(folder)
         self.location = str(self.folder)
         self.dim = dim
+        self.plan = plan
+        self.auto_optimize = auto_optimize
         self._lock = threading.Lock()
+        self._optimizing = threading.Lock()  # one optimization at a time
+        self.optimizer: threading.Thread | None = None  # the last optimization started on its own
+        self._since_flush = 0  # updates since the last flush
         self.shard = self._open()
+        info = self.shard.info()
+        self._unindexed = max(0, info.points_count - info.indexed_vectors_count)  # written since the last optimize
+        self._params = qe.SearchParams(hnsw_ef=plan.hnsw_ef, quantization=qe.QuantizationSearchParams(
+            rescore=True, oversampling=plan.oversampling))
+        self._exact = qe.SearchParams(exact=True)
         (self.folder / PID_FILE).write_text(str(os.getpid()))
-        log.info("archival_store_open", backend=self.name, path=self.location, dim=dim)
+        log.info("archival_store_open", backend=self.name, path=self.location, dim=dim, points=info.points_count,
+                 unindexed=self._unindexed)
 
     def _config(self) -> Any:
-        qe = self.qe
+        qe, plan = self.qe, self.plan
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            hnsw_config=qe.HnswIndexConfig(m=plan.m, ef_construct=plan.ef_construct, payload_m=plan.payload_m,
+                                           full_scan_threshold=plan.full_scan_threshold_kb),
+            quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=plan.quantile,
+                                                            always_ram=True),
+            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=plan.indexing_threshold_kb,
+                                               max_segment_size=plan.max_segment_size_kb,
+                                               default_segment_number=plan.default_segment_number),
         )
 
     def _open(self) -> Any:
@@ -106,11 +137,12 @@ class EdgeBackend(ArchivalBackend):
 
     def _create_indexes(self, shard: Any) -> None:
         qe = self.qe
+        # Only the tenant key gets HNSW links (`payload_m`): one graph per agent. The other indexes serve filters.
         shard.update(qe.UpdateOperation.create_field_index("agent_id", qe.KeywordIndexParams(is_tenant=True)))
         for key in ("user_id", "kind", "tags", "superseded_by"):
-            shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
+            shard.update(qe.UpdateOperation.create_field_index(key, qe.KeywordIndexParams(enable_hnsw=False)))
         for key in ("created_at", "expires_at"):
-            shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Float))
+            shard.update(qe.UpdateOperation.create_field_index(key, qe.FloatIndexParams(enable_hnsw=False)))
         shard.flush()
 
     def _point(self, point: StoredPoint) -> Any:
@@ -121,24 +153,92 @@ class EdgeBackend(ArchivalBackend):
         return qe.Point(uuid.UUID(point.record.id), vectors, point.payload())
 
     def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:
-        if any(p.record.agent_id != agent_id for p in points):
-            raise StoreError("refusing to write another agent's memory")
-        with self._lock:
-            self.shard.update(self.qe.UpdateOperation.upsert_points([self._point(p) for p in points]))
-            crash_point("edge.upsert.unflushed")
-            self.shard.flush()
+        self.upsert_all({agent_id: list(points)})
 
-    def _query(self, agent_id: int, query: Any, flt: MemoryFilter, limit: int) -> list[Hit]:
+    def upsert_all(self, points: dict[int, list[StoredPoint]]) -> None:
+        if any(p.record.agent_id != agent_id for agent_id, some in points.items() for p in some):
+            raise StoreError("refusing to write another agent's memory")
+        structs = [self._point(p) for some in points.values() for p in some]
+        with self._lock:
+            self.shard.update(self.qe.UpdateOperation.upsert_points(structs))
+            crash_point("edge.upsert.unflushed")  # in the WAL: a crash of this process keeps it
+            self._updated()
+        self._written(len(structs))
+
+    def _updated(self) -> None:
+        """Count an update (under the lock); every FLUSH_EVERY of them, flush: the WAL a reopen replays stays
+        short even in a process that only counts hits and never writes enough points to optimize."""
+        self._since_flush += 1
+        if self._since_flush >= FLUSH_EVERY:
+            self.shard.flush()
+            self._since_flush = 0
+
+    def _written(self, count: int) -> None:
+        self._unindexed += count
+        if self.auto_optimize and self._unindexed >= self.plan.indexing_points(self.dim) \
+                and not self._optimizing.locked():
+            self.optimizer = threading.Thread(target=self.optimize, name="pagemind-edge-optimize", daemon=True)
+            self.optimizer.start()
+
+    def optimize(self) -> bool:
+        """Index what was written since the last optimization (Qdrant's optimizers, in this process), then flush.
+        True if any segment changed. Searches meanwhile see every point (the old segments serve until the new
+        one replaces them)."""
+        with self._optimizing:
+            if self.shard is None:
+                return False
+            pending, started = self._unindexed, time.perf_counter()
+            changed = bool(self.shard.optimize())
+            self.shard.flush()
+            self._unindexed = max(0, self._unindexed - pending)
+            log.info("archival_store_optimized", backend=self.name, points=pending, changed=changed,
+                     seconds=round(time.perf_counter() - started, 3))
+            return changed
+
+    def _query(self, agent_id: int, query: Any, flt: MemoryFilter, limit: int, params: Any = None) -> list[Hit]:
         qe = self.qe
         request = qe.QueryRequest(limit=limit, query=query, filter=_edge_filter(agent_id, flt), with_payload=True,
-                                  with_vector=False)
+                                  with_vector=False, params=params)
         with self._lock:
             points = self.shard.query(request)
         return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in points]
 
-    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int) -> list[Hit]:
+    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
+                     exact: bool = False) -> list[Hit]:
         query = self.qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
-        return self._query(agent_id, query, flt, limit)
+        return self._query(agent_id, query, flt, limit, self._exact if exact else self._params)
+
+    def search_hybrid(self, agent_id: int, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter,
+                      limit: int) -> tuple[list[Hit], list[Hit]]:
+        qe = self.qe
+        edge_filter = _edge_filter(agent_id, flt)
+        requests = []
+        if dense is not None:
+            requests.append(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(
+                np.asarray(dense, dtype=np.float32).tolist(), using=DENSE), filter=edge_filter, with_payload=True,
+                with_vector=False, params=self._params))
+        if sparse is not None and sparse.indices:
+            keyword = qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE)
+            requests.append(qe.QueryRequest(limit=limit, query=keyword, filter=edge_filter, with_payload=True,
+                                            with_vector=False))
+            if dense is not None:  # the keyword hits' cosine, which fusion needs: rescored in the store, where
+                # reading their vectors out instead would cost ~0.2 ms each (384 Python floats)
+                requests.append(qe.QueryRequest(
+                    limit=limit, prefetches=[qe.Prefetch(limit=limit, query=keyword, filter=edge_filter)],
+                    query=qe.Query.Nearest(np.asarray(dense, dtype=np.float32).tolist(), using=DENSE),
+                    with_payload=False, with_vector=False, params=self._exact))
+        if not requests:
+            return [], []
+        with self._lock:
+            answers = self.shard.query_batch(qe.QueryBatchRequest(requests))
+        hits = [[Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in points]
+                for points in answers[:2 if dense is not None and len(answers) > 1 else 1]]
+        dense_hits = hits.pop(0) if dense is not None else []
+        keyword_hits = hits.pop(0) if hits else []
+        if len(answers) == 3:
+            cosine = {str(p.id): float(p.score) for p in answers[2]}
+            keyword_hits = [Hit(h.record, h.score, cosine.get(h.record.id)) for h in keyword_hits]
+        return dense_hits, keyword_hits
 
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
         query = self.qe.Query.Nearest(self.qe.SparseVector(vector.indices, vector.values), using=SPARSE)
@@ -179,15 +279,15 @@ class EdgeBackend(ArchivalBackend):
         flt = _edge_filter(agent_id, MemoryFilter(ids=[memory_id]))
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.set_payload_by_filter(flt, payload))
-            crash_point("edge.set_payload.unflushed")
-            self.shard.flush()
+            crash_point("edge.set_payload.unflushed")  # in the WAL: a crash of this process keeps it
+            self._updated()
 
     def delete(self, agent_id: int, ids: Sequence[str]) -> None:
         flt = _edge_filter(agent_id, MemoryFilter(ids=list(ids)))
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.delete_points_by_filter(flt))
-            crash_point("edge.delete.unflushed")
-            self.shard.flush()
+            crash_point("edge.delete.unflushed")  # in the WAL: a crash of this process keeps it
+            self._updated()
 
     def rekey(self, old_key: str, agent_id: int) -> None:
         from qdrant_edge import FieldCondition, Filter, IsEmptyCondition, MatchValue
@@ -200,7 +300,7 @@ class EdgeBackend(ArchivalBackend):
             self.shard.flush()
 
     def close(self) -> None:
-        with self._lock:
+        with self._optimizing, self._lock:
             if self.shard is not None:
                 self.shard.close()
                 self.shard = None

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 import numpy as np
 import structlog
 from sqlalchemy import select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
@@ -68,6 +68,13 @@ def batched(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
 async def aembed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """Embed off the event loop (ONNX releases the GIL while it computes)."""
     return await asyncio.to_thread(embedder.embed, list(texts))
+
+
+def query_vector(embedder: Embedder, text: str) -> np.ndarray:
+    """One search query's vector: from the in-process cache or the model, never SQL (a query is rarely repeated
+    across processes, and a cache read and write there cost more than the model does: ≈ 2 ms)."""
+    embed_query = getattr(embedder, "embed_query", None)
+    return embed_query(text) if embed_query is not None else embedder.embed([text])[0]
 
 
 class FastEmbedEmbedder:
@@ -167,8 +174,10 @@ class CachedEmbedder:
         """The wrapped model's vector size."""
         return self.inner.dim
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for texts: from the LRU, then SQL, and only the misses from the model (deduplicated)."""
+    def embed(self, texts: Sequence[str], *, defer: list[dict[str, Any]] | None = None) -> np.ndarray:
+        """Vectors for texts: from the LRU, then SQL, and only the misses from the model (deduplicated). With
+        `defer`, the new cache rows are appended there for the caller to write in a transaction of its own
+        (`write_cache_rows`: an archival insert writes them with its row) instead of in one of their own."""
         keys = [text_hash(t) for t in texts]
         found = self._from_lru(keys)
         missing = [k for k in dict.fromkeys(keys) if k not in found]
@@ -180,12 +189,24 @@ class CachedEmbedder:
             self.computed += len(todo)
             computed = dict(zip(todo, fresh))
             found.update(computed)
-            if self.engine is not None:
+            if self.engine is not None and defer is not None:
+                defer += self._rows(computed)
+            elif self.engine is not None:
                 self._to_sql(computed)
         self._remember(found)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.vstack([found[k] for k in keys]).astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """A search query's vector: the LRU, else the model (remembered in the LRU only; see `query_vector`)."""
+        key = text_hash(text)
+        found = self._from_lru([key])
+        if key not in found:
+            found[key] = np.asarray(self.inner.embed([text])[0], dtype=np.float32)
+            self.computed += 1
+            self._remember(found)
+        return found[key]
 
     def _from_lru(self, keys: list[str]) -> dict[str, np.ndarray]:
         with self._lock:
@@ -211,9 +232,12 @@ class CachedEmbedder:
                 found.update({h: np.frombuffer(v, dtype=np.float32) for h, v in rows})
         return found
 
-    def _to_sql(self, vectors: dict[str, np.ndarray]) -> None:
-        rows = [{"model": self.model_id, "text_hash": k, "dim": int(v.shape[0]),
+    def _rows(self, vectors: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+        return [{"model": self.model_id, "text_hash": k, "dim": int(v.shape[0]),
                  "vector": np.asarray(v, dtype=np.float32).tobytes()} for k, v in vectors.items()]
+
+    def _to_sql(self, vectors: dict[str, np.ndarray]) -> None:
+        rows = self._rows(vectors)
         try:
             with self.engine.begin() as conn:
                 conn.execute(embedding_cache_table.insert(), rows)
@@ -224,6 +248,25 @@ class CachedEmbedder:
                         conn.execute(embedding_cache_table.insert(), [row])
                 except IntegrityError:
                     pass
+
+
+def embed_for_write(embedder: Embedder, texts: Sequence[str], rows: list[dict[str, Any]]) -> np.ndarray:
+    """Vectors for texts about to be written; a cache's new SQL rows go to `rows` (see `CachedEmbedder.embed`)."""
+    if isinstance(embedder, CachedEmbedder):
+        return embedder.embed(texts, defer=rows)
+    return embedder.embed(list(texts))
+
+
+def write_cache_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Write deferred cache rows in the caller's transaction; rows another writer cached first are skipped (a
+    failure here must not fail the write they ride with)."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    conn.execute(insert(embedding_cache_table).on_conflict_do_nothing(), rows)
 
 
 def build_embedder(settings: Any = None, engine: Engine | None = None) -> CachedEmbedder:

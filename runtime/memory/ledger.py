@@ -22,10 +22,11 @@ cache still holds.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any, ContextManager, Iterable, Sequence
 
 from pydantic import BaseModel
 from sqlalchemy import delete, select, text as sql, update
@@ -79,6 +80,10 @@ class Ledger:
         self.agent_id = agent_id
         self.engine = engine
         self._mine = memories.c.agent_id == agent_id
+        # The same condition, hidden from the planner, for reads and writes that name ids: the primary key finds
+        # those rows, while SQLite's planner would walk the agent's whole `agent_id` index for an `IN` list
+        # (25 ms at 10,000 memories, on every search).
+        self._by_id = (memories.c.agent_id + 0) == agent_id
         self._origin: str | None = None
 
     # -- reads ------------------------------------------------------------------------------------------------
@@ -120,7 +125,7 @@ class Ledger:
         with self.engine.connect() as conn:
             for chunk in _chunks(list(dict.fromkeys(ids))):
                 found.update(conn.execute(select(memories.c.id).where(
-                    self._mine, memories.c.id.in_(chunk), memories.c.state == LIVE,
+                    self._by_id, memories.c.id.in_(chunk), memories.c.state == LIVE,
                     memories.c.superseded_by.is_(None))).scalars().all())
         return found
 
@@ -131,7 +136,7 @@ class Ledger:
 
     def rows(self, ids: Sequence[str] | None = None, *, unsettled: bool = False) -> list[Any]:
         """Rows of the agent (some ids, or all; only those a crash may have left half-written if `unsettled`)."""
-        query = select(memories).where(self._mine)
+        query = select(memories).where(self._mine if ids is None else self._by_id)
         if ids is not None:
             query = query.where(memories.c.id.in_(list(ids)))
         if unsettled:
@@ -167,13 +172,18 @@ class Ledger:
 
     # -- the write order ----------------------------------------------------------------------------------------
 
-    def begin_insert(self, record: MemoryRecord, token: str, supersedes: str | None, detail: dict[str, Any]) -> None:
+    def _transaction(self, conn: Connection | None) -> ContextManager[Connection]:
+        """The caller's transaction (a group commit's, shared by several inserts), or a new one."""
+        return contextlib.nullcontext(conn) if conn is not None else self.engine.begin()
+
+    def begin_insert(self, record: MemoryRecord, token: str, supersedes: str | None, detail: dict[str, Any],
+                     conn: Connection | None = None) -> None:
         """Step 1 of an insert: the row as 'inserting', and its 'insert' version. A row left 'inserting' under
-        the same id (an earlier attempt that failed) is replaced."""
+        the same id (an earlier attempt that failed) is replaced. In `conn`'s transaction when given."""
         row = record.model_dump() | {"state": INSERTING, "write_token": token, "write_started": utcnow(),
                                      "supersedes": supersedes}
-        with self.engine.begin() as conn:
-            if conn.execute(delete(memories).where(self._mine, memories.c.id == record.id,
+        with self._transaction(conn) as conn:
+            if conn.execute(delete(memories).where(self._by_id, memories.c.id == record.id,
                                                    memories.c.state == INSERTING)).rowcount:
                 conn.execute(delete(versions).where(versions.c.agent_id == self.agent_id,
                                                     versions.c.memory_id == record.id))
@@ -181,14 +191,16 @@ class Ledger:
             crash_point("archival.insert.in_transaction")
             self._version(conn, record.id, "insert", record.text, detail, record.created_at)
 
-    def complete_insert(self, memory_id: str, similarity: float | None = None) -> bool:
+    def complete_insert(self, memory_id: str, similarity: float | None = None,
+                        conn: Connection | None = None) -> bool:
         """Step 4: the row becomes live and the memory it supersedes is marked. True when the memory is live
-        (now, or already: a reconcile got there first); False when its row is gone or being forgotten."""
-        with self.engine.begin() as conn:
-            made_live = conn.execute(update(memories).where(self._mine, memories.c.id == memory_id,
+        (now, or already: a reconcile got there first); False when its row is gone or being forgotten. In
+        `conn`'s transaction when given."""
+        with self._transaction(conn) as conn:
+            made_live = conn.execute(update(memories).where(self._by_id, memories.c.id == memory_id,
                                                             memories.c.state == INSERTING)
                                      .values(state=LIVE, write_token=None, write_started=None)).rowcount
-            row = conn.execute(select(memories).where(self._mine, memories.c.id == memory_id)).mappings().first()
+            row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id)).mappings().first()
             if not made_live:
                 return row is not None and row["state"] == LIVE
             crash_point("archival.complete.in_transaction")
@@ -199,8 +211,8 @@ class Ledger:
 
     def _mark_superseded(self, conn: Connection, new: Any, similarity: float | None) -> None:
         at, old_id = aware(new["created_at"]), new["supersedes"]
-        old = conn.execute(select(memories.c.text).where(self._mine, memories.c.id == old_id)).scalar()
-        marked = conn.execute(update(memories).where(self._mine, memories.c.id == old_id,
+        old = conn.execute(select(memories.c.text).where(self._by_id, memories.c.id == old_id)).scalar()
+        marked = conn.execute(update(memories).where(self._by_id, memories.c.id == old_id,
                                                      memories.c.superseded_by.is_(None))
                               .values(superseded_by=new["id"], updated_at=at)).rowcount
         if marked:  # not if forgotten meanwhile
@@ -210,7 +222,7 @@ class Ledger:
     def rollback_insert(self, memory_id: str) -> bool:
         """Undo step 1 (only while the row is still 'inserting'): the row and its history go."""
         with self.engine.begin() as conn:
-            gone = conn.execute(delete(memories).where(self._mine, memories.c.id == memory_id,
+            gone = conn.execute(delete(memories).where(self._by_id, memories.c.id == memory_id,
                                                        memories.c.state == INSERTING)).rowcount
             if gone:
                 conn.execute(delete(versions).where(versions.c.agent_id == self.agent_id,
@@ -221,7 +233,7 @@ class Ledger:
         """Step 1 of a refresh (a near-copy was written again): the live row's new fields, its token and version.
         Returns the fields for the point, or None when the memory is no longer live (forgotten or superseded)."""
         with self.engine.begin() as conn:
-            row = conn.execute(select(memories).where(self._mine, memories.c.id == memory_id, memories.c.state == LIVE,
+            row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id, memories.c.state == LIVE,
                                                       memories.c.superseded_by.is_(None))).mappings().first()
             if row is None:
                 return None
@@ -229,11 +241,11 @@ class Ledger:
                       "tags": sorted(set(row["tags"] or []) | set(new.tags)),
                       "importance": max(row["importance"], new.importance),
                       "source_message_ids": sorted(set(row["source_message_ids"] or []) | set(new.source_message_ids))}
-            conn.execute(update(memories).where(self._mine, memories.c.id == memory_id)
+            conn.execute(update(memories).where(self._by_id, memories.c.id == memory_id)
                          .values(**fields, hit_count=memories.c.hit_count + 1, write_token=token,
                                  write_started=utcnow()))
             fields["hit_count"] = conn.execute(select(memories.c.hit_count).where(
-                self._mine, memories.c.id == memory_id)).scalar()
+                self._by_id, memories.c.id == memory_id)).scalar()
             self._version(conn, memory_id, "refresh", row["text"],
                           {"duplicate_text": new.text, "similarity": round(similarity, 4), "tags": fields["tags"]},
                           new.created_at)
@@ -243,7 +255,7 @@ class Ledger:
     def begin_hits(self, ids: Sequence[str], at: datetime, token: str) -> dict[str, dict[str, Any]]:
         """Step 1 of counting hits: each live memory's count goes up by one. Returns the new fields by id."""
         with self.engine.begin() as conn:
-            where = (self._mine, memories.c.id.in_(list(ids)), memories.c.state == LIVE)
+            where = (self._by_id, memories.c.id.in_(list(ids)), memories.c.state == LIVE)
             conn.execute(update(memories).where(*where).values(hit_count=memories.c.hit_count + 1, last_hit_at=at,
                                                                write_token=token, write_started=utcnow()))
             counts = conn.execute(select(memories.c.id, memories.c.hit_count).where(*where)).all()
@@ -252,7 +264,7 @@ class Ledger:
     def settle(self, ids: Sequence[str], token: str) -> None:
         """The last step of a refresh or of hit counting: the points agree again (only this write's token)."""
         with self.engine.begin() as conn:
-            conn.execute(update(memories).where(self._mine, memories.c.id.in_(list(ids)),
+            conn.execute(update(memories).where(self._by_id, memories.c.id.in_(list(ids)),
                                                 memories.c.write_token == token)
                          .values(write_token=None, write_started=None))
 
@@ -260,7 +272,7 @@ class Ledger:
         """Step 1 of forgetting: the row is 'forgetting' (no longer listed, counted or found). False when the
         agent has no such memory."""
         with self.engine.begin() as conn:
-            found = conn.execute(update(memories).where(self._mine, memories.c.id == memory_id)
+            found = conn.execute(update(memories).where(self._by_id, memories.c.id == memory_id)
                                  .values(state=FORGETTING, write_started=utcnow())).rowcount
             if found:
                 self._bump(conn)
@@ -269,7 +281,7 @@ class Ledger:
     def end_forget(self, memory_id: str) -> None:
         """The last step of forgetting, once the point is gone: the row and its history."""
         with self.engine.begin() as conn:
-            conn.execute(delete(memories).where(self._mine, memories.c.id == memory_id,
+            conn.execute(delete(memories).where(self._by_id, memories.c.id == memory_id,
                                                 memories.c.state == FORGETTING))
             conn.execute(delete(versions).where(versions.c.agent_id == self.agent_id,
                                                 versions.c.memory_id == memory_id))

@@ -1,7 +1,9 @@
 """The archival store on a Qdrant server or cluster, through `qdrant-client` (`QDRANT_URL`, `QDRANT_API_KEY`).
 
-One collection per embedding model and dimension, every agent in it (tenant index on `agent_id`). Tests drive it
-with qdrant-client's in-memory local mode.
+One collection per embedding model and dimension, every agent in it (tenant index on `agent_id`), indexed as the
+embedded store is (`memory.index`: a graph per agent, int8 copies rescored with the originals; the server's own
+optimizer indexes in the background). Tests drive it with qdrant-client's in-memory local mode, which ignores
+indexes and search parameters (it compares every point).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import structlog
 
 from pagemind.runtime.memory.backend import ArchivalBackend
+from pagemind.runtime.memory.index import PLAN, IndexPlan
 from pagemind.runtime.memory.records import (DENSE, PAYLOAD_VERSION, SPARSE, Hit, MemoryFilter, MemoryRecord, Sparse,
                                              StoredPoint, StoreError, tenant_key, to_epoch)
 
@@ -47,11 +50,20 @@ class ServerBackend(ArchivalBackend):
 
     name = "qdrant-server"
 
-    def __init__(self, client: Any, collection: str, dim: int, location: str):
+    def __init__(self, client: Any, collection: str, dim: int, location: str, plan: IndexPlan = PLAN,
+                 *, local: bool = False):
+        from qdrant_client import models as m
+
         self.client = client
         self.collection = collection
         self.dim = dim
+        self.plan = plan
         self.location = f"{location} (collection {collection})"
+        # local mode (tests) compares every point anyway, and warns about search parameters on every query
+        local = self.local = local or location == ":memory:"
+        self._params = None if local else m.SearchParams(hnsw_ef=plan.hnsw_ef, quantization=m.QuantizationSearchParams(
+            rescore=True, oversampling=plan.oversampling))
+        self._exact = None if local else m.SearchParams(exact=True)
         self._ensure_collection()
         log.info("archival_store_open", backend=self.name, location=self.location, dim=dim)
 
@@ -60,53 +72,96 @@ class ServerBackend(ArchivalBackend):
         """Connect to the server at `url` (":memory:" gives qdrant-client's local test double)."""
         from qdrant_client import QdrantClient
 
-        client = QdrantClient(location=":memory:") if url == ":memory:" else QdrantClient(url=url, api_key=api_key)
-        return cls(client, collection, dim, url)
+        local = url == ":memory:"
+        client = QdrantClient(location=":memory:") if local else QdrantClient(url=url, api_key=api_key)
+        return cls(client, collection, dim, url, local=local)
 
     def _ensure_collection(self) -> None:
         from qdrant_client import models as m
 
         if self.client.collection_exists(self.collection):
+            if not self.local:  # local mode keeps no index config to compare
+                self._upgrade()
             return
-        self.client.create_collection(
-            self.collection,
-            vectors_config={DENSE: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
-            sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
-        )
+        self.client.create_collection(self.collection, **self.collection_config())
         with warnings.catch_warnings():  # local mode (tests) ignores indexes, and says so
             warnings.simplefilter("ignore")
             self._create_indexes()
 
-    def _create_indexes(self) -> None:
+    def collection_config(self) -> dict[str, Any]:
+        """The collection's vectors and index (`memory.index`), as `create_collection` takes them."""
         from qdrant_client import models as m
 
-        self.client.create_payload_index(self.collection, "agent_id",
-                                         m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True))
-        for key in ("user_id", "kind", "tags", "superseded_by"):
-            self.client.create_payload_index(self.collection, key, m.PayloadSchemaType.KEYWORD)
-        for key in ("created_at", "expires_at"):
-            self.client.create_payload_index(self.collection, key, m.PayloadSchemaType.FLOAT)
+        plan = self.plan
+        return {
+            "vectors_config": {DENSE: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
+            "sparse_vectors_config": {SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+            "hnsw_config": m.HnswConfigDiff(m=plan.m, payload_m=plan.payload_m, ef_construct=plan.ef_construct,
+                                            full_scan_threshold=plan.full_scan_threshold_kb),
+            "quantization_config": m.ScalarQuantization(scalar=m.ScalarQuantizationConfig(
+                type=m.ScalarType.INT8, quantile=plan.quantile, always_ram=True)),
+            "optimizers_config": m.OptimizersConfigDiff(indexing_threshold=plan.indexing_threshold_kb,
+                                                        max_segment_size=plan.max_segment_size_kb,
+                                                        default_segment_number=plan.default_segment_number),
+        }
+
+    def payload_indexes(self) -> dict[str, Any]:
+        """Every payload index: the tenant key (the only one with HNSW links: a graph per agent) and the filters'."""
+        from qdrant_client import models as m
+
+        keyword, number = m.KeywordIndexType.KEYWORD, m.FloatIndexType.FLOAT
+        return {"agent_id": m.KeywordIndexParams(type=keyword, is_tenant=True)} \
+            | {key: m.KeywordIndexParams(type=keyword, enable_hnsw=False)
+               for key in ("user_id", "kind", "tags", "superseded_by")} \
+            | {key: m.FloatIndexParams(type=number, enable_hnsw=False) for key in ("created_at", "expires_at")}
+
+    def _upgrade(self) -> None:
+        """A collection made before the per-agent index (`memory.index`) gets it: the server rebuilds in the
+        background, and searches meanwhile stay correct (exact where not yet indexed)."""
+        config = self.client.get_collection(self.collection).config
+        hnsw = config.hnsw_config
+        if (hnsw.m, hnsw.payload_m) == (self.plan.m, self.plan.payload_m) and config.quantization_config is not None:
+            return
+        wanted = self.collection_config()
+        self.client.update_collection(self.collection, hnsw_config=wanted["hnsw_config"],
+                                      quantization_config=wanted["quantization_config"],
+                                      optimizers_config=wanted["optimizers_config"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._create_indexes()
+        log.info("archival_store_upgraded", backend=self.name, location=self.location)
+
+    def _create_indexes(self) -> None:
+        for key, params in self.payload_indexes().items():
+            self.client.create_payload_index(self.collection, key, params)
 
     def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:
+        self.upsert_all({agent_id: list(points)})
+
+    def upsert_all(self, points: dict[int, list[StoredPoint]]) -> None:
         from qdrant_client import models as m
 
-        if any(p.record.agent_id != agent_id for p in points):
+        if any(p.record.agent_id != agent_id for agent_id, some in points.items() for p in some):
             raise StoreError("refusing to write another agent's memory")
         structs = []
-        for p in points:
+        for p in (p for some in points.values() for p in some):
             vector: dict[str, Any] = {DENSE: np.asarray(p.dense, dtype=np.float32).tolist()}
             if p.sparse.indices:
                 vector[SPARSE] = m.SparseVector(indices=p.sparse.indices, values=p.sparse.values)
             structs.append(m.PointStruct(id=p.record.id, vector=vector, payload=p.payload()))
         self.client.upsert(self.collection, structs, wait=True)
 
-    def _query(self, agent_id: int, query: Any, using: str, flt: MemoryFilter, limit: int) -> list[Hit]:
+    def _query(self, agent_id: int, query: Any, using: str, flt: MemoryFilter, limit: int,
+               params: Any = None) -> list[Hit]:
         response = self.client.query_points(self.collection, query=query, using=using, limit=limit,
-                                            query_filter=_client_filter(agent_id, flt), with_payload=True)
+                                            query_filter=_client_filter(agent_id, flt), with_payload=True,
+                                            search_params=params)
         return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in response.points]
 
-    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int) -> list[Hit]:
-        return self._query(agent_id, np.asarray(vector, dtype=np.float32).tolist(), DENSE, flt, limit)
+    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
+                     exact: bool = False) -> list[Hit]:
+        return self._query(agent_id, np.asarray(vector, dtype=np.float32).tolist(), DENSE, flt, limit,
+                           self._exact if exact else self._params)
 
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
         from qdrant_client import models as m

@@ -1,0 +1,224 @@
+"""Archival memory at scale (issue 11, item 3): the index both backends build, Edge's own optimizer, group commit
+of concurrent inserts, and the SQL reads a search makes. Speed itself is measured by bench/archival_latency.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from pagemind.runtime.memory.archival import ArchivalService
+from pagemind.runtime.memory.edge import EdgeBackend
+from pagemind.runtime.memory.group_commit import GroupCommit, PendingInsert, group_commit
+from pagemind.runtime.memory.index import PLAN, IndexPlan
+from pagemind.runtime.memory.ledger import LIVE
+from pagemind.runtime.memory.records import MemoryFilter, MemoryRecord, Sparse, StoredPoint
+from pagemind.runtime.memory.server import ServerBackend
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.tables import archival_memories
+from pagemind.runtime.testing import FakeEmbedder, ManualClock
+from tests.test_archival import ALICE, BOB, DIM, T0, run, unit
+
+SMALL = IndexPlan(full_scan_threshold_kb=1, indexing_threshold_kb=4)  # 64-d: exact below 4 points, index at 16
+
+
+def random_units(count: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def fill(backend, agent_id: int, vectors: np.ndarray) -> None:
+    points = []
+    for n, vector in enumerate(vectors):
+        at = T0 - timedelta(minutes=n)
+        points.append(StoredPoint(MemoryRecord(agent_id=agent_id, text=f"memory {agent_id}/{n}", created_at=at,
+                                               updated_at=at), vector, Sparse([], [])))
+    backend.upsert(agent_id, points)
+
+
+def test_the_edge_shard_is_created_with_a_graph_per_agent_and_int8_copies(tmp_path):
+    backend = EdgeBackend(tmp_path / "shard", DIM)
+    backend.close()
+    config = json.loads((tmp_path / "shard" / "edge_config.json").read_text())
+    text = json.dumps(config)
+    assert '"payload_m": 32' in text and '"m": 0' in text  # no global graph, one per tenant
+    assert "int8" in text.lower()
+    assert PLAN.exact_below(384) == 1333 and PLAN.indexing_points(384) == 2666
+
+
+def test_edge_optimizes_on_its_own_once_enough_was_written_and_the_index_finds_what_exact_search_finds(tmp_path):
+    backend = EdgeBackend(tmp_path / "shard", DIM, SMALL)
+    try:
+        fill(backend, ALICE, random_units(200, 1))
+        fill(backend, BOB, random_units(200, 2))
+        assert backend.optimizer is not None
+        backend.optimizer.join()  # the optimization the writes started
+        info = backend.shard.info()
+        assert info.indexed_vectors_count > 0 and backend._unindexed < 400
+        flt = MemoryFilter()
+        overlap = []
+        for query in random_units(20, 3):
+            approx = backend.search_dense(ALICE, query, flt, 10)
+            exact = backend.search_dense(ALICE, query, flt, 10, exact=True)
+            assert {h.record.agent_id for h in approx} == {ALICE}
+            overlap.append(len({h.record.id for h in approx} & {h.record.id for h in exact}) / 10)
+        assert np.mean(overlap) >= 0.9
+    finally:
+        backend.close()
+
+
+def test_the_server_collection_is_configured_like_the_edge_shard():
+    backend = ServerBackend.connect(":memory:", None, "pagemind_scale", DIM)
+    try:
+        config = backend.collection_config()
+        assert (config["hnsw_config"].m, config["hnsw_config"].payload_m) == (0, PLAN.payload_m)
+        assert config["quantization_config"].scalar.type.value == "int8"
+        assert config["optimizers_config"].indexing_threshold == PLAN.indexing_threshold_kb
+        indexes = backend.payload_indexes()
+        assert indexes["agent_id"].is_tenant and all(not p.enable_hnsw for k, p in indexes.items() if k != "agent_id")
+    finally:
+        backend.close()
+
+
+@pytest.fixture
+def world(tmp_path):
+    backend = EdgeBackend(tmp_path / "shard", DIM)
+    engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
+
+    def service(agent_id: int) -> ArchivalService:
+        return ArchivalService(agent_id, engine=engine, open_backend=lambda: backend, embedder=FakeEmbedder(),
+                               clock=ManualClock(T0))
+
+    yield backend, service
+    backend.close()
+
+
+def pending(svc: ArchivalService, text: str, vector: np.ndarray) -> PendingInsert:
+    record = MemoryRecord(agent_id=svc.agent_id, text=text, created_at=T0, updated_at=T0)
+    [point] = svc.store.owned([StoredPoint(record, vector, Sparse([], []))])
+    return PendingInsert(svc.ledger, svc.store, point, None, None, {})
+
+
+def test_queued_inserts_of_several_agents_are_written_as_one_batch(world):
+    backend, service = world
+    alice, bob = service(ALICE), service(BOB)
+    commit = GroupCommit(backend)
+    writes = []
+    original = backend.upsert_all
+    backend.upsert_all = lambda points: (writes.append(points), original(points))[1]
+    queued = [pending(alice, "Lin lives in Lyon", unit(1)), pending(bob, "Bob plays chess", unit(0, 1))]
+    commit._queue.extend(queued)  # as if they arrived while another batch was being written
+    last = pending(alice, "Lin plays the cello", unit(0, 0, 1))
+    commit.insert(last)
+    assert (commit.batches, commit.inserts) == (1, 3) and len(writes) == 1
+    assert all(job.future.result() is True for job in [*queued, last])
+    assert sorted(m.text for m in alice.list()) == ["Lin lives in Lyon", "Lin plays the cello"]
+    assert [m.text for m in bob.list()] == ["Bob plays chess"] and len(bob.store.ids()) == 1
+
+
+def test_one_bad_insert_fails_alone(world):
+    backend, service = world
+    alice = service(ALICE)
+    run(alice.insert("Lin lives in Lyon"))
+    [live] = alice.list()
+    commit = GroupCommit(backend)
+    again = pending(alice, "Lin lives in Lyon", unit(1))  # the same derived id as a live row: the insert fails
+    assert again.record.id == live.id
+    commit._queue.append(again)
+    good = pending(alice, "Lin drinks tea", unit(0, 1))
+    commit.insert(good)
+    assert good.future.result() is True
+    with pytest.raises(Exception):
+        again.future.result()
+    assert sorted(m.text for m in alice.list()) == ["Lin drinks tea", "Lin lives in Lyon"]
+    assert alice.ledger.rows(unsettled=True) == []
+
+
+def test_concurrent_inserts_share_the_process_group_commit_and_each_is_live_when_answered(world):
+    backend, service = world
+    agents = [service(10 + n) for n in range(6)]
+    for agent in agents:
+        assert agent.store is not None  # opened (and reconciled) before the race
+    start = threading.Barrier(len(agents))
+    answered: list[tuple[ArchivalService, str]] = []
+
+    def write(agent: ArchivalService) -> None:
+        start.wait()
+        result = run(agent.insert(f"agent {agent.agent_id} likes tea"))
+        with agent.engine.connect() as conn:  # answered: the row is live, and the point is there
+            state = conn.execute(select(archival_memories.c.state).where(archival_memories.c.id == result.id)).scalar()
+        answered.append((agent, state))
+        assert result.id in agent.store.ids()
+
+    threads = [threading.Thread(target=write, args=(a,)) for a in agents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(state for _, state in answered) == [LIVE] * len(agents)
+    commit = group_commit(backend)
+    assert commit.inserts == len(agents) and commit.batches <= len(agents)
+
+
+def test_the_reads_that_name_ids_find_rows_by_primary_key(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
+    svc = ArchivalService(ALICE, engine=engine, open_backend=lambda: None, embedder=FakeEmbedder())
+    ids = [f"{n:036d}" for n in range(100)]  # a search's candidates (SQLite picks the agent's index for these)
+    query = select(archival_memories.c.id).where(svc.ledger._by_id, archival_memories.c.id.in_(ids),
+                                                 archival_memories.c.state == LIVE)
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(query.compile(
+            engine, compile_kwargs={"literal_binds": True}))).all()
+    assert "ix_archival_memories_agent_id" not in str(plan), plan  # not the agent's whole index
+
+
+def test_an_inserted_memorys_embedding_is_cached_with_its_row_and_a_query_is_not(world, tmp_path):
+    from pagemind.runtime.memory.embeddings import CachedEmbedder, text_hash
+    from pagemind.runtime.state.tables import embedding_cache
+
+    backend, _ = world
+    engine = make_engine(f"sqlite:///{tmp_path / 'cache.db'}")
+    embedder = CachedEmbedder(FakeEmbedder(), engine)
+    svc = ArchivalService(ALICE, engine=engine, open_backend=lambda: backend, embedder=embedder,
+                          clock=ManualClock(T0))
+    run(svc.insert("Lin lives in Lyon"))
+    run(svc.search("where does Lin live", count_hits=False))
+    with engine.connect() as conn:
+        cached = conn.execute(select(embedding_cache.c.text_hash)).scalars().all()
+    assert cached == [text_hash("Lin lives in Lyon")]  # the query's vector stayed in the process
+    again = CachedEmbedder(FakeEmbedder(), engine)  # a new process: the memory's vector comes from SQL
+    again.embed(["Lin lives in Lyon"])
+    assert again.computed == 0
+
+
+def test_a_server_collection_made_before_the_per_agent_index_is_given_it():
+    from types import SimpleNamespace
+
+    class OldServer:  # a collection created with Qdrant's defaults (one global graph, no quantization)
+        def __init__(self):
+            self.updates, self.indexes = [], []
+
+        def collection_exists(self, name):
+            return True
+
+        def get_collection(self, name):
+            return SimpleNamespace(config=SimpleNamespace(hnsw_config=SimpleNamespace(m=16, payload_m=None),
+                                                          quantization_config=None))
+
+        def update_collection(self, name, **changes):
+            self.updates.append(changes)
+
+        def create_payload_index(self, name, key, params):
+            self.indexes.append((key, params))
+
+    client = OldServer()
+    ServerBackend(client, "pagemind_old", DIM, "http://qdrant:6333")
+    [changes] = client.updates
+    assert (changes["hnsw_config"].m, changes["hnsw_config"].payload_m) == (0, PLAN.payload_m)
+    assert changes["quantization_config"] is not None
+    assert dict(client.indexes)["agent_id"].is_tenant
