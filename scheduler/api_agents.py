@@ -17,7 +17,6 @@ from pagemind.scheduler.api_errors import ApiError
 from pagemind.scheduler.api_models import AgentList, AgentOut, CreateAgent, RunOut, SendMessage
 from pagemind.scheduler.api_sse import SseMapper, accepted, ending
 from pagemind.scheduler.daemon import Daemon
-from pagemind.scheduler.errors import UnknownAgent
 
 log = structlog.get_logger("pagemind.api")
 router = APIRouter(prefix="/v1")
@@ -40,10 +39,7 @@ def agent_out(info: Any) -> AgentOut:
 
 def find_agent(daemon: Daemon, name: str) -> AgentOut:
     """One served agent, or 404."""
-    for info in daemon.list_agents():
-        if info.name == name:
-            return agent_out(info)
-    raise UnknownAgent(name)
+    return agent_out(daemon.agent_info(name))
 
 
 # -- agents -------------------------------------------------------------------------------------------------------
@@ -169,9 +165,7 @@ async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncI
     except TimeoutError:
         timed_out = True
     finally:  # a client that went away, or the timeout: stop receiving the run's events
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
+        await events.aclose()
     # The events end with the turn; the run's row is finished by then or a moment after.
     final = daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
     for sse in ending(RunOut.of(final or item)):

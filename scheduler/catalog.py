@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 import structlog
 from sqlalchemy import delete, select
@@ -223,6 +224,21 @@ class AgentCatalog:
         self._origins.pop(name, None)
         log.info("agent_deleted", agent=name, agent_id=origin.agent_id)
         return origin.agent_id
+
+    def info(self, name: str, open_items: Callable[[int], int]) -> AgentInfo:
+        """One served agent (`open_items(agent id)`: its open items); `UnknownAgent`. Reads one agent, where
+        `list` reads them all."""
+        entry = self._files.get(name)
+        if entry is not None and not entry.spec.template:
+            record = self.store.get_agent(name)
+            return AgentInfo(name, None, aware(record.created_at) if record else None,
+                             open_items(record.id) if record else 0, "yaml")
+        origin = self._origin(name)
+        if origin is None:
+            raise UnknownAgent(name)
+        record = self.store.agent_record(origin.agent_id)
+        return AgentInfo(name, origin.template, aware(record.created_at), open_items(origin.agent_id),
+                         "template" if origin.template else "spec")
 
     def list(self, pending: dict[int, int]) -> list[AgentInfo]:
         """Every agent served: YAML agents and agents made through the daemon, by name (`pending`: open items per

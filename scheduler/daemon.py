@@ -187,6 +187,10 @@ class Daemon:
         """Every agent served, with its open items."""
         return self.catalog.list(self.inbox.open_counts())
 
+    def agent_info(self, name: str) -> AgentInfo:
+        """One agent served, with its open items; `UnknownAgent`."""
+        return self.catalog.info(name, self.inbox.open_count)
+
     def agent(self, name: str) -> AsyncContextManager[Agent]:
         """The loaded agent, fresh from the store, with its turns held off meanwhile (in this process and, by the
         turn lock, in others); `UnknownAgent`."""
@@ -232,6 +236,10 @@ class _RunEvents:
                 break
             return event
         raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Stop listening (a stream's client went away before the run ended)."""
+        self._close()
 
     def _close(self) -> None:
         if not self.closed:

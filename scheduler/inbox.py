@@ -185,6 +185,12 @@ class Inbox:
             return conn.execute(select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
                                 .limit(1)).first() is not None
 
+    def open_count(self, agent_id: int) -> int:
+        """How many items the agent has still to run."""
+        with read_connection(self.engine) as conn:
+            return conn.execute(select(func.count()).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
+                                ).scalar_one()
+
     def open_counts(self) -> dict[int, int]:
         """Open items per agent id (agents with none are left out)."""
         with read_connection(self.engine) as conn:

@@ -182,6 +182,9 @@ async def test_a_yaml_body_may_not_name_code_or_an_endpoint(served):
 async def test_a_yaml_agent_of_the_folder_is_not_deleted_through_the_api(served):
     client, _, _ = served
     error(await client.delete("/v1/agents/keeper"), 409, "not_deletable")
+    one = (await client.get("/v1/agents/keeper")).json()
+    assert one["name"] == "keeper" and one["template"] is None and one["pending"] == 0
+    error(await client.get("/v1/agents/companion"), 404, "unknown_agent")  # a template is not an agent
 
 
 # -- messages and runs --------------------------------------------------------------------------------------------
