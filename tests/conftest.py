@@ -70,8 +70,13 @@ def database_url(request, tmp_path) -> str:
     admin = sqlalchemy.create_engine(POSTGRES_URL)
     with admin.begin() as conn:
         conn.execute(sqlalchemy.text(f"CREATE SCHEMA {schema}"))
-    yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    # Every connection of the test is named after its schema, so that the ones it leaves open go with it: a
+    # connection the code holds open on purpose (the daemon's) keeps its engine alive through SQLAlchemy's pool, and
+    # a suite that opens hundreds of databases would otherwise run into the server's max_connections.
+    yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}&application_name={schema}"
     with admin.begin() as conn:
+        conn.execute(sqlalchemy.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                     "WHERE application_name = :name AND pid <> pg_backend_pid()"), {"name": schema})
         conn.execute(sqlalchemy.text(f"DROP SCHEMA {schema} CASCADE"))
     admin.dispose()
 
