@@ -53,8 +53,8 @@ class Window:
 
     def is_stale(self) -> bool:
         """Whether another process stored a message or edited a block since this window read its state."""
-        versions = self.store.block_versions(self.agent_id)
-        return (self.store.last_message_id(self.agent_id) != self.seen
+        newest, versions = self.store.freshness(self.agent_id)
+        return (newest != self.seen
                 or any(versions.get(label) != version for label, version in self.block_versions.items()))
 
     def reload(self) -> None:

@@ -11,8 +11,8 @@ import json
 from datetime import datetime
 from typing import Iterable
 
-from sqlalchemy import func, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import func, insert, select as core_select, update
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -23,9 +23,10 @@ from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
+from pagemind.runtime.state.rows import (INSERT_MESSAGES, INSERT_STEP, blocks_table, message_from_row, messages_table,
+                                         newest_message_ids, stored_message, turn_keys_table, values_of)
 from pagemind.runtime.state.tables import (AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow,
                                            TurnKeyRow)
-from pagemind.tools import ToolCall
 
 
 class AgentNameTaken(ValueError):
@@ -39,24 +40,6 @@ class StaleBlocks(RuntimeError):
         super().__init__(f"core memory block(s) {', '.join(labels)} changed since this agent read them (another "
                          "process edited them during this turn); nothing from this step was stored")
         self.labels = labels
-
-
-def _message_from_row(row: MessageRow) -> Message:
-    calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in row.tool_calls or [])
-    return Message(
-        role=row.role, content=row.content, created_at=aware(row.created_at), tool_calls=calls,
-        tool_call_id=row.tool_call_id, name=row.name, is_error=row.is_error, id=row.id,
-        turn_id=row.turn_id, step_id=row.step_id, in_context=row.in_context,
-    )
-
-
-def _row_from_message(agent_id: int, message: Message) -> MessageRow:
-    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls] or None
-    return MessageRow(
-        agent_id=agent_id, turn_id=message.turn_id, step_id=message.step_id, role=message.role,
-        content=message.content, tool_calls=calls, tool_call_id=message.tool_call_id, name=message.name,
-        is_error=message.is_error, in_context=message.in_context, created_at=message.created_at,
-    )
 
 
 class StateStore:
@@ -190,8 +173,15 @@ class StateStore:
 
     def block_versions(self, agent_id: int) -> dict[str, int]:
         """The current version of each of the agent's blocks (a turn's cheap check for edits made elsewhere)."""
-        with self._session() as session:
-            return dict(session.exec(select(BlockRow.label, BlockRow.version).where(BlockRow.agent_id == agent_id)).all())
+        return self.freshness(agent_id)[1]
+
+    def freshness(self, agent_id: int) -> tuple[int, dict[str, int]]:
+        """`last_message_id` and `block_versions` on one connection: what a turn reads to see whether another
+        process changed the agent since it loaded it."""
+        with self.engine.connect() as conn:
+            versions = dict(conn.execute(core_select(blocks_table.c.label, blocks_table.c.version)
+                                         .where(blocks_table.c.agent_id == agent_id)).all())
+            return max(value or 0 for value in conn.execute(newest_message_ids(agent_id)).one()), versions
 
     def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):  # noqa: ANN201 (async ctx)
         """Hold the agent's turn lock for an `async with` block, across tasks and processes (`state.locks`);
@@ -211,24 +201,29 @@ class StateStore:
 
     def append_messages(self, agent_id: int, messages: Iterable[Message]) -> list[Message]:
         """Store messages durably (the inbox); returns them with their ids."""
-        with self._session() as session:
-            rows = [_row_from_message(agent_id, m) for m in messages]
-            session.add_all(rows)
-            session.commit()
-            return [_message_from_row(r) for r in rows]
+        messages = list(messages)
+        with self.engine.begin() as conn:
+            return self._insert_messages(conn, agent_id, messages)
+
+    @staticmethod
+    def _insert_messages(conn: Connection, agent_id: int, messages: list[Message],
+                         step_id: int | None = None) -> list[Message]:
+        """Insert messages in one statement; returns them as stored (ids in order)."""
+        if not messages:
+            return []
+        ids = conn.execute(INSERT_MESSAGES, [values_of(agent_id, m, step_id) for m in messages]).scalars().all()
+        return [stored_message(m, i, m.step_id if step_id is None else step_id) for m, i in zip(messages, ids)]
 
     def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
         """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
-        with self._session() as session:
-            row = _row_from_message(agent_id, message)
-            session.add(row)
+        with self.engine.begin() as conn:
+            message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
             if key is not None:
-                session.add(TurnKeyRow(agent_id=agent_id, key=key, turn_id=message.turn_id, created_at=message.created_at))
-            session.flush()
+                conn.execute(insert(turn_keys_table).values(agent_id=agent_id, key=key, turn_id=message.turn_id,
+                                                       created_at=message.created_at))
             crash_point("accept.before_commit")
-            session.commit()
-            crash_point("accept.after_commit")
-            return _message_from_row(row)
+        crash_point("accept.after_commit")
+        return stored_message(message, message_id, message.step_id)
 
     def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
         """Record that `key` names the (already stored) turn `turn_id`."""
@@ -238,15 +233,15 @@ class StateStore:
 
     def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None."""
-        with self._session() as session:
-            row = session.get(TurnKeyRow, (agent_id, key))
-            return row.turn_id if row else None
+        with self.engine.connect() as conn:
+            return conn.execute(core_select(turn_keys_table.c.turn_id).where(
+                turn_keys_table.c.agent_id == agent_id, turn_keys_table.c.key == key)).scalar()
 
     def turn_messages(self, agent_id: int, turn_id: str) -> list[Message]:
         """Every stored message of one turn, oldest first."""
         with self._session() as session:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.turn_id == turn_id)
-            return [_message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
+            return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
 
     def turn_steps(self, agent_id: int, turn_id: str) -> list[StepRow]:
         """The committed steps of one turn, in order."""
@@ -256,19 +251,14 @@ class StateStore:
 
     def last_message_id(self, agent_id: int) -> int:
         """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
-        # Read per turn, so it must not grow with the log: one max per value of `in_context`, each answered from
-        # the end of ix_messages_agent_context (a plain max over agent_id made SQLite walk all the agent's rows).
-        newest = [select(func.max(MessageRow.id)).where(MessageRow.agent_id == agent_id,
-                                                        MessageRow.in_context == flag).scalar_subquery()
-                  for flag in (True, False)]
-        with self._session() as session:
-            return max(value or 0 for value in session.exec(select(*newest)).one())
+        with self.engine.connect() as conn:
+            return max(value or 0 for value in conn.execute(newest_message_ids(agent_id)).one())
 
     def in_context_messages(self, agent_id: int) -> list[Message]:
         """The messages currently in the agent's window, oldest first (an indexed read, never the whole log)."""
         with self._session() as session:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.in_context == True)  # noqa: E712
-            return [_message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
+            return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
 
     def message_count(self, agent_id: int) -> int:
         """How many messages recall memory holds for the agent."""
@@ -279,7 +269,7 @@ class StateStore:
         """The agent's whole history, oldest first (for inspection and export, not the hot path)."""
         with self._session() as session:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id).order_by(MessageRow.id)
-            return [_message_from_row(r) for r in session.exec(query)]
+            return [message_from_row(r) for r in session.exec(query)]
 
     # -- pressure -----------------------------------------------------------------------------------------------
 
@@ -314,15 +304,12 @@ class StateStore:
 
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
         """Store synthetic tool results and take orphan messages out of the window, in one transaction."""
-        with self._session() as session:
-            rows = [_row_from_message(agent_id, m) for m in added]
-            session.add_all(rows)
+        with self.engine.begin() as conn:
+            stored = self._insert_messages(conn, agent_id, added)
             if dropped_ids:
-                for row in session.exec(select(MessageRow).where(MessageRow.agent_id == agent_id,
-                                                                  MessageRow.id.in_(dropped_ids))):  # type: ignore[union-attr]
-                    row.in_context = False
-            session.commit()
-            return [_message_from_row(r) for r in rows]
+                conn.execute(update(messages_table).values(in_context=False).where(
+                    messages_table.c.agent_id == agent_id, messages_table.c.id.in_(dropped_ids)))
+            return stored
 
     def summaries(self, agent_id: int) -> list[SummaryRow]:
         """Every summary the agent has had, oldest first."""
@@ -341,55 +328,50 @@ class StateStore:
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
-        with self._session() as session:
-            step_row = StepRow(agent_id=agent_id, **step.__dict__)
-            session.add(step_row)
-            session.flush()
+        with self.engine.begin() as conn:
+            step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **step.__dict__}]).scalar_one()
             crash_point("commit.step_flushed")
-            rows = [_row_from_message(agent_id, m) for m in messages]
-            for row in rows:
-                row.step_id = step_row.id
-            session.add_all(rows)
-            session.flush()
+            stored = self._insert_messages(conn, agent_id, messages, step_id)
             crash_point("commit.messages_flushed")
-            written = self._apply_edits(session, agent_id, step_row.id, edits, versions)
+            written = self._apply_edits(conn, agent_id, step_id, edits, versions)
             crash_point("commit.before_commit")
-            session.commit()
-            crash_point("commit.after_commit")
-            if versions is not None:
-                versions.update(written)
-            return step_row.id, [_message_from_row(r) for r in rows]
+        crash_point("commit.after_commit")
+        if versions is not None:
+            versions.update(written)
+        return step_id, stored
 
     def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
         """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the
         same compare-and-set on each block's version as a step's edits (`StaleBlocks` if one moved meanwhile)."""
-        with self._session() as session:
-            written = self._apply_edits(session, agent_id, None, edits, versions)
-            session.commit()
-            versions.update(written)
+        with self.engine.begin() as conn:
+            written = self._apply_edits(conn, agent_id, None, edits, versions)
+        versions.update(written)
 
     @staticmethod
-    def _apply_edits(session: Session, agent_id: int, step_id: int | None, edits: list[BlockEdit],
+    def _apply_edits(conn: Connection, agent_id: int, step_id: int | None, edits: list[BlockEdit],
                      versions: dict[str, int] | None) -> dict[str, int]:
         """Write each edit as a compare-and-set on the block's version (one UPDATE … WHERE version = read), so the
-        check holds even against a writer that bypassed the turn lock. Returns the versions written."""
+        check holds even against a writer that bypassed the turn lock. Returns the versions written; raises
+        `StaleBlocks` (the caller's transaction rolls back) when a version moved."""
+        if not edits:
+            return {}
         written: dict[str, int] = {}
         stale: list[str] = []
+        conn.execute(insert(BlockVersionRow.__table__), [  # type: ignore[attr-defined]
+            {"agent_id": agent_id, "label": e.label, "step_id": step_id, "operation": e.operation,
+             "old_value": e.old_value, "new_value": e.new_value, "created_at": e.at} for e in edits])
         for edit in edits:
-            session.add(BlockVersionRow(agent_id=agent_id, label=edit.label, step_id=step_id, operation=edit.operation,
-                                        old_value=edit.old_value, new_value=edit.new_value, created_at=edit.at))
-            where = [BlockRow.agent_id == agent_id, BlockRow.label == edit.label]
+            where = [blocks_table.c.agent_id == agent_id, blocks_table.c.label == edit.label]
             read = written.get(edit.label, versions.get(edit.label) if versions is not None else None)
             if read is not None:
-                where.append(BlockRow.version == read)
-            result = session.connection().execute(update(BlockRow).where(*where).values(
-                value=edit.new_value, updated_at=edit.at, version=BlockRow.version + 1))
+                where.append(blocks_table.c.version == read)
+            result = conn.execute(update(blocks_table).where(*where).values(
+                value=edit.new_value, updated_at=edit.at, version=blocks_table.c.version + 1))
             if result.rowcount != 1:
                 stale.append(edit.label)
             elif read is not None:
                 written[edit.label] = read + 1
         if stale:
-            session.rollback()
             raise StaleBlocks(sorted(set(stale)))
         return written
 

@@ -1,0 +1,62 @@
+"""The hot path's rows without ORM objects: Core statements on the message and step tables, and the conversions
+between a `Message` and its `messages` row.
+
+A step writes a few rows hundreds of times a second; building, flushing and refreshing ORM objects for them cost
+more CPU than the database did, so `StateStore` writes these with Core statements (multi-row inserts whose
+RETURNING ids come back in parameter order) and builds the stored `Message` from the one it was given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.sql import Select
+
+from pagemind.runtime.messages import Message
+from pagemind.runtime.state.records import aware
+from pagemind.runtime.state.tables import BlockRow, MessageRow, StepRow, TurnKeyRow
+from pagemind.tools import ToolCall
+
+
+def message_from_row(row: Any) -> Message:
+    """The `Message` a `messages` row (ORM object or Core row) holds."""
+    calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in row.tool_calls or [])
+    return Message(
+        role=row.role, content=row.content, created_at=aware(row.created_at), tool_calls=calls,
+        tool_call_id=row.tool_call_id, name=row.name, is_error=row.is_error, id=row.id,
+        turn_id=row.turn_id, step_id=row.step_id, in_context=row.in_context,
+    )
+
+
+messages_table = MessageRow.__table__  # type: ignore[attr-defined]
+steps_table = StepRow.__table__  # type: ignore[attr-defined]
+turn_keys_table = TurnKeyRow.__table__  # type: ignore[attr-defined]
+blocks_table = BlockRow.__table__  # type: ignore[attr-defined]
+# Multi-row insert whose RETURNING rows come back in the order of the parameters (ids for the messages, in order).
+INSERT_MESSAGES = insert(messages_table).returning(messages_table.c.id, sort_by_parameter_order=True)
+INSERT_STEP = insert(steps_table).returning(steps_table.c.id)
+
+
+def values_of(agent_id: int, message: Message, step_id: int | None = None) -> dict[str, Any]:
+    """The `messages` row of a message, as Core parameters (the hot path writes without ORM objects)."""
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls] or None
+    return {"agent_id": agent_id, "turn_id": message.turn_id, "step_id": step_id if step_id is not None
+            else message.step_id, "role": message.role, "content": message.content, "tool_calls": calls,
+            "tool_call_id": message.tool_call_id, "name": message.name, "is_error": message.is_error,
+            "in_context": message.in_context, "created_at": message.created_at}
+
+
+def newest_message_ids(agent_id: int) -> Select:
+    """The newest message id with `in_context` true and false: read per turn, so it must not grow with the log;
+    each max is answered from the end of ix_messages_agent_context (a plain max over agent_id walks every row)."""
+    c = messages_table.c
+    return select(*[select(func.max(c.id)).where(c.agent_id == agent_id, c.in_context == flag).scalar_subquery()
+                    for flag in (True, False)])
+
+
+def stored_message(message: Message, message_id: int, step_id: int | None) -> Message:
+    """`message` as the store now holds it: its id (and step), a UTC time, and a fresh memo."""
+    return dataclasses.replace(message, id=message_id, step_id=step_id, created_at=aware(message.created_at),
+                               memo={})
