@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import and_, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
@@ -79,6 +79,30 @@ def _item(row: Row, name: str | None = None) -> InboxItem:
 
 
 _SELECT = select(inbox, agents.c.name).join(agents, agents.c.id == inbox.c.agent_id)
+# The per-run statements, built once with bound parameters: a statement built per call costs more CPU (building
+# it, then its cache key) than running it does. `p_` names: a column's own name is reserved in SET and VALUES.
+_GET = _SELECT.where(inbox.c.run_id == bindparam("p_run_id"))
+_HEAD = (select(inbox.c.id).where(inbox.c.agent_id == bindparam("p_agent_id"), inbox.c.state.in_(OPEN))
+         .order_by(inbox.c.id).limit(1).scalar_subquery())
+_CLAIM = update(inbox).where(inbox.c.id == _HEAD).values(
+    state=RUNNING, owner=bindparam("p_owner"), lease_expires_at=bindparam("p_until"), started_at=bindparam("p_now"),
+    attempts=inbox.c.attempts + 1).returning(*inbox.c)
+
+
+class _Statements:
+    """The submit and finish statements of one dialect (on Postgres they NOTIFY from inside the statement)."""
+
+    def __init__(self, engine: Engine):
+        self.submit = inbox.insert().values(
+            run_id=bindparam("p_run_id"), agent_id=bindparam("p_agent_id"), kind=bindparam("p_kind"),
+            content=bindparam("p_content"), idempotency_key=bindparam("p_key"), state=PENDING, attempts=0,
+            created_at=bindparam("p_now"),
+        ).returning(*inbox.c, *notifying(engine, INBOX_CHANNEL, bindparam("p_source")))
+        self.finish = update(inbox).where(inbox.c.id == bindparam("p_id"), inbox.c.state.in_(OPEN)).values(
+            state=bindparam("p_state"), owner=bindparam("p_owner"), finished_at=bindparam("p_now"),
+            result=bindparam("p_result", type_=inbox.c.result.type), error=bindparam("p_error"),
+            lease_expires_at=None,
+        ).returning(*inbox.c, *notifying(engine, DONE_CHANNEL, inbox.c.run_id))
 
 
 class Inbox:
@@ -86,6 +110,7 @@ class Inbox:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        self._statements = _Statements(engine)
 
     def submit(self, agent_id: int, name: str, kind: str, content: str, key: str | None,
                now: datetime, source: str = "") -> tuple[InboxItem, bool]:
@@ -94,11 +119,10 @@ class Inbox:
         woke itself already, can ignore it."""
         try:
             with single_statement(self.engine) as conn:
-                row = conn.execute(inbox.insert().values(  # NUL: as the runtime's engine does for every statement
-                    run_id=uuid.uuid4().hex, agent_id=agent_id, kind=kind, content=without_nul(content),
-                    idempotency_key=without_nul(key) if key is not None else None,
-                    state=PENDING, attempts=0, created_at=now)
-                    .returning(*inbox.c, *notifying(self.engine, INBOX_CHANNEL, source))).one()
+                row = conn.execute(self._statements.submit, {  # NUL: as the runtime's engine does for every statement
+                    "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind,
+                    "p_content": without_nul(content), "p_key": without_nul(key) if key is not None else None,
+                    "p_now": now, "p_source": source}).one()
         except IntegrityError:
             if key is None:
                 raise
@@ -132,7 +156,9 @@ class Inbox:
 
     def get(self, run_id: str) -> InboxItem | None:
         """The item with this run id, as stored now."""
-        return self._one(inbox.c.run_id == run_id)
+        with read_connection(self.engine) as conn:
+            row = conn.execute(_GET, {"p_run_id": run_id}).first()
+        return _item(row) if row else None
 
     def claim_next(self, agent_id: int, name: str, owner: str, lease_until: datetime,
                    now: datetime) -> InboxItem | None:
@@ -141,12 +167,9 @@ class Inbox:
         One statement (`UPDATE … WHERE id = (the oldest open id) RETURNING …`). The caller holds the agent's lease,
         so no one else claims its items; an item left running by a dead owner is the oldest and is claimed again
         (its `attempts` counts every claim)."""
-        head = (select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
-                .order_by(inbox.c.id).limit(1).scalar_subquery())
         with single_statement(self.engine) as conn:
-            row = conn.execute(update(inbox).where(inbox.c.id == head).values(
-                state=RUNNING, owner=owner, lease_expires_at=lease_until, started_at=now,
-                attempts=inbox.c.attempts + 1).returning(*inbox.c)).first()
+            row = conn.execute(_CLAIM, {"p_agent_id": agent_id, "p_owner": owner, "p_until": lease_until,
+                                        "p_now": now}).first()
         return _item(row, name) if row is not None else None
 
     def finish(self, item: InboxItem, owner: str, now: datetime, *, result: dict[str, Any] | None = None,
@@ -154,10 +177,9 @@ class Inbox:
         """Mark a running item done (with `result`) or failed (with `error`); an item already finished (by an
         owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored."""
         with single_statement(self.engine) as conn:
-            row = conn.execute(update(inbox).where(inbox.c.id == item.id, inbox.c.state.in_(OPEN)).values(
-                state=FAILED if error is not None else DONE, owner=owner, finished_at=now, result=result,
-                error=without_nul(error) if error is not None else None, lease_expires_at=None)
-                .returning(*inbox.c, *notifying(self.engine, DONE_CHANNEL, inbox.c.run_id))).first()
+            row = conn.execute(self._statements.finish, {
+                "p_id": item.id, "p_state": FAILED if error is not None else DONE, "p_owner": owner, "p_now": now,
+                "p_result": result, "p_error": without_nul(error) if error is not None else None}).first()
         return _item(row, item.agent_name) if row is not None else self.get(item.run_id)  # type: ignore[return-value]
 
     def fail_open(self, agent_id: int, error: str, now: datetime) -> int:

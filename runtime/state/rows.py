@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sqlalchemy import func, insert, select
-from sqlalchemy.sql import Select
+from sqlalchemy import bindparam, func, insert, select
 
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import aware
@@ -34,7 +33,7 @@ messages_table = MessageRow.__table__  # type: ignore[attr-defined]
 steps_table = StepRow.__table__  # type: ignore[attr-defined]
 turn_keys_table = TurnKeyRow.__table__  # type: ignore[attr-defined]
 blocks_table = BlockRow.__table__  # type: ignore[attr-defined]
-# Multi-row insert whose RETURNING rows come back in the order of the parameters (ids for the messages, in order).
+# Built once (a statement built per call costs more CPU than running it). Multi-row insert whose RETURNING rows come back in the order of the parameters (ids for the messages, in order).
 INSERT_MESSAGES = insert(messages_table).returning(messages_table.c.id, sort_by_parameter_order=True)
 INSERT_STEP = insert(steps_table).returning(steps_table.c.id)
 
@@ -48,12 +47,17 @@ def values_of(agent_id: int, message: Message, step_id: int | None = None) -> di
             "in_context": message.in_context, "created_at": message.created_at}
 
 
-def newest_message_ids(agent_id: int) -> Select:
-    """The newest message id with `in_context` true and false: read per turn, so it must not grow with the log;
-    each max is answered from the end of ix_messages_agent_context (a plain max over agent_id walks every row)."""
-    c = messages_table.c
-    return select(*[select(func.max(c.id)).where(c.agent_id == agent_id, c.in_context == flag).scalar_subquery()
-                    for flag in (True, False)])
+# The newest message id with `in_context` true and false (parameter `p_agent_id`): read per turn, so it must not grow
+# with the log; each max is answered from the end of ix_messages_agent_context (a plain max walks every row).
+NEWEST_MESSAGE_IDS = select(*[
+    select(func.max(messages_table.c.id)).where(messages_table.c.agent_id == bindparam("p_agent_id"),
+                                               messages_table.c.in_context == flag).scalar_subquery()
+    for flag in (True, False)])
+BLOCK_VERSIONS = select(blocks_table.c.label, blocks_table.c.version).where(
+    blocks_table.c.agent_id == bindparam("p_agent_id"))
+TURN_FOR_KEY = select(turn_keys_table.c.turn_id).where(turn_keys_table.c.agent_id == bindparam("p_agent_id"),
+                                                       turn_keys_table.c.key == bindparam("p_key"))
+INSERT_TURN_KEY = insert(turn_keys_table)
 
 
 def stored_message(message: Message, message_id: int, step_id: int | None) -> Message:

@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Iterable
 
-from sqlalchemy import func, insert, select as core_select, update
+from sqlalchemy import func, insert, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
@@ -23,8 +23,9 @@ from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
-from pagemind.runtime.state.rows import (INSERT_MESSAGES, INSERT_STEP, blocks_table, message_from_row, messages_table,
-                                         newest_message_ids, stored_message, turn_keys_table, values_of)
+from pagemind.runtime.state.rows import (BLOCK_VERSIONS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
+                                         NEWEST_MESSAGE_IDS, TURN_FOR_KEY, blocks_table, message_from_row,
+                                         messages_table, stored_message, values_of)
 from pagemind.runtime.state.tables import (AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow,
                                            TurnKeyRow)
 
@@ -179,9 +180,9 @@ class StateStore:
         """`last_message_id` and `block_versions` on one connection: what a turn reads to see whether another
         process changed the agent since it loaded it."""
         with self.engine.connect() as conn:
-            versions = dict(conn.execute(core_select(blocks_table.c.label, blocks_table.c.version)
-                                         .where(blocks_table.c.agent_id == agent_id)).all())
-            return max(value or 0 for value in conn.execute(newest_message_ids(agent_id)).one()), versions
+            versions = dict(conn.execute(BLOCK_VERSIONS, {"p_agent_id": agent_id}).all())
+            newest = conn.execute(NEWEST_MESSAGE_IDS, {"p_agent_id": agent_id}).one()
+        return max(value or 0 for value in newest), versions
 
     def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):  # noqa: ANN201 (async ctx)
         """Hold the agent's turn lock for an `async with` block, across tasks and processes (`state.locks`);
@@ -219,8 +220,8 @@ class StateStore:
         with self.engine.begin() as conn:
             message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
             if key is not None:
-                conn.execute(insert(turn_keys_table).values(agent_id=agent_id, key=key, turn_id=message.turn_id,
-                                                       created_at=message.created_at))
+                conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
+                                               "created_at": message.created_at})
             crash_point("accept.before_commit")
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
@@ -234,8 +235,7 @@ class StateStore:
     def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None."""
         with self.engine.connect() as conn:
-            return conn.execute(core_select(turn_keys_table.c.turn_id).where(
-                turn_keys_table.c.agent_id == agent_id, turn_keys_table.c.key == key)).scalar()
+            return conn.execute(TURN_FOR_KEY, {"p_agent_id": agent_id, "p_key": key}).scalar()
 
     def turn_messages(self, agent_id: int, turn_id: str) -> list[Message]:
         """Every stored message of one turn, oldest first."""
@@ -252,7 +252,7 @@ class StateStore:
     def last_message_id(self, agent_id: int) -> int:
         """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
         with self.engine.connect() as conn:
-            return max(value or 0 for value in conn.execute(newest_message_ids(agent_id)).one())
+            return max(value or 0 for value in conn.execute(NEWEST_MESSAGE_IDS, {"p_agent_id": agent_id}).one())
 
     def in_context_messages(self, agent_id: int) -> list[Message]:
         """The messages currently in the agent's window, oldest first (an indexed read, never the whole log)."""
