@@ -53,6 +53,11 @@ class StateStore:
         # Rows are read back right after commit (ids); expiring them would cost one SELECT per row.
         return Session(self.engine, expire_on_commit=False)
 
+    def _reader(self) -> Connection:
+        """A pooled connection in autocommit mode, for the per-turn reads: no BEGIN and ROLLBACK round trips
+        around a single statement (on Postgres; SQLite does not send them for reads)."""
+        return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
     @classmethod
     def open(cls, database_url: str) -> "StateStore":
         """Open (and create if needed) the database at `database_url`."""
@@ -179,7 +184,7 @@ class StateStore:
     def freshness(self, agent_id: int) -> tuple[int, dict[str, int]]:
         """`last_message_id` and `block_versions` on one connection: what a turn reads to see whether another
         process changed the agent since it loaded it."""
-        with self.engine.connect() as conn:
+        with self._reader() as conn:
             versions = dict(conn.execute(BLOCK_VERSIONS, {"p_agent_id": agent_id}).all())
             newest = conn.execute(NEWEST_MESSAGE_IDS, {"p_agent_id": agent_id}).one()
         return max(value or 0 for value in newest), versions
@@ -234,7 +239,7 @@ class StateStore:
 
     def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None."""
-        with self.engine.connect() as conn:
+        with self._reader() as conn:
             return conn.execute(TURN_FOR_KEY, {"p_agent_id": agent_id, "p_key": key}).scalar()
 
     def turn_messages(self, agent_id: int, turn_id: str) -> list[Message]:
@@ -251,7 +256,7 @@ class StateStore:
 
     def last_message_id(self, agent_id: int) -> int:
         """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
-        with self.engine.connect() as conn:
+        with self._reader() as conn:
             return max(value or 0 for value in conn.execute(NEWEST_MESSAGE_IDS, {"p_agent_id": agent_id}).one())
 
     def in_context_messages(self, agent_id: int) -> list[Message]:
