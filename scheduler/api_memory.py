@@ -88,7 +88,7 @@ async def search_archival(name: str, q: SearchText, daemon: DaemonDep, limit: Li
     """Ranked as the agent's own `archival_search` ranks (hit counts left alone: looking is not using)."""
     async with daemon.agent(name) as agent:
         hits = await _archival(agent).search(q, top_k=limit, count_hits=False)
-    return [ArchivalHitOut(**h.model_dump()) for h in hits]
+    return list(hits)
 
 
 @router.post("/memory/archival", tags=["memory"], status_code=201, summary="store an archival memory")
@@ -123,7 +123,7 @@ async def search_recall(name: str, daemon: DaemonDep, q: Annotated[str | None, Q
     """Every stored message, evicted from the window or not, ranked for `q` (newest first without one)."""
     async with daemon.agent(name) as agent:
         hits = await agent.recall.search(q, roles=roles, limit=limit, page=page)
-    return [RecallHitOut(**h.model_dump()) for h in hits]
+    return list(hits)
 
 
 @router.get("/context", tags=["memory"], summary="the context window: tokens per section")

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pagemind.tools.context import ArchivalHit, RecallHit
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # also a safe URL path segment
 
 
@@ -138,26 +140,9 @@ class ArchivalList(BaseModel):
     memories: list[ArchivalMemoryOut]
 
 
-class ArchivalHitOut(BaseModel):
-    """One archival search result."""
-
-    id: str
-    text: str
-    kind: str
-    date: datetime
-    score: float
-    tags: list[str] = Field(default_factory=list)
-    importance: float = 0.5
-
-
-class RecallHitOut(BaseModel):
-    """One stored message found by a recall search."""
-
-    id: int
-    role: str
-    time: datetime
-    text: str
-    score: float | None = None
+# Search results go out as the tools see them (one model, `tools.context`).
+ArchivalHitOut = ArchivalHit
+RecallHitOut = RecallHit
 
 
 class ContextOut(BaseModel):
