@@ -116,7 +116,7 @@ def load_v1(database_url: str, home: Path) -> None:
     if database_url.startswith("sqlite:///"):
         shutil.copyfile(V1 / "pagemind.db", database_url.removeprefix("sqlite:///"))
     else:
-        schema = database_url.rsplit("%3D", 1)[1]
+        schema = database_url.rsplit("%3D", 1)[1].split("&", 1)[0]  # the search_path option, not what follows
         dump = (V1 / "postgres.sql").read_text().replace("CREATE SCHEMA __SCHEMA__;", "")
         engine = sqlalchemy.create_engine(database_url)
         raw = engine.raw_connection()
