@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-QUIET_IN_PROCESS_MS = 1.60  # bench/step_overhead.py, 10 stored messages, load average 0.79 (bench/RESULTS.md)
 CONFIGS = ((10, 9), (1_000, 51), (1_000, 501), (10_000, 51), (10_000, 501))  # (stored, in window); windows are
 # multiples of 3 so that trimming a turn's three messages (user, call, result) never splits a tool group
 ANSWER = json.dumps({
@@ -211,13 +210,10 @@ def report(rows: list[dict[str, float]], turns: int, note: str, label: str | Non
     flat = " · ".join(f"{s:,} stored, window {w}: {by[(s, w)]['own'] / small:.2f}" for s, w in CONFIGS[1:])
     window_ratio = by[(10_000, 501)]["own"] / by[(10_000, 51)]["own"]
     local, local_cpu = rows[0]["in_process"], rows[0]["in_process_cpu"]
-    scaled = " · ".join(f"{r['stored']:,}/{r['window']}: {r['own'] / local * QUIET_IN_PROCESS_MS:.1f} ms" for r in rows)
     cpu_ratio = " · ".join(f"{r['stored']:,}/{r['window']}: {r['cpu'] / local_cpu:.2f}" for r in rows)
-    by_cpu = " · ".join(f"{r['stored']:,}/{r['window']}: {r['cpu'] / local_cpu * QUIET_IN_PROCESS_MS:.1f} ms"
-                        for r in rows)
     title = "Step overhead over HTTP (bench/step_overhead_http.py)" + (f", {label}" if label else "")
     write_section(title, f"""
-{note}; other helpers' jobs were running. {turns} one-step turns per row (first 10 dropped): the companion agent
+{note}. {turns} one-step turns per row (first 10 dropped): the companion agent
 through `Agent.load` / `agent.send`, its endpoint a local OpenAI-compatible server in another process (HTTP/1.1
 keep-alive, instant scripted `send_message`), SQLite on local disk, window held at its size.
 The agents of the five rows (and the reference below) take their turns in rotation; each turn is followed by a
@@ -231,11 +227,9 @@ and the HTTP client). CPU = the agent process's
 
 Own cost relative to 10 stored messages: {flat}. Window 501 vs 51 at 10,000 stored: {window_ratio:.2f}.
 
-Reference in the same rotation: the same step with the model in-process (no HTTP, as bench/step_overhead.py)
-took {local:.2f} ms p50 here ({local_cpu:.2f} ms CPU); on a quiet run of this machine it took {QUIET_IN_PROCESS_MS} ms (that
-script's section). CPU per step over HTTP relative to it: {cpu_ratio}. Scaled to a quiet machine (estimates:
-load does not slow every part alike; rerun when the machine is quiet): own cost by the wall ratio ≈ {scaled};
-CPU per step by the CPU ratio ≈ {by_cpu}.
+Reference in the same rotation: the same companion step with the model in-process (no HTTP; like every
+companion turn it includes the archival prefetch, a query embedding and a search) took {local:.2f} ms p50 here
+({local_cpu:.2f} ms CPU). CPU per step over HTTP relative to it: {cpu_ratio}.
 Target: own cost p50 ≤ 3 ms and flat (10,000 vs 10 within 20 %).
 
 Anchor, measured the same way on a comparable 2-core machine (issue 11): the Letta server took 305–700 ms per
