@@ -24,18 +24,18 @@ def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+# The status and code of each daemon error (subclasses first: the first match wins).
+_DAEMON_ERRORS: tuple[tuple[type[DaemonError], int, str], ...] = (
+    (UnknownAgent, 404, "unknown_agent"),
+    (AgentExists, 409, "agent_exists"),
+    (UnknownRun, 404, "unknown_run"),
+    (KeyReused, 409, "idempotency_key_reused"),
+    (NotDeletable, 409, "not_deletable"),
+    (UnknownTemplate, 422, "unknown_template"),
+)
+
+
 def status_of_daemon_error(exc: DaemonError) -> tuple[int, str]:
     """(HTTP status, code) for an error the daemon raised."""
-    if isinstance(exc, UnknownAgent):
-        return 404, "unknown_agent"
-    if isinstance(exc, AgentExists):
-        return 409, "agent_exists"
-    if isinstance(exc, UnknownRun):
-        return 404, "unknown_run"
-    if isinstance(exc, KeyReused):
-        return 409, "idempotency_key_reused"
-    if isinstance(exc, NotDeletable):
-        return 409, "not_deletable"
-    if isinstance(exc, UnknownTemplate):
-        return 422, "unknown_template"
-    return 400, "daemon_error"
+    return next(((status, code) for kind, status, code in _DAEMON_ERRORS if isinstance(exc, kind)),
+                (400, "daemon_error"))

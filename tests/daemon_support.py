@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from pagemind.runtime.model_client import ModelRequest
-from pagemind.runtime.testing import FunctionModel, by_purpose, reply_body, spec_data, tool_call_body
+from pagemind.runtime.testing import FunctionModel, by_purpose, spec_data, tool_call_body
 
 TEMPLATE = "companion"
 
@@ -57,3 +58,15 @@ def markers(human: str) -> list[str]:
 def dump(value: Any) -> str:
     """JSON for a child's command line."""
     return json.dumps(value)
+
+
+def wait_until(check: Any, what: str, deadline_s: float = 60.0) -> Any:
+    """Poll `check` (another process's state: nothing in this process can signal it) until it returns something
+    truthy, or fail naming `what`."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

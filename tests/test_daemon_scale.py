@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import agent_leases, daemons
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
-from tests.daemon_support import TEMPLATE, markers, write_agents
+from tests.daemon_support import TEMPLATE, markers, wait_until, write_agents
 
 ROOT = Path(__file__).parent.parent
 
@@ -38,13 +37,6 @@ def _spawn(tmp_path: Path, url: str, folder: Path, mode: str) -> subprocess.Pope
     env = {**os.environ, "PAGEMIND_KILL_AT": ""}
     return subprocess.Popen([sys.executable, "-m", "tests.daemon_child", str(tmp_path / "home"), url, str(folder), mode],
                             cwd=ROOT, env=env)
-
-
-def _until(condition, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the daemons"
-        time.sleep(0.05)
 
 
 def _count(client: Daemon, table) -> int:
@@ -78,7 +70,7 @@ def test_two_daemons_share_twenty_agents_each_message_once_in_order(tmp_path, da
         client.create_agent(name, template=TEMPLATE)
     children = [_spawn(tmp_path, database_url, folder, "until:400") for _ in range(2)]
     try:
-        _until(lambda: _count(client, daemons) == 2)  # both serving before the stream starts
+        wait_until(lambda: _count(client, daemons) == 2, "both daemons to serve", 120)  # both serving before the stream starts
         sent: dict[str, list[str]] = {name: [] for name in names}
         for n in range(400):
             name = names[n % 20]
@@ -106,7 +98,7 @@ def test_sigterm_stops_gracefully_and_loses_nothing(tmp_path, database_url):
             name = ("alice", "bob", "carol")[n % 3]
             asyncio.run(client.submit(name, f"msg {n}"))
             sent[name].append(str(n))
-        _until(lambda: sum(i.state == "done" for i in client.inbox.items()) >= 5)
+        wait_until(lambda: sum(i.state == "done" for i in client.inbox.items()) >= 5, "5 items done", 120)
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0
     finally:

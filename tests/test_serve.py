@@ -10,11 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.daemon_support import wait_until
 
 ROOT = Path(__file__).parent.parent
 TEMPLATE = """
@@ -32,17 +33,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_until(check, what: str, deadline_s: float = 60.0):
-    """Poll `check` (a subprocess's state) until it returns something truthy, or fail naming `what`."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 @pytest.fixture
