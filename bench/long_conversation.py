@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.compiler import _message_tokens, message_tokens  # noqa: E402
-from pagemind.runtime.events import FlushEvent, RuntimeEventBase  # noqa: E402
+from pagemind.runtime.events import RuntimeEventBase  # noqa: E402
 from pagemind.runtime.logs import configure_logging  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
 from pagemind.runtime.observer import NullObserver  # noqa: E402

@@ -62,7 +62,6 @@ async def ours(url: str, name: str, turns: bool = False, remote_client: bool = F
     import yaml
 
     configure_logging("WARNING")
-    spans: dict[str, tuple[float, float]] = {}
 
     @register_job("sleep50")
     async def sleep50(agent):  # noqa: ANN001, ANN202

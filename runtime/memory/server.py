@@ -77,8 +77,6 @@ class ServerBackend(ArchivalBackend):
         return cls(client, collection, dim, url, local=local)
 
     def _ensure_collection(self) -> None:
-        from qdrant_client import models as m
-
         if self.client.collection_exists(self.collection):
             if not self.local:  # local mode keeps no index config to compare
                 self._upgrade()
