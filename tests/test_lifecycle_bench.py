@@ -1,0 +1,125 @@
+"""bench/lifecycle.py: its generated history and ground truth, its scripted models, and the report's fields
+computed over a few simulated days with the real runtime (timings are not checked)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.lifecycle import live_records, mentions, score, simulate  # noqa: E402
+from bench.lifecycle_data import CHAT, START, Correction, Day, FactTruth, History, Plan, Turn, generate  # noqa: E402
+from bench.lifecycle_models import memory_of, reflect_answer  # noqa: E402
+from pagemind.runtime.agent import Agent  # noqa: E402
+from pagemind.runtime.model_client import ModelRequest  # noqa: E402
+
+
+def test_the_history_is_seeded_and_its_ground_truth_matches_its_turns():
+    history = generate(seed=3, days=10, turns_per_day=6)
+    assert generate(seed=3, days=10, turns_per_day=6) == history
+    assert generate(seed=4, days=10, turns_per_day=6) != history
+    assert [d.number for d in history.days] == list(range(1, 11))
+    planted = [(d.number, t) for d in history.days for t in d.turns if t.kind != "chat"]
+    for fact in history.facts.values():  # every value the user stated is said on its day, in order
+        said = [(day, t.text) for day, t in planted if t.ref == fact.slot]
+        assert [day for day, _ in said] == [day for day, _ in fact.values]
+        assert all(mentions(text, value) for (_, text), (_, value) in zip(said, fact.values))
+    for c in history.corrections:
+        values = [v for _, v in history.facts[c.slot].values]
+        assert values.index(c.new) == values.index(c.old) + 1
+    for plan in history.plans:
+        day = history.days[plan.day - 1]
+        assert any(t.ref == plan.id and t.text == plan.text for t in day.turns)
+        assert plan.ends >= day.date
+    assert all(t.at.date() == d.date for d in history.days for t in d.turns)
+    assert all(a.at < b.at for d in history.days for a, b in zip(d.turns, d.turns[1:]))
+
+
+def test_the_companion_files_facts_and_plans_and_skips_chit_chat():
+    history = generate(seed=7, days=90, turns_per_day=6)
+    assert all(memory_of(text) is None for text in CHAT)
+    for turn in (t for d in history.days for t in d.turns if t.kind != "chat"):
+        found = memory_of(turn.text)
+        assert found is not None, turn.text
+        assert found[1] == ("todo" if turn.kind == "plan" else "fact"), turn.text
+    assert memory_of("I'm allergic to peanuts.") == ("The user is allergic to peanuts.", "fact")
+
+
+def _reflection(now: str, memories: list[dict]) -> ModelRequest:
+    payload = {"now": now, "messages": [], "memories": memories, "profile": None, "profile_schema": None}
+    return ModelRequest("m", [{"role": "system", "content": "Reflect."}, {"role": "user", "content": json.dumps(payload)}],
+                        [], 0.0, 500, purpose="reflect")
+
+
+def test_the_reflector_lets_the_newer_statement_win_merges_copies_and_closes_past_todos():
+    memories = [
+        {"id": "a", "kind": "fact", "at": "2026-01-05T09:00:00+00:00", "text": "The user lives in Lisbon.", "importance": 0.5},
+        {"id": "b", "kind": "fact", "at": "2026-01-20T09:00:00+00:00", "text": "The user moved to Berlin.", "importance": 0.5},
+        {"id": "c", "kind": "fact", "at": "2026-01-06T09:00:00+00:00", "text": "The user's sister is called Mei.", "importance": 0.5},
+        {"id": "d", "kind": "fact", "at": "2026-01-07T09:00:00+00:00", "text": "The user's sister is called Mei!", "importance": 0.5},
+        {"id": "e", "kind": "todo", "at": "2026-01-07T09:00:00+00:00", "text": "Dentist tomorrow (2026-01-08).", "importance": 0.5},
+        {"id": "f", "kind": "todo", "at": "2026-01-20T09:00:00+00:00", "text": "Dentist tomorrow (2026-01-21).", "importance": 0.5},
+    ]
+    body = reflect_answer(_reflection("2026-01-20T23:00:00+00:00", memories))
+    output = json.loads(body["choices"][0]["message"]["content"])
+    assert output["merges"] == [{"keep": "d", "drop": ["c"], "reason": "near-duplicate text"}]
+    assert output["contradictions"] == [{"winner": "b", "losers": ["a"], "reason": "newer statement about the user's home"}]
+    assert [d["id"] for d in output["done"]] == ["e"]
+    assert json.loads(reflect_answer(ModelRequest("m", [{"role": "user", "content": "not json"}], [], 0.0, 9))
+                      ["choices"][0]["message"]["content"])["contradictions"] == []
+
+
+def _tiny_history() -> History:
+    at = START + timedelta(hours=9)
+    plan = Plan("plan1", 1, "I have a dentist appointment with Dr. Lee tomorrow.", "Lee",
+                "dentist appointment with Dr. Lee", (START + timedelta(days=1)).date())
+    days = [
+        Day(1, START.date(), [Turn(at, "good morning"), Turn(at + timedelta(hours=1), "I live in Lisbon.", "fact", "city"),
+                              Turn(at + timedelta(hours=2), plan.text, "plan", plan.id),
+                              Turn(at + timedelta(hours=3), "My sister's name is Mei.", "fact", "sister")]),
+        Day(2, (START + timedelta(days=1)).date(),
+            [Turn(at + timedelta(days=1), "Actually I moved to Berlin last month.", "correction", "city"),
+             Turn(at + timedelta(days=1, hours=1), "嗯嗯")]),
+        Day(3, (START + timedelta(days=2)).date(), [Turn(at + timedelta(days=2), "haha")]),
+    ]
+    facts = {"city": FactTruth("city", "Which city does the user live in?", [(1, "Lisbon"), (2, "Berlin")]),
+             "sister": FactTruth("sister", "What is the user's sister's name?", [(1, "Mei")])}
+    return History(1, 2, days, facts, [Correction("city", 2, "Lisbon", "Berlin")], [plan])
+
+
+async def _stand_in_reflection(agent: Agent) -> None:
+    """A reflection stand-in: the contract's request through the agent's model; losers forgotten."""
+    memories = [{"id": r.id, "kind": r.kind, "at": r.created_at.isoformat(), "text": r.text,
+                 "importance": r.importance} for r in agent.archival.list()]
+    request = _reflection(agent.now().isoformat(), memories)
+    output = json.loads((await agent.call_model(request, 0)).content)
+    for resolution in output["contradictions"]:
+        for loser in resolution["losers"]:
+            await agent.archival.forget(loser)
+
+
+@pytest.mark.parametrize("reflection", [False, True])
+async def test_the_report_counts_what_the_simulated_days_left(tmp_path, reflection):
+    history = _tiny_history()
+    steps = {"reflection": _stand_in_reflection} if reflection else {}
+    run = await simulate(history, tmp_path, "on" if reflection else "off", steps)
+    result = await score(run, history)
+
+    assert result["turns"] == 7 and run.session_errors == []
+    assert set(result["tokens_by_day"]) == {1, 3}
+    assert len(run.tokens_by_day[1]) == 4 and min(run.tokens_by_day[1]) > 500  # system prompt and tools at least
+    now = run.agent.now()
+    live = live_records(run, now)
+    assert result["live"] == len(live) and result["live_by_kind"]["fact"] == (2 if reflection else 3)
+    assert (result["contradictions_live"], result["corrections"]) == ((0 if reflection else 1), 1)
+    assert (result["facts_found"], result["facts"]) == (2, 2)
+    plan_memory = next(r for r in run.agent.archival.list(include_superseded=True) if "Dr. Lee" in r.text)
+    assert result["expired_plans"] == 1
+    assert result["expired_plans_shown"] == (0 if plan_memory.expires_at and plan_memory.expires_at < now else 1)
+    assert result["reflection_calls_per_100"] == pytest.approx(300 / 7 if reflection else 0.0)
+    assert result["calls_per_100"]["step"] == pytest.approx(100 * 11 / 7, abs=0.05)  # 7 replies, 4 inserts
