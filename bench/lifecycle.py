@@ -29,6 +29,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -57,10 +58,9 @@ SessionStep = Callable[[Agent], Awaitable[Any]]
 PARTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "episodes": ("end_session", ("pagemind.runtime.episodes", "pagemind.runtime.memory.episodes"),
                  ("episode", "session", "fading")),
-    "profile": ("clear_ephemeral", ("pagemind.runtime.profile", "pagemind.blocks.profile"),
+    "profile": ("clear_ephemeral", ("pagemind.runtime.ephemeral", "pagemind.runtime.profile"),
                 ("ephemeral", "profile", "session")),
-    "reflection": ("reflect", ("pagemind.runtime.reflection", "pagemind.runtime.reflection.job",
-                               "pagemind.runtime.reflection.reflect"), ("reflect",)),
+    "reflection": ("reflect", ("pagemind.runtime.reflection.run", "pagemind.runtime.reflection"), ("reflect",)),
 }
 SESSION_END_ORDER = ("episodes", "profile", "reflection")  # the contract's order
 
@@ -107,6 +107,7 @@ class Run:
     turns: int
     tokens_by_day: dict[int, list[int]] = field(default_factory=dict)  # prompt tokens of each turn, steps summed
     session_errors: list[str] = field(default_factory=list)
+    session_status: dict[str, Counter[str]] = field(default_factory=dict)  # part → its results' `status` values
     seconds: float = 0.0
 
 
@@ -115,15 +116,20 @@ def bench_spec() -> AgentSpec:
     return load_spec(ROOT / "agents/companion.yaml").model_copy(update={"name": "lifecycle"})
 
 
-async def end_session(agent: Agent, steps: dict[str, SessionStep | None], errors: list[str]) -> None:
-    """The session-end steps that exist, in the contract's order; a failing one is noted and the rest still run."""
+async def end_session(agent: Agent, steps: dict[str, SessionStep | None], run: Run) -> None:
+    """The session-end steps that exist, in the contract's order, each result's `status` counted; a failing one
+    is noted and the rest still run."""
     for part, step in steps.items():
         if step is None:
             continue
+        counts = run.session_status.setdefault(part, Counter())
         try:
-            await step(agent)
+            result = await step(agent)
         except Exception as exc:  # a part's bug must not end the benchmark; it is reported
-            errors.append(f"{part}: {type(exc).__name__}: {str(exc)[:120]}")
+            run.session_errors.append(f"{part}: {type(exc).__name__}: {str(exc)[:120]}")
+            counts["raised"] += 1
+            continue
+        counts[str(result.get("status", "ok")) if isinstance(result, dict) else "ok"] += 1
 
 
 async def simulate(history: History, home: Path, label: str, steps: dict[str, SessionStep | None]) -> Run:
@@ -143,7 +149,7 @@ async def simulate(history: History, home: Path, label: str, steps: dict[str, Se
             tokens = sum(request_size(r) for r in model.requests[first:] if r.purpose == "step")
             run.tokens_by_day.setdefault(day.number, []).append(tokens)
         clock.now = day.session_end
-        await end_session(agent, steps, run.session_errors)
+        await end_session(agent, steps, run)
     clock.now = history.days[-1].session_end + timedelta(minutes=30)
     run.seconds = time.perf_counter() - started
     return run
@@ -207,6 +213,7 @@ async def score(run: Run, history: History) -> dict[str, Any]:
         "salience_calls_per_100": sum(n for p, n in calls.items() if "salien" in p) * per_100,
         "calls_per_100": {p: round(n * per_100, 1) for p, n in sorted(calls.items())},
         "session_errors": run.session_errors, "seconds": run.seconds,
+        "session_status": {part: dict(counts) for part, counts in run.session_status.items()},
     }
 
 
@@ -256,6 +263,9 @@ def table(history: History, scores: dict[str, dict[str, Any]]) -> str:
         ("model calls for salience per 100 turns", lambda s: f"{s['salience_calls_per_100']:.1f}"),
         ("all model calls per 100 turns, by purpose",
          lambda s: ", ".join(f"{p} {n}" for p, n in s["calls_per_100"].items())),
+        ("session-end results (part: status × days)", lambda s: "; ".join(
+            f"{part}: " + ", ".join(f"{k} {n}" for k, n in counts.items())
+            for part, counts in s["session_status"].items()) or "none run"),
         ("wall time, s", lambda s: f"{s['seconds']:.0f}"),
     ]
     head = "| measure | " + " | ".join(labels) + " |\n| --- |" + " --- |" * len(labels)

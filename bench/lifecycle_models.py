@@ -176,8 +176,9 @@ def respond(request: ModelRequest) -> Body:
     """Every model call of the benchmark, routed by the request's purpose."""
     if request.purpose == "step":
         return companion_step(request)
-    if request.purpose == "summarize":
-        return extractive_summary(request)
+    if request.purpose == "summarize":  # the recursive summary's transcript, or anything else (an episode)
+        body = extractive_summary(request)
+        return short_summary(request) if body["choices"][0]["message"]["content"] == "nothing" else body
     if request.purpose == "extract":
         return reply_body(EMPTY_EXTRACTION)
     if _is_reflection(request):

@@ -111,6 +111,7 @@ async def test_the_report_counts_what_the_simulated_days_left(tmp_path, reflecti
     result = await score(run, history)
 
     assert result["turns"] == 7 and run.session_errors == []
+    assert result["session_status"] == ({"reflection": {"ok": 3}} if reflection else {})  # once a day
     assert set(result["tokens_by_day"]) == {1, 3}
     assert len(run.tokens_by_day[1]) == 4 and min(run.tokens_by_day[1]) > 500  # system prompt and tools at least
     now = run.agent.now()
