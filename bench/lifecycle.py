@@ -111,9 +111,17 @@ class Run:
     seconds: float = 0.0
 
 
+SALIENCE_MODEL = "scripted-small"
+
+
 def bench_spec() -> AgentSpec:
-    """The shipped companion agent, under the benchmark's name."""
-    return load_spec(ROOT / "agents/companion.yaml").model_copy(update={"name": "lifecycle"})
+    """The shipped companion agent, under the benchmark's name; where the salience gate can ask a small model
+    (`memory.salience.model`), it does (the scripted one), so its calls are counted."""
+    data = load_spec(ROOT / "agents/companion.yaml").model_dump()
+    salience = data["memory"].get("salience")
+    if isinstance(salience, dict) and "model" in salience and salience["model"] is None:
+        salience["model"] = SALIENCE_MODEL
+    return AgentSpec.model_validate({**data, "name": "lifecycle"})
 
 
 async def end_session(agent: Agent, steps: dict[str, SessionStep | None], run: Run) -> None:
@@ -234,7 +242,8 @@ def availability(steps: dict[str, SessionStep | None], scores: dict[str, dict[st
     from pagemind.runtime.memory_config import MemoryConfig
 
     has_config = "salience" in MemoryConfig.model_fields
-    lines.append("salience: " + ("available" if has_config else "not available")
+    lines.append("salience: " + (f"available (small model `{SALIENCE_MODEL}` asked when the rules are unsure)"
+                                 if has_config else "not available")
                  + ("" if salience else " (no salience model call was made)"))
     dated = max((s["plans_with_expiry"] for s in scores.values()), default=0)
     lines.append("expiry: " + (f"{dated} plan memories got `expires_at`" if dated else "not available "

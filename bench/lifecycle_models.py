@@ -11,9 +11,9 @@ sees only the request it answers.
   fact/preference memories on the same subject (a keyword table: "lives in / moved to", "works at / joined", …)
   are a contradiction the newer wins; todos whose written date has passed are marked done. No insights, no
   profile patch;
-- salience (if the runtime asks): "worth it" in every key a salience answer might use; anything else (an
-  episode's summary, a re-summary when fading): the first words of the request's last message, within its
-  max_tokens.
+- salience's small model (when the rules are unsure): `{"remember", "lookup"}`, both true when the companion
+  would file the message; anything else (an episode's summary, a re-summary when fading): the first words of
+  the request's last message, within its max_tokens.
 """
 
 from __future__ import annotations
@@ -150,8 +150,18 @@ def reflect_answer(request: ModelRequest) -> Body:
 
 # -- routing ----------------------------------------------------------------------------------------------------
 
-SALIENCE_ANSWER = json.dumps({"remember": True, "lookup": True, "worth_remembering": True, "worth_lookup": True,
-                              "salient": True, "score": 0.7, "reason": "scripted: worth it"})
+def salience_answer(request: ModelRequest) -> Body:
+    """`{"remember", "lookup"}` for the turn in the request (JSON `{"user": text, ...}`, or the text itself): worth
+    both when the companion would file it, neither otherwise."""
+    user = next((m for m in reversed(request.messages) if m["role"] == "user"), None)
+    content = str((user or {}).get("content") or "")
+    try:
+        payload = json.loads(content)
+        text = str(payload.get("user", content)) if isinstance(payload, dict) else content
+    except ValueError:
+        text = content
+    worth = memory_of(text) is not None
+    return reply_body(json.dumps({"remember": worth, "lookup": worth}))
 
 
 def short_summary(request: ModelRequest) -> Body:
@@ -184,7 +194,7 @@ def respond(request: ModelRequest) -> Body:
     if _is_reflection(request):
         return reflect_answer(request)
     if "salien" in request.purpose:
-        return reply_body(SALIENCE_ANSWER)
+        return salience_answer(request)
     return short_summary(request)
 
 

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.lifecycle import live_records, mentions, score, simulate  # noqa: E402
 from bench.lifecycle_data import CHAT, START, Correction, Day, FactTruth, History, Plan, Turn, generate  # noqa: E402
-from bench.lifecycle_models import memory_of, reflect_answer  # noqa: E402
+from bench.lifecycle_models import memory_of, reflect_answer, salience_answer  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
 
@@ -48,6 +48,16 @@ def test_the_companion_files_facts_and_plans_and_skips_chit_chat():
         assert found is not None, turn.text
         assert found[1] == ("todo" if turn.kind == "plan" else "fact"), turn.text
     assert memory_of("I'm allergic to peanuts.") == ("The user is allergic to peanuts.", "fact")
+
+
+def test_the_small_salience_model_says_worth_it_for_what_the_companion_would_file():
+    def verdict(text: str) -> dict:
+        request = ModelRequest("m", [{"role": "user", "content": json.dumps({"user": text})}], [], 0.0, 20,
+                               purpose="salience")
+        return json.loads(salience_answer(request)["choices"][0]["message"]["content"])
+
+    assert verdict("I joined Globex.") == {"remember": True, "lookup": True}
+    assert verdict("the weather is lovely today") == {"remember": False, "lookup": False}
 
 
 def _reflection(now: str, memories: list[dict]) -> ModelRequest:
