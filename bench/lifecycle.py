@@ -50,6 +50,7 @@ from pagemind.runtime.testing import FunctionModel, ManualClock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT_DAYS = (1, 30, 90)
+RECORDS_OF_THE_PAST = ("episode",)  # "on Monday she said she lived in Osaka" stays true: not a contradiction
 SessionStep = Callable[[Agent], Awaitable[Any]]
 
 # -- the other parts of issue 13, found through their contracts -------------------------------------------------
@@ -190,9 +191,10 @@ async def score(run: Run, history: History) -> dict[str, Any]:
     archival, now = run.agent.archival, run.agent.now()
     live = live_records(run, now)
     both_live = 0
+    statements = [r for r in live if r.kind not in RECORDS_OF_THE_PAST]
     for c in history.corrections:
         values = [v for _, v in history.facts[c.slot].values]
-        states = {asserted(r.text, values) for r in live}
+        states = {asserted(r.text, values) for r in statements}
         both_live += c.old in states and c.new in states
     missed = []
     for fact in history.facts.values():
