@@ -50,7 +50,9 @@ from pagemind.runtime.testing import FunctionModel, ManualClock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT_DAYS = (1, 30, 90)
-RECORDS_OF_THE_PAST = ("episode",)  # "on Monday she said she lived in Osaka" stays true: not a contradiction
+# "On Monday she said she lived in Osaka" stays true: an episode is neither a stale fact nor a live plan, nor
+# the memory that states a fact.
+RECORDS_OF_THE_PAST = ("episode",)
 SessionStep = Callable[[Agent], Awaitable[Any]]
 
 # -- the other parts of issue 13, found through their contracts -------------------------------------------------
@@ -199,13 +201,14 @@ async def score(run: Run, history: History) -> dict[str, Any]:
     missed = []
     for fact in history.facts.values():
         hits = await archival.search(fact.question, top_k=5, count_hits=False)
-        if not any(mentions(h.text, fact.latest) for h in hits):
+        if not any(mentions(h.text, fact.latest) for h in hits if h.kind not in RECORDS_OF_THE_PAST):
             missed.append(f"{fact.slot} ({fact.latest})")
     expired = [p for p in history.plans if p.ends < now.date()]
-    still = 0
+    still = in_episodes = 0
     for plan in expired:
-        hits = await archival.search(plan.query, top_k=5, count_hits=False)
-        still += any(mentions(h.text, plan.marker) for h in hits)
+        hits = [h for h in await archival.search(plan.query, top_k=5, count_hits=False) if mentions(h.text, plan.marker)]
+        still += any(h.kind not in RECORDS_OF_THE_PAST for h in hits)
+        in_episodes += bool(hits) and all(h.kind in RECORDS_OF_THE_PAST for h in hits)
     dated = sum(1 for p in history.plans for r in run.agent.archival.list(include_superseded=True)
                 if mentions(r.text, p.marker) and r.expires_at is not None)
     calls = calls_by_purpose(run.model.requests)
@@ -219,6 +222,7 @@ async def score(run: Run, history: History) -> dict[str, Any]:
         "contradictions_live": both_live, "corrections": len(history.corrections),
         "facts_found": len(history.facts) - len(missed), "facts": len(history.facts), "facts_missed": missed,
         "expired_plans_shown": still, "expired_plans": len(expired), "plans_with_expiry": dated,
+        "expired_plans_in_episodes": in_episodes,
         "reflection_calls_per_100": sum(n for p, n in calls.items() if "reflect" in p) * per_100,
         "salience_calls_per_100": sum(n for p, n in calls.items() if "salien" in p) * per_100,
         "calls_per_100": {p: round(n * per_100, 1) for p, n in sorted(calls.items())},
@@ -269,7 +273,8 @@ def table(history: History, scores: dict[str, dict[str, Any]]) -> str:
         ("planted facts, latest version in archival_search top 5 (target ≥ 95 %)",
          lambda s: f"{s['facts_found']} of {s['facts']} ({s['facts_found'] / max(1, s['facts']):.0%})"),
         ("expired plans still in default results (target 0)",
-         lambda s: f"{s['expired_plans_shown']} of {s['expired_plans']}"),
+         lambda s: f"{s['expired_plans_shown']} of {s['expired_plans']}"
+                   + (f" (+{n} found only in an episode)" if (n := s["expired_plans_in_episodes"]) else "")),
         ("model calls for reflection per 100 turns", lambda s: f"{s['reflection_calls_per_100']:.1f}"),
         ("model calls for salience per 100 turns", lambda s: f"{s['salience_calls_per_100']:.1f}"),
         ("all model calls per 100 turns, by purpose",

@@ -113,24 +113,35 @@ async def _stand_in_reflection(agent: Agent) -> None:
             await agent.archival.forget(loser)
 
 
+async def _stand_in_episode(agent: Agent) -> dict:
+    """An episodes stand-in: the day as an episode memory that names what was said."""
+    text = f"Episode of {agent.now():%Y-%m-%d}: the user said they live in Lisbon; dentist appointment with Dr. Lee."
+    await agent.archival.insert(text, kind="episode")
+    return {"status": "stored"}
+
+
 @pytest.mark.parametrize("reflection", [False, True])
 async def test_the_report_counts_what_the_simulated_days_left(tmp_path, reflection):
     history = _tiny_history()
-    steps = {"reflection": _stand_in_reflection} if reflection else {}
+    steps = {"episodes": _stand_in_episode, "reflection": _stand_in_reflection} if reflection else {}
     run = await simulate(history, tmp_path, "on" if reflection else "off", steps)
     result = await score(run, history)
 
     assert result["turns"] == 7 and run.session_errors == []
-    assert result["session_status"] == ({"reflection": {"ok": 3}} if reflection else {})  # once a day
+    assert result["session_status"] == ({"episodes": {"stored": 3}, "reflection": {"ok": 3}} if reflection else {})
     assert set(result["tokens_by_day"]) == {1, 3}
     assert len(run.tokens_by_day[1]) == 4 and min(run.tokens_by_day[1]) > 500  # system prompt and tools at least
     now = run.agent.now()
     live = live_records(run, now)
     assert result["live"] == len(live) and result["live_by_kind"]["fact"] == (2 if reflection else 3)
+    assert ("episode" in result["live_by_kind"]) == reflection  # (the write path refreshes near-copies)
+    # an episode naming Lisbon is a record of what was said, not the stale fact
     assert (result["contradictions_live"], result["corrections"]) == ((0 if reflection else 1), 1)
     assert (result["facts_found"], result["facts"]) == (2, 2)
     plan_memory = next(r for r in run.agent.archival.list(include_superseded=True) if "Dr. Lee" in r.text)
     assert result["expired_plans"] == 1
-    assert result["expired_plans_shown"] == (0 if plan_memory.expires_at and plan_memory.expires_at < now else 1)
+    hidden = bool(plan_memory.expires_at and plan_memory.expires_at < now)
+    assert result["expired_plans_shown"] == (0 if hidden else 1)
+    assert result["expired_plans_in_episodes"] == (1 if hidden and reflection else 0)
     assert result["reflection_calls_per_100"] == pytest.approx(300 / 7 if reflection else 0.0)
     assert result["calls_per_100"]["step"] == pytest.approx(100 * 11 / 7, abs=0.05)  # 7 replies, 4 inserts
