@@ -138,7 +138,7 @@ async def test_the_report_counts_what_the_simulated_days_left(tmp_path, reflecti
     # an episode naming Lisbon is a record of what was said, not the stale fact
     assert (result["contradictions_live"], result["corrections"]) == ((0 if reflection else 1), 1)
     assert (result["facts_found"], result["facts"]) == (2, 2)
-    plan_memory = next(r for r in run.agent.archival.list(include_superseded=True) if "Dr. Lee" in r.text)
+    plan_memory = next(r for r in run.agent.archival.list(include_superseded=True) if r.kind == "todo")
     assert result["expired_plans"] == 1
     hidden = bool(plan_memory.expires_at and plan_memory.expires_at < now)
     assert result["expired_plans_shown"] == (0 if hidden else 1)
