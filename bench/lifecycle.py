@@ -204,10 +204,11 @@ async def score(run: Run, history: History) -> dict[str, Any]:
         if not any(mentions(h.text, fact.latest) for h in hits if h.kind not in RECORDS_OF_THE_PAST):
             missed.append(f"{fact.slot} ({fact.latest})")
     expired = [p for p in history.plans if p.ends < now.date()]
-    still = in_episodes = 0
+    shown, in_episodes = [], 0
     for plan in expired:
         hits = [h for h in await archival.search(plan.query, top_k=5, count_hits=False) if mentions(h.text, plan.marker)]
-        still += any(h.kind not in RECORDS_OF_THE_PAST for h in hits)
+        if any(h.kind not in RECORDS_OF_THE_PAST for h in hits):
+            shown.append(f"“{plan.text}” (day {plan.day})")
         in_episodes += bool(hits) and all(h.kind in RECORDS_OF_THE_PAST for h in hits)
     dated = sum(1 for p in history.plans for r in run.agent.archival.list(include_superseded=True)
                 if mentions(r.text, p.marker) and r.expires_at is not None)
@@ -221,7 +222,7 @@ async def score(run: Run, history: History) -> dict[str, Any]:
         "live_by_kind": dict(sorted({k: sum(1 for r in live if r.kind == k) for k in {r.kind for r in live}}.items())),
         "contradictions_live": both_live, "corrections": len(history.corrections),
         "facts_found": len(history.facts) - len(missed), "facts": len(history.facts), "facts_missed": missed,
-        "expired_plans_shown": still, "expired_plans": len(expired), "plans_with_expiry": dated,
+        "expired_plans_shown": len(shown), "expired_plans": len(expired), "expired_plans_listed": shown, "plans_with_expiry": dated,
         "expired_plans_in_episodes": in_episodes,
         "reflection_calls_per_100": sum(n for p, n in calls.items() if "reflect" in p) * per_100,
         "salience_calls_per_100": sum(n for p, n in calls.items() if "salien" in p) * per_100,
@@ -296,6 +297,7 @@ def report(history: History, scores: dict[str, dict[str, Any]], steps: dict[str,
     turns = [t.text for d in history.days for t in d.turns]
     chinese = sum(1 for t in turns if re.search(r"[\u4e00-\u9fff]", t)) / max(1, len(turns))
     missed = "; ".join(f"{label}: {', '.join(s['facts_missed']) or 'none'}" for label, s in scores.items())
+    shown = "; ".join(f"{label}: {', '.join(s['expired_plans_listed']) or 'none'}" for label, s in scores.items())
     return f"""
 {note}; load average {os.getloadavg()[0]:.2f} at the end (other helpers' work was running). Seed
 {history.seed}, {len(history.days)} days × {history.turns_per_day} user turns ({history.turn_count} turns, {chinese:.0%} of
@@ -314,7 +316,8 @@ Parts of issue 13 in this checkout: {"; ".join(availability(steps, scores))}.
 
 {table(history, scores)}
 
-Planted facts whose latest version was not in the top 5 — {missed}.
+Planted facts whose latest version was not in the top 5 — {missed}. Expired plans still in default results —
+{shown}.
 """
 
 
