@@ -3,7 +3,8 @@ and a reflector that applies rules a weak model could follow. Neither reads the 
 sees only the request it answers.
 
 - companion (agent steps): a user message that states a personal fact or a plan is filed with
-  `archival_memory_insert` (rewritten in the third person, kind `todo` when it names a time); anything else, and
+  `archival_memory_insert` (rewritten in the third person, Chinese kept in Chinese; kind `todo` when it names a
+  time); anything else, and
   the step after a tool result, is answered with `send_message`;
 - summaries: extractive (bench/long_conversation.py's); extraction on eviction: nothing (the companion filed the
   facts when they were said);
@@ -53,8 +54,8 @@ def memory_of(text: str) -> tuple[str, str] | None:
     if not _LIFE.search(text) or not (_FIRST_PERSON.search(text) or _CJK.search(text)):
         return None
     kind = "todo" if _TIME_BOUND.search(text) else "fact"
-    if _CJK.search(text):
-        return f"The user said: {text}", kind
+    if _CJK.search(text):  # kept in the user's language, with the user named: "用户下周考试"
+        return "用户" + text.strip().removeprefix("我"), kind
     rewritten = _LEAD.sub("", text.strip())
     for pattern, replacement in _PRONOUNS:
         rewritten = pattern.sub(replacement, rewritten)

@@ -48,6 +48,7 @@ def test_the_companion_files_facts_and_plans_and_skips_chit_chat():
         assert found is not None, turn.text
         assert found[1] == ("todo" if turn.kind == "plan" else "fact"), turn.text
     assert memory_of("I'm allergic to peanuts.") == ("The user is allergic to peanuts.", "fact")
+    assert memory_of("下周数学考试，有点紧张。") == ("用户下周数学考试，有点紧张。", "todo")
 
 
 def test_the_small_salience_model_says_worth_it_for_what_the_companion_would_file():
