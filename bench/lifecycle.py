@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import importlib
 import inspect
+import json
 import os
 import pkgutil
 import re
@@ -43,6 +44,7 @@ from bench.lifecycle_models import calls_by_purpose, respond  # noqa: E402
 from bench.long_conversation import request_size  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.memory.records import MemoryRecord  # noqa: E402
+from pagemind.runtime.model_client import ModelRequest  # noqa: E402
 from pagemind.runtime.settings import Settings  # noqa: E402
 from pagemind.runtime.spec import AgentSpec, load_spec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
@@ -183,6 +185,15 @@ def asserted(text: str, values: list[str]) -> str | None:
     return named[-1] if named else None
 
 
+def turn_text(request: ModelRequest) -> str:
+    """The user's words a salience request asks about (its JSON `{"user": …}`), or ""."""
+    try:
+        payload = json.loads(request.messages[-1].get("content") or "")
+    except (ValueError, TypeError):
+        return ""
+    return str(payload.get("user", "")) if isinstance(payload, dict) else ""
+
+
 def live_records(run: Run, now: datetime) -> list[MemoryRecord]:
     """The agent's live archival memories now: neither superseded nor expired."""
     return [r for r in run.agent.archival.list() if r.expires_at is None or r.expires_at > now]
@@ -213,6 +224,8 @@ async def score(run: Run, history: History) -> dict[str, Any]:
     dated = sum(1 for p in history.plans for r in run.agent.archival.list(include_superseded=True)
                 if mentions(r.text, p.marker) and r.expires_at is not None)
     calls = calls_by_purpose(run.model.requests)
+    chat_texts = {t.text for d in history.days for t in d.turns if t.kind == "chat"}
+    on_chat = sum(1 for r in run.model.requests if "salien" in r.purpose and turn_text(r) in chat_texts)
     per_100 = 100 / max(1, run.turns)
     tokens = {d: sum(v) / len(v) for d in REPORT_DAYS + (len(history.days),)
               if (v := run.tokens_by_day.get(d))}
@@ -226,6 +239,7 @@ async def score(run: Run, history: History) -> dict[str, Any]:
         "expired_plans_in_episodes": in_episodes,
         "reflection_calls_per_100": sum(n for p, n in calls.items() if "reflect" in p) * per_100,
         "salience_calls_per_100": sum(n for p, n in calls.items() if "salien" in p) * per_100,
+        "salience_chat_calls_per_100": on_chat * per_100,
         "calls_per_100": {p: round(n * per_100, 1) for p, n in sorted(calls.items())},
         "session_errors": run.session_errors, "seconds": run.seconds,
         "session_status": {part: dict(counts) for part, counts in run.session_status.items()},
@@ -277,7 +291,8 @@ def table(history: History, scores: dict[str, dict[str, Any]]) -> str:
          lambda s: f"{s['expired_plans_shown']} of {s['expired_plans']}"
                    + (f" (+{n} found only in an episode)" if (n := s["expired_plans_in_episodes"]) else "")),
         ("model calls for reflection per 100 turns", lambda s: f"{s['reflection_calls_per_100']:.1f}"),
-        ("model calls for salience per 100 turns", lambda s: f"{s['salience_calls_per_100']:.1f}"),
+        ("model calls for salience per 100 turns (of which on chit-chat)",
+         lambda s: f"{s['salience_calls_per_100']:.1f} ({s['salience_chat_calls_per_100']:.1f})"),
         ("all model calls per 100 turns, by purpose",
          lambda s: ", ".join(f"{p} {n}" for p, n in s["calls_per_100"].items())),
         ("session-end results (part: status × days)", lambda s: "; ".join(

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.lifecycle import live_records, mentions, score, simulate  # noqa: E402
+from bench.lifecycle import live_records, mentions, score, simulate, turn_text  # noqa: E402
 from bench.lifecycle_data import CHAT, START, Correction, Day, FactTruth, History, Plan, Turn, generate  # noqa: E402
 from bench.lifecycle_models import memory_of, reflect_answer, salience_answer  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
@@ -59,6 +59,9 @@ def test_the_small_salience_model_says_worth_it_for_what_the_companion_would_fil
 
     assert verdict("I joined Globex.") == {"remember": True, "lookup": True}
     assert verdict("the weather is lovely today") == {"remember": False, "lookup": False}
+    asked = ModelRequest("m", [{"role": "user", "content": json.dumps({"user": "嗯嗯"})}], [], 0.0, 20, purpose="salience")
+    assert turn_text(asked) == "嗯嗯"  # how the report tells a salience call on chit-chat
+    assert turn_text(ModelRequest("m", [{"role": "user", "content": "not json"}], [], 0.0, 20)) == ""
 
 
 def _reflection(now: str, memories: list[dict]) -> ModelRequest:
