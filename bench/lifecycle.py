@@ -8,7 +8,7 @@ truth. "On" runs the session-end steps once a simulated day (episodes' `end_sess
 `clear_ephemeral`, then `reflect`), each only where its part exists; "off" runs none. Salience and expiry live
 in the runtime and act in both runs when they exist.
 
-Reported, into bench/RESULTS.md: prompt tokens per turn on days 1, 30 and 90; live archival memories; planted
+Reported (bench/lifecycle_report.py), into bench/RESULTS.md: prompt tokens per turn on days 1, 30 and 90; live archival memories; planted
 contradictions still both live (target 0 with reflection on); planted facts whose latest version
 `archival_search` finds in the top 5 (target ≥ 95 %); expired plans still in default results (target 0); model
 calls for reflection and salience per 100 turns; wall time.
@@ -24,7 +24,6 @@ import asyncio
 import importlib
 import inspect
 import json
-import os
 import pkgutil
 import re
 import sys
@@ -32,15 +31,16 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, write_section  # noqa: E402
-from bench.lifecycle_data import Day, History, generate  # noqa: E402
-from bench.lifecycle_models import calls_by_purpose, respond  # noqa: E402
+from bench.lifecycle_data import History, generate  # noqa: E402
+from bench.lifecycle_models import SALIENCE_MODEL, calls_by_purpose, respond  # noqa: E402
+from bench.lifecycle_report import report  # noqa: E402
 from bench.long_conversation import request_size  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.memory.records import MemoryRecord  # noqa: E402
@@ -114,9 +114,6 @@ class Run:
     session_errors: list[str] = field(default_factory=list)
     session_status: dict[str, Counter[str]] = field(default_factory=dict)  # part → its results' `status` values
     seconds: float = 0.0
-
-
-SALIENCE_MODEL = "scripted-small"
 
 
 def bench_spec() -> AgentSpec:
@@ -199,48 +196,69 @@ def live_records(run: Run, now: datetime) -> list[MemoryRecord]:
     return [r for r in run.agent.archival.list() if r.expires_at is None or r.expires_at > now]
 
 
-async def score(run: Run, history: History) -> dict[str, Any]:
-    """Every reported measure of one run, computed at the end of its last day."""
-    archival, now = run.agent.archival, run.agent.now()
-    live = live_records(run, now)
-    both_live = 0
+def contradictions_live(live: list[MemoryRecord], history: History) -> int:
+    """Corrections whose old and new values are both stated by live memories (episodes aside)."""
     statements = [r for r in live if r.kind not in RECORDS_OF_THE_PAST]
+    both = 0
     for c in history.corrections:
         values = [v for _, v in history.facts[c.slot].values]
         states = {asserted(r.text, values) for r in statements}
-        both_live += c.old in states and c.new in states
+        both += c.old in states and c.new in states
+    return both
+
+
+async def facts_missed(archival: Any, history: History) -> list[str]:
+    """Planted facts whose latest value no memory in the top 5 for its question names (episodes aside)."""
     missed = []
     for fact in history.facts.values():
         hits = await archival.search(fact.question, top_k=5, count_hits=False)
         if not any(mentions(h.text, fact.latest) for h in hits if h.kind not in RECORDS_OF_THE_PAST):
             missed.append(f"{fact.slot} ({fact.latest})")
+    return missed
+
+
+async def expired_plans(archival: Any, history: History, now: datetime) -> dict[str, Any]:
+    """Plans past their end: how many, which still come up in the top 5 for their lookup, how many come up only
+    through an episode that mentions them, and how many plan memories got an expiry at all."""
     expired = [p for p in history.plans if p.ends < now.date()]
     shown, in_episodes = [], 0
     for plan in expired:
-        hits = [h for h in await archival.search(plan.query, top_k=5, count_hits=False) if mentions(h.text, plan.marker)]
-        if any(h.kind not in RECORDS_OF_THE_PAST for h in hits):
+        hits = await archival.search(plan.query, top_k=5, count_hits=False)
+        naming = [h for h in hits if mentions(h.text, plan.marker)]
+        if any(h.kind not in RECORDS_OF_THE_PAST for h in naming):
             shown.append(f"“{plan.text}” (day {plan.day})")
-        in_episodes += bool(hits) and all(h.kind in RECORDS_OF_THE_PAST for h in hits)
-    dated = sum(1 for p in history.plans for r in run.agent.archival.list(include_superseded=True)
-                if mentions(r.text, p.marker) and r.expires_at is not None)
+        in_episodes += bool(naming) and all(h.kind in RECORDS_OF_THE_PAST for h in naming)
+    dated = sum(1 for p in history.plans for r in archival.list(include_superseded=True)
+                if r.kind not in RECORDS_OF_THE_PAST and mentions(r.text, p.marker) and r.expires_at is not None)
+    return {"expired_plans": len(expired), "expired_plans_shown": len(shown), "expired_plans_listed": shown,
+            "expired_plans_in_episodes": in_episodes, "plans_with_expiry": dated}
+
+
+def model_calls(run: Run, history: History) -> dict[str, Any]:
+    """Model calls per 100 turns: reflection's, salience's (and those on chit-chat turns), all by purpose."""
     calls = calls_by_purpose(run.model.requests)
-    chat_texts = {t.text for d in history.days for t in d.turns if t.kind == "chat"}
-    on_chat = sum(1 for r in run.model.requests if "salien" in r.purpose and turn_text(r) in chat_texts)
+    chat = {t.text for d in history.days for t in d.turns if t.kind == "chat"}
+    on_chat = sum(1 for r in run.model.requests if "salien" in r.purpose and turn_text(r) in chat)
     per_100 = 100 / max(1, run.turns)
-    tokens = {d: sum(v) / len(v) for d in REPORT_DAYS + (len(history.days),)
-              if (v := run.tokens_by_day.get(d))}
+    return {"reflection_calls_per_100": sum(n for p, n in calls.items() if "reflect" in p) * per_100,
+            "salience_calls_per_100": sum(n for p, n in calls.items() if "salien" in p) * per_100,
+            "salience_chat_calls_per_100": on_chat * per_100,
+            "calls_per_100": {p: round(n * per_100, 1) for p, n in sorted(calls.items())}}
+
+
+async def score(run: Run, history: History) -> dict[str, Any]:
+    """Every reported measure of one run, computed at the end of its last day."""
+    archival, now = run.agent.archival, run.agent.now()
+    live = live_records(run, now)
+    missed = await facts_missed(archival, history)
+    means = {day: sum(v) / len(v) for day, v in run.tokens_by_day.items()}
+    kinds = Counter(r.kind for r in live)
     return {
-        "turns": run.turns, "tokens_by_day": tokens,
-        "tokens_max_day": max(sum(v) / len(v) for v in run.tokens_by_day.values()), "live": len(live),
-        "live_by_kind": dict(sorted({k: sum(1 for r in live if r.kind == k) for k in {r.kind for r in live}}.items())),
-        "contradictions_live": both_live, "corrections": len(history.corrections),
+        "turns": run.turns, "tokens_by_day": {d: means[d] for d in (*REPORT_DAYS, len(history.days)) if d in means},
+        "tokens_max_day": max(means.values()), "live": len(live), "live_by_kind": dict(sorted(kinds.items())),
+        "contradictions_live": contradictions_live(live, history), "corrections": len(history.corrections),
         "facts_found": len(history.facts) - len(missed), "facts": len(history.facts), "facts_missed": missed,
-        "expired_plans_shown": len(shown), "expired_plans": len(expired), "expired_plans_listed": shown, "plans_with_expiry": dated,
-        "expired_plans_in_episodes": in_episodes,
-        "reflection_calls_per_100": sum(n for p, n in calls.items() if "reflect" in p) * per_100,
-        "salience_calls_per_100": sum(n for p, n in calls.items() if "salien" in p) * per_100,
-        "salience_chat_calls_per_100": on_chat * per_100,
-        "calls_per_100": {p: round(n * per_100, 1) for p, n in sorted(calls.items())},
+        **await expired_plans(archival, history, now), **model_calls(run, history),
         "session_errors": run.session_errors, "seconds": run.seconds,
         "session_status": {part: dict(counts) for part, counts in run.session_status.items()},
     }
@@ -250,90 +268,6 @@ async def simulate_and_score(history: History, home: Path, label: str,
                              steps: dict[str, SessionStep | None]) -> dict[str, Any]:
     """`simulate`, then `score`, in one event loop."""
     return await score(await simulate(history, home, label, steps), history)
-
-
-# -- the report -------------------------------------------------------------------------------------------------
-
-
-def availability(steps: dict[str, SessionStep | None], scores: dict[str, dict[str, Any]]) -> list[str]:
-    """A line per part of issue 13: available or not, as this run could tell."""
-    lines = [f"{part}: {'available' if step else 'not available'}"
-             + (f" (`{step.__module__}.{step.__name__}`)" if step else "") for part, step in steps.items()]
-    salience = any(s["salience_calls_per_100"] for s in scores.values())
-    from pagemind.runtime.memory_config import MemoryConfig
-
-    has_config = "salience" in MemoryConfig.model_fields
-    lines.append("salience: " + (f"available (small model `{SALIENCE_MODEL}` asked when the rules are unsure)"
-                                 if has_config else "not available")
-                 + ("" if salience else " (no salience model call was made)"))
-    dated = max((s["plans_with_expiry"] for s in scores.values()), default=0)
-    lines.append("expiry: " + (f"{dated} plan memories got `expires_at`" if dated else "not available "
-                               "(no plan memory got `expires_at`)"))
-    return lines
-
-
-def table(history: History, scores: dict[str, dict[str, Any]]) -> str:
-    """The results as a Markdown table, one column per run."""
-    labels = list(scores)
-    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = []
-    for day in sorted({d for s in scores.values() for d in s["tokens_by_day"]}):
-        rows.append((f"prompt tokens per turn, day {day} (mean, steps summed)",
-                     lambda s, d=day: f"{s['tokens_by_day'].get(d, float('nan')):.0f}"))
-    rows += [
-        ("prompt tokens per turn, largest day mean", lambda s: f"{s['tokens_max_day']:.0f}"),
-        ("live archival memories (by kind)",
-         lambda s: f"{s['live']} ({', '.join(f'{k} {n}' for k, n in s['live_by_kind'].items())})"),
-        ("planted contradictions still both live (target 0 with reflection)",
-         lambda s: f"{s['contradictions_live']} of {s['corrections']}"),
-        ("planted facts, latest version in archival_search top 5 (target ≥ 95 %)",
-         lambda s: f"{s['facts_found']} of {s['facts']} ({s['facts_found'] / max(1, s['facts']):.0%})"),
-        ("expired plans still in default results (target 0)",
-         lambda s: f"{s['expired_plans_shown']} of {s['expired_plans']}"
-                   + (f" (+{n} found only in an episode)" if (n := s["expired_plans_in_episodes"]) else "")),
-        ("model calls for reflection per 100 turns", lambda s: f"{s['reflection_calls_per_100']:.1f}"),
-        ("model calls for salience per 100 turns (of which on chit-chat)",
-         lambda s: f"{s['salience_calls_per_100']:.1f} ({s['salience_chat_calls_per_100']:.1f})"),
-        ("all model calls per 100 turns, by purpose",
-         lambda s: ", ".join(f"{p} {n}" for p, n in s["calls_per_100"].items())),
-        ("session-end results (part: status × days)", lambda s: "; ".join(
-            f"{part}: " + ", ".join(f"{k} {n}" for k, n in counts.items())
-            for part, counts in s["session_status"].items()) or "none run"),
-        ("wall time, s", lambda s: f"{s['seconds']:.0f}"),
-    ]
-    head = "| measure | " + " | ".join(labels) + " |\n| --- |" + " --- |" * len(labels)
-    return head + "\n" + "\n".join(f"| {name} | " + " | ".join(cell(scores[x]) for x in labels) + " |"
-                                   for name, cell in rows)
-
-
-def report(history: History, scores: dict[str, dict[str, Any]], steps: dict[str, SessionStep | None],
-           note: str) -> str:
-    """The section written to bench/RESULTS.md."""
-    errors = [f"{label}: {e}" for label, s in scores.items() for e in s["session_errors"][:3]]
-    turns = [t.text for d in history.days for t in d.turns]
-    chinese = sum(1 for t in turns if re.search(r"[\u4e00-\u9fff]", t)) / max(1, len(turns))
-    missed = "; ".join(f"{label}: {', '.join(s['facts_missed']) or 'none'}" for label, s in scores.items())
-    shown = "; ".join(f"{label}: {', '.join(s['expired_plans_listed']) or 'none'}" for label, s in scores.items())
-    return f"""
-{note}; load average {os.getloadavg()[0]:.2f} at the end (other helpers' work was running). Seed
-{history.seed}, {len(history.days)} days × {history.turns_per_day} user turns ({history.turn_count} turns, {chinese:.0%} of
-them in Chinese), {len(history.facts)} planted facts, {len(history.corrections)} corrections,
-{len(history.plans)} time-bound plans. The shipped companion agent (16k window), SQLite and Qdrant Edge in a temp
-folder, the shipped embedder, a ManualClock moved turn by turn.
-
-**The models are scripts** (bench/lifecycle_models.py), reading only their requests: the companion files a
-message that states a fact or plan with `archival_memory_insert` (third person; kind todo when it names a time)
-and otherwise replies; the reflector merges near-duplicate texts and, for two memories on the same subject by a
-keyword table, lets the newer win; it marks todos whose written date has passed done; it writes no insights and
-no profile. "on" runs the session-end steps once per simulated day; "off" runs none.
-
-Parts of issue 13 in this checkout: {"; ".join(availability(steps, scores))}.
-{("Session-end errors: " + "; ".join(errors)) if errors else ""}
-
-{table(history, scores)}
-
-Planted facts whose latest version was not in the top 5 — {missed}. Expired plans still in default results —
-{shown}.
-"""
 
 
 def main() -> None:

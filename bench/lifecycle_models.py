@@ -31,6 +31,7 @@ from pagemind.runtime.testing import Body, reply_body, tool_call_body
 from pagemind.runtime.tokens import count_tokens
 
 REPLY = "I hear you. Tell me more?"
+SALIENCE_MODEL = "scripted-small"  # the name bench/lifecycle.py gives `memory.salience.model`
 EMPTY_EXTRACTION = '{"facts": [], "preferences": [], "progress": [], "todos": []}'
 
 # -- the companion ----------------------------------------------------------------------------------------------

@@ -59,30 +59,35 @@ def test_the_small_salience_model_says_worth_it_for_what_the_companion_would_fil
 
     assert verdict("I joined Globex.") == {"remember": True, "lookup": True}
     assert verdict("the weather is lovely today") == {"remember": False, "lookup": False}
-    asked = ModelRequest("m", [{"role": "user", "content": json.dumps({"user": "嗯嗯"})}], [], 0.0, 20, purpose="salience")
+    asked = ModelRequest("m", [{"role": "user", "content": json.dumps({"user": "嗯嗯"})}], [], 0.0, 20,
+                         purpose="salience")
     assert turn_text(asked) == "嗯嗯"  # how the report tells a salience call on chit-chat
     assert turn_text(ModelRequest("m", [{"role": "user", "content": "not json"}], [], 0.0, 20)) == ""
 
 
 def _reflection(now: str, memories: list[dict]) -> ModelRequest:
     payload = {"now": now, "messages": [], "memories": memories, "profile": None, "profile_schema": None}
-    return ModelRequest("m", [{"role": "system", "content": "Reflect."}, {"role": "user", "content": json.dumps(payload)}],
-                        [], 0.0, 500, purpose="reflect")
+    messages = [{"role": "system", "content": "Reflect."}, {"role": "user", "content": json.dumps(payload)}]
+    return ModelRequest("m", messages, [], 0.0, 500, purpose="reflect")
+
+
+def _memory(memory_id: str, kind: str, day: int, text: str) -> dict:
+    return {"id": memory_id, "kind": kind, "at": f"2026-01-{day:02d}T09:00:00+00:00", "text": text, "importance": 0.5}
 
 
 def test_the_reflector_lets_the_newer_statement_win_merges_copies_and_closes_past_todos():
     memories = [
-        {"id": "a", "kind": "fact", "at": "2026-01-05T09:00:00+00:00", "text": "The user lives in Lisbon.", "importance": 0.5},
-        {"id": "b", "kind": "fact", "at": "2026-01-20T09:00:00+00:00", "text": "The user moved to Berlin.", "importance": 0.5},
-        {"id": "c", "kind": "fact", "at": "2026-01-06T09:00:00+00:00", "text": "The user's sister is called Mei.", "importance": 0.5},
-        {"id": "d", "kind": "fact", "at": "2026-01-07T09:00:00+00:00", "text": "The user's sister is called Mei!", "importance": 0.5},
-        {"id": "e", "kind": "todo", "at": "2026-01-07T09:00:00+00:00", "text": "Dentist tomorrow (2026-01-08).", "importance": 0.5},
-        {"id": "f", "kind": "todo", "at": "2026-01-20T09:00:00+00:00", "text": "Dentist tomorrow (2026-01-21).", "importance": 0.5},
+        _memory("a", "fact", 5, "The user lives in Lisbon."), _memory("b", "fact", 20, "The user moved to Berlin."),
+        _memory("c", "fact", 6, "The user's sister is called Mei."),
+        _memory("d", "fact", 7, "The user's sister is called Mei!"),
+        _memory("e", "todo", 7, "Dentist tomorrow (2026-01-08)."),
+        _memory("f", "todo", 20, "Dentist tomorrow (2026-01-21)."),
     ]
     body = reflect_answer(_reflection("2026-01-20T23:00:00+00:00", memories))
     output = json.loads(body["choices"][0]["message"]["content"])
     assert output["merges"] == [{"keep": "d", "drop": ["c"], "reason": "near-duplicate text"}]
-    assert output["contradictions"] == [{"winner": "b", "losers": ["a"], "reason": "newer statement about the user's home"}]
+    assert output["contradictions"] == [
+        {"winner": "b", "losers": ["a"], "reason": "newer statement about the user's home"}]
     assert [d["id"] for d in output["done"]] == ["e"]
     assert json.loads(reflect_answer(ModelRequest("m", [{"role": "user", "content": "not json"}], [], 0.0, 9))
                       ["choices"][0]["message"]["content"])["contradictions"] == []
@@ -93,7 +98,8 @@ def _tiny_history() -> History:
     plan = Plan("plan1", 1, "I have a dentist appointment with Dr. Lee tomorrow.", "Lee",
                 "dentist appointment with Dr. Lee", (START + timedelta(days=1)).date())
     days = [
-        Day(1, START.date(), [Turn(at, "good morning"), Turn(at + timedelta(hours=1), "I live in Lisbon.", "fact", "city"),
+        Day(1, START.date(), [Turn(at, "good morning"),
+                              Turn(at + timedelta(hours=1), "I live in Lisbon.", "fact", "city"),
                               Turn(at + timedelta(hours=2), plan.text, "plan", plan.id),
                               Turn(at + timedelta(hours=3), "My sister's name is Mei.", "fact", "sister")]),
         Day(2, (START + timedelta(days=1)).date(),
