@@ -60,6 +60,12 @@ def table(history: History, scores: dict[str, dict[str, Any]]) -> str:
                                    for name, cell in rows)
 
 
+def _first(items: list[str], count: int = 4) -> str:
+    """The first few items, and how many more."""
+    more = f" and {len(items) - count} more" if len(items) > count else ""
+    return ", ".join(items[:count]) + more if items else "none"
+
+
 def report(history: History, scores: dict[str, dict[str, Any]], steps: dict[str, Any],
            note: str) -> str:
     """The section written to bench/RESULTS.md."""
@@ -67,7 +73,7 @@ def report(history: History, scores: dict[str, dict[str, Any]], steps: dict[str,
     turns = [t.text for d in history.days for t in d.turns]
     chinese = sum(1 for t in turns if re.search(r"[\u4e00-\u9fff]", t)) / max(1, len(turns))
     missed = "; ".join(f"{label}: {', '.join(s['facts_missed']) or 'none'}" for label, s in scores.items())
-    shown = "; ".join(f"{label}: {', '.join(s['expired_plans_listed']) or 'none'}" for label, s in scores.items())
+    shown = "; ".join(f"{label}: {_first(s['expired_plans_listed'])}" for label, s in scores.items())
     return f"""
 {note}; load average {os.getloadavg()[0]:.2f} at the end (other helpers' work was running). Seed
 {history.seed}, {len(history.days)} days × {history.turns_per_day} user turns ({history.turn_count} turns,
