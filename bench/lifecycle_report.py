@@ -74,6 +74,9 @@ def report(history: History, scores: dict[str, dict[str, Any]], steps: dict[str,
     chinese = sum(1 for t in turns if re.search(r"[\u4e00-\u9fff]", t)) / max(1, len(turns))
     missed = "; ".join(f"{label}: {', '.join(s['facts_missed']) or 'none'}" for label, s in scores.items())
     shown = "; ".join(f"{label}: {_first(s['expired_plans_listed'])}" for label, s in scores.items())
+    seconds = sum(s["seconds"] for s in scores.values())
+    skipped = "" if any(steps.values()) else (' "On" was not run: no session-end part (episodes, profile, '
+                                              'reflection) exists in this checkout, so it would repeat "off".')
     return f"""
 {note}; load average {os.getloadavg()[0]:.2f} at the end (other helpers' work was running). Seed
 {history.seed}, {len(history.days)} days × {history.turns_per_day} user turns ({history.turn_count} turns,
@@ -85,7 +88,9 @@ folder, the shipped embedder, a ManualClock moved turn by turn.
 message that states a fact or plan with `archival_memory_insert` (third person; kind todo when it names a time)
 and otherwise replies; the reflector merges near-duplicate texts and, for two memories on the same subject by a
 keyword table, lets the newer win; it marks todos whose written date has passed done; it writes no insights and
-no profile. "on" runs the session-end steps once per simulated day; "off" runs none.
+no profile. "on" runs the session-end steps once per simulated day; "off" runs none.{skipped} The runs took
+{seconds:.0f} s together ({history.turns_per_day} turns a day keeps a full run well under 5 minutes on this loaded
+2-core machine; `--turns-per-day` changes it).
 
 Parts of issue 13 in this checkout: {"; ".join(availability(steps, scores))}.
 {("Session-end errors: " + "; ".join(errors)) if errors else ""}

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.lifecycle import live_records, mentions, score, simulate, turn_text  # noqa: E402
 from bench.lifecycle_data import CHAT, START, Correction, Day, FactTruth, History, Plan, Turn, generate  # noqa: E402
 from bench.lifecycle_models import memory_of, reflect_answer, salience_answer  # noqa: E402
+from bench.lifecycle_report import report  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.model_client import ModelRequest  # noqa: E402
 
@@ -155,3 +156,6 @@ async def test_the_report_counts_what_the_simulated_days_left(tmp_path, reflecti
     assert result["expired_plans_in_episodes"] == (1 if hidden and reflection else 0)
     assert result["reflection_calls_per_100"] == pytest.approx(300 / 7 if reflection else 0.0)
     assert result["calls_per_100"]["step"] == pytest.approx(100 * 11 / 7, abs=0.05)  # 7 replies, 4 inserts
+    text = report(history, {"run": result}, {"reflection": _stand_in_reflection if reflection else None}, "a note")
+    assert ("reflection: available" if reflection else "reflection: not available") in text
+    assert f"| planted contradictions still both live (target 0 with reflection) | {0 if reflection else 1} of 1 |" in text
