@@ -11,8 +11,7 @@ in the runtime and act in both runs when they exist.
 Reported (bench/lifecycle_report.py), into bench/RESULTS.md: prompt tokens per turn on days 1, 30 and 90; live
 archival memories; planted contradictions still both live (target 0 with reflection on); planted facts whose
 latest version `archival_search` finds in the top 5 (target ≥ 95 %); expired plans still in default results
-(target 0); model
-calls for reflection and salience per 100 turns; wall time.
+(target 0); model calls for reflection and salience per 100 turns; wall time.
 
     python bench/lifecycle.py [--seed 7] [--days 90] [--turns-per-day 12] [--mode both|on|off]
     python bench/lifecycle.py --quick        # 10 days, results printed, RESULTS.md left alone
