@@ -192,6 +192,13 @@ class History:
         """User messages in the whole history."""
         return sum(len(d.turns) for d in self.days)
 
+    def first(self, days: int) -> "History":
+        """The history cut after `days` days, its ground truth as it stood then."""
+        facts = {slot: FactTruth(t.slot, t.question, [(d, v) for d, v in t.values if d <= days])
+                 for slot, t in self.facts.items()}
+        return History(self.seed, self.turns_per_day, self.days[:days], {s: t for s, t in facts.items() if t.values},
+                       [c for c in self.corrections if c.day <= days], [p for p in self.plans if p.day <= days])
+
 
 def _schedule_facts(rng: random.Random, days: int) -> tuple[dict[str, FactTruth], list[tuple[int, Turn]]]:
     """Each slot planted once in the first 40 % of the days; about half corrected later (one twice, if long)."""

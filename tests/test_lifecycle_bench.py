@@ -160,3 +160,16 @@ async def test_the_report_counts_what_the_simulated_days_left(tmp_path, reflecti
     assert ("reflection: available" if reflection else "reflection: not available") in text
     row = "| planted contradictions still both live (target 0 with reflection) |"
     assert f"{row} {0 if reflection else 1} of 1 |" in text
+
+
+async def test_two_days_of_the_quick_history_score_what_they_planted(tmp_path):
+    history = generate(seed=7, days=10, turns_per_day=12).first(2)
+    assert history.facts and history.corrections  # this seed plants facts and corrects one within two days
+    run = await simulate(history, tmp_path, "off", {})
+    result = await score(run, history)
+
+    assert result["turns"] == history.turn_count == sum(len(v) for v in run.tokens_by_day.values())
+    assert set(result["tokens_by_day"]) == {1, 2}
+    assert (result["facts_found"], result["facts"]) == (len(history.facts), len(history.facts))
+    assert result["contradictions_live"] == len(history.corrections)  # nothing resolves them with reflection off
+    assert result["live_by_kind"]["fact"] == sum(len(t.values) for t in history.facts.values())
