@@ -139,7 +139,10 @@ async def end_session(agent: Agent, steps: dict[str, SessionStep | None], run: R
             run.session_errors.append(f"{part}: {type(exc).__name__}: {str(exc)[:120]}")
             counts["raised"] += 1
             continue
-        counts[str(result.get("status", "ok")) if isinstance(result, dict) else "ok"] += 1
+        result = result if isinstance(result, dict) else {}
+        if "error" in result:  # a part that reports its failure instead of raising
+            run.session_errors.append(f"{part}: {str(result['error'])[:120]}")
+        counts[str(result.get("status", "error" if "error" in result else "ok"))] += 1
 
 
 async def simulate(history: History, home: Path, label: str, steps: dict[str, SessionStep | None]) -> Run:
