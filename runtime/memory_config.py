@@ -70,6 +70,22 @@ class ArchivalConfig(BaseModel):
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
 
 
+class ReflectionConfig(BaseModel):
+    """Sleep-time reflection (`pagemind.runtime.reflection`): one bounded model call that merges, resolves
+    contradictions, writes insights, updates the profile and marks todos done."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="off: `reflect` does nothing (and every_turns is ignored)")
+    every_turns: int = Field(0, ge=0, description="reflect after every N user turns (0: only when asked or idle)")
+    budget: int = Field(6000, ge=500, description="input tokens of the reflection request; oldest messages go first")
+    max_output_tokens: int = Field(1500, gt=0, description="the reflection answer's token limit")
+    model: str | None = Field(None, description="default: memory.summarizer_model, which defaults to the agent's")
+    profile_block: str = Field("profile", description="the core block the profile patch applies to")
+    neighbours: int = Field(3, ge=0, le=20, description="nearest live memories added per memory the messages touched")
+    max_memories: int = Field(60, gt=0, le=500, description="memories offered to the model at most")
+
+
 class MemoryConfig(BaseModel):
     """How the agent's memory tiers behave."""
 
@@ -81,3 +97,4 @@ class MemoryConfig(BaseModel):
     extraction: bool = True
     prefetch_top_k: int = Field(3, ge=0, le=20, description="archival memories fetched into the prompt per turn")
     archival: ArchivalConfig = Field(default_factory=ArchivalConfig)
+    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
