@@ -23,6 +23,7 @@ import structlog
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.observer import NullObserver
+from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.errors import UnknownAgent
 from pagemind.scheduler.fanout import RunFanout
@@ -129,12 +130,20 @@ class Dispatcher:
                     agent.refresh()
                 if item.kind == "message":
                     turn = await run_turn(agent, item.content, idempotency_key=item.turn_key)
+                    self._queue_reflection(item, agent)
                     return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
                             "turn_id": turn.turn_id}, None
                 result = await run_job(agent, item.content)
                 return result, result.get("error")
             finally:
                 agent.observer = NullObserver()
+
+    def _queue_reflection(self, item: InboxItem, agent: Any) -> None:
+        """`memory.reflection.every_turns`: a `reflect` job behind this turn when one is due (serial with the
+        agent's turns, off the user's path; keyed, so a job already waiting is not queued again)."""
+        key = due_reflection(agent)
+        if key is not None:
+            self.inbox.submit(agent.record.id, item.agent_name, "job", "reflect", key, utcnow(), self.leases.owner)
 
     def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> None:
         stored = self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)

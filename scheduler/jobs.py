@@ -2,8 +2,8 @@
 
 A job runs in the agent's place in line, like a turn: after the items before it, with the agent's turn lock held,
 so it never overlaps a turn. `compact` flushes the window now through the agent's pressure monitor (the idle
-trigger's `run: compact`); the reflection issue registers `reflect` with `register_job`. A job must be safe to run
-again: a daemon killed in the middle of one runs it again after restart.
+trigger's `run: compact`); `reflect` runs a reflection (`runtime.reflection`: consolidate archival memory, update the
+profile). A job must be safe to run again: a daemon killed in the middle of one runs it again after restart.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import structlog
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.budget import read_pressure
+from pagemind.runtime.reflection.run import reflect as run_reflection
 
 log = structlog.get_logger("pagemind.scheduler")
 
@@ -42,6 +43,13 @@ async def compact(agent: Agent) -> dict[str, Any]:
     evicted = before - len(agent.window.messages)
     return {"job": "compact", "evicted": evicted, "tokens_before": reading.tokens,
             "tokens_after": after.total_tokens if after is not None else reading.tokens}
+
+
+@register_job("reflect")
+async def reflect(agent: Agent) -> dict[str, Any]:
+    """Reflect on what happened since the last reflection: merge, resolve contradictions, write insights, patch the
+    profile, mark todos done (safe to rerun: a reflection cut short is finished from its stored plan)."""
+    return await run_reflection(agent)
 
 
 async def run_job(agent: Agent, name: str) -> dict[str, Any]:

@@ -54,6 +54,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         recorder.close()  # a turn that failed still leaves what it did in the trace
     out(reply or "(no reply)")
+    await _reflect_if_due(agent, args.wait)
     return 0
 
 
@@ -77,11 +78,19 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             elif line.strip():
                 try:
                     out(f"{agent.name}> {await agent.send(line, wait=args.wait) or '(no reply)'}")
+                    await _reflect_if_due(agent, args.wait)
                 except Exception as exc:  # noqa: BLE001 — one failed turn must not end the session
                     exit_code(exc)  # reports it in one line, as the CLI reports any failure
                     out("(that turn failed; try again, or /quit)")
     finally:
         recorder.close()
+
+
+async def _reflect_if_due(agent: Agent, wait: float) -> None:
+    """`memory.reflection.every_turns`: reflect after the turn when one is due (the reply already shown)."""
+    from pagemind.runtime.reflection.run import reflect_if_due
+
+    await reflect_if_due(agent, wait)
 
 
 def _report(message: str) -> None:

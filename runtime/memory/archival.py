@@ -183,6 +183,46 @@ class ArchivalService:
         return InsertResult(action="duplicate", id=old.id, text=old.text, kind=old.kind, other_id=old.id,
                             similarity=round(copy.score, 4))
 
+    async def insert_derived(self, content: str, *, memory_id: str, kind: str, importance: float | None = None,
+                             source_message_ids: list[int] | None = None,
+                             detail: dict[str, Any] | None = None) -> InsertResult:
+        """Insert a memory under an id the caller derived (a reflection's insight), past the write path's dedupe
+        and supersede (the caller decided), `detail` added to its 'insert' version. Idempotent: when the agent
+        already has a memory under that id, nothing is written and it is returned (`action="duplicate"`)."""
+        now = self.clock()
+        text = normalise_text(content, now)
+        self._validate(text, kind, importance)
+        existing = await asyncio.to_thread(lambda: (self.store, self.ledger.rows([memory_id]))[1])  # reconciled
+        if existing:
+            row = existing[0]
+            return InsertResult(action="duplicate", id=memory_id, text=row["text"], kind=row["kind"], other_id=memory_id)
+        record = MemoryRecord(
+            id=memory_id, agent_id=self.agent_id, user_id=self.user_id, text=text, kind=kind,
+            importance=self.config.default_importance if importance is None else importance,
+            created_at=now, updated_at=now, source_message_ids=list(source_message_ids or []))
+        cache_rows: list[dict[str, Any]] = []
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
+        [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
+        base = {"tags": record.tags, "kind": record.kind, "importance": record.importance}
+        pending = PendingInsert(self.ledger, self.store, point, None, None, base | (detail or {}), cache_rows)
+        await asyncio.to_thread(group_commit(self.store.backend).insert, pending)
+        log.info("archival_insert", agent_id=self.agent_id, id=record.id, kind=kind, chars=len(text), derived=True)
+        return InsertResult(action="inserted", id=record.id, text=record.text, kind=record.kind)
+
+    async def supersede(self, memory_id: str, by: str, detail: dict[str, Any]) -> bool:
+        """Mark a live memory superseded by another existing one, `detail` (a reason, who decided) in its
+        'superseded' version; SQL first, then the point (a crash between: `memory.reconcile` sets the point from
+        the row). False when it is not live or already superseded (nothing changes: safe to repeat)."""
+        now, token = self.clock(), new_token()
+        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
+        if not await asyncio.to_thread(self.ledger.begin_supersede, memory_id, by, token, detail, now):
+            return False
+        crash_point("archival.supersede.pending")
+        await asyncio.to_thread(store.set_payload, memory_id, {"superseded_by": by, "updated_at": now})
+        await asyncio.to_thread(self.ledger.settle, [memory_id], token)
+        log.info("archival_supersede", agent_id=self.agent_id, id=memory_id, by=by, detail=detail)
+        return True
+
     # -- search -----------------------------------------------------------------------------------------------
 
     async def search(self, query: str, *, tags: list[str] | None = None, start_date: datetime | None = None,

@@ -286,6 +286,32 @@ class Ledger:
             conn.execute(delete(versions).where(versions.c.agent_id == self.agent_id,
                                                 versions.c.memory_id == memory_id))
 
+    def changed_since(self, since: datetime) -> list[MemoryRecord]:
+        """The agent's live, unsuperseded memories written, refreshed or found by a search at or after `since`,
+        newest first (what a reflection calls the memories its messages touched)."""
+        changed = ((memories.c.created_at >= since) | (memories.c.updated_at >= since)
+                   | (memories.c.last_hit_at >= since))
+        query = select(memories).where(self._mine, memories.c.state == LIVE, memories.c.superseded_by.is_(None),
+                                       changed)
+        with self.engine.connect() as conn:
+            return [record_of(r) for r in conn.execute(query.order_by(memories.c.updated_at.desc())).mappings()]
+
+    def begin_supersede(self, memory_id: str, by: str, token: str, detail: dict[str, Any], at: datetime) -> bool:
+        """Step 1 of superseding a memory by another that already exists (a reflection's merge or resolved
+        contradiction): the live row marked superseded by `by` with its token set, and its 'superseded' version
+        with `detail`, in one transaction. False, writing nothing, when it is not a live, unsuperseded memory of
+        the agent: superseding again is a no-op, so a rerun never applies it twice."""
+        with self.engine.begin() as conn:
+            where = (self._by_id, memories.c.id == memory_id, memories.c.state == LIVE,
+                     memories.c.superseded_by.is_(None))
+            text = conn.execute(select(memories.c.text).where(*where)).scalar()
+            if text is None or not conn.execute(update(memories).where(*where).values(
+                    superseded_by=by, updated_at=at, write_token=token, write_started=utcnow())).rowcount:
+                return False
+            self._version(conn, memory_id, "superseded", text, {"superseded_by": by, **detail}, at)
+            self._bump(conn)
+        return True
+
     # -- helpers ------------------------------------------------------------------------------------------------
 
     def _version(self, conn: Connection, memory_id: str, operation: str, text: str, detail: dict[str, Any],

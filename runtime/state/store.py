@@ -276,6 +276,12 @@ class StateStore:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id).order_by(MessageRow.id)
             return [message_from_row(r) for r in session.exec(query)]
 
+    def messages_after(self, agent_id: int, after_id: int) -> list[Message]:
+        """The agent's messages newer than message `after_id`, oldest first (what a reflection reads)."""
+        with self._session() as session:
+            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.id > after_id)
+            return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
+
     # -- pressure -----------------------------------------------------------------------------------------------
 
     def evict(self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int,
