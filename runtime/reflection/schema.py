@@ -52,10 +52,6 @@ class ReflectionOutput(BaseModel):
     profile: dict[str, Any] | None = Field(None, description="RFC 7386 JSON merge patch for the profile block")
     done: list[Done] = Field(default_factory=list)
 
-    def is_empty(self) -> bool:
-        """Whether it asks for no change at all."""
-        return not (self.merges or self.contradictions or self.insights or self.profile or self.done)
-
 
 def response_format() -> dict[str, Any]:
     """The chat-completions `response_format` asking for this schema. Not `strict`: OpenAI's strict mode wants
