@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -22,8 +21,7 @@ from pagemind.runtime.reflection.schema import ReflectionOutput
 from pagemind.runtime.spec import DEFAULT_TOOLS, AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing import (BASE_URL, TEST_API_KEY, FunctionModel, ManualClock, http_error, reply_body,
-                                      spec_data)
+from pagemind.runtime.testing import FunctionModel, ManualClock, http_error, reply_body, spec_data
 from pagemind.runtime.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
 
 PROFILE = {"name": "Lin", "city": "Berlin"}
@@ -86,11 +84,6 @@ def state(agent: Agent) -> tuple[Any, ...]:
     histories = {m[0]: [(v.operation, v.detail) for v in agent.archival.history(m[0])] for m in memories}
     return memories, histories, [(b.label, b.value) for b in agent.memory.blocks], agent.store.block_history(
         agent.record.id)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 async def test_a_merge_keeps_one_and_supersedes_the_other_with_reason_and_reflection_id(sqlite_url, clock):
@@ -331,29 +324,6 @@ async def test_a_rerun_after_the_plan_was_applied_but_not_marked_done_applies_no
     assert [r.status for r in journal.all()] == ["done"]
 
 
-async def test_changes_carry_the_reason_in_the_cli_history(sqlite_url, clock, capsys, monkeypatch):
-    from pagemind.runtime.cli.main import main
-
-    planner = Planner()
-    agent = await load(sqlite_url, planner.model, clock)
-    say(agent, "hello", "hi")
-    keep, drop = await remember(agent, "Lin likes tea"), await remember(agent, "Lin drinks green tea daily")
-    planner.answer = {"merges": [{"keep": keep, "drop": [drop], "reason": "both about tea"}]}
-    result = await reflect(agent)
-    monkeypatch.setenv("DATABASE_URL", sqlite_url)
-    capsys.readouterr()
-    assert await _main_in_thread(main, ["memory", "archival", agent.name, "--history", drop[:8]]) == 0
-    shown = capsys.readouterr().out
-    assert "superseded" in shown and "both about tea" in shown and result["reflection_id"] in shown
-
-
-async def _main_in_thread(main, argv: list[str]) -> int:
-    """The CLI runs its own event loop: run it beside the test's."""
-    import asyncio
-
-    return await asyncio.to_thread(main, argv)
-
-
 async def test_every_turns_says_when_a_reflection_is_due(sqlite_url, clock):
     agent = await load(sqlite_url, Planner({}).model, clock, reflection_spec(every_turns=2))
     say(agent, "one", "ok")
@@ -382,23 +352,3 @@ async def test_a_second_reflection_reads_only_what_came_after_the_first(sqlite_u
     payload = Planner.payload(planner.requests[-1])
     assert [m["id"] for m in payload["messages"]] == [m.id for m in later]
     assert payload["memories"][0]["id"] == new  # touched since the last reflection: first; neighbours after
-
-
-async def test_the_cli_reflects_and_prints_a_summary(sqlite_url, clock, scripted_openai, capsys, monkeypatch):
-    from pagemind.runtime.cli.main import main
-
-    agent = await load(sqlite_url, Planner().model, clock)
-    say(agent, "hello", "hi")
-    keep, drop = await remember(agent, "Lin likes tea"), await remember(agent, "Lin drinks green tea daily")
-    plan = {"merges": [{"keep": keep, "drop": [drop], "reason": "same"}], "profile": {"city": "Paris"}}
-    scripted_openai.add(reply_body(json.dumps(plan)), reply_body("not a plan"))
-    for name, value in {"DATABASE_URL": sqlite_url, "OPENAI_BASE_URL": BASE_URL, "OPENAI_API_KEY": TEST_API_KEY}.items():
-        monkeypatch.setenv(name, value)
-    capsys.readouterr()
-
-    assert await _main_in_thread(main, ["reflect", agent.name]) == 0
-    [row] = Journal(agent.store.engine, agent.record.id).all()
-    assert capsys.readouterr().out == f"reflection {row.id[:8]}: 1 merged, profile updated\n"
-    say(agent, "more", "sure")
-    assert await _main_in_thread(main, ["reflect", agent.name]) == 1
-    assert capsys.readouterr().out.startswith("reflection invalid: no JSON object")

@@ -78,7 +78,6 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             elif line.strip():
                 try:
                     out(f"{agent.name}> {await agent.send(line, wait=args.wait) or '(no reply)'}")
-                    await _reflect_if_due(agent, args.wait)
                 except Exception as exc:  # noqa: BLE001 — one failed turn must not end the session
                     exit_code(exc)  # reports it in one line, as the CLI reports any failure
                     out("(that turn failed; try again, or /quit)")
@@ -87,7 +86,8 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _reflect_if_due(agent: Agent, wait: float) -> None:
-    """`memory.reflection.every_turns`: reflect after the turn when one is due (the reply already shown)."""
+    """`memory.reflection.every_turns`: reflect after `run`'s turn when one is due (the reply shown, the trace
+    closed: a reflection is no part of a turn's trace, which is why `chat` leaves it to the next `run` or job)."""
     from pagemind.runtime.reflection.run import reflect_if_due
 
     await reflect_if_due(agent, wait)
