@@ -86,9 +86,9 @@ def state(agent: Agent) -> tuple[Any, ...]:
         agent.record.id)
 
 
-async def test_a_merge_keeps_one_and_supersedes_the_other_with_reason_and_reflection_id(sqlite_url, clock):
+async def test_a_merge_keeps_one_and_supersedes_the_other_with_reason_and_reflection_id(database_url, clock):
     planner = Planner()
-    agent = await load(sqlite_url, planner.model, clock)
+    agent = await load(database_url, planner.model, clock)
     said = say(agent, "My sister Mei visits on Sunday.", "How lovely!")
     keep = await remember(agent, "Lin's sister is Mei", sources=[said[0].id])
     drop = await remember(agent, "Lin has a sibling called Mei who visits", sources=[said[0].id])
@@ -157,9 +157,9 @@ async def test_an_insight_becomes_a_reflection_memory_with_its_sources(sqlite_ur
     assert inserted.detail["source_ids"] == [a, b]
 
 
-async def test_the_profile_patch_goes_through_the_block_edit_path(sqlite_url, clock):
+async def test_the_profile_patch_goes_through_the_block_edit_path(database_url, clock):
     planner = Planner({"profile": {"city": "Paris", "pets": {"cat": "Mochi"}, "name": None}})
-    agent = await load(sqlite_url, planner.model, clock)
+    agent = await load(database_url, planner.model, clock)
     say(agent, "We moved to Paris with our cat Mochi.", "Welcome to Paris!")
 
     result = await reflect(agent)
@@ -168,7 +168,7 @@ async def test_the_profile_patch_goes_through_the_block_edit_path(sqlite_url, cl
     assert json.loads(agent.memory.get("profile").value) == {"city": "Paris", "pets": {"cat": "Mochi"}}
     [edit] = agent.store.block_history(agent.record.id, "profile")
     assert edit.operation == f"reflection {result['reflection_id']}" and json.loads(edit.old_value) == PROFILE
-    reloaded = await load(sqlite_url, planner.model, clock)  # stored, not only in this process's copy
+    reloaded = await load(database_url, planner.model, clock)  # stored, not only in this process's copy
     assert json.loads(reloaded.memory.get("profile").value)["city"] == "Paris"
 
 
@@ -300,9 +300,9 @@ async def test_another_rejection_is_not_retried_and_changes_nothing(sqlite_url, 
     assert len(scripted_openai.requests) == 1
 
 
-async def test_a_rerun_after_the_plan_was_applied_but_not_marked_done_applies_nothing_twice(sqlite_url, clock):
+async def test_a_rerun_after_the_plan_was_applied_but_not_marked_done_applies_nothing_twice(database_url, clock):
     planner = Planner()
-    agent = await load(sqlite_url, planner.model, clock)
+    agent = await load(database_url, planner.model, clock)
     say(agent, "Passport renewed! And Mei says hi.", "Great news!")
     keep, drop = await remember(agent, "Lin's sister is Mei"), await remember(agent, "Lin has a sister, Mei")
     todo = await remember(agent, "Lin must renew her passport", kind="todo")
@@ -339,9 +339,9 @@ async def test_every_turns_says_when_a_reflection_is_due(sqlite_url, clock):
     assert due_reflection(off) is None
 
 
-async def test_a_second_reflection_reads_only_what_came_after_the_first(sqlite_url, clock):
+async def test_a_second_reflection_reads_only_what_came_after_the_first(database_url, clock):
     planner = Planner({})
-    agent = await load(sqlite_url, planner.model, clock)
+    agent = await load(database_url, planner.model, clock)
     say(agent, "first", "ok")
     await remember(agent, "Lin likes tea")
     await reflect(agent)

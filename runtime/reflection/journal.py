@@ -3,9 +3,9 @@
 A row is written `running` when a reflection starts; once the model's answer validates it becomes `applying`
 with that plan stored, before any change is made, so a rerun after a crash applies the same plan (every change
 is idempotent) instead of asking the model again; then `done` with its counts. `invalid` (the answer was
-unusable: nothing applied), `failed` (the model call failed) and `skipped` (nothing to reflect on) end a
+unusable: nothing applied) and `failed` (the model call failed, or the request did not fit its budget) end a
 reflection without changes. What comes "since the last reflection" is after the newest message that a `done`
-or `skipped` reflection covered.
+reflection covered (a reflection with nothing new to look at records nothing).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from sqlalchemy.engine import Engine
 from pagemind.runtime.state.records import aware
 from pagemind.runtime.state.tables import reflections
 
-RUNNING, APPLYING, DONE, INVALID, FAILED, SKIPPED = "running", "applying", "done", "invalid", "failed", "skipped"
-COVERING = (DONE, SKIPPED)  # statuses whose messages count as reflected on
+RUNNING, APPLYING, DONE, INVALID, FAILED = "running", "applying", "done", "invalid", "failed"
 
 
 @dataclass(frozen=True)
@@ -53,9 +52,9 @@ class Journal:
         self.engine = engine
         self.agent_id = agent_id
 
-    def last_covering(self) -> ReflectionRow | None:
-        """The newest reflection whose messages count as reflected on (done or skipped), if any."""
-        return self._newest(reflections.c.status.in_(COVERING))
+    def last_done(self) -> ReflectionRow | None:
+        """The newest done reflection (its messages are reflected on), if any."""
+        return self._newest(reflections.c.status == DONE)
 
     def newest(self) -> ReflectionRow | None:
         """The newest reflection of the agent, whatever its outcome."""

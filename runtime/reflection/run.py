@@ -45,7 +45,7 @@ async def reflect(agent: Agent) -> dict[str, Any]:
     unfinished = journal.unfinished()
     if unfinished is not None:
         return await _resume(agent, archival, journal, unfinished)
-    since = journal.last_covering()
+    since = journal.last_done()
     gathered = await gather(agent, archival, since, config)
     if not gathered.messages:
         log.info("reflection_nothing_new", agent=agent.name, after=since.last_message_id if since else 0)

@@ -314,8 +314,8 @@ daemons = Table(
 
 # One row per reflection of an agent: running → applying (its validated plan stored, so a rerun after a crash
 # applies the same plan, each change idempotent) → done; or invalid (bad model output, nothing applied), failed
-# (the model call failed), skipped (nothing to reflect on). "Since the last reflection" is after the newest
-# message a done reflection covered (`last_message_id`).
+# (the model call failed). "Since the last reflection" is after the newest message a done reflection covered
+# (`last_message_id`).
 reflections = Table(
     "reflections", metadata,
     Column("id", String(36), primary_key=True),

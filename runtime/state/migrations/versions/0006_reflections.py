@@ -5,7 +5,7 @@ Revises: 0005
 Create Date: 2026-11-30
 
 - `reflections`: id, agent, started/finished, the newest message covered, status (running | applying | done |
-  invalid | failed | skipped), counts of changes, the validated plan while it is applied, the error if any.
+  invalid | failed), counts of changes, the validated plan while it is applied, the error if any.
 """
 from typing import Sequence, Union
 
