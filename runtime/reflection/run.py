@@ -22,7 +22,7 @@ from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.model_client import ModelError, ModelRequest, ModelRequestRejected, ModelResponse
 from pagemind.runtime.reflection.apply import apply_plan, validate
 from pagemind.runtime.reflection.journal import DONE, FAILED, INVALID, Journal, ReflectionRow
-from pagemind.runtime.reflection.request import OverBudget, build_request, gather
+from pagemind.runtime.reflection.request import Gathered, OverBudget, build_request, gather
 from pagemind.runtime.reflection.schema import OutputError, ReflectionOutput, parse_output
 from pagemind.runtime.tokens import DEFAULT_ENCODING
 
@@ -53,14 +53,8 @@ async def reflect(agent: Agent) -> dict[str, Any]:
     reflection_id = str(uuid.uuid4())
     journal.start(reflection_id, gathered.now, gathered.last_message_id)
     result = {"job": "reflect", "reflection_id": reflection_id}
-    model = config.model or agent.spec.memory.summarizer_model or agent.spec.model.name
     try:
-        built = build_request(gathered, model, config, agent.spec.model.encoding or DEFAULT_ENCODING)
-        log.info("reflection_request", agent=agent.name, reflection_id=reflection_id, tokens=built.tokens,
-                 messages=len(built.message_ids), memories=len(built.memories),
-                 dropped_messages=built.dropped_messages, dropped_memories=built.dropped_memories)
-        output = parse_output((await _ask(agent, built.request)).content)
-        validate(output, built.memories, agent, config.profile_block, archival.config.max_memory_chars)
+        output = await _plan(agent, archival, gathered, reflection_id)
     except (OverBudget, ModelError) as exc:
         log.warning("reflection_failed", agent=agent.name, reflection_id=reflection_id, error=str(exc)[:500])
         journal.finish(reflection_id, FAILED, agent.clock(), error=str(exc)[:2000])
@@ -71,6 +65,19 @@ async def reflect(agent: Agent) -> dict[str, Any]:
         return result | {"status": INVALID, "error": str(exc)[:300]}
     journal.plan(reflection_id, output.model_dump(mode="json"))
     return result | await _apply(agent, archival, journal, reflection_id, output)
+
+
+async def _plan(agent: Agent, archival: ArchivalService, gathered: Gathered, reflection_id: str) -> ReflectionOutput:
+    """Ask the model for a plan and check it; raises OverBudget, ModelError or OutputError."""
+    config = agent.spec.memory.reflection
+    model = config.model or agent.spec.memory.summarizer_model or agent.spec.model.name
+    built = build_request(gathered, model, config, agent.spec.model.encoding or DEFAULT_ENCODING)
+    log.info("reflection_request", agent=agent.name, reflection_id=reflection_id, tokens=built.tokens,
+             messages=len(built.message_ids), memories=len(built.memories),
+             dropped_messages=built.dropped_messages, dropped_memories=built.dropped_memories)
+    output = parse_output((await _ask(agent, built.request)).content)
+    validate(output, built.memories, agent, config.profile_block, archival.config.max_memory_chars)
+    return output
 
 
 async def _resume(agent: Agent, archival: ArchivalService, journal: Journal, row: ReflectionRow) -> dict[str, Any]:
