@@ -17,6 +17,7 @@ from pagemind.tools import BUILTIN_TOOLS, Tool, tool
 
 # The tiktoken encodings shipped with the package (runtime/tokens.py loads them; a test checks the two agree).
 SHIPPED_ENCODINGS = ("o200k_base", "cl100k_base")
+LATER_MEMORY_SECTIONS = ("reflection",)  # `memory:` sections added later: left out of the fingerprint at their defaults
 DEFAULT_TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "memory_rethink"]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -158,7 +159,13 @@ class AgentSpec(BaseModel):
         """A stable fingerprint of the definition, to tell when the YAML changed."""
         # Fields added later are left out at their defaults: adding them changed no existing agent's fingerprint.
         later = {"template": False, "schedule": [], "idle": None}
-        dumped = self.model_dump_json(exclude={k for k, v in later.items() if getattr(self, k) == v} or None)
+        exclude: dict[str, Any] = {k: True for k, v in later.items() if getattr(self, k) == v}
+        defaults = MemoryConfig()
+        sections = {name: True for name in LATER_MEMORY_SECTIONS
+                    if getattr(self.memory, name) == getattr(defaults, name)}
+        if sections:
+            exclude["memory"] = sections
+        dumped = self.model_dump_json(exclude=exclude or None)
         return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 

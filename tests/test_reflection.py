@@ -352,3 +352,11 @@ async def test_a_second_reflection_reads_only_what_came_after_the_first(database
     payload = Planner.payload(planner.requests[-1])
     assert [m["id"] for m in payload["messages"]] == [m.id for m in later]
     assert payload["memories"][0]["id"] == new  # touched since the last reflection: first; neighbours after
+
+
+def test_the_reflection_section_leaves_existing_fingerprints_alone():
+    from pagemind.runtime.testing import build_spec
+
+    plain = build_spec()
+    assert build_spec(memory={"reflection": {}}).spec_hash() == plain.spec_hash()  # defaults: as before the section
+    assert build_spec(memory={"reflection": {"every_turns": 3}}).spec_hash() != plain.spec_hash()
