@@ -60,7 +60,11 @@ def patched_json(label: str, schema: BlockSchema, current: str, changes: Any) ->
     if not isinstance(changes, dict):
         raise BlockEditError(f"changes must be a JSON object of the fields to set (null removes a field), e.g. "
                              f'{{"name": "Mia"}}; got {type(changes).__name__}.')
-    base = json.loads(current) if current.strip() else {}
+    try:
+        base = json.loads(current) if current.strip() else {}
+    except json.JSONDecodeError:  # text stored before the block had a schema
+        raise BlockEditError(f"Block '{label}' holds text that is not JSON (written before it had a schema), so it "
+                             "cannot be patched; rewrite it whole as JSON with memory_rethink.") from None
     return checked_json(label, schema, dump_json(merge_patch(base, changes)))
 
 

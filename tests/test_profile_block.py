@@ -14,7 +14,11 @@ from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.spec import SpecError, load_spec, parse_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing import ScriptedModel, build_spec, tool_call_body as tool_call
+from pagemind.runtime.testing import ScriptedModel, build_spec, tool_call_body as tool_call, tool_context
+from pagemind.runtime.trace.reader import read_trace
+from pagemind.runtime.trace.recorder import record
+from pagemind.runtime.trace.replay import format_report, replay
+from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 T = datetime(2026, 5, 1, tzinfo=timezone.utc)
 INLINE = {"type": "object", "additionalProperties": False, "required": ["name"],
@@ -106,6 +110,21 @@ def test_the_limit_counts_the_stored_json_and_plain_blocks_refuse_updates():
         updated_value(Block("human", "Name: Lin", 100), {"name": "Lin"})
     with pytest.raises(BlockEditError, match="read-only"):
         updated_value(Block("profile", "{}", 100, read_only=True, schema=BlockSchema.inline(INLINE)), {"name": "x"})
+
+
+def test_a_block_holding_text_from_before_its_schema_asks_for_a_rewrite():
+    with pytest.raises(BlockEditError, match="not JSON .*memory_rethink"):
+        updated_value(profile_block("Name: Lin"), {"name": "Lin"})
+    assert compact_view("Name: Lin") == "Name: Lin"  # shown as it is meanwhile
+
+
+async def test_the_tool_takes_changes_sent_as_a_json_string():
+    context = tool_context(core_memory=CoreMemory([profile_block()]))
+    calls = [ToolCall("c1", "core_memory_update", json.dumps({"label": "profile", "changes": '{"name": "Mia"}'})),
+             ToolCall("c2", "core_memory_update", json.dumps({"label": "profile", "changes": "Mia"}))]
+    ok, bad = await dispatch_tool_calls(calls, BUILTIN_TOOLS, context)
+    assert not ok.is_error and context.core_memory.get("profile").value == '{"name":"Mia"}'
+    assert bad.is_error and "changes: Input should be a valid dictionary" in bad.content
 
 
 # -- the agent YAML ----------------------------------------------------------------------------------------------
@@ -233,3 +252,17 @@ async def test_the_shipped_companion_loads_with_a_profile_and_a_session_block(ma
     system = agent.compile().messages[0]["content"]
     assert 'label="profile" chars="2/2500" format="json"' in system and "situations: {key: string}" in system
     assert 'label="session" chars="0/600" ephemeral="cleared when this session ends"' in system
+
+
+async def test_a_turn_that_updates_a_structured_block_replays_identically(make_agent, sqlite_url, tmp_path):
+    model = ScriptedModel([
+        tool_call("core_memory_update", {"label": "profile", "changes": {"health": {"peanuts": "allergic"}}}),
+        tool_call("core_memory_update", {"label": "profile", "changes": {"health": "none"}}),  # refused
+        tool_call("send_message", {"message": "Noted."}),
+    ])
+    agent = await make_agent(sqlite_url, model, structured_spec())
+    recorder = record(agent, path=tmp_path / "turn.jsonl")
+    await run_turn(agent, "I'm allergic to peanuts.")
+    recorder.close()
+    report = await replay(read_trace(tmp_path / "turn.jsonl"))
+    assert (report.status, report.steps) == ("identical", 3), format_report(report)

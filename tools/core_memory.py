@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 from pagemind.tools.context import ToolContext
 from pagemind.tools.registry import tool
@@ -60,8 +63,19 @@ def memory_rethink(label: str, new_value: str, context: ToolContext) -> str:
     return f"Rewritten. {_usage(context, label)}"
 
 
+def _json_object(value: Any) -> Any:
+    # Models often send a nested object as a JSON string; take it as the object it spells.
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
 @tool
-def core_memory_update(label: str, changes: dict[str, Any], context: ToolContext) -> str:
+def core_memory_update(label: str, changes: Annotated[dict[str, Any], BeforeValidator(_json_object)],
+                       context: ToolContext) -> str:
     """Change fields of a structured core memory block (one shown with format="json", such as "profile").
 
     Send only what changes, as a JSON merge patch: a field you give is set; a nested object is merged field by
