@@ -266,3 +266,14 @@ async def test_a_turn_that_updates_a_structured_block_replays_identically(make_a
     recorder.close()
     report = await replay(read_trace(tmp_path / "turn.jsonl"))
     assert (report.status, report.steps) == ("identical", 3), format_report(report)
+
+
+def test_the_memory_command_marks_structured_and_ephemeral_blocks(tmp_path):
+    from tests.test_cli import pagemind
+
+    memory = pagemind(tmp_path, "memory", "agents/companion.yaml")
+    assert memory.returncode == 0, memory.stderr
+    assert "[profile] 2/2500 chars, structured, 0 edit(s)\n  {}" in memory.stdout
+    assert "[session] 0/600 chars, ephemeral, 0 edit(s)" in memory.stdout
+    by_name = pagemind(tmp_path, "context", "companion", "--json")  # from the stored spec, schema included
+    assert by_name.returncode == 0 and 'format=\\"json\\"' in by_name.stdout
