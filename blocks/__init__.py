@@ -2,7 +2,7 @@
 
 from pagemind.blocks.block import Block, BlockEdit, BlockEditError, CoreMemory, updated_value
 from pagemind.blocks.schema import BlockSchema
-from pagemind.blocks.structured import checked_json, compact_view, merge_patch
+from pagemind.blocks.structured import checked_json, compact_view, dump_json, merge_patch
 
 __all__ = ["Block", "BlockEdit", "BlockEditError", "BlockSchema", "CoreMemory", "checked_json", "compact_view",
-           "merge_patch", "updated_value"]
+           "dump_json", "merge_patch", "updated_value"]

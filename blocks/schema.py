@@ -86,9 +86,20 @@ class BlockSchema:
         """The top-level fields, when the schema describes an object (for error messages)."""
         return list(self.json_schema.get("properties", {}))
 
+    @functools.cached_property
     def summary(self) -> str:
-        """One line per top-level field, `name: shape — description`, for the prompt (cached: it is stable)."""
-        return _summary(json.dumps(self.json_schema))
+        """One line per top-level field, `name: shape — description`, for the prompt (computed once: every
+        compile reads it)."""
+        defs = self.json_schema.get("$defs", {})
+        properties = self.json_schema.get("properties")
+        if not properties:
+            return _shape(self.json_schema, defs, 0)
+        lines = []
+        for name, prop in properties.items():
+            referenced = defs.get(prop.get("$ref", "").rsplit("/", 1)[-1], {})
+            description = prop.get("description") or referenced.get("description", "")
+            lines.append(f"{name}: {_shape(prop, defs, 1)}" + (f" — {description}" if description else ""))
+        return "\n".join(lines)
 
     def explain(self, problems: list[str]) -> str:
         """A refusal's detail: the first few problems and the fields the schema has."""
@@ -130,18 +141,3 @@ def _shape(schema: dict[str, Any], defs: dict[str, Any], depth: int) -> str:
     if isinstance(extra, dict):
         return "{key: " + _shape(extra, defs, depth + 1) + "}"
     return "object"
-
-
-@functools.lru_cache(maxsize=64)
-def _summary(schema_text: str) -> str:
-    schema = json.loads(schema_text)
-    defs = schema.get("$defs", {})
-    properties = schema.get("properties")
-    if not properties:
-        return _shape(schema, defs, 0)
-    lines = []
-    for name, prop in properties.items():
-        description = prop.get("description") or defs.get(prop.get("$ref", "").rsplit("/", 1)[-1], {}).get(
-            "description", "")
-        lines.append(f"{name}: {_shape(prop, defs, 1)}" + (f" — {description}" if description else ""))
-    return "\n".join(lines)

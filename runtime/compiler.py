@@ -92,7 +92,7 @@ def render_block(block: Block) -> str:
     if block.description:
         parts.append(f"<description>{_quote(block.description)}</description>")
     if block.schema is not None:
-        parts += ["<fields>", _quote(block.schema.summary()), "</fields>"]
+        parts += ["<fields>", _quote(block.schema.summary), "</fields>"]
     value = compact_view(block.value) if block.schema is not None else block.value
     parts += ["<value>", _quote(value), "</value>", "</block>"]
     return "\n".join(parts)

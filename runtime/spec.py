@@ -13,7 +13,7 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
                       model_validator)
 
-from pagemind.blocks import Block, BlockSchema
+from pagemind.blocks import Block, BlockSchema, dump_json
 from pagemind.runtime.memory_config import MemoryConfig
 from pagemind.runtime.triggers_spec import IdleTrigger, ScheduleTrigger, check_unique
 from pagemind.tools import BUILTIN_TOOLS, Tool, tool
@@ -145,7 +145,7 @@ class BlockSpec(BaseModel):
         problems = schema.problems(data)
         if problems:
             raise ValueError(f"value: does not match the block's schema: {schema.explain(problems)}")
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return dump_json(data)
 
     def block_schema(self) -> BlockSchema | None:
         """The block's schema, resolved (a `module:Model` reference is imported on first use); raises ValueError
