@@ -14,7 +14,8 @@ from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.spec import SpecError, load_spec, parse_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing import ScriptedModel, build_spec, tool_call_body as tool_call, tool_context
+from pagemind.runtime.testing import (ScriptedModel, build_spec, spec_data, tool_call_body as tool_call,
+                                      tool_context)
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import format_report, replay
@@ -277,3 +278,17 @@ def test_the_memory_command_marks_structured_and_ephemeral_blocks(tmp_path):
     assert "[session] 0/600 chars, ephemeral, 0 edit(s)" in memory.stdout
     by_name = pagemind(tmp_path, "context", "companion", "--json")  # from the stored spec, schema included
     assert by_name.returncode == 0 and 'format=\\"json\\"' in by_name.stdout
+
+
+
+def test_an_untrusted_replay_leaves_off_a_schema_module_from_elsewhere(tmp_path):
+    from types import SimpleNamespace
+
+    from pagemind.runtime.trace.format import BlockSnapshot
+    from pagemind.runtime.trace.replay import _spec
+
+    data = spec_data(blocks=[{"label": "profile", "schema": COMPANION}, {"label": "notes", "schema": "elsewhere:M"}])
+    snapshot = SimpleNamespace(blocks=[BlockSnapshot(label=label, value="{}", limit=100, description="",
+                                                     read_only=False) for label in ("profile", "notes")])
+    trace = SimpleNamespace(path=tmp_path / "t.jsonl", header=SimpleNamespace(spec=data, snapshot=snapshot))
+    assert [b.schema_ for b in _spec(trace, trust_tools=False).blocks] == [COMPANION, None]

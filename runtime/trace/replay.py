@@ -80,10 +80,17 @@ def _spec(trace: Trace, trust_tools: bool) -> AgentSpec:
         raise ReplayError(f"{trace.path}:1: the recorded agent spec no longer loads: {exc}") from None
     # Seed blocks with the snapshot's exact values (model_construct: no stripping, no re-validation).
     # What the snapshot does not hold (a block's schema, whether it is ephemeral) comes from the recorded spec.
-    recorded = {b.label: {"schema_": b.schema_, "ephemeral": b.ephemeral} for b in spec.blocks}
+    # Untrusted, a schema named by a module outside the package is left off (importing it would run its code).
+    recorded = {b.label: {"schema_": b.schema_ if trust_tools or _shipped_schema(b.schema_) else None,
+                          "ephemeral": b.ephemeral} for b in spec.blocks}
     blocks = [BlockSpec.model_construct(**b.model_dump(), **recorded.get(b.label, {}))
               for b in trace.header.snapshot.blocks]
     return spec.model_copy(update={"blocks": blocks})
+
+
+def _shipped_schema(schema: dict[str, Any] | str | None) -> bool:
+    """Whether a block's schema can be used without importing code from elsewhere: inline, or pagemind's own."""
+    return not isinstance(schema, str) or schema.startswith("pagemind.")
 
 
 def scratch_settings(home: Path) -> Settings:
