@@ -24,7 +24,8 @@ def child(home: str, database_url: str, point: str, mode: str) -> None:
     configure_logging("ERROR")
     backend = EdgeBackend(Path(home) / "shard", FakeEmbedder.dim)
     clock = ManualClock(T0 + timedelta(hours=1))
-    agent = asyncio.run(load_agent(database_url, Path(home), clock, backend, by_purpose(no_steps, summarize=summarizer)))
+    respond = by_purpose(no_steps, summarize=summarizer)
+    agent = asyncio.run(load_agent(database_url, Path(home), clock, backend, respond))
     if mode == "scenario":
         asyncio.run(crash_scenario(agent, clock))
     else:

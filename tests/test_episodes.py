@@ -18,12 +18,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.edge import EdgeBackend
-from pagemind.runtime.memory.episodes import end_session, episode_id, fade_episodes, split_sessions, user_words
+from pagemind.runtime.memory.server import ServerBackend
+from pagemind.runtime.memory.episodes import (
+    end_session, episode_id, fade_episodes, split_sessions, user_words, within_tokens,
+)
 from pagemind.runtime.memory_config import EpisodesConfig
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelError, ModelRequest
@@ -215,6 +219,66 @@ def test_disabled_episodes_do_nothing(world, sqlite_url):
     assert run(end_session(agent))["episodes"] == 0 and episodes(agent) == [] and agent.model.requests == []
 
 
+def test_at_most_max_sessions_per_run_the_oldest_first(world, sqlite_url):
+    load, _ = world
+    spec = AgentSpec.model_validate({**SPEC.model_dump(), "memory": {"episodes": {"max_sessions_per_run": 1}}})
+    agent = run(load(sqlite_url, ManualClock(T0 + timedelta(days=1)), spec=spec))
+    recital = say(agent, T0, RECITAL)
+    move = say(agent, T0 + timedelta(hours=8), MOVE)
+    assert run(end_session(agent))["episode_ids"] == [episode_id(agent.record.id, recital[0].id)]
+    assert run(end_session(agent))["episode_ids"] == [episode_id(agent.record.id, move[0].id)]
+
+
+# -- rewriting in place ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["edge", "server"])
+def test_rewrite_replaces_text_and_vector_in_place_and_keeps_the_rest(tmp_path, kind):
+    backend = (EdgeBackend(tmp_path / "shard", FakeEmbedder.dim) if kind == "edge"
+               else ServerBackend.connect(":memory:", None, "pagemind_test", FakeEmbedder.dim))
+    clock = ManualClock(T0)
+    service = ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
+                              open_backend=lambda: backend, embedder=FakeEmbedder(), clock=clock)
+    try:
+        kept = run(service.insert("Lin walked the Camino de Santiago in May", kind="episode", tags=["travel"]))
+        assert run(service.search("Camino de Santiago"))  # one hit counted
+        clock.advance(days=8)
+        assert run(service.rewrite(kept.id, "Lin walked the Camino.", operation="faded", detail={"resolution": 8}))
+        [row] = service.list()
+        [point] = service.store.get([kept.id])
+        for record in (row, point):
+            assert (record.id, record.text, record.tags, record.hit_count) == (kept.id, "Lin walked the Camino.",
+                                                                              ["travel"], 1)
+            assert record.created_at == T0 and record.updated_at == clock.now
+        vector = service.store.dense_vectors([kept.id])[kept.id]
+        assert float(vector @ service.embedder.vector("Lin walked the Camino.")) == pytest.approx(1.0, abs=1e-3)
+        [_, faded] = service.history(kept.id)
+        assert (faded.operation, faded.text, faded.detail) == ("faded", "Lin walked the Camino.", {"resolution": 8})
+        assert service.ledger.rows(unsettled=True) == []
+        run(service.forget(kept.id))
+        assert not run(service.rewrite(kept.id, "gone", operation="faded", detail={}))
+        assert service.list(include_superseded=True) == [] and service.store.ids() == set()
+    finally:
+        backend.close()
+
+
+def test_a_superseded_memory_is_not_rewritten(tmp_path):
+    backend = EdgeBackend(tmp_path / "shard", FakeEmbedder.dim)
+    v = np.zeros(FakeEmbedder.dim, dtype=np.float32)
+    v[0] = 1.0
+    service = ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
+                              open_backend=lambda: backend, clock=ManualClock(T0),
+                              embedder=FakeEmbedder({"Lin lives in Lyon": v, "Lin lives in Paris": v}))
+    try:
+        old = run(service.insert("Lin lives in Lyon"))
+        assert run(service.insert("Lin lives in Paris")).action == "superseded"
+        assert not run(service.rewrite(old.id, "Lin lived in Lyon", operation="faded", detail={}))
+        assert [v.operation for v in service.history(old.id)] == ["insert", "superseded"]
+        assert service.store.get([old.id])[0].text == "Lin lives in Lyon"
+    finally:
+        backend.close()
+
+
 # -- fading ------------------------------------------------------------------------------------------------------
 
 
@@ -325,6 +389,15 @@ def test_conversation_search_still_returns_the_full_text_of_a_faded_period(world
                                        BUILTIN_TOOLS, agent.tool_context(agent.memory.copy())))
     assert not result.is_error, result.content
     assert "The sarabande, my teacher Mrs Okafor says I rush the slow bars" in result.content
+
+
+@pytest.mark.parametrize("text", ["Lin was nervous before her cello recital on Saturday. " * 20,
+                                  "她下周要搬到里昂，很紧张，也很期待新的公寓。" * 20])
+def test_an_answer_over_budget_is_cut_by_tokens_never_through_a_character(text):
+    for limit in (1, 7, 64):
+        cut = within_tokens(text, limit, "o200k_base")
+        assert 0 < count_tokens(cut) <= limit and text.startswith(cut) and "\ufffd" not in cut
+    assert within_tokens("short", 64, "o200k_base") == "short"
 
 
 def test_tiers_are_sorted_and_must_not_grow_with_age():

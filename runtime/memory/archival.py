@@ -205,7 +205,7 @@ class ArchivalService:
         version with `detail` and the new text. The text is stored as given (NUL removed), so a caller's bound on
         its length holds. False when the memory is not live (forgotten or superseded): nothing changes."""
         text = without_nul(text).strip()
-        self._validate(text, "fact", None)
+        self._validate(text, "fact", None)  # the text's checks (the kind stays what it was)
         cache_rows: list[dict[str, Any]] = []
         [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
         async with self._write_lock:  # an insert deduping against this memory waits for its new vector

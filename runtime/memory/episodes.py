@@ -4,8 +4,9 @@
 
 A **session** is a run of messages with no gap longer than `memory.archival.recall_session_gap_hours` (the same
 rule recall memory uses to key a message with the one before it). The sessions since the newest episode's last
-message are summarised, oldest first, by the summarizer model (`Agent.summarize`: the recursive summary's prompt
-and chunking) into one archival memory each, of kind `episode`:
+message (the last of them taken as ended: the caller runs this at session end; messages that come later start the
+next episode) are summarised, oldest first, at most `max_sessions_per_run` a run, by the summarizer model
+(`Agent.summarize`: the recursive summary's prompt and chunking) into one archival memory each, of kind `episode`:
 
 - dated at the session's **start** (`created_at`), so `archival_search(start_date=…, end_date=…)` over the
   session's day finds it; its start, end and message count are in the 'insert' version's detail, its messages in
