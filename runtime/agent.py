@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
@@ -25,7 +25,9 @@ from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
 from pagemind.runtime.observer import NullObserver, TurnObserver
+from pagemind.runtime.messages import Message
 from pagemind.runtime.pressure.monitor import PressureMonitor
+from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, load_spec
 from pagemind.runtime.state.records import AgentRecord, utcnow
@@ -200,6 +202,17 @@ class Agent:
         response = await self.model.complete(request)
         self.observer.on_event(ModelResponseEvent.from_response(step, response))
         return response
+
+    async def summarize(self, messages: Sequence[Message], budget: int, model: str | None = None) -> str:
+        """A summary of `messages` in at most `budget` tokens by the summarizer model (`model`, default
+        `memory.summarizer_model`, else the agent's): the recursive summary's prompt and chunking
+        (`pressure.summarizer`), each call through `call_model`. Raises ModelError or ValueError (empty answer)."""
+        spec = self.spec
+        result = await summarize(lambda request: self.call_model(request, 0),
+                                 model=model or spec.memory.summarizer_model or spec.model.name, old_summary="",
+                                 evicted=messages, budget=budget, window=usable_window(spec),
+                                 encoding=spec.model.encoding or DEFAULT_ENCODING)
+        return result.text
 
     def tool_context(self, working: CoreMemory) -> StepContext:
         """The context tools get for a step that edits `working`."""

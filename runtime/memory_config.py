@@ -70,6 +70,40 @@ class ArchivalConfig(BaseModel):
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
 
 
+class EpisodeTier(BaseModel):
+    """One step of fading: episodes older than `after_days` are re-summarised to at most `max_tokens`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    after_days: float = Field(gt=0, description="age (from the session's start) at which this tier applies")
+    max_tokens: int = Field(gt=0, description="the episode's resolution in this tier")
+
+
+class EpisodesConfig(BaseModel):
+    """Sessions become `episode` memories at session end, and fade with age (`runtime.memory.episodes`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    min_session_words: int = Field(10, ge=0, description="a session whose user messages hold fewer words (each CJK "
+                                   "character counts as one) is chit-chat: no episode")
+    max_tokens: int = Field(512, gt=0, description="a fresh episode's length")
+    tiers: list[EpisodeTier] = Field(
+        default_factory=lambda: [EpisodeTier(after_days=7, max_tokens=256), EpisodeTier(after_days=30, max_tokens=64)],
+        description="older tiers hold fewer tokens")
+    model: str | None = Field(None, description="default: memory.summarizer_model, else the agent's model")
+    max_sessions_per_run: int = Field(20, gt=0, description="sessions turned into episodes per run (the oldest first; "
+                                      "the rest wait for the next run)")
+
+    @model_validator(mode="after")
+    def _fading(self) -> "EpisodesConfig":
+        self.tiers = sorted(self.tiers, key=lambda t: t.after_days)
+        budgets = [self.max_tokens] + [t.max_tokens for t in self.tiers]
+        if any(older > younger for younger, older in zip(budgets, budgets[1:])):
+            raise ValueError(f"episode tiers must not grow with age (max_tokens {budgets})")
+        return self
+
+
 class ReflectionConfig(BaseModel):
     """Sleep-time reflection (`pagemind.runtime.reflection`): one bounded model call that merges, resolves
     contradictions, writes insights, updates the profile and marks todos done."""
@@ -97,4 +131,5 @@ class MemoryConfig(BaseModel):
     extraction: bool = True
     prefetch_top_k: int = Field(3, ge=0, le=20, description="archival memories fetched into the prompt per turn")
     archival: ArchivalConfig = Field(default_factory=ArchivalConfig)
+    episodes: EpisodesConfig = Field(default_factory=EpisodesConfig)
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)

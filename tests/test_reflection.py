@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.memory.records import MemoryRecord
 from pagemind.runtime.messages import Message
 from pagemind.runtime.reflection.journal import Journal
 from pagemind.runtime.reflection.run import due_reflection, reflect
@@ -73,9 +74,10 @@ def say(agent: Agent, *lines: str) -> list[Message]:
 
 async def remember(agent: Agent, text: str, kind: str = "fact", sources: list[int] | None = None) -> str:
     """Store a memory as it is (past the write path's dedupe and supersede, which would fold near-copies)."""
-    memory_id = str(uuid.uuid4())
-    await agent.archival.insert_derived(text, memory_id=memory_id, kind=kind, source_message_ids=sources)
-    return memory_id
+    now = agent.clock()
+    record = MemoryRecord(id=str(uuid.uuid4()), agent_id=agent.record.id, text=text, kind=kind, created_at=now,
+                          updated_at=now, source_message_ids=sources or [])
+    return (await agent.archival.insert_event(record)).id
 
 
 def state(agent: Agent) -> tuple[Any, ...]:
@@ -170,6 +172,28 @@ async def test_the_profile_patch_goes_through_the_block_edit_path(database_url, 
     assert edit.operation == f"reflection {result['reflection_id']}" and json.loads(edit.old_value) == PROFILE
     reloaded = await load(database_url, planner.model, clock)  # stored, not only in this process's copy
     assert json.loads(reloaded.memory.get("profile").value)["city"] == "Paris"
+
+
+SCHEMA = {"type": "object", "additionalProperties": False,
+          "properties": {"name": {"type": "string"}, "city": {"type": "string"}, "age": {"type": "integer"}}}
+
+
+async def test_a_structured_profile_is_patched_through_its_schema(sqlite_url, clock):
+    spec = reflection_spec(profile=None)
+    data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["blocks"].append({"label": "profile", "value": json.dumps(PROFILE), "limit": 300, "schema": SCHEMA})
+    planner = Planner({"profile": {"age": "thirty"}})
+    agent = await load(sqlite_url, planner.model, clock, AgentSpec.model_validate(data))
+    say(agent, "I turned thirty!", "Happy birthday!")
+    before = state(agent)
+
+    refused = await reflect(agent)
+
+    assert Planner.payload(planner.requests[0])["profile_schema"] == SCHEMA
+    assert refused["status"] == "invalid" and "age" in refused["error"] and state(agent) == before
+    planner.answer = {"profile": {"age": 30, "city": None}}
+    assert (await reflect(agent))["changes"] == {"profile": 1}
+    assert json.loads(agent.memory.get("profile").value) == {"name": "Lin", "age": 30}
 
 
 async def test_done_todos_are_superseded_by_a_progress_note(sqlite_url, clock):

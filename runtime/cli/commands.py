@@ -120,6 +120,7 @@ async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:
     history = agent.store.block_history(agent.record.id, args.history if args.history != "*" else None)
     for block in agent.memory.blocks:
         flag = ", read-only" if block.read_only else ""
+        flag += (", structured" if block.schema is not None else "") + (", ephemeral" if block.ephemeral else "")
         edits = [v for v in history if v.label == block.label]
         out(f"[{block.label}] {block.chars}/{block.limit} chars{flag}, {len(edits)} edit(s)")
         out("  " + (block.value.replace("\n", "\n  ") if block.value else "(empty)"))

@@ -38,7 +38,7 @@ from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Spa
 from pagemind.runtime.memory.rekey import complete_rekeys
 from pagemind.runtime.memory.write_policy import decide, keyword_document, normalise_text
 from pagemind.runtime.memory_config import ArchivalConfig
-from pagemind.runtime.state.records import utcnow
+from pagemind.runtime.state.records import utcnow, without_nul
 from pagemind.tools.context import MEMORY_KINDS, ArchivalHit, InsertResult
 
 __all__ = ["ArchivalService", "MemoryVersion"]
@@ -146,13 +146,14 @@ class ArchivalService:
         return next((h for h in hits if h.record.id in live), None)
 
     def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None,
-             cache_rows: list[dict[str, Any]] | None = None) -> InsertResult:
+             cache_rows: list[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> InsertResult:
         """Insert, in the ledger's order (row 'inserting', point, superseded point, row live), batched with the
-        other agents' concurrent inserts (`memory.group_commit`); answered once the row is live."""
+        other agents' concurrent inserts (`memory.group_commit`); answered once the row is live. `extra` goes
+        into the 'insert' version's detail."""
         old_id = superseded.record.id if superseded else None
         similarity = round(superseded.score, 4) if superseded else None
         [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
-        detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance}
+        detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance} | (extra or {})
         group_commit(self.store.backend).insert(PendingInsert(
             self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {}),
             cache_rows or []))
@@ -183,31 +184,52 @@ class ArchivalService:
         return InsertResult(action="duplicate", id=old.id, text=old.text, kind=old.kind, other_id=old.id,
                             similarity=round(copy.score, 4))
 
-    async def insert_derived(self, content: str, *, memory_id: str, kind: str, importance: float | None = None,
-                             source_message_ids: list[int] | None = None,
-                             detail: dict[str, Any] | None = None) -> InsertResult:
-        """Insert a memory under an id the caller derived (a reflection's insight), past the write path's dedupe
-        and supersede (the caller decided), `detail` added to its 'insert' version. Idempotent: when the agent
-        already has a memory under that id, nothing is written and it is returned (`action="duplicate"`)."""
-        now = self.clock()
-        text = normalise_text(content, now)
-        self._validate(text, kind, importance)
-        existing = await asyncio.to_thread(lambda: (self.store, self.ledger.rows([memory_id]))[1])  # reconciled
-        if existing:
-            row = existing[0]
-            return InsertResult(action="duplicate", id=memory_id, text=row["text"], kind=row["kind"], other_id=memory_id)
-        record = MemoryRecord(
-            id=memory_id, agent_id=self.agent_id, user_id=self.user_id, text=text, kind=kind,
-            importance=self.config.default_importance if importance is None else importance,
-            created_at=now, updated_at=now, source_message_ids=list(source_message_ids or []))
+    async def insert_event(self, record: MemoryRecord, detail: dict[str, Any] | None = None) -> InsertResult:
+        """Store a memory of an event (an episode) as given: its id and dates kept, never deduped or superseding
+        (an event does not repeat another, however alike). An id already stored (in any state) writes nothing and
+        answers 'duplicate', so a record with an id derived from the event is stored once. `detail` goes into its
+        'insert' version."""
+        record = record.model_copy(update={"agent_id": self.agent_id,
+                                           "text": normalise_text(record.text, record.created_at)})
+        self._validate(record.text, record.kind, record.importance)
+        cache_rows: list[dict[str, Any]] = []
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [record.text], cache_rows)
+        async with self._write_lock:
+            if await asyncio.to_thread(self.ledger.rows, [record.id]):
+                return InsertResult(action="duplicate", id=record.id, text=record.text, kind=record.kind,
+                                    other_id=record.id)
+            return await asyncio.to_thread(self._add, record, vector, None, cache_rows, detail)
+
+    async def rewrite(self, memory_id: str, text: str, *, operation: str, detail: dict[str, Any]) -> bool:
+        """Replace a live memory's text in place (same id; new vector and payload), recorded as an `operation`
+        version with `detail` and the new text. The text is stored as given (NUL removed), so a caller's bound on
+        its length holds. False when the memory is not live (forgotten or superseded): nothing changes."""
+        text = without_nul(text).strip()
+        self._validate(text, "fact", None)  # the text's checks (the kind stays what it was)
         cache_rows: list[dict[str, Any]] = []
         [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
-        [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
-        base = {"tags": record.tags, "kind": record.kind, "importance": record.importance}
-        pending = PendingInsert(self.ledger, self.store, point, None, None, base | (detail or {}), cache_rows)
-        await asyncio.to_thread(group_commit(self.store.backend).insert, pending)
-        log.info("archival_insert", agent_id=self.agent_id, id=record.id, kind=kind, chars=len(text), derived=True)
-        return InsertResult(action="inserted", id=record.id, text=record.text, kind=record.kind)
+        async with self._write_lock:  # an insert deduping against this memory waits for its new vector
+            return await asyncio.to_thread(self._rewrite, memory_id, text, vector, operation, detail, cache_rows)
+
+    def _rewrite(self, memory_id: str, text: str, vector: np.ndarray, operation: str, detail: dict[str, Any],
+                 cache_rows: list[dict[str, Any]]) -> bool:
+        """Row (new text, token, version), point upserted from the row, token cleared: a crash in between leaves
+        a token, and the reconcile upserts the point again from the row (`memory.reconcile`)."""
+        store = self.store  # opened (and reconciled) before the row is touched
+        if cache_rows:
+            with self.engine.begin() as conn:
+                write_cache_rows(conn, cache_rows)
+        token = new_token()
+        record = self.ledger.begin_rewrite(memory_id, text, token, operation, detail, self.clock())
+        if record is None:
+            return False
+        crash_point("archival.rewrite.pending")
+        store.upsert([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
+        crash_point("archival.rewrite.upserted")
+        self.ledger.settle([memory_id], token)
+        crash_point("archival.rewrite.completed")
+        log.info("archival_rewrite", agent_id=self.agent_id, id=memory_id, operation=operation, chars=len(text))
+        return True
 
     async def supersede(self, memory_id: str, by: str, detail: dict[str, Any]) -> bool:
         """Mark a live memory superseded by another existing one, `detail` (a reason, who decided) in its

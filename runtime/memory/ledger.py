@@ -9,6 +9,8 @@ something `memory.reconcile` can finish or undo, with SQL as the record of what 
              3. the superseded memory's point marked superseded
              4. row made 'live'; the superseded row marked, with its version.  The caller is answered after this.
     refresh  1. row updated, `write_token` set, 'refresh' version   2. point's payload set   3. token cleared
+    rewrite  1. row's text replaced, token set, a version (e.g. 'faded')  2. point upserted (new vector)  3. token
+             cleared
     hits     1. hit counts incremented, token set                   2. payloads set          3. token cleared
     forget   1. row made 'forgetting'   2. point deleted   3. row and its history deleted
 
@@ -251,6 +253,21 @@ class Ledger:
                           new.created_at)
             self._bump(conn)
         return fields
+
+    def begin_rewrite(self, memory_id: str, text: str, token: str, operation: str, detail: dict[str, Any],
+                      at: datetime) -> MemoryRecord | None:
+        """Step 1 of a rewrite in place (same id, new text): the live row's text, its token and an `operation`
+        version holding the new text. Returns the row as now written (what the point must become), or None when
+        the memory is no longer live (forgotten or superseded)."""
+        with self.engine.begin() as conn:
+            where = (self._by_id, memories.c.id == memory_id, memories.c.state == LIVE,
+                     memories.c.superseded_by.is_(None))
+            if not conn.execute(update(memories).where(*where).values(
+                    text=text, updated_at=at, write_token=token, write_started=utcnow())).rowcount:
+                return None
+            self._version(conn, memory_id, operation, text, detail, at)
+            row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id)).mappings().one()
+        return record_of(row)
 
     def begin_hits(self, ids: Sequence[str], at: datetime, token: str) -> dict[str, dict[str, Any]]:
         """Step 1 of counting hits: each live memory's count goes up by one. Returns the new fields by id."""

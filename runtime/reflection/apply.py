@@ -101,15 +101,22 @@ async def apply_plan(agent: Agent, archival: ArchivalService, reflection_id: str
     return {key: count for key, count in counts.items() if count}
 
 
+async def _insert(archival: ArchivalService, memory_id: str, text: str, kind: str, importance: float,
+                  message_ids: list[int], detail: dict[str, Any]) -> bool:
+    """A memory under a derived id, as given (no dedupe: the plan decided); False when that id is stored already."""
+    now = archival.clock()
+    record = MemoryRecord(id=memory_id, agent_id=archival.agent_id, text=text, kind=kind, importance=importance,
+                          created_at=now, updated_at=now, source_message_ids=message_ids)
+    return (await archival.insert_event(record, detail)).action == "inserted"
+
+
 async def _insight(archival: ArchivalService, reflection_id: str, n: int, text: str, importance: float,
                    source_ids: list[str]) -> bool:
     sources = archival.ledger.rows(source_ids) if source_ids else []
     message_ids = sorted({i for row in sources for i in row["source_message_ids"] or []})
     detail: dict[str, Any] = {"reason": "insight", "reflection_id": reflection_id, "source_ids": source_ids}
-    result = await archival.insert_derived(text, memory_id=derived_id(reflection_id, "insight", n),
-                                           kind="reflection", importance=importance,
-                                           source_message_ids=message_ids, detail=detail)
-    return result.action == "inserted"
+    return await _insert(archival, derived_id(reflection_id, "insight", n), text, "reflection", importance,
+                         message_ids, detail)
 
 
 async def _done(archival: ArchivalService, reflection_id: str, n: int, memory_id: str, reason: str) -> bool:
@@ -118,10 +125,7 @@ async def _done(archival: ArchivalService, reflection_id: str, n: int, memory_id
         return False  # forgotten since the plan was made
     old = rows[0]
     note = {"reason": reason, "reflection_id": reflection_id, "action": "done", "done": old["id"]}
-    at = archival.clock()
-    text = f"Done ({at:%Y-%m-%d}): {old['text']}"[:archival.config.max_memory_chars]
-    record = await archival.insert_derived(text,
-                                           memory_id=derived_id(reflection_id, "done", n), kind="progress",
-                                           importance=old["importance"],
-                                           source_message_ids=list(old["source_message_ids"] or []), detail=note)
-    return await archival.supersede(memory_id, record.id, note)
+    text = f"Done ({archival.clock():%Y-%m-%d}): {old['text']}"[:archival.config.max_memory_chars]
+    done_id = derived_id(reflection_id, "done", n)
+    await _insert(archival, done_id, text, "progress", old["importance"], list(old["source_message_ids"] or []), note)
+    return await archival.supersede(memory_id, done_id, note)

@@ -1,5 +1,6 @@
-"""The profile half of a reflection: an RFC 7386 JSON merge patch applied to the profile block's JSON value, written
-through the same store write as core-memory edits (a block version, compare-and-set on the block's version).
+"""The profile half of a reflection: an RFC 7386 JSON merge patch applied to the profile block's JSON value (checked
+against the block's schema by the blocks layer), written through the same store write as core-memory edits (a block
+version, compare-and-set on the block's version).
 
 The edit's operation is `reflection <id>`, so `pagemind memory AGENT --history` names the reflection, and a rerun
 after a crash sees that the patch is in and does not apply it again over later edits.
@@ -13,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from pagemind.blocks import BlockEdit, BlockEditError
+from pagemind.blocks import BlockEdit, BlockEditError, dump_json, merge_patch, updated_value
 from pagemind.blocks.block import rethought_value
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.reflection.request import profile_of
@@ -21,36 +22,21 @@ from pagemind.runtime.reflection.request import profile_of
 log = structlog.get_logger("pagemind.reflection")
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: `patch` applied to `target` (objects merge key by key, null deletes, anything else replaces)."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def encode(value: dict[str, Any]) -> str:
-    """A profile as the block stores it: compact JSON (the limit counts characters)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def patched_value(agent: Agent, label: str, patch: dict[str, Any]) -> str | None:
     """The profile block's value after the patch (None when it changes nothing); raises BlockEditError naming
-    what is wrong: no such block, a value that is not a JSON object, read-only, over the limit."""
+    what is wrong: no such block, a field the block's schema refuses, read-only, over the limit. A structured
+    block is patched by the blocks layer's own merge (`updated_value`, as `core_memory_update` does); a plain
+    block must hold a JSON object, merged the same way."""
     block, profile = profile_of(agent, label)
     if block is None:
         raise BlockEditError(f"the agent has no profile block '{label}' to patch")
-    if profile is None:
+    if block.schema is not None:
+        value = updated_value(block, patch)
+    elif profile is None:
         raise BlockEditError(f"block '{label}' does not hold a JSON object; a merge patch cannot apply")
-    merged = merge_patch(profile, patch)
-    if merged == profile:
-        return None
-    return rethought_value(block, encode(merged))
+    else:
+        value = rethought_value(block, dump_json(merge_patch(profile, patch)))
+    return None if value == block.value or (profile is not None and json.loads(value) == profile) else value
 
 
 def apply_profile_patch(agent: Agent, label: str, patch: dict[str, Any], reflection_id: str) -> bool:

@@ -126,9 +126,9 @@ async def gather(agent: Agent, archival: ArchivalService, since: ReflectionRow |
     touched = archival.ledger.changed_since(since.started_at if since else EPOCH)[:config.max_memories]
     near = await _neighbours(archival, [m.id for m in touched], config.neighbours)
     block, profile = profile_of(agent, config.profile_block)
-    schema = getattr(block, "schema", None)  # a schema'd block (issue 13, item 2) says what its JSON must be
+    schema = block.schema.json_schema if block is not None and block.schema is not None else None
     return Gathered(now=agent.clock(), messages=messages, memories=(touched + near)[:config.max_memories],
-                    profile=profile, profile_schema=schema if isinstance(schema, dict) else None,
+                    profile=profile, profile_schema=schema,
                     last_message_id=max([after, *(m.id or 0 for m in stored)]))
 
 
