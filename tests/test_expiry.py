@@ -1,4 +1,4 @@
-"""Expiry from wording and fading from disuse: time-bound memories and memories nobody retrieves leave default
+"""Expiry from wording and decay from disuse: time-bound memories and memories nobody retrieves leave default
 results (in the vector-store filter, so they take no place in the top k) but stay findable by date and listed by
 `pagemind memory archival AGENT --all`. Both adapters, under a ManualClock."""
 
@@ -118,8 +118,8 @@ def test_staleness_falls_from_30_days_to_its_floor_at_90():
     assert staleness(now - timedelta(days=30), now, 30, 90, 0.3) == 1.0
     assert staleness(now - timedelta(days=60), now, 30, 90, 0.3) == pytest.approx(0.85)
     assert staleness(now - timedelta(days=200), now, 30, 90, 0.3) == pytest.approx(0.7)
-    with pytest.raises(ValueError, match="fade_after_days"):
-        ExpiryConfig(fade_after_days=90, hide_after_days=30)
+    with pytest.raises(ValueError, match="decay_after_days"):
+        ExpiryConfig(decay_after_days=90, hide_after_days=30)
 
 
 # -- the service, on both adapters ------------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def test_a_date_range_finds_expired_memories_when_nothing_is_live(service, clock
     assert texts(run(service.search("plans", start_date=WED - timedelta(days=1)))) == {"Lin is in Tokyo until Friday"}
 
 
-def test_memories_fade_after_30_days_unretrieved_and_leave_default_results_after_90(service, clock):
+def test_memories_decay_after_30_days_unretrieved_and_leave_default_results_after_90(service, clock):
     run(service.insert("Lin plays the cello"))
     run(service.insert("Lin's sister Mei lives in Oslo"))
     clock.now = WED + timedelta(days=20)
@@ -218,24 +218,24 @@ def test_memories_fade_after_30_days_unretrieved_and_leave_default_results_after
 
     clock.now = WED + timedelta(days=29)
     scores = {h.text: h.score for h in run(service.search("plans", count_hits=False))}
-    assert scores["Lin plays the cello"] == scores["Lin's sister Mei lives in Oslo"]  # same cosine, no fading yet
+    assert scores["Lin plays the cello"] == scores["Lin's sister Mei lives in Oslo"]  # same cosine, no decay yet
 
-    clock.now = WED + timedelta(days=50)  # Oslo unused for 50 days: 20 days into the fade; cello for 30
+    clock.now = WED + timedelta(days=50)  # Oslo unused for 50 days: 20 days into the decay; cello for 30
     scores = {h.text: h.score for h in run(service.search("plans", count_hits=False))}
     assert scores["Lin's sister Mei lives in Oslo"] / scores["Lin plays the cello"] == pytest.approx(0.9, abs=1e-3)
 
     clock.now = WED + timedelta(days=91)
     assert texts(run(service.search("plans", count_hits=False))) == {"Lin plays the cello"}
-    assert service.stats()[0] == 2  # faded is not gone
+    assert service.stats()[0] == 2  # dormant is not gone
     assert texts(run(service.search("plans", start_date=WED, count_hits=False))) == {
         "Lin plays the cello", "Lin's sister Mei lives in Oslo"}
 
 
-def test_faded_memories_do_not_take_places_in_the_top_k(service, clock):
+def test_dormant_memories_do_not_take_places_in_the_top_k(service, clock):
     run(service.insert("Lin's brother Bo lives in Rome"))  # nearer the query than the cello
     clock.now = WED + timedelta(days=60)
     run(service.insert("Lin plays the cello"))
-    clock.now = WED + timedelta(days=100)  # Rome faded, cello not
+    clock.now = WED + timedelta(days=100)  # Rome dormant, cello not
     assert texts(run(service.search("plans", top_k=1, count_hits=False))) == {"Lin plays the cello"}
     dated = run(service.search("plans", top_k=1, start_date=WED, count_hits=False))
     assert texts(dated) == {"Lin's brother Bo lives in Rome"}
@@ -284,12 +284,12 @@ def test_prefetch_marks_memories_used_and_the_listing_marks_what_default_results
     run(seed())
     assert main(["memory", "archival", str(path)]) == 0
     listing = capsys.readouterr().out
-    assert listing.startswith("3 live archival memories") and "(2 expired or faded, listed with --all)" in listing
+    assert listing.startswith("3 live archival memories") and "(2 expired or dormant, listed with --all)" in listing
     assert "peanuts" in listing and "green" in listing and "Oslo" not in listing and "Tokyo" not in listing
 
     assert main(["memory", "archival", str(path), "--all"]) == 0
     lines = capsys.readouterr().out.splitlines()
     flag = {text.strip().split(" (")[0]: head for head, text in zip(lines[1::2], lines[2::2])}
     assert "[expired" in flag["Lin is in Tokyo until Friday"]
-    assert "[faded: unused since" in flag["Lin's sister Mei lives in Oslo"]
+    assert "[dormant: unused since" in flag["Lin's sister Mei lives in Oslo"]
     assert "[" not in flag["Lin is allergic to peanuts"] and "hits 0" in flag["Lin is allergic to peanuts"]

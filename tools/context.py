@@ -81,7 +81,7 @@ class ArchivalMemory(Protocol):
     ) -> list[ArchivalHit]:
         """Ranked memories for a query (hybrid dense + keyword, recency, importance); each result has `text`,
         `kind` and `date`. `count_hits=False` for reads that are not a use (the runtime's prefetch); `seen=True`
-        with it when the model is shown the results (they count as retrieved for fading, not as hits)."""
+        with it when the model is shown the results (they count as retrieved for decay, not as hits)."""
         ...
 
     def stats(self) -> tuple[int, tuple[str, ...]]:

@@ -45,7 +45,7 @@ def memory_parser() -> argparse.ArgumentParser:
     archival = memory.add_parser("archival", help="list archival memories with kind, date and importance")
     archival.add_argument("agent")
     archival.add_argument("--all", action="store_true",
-                          help="include superseded, expired and faded memories (marked), which searches leave out")
+                          help="include superseded, expired and dormant memories (marked), which searches leave out")
     archival.add_argument("--history", metavar="ID", help="one memory's history (id or unique prefix)")
     archival.set_defaults(handler=cmd_archival)
     forget = memory.add_parser("forget", help="delete one archival memory for real (vector store and SQL)")
@@ -118,7 +118,7 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
     count, tags = archival.stats()
     hidden = sum(1 for _, why in memories if why and not why.startswith("superseded"))
     out(f"{count} live archival memories; tags: {', '.join(tags) or 'none'}"
-        + (f" ({hidden} expired or faded, listed with --all)" if hidden and not args.all else ""))
+        + (f" ({hidden} expired or dormant, listed with --all)" if hidden and not args.all else ""))
     for m, why in memories:
         if why and not args.all:
             continue

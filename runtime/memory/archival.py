@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.memory.decay import due_for_seen, fade, search_filter
+from pagemind.runtime.memory.decay import disuse_weight, due_for_seen, search_filter
 from pagemind.runtime.memory.embeddings import Embedder, embed_for_write, query_vector, write_cache_rows
 from pagemind.runtime.memory.expiry import expiry_from_wording
 from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
@@ -198,9 +198,9 @@ class ArchivalService:
                      mode: Literal["hybrid", "bm25", "dense"] = "hybrid", count_hits: bool = True,
                      seen: bool = False) -> list[ArchivalHit]:
         """Ranked live memories for a query: dense and BM25 candidates fused, weighed by recency, importance,
-        usefulness and disuse; nothing below the noise floor. Expired and faded memories only with a date range
+        usefulness and disuse; nothing below the noise floor. Expired and dormant memories only with a date range
         (`memory.decay`). `page` counts from 1, `top_k` results per page. `count_hits=False` leaves hit counts alone
-        (benchmarks, inspection); `seen=True` with it marks the results used for fading, not for usefulness
+        (benchmarks, inspection); `seen=True` with it marks the results used for decay, not for usefulness
         (prefetch: the model was shown them)."""
         k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
         dated = start_date is not None or end_date is not None
@@ -261,7 +261,7 @@ class ArchivalService:
         return (recency(record.created_at, now, c.recency_weight, c.recency_half_life_days)
                 * importance_factor(record.importance, c.importance_weight)
                 * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days)
-                * fade(record, now, c.expiry))
+                * disuse_weight(record, now, c.expiry))
 
     def _count_hits(self, ids: list[str], now: datetime, count: bool = True) -> None:
         """Usefulness bookkeeping: each returned memory gets a hit, or (not `count`) only its last use moved to
