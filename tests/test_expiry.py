@@ -293,3 +293,10 @@ def test_prefetch_marks_memories_used_and_the_listing_marks_what_default_results
     assert "[expired" in flag["Lin is in Tokyo until Friday"]
     assert "[dormant: unused since" in flag["Lin's sister Mei lives in Oslo"]
     assert "[" not in flag["Lin is allergic to peanuts"] and "hits 0" in flag["Lin is allergic to peanuts"]
+
+
+@pytest.mark.parametrize("text", ["Lin must reply by 2026-13-45", "Lin is away for the next 99999999 days",
+                                  "Lin is away for the next 3 weeks (week of 2026-99-01)"])
+def test_odd_wording_never_fails_an_insert(text):
+    found = expiry_from_wording(text, WED)
+    assert found is None or found.at > WED

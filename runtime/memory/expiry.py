@@ -261,7 +261,10 @@ def expiry_from_wording(text: str, written_at: datetime) -> Expiry | None:
         for match in pattern.finditer(text):
             if any(start < match.end() and match.start() < end for start, end, _, _ in taken):
                 continue
-            end_day = _dated_end(text, match.end()) or resolve(match, day)
+            try:
+                end_day = _dated_end(text, match.end()) or resolve(match, day)
+            except (ValueError, OverflowError):  # "by 2026-13-45", "for the next 999999 days": no expiry read
+                continue
             taken.append((match.start(), match.end(), end_day, match[0]))
     if not taken:
         return None
