@@ -177,7 +177,8 @@ class Agent:
         if self.archival is None or top_k == 0 or not user_message.strip():
             self.retrieved = ()
             return
-        hits = await self.archival.search(user_message, top_k=top_k, count_hits=False)
+        # Shown, not used: no hit counted, but the memories count as retrieved for decay (memory.decay).
+        hits = await self.archival.search(user_message, top_k=top_k, count_hits=False, seen=True)
         budget = min(self.spec.memory.budgets.retrieved, usable_window(self.spec) // 8)
         lines, used = [], 0
         for hit in hits:

@@ -35,6 +35,34 @@ class BudgetConfig(BaseModel):
     output_reserve: int | None = Field(None, gt=0, description="default: model.max_output_tokens")
 
 
+class ExpiryConfig(BaseModel):
+    """When archival memories leave default results: time-bound wording expires them (`memory.expiry`), disuse
+    makes them dormant (`memory.decay`). Date-ranged searches and `pagemind memory archival AGENT --all` still show
+    both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_wording: bool = Field(True, description="when the writer gives no expiry, read one from time-bound wording "
+                                                 "('tomorrow', 'this week', 'until Friday', '下周', '三天内')")
+    kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "progress", "todo", "constraint",
+                                                      "reflection"],
+                             description="kinds whose wording can expire them (episodes are history: never)")
+    decay_after_days: float = Field(30.0, gt=0, description="days without retrieval after which ranking weight falls")
+    decay_weight: float = Field(0.3, ge=0, le=1, description="score × (1 − w·f), f rising linearly from 0 at "
+                                                            "decay_after_days to 1 at hide_after_days")
+    hide_after_days: float | None = Field(90.0, gt=0, description="days without retrieval after which a memory "
+                                                                  "leaves default results (null: never)")
+    prefetch_counts: bool = Field(True, description="a memory prefetch shows the model counts as retrieved for "
+                                                    "decay (its hit count is left alone)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ExpiryConfig":
+        if self.hide_after_days is not None and not self.decay_after_days < self.hide_after_days:
+            raise ValueError(f"decay_after_days ({self.decay_after_days}) must be below hide_after_days "
+                             f"({self.hide_after_days})")
+        return self
+
+
 class ArchivalConfig(BaseModel):
     """Archival/recall memory knobs (ranking, dedupe). Defaults are justified in bench/RESULTS.md
     (bench/retrieval_locomo.py on the LoCoMo dev conversations)."""
@@ -68,6 +96,8 @@ class ArchivalConfig(BaseModel):
     recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
     recall_next_weight: float = Field(0.2, ge=0, le=1, description="share of the next message's score added")
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
+    # Expiry and decay (README: "Expiry and decay").
+    expiry: ExpiryConfig = Field(default_factory=ExpiryConfig)
 
 
 class EpisodeTier(BaseModel):
