@@ -158,7 +158,10 @@ class AgentSpec(BaseModel):
         """A stable fingerprint of the definition, to tell when the YAML changed."""
         # Fields added later are left out at their defaults: adding them changed no existing agent's fingerprint.
         later = {"template": False, "schedule": [], "idle": None}
-        dumped = self.model_dump_json(exclude={k for k, v in later.items() if getattr(self, k) == v} or None)
+        exclude: dict[str, Any] = {k: True for k, v in later.items() if getattr(self, k) == v}
+        if memory_later := self.memory.later_at_default():
+            exclude["memory"] = memory_later
+        dumped = self.model_dump_json(exclude=exclude or None)
         return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 
