@@ -386,3 +386,18 @@ def test_every_knob_is_in_the_yaml_and_the_fingerprint_holds_for_agents_that_set
         SalienceConfig(skip_below=0.7, remember_above=0.5)
     with pytest.raises(ValueError):
         build_spec(memory={"salience": {"treshold": 0.3}})
+
+
+async def test_a_trace_recorded_before_the_gate_existed_replays_with_it_off(tmp_path, clock):
+    spec = build_spec(tools=["send_message", "archival_memory_insert", "archival_search"],
+                      memory={"prefetch_top_k": 3, "salience": {"enabled": False}})
+    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'o.db'}")
+    agent = await Agent.load(spec, model=answering(verdict(True, True)), settings=settings, clock=clock)
+    recorder = record(agent, path=tmp_path / "old.jsonl")
+    await agent.send("haha")
+    recorder.close()
+    lines = (tmp_path / "old.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    del header["spec"]["memory"]["salience"]  # as a trace of an older pagemind has it
+    (tmp_path / "old.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    assert (await replay(read_trace(tmp_path / "old.jsonl"))).status == "identical"

@@ -13,8 +13,8 @@ import structlog
 
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, RuntimeEventBase, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent,
-    TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, RuntimeEventBase, SalienceEvent, StepEndEvent, ToolCallEvent,
+    ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.ids import IdMap
