@@ -30,6 +30,7 @@ from pagemind.runtime.testing import (
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import replay
+from pagemind.tools import ToolCall
 
 CONFIG = SalienceConfig()
 T = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
@@ -301,9 +302,7 @@ def chat(*turns: tuple[str, str]) -> list[Message]:
     return messages
 
 
-def call_of(name: str, arguments: dict, i: int):  # noqa: ANN201
-    from pagemind.tools import ToolCall
-
+def call_of(name: str, arguments: dict, i: int) -> ToolCall:
     return ToolCall(f"c{i}", name, json.dumps(arguments))
 
 
