@@ -211,6 +211,8 @@ class AgentSpec(BaseModel):
         block_later = {"schema_": None, "ephemeral": False}
         blocks = {i: {k for k, v in block_later.items() if getattr(b, k) == v} for i, b in enumerate(self.blocks)}
         exclude["blocks"] = {i: fields for i, fields in blocks.items() if fields}
+        if memory_later := self.memory.later_at_default():
+            exclude["memory"] = memory_later
         dumped = self.model_dump_json(exclude=exclude)
         return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 

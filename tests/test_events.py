@@ -11,7 +11,7 @@ from pagemind.runtime.cli.demo import DemoDisplay
 from pagemind.runtime.events import (
     Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
     ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Squeezed, StepEndEvent, ToolCallEvent, ToolResultEvent,
-    TurnEvent,
+    TurnEvent, Salience, SalienceEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.testing import ScriptedModel, reply_body
@@ -36,6 +36,8 @@ SAMPLES = [  # one turn's worth, in an order the runtime could report them
     FlushEvent(step=1, data=Flush(evicted=4, tokens_before=900, tokens_after=400, summary_tokens=50,
                                   summary_chunks=1, extraction="stored", extracted=2, enough=True, ahead=True,
                                   waited_ms=0.5)),
+    SalienceEvent(step=1, data=Salience(gate="prefetch", remember=False, lookup=False, score=0.0, reason="chit-chat",
+                                        source="rules")),
     ModelRequestEvent(step=1, body=REQUEST),
     ModelResponseEvent(step=1, body=reply_body("noted"), latency_ms=3.5, prompt_tokens=20, completion_tokens=2),
     ToolCallEvent(step=1, call_id="c1", name="core_memory_append", arguments='{"label": "human", "content": "Lin"}'),
