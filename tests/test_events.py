@@ -20,6 +20,7 @@ from pagemind.runtime.trace.format import LINE_ADAPTER
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.timeline import BarScale, TimelineRenderer
+from pagemind.scheduler.api_sse import SseMapper
 
 AT = datetime(2026, 3, 2, 9, 14, 5, tzinfo=timezone.utc)
 REQUEST = {"model": "m", "messages": [{"role": "system", "content": "<instructions>\nx\n</instructions>"},
@@ -67,6 +68,7 @@ def test_every_consumer_handles_every_kind(event):
     TimelineRenderer(BarScale(usable=1000, warn=0.7, flush=0.9)).render(event)
     DemoDisplay(lambda line: None, BarScale(usable=1000, warn=0.7, flush=0.9), "user", "agent", 100).on_event(event)
     ObserverGroup([NullObserver()]).on_event(event)
+    SseMapper().convert(event)  # the daemon's event stream (it once lacked flush_ahead and failed mid-stream)
 
 
 @pytest.mark.parametrize("event", SAMPLES, ids=lambda e: getattr(e, "kind", e.type))
