@@ -20,7 +20,6 @@ from pagemind.tools import BUILTIN_TOOLS, Tool, tool
 
 # The tiktoken encodings shipped with the package (runtime/tokens.py loads them; a test checks the two agree).
 SHIPPED_ENCODINGS = ("o200k_base", "cl100k_base")
-LATER_MEMORY_SECTIONS = ("episodes", "reflection")  # `memory:` sections added later: left out of the fingerprint at their defaults
 DEFAULT_TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "memory_rethink"]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -212,11 +211,8 @@ class AgentSpec(BaseModel):
         block_later = {"schema_": None, "ephemeral": False}
         blocks = {i: {k for k, v in block_later.items() if getattr(b, k) == v} for i, b in enumerate(self.blocks)}
         exclude["blocks"] = {i: fields for i, fields in blocks.items() if fields}
-        defaults = MemoryConfig()
-        sections = {name: True for name in LATER_MEMORY_SECTIONS
-                    if getattr(self.memory, name) == getattr(defaults, name)}
-        if sections:
-            exclude["memory"] = sections
+        if memory_later := self.memory.later_at_default():
+            exclude["memory"] = memory_later
         dumped = self.model_dump_json(exclude=exclude)
         return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 

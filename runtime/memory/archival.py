@@ -28,7 +28,9 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.memory.decay import disuse_weight, due_for_seen, search_filter
 from pagemind.runtime.memory.embeddings import Embedder, embed_for_write, query_vector, write_cache_rows
+from pagemind.runtime.memory.expiry import expiry_from_wording
 from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
@@ -110,10 +112,16 @@ class ArchivalService:
                      importance: float | None = None, source_message_ids: list[int] | None = None,
                      expires_at: datetime | None = None) -> InsertResult:
         """Store a memory: normalise and date it, then refresh a near-duplicate, supersede a contradicted
-        memory, or insert it. Durable, listed and searchable when this returns."""
+        memory, or insert it. Durable, listed and searchable when this returns. Without `expires_at`, time-bound
+        wording sets one ("until Friday": `memory.expiry`)."""
         now = self.clock()
         text = normalise_text(content, now)
         self._validate(text, kind, importance)
+        if expires_at is None and self.config.expiry.from_wording and kind in self.config.expiry.kinds:
+            found = expiry_from_wording(text, now)
+            expires_at = found.at if found else None
+            if found:
+                log.info("archival_expiry", agent_id=self.agent_id, phrase=found.phrase, expires_at=found.at)
         record = MemoryRecord(
             agent_id=self.agent_id, user_id=self.user_id, text=text, kind=kind,
             importance=self.config.default_importance if importance is None else importance,
@@ -249,37 +257,42 @@ class ArchivalService:
 
     async def search(self, query: str, *, tags: list[str] | None = None, start_date: datetime | None = None,
                      end_date: datetime | None = None, top_k: int | None = None, page: int = 1,
-                     mode: Literal["hybrid", "bm25", "dense"] = "hybrid", count_hits: bool = True) -> list[ArchivalHit]:
-        """Ranked live memories for a query: dense and BM25 candidates fused, weighed by recency, importance
-        and usefulness; nothing below the noise floor. `page` counts from 1, `top_k` results per page.
-        `count_hits=False` leaves hit counts alone (benchmarks, inspection)."""
+                     mode: Literal["hybrid", "bm25", "dense"] = "hybrid", count_hits: bool = True,
+                     seen: bool = False) -> list[ArchivalHit]:
+        """Ranked live memories for a query: dense and BM25 candidates fused, weighed by recency, importance,
+        usefulness and disuse; nothing below the noise floor. Expired and dormant memories only with a date range
+        (`memory.decay`). `page` counts from 1, `top_k` results per page. `count_hits=False` leaves hit counts alone
+        (benchmarks, inspection); `seen=True` with it marks the results used for decay, not for usefulness
+        (prefetch: the model was shown them)."""
         k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
-        if self.stats()[0] == 0:
-            return []  # nothing live (checked against the database): no need to load the model or open the store
+        dated = start_date is not None or end_date is not None
+        if self.stats()[0] == 0 and not (dated and self._stats and self._stats.rows):
+            return []  # nothing to find (checked against the database): no need to load the model or open the store
         now = self.clock()
-        flt = MemoryFilter(tags=[t.lower() for t in tags] if tags else None, created_from=start_date,
-                           created_to=end_date, live_at=now)
+        flt = search_filter(now, self.config.expiry, tags=tags, start_date=start_date, end_date=end_date)
+        use = "hit" if count_hits else "seen" if seen and self.config.expiry.prefetch_counts else None
         limit = max(self.config.prefetch, k * max(1, page) * 2)
         # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
-        results, candidates = await asyncio.to_thread(self._search, query, flt, limit, k, page, mode, now,
-                                                      count_hits)
+        results, candidates = await asyncio.to_thread(self._search, query, flt, limit, k, page, mode, now, use)
         log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results),
                  page=page)
         return results
 
     def _search(self, query: str, flt: MemoryFilter, limit: int, k: int, page: int, mode: str, now: datetime,
-                count_hits: bool) -> tuple[list[ArchivalHit], int]:
+                use: str | None) -> tuple[list[ArchivalHit], int]:
         vector = query_vector(self.embedder, query)
         sparse = self._sparse(analysed(query), query=True) if mode != "dense" else None
         dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
         live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
         dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
         ranked = self._rank(vector, dense_hits, keyword_hits, now, mode)
+        shown = ranked[(max(1, page) - 1) * k: max(1, page) * k]
         results = [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
-                               tags=r.tags, importance=r.importance)
-                   for s, r in ranked[(max(1, page) - 1) * k: max(1, page) * k]]
-        if results and count_hits:
+                               tags=r.tags, importance=r.importance) for s, r in shown]
+        if results and use == "hit":
             self._count_hits([r.id for r in results], now)
+        elif use == "seen" and (due := due_for_seen([r for _, r in shown], now)):
+            self._count_hits(due, now, count=False)
         return results, len(ranked)
 
     def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
@@ -309,12 +322,14 @@ class ArchivalService:
         c = self.config
         return (recency(record.created_at, now, c.recency_weight, c.recency_half_life_days)
                 * importance_factor(record.importance, c.importance_weight)
-                * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days))
+                * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days)
+                * disuse_weight(record, now, c.expiry))
 
-    def _count_hits(self, ids: list[str], now: datetime) -> None:
-        """Usefulness bookkeeping: each returned memory gets a hit (SQL first, then the payloads)."""
+    def _count_hits(self, ids: list[str], now: datetime, count: bool = True) -> None:
+        """Usefulness bookkeeping: each returned memory gets a hit, or (not `count`) only its last use moved to
+        now (SQL first, then the payloads)."""
         token = new_token()
-        fields = self.ledger.begin_hits(ids, now, token)
+        fields = self.ledger.begin_hits(ids, now, token, count=count)
         crash_point("archival.hits.pending")
         for memory_id, values in fields.items():
             self.store.set_payload(memory_id, values)

@@ -269,11 +269,13 @@ class Ledger:
             row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id)).mappings().one()
         return record_of(row)
 
-    def begin_hits(self, ids: Sequence[str], at: datetime, token: str) -> dict[str, dict[str, Any]]:
-        """Step 1 of counting hits: each live memory's count goes up by one. Returns the new fields by id."""
+    def begin_hits(self, ids: Sequence[str], at: datetime, token: str, count: bool = True) -> dict[str, dict[str, Any]]:
+        """Step 1 of counting hits: each live memory's count goes up by one (not if `count` is False: a memory
+        shown, not used) and its last hit is `at`. Returns the new fields by id."""
         with self.engine.begin() as conn:
             where = (self._by_id, memories.c.id.in_(list(ids)), memories.c.state == LIVE)
-            conn.execute(update(memories).where(*where).values(hit_count=memories.c.hit_count + 1, last_hit_at=at,
+            hits = memories.c.hit_count + 1 if count else memories.c.hit_count
+            conn.execute(update(memories).where(*where).values(hit_count=hits, last_hit_at=at,
                                                                write_token=token, write_started=utcnow()))
             counts = conn.execute(select(memories.c.id, memories.c.hit_count).where(*where)).all()
         return {memory_id: {"hit_count": count, "last_hit_at": at} for memory_id, count in counts}

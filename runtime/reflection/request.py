@@ -123,11 +123,13 @@ async def gather(agent: Agent, archival: ArchivalService, since: ReflectionRow |
     after = since.last_message_id if since else 0
     stored = agent.store.messages_after(agent.record.id, after)
     messages = [m for m in stored if message_text(m) is not None]
-    touched = archival.ledger.changed_since(since.started_at if since else EPOCH)[:config.max_memories]
+    now = agent.clock()
+    changed = archival.ledger.changed_since(since.started_at if since else EPOCH)
+    touched = [m for m in changed if m.live_at(now)][:config.max_memories]  # expired ones have had their day
     near = await _neighbours(archival, [m.id for m in touched], config.neighbours)
     block, profile = profile_of(agent, config.profile_block)
     schema = block.schema.json_schema if block is not None and block.schema is not None else None
-    return Gathered(now=agent.clock(), messages=messages, memories=(touched + near)[:config.max_memories],
+    return Gathered(now=now, messages=messages, memories=(touched + near)[:config.max_memories],
                     profile=profile, profile_schema=schema,
                     last_message_id=max([after, *(m.id or 0 for m in stored)]))
 

@@ -23,6 +23,7 @@ import structlog
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
+from pagemind.runtime.memory_config import SalienceConfig
 from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, response_from_body
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, BlockSpec
@@ -78,6 +79,8 @@ def _spec(trace: Trace, trust_tools: bool) -> AgentSpec:
         spec = AgentSpec.model_validate(trace.header.spec, context={"import_tools": trust_tools})
     except ValueError as exc:
         raise ReplayError(f"{trace.path}:1: the recorded agent spec no longer loads: {exc}") from None
+    if "salience" not in (trace.header.spec.get("memory") or {}):  # recorded before the salience gate existed
+        spec.memory = spec.memory.model_copy(update={"salience": SalienceConfig(enabled=False)})
     # Seed blocks with the snapshot's exact values (model_construct: no stripping, no re-validation).
     # What the snapshot does not hold (a block's schema, whether it is ephemeral) comes from the recorded spec.
     # Untrusted, a schema named by a module outside the package is left off (importing it would run its code).
