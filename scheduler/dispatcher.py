@@ -31,6 +31,7 @@ from pagemind.scheduler.inbox import Inbox, InboxItem
 from pagemind.scheduler.jobs import run_job
 from pagemind.scheduler.leases import Leases
 from pagemind.scheduler.pool import AgentPool
+from pagemind.scheduler.triggers import fired_by_idle
 from pagemind.scheduler.turnlocks import HeldAgents
 
 log = structlog.get_logger("pagemind.scheduler")
@@ -133,7 +134,7 @@ class Dispatcher:
                     self._queue_reflection(item, agent)
                     return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
                             "turn_id": turn.turn_id}, None
-                result = await run_job(agent, item.content)
+                result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
                 return result, result.get("error")
             finally:
                 agent.observer = NullObserver()

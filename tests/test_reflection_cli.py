@@ -68,3 +68,17 @@ async def test_pagemind_run_reflects_after_the_turn_that_makes_one_due(sqlite_ur
     assert "response_format" in scripted_openai.requests[1]
     [row] = Journal(agent.store.engine, agent.record.id).all()
     assert row.status == "done" and row.last_message_id == agent.store.last_message_id(agent.record.id)
+
+
+async def test_the_cli_ends_the_session_before_reflecting(sqlite_url, clock, scripted_openai, capsys, monkeypatch):
+    agent = await load(sqlite_url, Planner().model, clock)
+    say(agent, "My chemistry exam is on Friday and I am nervous about the organic part.", "You will do well.")
+    scripted_openai.add(reply_body("Lin is nervous about Friday's chemistry exam."),  # the episode's summary
+                        reply_body(json.dumps({"insights": [{"text": "Lin gets anxious before exams"}]})))
+    endpoint(monkeypatch, sqlite_url)
+    capsys.readouterr()
+    assert await cli(["reflect", agent.name, "--end-session"]) == 0
+    [row] = Journal(agent.store.engine, agent.record.id).all()
+    assert capsys.readouterr().out == ("session ended: episodes 1 new, 0 faded; ephemeral blocks cleared: none\n"
+                                       f"reflection {row.id[:8]}: 1 insights\n")
+    assert sorted(m.kind for m in agent.archival.list()) == ["episode", "reflection"]

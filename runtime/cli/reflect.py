@@ -1,6 +1,9 @@
 """`pagemind reflect AGENT`: run one reflection now and print what it changed.
 
-    pagemind reflect AGENT [--wait SECONDS]
+    pagemind reflect AGENT [--end-session] [--wait SECONDS]
+
+With `--end-session` it does what the daemon's idle trigger does first: the session becomes an episode, old
+episodes fade and ephemeral blocks go back to their seeds (`runtime.session_end`), then it reflects.
 
 It holds the agent's turn lock, like a turn. Exit 0 when the reflection is done or had nothing to do, 1 when the
 model failed or its answer was not a valid plan (nothing changed). Imports only the standard library until a command runs.
@@ -27,6 +30,8 @@ def add_parser(sub: Any) -> None:
     reflect.add_argument("agent", help="agent YAML file or stored agent name")
     reflect.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
                          help="how long to wait while a turn of the agent runs elsewhere (default 30)")
+    reflect.add_argument("--end-session", action="store_true",
+                         help="end the session first, as the daemon's idle trigger does (episodes, ephemeral blocks)")
     reflect.set_defaults(handler=cmd_reflect)
 
 
@@ -50,6 +55,23 @@ async def cmd_reflect(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings)
     _ = agent.model  # no endpoint configured: say how to configure one before anything runs
     open_memory_stores(agent)
-    result = await reflect_now(agent, args.wait)
+    if args.end_session:
+        result = await _end_session(agent, args.wait)
+    else:
+        result = await reflect_now(agent, args.wait)
     out(summary(result))
     return 1 if result.get("status") in ("failed", "invalid") else 0
+
+
+async def _end_session(agent: Any, wait: float) -> dict[str, Any]:
+    """End the session under the agent's turn lock, print what its first steps did; the reflection's result."""
+    from pagemind.runtime.session_end import close_session
+
+    async with agent.store.turn_lock(agent.record.id, wait, agent.name):
+        agent.refresh()
+        steps = await close_session(agent)
+    episodes, cleared = steps.get("episodes", {}), steps.get("ephemeral", {})
+    made = "failed: " + episodes["error"] if "error" in episodes else f"{episodes.get('episodes', 0)} new"
+    out(f"session ended: episodes {made}, {episodes.get('faded', 0)} faded; "
+        f"ephemeral blocks cleared: {', '.join(cleared.get('cleared', [])) or 'none'}")
+    return steps.get("reflection", {})

@@ -138,7 +138,7 @@ async def end_session(agent: EpisodeAgent) -> dict[str, Any]:
     await asyncio.to_thread(lambda: archival.store)  # reconciled first: a half-written episode is settled
     sessions = await asyncio.to_thread(pending_sessions, agent, archival)
     made: list[str] = []
-    chit_chat = 0
+    chit_chat, failed = 0, None
     for session in sessions[: config.max_sessions_per_run]:
         if user_words(session) < config.min_session_words:
             chit_chat += 1
@@ -147,11 +147,15 @@ async def end_session(agent: EpisodeAgent) -> dict[str, Any]:
             continue
         memory_id = await _make_episode(agent, archival, config, session)
         if memory_id is None:
+            failed = session[0].id
             break  # a later episode would move the watermark past this session: wait for the next run
         made.append(memory_id)
     faded = await fade_episodes(agent)
-    return {"episodes": len(made), "episode_ids": made, "chit_chat": chit_chat, "sessions": len(sessions),
-            "faded": faded["faded"]}
+    result = {"episodes": len(made), "episode_ids": made, "chit_chat": chit_chat, "sessions": len(sessions),
+              "faded": faded["faded"]}
+    if failed is not None:
+        result["error"] = f"the session from message {failed} could not become an episode (retried next run)"
+    return result
 
 
 async def _make_episode(agent: EpisodeAgent, archival: ArchivalService, config: EpisodesConfig,
