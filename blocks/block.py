@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
-
-class BlockEditError(ValueError):
-    """An edit the model asked for that cannot be applied; the message tells the model how to fix it."""
+from pagemind.blocks.errors import BlockEditError
+from pagemind.blocks.schema import BlockSchema
+from pagemind.blocks.structured import checked_json, patched_json
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class Block:
     limit: int
     description: str = ""
     read_only: bool = False
+    schema: BlockSchema | None = None  # a structured block: its value is JSON that must match this
+    ephemeral: bool = False  # working notes, reset to the seed value when a session ends
 
     @property
     def chars(self) -> int:
@@ -37,15 +40,19 @@ class BlockEdit:
     at: datetime
 
 
-def _check_writable(block: Block, new_value: str) -> None:
+def _checked(block: Block, new_value: str) -> str:
+    """`new_value` as the block will store it; raises BlockEditError if the block cannot take it."""
     if block.read_only:
         raise BlockEditError(f"Block '{block.label}' is read-only; it cannot be edited.")
+    if block.schema is not None:
+        new_value = checked_json(block.label, block.schema, new_value)
     if len(new_value) > block.limit:
         raise BlockEditError(
             f"Edit refused: block '{block.label}' would hold {len(new_value)} characters but its limit is "
             f"{block.limit} (it holds {block.chars} now). Shorten the text by at least "
             f"{len(new_value) - block.limit} characters, or move detail to archival memory, and try again."
         )
+    return new_value
 
 
 def _occurrence_lines(value: str, needle: str) -> list[int]:
@@ -61,9 +68,11 @@ def appended_value(block: Block, content: str) -> str:
     """The value after appending `content` on a new line; raises BlockEditError if not allowed."""
     if not content:
         raise BlockEditError("Nothing to append: content is empty.")
+    if block.schema is not None and block.value:
+        raise BlockEditError(f"Block '{block.label}' is structured (JSON with fixed fields): appending text would "
+                             "break it. Use core_memory_update to set or add fields.")
     new_value = f"{block.value}\n{content}" if block.value else content
-    _check_writable(block, new_value)
-    return new_value
+    return _checked(block, new_value)
 
 
 def replaced_value(block: Block, old_content: str, new_content: str) -> str:
@@ -82,15 +91,24 @@ def replaced_value(block: Block, old_content: str, new_content: str) -> str:
             f"old_content occurs {len(lines)} times in block '{block.label}' (lines {where}); "
             "include more surrounding text so it matches exactly once."
         )
-    new_value = block.value.replace(old_content, new_content, 1)
-    _check_writable(block, new_value)
-    return new_value
+    return _checked(block, block.value.replace(old_content, new_content, 1))
 
 
 def rethought_value(block: Block, new_value: str) -> str:
     """The value after rewriting the whole block; raises BlockEditError if not allowed."""
-    _check_writable(block, new_value)
-    return new_value
+    return _checked(block, new_value)
+
+
+def updated_value(block: Block, changes: dict[str, Any]) -> str:
+    """The value of a structured block after applying `changes` as an RFC 7386 JSON merge patch (a key set to
+    null is removed; objects merge; lists and other values replace). Raises BlockEditError naming the field that
+    would break the schema, or when the block is read-only, over its limit or not structured."""
+    if block.schema is None:
+        raise BlockEditError(f"Block '{block.label}' is plain text, not structured; edit it with "
+                             "core_memory_append, core_memory_replace or memory_rethink.")
+    if block.read_only:
+        raise BlockEditError(f"Block '{block.label}' is read-only; it cannot be edited.")
+    return _checked(block, patched_json(block.label, block.schema, block.value, changes))
 
 
 @dataclass
@@ -119,7 +137,7 @@ class CoreMemory:
     def _apply(self, label: str, operation: str, new_value: str, at: datetime) -> Block:
         index = self.labels().index(label)
         old = self.blocks[index]
-        updated = Block(old.label, new_value, old.limit, old.description, old.read_only)
+        updated = replace(old, value=new_value)
         self.blocks[index] = updated
         self.pending.append(BlockEdit(label, operation, old.value, new_value, at))
         return updated
@@ -135,6 +153,10 @@ class CoreMemory:
     def rethink(self, label: str, new_value: str, at: datetime) -> Block:
         """Rewrite a block whole."""
         return self._apply(label, "rethink", rethought_value(self.get(label), new_value), at)
+
+    def update(self, label: str, changes: dict[str, Any], at: datetime) -> Block:
+        """Merge `changes` (an RFC 7386 JSON merge patch) into a structured block."""
+        return self._apply(label, "update", updated_value(self.get(label), changes), at)
 
     def clear_pending(self) -> list[BlockEdit]:
         """Hand over the edits made since the last commit and forget them."""

@@ -14,18 +14,22 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent
+from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
 from pagemind.runtime.loop import TurnResult, run_turn
+from pagemind.runtime.messages import Message
+from pagemind.runtime.memory.salience import PREFETCH_STEP, extraction_gate, lookup_gate
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
 from pagemind.runtime.observer import NullObserver, TurnObserver
+from pagemind.runtime.messages import Message
 from pagemind.runtime.pressure.monitor import PressureMonitor
+from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, load_spec
 from pagemind.runtime.state.records import AgentRecord, utcnow
@@ -168,14 +172,18 @@ class Agent:
     async def prefetch(self, user_message: str) -> None:
         """Fetch the archival memories most relevant to this turn into the prompt, within the retrieved budget.
 
-        The ranking's noise floor means an unrelated message fetches nothing.
+        The ranking's noise floor means an unrelated message fetches nothing; the salience gate
+        (`memory.salience`) skips the lookup for chit-chat.
         """
         crash_point("turn.prefetch")  # the user message is in the inbox; no step has run
         top_k = self.spec.memory.prefetch_top_k
-        if self.archival is None or top_k == 0 or not user_message.strip():
+        if (self.archival is None or top_k == 0 or not user_message.strip()
+                or not await lookup_gate(user_message, self.spec.memory.salience, report=self.report,
+                                         model=lambda request: self.call_model(request, PREFETCH_STEP))):
             self.retrieved = ()
             return
-        hits = await self.archival.search(user_message, top_k=top_k, count_hits=False)
+        # Shown, not used: no hit counted, but the memories count as retrieved for decay (memory.decay).
+        hits = await self.archival.search(user_message, top_k=top_k, count_hits=False, seen=True)
         budget = min(self.spec.memory.budgets.retrieved, usable_window(self.spec) // 8)
         lines, used = [], 0
         for hit in hits:
@@ -185,6 +193,10 @@ class Agent:
                 break
             lines.append(line)
         self.retrieved = tuple(lines)
+
+    def extraction_gate(self, messages: Sequence[Message]) -> Salience | None:
+        """The salience gate's decision on messages leaving the window (None: the gate is off)."""
+        return extraction_gate(messages, self.spec.memory.salience)
 
     def step_request(self, context: CompiledContext) -> ModelRequest:
         """The request for an agent step with this compiled context (a squeezed window that has grown into the
@@ -200,6 +212,17 @@ class Agent:
         response = await self.model.complete(request)
         self.observer.on_event(ModelResponseEvent.from_response(step, response))
         return response
+
+    async def summarize(self, messages: Sequence[Message], budget: int, model: str | None = None) -> str:
+        """A summary of `messages` in at most `budget` tokens by the summarizer model (`model`, default
+        `memory.summarizer_model`, else the agent's): the recursive summary's prompt and chunking
+        (`pressure.summarizer`), each call through `call_model`. Raises ModelError or ValueError (empty answer)."""
+        spec = self.spec
+        result = await summarize(lambda request: self.call_model(request, 0),
+                                 model=model or spec.memory.summarizer_model or spec.model.name, old_summary="",
+                                 evicted=messages, budget=budget, window=usable_window(spec),
+                                 encoding=spec.model.encoding or DEFAULT_ENCODING)
+        return result.text
 
     def tool_context(self, working: CoreMemory) -> StepContext:
         """The context tools get for a step that edits `working`."""

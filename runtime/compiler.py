@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-from pagemind.blocks import Block
+from pagemind.blocks import Block, compact_view
 from pagemind.runtime.messages import Message, encode_json
 from pagemind.runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
 from pagemind.runtime.tokens import encoding as tiktoken_encoding
@@ -83,12 +83,18 @@ def _quote(text: str) -> str:
 
 
 def render_block(block: Block) -> str:
-    """One block: label, description, usage and read-only flag as attributes; the value quoted as data."""
+    """One block: label, description, usage and flags as attributes; the value quoted as data. A structured block
+    shows its fields (from its schema) and its value compactly, one field per line with empty ones left out."""
     flag = ' read_only="true"' if block.read_only else ""
+    flag += ' ephemeral="cleared when this session ends"' if block.ephemeral else ""
+    flag += ' format="json"' if block.schema is not None else ""
     parts = [f'<block label="{block.label}" chars="{block.chars}/{block.limit}"{flag}>']
     if block.description:
         parts.append(f"<description>{_quote(block.description)}</description>")
-    parts += ["<value>", _quote(block.value), "</value>", "</block>"]
+    if block.schema is not None:
+        parts += ["<fields>", _quote(block.schema.summary), "</fields>"]
+    value = compact_view(block.value) if block.schema is not None else block.value
+    parts += ["<value>", _quote(value), "</value>", "</block>"]
     return "\n".join(parts)
 
 

@@ -270,8 +270,32 @@ class PressureSqueezedEvent(RuntimeEventBase):
     data: Squeezed
 
 
+@dataclass(frozen=True, kw_only=True)
+class Salience:
+    """A salience gate's decision (`runtime/memory/salience.py`): whether a turn, or the turns leaving the window,
+    are worth remembering and worth a memory lookup, with the score, the reason and who decided."""
+
+    __pydantic_config__ = _STRICT
+
+    gate: str  # prefetch | extraction
+    remember: bool
+    lookup: bool
+    score: float
+    reason: str
+    source: str  # rules | model (the model was asked; its answer, or "worth it" when it failed)
+    turns: int = 1  # turns assessed (extraction: the turns leaving the window)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SalienceEvent(RuntimeEventBase):
+    """The salience gate decided whether a turn's archival lookup, or a flush's extraction call, is worth it."""
+
+    kind: Literal["salience"] = "salience"
+    data: Salience
+
+
 RuntimeEvent = Annotated[Union[HistoryRepairEvent, PressureWarningEvent, FlushEvent, FlushAheadEvent,
-                               PressureSqueezedEvent],
+                               PressureSqueezedEvent, SalienceEvent],
                          Field(discriminator="kind")]
 """Something the runtime did on its own, between the model's moves."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
@@ -33,6 +35,34 @@ class BudgetConfig(BaseModel):
     summary: int = Field(2000, gt=0)
     retrieved: int = Field(2000, gt=0)
     output_reserve: int | None = Field(None, gt=0, description="default: model.max_output_tokens")
+
+
+class ExpiryConfig(BaseModel):
+    """When archival memories leave default results: time-bound wording expires them (`memory.expiry`), disuse
+    makes them dormant (`memory.decay`). Date-ranged searches and `pagemind memory archival AGENT --all` still show
+    both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_wording: bool = Field(True, description="when the writer gives no expiry, read one from time-bound wording "
+                                                 "('tomorrow', 'this week', 'until Friday', '下周', '三天内')")
+    kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "progress", "todo", "constraint",
+                                                      "reflection"],
+                             description="kinds whose wording can expire them (episodes are history: never)")
+    decay_after_days: float = Field(30.0, gt=0, description="days without retrieval after which ranking weight falls")
+    decay_weight: float = Field(0.3, ge=0, le=1, description="score × (1 − w·f), f rising linearly from 0 at "
+                                                            "decay_after_days to 1 at hide_after_days")
+    hide_after_days: float | None = Field(90.0, gt=0, description="days without retrieval after which a memory "
+                                                                  "leaves default results (null: never)")
+    prefetch_counts: bool = Field(True, description="a memory prefetch shows the model counts as retrieved for "
+                                                    "decay (its hit count is left alone)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ExpiryConfig":
+        if self.hide_after_days is not None and not self.decay_after_days < self.hide_after_days:
+            raise ValueError(f"decay_after_days ({self.decay_after_days}) must be below hide_after_days "
+                             f"({self.hide_after_days})")
+        return self
 
 
 class ArchivalConfig(BaseModel):
@@ -68,6 +98,61 @@ class ArchivalConfig(BaseModel):
     recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
     recall_next_weight: float = Field(0.2, ge=0, le=1, description="share of the next message's score added")
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
+    # Expiry and decay (README: "Expiry and decay").
+    expiry: ExpiryConfig = Field(default_factory=ExpiryConfig)
+
+    # Added after agents existed: left out of the spec's fingerprint while at its default (MemoryConfig.LATER_FIELDS).
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry",)
+
+
+class EpisodeTier(BaseModel):
+    """One step of fading: episodes older than `after_days` are re-summarised to at most `max_tokens`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    after_days: float = Field(gt=0, description="age (from the session's start) at which this tier applies")
+    max_tokens: int = Field(gt=0, description="the episode's resolution in this tier")
+
+
+class EpisodesConfig(BaseModel):
+    """Sessions become `episode` memories at session end, and fade with age (`runtime.memory.episodes`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    min_session_words: int = Field(10, ge=0, description="a session whose user messages hold fewer words (each CJK "
+                                   "character counts as one) is chit-chat: no episode")
+    max_tokens: int = Field(512, gt=0, description="a fresh episode's length")
+    tiers: list[EpisodeTier] = Field(
+        default_factory=lambda: [EpisodeTier(after_days=7, max_tokens=256), EpisodeTier(after_days=30, max_tokens=64)],
+        description="older tiers hold fewer tokens")
+    model: str | None = Field(None, description="default: memory.summarizer_model, else the agent's model")
+    max_sessions_per_run: int = Field(20, gt=0, description="sessions turned into episodes per run (the oldest first; "
+                                      "the rest wait for the next run)")
+
+    @model_validator(mode="after")
+    def _fading(self) -> "EpisodesConfig":
+        self.tiers = sorted(self.tiers, key=lambda t: t.after_days)
+        budgets = [self.max_tokens] + [t.max_tokens for t in self.tiers]
+        if any(older > younger for younger, older in zip(budgets, budgets[1:])):
+            raise ValueError(f"episode tiers must not grow with age (max_tokens {budgets})")
+        return self
+
+
+class ReflectionConfig(BaseModel):
+    """Sleep-time reflection (`pagemind.runtime.reflection`): one bounded model call that merges, resolves
+    contradictions, writes insights, updates the profile and marks todos done."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="off: `reflect` does nothing (and every_turns is ignored)")
+    every_turns: int = Field(0, ge=0, description="reflect after every N user turns (0: only when asked or idle)")
+    budget: int = Field(6000, ge=500, description="input tokens of the reflection request; oldest messages go first")
+    max_output_tokens: int = Field(1500, gt=0, description="the reflection answer's token limit")
+    model: str | None = Field(None, description="default: memory.summarizer_model, which defaults to the agent's")
+    profile_block: str = Field("profile", description="the core block the profile patch applies to")
+    neighbours: int = Field(3, ge=0, le=20, description="nearest live memories added per memory the messages touched")
+    max_memories: int = Field(60, gt=0, le=500, description="memories offered to the model at most")
 
 
 class MemoryConfig(BaseModel):
@@ -81,3 +166,66 @@ class MemoryConfig(BaseModel):
     extraction: bool = True
     prefetch_top_k: int = Field(3, ge=0, le=20, description="archival memories fetched into the prompt per turn")
     archival: ArchivalConfig = Field(default_factory=ArchivalConfig)
+    episodes: EpisodesConfig = Field(default_factory=EpisodesConfig)
+    salience: "SalienceConfig" = Field(default_factory=lambda: SalienceConfig())
+    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
+
+    # Fields added after agents existed: left out of the spec's fingerprint while at their defaults, so adding
+    # them changed no existing agent's `spec_hash` (`AgentSpec.spec_hash`).
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("salience", "episodes", "reflection")
+
+    def later_at_default(self) -> dict[str, Any]:
+        """The fields of `LATER_FIELDS` (and of the archival section's) still at their defaults, as a
+        `model_dump` exclude."""
+        exclude: dict[str, Any] = {name: True for name in _at_default(self, self.LATER_FIELDS)}
+        if archival := _at_default(self.archival, ArchivalConfig.LATER_FIELDS):
+            exclude["archival"] = {name: True for name in archival}
+        return exclude
+
+
+def _at_default(config: BaseModel, names: tuple[str, ...]) -> list[str]:
+    fields = type(config).model_fields
+    return [name for name in names if getattr(config, name) == fields[name].get_default(call_default_factory=True)]
+
+
+class SalienceWeights(BaseModel):
+    """What each signal adds to a turn's salience score (0–1); the rules in `runtime/memory/salience.py`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: float = Field(0.25, ge=0, le=1, description="any message that is not chit-chat")
+    length: float = Field(0.15, ge=0, le=1, description="added in proportion to length, in full at `long_chars`")
+    life_event: float = Field(0.5, ge=0, le=1, description="job, exam, move, break-up, allergy, birthday … (工作, 考试 …)")
+    recall_question: float = Field(0.5, ge=0, le=1, description="'do you remember', 'what did I say', 上次, 还记得")
+    emotion: float = Field(0.3, ge=0, le=1, description="emotion words (sad, anxious, 难过, 焦虑 …)")
+    preference: float = Field(0.3, ge=0, le=1, description="'I like/hate/prefer', 'my favourite', 我喜欢, 我讨厌")
+    about_user: float = Field(0.2, ge=0, le=1, description="the user speaks of themselves: 'my', 'I am', 我的, 我是")
+    specifics: float = Field(0.2, ge=0, le=1, description="names, dates, numbers, weekdays (明天, 下周, 3月)")
+    reply: float = Field(0.5, ge=0, le=1, description="share of the reply's signals that counts for the turn")
+
+
+class SalienceConfig(BaseModel):
+    """The salience gate: whether a turn is worth remembering (extraction on eviction) and worth a memory lookup
+    (prefetch). Rules first; a turn scoring between `skip_below` and `remember_above` is unsure and goes to
+    `model` (a small model on the agent's endpoint), or counts as worth it when there is none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="off: every turn is looked up and extracted, no decisions are traced")
+    prefetch: bool = Field(True, description="gate the per-turn archival lookup (Agent.prefetch)")
+    extraction: bool = Field(True, description="gate the extraction model call when messages leave the window")
+    skip_below: float = Field(0.2, ge=0, le=1, description="a score below this is not worth remembering or a lookup")
+    remember_above: float = Field(0.5, ge=0, le=1, description="a score at or above this is worth both")
+    min_chars: int = Field(4, ge=0, description="shorter messages with no signal score as too short (a CJK char is 3)")
+    long_chars: int = Field(200, gt=0, description="length at which the length bonus is full (a CJK char is 3)")
+    keywords: list[str] = Field(default_factory=list, description="extra life-event keywords (any language)")
+    chitchat: list[str] = Field(default_factory=list, description="extra chit-chat phrases ('roger', '收到啦')")
+    model: str | None = Field(None, description="model asked when the rules are unsure; none: unsure is worth it")
+    max_tokens: int = Field(20, gt=0, le=200, description="the model's answer is a tiny JSON object")
+    weights: SalienceWeights = Field(default_factory=SalienceWeights)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "SalienceConfig":
+        if self.skip_below > self.remember_above:
+            raise ValueError(f"skip_below ({self.skip_below}) must not exceed remember_above ({self.remember_above})")
+        return self

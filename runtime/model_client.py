@@ -112,6 +112,8 @@ class ModelRequest:
     # `messages` already as JSON, one entry each (the compiler keeps them per message): the body is joined from
     # them instead of encoding the whole window again on every call. Must match `messages`; None: encode them.
     encoded_messages: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
+    # The provider's structured-output format (`{"type": "json_schema", ...}`), sent only when set.
+    response_format: dict[str, Any] | None = None
 
     def body(self) -> dict[str, Any]:
         """The JSON body (without transport details)."""
@@ -120,6 +122,8 @@ class ModelRequest:
         if self.tools:
             body["tools"] = self.tools
             body["tool_choice"] = "auto"
+        if self.response_format is not None:
+            body["response_format"] = self.response_format
         return body
 
     def encoded(self) -> bytes:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
+                      model_validator)
 
+from pagemind.blocks import Block, BlockSchema, dump_json
 from pagemind.runtime.memory_config import MemoryConfig
 from pagemind.runtime.triggers_spec import IdleTrigger, ScheduleTrigger, check_unique
 from pagemind.tools import BUILTIN_TOOLS, Tool, tool
@@ -101,20 +104,66 @@ class ModelSpec(BaseModel):
 class BlockSpec(BaseModel):
     """A core-memory block's definition; `value` seeds a new agent only."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
     label: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
     value: str = ""
     limit: int = Field(2000, gt=0)
     description: str = ""
     read_only: bool = False
+    schema_: dict[str, Any] | str | None = Field(
+        None, alias="schema", description="makes the block structured: its value is JSON matching this inline JSON "
+        "Schema, or the pydantic model named `package.module:Model`")
+    ephemeral: bool = Field(False, description="working notes: reset to `value` when a session ends")
+    _schema: BlockSchema | None = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping_value(cls, data: Any) -> Any:
+        # A structured block's seed may be written as YAML (a mapping); it is stored as JSON.
+        if isinstance(data, dict) and isinstance(data.get("value"), (dict, list)) and data.get("schema") is not None:
+            data = {**data, "value": json.dumps(data["value"], ensure_ascii=False)}
+        return data
 
     @model_validator(mode="after")
-    def _value_fits(self) -> "BlockSpec":
+    def _value_fits(self, info: ValidationInfo) -> "BlockSpec":
         self.value = self.value.strip()  # YAML block scalars end with a newline that is not memory
+        trusted = not (isinstance(info.context, dict) and info.context.get("import_tools") is False)
+        if self.schema_ is not None and (trusted or isinstance(self.schema_, dict)):
+            self.value = self._checked_seed(self.block_schema())
         if len(self.value) > self.limit:
             raise ValueError(f"value has {len(self.value)} characters, over its limit of {self.limit}")
         return self
+
+    def _checked_seed(self, schema: BlockSchema) -> str:
+        """The seed as stored JSON (empty means `{}`); raises ValueError naming what does not match."""
+        try:
+            data = json.loads(self.value or "{}")
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"value: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); a block with "
+                             "a schema holds JSON") from None
+        problems = schema.problems(data)
+        if problems:
+            raise ValueError(f"value: does not match the block's schema: {schema.explain(problems)}")
+        return dump_json(data)
+
+    def block_schema(self) -> BlockSchema | None:
+        """The block's schema, resolved (a `module:Model` reference is imported on first use); raises ValueError
+        naming the field for a schema that is not valid or cannot be imported."""
+        if self.schema_ is None or self._schema is not None:
+            return self._schema
+        try:
+            resolved = (BlockSchema.inline(self.schema_) if isinstance(self.schema_, dict)
+                        else BlockSchema.resolve(self.schema_))
+        except ValueError as exc:
+            raise ValueError(f"schema: {exc}") from None
+        self._schema = resolved
+        return resolved
+
+    def to_block(self, value: str) -> Block:
+        """The block this definition describes, holding `value` (a stored value, or the seed)."""
+        return Block(self.label, value, self.limit, self.description, self.read_only, self.block_schema(),
+                     self.ephemeral)
 
 
 class AgentSpec(BaseModel):
@@ -158,7 +207,13 @@ class AgentSpec(BaseModel):
         """A stable fingerprint of the definition, to tell when the YAML changed."""
         # Fields added later are left out at their defaults: adding them changed no existing agent's fingerprint.
         later = {"template": False, "schedule": [], "idle": None}
-        dumped = self.model_dump_json(exclude={k for k, v in later.items() if getattr(self, k) == v} or None)
+        exclude: dict[Any, Any] = {k: True for k, v in later.items() if getattr(self, k) == v}
+        block_later = {"schema_": None, "ephemeral": False}
+        blocks = {i: {k for k, v in block_later.items() if getattr(b, k) == v} for i, b in enumerate(self.blocks)}
+        exclude["blocks"] = {i: fields for i, fields in blocks.items() if fields}
+        if memory_later := self.memory.later_at_default():
+            exclude["memory"] = memory_later
+        dumped = self.model_dump_json(exclude=exclude)
         return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 

@@ -307,7 +307,7 @@ class RecordingArchival:
 
     async def search(self, query: str, *, tags: list[str] | None = None, start_date: datetime | None = None,
                      end_date: datetime | None = None, top_k: int | None = None, page: int = 1,
-                     count_hits: bool = True) -> list[ArchivalHit]:
+                     count_hits: bool = True, seen: bool = False) -> list[ArchivalHit]:
         """Nothing is ever found."""
         return []
 

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 # The maintenance jobs a trigger may `run`: the jobs `pagemind.scheduler.jobs` registers (a test checks that the
 # two agree; the runtime cannot import the scheduler to ask it).
-MAINTENANCE_JOBS: tuple[str, ...] = ("compact",)
+MAINTENANCE_JOBS: tuple[str, ...] = ("compact", "reflect")
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 MIN_EVERY = timedelta(minutes=1)

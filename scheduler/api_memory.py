@@ -37,27 +37,33 @@ async def get_memory(name: str, daemon: DaemonDep) -> MemoryOut:
 
 @router.patch("/memory/blocks/{label}", tags=["memory"], summary="set a core block's value",
               responses={404: {"description": "unknown agent or block"}, 409: {"description": "read-only block"},
-                         422: {"description": "over the block's limit"}})
+                         422: {"description": "over the block's limit, or not matching its schema"}})
 async def patch_block(name: str, label: str, body: PatchBlock, daemon: DaemonDep) -> BlockOut:
     """Rewrite one block (recorded in its history as operation `api`); the block's limit holds, and a read-only
     block is changed in its YAML, not here."""
-    from pagemind.blocks import Block, BlockEdit
+    from dataclasses import replace
+
+    from pagemind.blocks import BlockEdit, BlockEditError, checked_json
 
     async with daemon.agent(name) as agent:
         index = next((i for i, b in enumerate(agent.memory.blocks) if b.label == label), None)
         if index is None:
             raise ApiError(404, "unknown_block", f"agent '{name}' has no block '{label}'; blocks: "
                            f"{', '.join(agent.memory.labels()) or 'none'}")
-        old = agent.memory.blocks[index]
+        old, value = agent.memory.blocks[index], body.value
         if old.read_only:
             raise ApiError(409, "read_only", f"block '{label}' is read-only; change it in the agent's YAML")
-        if len(body.value) > old.limit:
+        try:  # a structured block takes JSON matching its schema (stored compact)
+            value = checked_json(label, old.schema, value) if old.schema is not None else value
+        except BlockEditError as exc:
+            raise ApiError(422, "schema", str(exc)) from None
+        if len(value) > old.limit:
             raise ApiError(422, "over_limit", f"block '{label}' holds at most {old.limit} characters; "
-                           f"the value has {len(body.value)}")
-        edit = BlockEdit(label, "api", old.value, body.value, agent.clock())
+                           f"the value has {len(value)}")
+        edit = BlockEdit(label, "api", old.value, value, agent.clock())
         agent.store.commit_edits(agent.record.id, [edit], agent.window.block_versions)
-        agent.memory.blocks[index] = Block(old.label, body.value, old.limit, old.description, old.read_only)
-        log.info("api_block_patched", agent=name, label=label, chars=len(body.value))
+        agent.memory.blocks[index] = replace(old, value=value)
+        log.info("api_block_patched", agent=name, label=label, chars=len(value))
         return block_out(agent.memory.blocks[index])
 
 

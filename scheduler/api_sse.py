@@ -25,9 +25,9 @@ from typing import Any, assert_never
 
 from fastapi.sse import ServerSentEvent
 
-from pagemind.runtime.events import (FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
-                                     ModelResponseEvent, PressureSqueezedEvent, PressureWarningEvent, StepEndEvent,
-                                     ToolCallEvent, ToolResultEvent, TurnEvent)
+from pagemind.runtime.events import (FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
+                                     ModelResponseEvent, PressureSqueezedEvent, PressureWarningEvent, SalienceEvent,
+                                     StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent)
 from pagemind.scheduler.api_models import RunOut
 
 
@@ -71,7 +71,8 @@ def sse_of(event: Any) -> ServerSentEvent | None:
                                                                 "new": event.new})
         case StepEndEvent():
             return ServerSentEvent(event="step_end", data={"step": event.step, "stop_reason": event.stop_reason})
-        case HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | PressureSqueezedEvent():
+        case (HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
+              | PressureSqueezedEvent() | SalienceEvent()):
             return ServerSentEvent(event="runtime", data={"step": event.step, "kind": event.kind,
                                                             "data": dataclasses.asdict(event.data)})
         case _:

@@ -23,6 +23,7 @@ import structlog
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.observer import NullObserver
+from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.errors import UnknownAgent
 from pagemind.scheduler.fanout import RunFanout
@@ -30,6 +31,7 @@ from pagemind.scheduler.inbox import Inbox, InboxItem
 from pagemind.scheduler.jobs import run_job
 from pagemind.scheduler.leases import Leases
 from pagemind.scheduler.pool import AgentPool
+from pagemind.scheduler.triggers import fired_by_idle
 from pagemind.scheduler.turnlocks import HeldAgents
 
 log = structlog.get_logger("pagemind.scheduler")
@@ -129,12 +131,20 @@ class Dispatcher:
                     agent.refresh()
                 if item.kind == "message":
                     turn = await run_turn(agent, item.content, idempotency_key=item.turn_key)
+                    self._queue_reflection(item, agent)
                     return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
                             "turn_id": turn.turn_id}, None
-                result = await run_job(agent, item.content)
+                result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
                 return result, result.get("error")
             finally:
                 agent.observer = NullObserver()
+
+    def _queue_reflection(self, item: InboxItem, agent: Any) -> None:
+        """`memory.reflection.every_turns`: a `reflect` job behind this turn when one is due (serial with the
+        agent's turns, off the user's path; keyed, so a job already waiting is not queued again)."""
+        key = due_reflection(agent)
+        if key is not None:
+            self.inbox.submit(agent.record.id, item.agent_name, "job", "reflect", key, utcnow(), self.leases.owner)
 
     def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> None:
         stored = self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)

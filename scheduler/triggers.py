@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Mapping
+from typing import Any, Mapping
 
 from croniter import croniter
 
@@ -43,6 +43,11 @@ def as_utc(moment: datetime) -> datetime:
 def idempotency_key(trigger_key: str, due: datetime) -> str:
     """The inbox key of one firing: the same for every process that decides it."""
     return f"trigger:{trigger_key}:{as_utc(due).isoformat()}"
+
+
+def fired_by_idle(item: Any) -> bool:
+    """Whether an inbox item (anything with `idempotency_key`) is an idle trigger's firing: the agent fell quiet."""
+    return (item.idempotency_key or "").startswith(f"trigger:{IDLE_KEY_PREFIX}")
 
 
 # A cron's times around `now`, per trigger key: agents made from one template share their triggers, and croniter

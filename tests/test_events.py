@@ -11,7 +11,7 @@ from pagemind.runtime.cli.demo import DemoDisplay
 from pagemind.runtime.events import (
     Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
     ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Squeezed, StepEndEvent, ToolCallEvent, ToolResultEvent,
-    TurnEvent,
+    TurnEvent, Salience, SalienceEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.testing import ScriptedModel, reply_body
@@ -20,6 +20,7 @@ from pagemind.runtime.trace.format import LINE_ADAPTER
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.timeline import BarScale, TimelineRenderer
+from pagemind.scheduler.api_sse import SseMapper
 
 AT = datetime(2026, 3, 2, 9, 14, 5, tzinfo=timezone.utc)
 REQUEST = {"model": "m", "messages": [{"role": "system", "content": "<instructions>\nx\n</instructions>"},
@@ -36,6 +37,8 @@ SAMPLES = [  # one turn's worth, in an order the runtime could report them
     FlushEvent(step=1, data=Flush(evicted=4, tokens_before=900, tokens_after=400, summary_tokens=50,
                                   summary_chunks=1, extraction="stored", extracted=2, enough=True, ahead=True,
                                   waited_ms=0.5)),
+    SalienceEvent(step=1, data=Salience(gate="prefetch", remember=False, lookup=False, score=0.0, reason="chit-chat",
+                                        source="rules")),
     ModelRequestEvent(step=1, body=REQUEST),
     ModelResponseEvent(step=1, body=reply_body("noted"), latency_ms=3.5, prompt_tokens=20, completion_tokens=2),
     ToolCallEvent(step=1, call_id="c1", name="core_memory_append", arguments='{"label": "human", "content": "Lin"}'),
@@ -65,6 +68,7 @@ def test_every_consumer_handles_every_kind(event):
     TimelineRenderer(BarScale(usable=1000, warn=0.7, flush=0.9)).render(event)
     DemoDisplay(lambda line: None, BarScale(usable=1000, warn=0.7, flush=0.9), "user", "agent", 100).on_event(event)
     ObserverGroup([NullObserver()]).on_event(event)
+    SseMapper().convert(event)  # the daemon's event stream (it once lacked flush_ahead and failed mid-stream)
 
 
 @pytest.mark.parametrize("event", SAMPLES, ids=lambda e: getattr(e, "kind", e.type))

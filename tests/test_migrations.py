@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ import sqlalchemy
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.migrate import MIGRATIONS, alembic_config, current_revision, head_revision, include_name
 from pagemind.runtime.state.tables import metadata
+
+V1_START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)  # tests/fixtures/make_v1_fixture.py's clock
 
 ROOT = Path(__file__).parent.parent
 V1 = Path(__file__).parent / "fixtures" / "v1"
@@ -151,8 +154,11 @@ def test_a_database_made_by_0_1_0_upgrades_in_place_with_its_data(database_url, 
     assert messages[0].content == "My sister Mei lives in Lyon. She loves hiking. I'm Lin."
 
     async def use() -> tuple[list, list, list, list]:
-        agent = await Agent.load(spec, store=store)
-        other = await Agent.load(AgentSpec.model_validate_json(store.stored_spec_json("assistant")), store=store)
+        # Read soon after the data was written: months later its memories, never retrieved, are dormant (decay).
+        soon = lambda: V1_START + timedelta(days=10)  # noqa: E731
+        agent = await Agent.load(spec, store=store, clock=soon)
+        other = await Agent.load(AgentSpec.model_validate_json(store.stored_spec_json("assistant")), store=store,
+                                 clock=soon)
         recalled = await agent.recall.search("Lyon")
         found = await agent.archival.search("Where does Mei live?", count_hits=False)
         theirs = await other.archival.search("Where does Mei live?", count_hits=False)
@@ -169,7 +175,7 @@ def test_a_database_made_by_0_1_0_upgrades_in_place_with_its_data(database_url, 
     store.engine.dispose()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "QDRANT_"))}
-    listing = subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "memory", "archival", "companion"],
+    listing = subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "memory", "archival", "companion", "--all"],
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert listing.returncode == 0, listing.stderr
     assert listing.stdout.startswith("2 live archival memories; tags: family, food, preference")

@@ -84,7 +84,7 @@ def test_replay_reports_a_divergence_with_exit_1(home, scripted_openai, capsys):
     path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     assert main(["replay", str(path)]) == 1
     output = capsys.readouterr().out
-    assert output.startswith(f"DIVERGED at event 2 of 12 ({path.name}:3), turn 1 step 1")
+    assert output.startswith(f"DIVERGED at event 3 of 13 ({path.name}:4), turn 1 step 1")
     assert "+Name: Sam" in output
 
 

@@ -78,7 +78,7 @@ idle:
                         "day month weekday, e.g. '0 9 * * *')")
     rest = "\n".join(found[1:])
     assert f"{path}:7 schedule[1].every: '10s' is shorter than one minute" in rest
-    assert f"{path}:11 schedule[2].run: unknown job 'defrag' (jobs: compact)" in rest
+    assert f"{path}:11 schedule[2].run: unknown job 'defrag' (jobs: compact, reflect)" in rest
     assert f"{path}:10 schedule[2].timezone: unknown time zone 'Mars/Olympus'" in rest
     assert f"{path}:12 schedule[3]: give exactly one of 'message' (a turn) or 'run' (a maintenance job)" in rest
     assert f"{path}:15 schedule[4]: give exactly one of 'cron'" in rest

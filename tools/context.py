@@ -77,9 +77,11 @@ class ArchivalMemory(Protocol):
         top_k: int | None = None,
         page: int = 1,
         count_hits: bool = True,
+        seen: bool = False,
     ) -> list[ArchivalHit]:
         """Ranked memories for a query (hybrid dense + keyword, recency, importance); each result has `text`,
-        `kind` and `date`. `count_hits=False` for reads that are not a use (the runtime's prefetch)."""
+        `kind` and `date`. `count_hits=False` for reads that are not a use (the runtime's prefetch); `seen=True`
+        with it when the model is shown the results (they count as retrieved for decay, not as hits)."""
         ...
 
     def stats(self) -> tuple[int, tuple[str, ...]]:

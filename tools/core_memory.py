@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
 from pagemind.tools.context import ToolContext
 from pagemind.tools.registry import tool
 
@@ -56,3 +61,31 @@ def memory_rethink(label: str, new_value: str, context: ToolContext) -> str:
     """
     context.core_memory.rethink(label, new_value, context.now())
     return f"Rewritten. {_usage(context, label)}"
+
+
+def _json_object(value: Any) -> Any:
+    # Models often send a nested object as a JSON string; take it as the object it spells.
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+@tool
+def core_memory_update(label: str, changes: Annotated[dict[str, Any], BeforeValidator(_json_object)],
+                       context: ToolContext) -> str:
+    """Change fields of a structured core memory block (one shown with format="json", such as "profile").
+
+    Send only what changes, as a JSON merge patch: a field you give is set; a nested object is merged field by
+    field; a list is replaced whole; a field set to null is removed. The result must still fit the block's
+    fields (listed in the block); if it does not, nothing changes and the error names the field to fix.
+
+    Args:
+        label: The structured block to change, e.g. "profile".
+        changes: The fields to set or remove, e.g. {"name": "Mia", "people": {"Leo": {"relation": "brother"}}}
+            adds Leo and keeps everyone else; {"people": {"Leo": null}} removes Leo.
+    """
+    context.core_memory.update(label, changes, context.now())
+    return f"Updated. {_usage(context, label)}"

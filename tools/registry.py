@@ -93,7 +93,7 @@ def _is_context_annotation(annotation: Any) -> bool:
 
 
 def _build_args_model(function: Callable[..., Any], param_docs: dict[str, str]) -> tuple[type[BaseModel], str | None]:
-    hints = get_type_hints(function)
+    hints = get_type_hints(function, include_extras=True)  # keep Annotated validators (core_memory_update)
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for name, param in inspect.signature(function).parameters.items():

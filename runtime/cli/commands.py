@@ -54,6 +54,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         recorder.close()  # a turn that failed still leaves what it did in the trace
     out(reply or "(no reply)")
+    await _reflect_if_due(agent, args.wait)
     return 0
 
 
@@ -84,6 +85,14 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
         recorder.close()
 
 
+async def _reflect_if_due(agent: Agent, wait: float) -> None:
+    """`memory.reflection.every_turns`: reflect after `run`'s turn when one is due (the reply shown, the trace
+    closed: a reflection is no part of a turn's trace, which is why `chat` leaves it to the next `run` or job)."""
+    from pagemind.runtime.reflection.run import reflect_if_due
+
+    await reflect_if_due(agent, wait)
+
+
 def _report(message: str) -> None:
     import sys
 
@@ -111,6 +120,7 @@ async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:
     history = agent.store.block_history(agent.record.id, args.history if args.history != "*" else None)
     for block in agent.memory.blocks:
         flag = ", read-only" if block.read_only else ""
+        flag += (", structured" if block.schema is not None else "") + (", ephemeral" if block.ephemeral else "")
         edits = [v for v in history if v.label == block.label]
         out(f"[{block.label}] {block.chars}/{block.limit} chars{flag}, {len(edits)} edit(s)")
         out("  " + (block.value.replace("\n", "\n  ") if block.value else "(empty)"))

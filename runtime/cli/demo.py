@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model_client import ModelRequest
@@ -179,7 +179,7 @@ class DemoDisplay:
             case MemoryEditEvent():
                 self._count("edits")
             case (HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
-                  | PressureSqueezedEvent()):
+                  | PressureSqueezedEvent() | SalienceEvent()):
                 self._count(event.kind)
             case StepEndEvent():
                 return  # the next step or turn speaks for itself

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
+from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
 from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.shared import CliError
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
@@ -71,6 +72,7 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     agents.add_argument("names", nargs="*", metavar="OLD NEW")
     agents.set_defaults(handler=commands.cmd_agents)
     add_trace_parsers(sub)  # trace ls|show|export, replay, demo; --trace on run and chat
+    add_reflect_parser(sub)
     if extend is not None:
         extend(sub)
     return parser

@@ -44,7 +44,8 @@ def memory_parser() -> argparse.ArgumentParser:
     search.set_defaults(handler=cmd_search)
     archival = memory.add_parser("archival", help="list archival memories with kind, date and importance")
     archival.add_argument("agent")
-    archival.add_argument("--all", action="store_true", help="include superseded memories")
+    archival.add_argument("--all", action="store_true",
+                          help="include superseded, expired and dormant memories (marked), which searches leave out")
     archival.add_argument("--history", metavar="ID", help="one memory's history (id or unique prefix)")
     archival.set_defaults(handler=cmd_archival)
     forget = memory.add_parser("forget", help="delete one archival memory for real (vector store and SQL)")
@@ -110,14 +111,20 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
         for v in archival.history(memory_id):
             out(f"  {v.at:%Y-%m-%d %H:%M:%S} {v.operation:<10} {clip(repr(v.text))} {v.detail}")
         return 0
-    memories = archival.list(include_superseded=args.all)
+    from pagemind.runtime.memory.decay import hidden_reason
+
+    now, config = archival.clock(), archival.config.expiry
+    memories = [(m, hidden_reason(m, now, config)) for m in archival.list(include_superseded=args.all)]
     count, tags = archival.stats()
-    out(f"{count} live archival memories; tags: {', '.join(tags) or 'none'}")
-    for m in memories:
-        flag = f"  [superseded by {m.superseded_by[:8]}]" if m.superseded_by else ""
-        expiry = f"  [expires {m.expires_at:%Y-%m-%d}]" if m.expires_at else ""
+    hidden = sum(1 for _, why in memories if why and not why.startswith("superseded"))
+    out(f"{count} live archival memories; tags: {', '.join(tags) or 'none'}"
+        + (f" ({hidden} expired or dormant, listed with --all)" if hidden and not args.all else ""))
+    for m, why in memories:
+        if why and not args.all:
+            continue
+        flag = f"  [{why}]" if why else f"  [expires {m.expires_at:%Y-%m-%d %H:%M}]" if m.expires_at else ""
         out(f"{m.id[:8]} {m.created_at:%Y-%m-%d} {m.kind:<10} importance {m.importance:.2f} hits {m.hit_count}"
-            f"{' tags ' + ','.join(m.tags) if m.tags else ''}{flag}{expiry}\n    {clip(m.text)}")
+            f"{' tags ' + ','.join(m.tags) if m.tags else ''}{flag}\n    {clip(m.text)}")
     return 0
 
 

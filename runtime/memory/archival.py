@@ -28,7 +28,9 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.memory.decay import disuse_weight, due_for_seen, search_filter
 from pagemind.runtime.memory.embeddings import Embedder, embed_for_write, query_vector, write_cache_rows
+from pagemind.runtime.memory.expiry import expiry_from_wording
 from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
@@ -38,7 +40,7 @@ from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Spa
 from pagemind.runtime.memory.rekey import complete_rekeys
 from pagemind.runtime.memory.write_policy import decide, keyword_document, normalise_text
 from pagemind.runtime.memory_config import ArchivalConfig
-from pagemind.runtime.state.records import utcnow
+from pagemind.runtime.state.records import utcnow, without_nul
 from pagemind.tools.context import MEMORY_KINDS, ArchivalHit, InsertResult
 
 __all__ = ["ArchivalService", "MemoryVersion"]
@@ -110,10 +112,16 @@ class ArchivalService:
                      importance: float | None = None, source_message_ids: list[int] | None = None,
                      expires_at: datetime | None = None) -> InsertResult:
         """Store a memory: normalise and date it, then refresh a near-duplicate, supersede a contradicted
-        memory, or insert it. Durable, listed and searchable when this returns."""
+        memory, or insert it. Durable, listed and searchable when this returns. Without `expires_at`, time-bound
+        wording sets one ("until Friday": `memory.expiry`)."""
         now = self.clock()
         text = normalise_text(content, now)
         self._validate(text, kind, importance)
+        if expires_at is None and self.config.expiry.from_wording and kind in self.config.expiry.kinds:
+            found = expiry_from_wording(text, now)
+            expires_at = found.at if found else None
+            if found:
+                log.info("archival_expiry", agent_id=self.agent_id, phrase=found.phrase, expires_at=found.at)
         record = MemoryRecord(
             agent_id=self.agent_id, user_id=self.user_id, text=text, kind=kind,
             importance=self.config.default_importance if importance is None else importance,
@@ -146,13 +154,14 @@ class ArchivalService:
         return next((h for h in hits if h.record.id in live), None)
 
     def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None,
-             cache_rows: list[dict[str, Any]] | None = None) -> InsertResult:
+             cache_rows: list[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> InsertResult:
         """Insert, in the ledger's order (row 'inserting', point, superseded point, row live), batched with the
-        other agents' concurrent inserts (`memory.group_commit`); answered once the row is live."""
+        other agents' concurrent inserts (`memory.group_commit`); answered once the row is live. `extra` goes
+        into the 'insert' version's detail."""
         old_id = superseded.record.id if superseded else None
         similarity = round(superseded.score, 4) if superseded else None
         [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
-        detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance}
+        detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance} | (extra or {})
         group_commit(self.store.backend).insert(PendingInsert(
             self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {}),
             cache_rows or []))
@@ -183,41 +192,107 @@ class ArchivalService:
         return InsertResult(action="duplicate", id=old.id, text=old.text, kind=old.kind, other_id=old.id,
                             similarity=round(copy.score, 4))
 
+    async def insert_event(self, record: MemoryRecord, detail: dict[str, Any] | None = None) -> InsertResult:
+        """Store a memory of an event (an episode) as given: its id and dates kept, never deduped or superseding
+        (an event does not repeat another, however alike). An id already stored (in any state) writes nothing and
+        answers 'duplicate', so a record with an id derived from the event is stored once. `detail` goes into its
+        'insert' version."""
+        record = record.model_copy(update={"agent_id": self.agent_id,
+                                           "text": normalise_text(record.text, record.created_at)})
+        self._validate(record.text, record.kind, record.importance)
+        cache_rows: list[dict[str, Any]] = []
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [record.text], cache_rows)
+        async with self._write_lock:
+            if await asyncio.to_thread(self.ledger.rows, [record.id]):
+                return InsertResult(action="duplicate", id=record.id, text=record.text, kind=record.kind,
+                                    other_id=record.id)
+            return await asyncio.to_thread(self._add, record, vector, None, cache_rows, detail)
+
+    async def rewrite(self, memory_id: str, text: str, *, operation: str, detail: dict[str, Any]) -> bool:
+        """Replace a live memory's text in place (same id; new vector and payload), recorded as an `operation`
+        version with `detail` and the new text. The text is stored as given (NUL removed), so a caller's bound on
+        its length holds. False when the memory is not live (forgotten or superseded): nothing changes."""
+        text = without_nul(text).strip()
+        self._validate(text, "fact", None)  # the text's checks (the kind stays what it was)
+        cache_rows: list[dict[str, Any]] = []
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
+        async with self._write_lock:  # an insert deduping against this memory waits for its new vector
+            return await asyncio.to_thread(self._rewrite, memory_id, text, vector, operation, detail, cache_rows)
+
+    def _rewrite(self, memory_id: str, text: str, vector: np.ndarray, operation: str, detail: dict[str, Any],
+                 cache_rows: list[dict[str, Any]]) -> bool:
+        """Row (new text, token, version), point upserted from the row, token cleared: a crash in between leaves
+        a token, and the reconcile upserts the point again from the row (`memory.reconcile`)."""
+        store = self.store  # opened (and reconciled) before the row is touched
+        if cache_rows:
+            with self.engine.begin() as conn:
+                write_cache_rows(conn, cache_rows)
+        token = new_token()
+        record = self.ledger.begin_rewrite(memory_id, text, token, operation, detail, self.clock())
+        if record is None:
+            return False
+        crash_point("archival.rewrite.pending")
+        store.upsert([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
+        crash_point("archival.rewrite.upserted")
+        self.ledger.settle([memory_id], token)
+        crash_point("archival.rewrite.completed")
+        log.info("archival_rewrite", agent_id=self.agent_id, id=memory_id, operation=operation, chars=len(text))
+        return True
+
+    async def supersede(self, memory_id: str, by: str, detail: dict[str, Any]) -> bool:
+        """Mark a live memory superseded by another existing one, `detail` (a reason, who decided) in its
+        'superseded' version; SQL first, then the point (a crash between: `memory.reconcile` sets the point from
+        the row). False when it is not live or already superseded (nothing changes: safe to repeat)."""
+        now, token = self.clock(), new_token()
+        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
+        if not await asyncio.to_thread(self.ledger.begin_supersede, memory_id, by, token, detail, now):
+            return False
+        crash_point("archival.supersede.pending")
+        await asyncio.to_thread(store.set_payload, memory_id, {"superseded_by": by, "updated_at": now})
+        await asyncio.to_thread(self.ledger.settle, [memory_id], token)
+        log.info("archival_supersede", agent_id=self.agent_id, id=memory_id, by=by, detail=detail)
+        return True
+
     # -- search -----------------------------------------------------------------------------------------------
 
     async def search(self, query: str, *, tags: list[str] | None = None, start_date: datetime | None = None,
                      end_date: datetime | None = None, top_k: int | None = None, page: int = 1,
-                     mode: Literal["hybrid", "bm25", "dense"] = "hybrid", count_hits: bool = True) -> list[ArchivalHit]:
-        """Ranked live memories for a query: dense and BM25 candidates fused, weighed by recency, importance
-        and usefulness; nothing below the noise floor. `page` counts from 1, `top_k` results per page.
-        `count_hits=False` leaves hit counts alone (benchmarks, inspection)."""
+                     mode: Literal["hybrid", "bm25", "dense"] = "hybrid", count_hits: bool = True,
+                     seen: bool = False) -> list[ArchivalHit]:
+        """Ranked live memories for a query: dense and BM25 candidates fused, weighed by recency, importance,
+        usefulness and disuse; nothing below the noise floor. Expired and dormant memories only with a date range
+        (`memory.decay`). `page` counts from 1, `top_k` results per page. `count_hits=False` leaves hit counts alone
+        (benchmarks, inspection); `seen=True` with it marks the results used for decay, not for usefulness
+        (prefetch: the model was shown them)."""
         k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
-        if self.stats()[0] == 0:
-            return []  # nothing live (checked against the database): no need to load the model or open the store
+        dated = start_date is not None or end_date is not None
+        if self.stats()[0] == 0 and not (dated and self._stats and self._stats.rows):
+            return []  # nothing to find (checked against the database): no need to load the model or open the store
         now = self.clock()
-        flt = MemoryFilter(tags=[t.lower() for t in tags] if tags else None, created_from=start_date,
-                           created_to=end_date, live_at=now)
+        flt = search_filter(now, self.config.expiry, tags=tags, start_date=start_date, end_date=end_date)
+        use = "hit" if count_hits else "seen" if seen and self.config.expiry.prefetch_counts else None
         limit = max(self.config.prefetch, k * max(1, page) * 2)
         # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
-        results, candidates = await asyncio.to_thread(self._search, query, flt, limit, k, page, mode, now,
-                                                      count_hits)
+        results, candidates = await asyncio.to_thread(self._search, query, flt, limit, k, page, mode, now, use)
         log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results),
                  page=page)
         return results
 
     def _search(self, query: str, flt: MemoryFilter, limit: int, k: int, page: int, mode: str, now: datetime,
-                count_hits: bool) -> tuple[list[ArchivalHit], int]:
+                use: str | None) -> tuple[list[ArchivalHit], int]:
         vector = query_vector(self.embedder, query)
         sparse = self._sparse(analysed(query), query=True) if mode != "dense" else None
         dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
         live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
         dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
         ranked = self._rank(vector, dense_hits, keyword_hits, now, mode)
+        shown = ranked[(max(1, page) - 1) * k: max(1, page) * k]
         results = [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
-                               tags=r.tags, importance=r.importance)
-                   for s, r in ranked[(max(1, page) - 1) * k: max(1, page) * k]]
-        if results and count_hits:
+                               tags=r.tags, importance=r.importance) for s, r in shown]
+        if results and use == "hit":
             self._count_hits([r.id for r in results], now)
+        elif use == "seen" and (due := due_for_seen([r for _, r in shown], now)):
+            self._count_hits(due, now, count=False)
         return results, len(ranked)
 
     def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
@@ -247,12 +322,14 @@ class ArchivalService:
         c = self.config
         return (recency(record.created_at, now, c.recency_weight, c.recency_half_life_days)
                 * importance_factor(record.importance, c.importance_weight)
-                * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days))
+                * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days)
+                * disuse_weight(record, now, c.expiry))
 
-    def _count_hits(self, ids: list[str], now: datetime) -> None:
-        """Usefulness bookkeeping: each returned memory gets a hit (SQL first, then the payloads)."""
+    def _count_hits(self, ids: list[str], now: datetime, count: bool = True) -> None:
+        """Usefulness bookkeeping: each returned memory gets a hit, or (not `count`) only its last use moved to
+        now (SQL first, then the payloads)."""
         token = new_token()
-        fields = self.ledger.begin_hits(ids, now, token)
+        fields = self.ledger.begin_hits(ids, now, token, count=count)
         crash_point("archival.hits.pending")
         for memory_id, values in fields.items():
             self.store.set_payload(memory_id, values)

@@ -59,6 +59,12 @@ def _edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
     if flt.live_at is not None:
         must.append(IsEmptyCondition("superseded_by"))
         must_not.append(FieldCondition(key="expires_at", range=RangeFloat(lte=to_epoch(flt.live_at))))
+    if flt.unsuperseded:
+        must.append(IsEmptyCondition("superseded_by"))
+    if flt.used_since is not None:  # last use: the later of the last hit and the last write (`last_used`)
+        since = to_epoch(flt.used_since)
+        must.append(Filter(should=[FieldCondition(key="last_hit_at", range=RangeFloat(gte=since)),
+                                   FieldCondition(key="updated_at", range=RangeFloat(gte=since))]))
     return Filter(must=must, must_not=must_not or None)
 
 
@@ -141,7 +147,7 @@ class EdgeBackend(ArchivalBackend):
         shard.update(qe.UpdateOperation.create_field_index("agent_id", qe.KeywordIndexParams(is_tenant=True)))
         for key in ("user_id", "kind", "tags", "superseded_by"):
             shard.update(qe.UpdateOperation.create_field_index(key, qe.KeywordIndexParams(enable_hnsw=False)))
-        for key in ("created_at", "expires_at"):
+        for key in ("created_at", "updated_at", "last_hit_at", "expires_at"):
             shard.update(qe.UpdateOperation.create_field_index(key, qe.FloatIndexParams(enable_hnsw=False)))
         shard.flush()
 

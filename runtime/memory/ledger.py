@@ -9,6 +9,8 @@ something `memory.reconcile` can finish or undo, with SQL as the record of what 
              3. the superseded memory's point marked superseded
              4. row made 'live'; the superseded row marked, with its version.  The caller is answered after this.
     refresh  1. row updated, `write_token` set, 'refresh' version   2. point's payload set   3. token cleared
+    rewrite  1. row's text replaced, token set, a version (e.g. 'faded')  2. point upserted (new vector)  3. token
+             cleared
     hits     1. hit counts incremented, token set                   2. payloads set          3. token cleared
     forget   1. row made 'forgetting'   2. point deleted   3. row and its history deleted
 
@@ -252,11 +254,28 @@ class Ledger:
             self._bump(conn)
         return fields
 
-    def begin_hits(self, ids: Sequence[str], at: datetime, token: str) -> dict[str, dict[str, Any]]:
-        """Step 1 of counting hits: each live memory's count goes up by one. Returns the new fields by id."""
+    def begin_rewrite(self, memory_id: str, text: str, token: str, operation: str, detail: dict[str, Any],
+                      at: datetime) -> MemoryRecord | None:
+        """Step 1 of a rewrite in place (same id, new text): the live row's text, its token and an `operation`
+        version holding the new text. Returns the row as now written (what the point must become), or None when
+        the memory is no longer live (forgotten or superseded)."""
+        with self.engine.begin() as conn:
+            where = (self._by_id, memories.c.id == memory_id, memories.c.state == LIVE,
+                     memories.c.superseded_by.is_(None))
+            if not conn.execute(update(memories).where(*where).values(
+                    text=text, updated_at=at, write_token=token, write_started=utcnow())).rowcount:
+                return None
+            self._version(conn, memory_id, operation, text, detail, at)
+            row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id)).mappings().one()
+        return record_of(row)
+
+    def begin_hits(self, ids: Sequence[str], at: datetime, token: str, count: bool = True) -> dict[str, dict[str, Any]]:
+        """Step 1 of counting hits: each live memory's count goes up by one (not if `count` is False: a memory
+        shown, not used) and its last hit is `at`. Returns the new fields by id."""
         with self.engine.begin() as conn:
             where = (self._by_id, memories.c.id.in_(list(ids)), memories.c.state == LIVE)
-            conn.execute(update(memories).where(*where).values(hit_count=memories.c.hit_count + 1, last_hit_at=at,
+            hits = memories.c.hit_count + 1 if count else memories.c.hit_count
+            conn.execute(update(memories).where(*where).values(hit_count=hits, last_hit_at=at,
                                                                write_token=token, write_started=utcnow()))
             counts = conn.execute(select(memories.c.id, memories.c.hit_count).where(*where)).all()
         return {memory_id: {"hit_count": count, "last_hit_at": at} for memory_id, count in counts}
@@ -285,6 +304,32 @@ class Ledger:
                                                 memories.c.state == FORGETTING))
             conn.execute(delete(versions).where(versions.c.agent_id == self.agent_id,
                                                 versions.c.memory_id == memory_id))
+
+    def changed_since(self, since: datetime) -> list[MemoryRecord]:
+        """The agent's live, unsuperseded memories written, refreshed or found by a search at or after `since`,
+        newest first (what a reflection calls the memories its messages touched)."""
+        changed = ((memories.c.created_at >= since) | (memories.c.updated_at >= since)
+                   | (memories.c.last_hit_at >= since))
+        query = select(memories).where(self._mine, memories.c.state == LIVE, memories.c.superseded_by.is_(None),
+                                       changed)
+        with self.engine.connect() as conn:
+            return [record_of(r) for r in conn.execute(query.order_by(memories.c.updated_at.desc())).mappings()]
+
+    def begin_supersede(self, memory_id: str, by: str, token: str, detail: dict[str, Any], at: datetime) -> bool:
+        """Step 1 of superseding a memory by another that already exists (a reflection's merge or resolved
+        contradiction): the live row marked superseded by `by` with its token set, and its 'superseded' version
+        with `detail`, in one transaction. False, writing nothing, when it is not a live, unsuperseded memory of
+        the agent: superseding again is a no-op, so a rerun never applies it twice."""
+        with self.engine.begin() as conn:
+            where = (self._by_id, memories.c.id == memory_id, memories.c.state == LIVE,
+                     memories.c.superseded_by.is_(None))
+            text = conn.execute(select(memories.c.text).where(*where)).scalar()
+            if text is None or not conn.execute(update(memories).where(*where).values(
+                    superseded_by=by, updated_at=at, write_token=token, write_started=utcnow())).rowcount:
+                return False
+            self._version(conn, memory_id, "superseded", text, {"superseded_by": by, **detail}, at)
+            self._bump(conn)
+        return True
 
     # -- helpers ------------------------------------------------------------------------------------------------
 

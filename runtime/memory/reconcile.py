@@ -9,7 +9,9 @@ re-keying of old points and before any read or write. SQL says what was meant (t
 - an 'inserting' row whose point is absent is rolled back (its caller was never answered). The embedded store has
   one writer process, so there every such row is; on a shared Qdrant server another process may be between steps 1
   and 2 of that very insert, so only rows older than `GRACE` are (younger ones stay invisible until a later open);
-- a live row with a write token (a refresh or hit count cut short) has its payload set again from the row;
+- a live row with a write token (a refresh or hit count cut short) has its payload set again from the row; when
+  the point's text differs from the row's (a rewrite in place cut short), the point is written again whole,
+  embedded again from the row's text;
 - a 'forgetting' row (a forget cut short) has its point deleted, then goes with its history;
 - points with no row at all are deleted when they carry this database's identity (`origin`: only a writer on a
   shared server that stalled past the grace and then died can leave one). Others are left alone and counted
@@ -69,18 +71,21 @@ def reconcile(ledger: Ledger, store: AgentStore, *, exclusive: bool, restore: Re
     now = now or utcnow()
     done = Reconciled()
     unsettled = ledger.rows(unsettled=True)
-    present = {r.id for r in store.get([row["id"] for row in unsettled])} if unsettled else set()
+    stored = {r.id: r for r in store.get([row["id"] for row in unsettled])} if unsettled else {}
     for row in unsettled:
         if row["state"] == INSERTING:
-            _settle_insert(ledger, store, row, row["id"] in present, exclusive, now - grace, done)
+            _settle_insert(ledger, store, row, row["id"] in stored, exclusive, now - grace, done)
         elif row["state"] == FORGETTING:
             store.delete([row["id"]])
             ledger.end_forget(row["id"])
             crash_point("archival.reconcile.forgotten")
             done.forgotten += 1
         else:
-            if row["id"] in present:
-                store.set_payload(row["id"], _fields(record_of(row)))
+            record = record_of(row)
+            if row["id"] in stored and stored[row["id"]].text != record.text and restore is not None:
+                store.upsert(restore([record]))  # a rewrite cut short: the point needs the new vector too
+            elif row["id"] in stored:
+                store.set_payload(row["id"], _fields(record))
             ledger.settle([row["id"]], row["write_token"])
             crash_point("archival.reconcile.resynced")
             done.resynced += 1

@@ -100,6 +100,10 @@ class MemoryRecord(BaseModel):
             hit_count=int(p.get("hit_count") or 0), source_message_ids=list(p.get("source_message_ids") or []),
             expires_at=from_epoch(p.get("expires_at")), superseded_by=p.get("superseded_by"))
 
+    def last_used(self) -> datetime:
+        """When the memory was last retrieved, refreshed or written (a refresh sets `last_hit_at` too)."""
+        return max(self.updated_at, self.last_hit_at) if self.last_hit_at else self.updated_at
+
     def live_at(self, now: datetime) -> bool:
         """Not superseded and not expired at `now`."""
         return self.superseded_by is None and (self.expires_at is None or self.expires_at > now)
@@ -117,6 +121,8 @@ class MemoryFilter(BaseModel):
     created_from: datetime | None = None
     created_to: datetime | None = None
     live_at: datetime | None = Field(None, description="only memories neither superseded nor expired at this time")
+    unsuperseded: bool = Field(False, description="only memories not superseded (expired ones included)")
+    used_since: datetime | None = Field(None, description="only memories retrieved, refreshed or written since then")
 
 
 @dataclass(frozen=True)

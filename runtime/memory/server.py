@@ -42,6 +42,12 @@ def _client_filter(agent_id: int, flt: MemoryFilter) -> Any:
     if flt.live_at is not None:
         must.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="superseded_by")))
         must_not.append(m.FieldCondition(key="expires_at", range=m.Range(lte=to_epoch(flt.live_at))))
+    if flt.unsuperseded:
+        must.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="superseded_by")))
+    if flt.used_since is not None:  # last use: the later of the last hit and the last write (`last_used`)
+        since = to_epoch(flt.used_since)
+        must.append(m.Filter(should=[m.FieldCondition(key="last_hit_at", range=m.Range(gte=since)),
+                                     m.FieldCondition(key="updated_at", range=m.Range(gte=since))]))
     return m.Filter(must=must, must_not=must_not or None)
 
 
@@ -111,7 +117,8 @@ class ServerBackend(ArchivalBackend):
         return {"agent_id": m.KeywordIndexParams(type=keyword, is_tenant=True)} \
             | {key: m.KeywordIndexParams(type=keyword, enable_hnsw=False)
                for key in ("user_id", "kind", "tags", "superseded_by")} \
-            | {key: m.FloatIndexParams(type=number, enable_hnsw=False) for key in ("created_at", "expires_at")}
+            | {key: m.FloatIndexParams(type=number, enable_hnsw=False)
+               for key in ("created_at", "updated_at", "last_hit_at", "expires_at")}
 
     def _upgrade(self) -> None:
         """A collection made before the per-agent index (`memory.index`) gets it: the server rebuilds in the

@@ -66,7 +66,8 @@ class Extraction(BaseModel):
 
 @dataclass(frozen=True)
 class ExtractionReport:
-    """What extraction did: `status` is stored | empty | unparseable | invalid (every item refused) | skipped."""
+    """What extraction did: `status` is stored | empty | unparseable | invalid (every item refused) | skipped |
+    unsalient (the salience gate found nothing worth remembering: no model call)."""
 
     status: str
     stored: int = 0

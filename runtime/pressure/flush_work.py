@@ -27,6 +27,7 @@ from typing import Awaitable, Callable, Sequence
 
 import structlog
 
+from pagemind.runtime.events import Salience
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelClient, ModelError, ModelRequest, ModelResponse
 from pagemind.runtime.pressure.extraction import Extraction, ExtractionReport, extract
@@ -78,6 +79,7 @@ class FlushWork:
     now: datetime
     settings: WorkSettings
     ahead: bool = False  # prepared once the warning line was crossed, not at the flush
+    salience: Salience | None = None  # the salience gate on the evicted turns (None: no gate)
     calls: list[ModelCall] = field(default_factory=list)
     task: asyncio.Task[FlushOutcome] | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -147,9 +149,12 @@ class FlushWork:
             return SummaryResult(f"{self.old_summary}\n{note}".strip(), chunks=0, truncated=False)
 
     async def extraction(self, call: Call) -> Extraction | ExtractionReport:
-        """What the extractor proposes for the evicted messages (skipped when extraction is off)."""
+        """What the extractor proposes for the evicted messages (skipped when extraction is off, and when the
+        salience gate finds no turn among them worth remembering: no model call then)."""
         if not self.settings.extract:
             return ExtractionReport("skipped")
+        if self.salience is not None and not self.salience.remember:
+            return ExtractionReport("unsalient")
         try:
             return await extract(call, model=self.settings.model, messages=self.evicted, now=self.now)
         except ModelError as exc:

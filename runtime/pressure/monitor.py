@@ -18,7 +18,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import structlog
 
@@ -26,7 +26,8 @@ from pagemind.runtime.compiler import CompiledContext, message_tokens
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.events import (
     Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, ModelRequestEvent,
-    ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Squeezed,
+    ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Salience, SalienceEvent,
+    Squeezed,
 )
 from pagemind.runtime.pressure.eviction import EvictionPlan, atomic_groups, plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
@@ -99,6 +100,7 @@ class MonitoredAgent(Protocol):
     def compile(self) -> CompiledContext: ...
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
     def report(self, event: Event) -> None: ...
+    def extraction_gate(self, messages: Sequence[Message]) -> Salience | None: ...
 
 
 @dataclass
@@ -288,8 +290,9 @@ class PressureMonitor:
                                 summary_budget=summary_budget(spec), window=usable_window(spec),
                                 encoding=self.encoding,
                                 extract=spec.memory.extraction and self.agent.archival is not None)
-        return FlushWork(tuple(self.window.messages[: plan.count]), self.window.summary, plan.freed_tokens,
-                         plan.enough, self.agent.now(), settings, ahead=ahead)
+        evicted = tuple(self.window.messages[: plan.count])
+        return FlushWork(evicted, self.window.summary, plan.freed_tokens, plan.enough, self.agent.now(), settings,
+                         ahead=ahead, salience=self.agent.extraction_gate(evicted) if settings.extract else None)
 
     def _take_ahead(self, step: int, reading: PressureReading) -> FlushWork | None:
         """The work prepared ahead, if it still fits the window and evicting it buys at least half the room a flush
@@ -319,7 +322,10 @@ class PressureMonitor:
                                                                      tokens=work.freed_tokens, reason=reason)))
 
     async def _finish(self, step: int, work: FlushWork) -> FlushOutcome:
-        """The work's outcome, its model calls reported as they were made (summary first, then extraction)."""
+        """The work's outcome, its model calls reported as they were made (summary first, then extraction),
+        after the salience gate's decision on the extraction."""
+        if work.salience is not None:
+            self.agent.report(SalienceEvent(step=step, data=work.salience))
         if not self.concurrent:
             return await work.run_in_order(lambda request: self.agent.call_model(request, step))
         outcome: FlushOutcome | None = None

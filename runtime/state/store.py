@@ -19,7 +19,7 @@ from sqlmodel import Session, select
 from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec import AgentSpec, BlockSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
@@ -28,6 +28,12 @@ from pagemind.runtime.state.rows import (BLOCK_VERSIONS, INSERT_MESSAGES, INSERT
                                          messages_table, stored_message, values_of)
 from pagemind.runtime.state.tables import (AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow,
                                            TurnKeyRow)
+
+
+def _block(row: BlockRow, spec: BlockSpec) -> Block:
+    """A stored block with what only its definition knows (its schema, whether it is ephemeral)."""
+    return Block(row.label, row.value, row.char_limit, row.description, row.read_only, spec.block_schema(),
+                 spec.ephemeral)
 
 
 class AgentNameTaken(ValueError):
@@ -164,18 +170,14 @@ class StateStore:
         """The agent's blocks in the YAML's order, with their stored values."""
         with self._session() as session:
             rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
-        return [
-            Block(r.label, r.value, r.char_limit, r.description, r.read_only)
-            for r in (rows[b.label] for b in spec.blocks if b.label in rows)
-        ]
+        return [_block(rows[b.label], b) for b in spec.blocks if b.label in rows]
 
     def load_core(self, agent_id: int, spec: AgentSpec) -> tuple[list[Block], dict[str, int]]:
         """The agent's blocks (as `load_blocks`) and the version of each, read together."""
         with self._session() as session:
             rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
-        ordered = [rows[b.label] for b in spec.blocks if b.label in rows]
-        return ([Block(r.label, r.value, r.char_limit, r.description, r.read_only) for r in ordered],
-                {r.label: r.version for r in ordered})
+        ordered = [(rows[b.label], b) for b in spec.blocks if b.label in rows]
+        return [_block(r, b) for r, b in ordered], {r.label: r.version for r, _ in ordered}
 
     def block_versions(self, agent_id: int) -> dict[str, int]:
         """The current version of each of the agent's blocks (a turn's cheap check for edits made elsewhere)."""
@@ -275,6 +277,12 @@ class StateStore:
         with self._session() as session:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id).order_by(MessageRow.id)
             return [message_from_row(r) for r in session.exec(query)]
+
+    def messages_after(self, agent_id: int, after_id: int) -> list[Message]:
+        """The agent's messages newer than message `after_id`, oldest first (what a reflection reads)."""
+        with self._session() as session:
+            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.id > after_id)
+            return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
 
     # -- pressure -----------------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
 - The daemon's (`scheduler`, migration 0005): `inbox` (every accepted message and job, with its state and
   lease), `agent_leases` (which daemon process runs an agent's work now), `agent_origins` (the template an agent
   was made from), `trigger_fires` (when each schedule last fired) and `daemons` (the processes serving).
+- Reflection's (`runtime.reflection`, migration 0006): `reflections`, one row per reflection of an agent.
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
@@ -306,4 +307,25 @@ daemons = Table(
     Column("host", String(255), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+)
+
+
+# -- reflection (`runtime.reflection`, migration 0006) -------------------------------------------------------------
+
+# One row per reflection of an agent: running → applying (its validated plan stored, so a rerun after a crash
+# applies the same plan, each change idempotent) → done; or invalid (bad model output, nothing applied), failed
+# (the model call failed). "Since the last reflection" is after the newest message a done reflection covered
+# (`last_message_id`).
+reflections = Table(
+    "reflections", metadata,
+    Column("id", String(36), primary_key=True),
+    Column("agent_id", Integer, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("last_message_id", BigInteger, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("counts", JSON, nullable=False),
+    Column("plan", JSON, nullable=True),
+    Column("error", Text, nullable=True),
+    Index("ix_reflections_agent", "agent_id", "started_at"),
 )

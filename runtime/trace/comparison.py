@@ -13,8 +13,8 @@ import structlog
 
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, RuntimeEventBase, StepEndEvent, ToolCallEvent, ToolResultEvent,
-    TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, RuntimeEventBase, SalienceEvent, StepEndEvent, ToolCallEvent,
+    ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.ids import IdMap
@@ -129,7 +129,7 @@ def _compared(event: Event) -> dict[str, Any] | None:
             return {"label": event.label, "operation": event.operation, "old": event.old, "new": event.new,
                     "at": event.at}
         case (HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
-              | PressureSqueezedEvent()):
+              | PressureSqueezedEvent() | SalienceEvent()):
             # timings (`…_ms`) are the machine's, not the agent's behaviour
             return {k: v for k, v in dataclasses.asdict(event.data).items() if not k.endswith("_ms")}
         case StepEndEvent():

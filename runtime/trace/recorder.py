@@ -17,7 +17,7 @@ import structlog
 
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.trace.compaction import compact_body
@@ -215,7 +215,7 @@ class TraceRecorder:
                 self.write_pending()
             case (ModelResponseEvent() | ToolCallEvent() | ToolResultEvent() | MemoryEditEvent()
                   | HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
-                  | PressureSqueezedEvent()):
+                  | PressureSqueezedEvent() | SalienceEvent()):
                 self._note(event)
             case _:
                 assert_never(event)

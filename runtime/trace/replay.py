@@ -20,9 +20,10 @@ from typing import Any, Literal
 
 import structlog
 
-from pagemind.blocks import Block, CoreMemory
+from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
+from pagemind.runtime.memory_config import SalienceConfig
 from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, response_from_body
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec, BlockSpec
@@ -78,9 +79,21 @@ def _spec(trace: Trace, trust_tools: bool) -> AgentSpec:
         spec = AgentSpec.model_validate(trace.header.spec, context={"import_tools": trust_tools})
     except ValueError as exc:
         raise ReplayError(f"{trace.path}:1: the recorded agent spec no longer loads: {exc}") from None
+    if "salience" not in (trace.header.spec.get("memory") or {}):  # recorded before the salience gate existed
+        spec.memory = spec.memory.model_copy(update={"salience": SalienceConfig(enabled=False)})
     # Seed blocks with the snapshot's exact values (model_construct: no stripping, no re-validation).
-    blocks = [BlockSpec.model_construct(**b.model_dump()) for b in trace.header.snapshot.blocks]
+    # What the snapshot does not hold (a block's schema, whether it is ephemeral) comes from the recorded spec.
+    # Untrusted, a schema named by a module outside the package is left off (importing it would run its code).
+    recorded = {b.label: {"schema_": b.schema_ if trust_tools or _shipped_schema(b.schema_) else None,
+                          "ephemeral": b.ephemeral} for b in spec.blocks}
+    blocks = [BlockSpec.model_construct(**b.model_dump(), **recorded.get(b.label, {}))
+              for b in trace.header.snapshot.blocks]
     return spec.model_copy(update={"blocks": blocks})
+
+
+def _shipped_schema(schema: dict[str, Any] | str | None) -> bool:
+    """Whether a block's schema can be used without importing code from elsewhere: inline, or pagemind's own."""
+    return not isinstance(schema, str) or schema.startswith("pagemind.")
 
 
 def scratch_settings(home: Path) -> Settings:
@@ -111,8 +124,7 @@ async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, ho
     agent.window.restore([snapshot_message(m) for m in snapshot.messages], snapshot.summary,
                          warned=bool(state.get("pressure_warned", False)),
                          correction=float(state.get("token_correction", 1.0)), recall_count=snapshot.recall_count)
-    agent.memory = CoreMemory([Block(b.label, b.value, b.limit, b.description, b.read_only)
-                               for b in snapshot.blocks])
+    agent.memory = CoreMemory([b.to_block(b.value) for b in spec.blocks])  # the snapshot's blocks (`_spec`)
     return agent
 
 

@@ -14,7 +14,7 @@ from pagemind.runtime.budget import usable_window
 from pagemind.runtime.compiler import request_tokens, tool_schema_tokens, wire_message_tokens
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
@@ -177,6 +177,11 @@ class TimelineRenderer:
                 return [f"    ! pressure squeezed: {q.floor:,} of {q.usable:,} usable tokens cannot be evicted; a "
                         f"flush would buy {q.room:,} (several turns need {q.needed:,}), so flushes wait for "
                         f"{q.hard_at:,}"]
+            case SalienceEvent():
+                s = event.data
+                verdict = f"remember {'yes' if s.remember else 'no'}, lookup {'yes' if s.lookup else 'no'}"
+                return [f"    ? salience ({s.gate}, {s.source}): {verdict}, score {s.score:.2f}: "
+                        + short(s.reason, self.text_width)]
             case HistoryRepairEvent():
                 details = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event.data).items())
                 return [f"    ! {event.kind}: {short(details, self.text_width)}"]

@@ -1,0 +1,1 @@
+"""Sleep-time reflection: consolidate an agent's memories in one bounded model call (`run.reflect`)."""
