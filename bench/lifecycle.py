@@ -210,14 +210,21 @@ def contradictions_live(live: list[MemoryRecord], history: History) -> int:
     return both
 
 
-async def facts_missed(archival: Any, history: History) -> list[str]:
-    """Planted facts whose latest value no memory in the top 5 for its question names (episodes aside)."""
-    missed = []
+async def fact_lookups(archival: Any, history: History) -> tuple[list[str], int]:
+    """`archival_search` for each planted fact's question, top 5, episodes aside: the facts whose latest value no
+    hit names, and the corrected facts where a hit stating an older value ranks above the first naming the latest."""
+    missed, stale_first = [], 0
     for fact in history.facts.values():
-        hits = await archival.search(fact.question, top_k=5, count_hits=False)
-        if not any(mentions(h.text, fact.latest) for h in hits if h.kind not in RECORDS_OF_THE_PAST):
+        hits = [h for h in await archival.search(fact.question, top_k=5, count_hits=False)
+                if h.kind not in RECORDS_OF_THE_PAST]
+        values = [v for _, v in fact.values]
+        states = [asserted(h.text, values) for h in hits]
+        if not any(mentions(h.text, fact.latest) for h in hits):
             missed.append(f"{fact.slot} ({fact.latest})")
-    return missed
+        first_stale = next((i for i, v in enumerate(states) if v is not None and v != fact.latest), None)
+        first_latest = next((i for i, h in enumerate(hits) if mentions(h.text, fact.latest)), len(hits))
+        stale_first += first_stale is not None and first_stale < first_latest
+    return missed, stale_first
 
 
 async def expired_plans(archival: Any, history: History, now: datetime) -> dict[str, Any]:
@@ -253,7 +260,7 @@ async def score(run: Run, history: History) -> dict[str, Any]:
     """Every reported measure of one run, computed at the end of its last day."""
     archival, now = run.agent.archival, run.agent.now()
     live = live_records(run, now)
-    missed = await facts_missed(archival, history)
+    missed, stale_first = await fact_lookups(archival, history)
     means = {day: sum(v) / len(v) for day, v in run.tokens_by_day.items()}
     kinds = Counter(r.kind for r in live)
     return {
@@ -261,6 +268,7 @@ async def score(run: Run, history: History) -> dict[str, Any]:
         "tokens_max_day": max(means.values()), "live": len(live), "live_by_kind": dict(sorted(kinds.items())),
         "contradictions_live": contradictions_live(live, history), "corrections": len(history.corrections),
         "facts_found": len(history.facts) - len(missed), "facts": len(history.facts), "facts_missed": missed,
+        "stale_first": stale_first, "corrected_facts": sum(1 for t in history.facts.values() if len(t.values) > 1),
         **await expired_plans(archival, history, now), **model_calls(run, history),
         "session_errors": run.session_errors, "seconds": run.seconds,
         "session_status": {part: dict(counts) for part, counts in run.session_status.items()},

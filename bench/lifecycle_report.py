@@ -42,6 +42,8 @@ def table(history: History, scores: dict[str, dict[str, Any]]) -> str:
          lambda s: f"{s['contradictions_live']} of {s['corrections']}"),
         ("planted facts, latest version in archival_search top 5 (target ≥ 95 %)",
          lambda s: f"{s['facts_found']} of {s['facts']} ({s['facts_found'] / max(1, s['facts']):.0%})"),
+        ("corrected facts whose stale version ranks above the latest in that top 5",
+         lambda s: f"{s['stale_first']} of {s['corrected_facts']}"),
         ("expired plans still in default results (target 0)",
          lambda s: f"{s['expired_plans_shown']} of {s['expired_plans']}"
                    + (f" (+{n} found only in an episode)" if (n := s["expired_plans_in_episodes"]) else "")),

@@ -151,6 +151,7 @@ async def test_the_report_counts_what_the_simulated_days_left(tmp_path, reflecti
     # an episode naming Lisbon is a record of what was said, not the stale fact
     assert (result["contradictions_live"], result["corrections"]) == ((0 if reflection else 1), 1)
     assert (result["facts_found"], result["facts"]) == (2, 2)
+    assert result["corrected_facts"] == 1 and result["stale_first"] in ((0,) if reflection else (0, 1))
     plan_memory = next(r for r in run.agent.archival.list(include_superseded=True) if r.kind == "todo")
     assert result["expired_plans"] == 1
     hidden = bool(plan_memory.expires_at and plan_memory.expires_at < now)
