@@ -27,7 +27,6 @@ from pagemind.runtime.memory.salience import PREFETCH_STEP, extraction_gate, loo
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
 from pagemind.runtime.observer import NullObserver, TurnObserver
-from pagemind.runtime.messages import Message
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.settings import Settings

@@ -218,6 +218,8 @@ class SalienceConfig(BaseModel):
     remember_above: float = Field(0.5, ge=0, le=1, description="a score at or above this is worth both")
     min_chars: int = Field(4, ge=0, description="shorter messages with no signal score as too short (a CJK char is 3)")
     long_chars: int = Field(200, gt=0, description="length at which the length bonus is full (a CJK char is 3)")
+    small_talk_chars: int = Field(60, ge=0, description="a message shorter than this with no signal at all is small "
+                                  "talk: worth neither, no model call (a CJK char is 3; 0: off)")
     keywords: list[str] = Field(default_factory=list, description="extra life-event keywords (any language)")
     chitchat: list[str] = Field(default_factory=list, description="extra chit-chat phrases ('roger', '收到啦')")
     model: str | None = Field(None, description="model asked when the rules are unsure; none: unsure is worth it")

@@ -13,14 +13,13 @@ import pytest
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.cli.main import main
 from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.edge import EdgeBackend
 from pagemind.runtime.memory.expiry import expiry_from_wording
 from pagemind.runtime.memory.ranking import staleness
-from pagemind.runtime.memory.server import ServerBackend
 from pagemind.runtime.memory.write_policy import normalise_text
 from pagemind.runtime.memory_config import ArchivalConfig, ExpiryConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import FakeEmbedder, ManualClock
+from tests.test_archival import backend  # noqa: F401 (the fixture: both adapters)
 
 DIM = FakeEmbedder.dim
 WED = datetime(2026, 12, 2, 9, 30, tzinfo=timezone.utc)  # a Wednesday
@@ -35,6 +34,8 @@ def end_of(day: str) -> datetime:
     ("Lin is busy today", "2026-12-02"),
     ("Lin is going to a concert tonight", "2026-12-02"),
     ("Lin has a dentist appointment tomorrow", "2026-12-03"),
+    ("The user said they have an exam next week", "2026-12-13"),  # reported speech: the plan's tense counts
+    ("The user mentioned a dentist appointment tomorrow", "2026-12-03"),
     ("Lin has an exam the day after tomorrow", "2026-12-04"),
     ("Lin is in Tokyo this week", "2026-12-06"),                  # weeks end with their Sunday
     ("Lin is camping this weekend", "2026-12-06"),
@@ -75,6 +76,8 @@ def test_time_bound_wording_expires_at_the_end_of_its_period(text, ends):
 
 @pytest.mark.parametrize("text", [
     "I've lived here since last week",
+    "Lin told me she went to Paris last week",
+    "The user mentioned that she started a new job today",
     "Lin started a new job today",
     "Lin moved to Berlin this month",
     "Lin moves to Berlin next month",             # the start of something lasting
@@ -125,14 +128,6 @@ def test_staleness_falls_from_30_days_to_its_floor_at_90():
 # -- the service, on both adapters ------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["edge", "server"])
-def backend(request, tmp_path):
-    if request.param == "edge":
-        b = EdgeBackend(tmp_path / "qdrant", DIM)
-    else:
-        b = ServerBackend.connect(":memory:", None, "pagemind_test", DIM)
-    yield b
-    b.close()
 
 
 def axis(i: int) -> np.ndarray:

@@ -80,7 +80,7 @@ async def test_eviction_counts_a_clipped_message_as_the_compiler_does(sqlite_url
 
 async def test_a_window_whose_pinned_part_leaves_no_room_flushes_rarely_and_says_so_once(sqlite_url, clock):
     spec = load_spec(COMPANION)
-    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context_window": 3000})})
+    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context_window": 3700})})  # the pinned part just fits
     requests: list[ModelRequest] = []
     agent = await Agent.load(spec, model=replying(requests=requests), clock=clock,
                              settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url))

@@ -43,7 +43,11 @@ LIFE_EVENTS = ["I got the job!", "My exam is next Friday and I'm so nervous", "W
                "我找到新工作了"]
 RECALL_QUESTIONS = ["Do you remember what I said about my sister?", "what did I say yesterday?",
                     "还记得我上次说的那家餐厅吗", "上次那个电影叫什么"]
-UNSURE = ["What is the boiling point of mercury in kelvin?", "Tell me a joke", "今天天气不错"]
+JOKE = "Tell me a long story about a dragon who guards an old mountain village by the sea"  # no signal, but too long to be written off as small talk
+UNSURE = ["What is the boiling point of mercury in kelvin, and why is it a liquid at room temperature?", JOKE,
+          "外面的风景真的很美，阳光很好，风也很舒服，让人想出去走走看看呢"]
+SMALL_TALK = ["the weather is lovely", "tell me a joke", "what do you think about rainy days?", "天气不错",
+              "没什么，随便聊聊"]
 
 
 class Events(NullObserver, list):
@@ -151,16 +155,25 @@ def test_a_reply_with_something_in_it_makes_a_chitchat_turn_worth_it():
 
 def test_extra_keywords_and_chitchat_from_the_config():
     config = SalienceConfig(keywords=["chess", "围棋"], chitchat=["roger", "收到啦"])
-    assert assess_rules("chess", CONFIG).unsure and assess_rules("我在学围棋", CONFIG).unsure
+    assert not assess_rules("chess", CONFIG).remember and assess_rules("我在学围棋", CONFIG).unsure
     for text in ("chess", "我在学围棋"):
         decision = assess_rules(text, config)
         assert decision.remember and not decision.unsure and "life event" in decision.reason
-    assert assess_rules("roger", CONFIG).unsure and not assess_rules("Roger!", config).remember
+    assert assess_rules("Roger!", CONFIG).reason.startswith("small talk")
+    assert assess_rules("Roger!", config).reason == "chit-chat"
     assert not assess_rules("收到啦", config).remember
 
 
+@pytest.mark.parametrize("text", SMALL_TALK)
+def test_short_small_talk_with_no_signal_costs_no_model_call(text):
+    decision = assess_rules(text, CONFIG)
+    assert (decision.remember, decision.lookup, decision.unsure) == (False, False, False)
+    assert decision.reason.startswith("small talk")
+    assert assess_rules(text, SalienceConfig(small_talk_chars=0)).unsure  # the knob turns it off
+
+
 def test_thresholds_move_the_unsure_band():
-    text = "Tell me a joke"
+    text = JOKE
     assert not assess_rules(text, SalienceConfig(skip_below=0.3, remember_above=0.6)).remember
     assert not assess_rules(text, SalienceConfig(remember_above=0.25)).unsure
 
@@ -170,18 +183,18 @@ def test_thresholds_move_the_unsure_band():
 
 async def test_an_unsure_turn_asks_the_model_once_and_takes_its_answer():
     model = ScriptedModel([reply_body(verdict(False, True))])
-    decision = await assess("Tell me a joke", SalienceConfig(model="tiny"), model=model)
+    decision = await assess(JOKE, SalienceConfig(model="tiny"), model=model)
     assert (decision.remember, decision.lookup, decision.source, decision.unsure) == (False, True, "model", True)
     [request] = model.requests
     assert request.purpose == "salience" and request.model == "tiny" and request.max_tokens == 20
-    assert json.loads(request.messages[1]["content"]) == {"user": "Tell me a joke"}
+    assert json.loads(request.messages[1]["content"]) == {"user": JOKE}
 
 
 async def test_sure_turns_and_a_gate_without_a_model_make_no_call():
     model = ScriptedModel()  # fails loudly if asked
     for text in ["haha", "嗯嗯", "I got the job!"]:
         assert (await assess(text, SalienceConfig(model="tiny"), model=model)).source == "rules"
-    assert (await assess("Tell me a joke", CONFIG, model=model)).remember  # no model configured: worth it
+    assert (await assess(JOKE, CONFIG, model=model)).remember  # no model configured: worth it
     assert model.requests == []
 
 
@@ -190,7 +203,7 @@ async def test_sure_turns_and_a_gate_without_a_model_make_no_call():
                                     "[true, true]"])
 async def test_a_malformed_answer_counts_as_worth_it_and_is_logged(answer):
     with capture_logs() as logs:
-        decision = await assess("Tell me a joke", SalienceConfig(model="tiny"),
+        decision = await assess(JOKE, SalienceConfig(model="tiny"),
                                 model=ScriptedModel([reply_body(answer)]))
     assert (decision.remember, decision.lookup, decision.source) == (True, True, "model")
     assert "malformed" in decision.reason
@@ -199,13 +212,13 @@ async def test_a_malformed_answer_counts_as_worth_it_and_is_logged(answer):
 
 async def test_a_fenced_answer_is_accepted():
     model = ScriptedModel([reply_body(f"```json\n{verdict(False, False)}\n```")])
-    assert not (await assess("Tell me a joke", SalienceConfig(model="tiny"), model=model)).lookup
+    assert not (await assess(JOKE, SalienceConfig(model="tiny"), model=model)).lookup
 
 
 async def test_a_failed_model_call_counts_as_worth_it():
     model = answering(ModelError("the endpoint is down"))
     with capture_logs() as logs:
-        decision = await assess("Tell me a joke", SalienceConfig(model="tiny"), model=model)
+        decision = await assess(JOKE, SalienceConfig(model="tiny"), model=model)
     assert decision.remember and decision.lookup and "model failed" in decision.reason
     assert [entry["event"] for entry in logs] == ["salience_model_failed"]
 
@@ -241,7 +254,7 @@ async def test_life_events_are_looked_up_without_a_model_call(tmp_path, clock):
 async def test_an_unsure_turn_looks_up_only_when_the_model_says_so(tmp_path, clock):
     model = answering(verdict(False, False))
     agent, events, archival = await gated_agent(tmp_path, model, clock)
-    await agent.send("Tell me a joke")
+    await agent.send(JOKE)
     assert archival.searches == [] and len(salience_calls(model)) == 1
     [decision] = [e.data for e in events.of(SalienceEvent)]
     assert (decision.source, decision.lookup) == ("model", False)
@@ -252,8 +265,8 @@ async def test_an_unsure_turn_looks_up_only_when_the_model_says_so(tmp_path, clo
 async def test_a_malformed_answer_at_prefetch_looks_up(tmp_path, clock):
     model = answering("no lookup needed")
     agent, events, archival = await gated_agent(tmp_path, model, clock)
-    await agent.send("Tell me a joke")
-    assert archival.searches == ["Tell me a joke"]
+    await agent.send(JOKE)
+    assert archival.searches == [JOKE]
 
 
 async def test_with_the_gate_off_every_turn_is_looked_up_and_nothing_is_traced(tmp_path, clock):
@@ -280,7 +293,7 @@ async def test_decisions_and_the_model_call_are_recorded_and_replay(tmp_path, cl
     agent = await Agent.load(spec, model=model, settings=settings, clock=clock)
     assert agent.archival is not None
     recorder = record(agent, path=tmp_path / "t.jsonl")
-    for text in ["haha", "Tell me a joke", "My exam is tomorrow"]:
+    for text in ["haha", JOKE, "My exam is tomorrow"]:
         await agent.send(text)
     recorder.close()
     trace = read_trace(tmp_path / "t.jsonl")

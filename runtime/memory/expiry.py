@@ -241,8 +241,15 @@ def _dated_end(text: str, position: int) -> date | None:
         return None
 
 
+# Reported speech: "The user said they have an exam next week" reports a plan, so the tense that counts is the
+# reported clause's (models write memories this way), not the reporting verb's.
+_EN_REPORTED = re.compile(
+    r"^.*?\b(?:said|says|mentioned|mentions|told (?:me|us|you|the assistant)|tells (?:me|us|you)|explained|noted|"
+    r"shared|reported|stated|added|wrote|asked)\b(?:\s+that\b)?", re.I)
+
+
 def _past(text: str) -> bool:
-    if _EN_PAST.search(text):
+    if _EN_PAST.search(_EN_REPORTED.sub("", text, count=1)):
         return True
     return bool(_ZH_PAST.search(text)) and not _ZH_FUTURE.search(text)
 

@@ -191,6 +191,10 @@ def assess_rules(text: str, config: SalienceConfig, *, reply: str | None = None)
         units = _units(residue)
         if units < config.min_chars and not found and not replied:
             return _decided(0.1, f"too short ({units} < {config.min_chars})", found, config)
+        if units < config.small_talk_chars and not found and not replied:
+            # Short and without a single signal ("the weather is lovely", "I made tea", "天气不错"): small talk,
+            # not worth the model's opinion; a long message without one may hold what the rules cannot see.
+            return _decided(0.1, f"small talk (no signal, {units} < {config.small_talk_chars})", found, config)
         score = weights.base + weights.length * min(1.0, units / config.long_chars)
     for name in found:
         score += getattr(weights, name)
