@@ -6,7 +6,8 @@ ONNX model folder run by fastembed the way the shipped MiniLM is (one thread, ba
 
 A model folder holds model.onnx, tokenizer.json (+ tokenizer_config.json, special_tokens_map.json, config.json)
 and optionally survey.json: {"model_id", "dim", "pooling": "mean"|"cls", "query_prefix", "passage_prefix",
-"licence", "source"}. Without survey.json a folder is taken to be MiniLM-like (mean pooling, no prefixes). Folders
+"licence", "source", "kind"}; "kind": "ort-string" is a graph that tokenizes itself (string in, vector out, run by
+onnxruntime with onnxruntime-extensions, not by fastembed). Without survey.json a folder is taken to be MiniLM-like (mean pooling, no prefixes). Folders
 are read from the directory argument; the shipped model is measured too (`shipped` row). Nothing here changes the
 runtime: it is measurement only.
 """
@@ -66,6 +67,8 @@ class SurveyEmbedder:
 
     def _load(self) -> Any:
         with self._lock:
+            if self._model is None and self.spec.get("kind") == "ort-string":
+                self._model = self._load_string_model()
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 from fastembed import TextEmbedding
@@ -82,10 +85,26 @@ class SurveyEmbedder:
                 self.load_seconds = time.perf_counter() - started
         return self._model
 
+    def _load_string_model(self) -> Any:
+        """A model whose graph tokenizes too (string in, vector out; onnxruntime-extensions' SentencePiece op)."""
+        import onnxruntime as ort
+        from onnxruntime_extensions import get_library_path
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = self.threads
+        options.register_custom_ops_library(get_library_path())
+        started = time.perf_counter()
+        session = ort.InferenceSession(str(self.folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        self.load_seconds = time.perf_counter() - started
+        return session
+
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return normalise(np.vstack(list(self._load().embed(list(texts), batch_size=1))))
+        model = self._load()
+        if self.spec.get("kind") == "ort-string":
+            return normalise(np.vstack([model.run(None, {"inputs": [t]})[0] for t in texts]))
+        return normalise(np.vstack(list(model.embed(list(texts), batch_size=1))))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Documents (memories, messages): with the passage prefix."""
