@@ -189,10 +189,9 @@ def write_tokenizer(m: dict[str, Any], out: Path) -> None:
     spaced = "".join(chr(c) for c, r in m["norm"].items() if r == " " and unicodedata.normalize("NFKC", chr(c)) != r)
     vocab = [(p, float(s)) for p, s in zip(m["pieces"], m["scores"])]
     tok = Tokenizer(models.Unigram(vocab, unk_id=m["unk"], byte_fallback=False))
-    tok.normalizer = normalizers.Sequence([
-        normalizers.Replace(Regex("[" + "".join(f"\\x{{{ord(c):x}}}" for c in removed) + "]"), ""),
-        normalizers.Replace(Regex("[" + "".join(f"\\x{{{ord(c):x}}}" for c in spaced) + "]"), " "),
-        normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
+    replaced = [normalizers.Replace(Regex("[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]"), into)
+                for chars, into in ((removed, ""), (spaced, " ")) if chars]
+    tok.normalizer = normalizers.Sequence([*replaced, normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
