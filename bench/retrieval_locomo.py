@@ -9,6 +9,7 @@ reference figures; 5 = adversarial is listed but not in the overall): hit@1/5/10
 the top 5), fraction of evidence turns in the top 5 and 10 (LoCoMo's R@k) and MRR.
 
     python bench/retrieval_locomo.py [--data PATH] [--json] [--units recall,archival] [--sweep] [--no-write]
+                                     [--embedder MODEL_DIR]     # another ONNX model (bench/embedding_survey.py)
 
 Tune only on the dev file (the default); the numbers that count come from other conversations via --data.
 """
@@ -30,6 +31,7 @@ from typing import Any, Awaitable, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import embedding_survey  # noqa: E402
 from bench.common import machine_note, write_section  # noqa: E402
 from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
 from pagemind.runtime.memory.edge import EdgeBackend  # noqa: E402
@@ -293,7 +295,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     config = ArchivalConfig(**dict(item.split("=", 1) for item in args.set))
     cache_path = Path(args.cache)
     cache_path.parent.mkdir(parents=True, exist_ok=True)
-    embedder = CachedEmbedder(FastEmbedEmbedder(), make_engine(f"sqlite:///{cache_path}"))
+    cache_engine = make_engine(f"sqlite:///{cache_path}")
+    embedder = (embedding_survey.cached(args.embedder, cache_engine) if args.embedder
+                else CachedEmbedder(FastEmbedEmbedder(), cache_engine))
     result: dict[str, Any] = {"data": str(args.data), "questions": sum(len(c.questions) for c in conversations)}
     sections: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -325,7 +329,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 sections.append("Archival knob sweep, hybrid, overall:\n\n" + await archival_sweep(
                     conversations, searchers, config))
     result["embeddings_computed"] = embedder.computed
-    if not args.no_write:
+    if not args.no_write and not args.embedder:  # the section describes the shipped model
         write_section("Retrieval on LoCoMo (bench/retrieval_locomo.py)", f"""
 {machine_note()}; data `{Path(args.data).name}` ({len(conversations)} conversations, {result['questions']} questions
 with evidence). Embeddings: all-MiniLM-L6-v2 int8 ONNX (shipped). Overall = categories 1–4 (LoCoMo's reference
@@ -352,6 +356,8 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="also evaluate one-knob changes of the defaults")
     parser.add_argument("--cache", default=".pagemind/bench-embeddings.db", help="embedding cache (SQLite)")
     parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
+    parser.add_argument("--embedder", metavar="DIR", help="a model folder for bench/embedding_survey.py instead of the "
+                        "shipped model (measurement only; RESULTS.md is then not written)")
     parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                         help="override an ArchivalConfig default, e.g. --set dense_weight=0.4 (repeatable)")
     args = parser.parse_args()
