@@ -67,7 +67,7 @@ class ArchivalService:
         self._open_backend = open_backend
         self._store: AgentStore | None = None
         self._write_lock = asyncio.Lock()
-        self._stats = StatsCache(self.ledger, clock)
+        self._stats_cache = StatsCache(self.ledger, clock)
         self._bm25: Any = None
 
     # -- plumbing ---------------------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ class ArchivalService:
         (prefetch: the model was shown them)."""
         k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
         dated = start_date is not None or end_date is not None
-        if not self._stats.may_find(dated):
+        if not self._stats_cache.may_find(dated):
             return []  # nothing to find (checked against the database): no need to load the model or open the store
         now = self.clock()
         flt = search_filter(now, self.config.expiry, tags=tags, start_date=start_date, end_date=end_date)
@@ -333,11 +333,11 @@ class ArchivalService:
         """(live memories, tags in use by them) now, from SQL: whoever wrote them, whatever expired since.
         Costs one primary-key read while nothing changed (the agent's revision) and no memory expired; in a turn
         (`turn_stats`), one such read for the whole turn (`memory.stats_cache`)."""
-        return self._stats.value()
+        return self._stats_cache.value()
 
     def turn_stats(self) -> ContextManager[None]:
         """For one turn (`with`): statistics as of its start plus its own writes, the revision read once."""
-        return self._stats.turn()
+        return self._stats_cache.turn()
 
     def list(self, include_superseded: bool = False) -> list[MemoryRecord]:
         """The agent's memories from SQL, newest first (no vector store needed)."""
