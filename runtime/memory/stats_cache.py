@@ -41,9 +41,11 @@ class StatsCache:
         """(live memories, tags in use by them) now: whoever wrote them, whatever expired since."""
         now = self.clock()
         cached = self._stats
-        if cached is None or not self._revision_checked(cached):
+        writes = self.ledger.writes  # taken first: a write during the read makes the next call read again
+        if cached is None or not self._revision_checked(cached, writes):
             revision, rows = self.ledger.stats_rows()
             cached = self._stats = self._count(revision, rows, now)
+            self._checked(writes)
         elif not (cached.valid_from <= now and (cached.valid_until is None or now < cached.valid_until)):
             cached = self._stats = self._count(cached.revision, cached.rows, now)
         return cached.value
@@ -66,16 +68,20 @@ class StatsCache:
         finally:
             self._turn_check = None
 
-    def _revision_checked(self, cached: _Stats) -> bool:
+    def _revision_checked(self, cached: _Stats, writes: int) -> bool:
         """Whether `cached` is of the current revision: read from SQL, unless a read this turn saw it and the
-        ledger wrote nothing since."""
-        writes = self.ledger.writes  # taken first: a write during the read makes the next call read again
+        ledger wrote nothing since (`writes`: its count of writes before this check)."""
         if self._turn_check is not False and self._turn_check == writes:
             return True
         current = cached.revision == self.ledger.revision()
-        if self._turn_check is not None and current:
-            self._turn_check = writes
+        if current:
+            self._checked(writes)
         return current
+
+    def _checked(self, writes: int) -> None:
+        """In a turn, remember that the revision was read while the ledger had made `writes` writes."""
+        if self._turn_check is not None:
+            self._turn_check = writes
 
     @staticmethod
     def _count(revision: int, rows: list[tuple[list[str], datetime | None]], now: datetime) -> _Stats:

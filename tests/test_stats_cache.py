@@ -1,0 +1,59 @@
+"""Archival statistics in a turn (`ArchivalService.turn_stats`): the agent's revision is read once per turn, the
+turn's own writes still show at once, and another instance's writes show from the next turn (at once outside)."""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from tests.test_archival import backend, run  # noqa: F401 (the backend fixture)
+from tests.test_archival_counts import pair  # noqa: F401 (two services of one agent over one database)
+
+
+def revision_reads(service) -> list[str]:  # noqa: ANN001 (an ArchivalService)
+    """A list that fills with every read of the agent's revision the service's engine runs from now on."""
+    seen: list[str] = []
+    event.listen(service.engine, "before_cursor_execute",
+                 lambda conn, cursor, statement, *rest: seen.append(statement)
+                 if "archival_revisions.revision" in statement and statement.lstrip().startswith("SELECT") else None)
+    return seen
+
+
+def test_a_turn_reads_the_revision_once(pair):
+    writer, reader, _ = pair
+    run(writer.insert("Lin plays the cello", tags=["music"]))
+    reads = revision_reads(reader)
+    with reader.turn_stats():
+        assert [reader.stats() for _ in range(3)] == [(1, ("music",))] * 3
+        assert [h.text for h in run(reader.search("cello"))] == ["Lin plays the cello"]
+    assert len(reads) == 1  # the first stats() read it (and the rows); the rest reused it
+    reader.stats()
+    assert len(reads) == 2  # outside a turn every call checks
+
+
+def test_the_turns_own_write_shows_at_once(pair):
+    agent, _, _ = pair
+    with agent.turn_stats():
+        assert agent.stats() == (0, ())
+        run(agent.insert("Lin plays the cello", tags=["music"]))
+        assert agent.stats() == (1, ("music",))
+
+
+def test_another_instances_write_shows_from_the_next_turn(pair):
+    writer, reader, _ = pair
+    with reader.turn_stats():
+        assert reader.stats() == (0, ())
+        run(writer.insert("Lin plays the cello", tags=["music"]))
+        assert reader.stats() == (0, ())  # as of the turn's start
+    with reader.turn_stats():
+        assert reader.stats() == (1, ("music",))
+        assert [h.text for h in run(reader.search("cello"))] == ["Lin plays the cello"]
+
+
+def test_a_positive_count_skips_the_emptiness_read_and_a_stale_one_finds_nothing(pair):
+    writer, reader, _ = pair
+    memory = run(writer.insert("Lin plays the cello"))
+    assert reader.stats()[0] == 1
+    reads = revision_reads(reader)
+    assert run(writer.forget(memory.id))
+    assert run(reader.search("cello")) == []  # the cached 1 let the search run; it found nothing live
+    assert reads == [] and reader.stats() == (0, ())
