@@ -1,0 +1,89 @@
+"""A/B of the runtime's own cost per step: this tree against another, interleaved in one run (issue 11).
+
+Each round runs `bench/step_overhead.py`'s agent (companion, in-process instant model, SQLite, 20 messages in
+the window) at 1,000 stored messages in a fresh process per tree, alternating trees, and records the median
+wall time and CPU time (`time.process_time`) per step. The other tree comes as a folder holding
+`pagemind/{runtime,tools,blocks,scheduler}` (links to that tree's folders), put first on PYTHONPATH. Reports the
+ratio of the medians over rounds (this tree / other); CPU is the steadier figure on a shared machine.
+
+    python bench/step_cost_ab.py --other /tmp/basepkg [--rounds 5] [--turns 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import median  # noqa: E402
+
+HISTORY = 1_000
+
+
+async def _worker(turns: int, home: Path) -> dict[str, float]:
+    from bench.step_overhead import IN_CONTEXT, seed_history
+    from pagemind.runtime.agent import Agent
+    from pagemind.runtime.spec import load_spec
+    from pagemind.runtime.state.engine import make_engine
+    from pagemind.runtime.state.store import StateStore
+    from pagemind.runtime.testing import FunctionModel, tool_call_body
+
+    store = StateStore(make_engine(f"sqlite:///{home / 'ab.db'}"))
+    model = FunctionModel(lambda request: tool_call_body("send_message", {"message": "ok"}))
+    agent = await Agent.load(load_spec("agents/companion.yaml"), model=model, store=store)
+    seed_history(store, agent.record.id, HISTORY)
+    agent = await Agent.load(agent.spec, model=model, store=store)
+    walls, cpus = [], []
+    for i in range(turns):
+        wall, cpu = time.perf_counter(), time.process_time()
+        await agent.send(f"turn {i}")
+        walls.append((time.perf_counter() - wall) * 1000)
+        cpus.append((time.process_time() - cpu) * 1000)
+        agent.window.messages = agent.window.messages[-IN_CONTEXT:]
+    return {"wall": median(walls[20:]), "cpu": median(cpus[20:])}
+
+
+def _run(pythonpath: str | None, turns: int) -> dict[str, float]:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, __file__, "--worker", "--turns", str(turns)], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--other", help="folder holding the other tree's pagemind/ links")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--worker", action="store_true")
+    args = parser.parse_args()
+    from pagemind.runtime.logs import configure_logging
+
+    configure_logging("ERROR")
+    if args.worker:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(asyncio.run(_worker(args.turns, Path(tmp)))))
+        return
+    mine, other = [], []
+    for _ in range(args.rounds):
+        other.append(_run(args.other, args.turns))
+        mine.append(_run(None, args.turns))
+        print(f"other {other[-1]}  this {mine[-1]}", flush=True)
+    for key in ("wall", "cpu"):
+        a, b = median([m[key] for m in mine]), median([o[key] for o in other])
+        print(f"{key}: this {a:.2f} ms, other {b:.2f} ms, ratio {a / b:.2f}")
+    print(f"load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
