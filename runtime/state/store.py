@@ -61,7 +61,10 @@ class StateStore:
 
     def _reader(self) -> Connection:
         """A pooled connection in autocommit mode, for the per-turn reads: no BEGIN and ROLLBACK round trips
-        around a single statement (on Postgres; SQLite does not send them for reads)."""
+        around a single statement on Postgres. SQLite sends none for reads anyway, and switching its isolation
+        level there and back would cost more than the reads (about 0.1 ms of CPU a turn)."""
+        if self.engine.dialect.name == "sqlite":
+            return self.engine.connect()
         return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
