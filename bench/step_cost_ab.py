@@ -5,8 +5,11 @@ the window) at 1,000 stored messages in a fresh process per tree, alternating tr
 wall time and CPU time (`time.process_time`) per step. The other tree comes as a folder holding
 `pagemind/{runtime,tools,blocks,scheduler}` (links to that tree's folders), put first on PYTHONPATH. Reports the
 ratio of the medians over rounds (this tree / other); CPU is the steadier figure on a shared machine.
+With --http, each round runs `bench/step_overhead_http.py`'s rotation for one configuration (1,000 stored, window
+51, the model a local server in another process) and reports its own cost (wall minus the bare round trip) and
+CPU per step.
 
-    python bench/step_cost_ab.py --other /tmp/basepkg [--rounds 5] [--turns 300]
+    python bench/step_cost_ab.py --other /tmp/basepkg [--rounds 5] [--turns 300] [--http]
 """
 
 from __future__ import annotations
@@ -51,11 +54,27 @@ async def _worker(turns: int, home: Path) -> dict[str, float]:
     return {"wall": median(walls[20:]), "cpu": median(cpus[20:])}
 
 
-def _run(pythonpath: str | None, turns: int) -> dict[str, float]:
+def _http_worker(turns: int, home: Path) -> dict[str, float]:
+    from bench import step_overhead_http as http
+
+    server = subprocess.Popen([sys.executable, http.__file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
+        os.environ.update(PAGEMIND_HOME=str(home), OPENAI_BASE_URL=url)
+        os.environ.pop("DATABASE_URL", None)
+        row = asyncio.run(http.measure(turns, url, home, configs=((HISTORY, 51),)))[0]
+    finally:
+        server.kill()
+        server.wait()
+    return {"wall": row["own"], "cpu": row["cpu"]}
+
+
+def _run(pythonpath: str | None, turns: int, http: bool) -> dict[str, float]:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, __file__, "--worker", "--turns", str(turns)], env=env, check=True,
+    out = subprocess.run([sys.executable, __file__, "--worker", "--turns", str(turns), *(["--http"] if http else [])],
+                         env=env, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -65,6 +84,7 @@ def main() -> None:
     parser.add_argument("--other", help="folder holding the other tree's pagemind/ links")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--http", action="store_true", help="the model over HTTP in another process")
     parser.add_argument("--worker", action="store_true")
     args = parser.parse_args()
     from pagemind.runtime.logs import configure_logging
@@ -72,14 +92,15 @@ def main() -> None:
     configure_logging("ERROR")
     if args.worker:
         with tempfile.TemporaryDirectory() as tmp:
-            print(json.dumps(asyncio.run(_worker(args.turns, Path(tmp)))))
+            result = _http_worker(args.turns, Path(tmp)) if args.http else asyncio.run(_worker(args.turns, Path(tmp)))
+            print(json.dumps(result))
         return
     mine, other = [], []
     for _ in range(args.rounds):
-        other.append(_run(args.other, args.turns))
-        mine.append(_run(None, args.turns))
+        other.append(_run(args.other, args.turns, args.http))
+        mine.append(_run(None, args.turns, args.http))
         print(f"other {other[-1]}  this {mine[-1]}", flush=True)
-    for key in ("wall", "cpu"):
+    for key in ("wall", "cpu"):  # with --http, "wall" is the own cost (wall minus the bare round trip)
         a, b = median([m[key] for m in mine]), median([o[key] for o in other])
         print(f"{key}: this {a:.2f} ms, other {b:.2f} ms, ratio {a / b:.2f}")
     print(f"load average {os.getloadavg()}")
