@@ -146,13 +146,15 @@ class Agent:
         nothing new; a turn a crash interrupted is completed instead (`runtime.loop.run_turn`)."""
         async with self.store.turn_lock(self.record.id, wait, self.name):
             crash_point("turn.locked")
+            self.refresh()
             with self._turn_stats():
-                self.refresh()
                 return await run_turn(self, text, idempotency_key=idempotency_key)
 
     def _turn_stats(self) -> ContextManager[None]:
-        """The archival statistics for one turn: read once, at its first use (the prefetch's or the compile's)."""
-        return self.archival.turn_stats() if isinstance(self.archival, ArchivalService) else nullcontext()
+        """The archival statistics for one turn: checked against the revision `refresh` read with the rest."""
+        if not isinstance(self.archival, ArchivalService):
+            return nullcontext()
+        return self.archival.turn_stats(self.window.archival_revision)
 
     def refresh(self) -> None:
         """Read the blocks and the window again if another process changed them since this agent read them."""

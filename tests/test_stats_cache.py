@@ -57,3 +57,24 @@ def test_a_positive_count_skips_the_emptiness_read_and_a_stale_one_finds_nothing
     assert run(writer.forget(memory.id))
     assert run(reader.search("cello")) == []  # the cached 1 let the search run; it found nothing live
     assert reads == [] and reader.stats() == (0, ())
+
+
+def test_the_revision_read_at_the_turns_start_stands_for_the_first_read(pair):
+    writer, reader, _ = pair
+    run(writer.insert("Lin plays the cello", tags=["music"]))
+    assert reader.stats() == (1, ("music",))
+    reads = revision_reads(reader)
+    with reader.turn_stats(revision=reader.ledger.revision()):  # as `Agent.refresh` reads it, with the freshness
+        reads.clear()
+        assert reader.stats() == (1, ("music",)) and reader.stats() == (1, ("music",))
+        assert reads == []
+        run(reader.insert("Lin plays the viola", tags=["music", "viola"]))  # the turn's own write shows at once
+        assert reader.stats()[1] == ("music", "viola")  # (it replaced the cello: the same vector)
+
+
+def test_a_stale_revision_from_the_turns_start_reads_the_rows_again(pair):
+    writer, reader, _ = pair
+    assert reader.stats() == (0, ())
+    run(writer.insert("Lin plays the cello", tags=["music"]))
+    with reader.turn_stats(revision=writer.ledger.revision()):
+        assert reader.stats() == (1, ("music",))

@@ -335,9 +335,10 @@ class ArchivalService:
         (`turn_stats`), one such read for the whole turn (`memory.stats_cache`)."""
         return self._stats_cache.value()
 
-    def turn_stats(self) -> ContextManager[None]:
-        """For one turn (`with`): statistics as of its start plus its own writes, the revision read once."""
-        return self._stats_cache.turn()
+    def turn_stats(self, revision: int | None = None) -> ContextManager[None]:
+        """For one turn (`with`): statistics as of its start plus its own writes, the revision read once (or
+        `revision`, the agent's revision the turn read with its other checks, taken for the first read)."""
+        return self._stats_cache.turn(revision)
 
     def list(self, include_superseded: bool = False) -> list[MemoryRecord]:
         """The agent's memories from SQL, newest first (no vector store needed)."""

@@ -36,6 +36,7 @@ class StatsCache:
         self._stats: _Stats | None = None
         # In a turn: False until the revision is read, then `ledger.writes` at that read; None outside a turn.
         self._turn_check: int | bool | None = None
+        self._turn_revision: int | None = None  # the revision the turn read at its start, until first used
 
     def value(self) -> tuple[int, tuple[str, ...]]:
         """(live memories, tags in use by them) now: whoever wrote them, whatever expired since."""
@@ -59,27 +60,30 @@ class StatsCache:
         return self.value()[0] > 0 or (dated and bool(self._stats and self._stats.rows))
 
     @contextlib.contextmanager
-    def turn(self) -> Iterator[None]:
+    def turn(self, revision: int | None = None) -> Iterator[None]:
         """Within the block (one turn, under the agent's turn lock) the revision is read once, and again only
-        after this agent's ledger wrote. Another process's writes show from the next turn (at once outside)."""
-        self._turn_check = False
+        after this agent's ledger wrote; `revision` (read at the turn's start with its other checks) stands for
+        the first read. Another process's writes show from the next turn (at once outside a turn)."""
+        self._turn_check, self._turn_revision = False, revision
         try:
             yield
         finally:
-            self._turn_check = None
+            self._turn_check = self._turn_revision = None
 
     def _revision_checked(self, cached: _Stats, writes: int) -> bool:
         """Whether `cached` is of the current revision: read from SQL, unless a read this turn saw it and the
         ledger wrote nothing since (`writes`: its count of writes before this check)."""
         if self._turn_check is not False and self._turn_check == writes:
             return True
-        current = cached.revision == self.ledger.revision()
+        given, self._turn_revision = self._turn_revision, None  # the turn's start stands for one read only
+        current = cached.revision == (self.ledger.revision() if given is None else given)
         if current:
             self._checked(writes)
         return current
 
     def _checked(self, writes: int) -> None:
         """In a turn, remember that the revision was read while the ledger had made `writes` writes."""
+        self._turn_revision = None  # read now: the turn's start no longer stands for anything
         if self._turn_check is not None:
             self._turn_check = writes
 
