@@ -78,3 +78,22 @@ def test_a_stale_revision_from_the_turns_start_reads_the_rows_again(pair):
     run(writer.insert("Lin plays the cello", tags=["music"]))
     with reader.turn_stats(revision=writer.ledger.revision()):
         assert reader.stats() == (1, ("music",))
+
+
+async def test_an_agent_sees_another_instances_memory_from_its_next_turn(tmp_path, clock):
+    """Two loaded instances of one agent (as two processes have): the turn-start check carries the archival
+    revision, so a memory one stored between turns is in the other's next prompt."""
+    from pagemind.runtime.agent import Agent
+    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.testing import FunctionModel, build_spec, tool_call_body
+
+    spec = build_spec(tools=["send_message", "archival_memory_insert", "archival_search"])
+    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'p.db'}")
+    model = FunctionModel(lambda request: tool_call_body("send_message", {"message": "ok"}))
+    first = await Agent.load(spec, model=model, settings=settings, clock=clock)
+    second = await Agent.load(spec, model=model, settings=settings, clock=clock)
+    await second.send("hello")
+    assert "Archival memory: 0 memories" in model.requests[-1].messages[0]["content"]
+    await first.archival.insert("Lin is severely allergic to peanuts.", kind="constraint", tags=["health"])
+    await second.send("hello again")
+    assert "Archival memory: 1 memories (tags: health)" in model.requests[-1].messages[0]["content"]
