@@ -9,7 +9,9 @@ With --http, each round runs `bench/step_overhead_http.py`'s rotation for one co
 51, the model a local server in another process) and reports its own cost (wall minus the bare round trip) and
 CPU per step.
 
-    python bench/step_cost_ab.py --other /tmp/basepkg [--rounds 5] [--turns 300] [--http]
+    python bench/step_cost_ab.py --other /tmp/basepkg --label "main 292d79a" [--rounds 5] [--turns 300] [--http]
+
+Writes its section of bench/RESULTS.md (one per mode) unless --no-write.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import median  # noqa: E402
+from bench.common import machine_note, median, write_section  # noqa: E402
 
 HISTORY = 1_000
 
@@ -85,6 +87,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--http", action="store_true", help="the model over HTTP in another process")
+    parser.add_argument("--label", default="the other tree", help="what the other tree is, for the report")
+    parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--worker", action="store_true")
     args = parser.parse_args()
     from pagemind.runtime.logs import configure_logging
@@ -95,15 +99,34 @@ def main() -> None:
             result = _http_worker(args.turns, Path(tmp)) if args.http else asyncio.run(_worker(args.turns, Path(tmp)))
             print(json.dumps(result))
         return
+    note = machine_note()
     mine, other = [], []
     for _ in range(args.rounds):
         other.append(_run(args.other, args.turns, args.http))
         mine.append(_run(None, args.turns, args.http))
         print(f"other {other[-1]}  this {mine[-1]}", flush=True)
+    rows = []
     for key in ("wall", "cpu"):  # with --http, "wall" is the own cost (wall minus the bare round trip)
         a, b = median([m[key] for m in mine]), median([o[key] for o in other])
+        rows.append((key, a, b))
         print(f"{key}: this {a:.2f} ms, other {b:.2f} ms, ratio {a / b:.2f}")
-    print(f"load average {os.getloadavg()}")
+    load = os.getloadavg()
+    print(f"load average {load}")
+    if args.no_write:
+        return
+    what = ("own cost p50 (wall − bare round trip)" if args.http else "wall p50")
+    table = "\n".join(f"| {what if key == 'wall' else 'CPU p50 (process_time)'} | {b:.2f} | {a:.2f} | {a / b:.2f} |"
+                      for key, a, b in rows)
+    mode = "over HTTP (1,000 stored, window 51)" if args.http else "in process (1,000 stored, window 20)"
+    write_section(f"Step cost A/B, {mode} (bench/step_cost_ab.py)", f"""
+{note}; load average {load[0]:.2f} at the end. {args.rounds} rounds, each a fresh process per tree in turn,
+{args.turns} one-step turns per process (first 20 dropped for the in-process mode, 10 over HTTP); medians of the
+rounds' medians, ms per step. This tree against {args.label}.
+
+| figure | {args.label} | this tree | ratio |
+| --- | --- | --- | --- |
+{table}
+""")
 
 
 if __name__ == "__main__":
