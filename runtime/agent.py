@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
@@ -23,6 +24,7 @@ from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.messages import Message
+from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.salience import PREFETCH_STEP, extraction_gate, lookup_gate
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
@@ -145,7 +147,14 @@ class Agent:
         async with self.store.turn_lock(self.record.id, wait, self.name):
             crash_point("turn.locked")
             self.refresh()
-            return await run_turn(self, text, idempotency_key=idempotency_key)
+            with self._turn_stats():
+                return await run_turn(self, text, idempotency_key=idempotency_key)
+
+    def _turn_stats(self) -> ContextManager[None]:
+        """The archival statistics for one turn: checked against the revision `refresh` read with the rest."""
+        if not isinstance(self.archival, ArchivalService):
+            return nullcontext()
+        return self.archival.turn_stats(self.window.archival_revision)
 
     def refresh(self) -> None:
         """Read the blocks and the window again if another process changed them since this agent read them."""

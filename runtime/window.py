@@ -38,6 +38,9 @@ class Window:
     # The version of each core block the agent's values were read (or last written) at; every block write is
     # checked against it (`StateStore.commit_step`).
     block_versions: dict[str, int] = field(default_factory=dict)
+    # The archival statistics' revision as of the last `is_stale` (None before): the turn's archival statistics
+    # are checked against it rather than read again (`ArchivalService.turn_stats`).
+    archival_revision: int | None = None
     # The wire form of the messages last compiled, reused by the next compile for what did not change.
     wire_cache: WireCache = field(default_factory=WireCache, repr=False, compare=False)
 
@@ -53,9 +56,10 @@ class Window:
 
     def is_stale(self) -> bool:
         """Whether another process stored a message or edited a block since this window read its state."""
-        newest, versions = self.store.freshness(self.agent_id)
-        return (newest != self.seen
-                or any(versions.get(label) != version for label, version in self.block_versions.items()))
+        fresh = self.store.freshness(self.agent_id)
+        self.archival_revision = fresh.archival_revision
+        return (fresh.newest != self.seen
+                or any(fresh.versions.get(label) != version for label, version in self.block_versions.items()))
 
     def reload(self) -> None:
         """Read the window again from the store, in place (the caller reloads the blocks and their versions)."""

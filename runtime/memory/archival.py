@@ -18,9 +18,8 @@ is checked against the agent's revision, one primary-key read.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Literal
+from typing import Any, Callable, ContextManager, Literal
 
 import numpy as np
 import structlog
@@ -38,6 +37,7 @@ from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor
 from pagemind.runtime.memory.reconcile import reconcile_once
 from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.rekey import complete_rekeys
+from pagemind.runtime.memory.stats_cache import StatsCache
 from pagemind.runtime.memory.write_policy import decide, keyword_document, normalise_text
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.state.records import utcnow, without_nul
@@ -48,15 +48,6 @@ __all__ = ["ArchivalService", "MemoryVersion"]
 log = structlog.get_logger("pagemind.archival")
 
 NEIGHBOURS = 4  # nearest candidates the write path looks through for the nearest settled one
-
-
-@dataclass(frozen=True)
-class _Stats:
-    revision: int
-    rows: list[tuple[list[str], datetime | None]]
-    valid_from: datetime
-    valid_until: datetime | None  # the next expiry after valid_from: the live set changes then
-    value: tuple[int, tuple[str, ...]]
 
 
 class ArchivalService:
@@ -76,7 +67,7 @@ class ArchivalService:
         self._open_backend = open_backend
         self._store: AgentStore | None = None
         self._write_lock = asyncio.Lock()
-        self._stats: _Stats | None = None
+        self._stats_cache = StatsCache(self.ledger, clock)
         self._bm25: Any = None
 
     # -- plumbing ---------------------------------------------------------------------------------------------
@@ -266,7 +257,7 @@ class ArchivalService:
         (prefetch: the model was shown them)."""
         k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
         dated = start_date is not None or end_date is not None
-        if self.stats()[0] == 0 and not (dated and self._stats and self._stats.rows):
+        if not self._stats_cache.may_find(dated):
             return []  # nothing to find (checked against the database): no need to load the model or open the store
         now = self.clock()
         flt = search_filter(now, self.config.expiry, tags=tags, start_date=start_date, end_date=end_date)
@@ -340,22 +331,14 @@ class ArchivalService:
 
     def stats(self) -> tuple[int, tuple[str, ...]]:
         """(live memories, tags in use by them) now, from SQL: whoever wrote them, whatever expired since.
-        Costs one primary-key read while nothing changed (the agent's revision) and no memory expired."""
-        now = self.clock()
-        cached = self._stats
-        if cached is None or cached.revision != self.ledger.revision():
-            revision, rows = self.ledger.stats_rows()
-            cached = self._stats = self._count(revision, rows, now)
-        elif not (cached.valid_from <= now and (cached.valid_until is None or now < cached.valid_until)):
-            cached = self._stats = self._count(cached.revision, cached.rows, now)
-        return cached.value
+        Costs one primary-key read while nothing changed (the agent's revision) and no memory expired; in a turn
+        (`turn_stats`), one such read for the whole turn (`memory.stats_cache`)."""
+        return self._stats_cache.value()
 
-    @staticmethod
-    def _count(revision: int, rows: list[tuple[list[str], datetime | None]], now: datetime) -> _Stats:
-        live = [tags for tags, expires in rows if expires is None or expires > now]
-        later = [expires for _, expires in rows if expires is not None and expires > now]
-        return _Stats(revision, rows, now, min(later, default=None),
-                      (len(live), tuple(sorted({t for tags in live for t in tags}))))
+    def turn_stats(self, revision: int | None = None) -> ContextManager[None]:
+        """For one turn (`with`): statistics as of its start plus its own writes, the revision read once (or
+        `revision`, the agent's revision the turn read with its other checks, taken for the first read)."""
+        return self._stats_cache.turn(revision)
 
     def list(self, include_superseded: bool = False) -> list[MemoryRecord]:
         """The agent's memories from SQL, newest first (no vector store needed)."""

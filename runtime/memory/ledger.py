@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, ContextManager, Iterable, Sequence
 
 from pydantic import BaseModel
-from sqlalchemy import delete, select, text as sql, update
+from sqlalchemy import bindparam, delete, select, text as sql, update
 from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.crashpoints import crash_point
@@ -54,6 +54,10 @@ class MemoryVersion(BaseModel):
     text: str
     detail: dict[str, Any]
     at: datetime
+
+
+# Built once: the statement every turn reads (building the expression costs more than SQLite's primary-key read).
+REVISION = select(revisions.c.revision).where(revisions.c.agent_id == bindparam("p_agent_id"))
 
 
 def new_token() -> str:
@@ -87,6 +91,9 @@ class Ledger:
         # (25 ms at 10,000 memories, on every search).
         self._by_id = (memories.c.agent_id + 0) == agent_id
         self._origin: str | None = None
+        # Revision bumps this object wrote (counted as written even if their transaction then rolled back: a
+        # reader that compares it only reads the revision again needlessly, never misses a change).
+        self.writes = 0
 
     # -- reads ------------------------------------------------------------------------------------------------
 
@@ -109,7 +116,7 @@ class Ledger:
             return self._revision(conn)
 
     def _revision(self, conn: Connection) -> int:
-        value = conn.execute(select(revisions.c.revision).where(revisions.c.agent_id == self.agent_id)).scalar()
+        value = conn.execute(REVISION, {"p_agent_id": self.agent_id}).scalar()
         return int(value or 0)
 
     def stats_rows(self) -> tuple[int, list[tuple[list[str], datetime | None]]]:
@@ -339,5 +346,6 @@ class Ledger:
                                           "text": text, "detail": detail, "at": at}])
 
     def _bump(self, conn: Connection) -> None:
+        self.writes += 1
         conn.execute(sql("INSERT INTO archival_revisions (agent_id, revision) VALUES (:a, 1) ON CONFLICT (agent_id) "
                          "DO UPDATE SET revision = archival_revisions.revision + 1"), {"a": self.agent_id})

@@ -9,13 +9,14 @@ RETURNING ids come back in parameter order) and builds the stored `Message` from
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select
 
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import aware
-from pagemind.runtime.state.tables import BlockRow, MessageRow, StepRow, TurnKeyRow
+from pagemind.runtime.state.tables import BlockRow, MessageRow, StepRow, TurnKeyRow, archival_revisions
 from pagemind.tools import ToolCall
 
 
@@ -49,15 +50,27 @@ def values_of(agent_id: int, message: Message, step_id: int | None = None) -> di
 
 # The newest message id with `in_context` true and false (parameter `p_agent_id`): read per turn, so it must not grow
 # with the log; each max is answered from the end of ix_messages_agent_context (a plain max walks every row).
-NEWEST_MESSAGE_IDS = select(*[
-    select(func.max(messages_table.c.id)).where(messages_table.c.agent_id == bindparam("p_agent_id"),
-                                               messages_table.c.in_context == flag).scalar_subquery()
-    for flag in (True, False)])
+_NEWEST = [select(func.max(messages_table.c.id)).where(messages_table.c.agent_id == bindparam("p_agent_id"),
+                                                        messages_table.c.in_context == flag).scalar_subquery()
+           for flag in (True, False)]
+NEWEST_MESSAGE_IDS = select(*_NEWEST)
+# The turn's check for changes made elsewhere: the newest message ids and the archival statistics' revision.
+FRESHNESS = select(*_NEWEST, select(archival_revisions.c.revision).where(
+    archival_revisions.c.agent_id == bindparam("p_agent_id")).scalar_subquery())
 BLOCK_VERSIONS = select(blocks_table.c.label, blocks_table.c.version).where(
     blocks_table.c.agent_id == bindparam("p_agent_id"))
 TURN_FOR_KEY = select(turn_keys_table.c.turn_id).where(turn_keys_table.c.agent_id == bindparam("p_agent_id"),
                                                        turn_keys_table.c.key == bindparam("p_key"))
 INSERT_TURN_KEY = insert(turn_keys_table)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """What a turn reads first to see whether another process changed the agent since it last looked."""
+
+    newest: int  # the newest message id (0: none)
+    versions: dict[str, int]  # each block's version
+    archival_revision: int  # the archival statistics' revision (0 before the first change)
 
 
 def stored_message(message: Message, message_id: int, step_id: int | None) -> Message:
