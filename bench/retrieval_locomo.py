@@ -179,7 +179,8 @@ async def recall_unit(conversations: list[Conversation], embedder: CachedEmbedde
                     for t in conv.turns]
         stored = store.append_messages(record.id, messages)
         by_id = {m.id: t.dia_id for m, t in zip(stored, conv.turns)}
-        service = RecallService(record.id, engine=store.engine, embedder=embedder, config=config)
+        service = RecallService(record.id, engine=store.engine, embedder=embedder, config=config,
+                                clock=ManualClock(conv.turns[-1].at + timedelta(days=1)))  # asked after the last turn
         service.catch_up(dense=True)
         services[conv.sample_id] = service
 
@@ -289,10 +290,23 @@ async def sweep(conversations: list[Conversation], searchers: dict[str, Search],
     return "\n".join(rows)
 
 
+def settings(items: list[str]) -> dict[str, Any]:
+    """`--set` items as ArchivalConfig fields; a dotted name sets a nested one (`temporal.range_boost=0.3`)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, value = item.split("=", 1)
+        *path, last = name.split(".")
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Both units (and the sweeps), the RESULTS.md section, and the figures as one dict."""
     conversations = load(Path(args.data))
-    config = ArchivalConfig(**dict(item.split("=", 1) for item in args.set))
+    config = ArchivalConfig(**settings(args.set))
     cache_path = Path(args.cache)
     cache_path.parent.mkdir(parents=True, exist_ok=True)
     cache_engine = make_engine(f"sqlite:///{cache_path}")

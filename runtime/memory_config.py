@@ -65,6 +65,30 @@ class ExpiryConfig(BaseModel):
         return self
 
 
+class TemporalConfig(BaseModel):
+    """Questions that name a time ("last May", "in 2023", "two weeks ago", "上个月", "去年") or ask when something
+    happened (`memory.query_time`): a boost, never a filter (a caller's start/end dates filter)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    range_boost: float = Field(0.0, ge=0, le=5, description="score × (1 + b) for results dated inside the period "
+                                                            "the question names (0: off)")
+    when_boost: float = Field(0.0, ge=0, le=5, description="score × (1 + b) for results that mention a time when "
+                                                           "the question asks when (0: off)")
+
+
+class MultiHopConfig(BaseModel):
+    """A second search round when the first round's best results name entities the question does not
+    (`memory.rounds`): at most two rounds, no model call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(False, description="run the second round when new entities appear")
+    from_top: int = Field(5, gt=0, le=50, description="first-round results whose entities are read")
+    max_entities: int = Field(3, gt=0, le=10, description="entities added to the question")
+    weight: float = Field(0.5, ge=0, le=1, description="second round's share in the fused score (first: 1)")
+
+
 class ArchivalConfig(BaseModel):
     """Archival/recall memory knobs (ranking, dedupe). Defaults are justified in bench/RESULTS.md
     (bench/retrieval_locomo.py on the LoCoMo dev conversations)."""
@@ -100,9 +124,12 @@ class ArchivalConfig(BaseModel):
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
     # Expiry and decay (README: "Expiry and decay").
     expiry: ExpiryConfig = Field(default_factory=ExpiryConfig)
+    # Questions about time and about several facts (README: "Time and multi-hop questions").
+    temporal: TemporalConfig = Field(default_factory=TemporalConfig)
+    multihop: MultiHopConfig = Field(default_factory=MultiHopConfig)
 
     # Added after agents existed: left out of the spec's fingerprint while at its default (MemoryConfig.LATER_FIELDS).
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry",)
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop")
 
 
 class EpisodeTier(BaseModel):

@@ -35,6 +35,7 @@ from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
 from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor, recency, usefulness
 from pagemind.runtime.memory.reconcile import reconcile_once
+from pagemind.runtime.memory.rounds import refine
 from pagemind.runtime.memory.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.rekey import complete_rekeys
 from pagemind.runtime.memory.stats_cache import StatsCache
@@ -271,12 +272,15 @@ class ArchivalService:
 
     def _search(self, query: str, flt: MemoryFilter, limit: int, k: int, page: int, mode: str, now: datetime,
                 use: str | None) -> tuple[list[ArchivalHit], int]:
-        vector = query_vector(self.embedder, query)
-        sparse = self._sparse(analysed(query), query=True) if mode != "dense" else None
-        dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
-        live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
-        dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
-        ranked = self._rank(vector, dense_hits, keyword_hits, now, mode)
+        def one_round(text: str) -> list[tuple[float, MemoryRecord]]:
+            vector = query_vector(self.embedder, text)
+            sparse = self._sparse(analysed(text), query=True) if mode != "dense" else None
+            dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
+            live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
+            dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
+            return self._rank(vector, dense_hits, keyword_hits, now, mode)
+
+        ranked = refine(query, one_round(query), one_round, now, self.config)  # a second round, the time boost
         shown = ranked[(max(1, page) - 1) * k: max(1, page) * k]
         results = [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
                                tags=r.tags, importance=r.importance) for s, r in shown]

@@ -24,11 +24,13 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from pagemind.runtime.memory.embeddings import Embedder, aembed
+from pagemind.runtime.memory.embeddings import Embedder, aembed, query_vector
 from pagemind.runtime.memory.fulltext import INDEX_CHARS, FullText, IndexedMessage
 from pagemind.runtime.memory.keywords import query_terms
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.memory.ranking import beats_noise, fuse
+from pagemind.runtime.memory.rounds import refine
+from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.tables import MessageRow
 from pagemind.tools.context import RecallHit
 
@@ -88,6 +90,7 @@ class RecallService:
         self.engine = engine
         self.embedder = embedder
         self.config = config or ArchivalConfig()
+        self.clock = clock or utcnow
         self.fulltext = FullText(engine)
         self._dense = _DenseIndex()
         self._last: IndexedMessage | None = None  # the last indexed message (context for the next one)
@@ -170,7 +173,7 @@ class RecallService:
         if mode != "bm25":
             [vector] = await aembed(self.embedder, [query])
         await asyncio.to_thread(self.catch_up, mode != "bm25")
-        scored = await asyncio.to_thread(self._rank, query, vector, mode)
+        scored = await asyncio.to_thread(self._ranked, query, vector, mode)
         hits = await asyncio.to_thread(self._page, scored, roles, start_date, end_date, limit, page)
         log.info("recall_search", agent_id=self.agent_id, mode=mode, candidates=len(scored), returned=len(hits))
         return hits
@@ -193,6 +196,26 @@ class RecallService:
                            self.config.min_keyword_score, self.config.min_similarity)
         order = np.argsort(-fused, kind="stable")
         return [(index.ids[n], float(fused[n])) for n in order if keep[n]]
+
+    def _ranked(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
+        """`_rank`, then the best `prefetch` results refined (a second round, the time boost: `memory.rounds`)."""
+        scored, c = self._rank(query, vector, mode), self.config
+        if not (c.multihop.enabled or c.temporal.range_boost or c.temporal.when_boost):
+            return scored
+        n = c.prefetch
+
+        def again(text: str) -> list[tuple[float, IndexedMessage]]:
+            return self._items(self._rank(text, None if mode == "bm25" else query_vector(self.embedder, text), mode)[:n])
+
+        head = refine(query, self._items(scored[:n]), again, self.clock(), c)
+        seen = {m.id for _, m in head}
+        return [(m.id, s) for s, m in head] + [p for p in scored[n:] if p[0] not in seen]
+
+    def _items(self, scored: list[tuple[int, float]]) -> list[tuple[float, IndexedMessage]]:
+        rows = self._rows(select(*_COLUMNS).where(
+            _MESSAGES.c.agent_id == self.agent_id, _MESSAGES.c.id.in_([i for i, _ in scored]))) if scored else []
+        found = {m.id: m for m in map(_indexed, rows)}
+        return [(s, found[i]) for i, s in scored if i in found]
 
     def _page(self, scored: list[tuple[int, float]], roles: list[str] | None, start: datetime | None,
               end: datetime | None, limit: int, page: int) -> list[RecallHit]:
