@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from typing import Callable
 
 from pagemind.runtime.memory.dating import _NUM, _NUMBERS, _RULES as _RELATIVE_WORDS, _WEEKDAYS, _shift_month
@@ -185,16 +185,16 @@ def parse_query_time(query: str, now: datetime) -> TimeQuery:
     return TimeQuery(ranges, bool(_ASKS_WHEN.search(query)))
 
 
-_SAYS_TIME = re.compile(
-    rf"\b{_MONTH}\b|\b(?:19|20)\d\d\b|\b(?:last|next|this|on) (?:{'|'.join(_WEEKDAYS)}|week(?:end)?|month|year)\b|"
+_SAYS_TIME = re.compile("|".join([
+    rf"\b{_MONTH}\b|\b(?:19|20)\d\d\b|\b(?:last|next|this|on) (?:{'|'.join(_WEEKDAYS)}|week(?:end)?|month|year)\b",
     r"\b(?:ago|since|anniversary|birthday)\b|[昨前今明后]天|[上下这本]个?(?:周|星期|月)|[去今明前]年|\d+月|\d+号|以前|之前",
-    re.I)
+    *(f"(?:{pattern.pattern})" for pattern, _ in _RELATIVE_WORDS)]), re.I)  # one pass over a text, not 20
 
 
 def mentions_time(text: str) -> bool:
     """Whether a text says when something happened: a relative time word ("yesterday", "last week", "3 days ago",
     "上周"), a month, a year or a date."""
-    return bool(_SAYS_TIME.search(text)) or any(pattern.search(text) for pattern, _ in _RELATIVE_WORDS)
+    return bool(_SAYS_TIME.search(text))
 
 
 def time_factor(at: datetime, text: str, query: TimeQuery, range_boost: float, when_boost: float) -> float:
@@ -206,8 +206,3 @@ def time_factor(at: datetime, text: str, query: TimeQuery, range_boost: float, w
     if when_boost and query.asks_when and mentions_time(text):
         factor *= 1 + when_boost
     return factor
-
-
-def day_start(day: date, like: datetime) -> datetime:
-    """Midnight at the start of `day` in `like`'s timezone (for a range's bounds as datetimes)."""
-    return datetime.combine(day, time.min, tzinfo=like.tzinfo)
