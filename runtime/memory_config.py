@@ -67,19 +67,21 @@ class ExpiryConfig(BaseModel):
 
 class TemporalConfig(BaseModel):
     """Questions that name a time ("last May", "in 2023", "two weeks ago", "上个月", "去年") or ask when something
-    happened (`memory.query_time`): a boost, never a filter (a caller's start/end dates filter)."""
+    happened (`memory.query_time`): a boost, never a filter (a caller's start/end dates filter). Defaults: the
+    LoCoMo dev sweep in bench/RESULTS.md ("Time and multi-hop questions")."""
 
     model_config = ConfigDict(extra="forbid")
 
-    range_boost: float = Field(0.0, ge=0, le=5, description="score × (1 + b) for results dated inside the period "
+    range_boost: float = Field(0.3, ge=0, le=5, description="score × (1 + b) for results dated inside the period "
                                                             "the question names (0: off)")
-    when_boost: float = Field(0.0, ge=0, le=5, description="score × (1 + b) for results that mention a time when "
+    when_boost: float = Field(0.2, ge=0, le=5, description="score × (1 + b) for results that mention a time when "
                                                            "the question asks when (0: off)")
 
 
 class MultiHopConfig(BaseModel):
     """A second search round when the first round's best results name entities the question does not
-    (`memory.rounds`): at most two rounds, no model call."""
+    (`memory.rounds`): at most two rounds, no model call. Off by default: on LoCoMo dev it lost hit@5 overall and
+    doubled the query's cost (bench/RESULTS.md)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -23,6 +23,7 @@ from pagemind.runtime.testing import FakeEmbedder, ManualClock
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)  # a Monday
 BOOSTED = ArchivalConfig(temporal={"range_boost": 0.5, "when_boost": 0.5})
+OFF = ArchivalConfig(temporal={"range_boost": 0, "when_boost": 0}, multihop={"enabled": False})  # as before
 
 
 def ranges(query: str, now: datetime = NOW) -> list[tuple[date, date]]:
@@ -100,7 +101,7 @@ def test_recall_ranks_messages_from_the_named_period_first(tmp_path):
     store, agent, ids = recall_store(tmp_path, [("user", october, datetime(2026, 10, 10, tzinfo=timezone.utc)),
                                                 ("user", november, datetime(2026, 11, 10, tzinfo=timezone.utc))])
     query = "who did I go hiking with last month?"
-    assert recall_order(store, agent, query, ArchivalConfig()) == [ids[november], ids[october]]  # off: as today
+    assert recall_order(store, agent, query, OFF) == [ids[november], ids[october]]  # off: as today
     assert recall_order(store, agent, query, BOOSTED) == [ids[october], ids[november]]
     assert recall_order(store, agent, "上个月我和谁去徒步 hiking", BOOSTED) == [ids[october], ids[november]]
     # a question naming no time is ranked as before
@@ -112,7 +113,7 @@ def test_recall_when_question_favours_the_message_that_says_when(tmp_path):
     at = datetime(2026, 8, 10, tzinfo=timezone.utc)
     store, agent, ids = recall_store(tmp_path, [("user", dated, at), ("user", plain, at + timedelta(days=1))])
     query = "When did I go to the pottery class?"
-    assert recall_order(store, agent, query, ArchivalConfig())[0] == ids[plain]
+    assert recall_order(store, agent, query, OFF)[0] == ids[plain]
     assert recall_order(store, agent, query, BOOSTED)[0] == ids[dated]
 
 
@@ -143,7 +144,7 @@ def test_archival_ranks_memories_from_the_named_period_first(archival):
         service.config = config
         return [h.id for h in asyncio.run(service.search(query, mode="bm25", count_hits=False))]
 
-    assert order(ArchivalConfig()) == [november, october]  # off: the newer first, as today
+    assert order(OFF) == [november, october]  # off: the newer first, as today
     assert order(ArchivalConfig(temporal={"range_boost": 1.0})) == [october, november]
     assert order(ArchivalConfig(temporal={"range_boost": 1.0}), "who did Lin go sailing with?") == [november, october]
 
@@ -190,7 +191,7 @@ def test_no_second_round_without_new_entities_or_with_the_knob_off():
     first = [(2.0, Item(1, "Lin loves Dune")), (1.0, Item(2, "it is a long book"))]
     on = ArchivalConfig(multihop={"enabled": True})
     assert refine("Does Lin love Dune?", first, again, NOW, on) == first
-    assert refine("What does Lin love?", first, again, NOW, ArchivalConfig()) == first
+    assert refine("What does Lin love?", first, again, NOW, OFF) == first
     assert calls == []
 
 
@@ -202,10 +203,15 @@ def test_recall_second_round_finds_the_turn_that_names_the_entity(tmp_path):
         ("user", "Becoming Nicole is by Amy Ellis Nutt, such a moving story", t + timedelta(days=2)),
     ])
     query = "Which book did I read?"
-    assert recall_order(store, agent, query, ArchivalConfig()) == [ids["I finally read the book 'Becoming Nicole'"]]
+    assert recall_order(store, agent, query, OFF) == [ids["I finally read the book 'Becoming Nicole'"]]
     hop = recall_order(store, agent, query, ArchivalConfig(multihop={"enabled": True}))
     assert hop == [ids["I finally read the book 'Becoming Nicole'"],
                    ids["Becoming Nicole is by Amy Ellis Nutt, such a moving story"]]
+
+
+def test_defaults_boost_time_and_leave_the_second_round_off():
+    config = ArchivalConfig()
+    assert config.temporal.range_boost > 0 and config.temporal.when_boost > 0 and not config.multihop.enabled
 
 
 def test_new_knobs_leave_the_spec_fingerprint_alone():
