@@ -228,7 +228,8 @@ and the HTTP client). CPU = the agent process's
 Own cost relative to 10 stored messages: {flat}. Window 501 vs 51 at 10,000 stored: {window_ratio:.2f}.
 
 Reference in the same rotation: the same companion step with the model in-process (no HTTP; like every
-companion turn it includes the archival prefetch, a query embedding and a search) took {local:.2f} ms p50 here
+companion turn it runs the archival prefetch: the salience gate, then a search that stops at the store's count,
+as these agents hold no memories) took {local:.2f} ms p50 here
 ({local_cpu:.2f} ms CPU). CPU per step over HTTP relative to it: {cpu_ratio}.
 Target: own cost p50 ≤ 3 ms and flat (10,000 vs 10 within 20 %).
 
