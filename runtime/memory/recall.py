@@ -29,7 +29,7 @@ from pagemind.runtime.memory.fulltext import INDEX_CHARS, FullText, IndexedMessa
 from pagemind.runtime.memory.keywords import query_terms
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.memory.ranking import beats_noise, fuse
-from pagemind.runtime.memory.rounds import refine
+from pagemind.runtime.memory.rounds import refine, time_asked
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.tables import MessageRow
 from pagemind.tools.context import RecallHit
@@ -199,15 +199,16 @@ class RecallService:
 
     def _ranked(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
         """`_rank`, then the best `prefetch` results refined (a second round, the time boost: `memory.rounds`)."""
-        scored, c = self._rank(query, vector, mode), self.config
-        if not (c.multihop.enabled or c.temporal.range_boost or c.temporal.when_boost):
-            return scored
+        scored, c, now = self._rank(query, vector, mode), self.config, self.clock()
+        asked = time_asked(query, now, c)
+        if not (c.multihop.enabled or asked):
+            return scored  # nothing to refine: no need to read the head's rows
         n = c.prefetch
 
         def again(text: str) -> list[tuple[float, IndexedMessage]]:
             return self._items(self._rank(text, None if mode == "bm25" else query_vector(self.embedder, text), mode)[:n])
 
-        head = refine(query, self._items(scored[:n]), again, self.clock(), c)
+        head = refine(query, self._items(scored[:n]), again, now, c, asked=asked)
         seen = {m.id for _, m in head}
         return [(m.id, s) for s, m in head] + [p for p in scored[n:] if p[0] not in seen]
 

@@ -18,7 +18,7 @@ from typing import Callable, Protocol, Sequence, TypeVar
 import structlog
 
 from pagemind.runtime.memory.keywords import STOP_WORDS
-from pagemind.runtime.memory.query_time import parse_query_time, time_factor
+from pagemind.runtime.memory.query_time import TimeQuery, parse_query_time, time_factor
 from pagemind.runtime.memory_config import ArchivalConfig
 
 log = structlog.get_logger("pagemind.rounds")
@@ -82,11 +82,17 @@ def fuse_rounds(first: Ranked[T], second: Ranked[T], weight: float) -> Ranked[T]
     return sorted(((fused[i], items[i]) for i in items), key=lambda pair: -pair[0])
 
 
+def time_asked(query: str, now: datetime, config: ArchivalConfig) -> TimeQuery:
+    """What the query says about time, or an empty (false) TimeQuery when the time boosts are off."""
+    temporal = config.temporal
+    return parse_query_time(query, now) if temporal.range_boost or temporal.when_boost else TimeQuery()
+
+
 def refine(query: str, first: Ranked[T], again: Callable[[str], Ranked[T]], now: datetime,
-           config: ArchivalConfig) -> Ranked[T]:
+           config: ArchivalConfig, *, asked: TimeQuery | None = None) -> Ranked[T]:
     """The first round's ranked results, fused with a second round when they name new entities
-    (`config.multihop`), then weighed by the time the query names (`config.temporal`), best first. `again` runs
-    one more round for a query; it is called at most once."""
+    (`config.multihop`), then weighed by the time the query names (`config.temporal`; `asked` when the caller
+    read it already), best first. `again` runs one more round for a query; it is called at most once."""
     ranked, hop = first, config.multihop
     if hop.enabled and first:
         names = new_entities(query, [item.text for _, item in first[:hop.from_top]], hop.max_entities)
@@ -94,7 +100,7 @@ def refine(query: str, first: Ranked[T], again: Callable[[str], Ranked[T]], now:
             ranked = fuse_rounds(first, again(f"{query} {' '.join(names)}"), hop.weight)
             log.info("search_second_round", entities=names, candidates=len(ranked))
     temporal = config.temporal
-    asked = parse_query_time(query, now) if temporal.range_boost or temporal.when_boost else None
+    asked = time_asked(query, now, config) if asked is None else asked
     if not asked:
         return ranked
     weighed = [(score * time_factor(item.created_at, item.text, asked, temporal.range_boost, temporal.when_boost),
