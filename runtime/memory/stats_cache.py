@@ -34,8 +34,8 @@ class StatsCache:
         self.ledger = ledger
         self.clock = clock
         self._stats: _Stats | None = None
-        # In a turn: False until the revision is read, then `ledger.writes` at that read; None outside a turn.
-        self._turn_check: int | bool | None = None
+        self._in_turn = False
+        self._seen_at: int | None = None  # in a turn: `ledger.writes` when the revision was last read
         self._turn_revision: int | None = None  # the revision the turn read at its start, until first used
 
     def value(self) -> tuple[int, tuple[str, ...]]:
@@ -64,16 +64,16 @@ class StatsCache:
         """Within the block (one turn, under the agent's turn lock) the revision is read once, and again only
         after this agent's ledger wrote; `revision` (read at the turn's start with its other checks) stands for
         the first read. Another process's writes show from the next turn (at once outside a turn)."""
-        self._turn_check, self._turn_revision = False, revision
+        self._in_turn, self._seen_at, self._turn_revision = True, None, revision
         try:
             yield
         finally:
-            self._turn_check = self._turn_revision = None
+            self._in_turn, self._seen_at, self._turn_revision = False, None, None
 
     def _revision_checked(self, cached: _Stats, writes: int) -> bool:
         """Whether `cached` is of the current revision: read from SQL, unless a read this turn saw it and the
         ledger wrote nothing since (`writes`: its count of writes before this check)."""
-        if self._turn_check is not False and self._turn_check == writes:
+        if self._in_turn and self._seen_at == writes:
             return True
         given, self._turn_revision = self._turn_revision, None  # the turn's start stands for one read only
         current = cached.revision == (self.ledger.revision() if given is None else given)
@@ -84,8 +84,8 @@ class StatsCache:
     def _checked(self, writes: int) -> None:
         """In a turn, remember that the revision was read while the ledger had made `writes` writes."""
         self._turn_revision = None  # read now: the turn's start no longer stands for anything
-        if self._turn_check is not None:
-            self._turn_check = writes
+        if self._in_turn:
+            self._seen_at = writes
 
     @staticmethod
     def _count(revision: int, rows: list[tuple[list[str], datetime | None]], now: datetime) -> _Stats:
