@@ -98,6 +98,16 @@ def say(agent: Agent, start: datetime, lines: list[tuple[str, str]]) -> list[Mes
                                                          for n, (role, text) in enumerate(lines)])
 
 
+def with_episode(world, url: str, lines: list[tuple[str, str]]) -> tuple[Agent, ManualClock]:
+    """An agent whose one session (`lines`, from T0) has just become an episode, and its clock (an hour later)."""
+    load, _ = world
+    clock = ManualClock(T0 + timedelta(hours=1))
+    agent = run(load(url, clock))
+    say(agent, T0, lines)
+    run(end_session(agent))
+    return agent, clock
+
+
 def episodes(agent: Agent) -> list[Any]:
     return [m for m in agent.archival.list(include_superseded=True) if m.kind == "episode"]
 
@@ -164,11 +174,7 @@ def test_sessions_are_split_by_the_gap_and_chit_chat_makes_no_episode(world, sql
 
 
 def test_a_later_session_gets_its_own_episode(world, sqlite_url):
-    load, _ = world
-    clock = ManualClock(T0 + timedelta(hours=1))
-    agent = run(load(sqlite_url, clock))
-    say(agent, T0, RECITAL)
-    run(end_session(agent))
+    agent, clock = with_episode(world, sqlite_url, RECITAL)
     clock.advance(hours=2)  # the user comes back within the gap: what follows the episode is a new one
     move = say(agent, clock.now, MOVE)
     clock.advance(minutes=30)
@@ -329,11 +335,7 @@ def test_episodes_fade_at_7_and_30_days_in_place_within_their_budgets(world, dat
 
 
 def test_an_episode_past_30_days_goes_straight_to_the_smallest_tier(world, sqlite_url):
-    load, _ = world
-    clock = ManualClock(T0 + timedelta(hours=1))
-    agent = run(load(sqlite_url, clock))
-    say(agent, T0, RECITAL)
-    run(end_session(agent))
+    agent, clock = with_episode(world, sqlite_url, RECITAL)
     clock.now = T0 + timedelta(days=40)
     assert run(fade_episodes(agent))["faded"] == 1
     [episode] = episodes(agent)
@@ -343,11 +345,7 @@ def test_an_episode_past_30_days_goes_straight_to_the_smallest_tier(world, sqlit
 
 
 def test_a_short_episode_is_never_re_summarised(world, sqlite_url):
-    load, _ = world
-    clock = ManualClock(T0 + timedelta(hours=1))
-    agent = run(load(sqlite_url, clock))
-    say(agent, T0, MOVE)
-    run(end_session(agent))
+    agent, clock = with_episode(world, sqlite_url, MOVE)
     calls = len(agent.model.requests)
     clock.now = T0 + timedelta(days=60)
     assert run(fade_episodes(agent))["faded"] == 0 and len(agent.model.requests) == calls
@@ -357,11 +355,7 @@ def test_a_short_episode_is_never_re_summarised(world, sqlite_url):
 
 @pytest.mark.parametrize("answer", ["", "   ", None])
 def test_an_empty_fade_answer_changes_nothing(world, sqlite_url, answer):
-    load, _ = world
-    clock = ManualClock(T0 + timedelta(hours=1))
-    agent = run(load(sqlite_url, clock))
-    say(agent, T0, RECITAL)
-    run(end_session(agent))
+    agent, clock = with_episode(world, sqlite_url, RECITAL)
 
     def fade(request: ModelRequest):
         return {"choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
@@ -376,11 +370,7 @@ def test_an_empty_fade_answer_changes_nothing(world, sqlite_url, answer):
 
 
 def test_conversation_search_still_returns_the_full_text_of_a_faded_period(world, sqlite_url):
-    load, _ = world
-    clock = ManualClock(T0 + timedelta(hours=1))
-    agent = run(load(sqlite_url, clock))
-    say(agent, T0, RECITAL)
-    run(end_session(agent))
+    agent, clock = with_episode(world, sqlite_url, RECITAL)
     clock.now = T0 + timedelta(days=31)
     run(end_session(agent))
     assert episodes(agent)[0].text == FADED_64
