@@ -54,7 +54,11 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         recorder.close()  # a turn that failed still leaves what it did in the trace
     out(reply or "(no reply)")
-    await _reflect_if_due(agent, args.wait)
+    # memory.reflection.every_turns: after the reply and the closed trace (a reflection is no part of a turn's
+    # trace, which is why `chat` leaves it to the next `run` or daemon job).
+    from pagemind.runtime.reflection.run import reflect_if_due
+
+    await reflect_if_due(agent, args.wait)
     return 0
 
 
@@ -83,14 +87,6 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
                     out("(that turn failed; try again, or /quit)")
     finally:
         recorder.close()
-
-
-async def _reflect_if_due(agent: Agent, wait: float) -> None:
-    """`memory.reflection.every_turns`: reflect after `run`'s turn when one is due (the reply shown, the trace
-    closed: a reflection is no part of a turn's trace, which is why `chat` leaves it to the next `run` or job)."""
-    from pagemind.runtime.reflection.run import reflect_if_due
-
-    await reflect_if_due(agent, wait)
 
 
 def _report(message: str) -> None:
