@@ -108,7 +108,7 @@ def updated_value(block: Block, changes: dict[str, Any]) -> str:
                              "core_memory_append, core_memory_replace or memory_rethink.")
     if block.read_only:
         raise BlockEditError(f"Block '{block.label}' is read-only; it cannot be edited.")
-    return _checked(block, patched_json(block.label, block.schema, block.value, changes))
+    return _checked(block, patched_json(block.label, block.value, changes))
 
 
 @dataclass

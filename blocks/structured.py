@@ -55,8 +55,9 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def patched_json(label: str, schema: BlockSchema, current: str, changes: Any) -> str:
-    """The stored JSON after merging `changes` into `current`; raises BlockEditError naming the field that fails."""
+def patched_json(label: str, current: str, changes: Any) -> str:
+    """The JSON after merging `changes` into `current` (not yet checked against the schema: the caller's edit
+    check does that, once); raises BlockEditError when `changes` or `current` cannot be merged."""
     if not isinstance(changes, dict):
         raise BlockEditError(f"changes must be a JSON object of the fields to set (null removes a field), e.g. "
                              f'{{"name": "Mia"}}; got {type(changes).__name__}.')
@@ -65,7 +66,7 @@ def patched_json(label: str, schema: BlockSchema, current: str, changes: Any) ->
     except json.JSONDecodeError:  # text stored before the block had a schema
         raise BlockEditError(f"Block '{label}' holds text that is not JSON (written before it had a schema), so it "
                              "cannot be patched; rewrite it whole as JSON with memory_rethink.") from None
-    return checked_json(label, schema, dump_json(merge_patch(base, changes)))
+    return dump_json(merge_patch(base, changes))
 
 
 def _pruned(data: Any) -> Any:
