@@ -37,7 +37,6 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, Sequence
 
 import structlog
-from sqlalchemy import select
 
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.memory.archival import ArchivalService
@@ -47,7 +46,6 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelError, ModelRequest, ModelResponse
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.records import AgentRecord
-from pagemind.runtime.state.rows import message_from_row, messages_table
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens, encoding
 from pagemind.tools import ArchivalMemory
@@ -109,18 +107,10 @@ def _episodes(archival: ArchivalService) -> list[MemoryRecord]:
     return [m for m in archival.list(include_superseded=True) if m.kind == EPISODE]
 
 
-def _messages_after(store: StateStore, agent_id: int, after: int) -> list[Message]:
-    """The agent's stored messages after message `after`, oldest first (a read of recall memory's log)."""
-    table = messages_table
-    query = select(table).where(table.c.agent_id == agent_id, table.c.id > after).order_by(table.c.id)
-    with store.engine.connect() as conn:
-        return [message_from_row(row) for row in conn.execute(query)]
-
-
 def pending_sessions(agent: EpisodeAgent, archival: ArchivalService) -> list[list[Message]]:
     """The sessions after the newest episode's last message, oldest first."""
     after = max((i for m in _episodes(archival) for i in m.source_message_ids), default=0)
-    messages = _messages_after(agent.store, agent.record.id, after)
+    messages = agent.store.messages_after(agent.record.id, after)
     return split_sessions(messages, timedelta(hours=agent.spec.memory.archival.recall_session_gap_hours))
 
 

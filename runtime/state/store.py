@@ -277,9 +277,7 @@ class StateStore:
 
     def all_messages(self, agent_id: int) -> list[Message]:
         """The agent's whole history, oldest first (for inspection and export, not the hot path)."""
-        with self._session() as session:
-            query = select(MessageRow).where(MessageRow.agent_id == agent_id).order_by(MessageRow.id)
-            return [message_from_row(r) for r in session.exec(query)]
+        return self.messages_after(agent_id, 0)
 
     def messages_after(self, agent_id: int, after_id: int) -> list[Message]:
         """The agent's messages newer than message `after_id`, oldest first (what a reflection reads)."""
