@@ -9,6 +9,7 @@ it is sent back, or into a typed `ModelBadResponse` that says whether another at
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,14 @@ class ModelBadResponse(ModelError):
     def __init__(self, message: str, transient: bool = False):
         super().__init__(message)
         self.transient = transient
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.S)
+
+
+def without_fence(text: str | None) -> str:
+    """A reply's text stripped, without the Markdown code fence (```json … ```) models often put around JSON."""
+    return _FENCE.sub("", (text or "").strip())
 
 
 def one_line(text: str, limit: int = 200) -> str:

@@ -33,6 +33,7 @@ from pagemind.runtime.events import Event, Salience, SalienceEvent
 from pagemind.runtime.memory_config import SalienceConfig
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelClient, ModelError, ModelRequest, ModelResponse
+from pagemind.runtime.model_response import without_fence
 
 log = structlog.get_logger("pagemind.salience")
 
@@ -235,13 +236,11 @@ class ModelVerdict(BaseModel):
     lookup: StrictBool
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.S)
-
 
 def parse_verdict(text: str | None) -> ModelVerdict:
     """The model's answer as a verdict (a Markdown code fence tolerated); raises ValueError otherwise."""
     try:
-        return ModelVerdict.model_validate(json.loads(_FENCE.sub("", (text or "").strip())))
+        return ModelVerdict.model_validate(json.loads(without_fence(text)))
     except (json.JSONDecodeError, ValidationError) as exc:
         raise ValueError(f"not the expected JSON: {exc}") from exc
 

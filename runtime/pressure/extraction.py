@@ -8,7 +8,6 @@ logged as such and never reported as success.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 import datetime as dt
 from datetime import datetime
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelRequest, ModelResponse
+from pagemind.runtime.model_response import without_fence
 from pagemind.runtime.pressure.summarizer import transcript_line
 from pagemind.tools import ArchivalMemory
 
@@ -74,12 +74,10 @@ class ExtractionReport:
     error: str | None = None
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.S)
-
 
 def parse_extraction(text: str | None) -> Extraction:
     """Parse the model's answer (tolerating a Markdown code fence); raises ValueError when it is not usable."""
-    raw = _FENCE.sub("", (text or "").strip())
+    raw = without_fence(text)
     try:
         return Extraction.model_validate(json.loads(raw))
     except (json.JSONDecodeError, ValidationError, TypeError) as exc:
