@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -130,7 +130,7 @@ class ArchivalConfig(BaseModel):
     temporal: TemporalConfig = Field(default_factory=TemporalConfig)
     multihop: MultiHopConfig = Field(default_factory=MultiHopConfig)
 
-    # Added after agents existed: left out of the spec's fingerprint while at its default (MemoryConfig.LATER_FIELDS).
+    # Added after agents existed: left out of the spec's fingerprint while at their defaults (`spec.later_defaults`).
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop")
 
 
@@ -200,21 +200,8 @@ class MemoryConfig(BaseModel):
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
 
     # Fields added after agents existed: left out of the spec's fingerprint while at their defaults, so adding
-    # them changed no existing agent's `spec_hash` (`AgentSpec.spec_hash`).
+    # them changed no existing agent's `spec_hash` (`spec.later_defaults`).
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("salience", "episodes", "reflection")
-
-    def later_at_default(self) -> dict[str, Any]:
-        """The fields of `LATER_FIELDS` (and of the archival section's) still at their defaults, as a
-        `model_dump` exclude."""
-        exclude: dict[str, Any] = {name: True for name in _at_default(self, self.LATER_FIELDS)}
-        if archival := _at_default(self.archival, ArchivalConfig.LATER_FIELDS):
-            exclude["archival"] = {name: True for name in archival}
-        return exclude
-
-
-def _at_default(config: BaseModel, names: tuple[str, ...]) -> list[str]:
-    fields = type(config).model_fields
-    return [name for name in names if getattr(config, name) == fields[name].get_default(call_default_factory=True)]
 
 
 class SalienceWeights(BaseModel):

@@ -7,7 +7,7 @@ import importlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
@@ -101,6 +101,27 @@ class ModelSpec(BaseModel):
         return self
 
 
+def later_defaults(model: BaseModel) -> dict[Any, Any]:
+    """A `model_dump` exclude for the fields added after agents existed (each class's `LATER_FIELDS`) that are
+    still at their defaults, at any depth: the spec's fingerprint leaves them out, so adding a field changes no
+    existing agent's `spec_hash`."""
+    fields = type(model).model_fields
+    exclude: dict[Any, Any] = {name: True for name in getattr(model, "LATER_FIELDS", ())
+                               if getattr(model, name) == fields[name].get_default(call_default_factory=True)}
+    for name in fields.keys() - exclude.keys():
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            inner = later_defaults(value)
+        elif isinstance(value, list):
+            inner = {i: e for i, item in enumerate(value)
+                     if isinstance(item, BaseModel) and (e := later_defaults(item))}
+        else:
+            continue
+        if inner:
+            exclude[name] = inner
+    return exclude
+
+
 class BlockSpec(BaseModel):
     """A core-memory block's definition; `value` seeds a new agent only."""
 
@@ -116,6 +137,7 @@ class BlockSpec(BaseModel):
         "Schema, or the pydantic model named `package.module:Model`")
     ephemeral: bool = Field(False, description="working notes: reset to `value` when a session ends")
     _schema: BlockSchema | None = PrivateAttr(None)
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("schema_", "ephemeral")  # see `later_defaults`
 
     @model_validator(mode="before")
     @classmethod
@@ -170,6 +192,7 @@ class AgentSpec(BaseModel):
     """One agent, as its YAML file defines it."""
 
     model_config = ConfigDict(extra="forbid")
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("template", "schedule", "idle")  # see `later_defaults`
 
     name: str = Field(pattern=_NAME)
     description: str = ""
@@ -206,14 +229,7 @@ class AgentSpec(BaseModel):
     def spec_hash(self) -> str:
         """A stable fingerprint of the definition, to tell when the YAML changed."""
         # Fields added later are left out at their defaults: adding them changed no existing agent's fingerprint.
-        later = {"template": False, "schedule": [], "idle": None}
-        exclude: dict[Any, Any] = {k: True for k, v in later.items() if getattr(self, k) == v}
-        block_later = {"schema_": None, "ephemeral": False}
-        blocks = {i: {k for k, v in block_later.items() if getattr(b, k) == v} for i, b in enumerate(self.blocks)}
-        exclude["blocks"] = {i: fields for i, fields in blocks.items() if fields}
-        if memory_later := self.memory.later_at_default():
-            exclude["memory"] = memory_later
-        dumped = self.model_dump_json(exclude=exclude)
+        dumped = self.model_dump_json(exclude=later_defaults(self))
         return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 

@@ -16,7 +16,7 @@ from pagemind.runtime.memory.recall import RecallService
 from pagemind.runtime.memory.rounds import entities, new_entities, refine
 from pagemind.runtime.memory_config import ArchivalConfig, MemoryConfig
 from pagemind.runtime.messages import Message
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec import AgentSpec, later_defaults
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing import FakeEmbedder, ManualClock
@@ -215,4 +215,4 @@ def test_defaults_boost_time_and_leave_the_second_round_off():
 
 
 def test_new_knobs_leave_the_spec_fingerprint_alone():
-    assert {"temporal", "multihop"} <= set(MemoryConfig().later_at_default()["archival"])
+    assert {"temporal", "multihop"} <= set(later_defaults(MemoryConfig())["archival"])
