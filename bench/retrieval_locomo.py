@@ -198,14 +198,22 @@ async def recall_unit(conversations: list[Conversation], embedder: CachedEmbedde
 
 async def archival_unit(conversations: list[Conversation], embedder: CachedEmbedder, home: Path,
                         config: ArchivalConfig) -> tuple[dict[str, Search], dict[str, Any]]:
-    """Save every turn through the archival write path and return a search function per conversation."""
+    """Save every turn through the archival write path and return a search function per conversation. Every turn
+    is also in the agent's conversation log, as in the product (its user messages make the days it was in use:
+    disuse decay counts those, `memory.activity`)."""
     engine = make_engine(f"sqlite:///{home / 'archival.db'}")
+    state = StateStore(engine)
     backend = EdgeBackend(home / "qdrant", embedder.dim)
     searchers: dict[str, Search] = {}
     stats = {"turns": 0, "stored": 0, "duplicates": 0, "superseded": 0, "insert_s": 0.0}
-    for number, conv in enumerate(conversations, start=1):  # one agent id per conversation
+    for conv in conversations:  # one agent per conversation
+        spec = AgentSpec.model_validate({"name": conv.sample_id, "model": {"name": "none"}, "system": "bench"})
+        record = state.ensure_agent(spec)
+        roles = {conv.speakers[0]: "user"}
+        state.append_messages(record.id, [Message(roles.get(t.speaker, "assistant"), f"{t.speaker}: {t.text}", t.at,
+                                                  in_context=False) for t in conv.turns])
         clock = ManualClock(datetime.now(timezone.utc))
-        service = ArchivalService(number, engine=engine, open_backend=lambda: backend, embedder=embedder,
+        service = ArchivalService(record.id, engine=engine, open_backend=lambda: backend, embedder=embedder,
                                   config=config, clock=clock)
         by_memory: dict[str, list[str]] = defaultdict(list)
         started = time.perf_counter()

@@ -39,7 +39,7 @@ class BudgetConfig(BaseModel):
 
 class ExpiryConfig(BaseModel):
     """When archival memories leave default results: time-bound wording expires them (`memory.expiry`), disuse
-    makes them dormant (`memory.decay`). Date-ranged searches and `pagemind memory archival AGENT --all` still show
+    makes them dormant (`memory.decay`; disuse counts the agent's active days, not calendar days). Date-ranged searches and `pagemind memory archival AGENT --all` still show
     both."""
 
     model_config = ConfigDict(extra="forbid")
@@ -49,11 +49,14 @@ class ExpiryConfig(BaseModel):
     kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "progress", "todo", "constraint",
                                                       "reflection"],
                              description="kinds whose wording can expire them (episodes are history: never)")
-    decay_after_days: float = Field(30.0, gt=0, description="days without retrieval after which ranking weight falls")
+    decay_after_days: float = Field(30.0, gt=0, description="ACTIVE days (dates on which the agent received a user "
+                                    "message) without retrieval after which ranking weight falls; days nobody talked "
+                                    "to the agent do not count, so an agent left alone forgets nothing")
     decay_weight: float = Field(0.3, ge=0, le=1, description="score × (1 − w·f), f rising linearly from 0 at "
                                                             "decay_after_days to 1 at hide_after_days")
-    hide_after_days: float | None = Field(90.0, gt=0, description="days without retrieval after which a memory "
-                                                                  "leaves default results (null: never)")
+    hide_after_days: float | None = Field(90.0, gt=0, description="ACTIVE days (as decay_after_days) without "
+                                          "retrieval after which a memory leaves default results; a date range or "
+                                          "--all still finds it (null: never)")
     prefetch_counts: bool = Field(True, description="a memory prefetch shows the model counts as retrieved for "
                                                     "decay (its hit count is left alone)")
 
