@@ -122,6 +122,18 @@ class ArchivalConfig(BaseModel):
     supersede_kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "constraint", "progress", "todo"],
                                        description="kinds that state something that can change (episodes do not)")
     max_memory_chars: int = Field(4000, gt=0)
+    # The conversation a memory was filed from (`memory.filed_from`): keywords only, never shown.
+    context_messages: int = Field(2, ge=0, le=10, description="first source messages (the conversation a memory was "
+                                  "filed from) whose words the keyword index adds, never shown (0: off)")
+    context_chars: int = Field(400, gt=0, le=10000, description="characters of each such message indexed (a long "
+                               "reply must not outweigh the memory's own words)")
+    keyword_avg_len: float = Field(48.0, gt=0, le=1000, description="BM25's average keyword-document length in "
+                                   "terms (memory, date and its context; 24 suited memories without context); "
+                                   "applies to memories written afterwards")
+    neighbour_weight: float = Field(0.2, ge=0, le=1, description="share of the better score of the memories filed "
+                                    "just before and after a result (within neighbour_seconds) added to its own")
+    neighbour_seconds: float = Field(600.0, gt=0, description="memories filed this close in time count as filed "
+                                     "together (one stretch of conversation)")
     # Recall (conversation_search): each message is keyed with the message before it.
     recall_dense: bool = Field(True, description="add dense similarity to conversation_search's full-text ranking")
     recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
@@ -134,7 +146,8 @@ class ArchivalConfig(BaseModel):
     multihop: MultiHopConfig = Field(default_factory=MultiHopConfig)
 
     # Added after agents existed: left out of the spec's fingerprint while at their defaults (`spec.later_defaults`).
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop")
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop", "context_messages", "context_chars",
+                                                  "neighbour_weight", "neighbour_seconds", "keyword_avg_len")
 
 
 class EpisodeTier(BaseModel):

@@ -31,6 +31,7 @@ from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.memory.decay import disuse_weight, due_for_seen, search_filter
 from pagemind.runtime.memory.embeddings import Embedder, embed_for_write, query_vector, write_cache_rows
 from pagemind.runtime.memory.expiry import expiry_from_wording
+from pagemind.runtime.memory.filed_from import context_texts, filed_together
 from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
@@ -91,14 +92,21 @@ class ArchivalService:
         if self._bm25 is None:
             from qdrant_edge import Bm25, Bm25Config
 
-            self._bm25 = Bm25(Bm25Config(language="english", avg_len=24.0))
+            self._bm25 = Bm25(Bm25Config(language="english", avg_len=self.config.keyword_avg_len))
         vector = self._bm25.embed_query(text) if query else self._bm25.embed_document(text)
         return Sparse(list(vector.indices), list(vector.values))
 
     def _points(self, records: list[MemoryRecord]) -> list[StoredPoint]:
-        """Points for memories whose point is missing (see memory.reconcile), embedded again from their text."""
+        """Points for memories whose point is missing (see memory.reconcile), embedded again from their text (and
+        the keywords of the conversation they were filed from, from SQL)."""
         vectors = self.embedder.embed([r.text for r in records])
-        return [StoredPoint(r, v, self._sparse(keyword_document(r))) for r, v in zip(records, vectors)]
+        return [StoredPoint(r, v, s) for r, v, s in zip(records, vectors, self._keywords(records))]
+
+    def _keywords(self, records: list[MemoryRecord]) -> list[Sparse]:
+        """The keyword (sparse) vectors of records: text, date and the conversation filed from (`filed_from`)."""
+        context = context_texts(self.engine, self.agent_id, records, self.config.context_messages,
+                                self.config.context_chars)
+        return [self._sparse(keyword_document(r, context.get(r.id, ""))) for r in records]
 
     # -- write path -------------------------------------------------------------------------------------------
 
@@ -154,7 +162,7 @@ class ArchivalService:
         into the 'insert' version's detail."""
         old_id = superseded.record.id if superseded else None
         similarity = round(superseded.score, 4) if superseded else None
-        [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
+        [point] = self.store.owned([StoredPoint(record, vector, *self._keywords([record]))])
         detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance} | (extra or {})
         group_commit(self.store.backend).insert(PendingInsert(
             self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {}),
@@ -226,7 +234,7 @@ class ArchivalService:
         if record is None:
             return False
         crash_point("archival.rewrite.pending")
-        store.upsert([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
+        store.upsert([StoredPoint(record, vector, *self._keywords([record]))])
         crash_point("archival.rewrite.upserted")
         self.ledger.settle([memory_id], token)
         crash_point("archival.rewrite.completed")
@@ -314,6 +322,9 @@ class ArchivalService:
         keyword = np.array([kw.get(i, 0.0) for i in ids])
         weight = {"hybrid": self.config.dense_weight, "bm25": 0.0, "dense": 1.0}[mode]
         fused = fuse(keyword, dense, weight)
+        if mode == "hybrid":
+            fused = filed_together(fused, [records[i].created_at for i in ids], self.config.neighbour_seconds,
+                                   self.config.neighbour_weight)
         keep = beats_noise(keyword, dense, self.config.min_keyword_score, self.config.min_similarity)
         scored = [(fused[n] * self._prior(records[i], now, activity), records[i]) for n, i in enumerate(ids) if keep[n]]
         scored.sort(key=lambda pair: -pair[0])
