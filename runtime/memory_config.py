@@ -39,8 +39,8 @@ class BudgetConfig(BaseModel):
 
 class ExpiryConfig(BaseModel):
     """When archival memories leave default results: time-bound wording expires them (`memory.expiry`), disuse
-    makes them dormant (`memory.decay`; disuse counts the agent's active days, not calendar days). Date-ranged searches and `pagemind memory archival AGENT --all` still show
-    both."""
+    makes them dormant (`memory.decay`; disuse counts the agent's active days, `memory.activity`, not calendar
+    days). Date-ranged searches and `pagemind memory archival AGENT --all` still show both."""
 
     model_config = ConfigDict(extra="forbid")
 

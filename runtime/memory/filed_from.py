@@ -2,14 +2,15 @@
 
 A memory is one sentence the model wrote ("Mei moved to Oslo"); the user's words around it ("my sister just moved
 to Norway, the fjords are amazing") are often what a later question repeats. The write path records the messages
-a memory was filed from in `source_message_ids` (the tool: the conversation just before the call; extraction: the
+a memory was filed from in `source_message_ids` (the tool: the latest messages before the call; extraction: the
 evicted messages; episodes: the session), and the BM25 half indexes the text of the first `context_messages` of
-them (the earliest ids: what it was first filed from, which a later refresh adding ids does not change) (clipped to `context_chars` each) beside the memory's own words. The dense vector, the
-dedupe decision and what results show stay the memory's own text. The context is read from the `messages` table,
-the record, so a point rebuilt from SQL (`memory.reconcile`, a re-embed) gets the same keywords back.
+them (the earliest ids: what it was first filed from, which a later refresh adding ids does not change), clipped
+to `context_chars` each, beside the memory's own words. The dense vector, the dedupe decision and what results
+show stay the memory's own text. The context is read from the `messages` table, the record, so a point rebuilt
+from SQL (`memory.reconcile`, a re-embed) gets the same keywords back.
 
-At search time, memories filed in sequence share part of their scores (`filed_together`), as recall shares a
-message's score with the one before it.
+At search time, memories filed in sequence share part of their scores (`filed_together`), as recall adds part
+of the next message's score to a message's.
 """
 
 from __future__ import annotations
