@@ -293,11 +293,9 @@ SWEEP = [
 ]
 ARCHIVAL_SWEEP = [("default", {}), ("recency_weight 0", {"recency_weight": 0.0}),
                   ("recency_weight 0.3", {"recency_weight": 0.3}), ("dense_weight 0.3", {"dense_weight": 0.3}),
-                  ("dense_weight 0.7", {"dense_weight": 0.7}), ("neighbour_weight 0", {"neighbour_weight": 0.0}),
-                  ("neighbour_weight 0.1", {"neighbour_weight": 0.1}),
-                  ("neighbour_weight 0.3", {"neighbour_weight": 0.3}),
-                  ("neighbour_seconds 60", {"neighbour_seconds": 60.0}),
-                  ("neighbour_seconds 3600", {"neighbour_seconds": 3600.0})]
+                  ("dense_weight 0.7", {"dense_weight": 0.7}), ("neighbour_weight 0.1", {"neighbour_weight": 0.1}),
+                  ("neighbour_weight 0.2", {"neighbour_weight": 0.2}),
+                  ("neighbour_weight 0.2, 60 s", {"neighbour_weight": 0.2, "neighbour_seconds": 60.0})]
 
 
 async def sweep(conversations: list[Conversation], searchers: dict[str, Search], services: dict[str, Any],

@@ -130,8 +130,9 @@ class ArchivalConfig(BaseModel):
     keyword_avg_len: float = Field(48.0, gt=0, le=1000, description="BM25's average keyword-document length in "
                                    "terms (memory, date and its context; 24 suited memories without context); "
                                    "applies to memories written afterwards")
-    neighbour_weight: float = Field(0.2, ge=0, le=1, description="share of the better score of the memories filed "
-                                    "just before and after a result (within neighbour_seconds) added to its own")
+    neighbour_weight: float = Field(0.0, ge=0, le=1, description="share of the better score of the memories filed "
+                                    "just before and after a result (within neighbour_seconds) added to its own "
+                                    "(0: off; on LoCoMo dev 0.2 moved the conversations both ways)")
     neighbour_seconds: float = Field(600.0, gt=0, description="memories filed this close in time count as filed "
                                      "together (one stretch of conversation)")
     # Recall (conversation_search): each message is keyed with the message before it.

@@ -109,19 +109,20 @@ def test_memories_filed_together_share_part_of_their_scores():
     assert filed_together(scores, filed, 600, 0.0) is scores
 
 
-def test_a_search_lifts_the_memory_filed_right_after_a_strong_match(backend, tmp_path):
+def test_switched_on_a_search_lifts_the_memory_filed_right_after_a_strong_match(backend, tmp_path):
     store, agent_id, _ = agent_with_messages(tmp_path, SAID)
     keywords_only = {"dense_weight": 0.0, "recency_weight": 0.0}  # scores the test can reason about
     service = service_of(store, agent_id, backend, **keywords_only)
-    clock = service.clock
     run(service.insert("Lin adopted a greyhound"))
+    clock = service.clock
     clock.now = T0 + timedelta(seconds=30)
     run(service.insert("The dog is called Biscuit"))  # filed with the greyhound: the same conversation
     clock.now = T0 + timedelta(days=3)
     run(service.insert("The dog at the park barked"))
-    hits = run(service.search("Lin greyhound dog", count_hits=False))
+    default = {h.text: h.score for h in run(service.search("Lin greyhound dog", count_hits=False))}
+    assert default["The dog is called Biscuit"] == default["The dog at the park barked"]  # off by default
+    keywords_only["neighbour_weight"] = 0.2
+    shared = service_of(store, agent_id, backend, **keywords_only)
+    shared.clock = clock
+    hits = run(shared.search("Lin greyhound dog", count_hits=False))
     assert [h.text for h in hits][:2] == ["Lin adopted a greyhound", "The dog is called Biscuit"]
-    alone = service_of(store, agent_id, backend, neighbour_weight=0.0, **keywords_only)
-    alone.clock = clock
-    scores = {h.text: h.score for h in run(alone.search("Lin greyhound dog", count_hits=False))}
-    assert scores["The dog is called Biscuit"] == scores["The dog at the park barked"]  # alike but for the company
