@@ -30,7 +30,7 @@ from pagemind.runtime.model_response import (  # noqa: F401 (re-exported: the er
     response_from_http,
 )
 from pagemind.runtime.messages import encode_json
-from pagemind.runtime.model_stream import STREAM_OPTIONS, DeltaSink, read_streamed
+from pagemind.runtime.model_stream import STREAM_OPTIONS, DeltaSink, post_streamed
 from pagemind.runtime.model_pool import Endpoint, shared_client
 from pagemind.runtime.spec import ModelSpec
 
@@ -263,6 +263,7 @@ class OpenAIModelClient:
         self.wait = wait or wait_retry_after_or_jitter()
         self.sleep = sleep
         self.request_timeout_s = request_timeout_s
+        self.streams = True  # False once the server refused a streamed request
 
     @property
     def client(self) -> openai.AsyncOpenAI:
@@ -292,8 +293,16 @@ class OpenAIModelClient:
     async def stream(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
         """As `complete` with `stream: true`: the chunks make the same validated response; `sink` hears the text as
         it arrives, and `discard` when an attempt fails (a stream cut mid-way is retried as a whole, like any
-        transient failure). `request_timeout_s` bounds one attempt's whole stream (a trickle cannot outlast it)."""
-        return await self._call(request, sink)
+        transient failure). `request_timeout_s` bounds one attempt's whole stream (a trickle cannot outlast it).
+        A server that refuses `stream` (a 400) gets this and every later request of this client unstreamed."""
+        if not self.streams:
+            return await self._call(request, None)
+        try:
+            return await self._call(request, sink)
+        except ModelRequestRejected as exc:
+            self.streams = False
+            log.warning("model_stream_refused", error=one_line(str(exc)))
+            return await self._call(request, None)
 
     async def _call(self, request: ModelRequest, sink: DeltaSink | None) -> ModelResponse:
         deadline = current_turn_deadline()
@@ -336,7 +345,7 @@ class OpenAIModelClient:
                 # the SDK (about half a second), and the body is already the wire format, kept raw for traces; it
                 # goes as bytes joined from JSON encoded once per message (bytes pass through the SDK untouched).
                 if sink is not None:
-                    return await self._streamed(request, sink)
+                    return await post_streamed(self.client, request.encoded(STREAM_OPTIONS), sink)
                 response = await self.client.post("/chat/completions", content=request.encoded(),
                                                   cast_to=httpx.Response)
         except TimeoutError:
@@ -346,15 +355,6 @@ class OpenAIModelClient:
                 raise ModelDeadlineExceeded(_turn_deadline_message(deadline)) from None
             raise _AttemptTimedOut(f"no complete answer in {limit:g} s") from None
         return response_from_http(response)
-
-    async def _streamed(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
-        # The SDK checks the status (typed errors, bodies read) and hands back the unread httpx response.
-        response = await self.client.post("/chat/completions", content=request.encoded(STREAM_OPTIONS),
-                                          cast_to=httpx.Response, stream=True)
-        try:
-            return await read_streamed(response, sink)
-        finally:
-            await response.aclose()
 
     def _typed_error(self, exc: Exception, stop: _StopRetrying) -> ModelError | None:
         """The ModelError to raise for the last attempt's failure (`exc` itself if it is one already)."""

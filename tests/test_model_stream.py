@@ -15,7 +15,7 @@ from pagemind.runtime.model_client import ModelBadResponse, ModelRequest
 from pagemind.runtime.model_response import response_from_body
 from pagemind.runtime.model_stream import STREAM_OPTIONS
 from pagemind.runtime.reply_stream import JsonStringField, ReplyStream
-from pagemind.runtime.testing import call, reply_body, tool_call_body, tool_calls_body
+from pagemind.runtime.testing import call, http_error, reply_body, tool_call_body, tool_calls_body
 from pagemind.runtime.testing_sse import sse_bytes, stream_chunks, streamed_response
 
 REQUEST = ModelRequest("gpt-4o-mini", [{"role": "user", "content": "hi"}], [], 0.5, 100)
@@ -206,3 +206,23 @@ async def test_a_stream_that_always_breaks_ends_in_a_typed_error_and_a_reset(scr
     with pytest.raises(ModelBadResponse, match="no usable response .* in 2 attempts; last: .*before its end"):
         await scripted_openai.client(max_attempts=2).stream(REQUEST, sink(watcher))
     assert len(watcher.resets()) == 2 and watcher.held() == ""
+
+
+async def test_a_server_that_refuses_stream_gets_plain_requests_from_then_on(scripted_openai):
+    scripted_openai.add(http_error(400, "Unrecognized request argument supplied: stream_options"),
+                        reply_body("plain one"), reply_body("plain two"))
+    client = scripted_openai.client()
+    watcher = Watcher()
+    assert (await client.stream(REQUEST, sink(watcher))).content == "plain one"
+    assert (await client.stream(REQUEST, sink(watcher))).content == "plain two"
+    assert [("stream" in r) for r in scripted_openai.requests] == [True, False, False] and watcher.events == []
+
+
+async def test_crlf_lines_multi_line_data_and_a_done_without_its_blank_line(scripted_openai):
+    wire = (b'event: message\r\ndata: {"id": "c1", "choices": [{"index": 0,\r\n'
+            b'data:"delta": {"content": "h\xc3\xa9"}, "finish_reason": "stop"}]}\r\n\r\n: ping\r\n\r\ndata: [DONE]')
+    scripted_openai.add(httpx.Response(200, content=wire, headers={"content-type": "text/event-stream"}))
+    watcher = Watcher()
+    response = await scripted_openai.client().stream(REQUEST, sink(watcher))
+    assert response.content == "hé" == watcher.held() and response.finish_reason == "stop"
+    assert response.raw["id"] == "c1" and response.raw["object"] == "chat.completion"
