@@ -291,15 +291,15 @@ class OpenAIModelClient:
         return await self._call(request, None)
 
     async def stream(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
-        """As `complete` with `stream: true`: the chunks make the same validated response; `sink` hears the text as
-        it arrives, and `discard` when an attempt fails (a stream cut mid-way is retried as a whole, like any
-        transient failure). `request_timeout_s` bounds one attempt's whole stream (a trickle cannot outlast it).
-        A server that refuses `stream` (a 400) gets this and every later request of this client unstreamed."""
-        if not self.streams:
-            return await self._call(request, None)
+        """As `complete` with `stream: true`: the same validated response; `sink` hears the text as it arrives, and
+        `discard` when an attempt fails (a stream cut mid-way is retried whole). `request_timeout_s` bounds one
+        attempt's whole stream. A server that refuses `stream` (a 4xx naming it) gets plain requests from then on."""
+        streaming = self.streams
         try:
-            return await self._call(request, sink)
+            return await self._call(request, sink if streaming else None)
         except ModelRequestRejected as exc:
+            if not streaming or "stream" not in str(exc).lower():
+                raise
             self.streams = False
             log.warning("model_stream_refused", error=one_line(str(exc)))
             return await self._call(request, None)

@@ -18,8 +18,8 @@ import httpx
 
 
 def _chunk(body: dict[str, Any], delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-    return {"id": body.get("id", "chatcmpl-stream"), "object": "chat.completion.chunk", "created": body.get("created", 0),
-            "model": body.get("model", "scripted"),
+    return {"id": body.get("id", "chatcmpl-stream"), "object": "chat.completion.chunk",
+            "created": body.get("created", 0), "model": body.get("model", "scripted"),
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
 
 

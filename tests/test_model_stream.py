@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from pagemind.runtime.events import ReplyDeltaEvent, ReplyResetEvent
-from pagemind.runtime.model_client import ModelBadResponse, ModelRequest
+from pagemind.runtime.model_client import ModelBadResponse, ModelRequest, ModelRequestRejected
 from pagemind.runtime.model_response import response_from_body
 from pagemind.runtime.model_stream import STREAM_OPTIONS
 from pagemind.runtime.reply_stream import JsonStringField, ReplyStream
@@ -226,3 +226,12 @@ async def test_crlf_lines_multi_line_data_and_a_done_without_its_blank_line(scri
     response = await scripted_openai.client().stream(REQUEST, sink(watcher))
     assert response.content == "hé" == watcher.held() and response.finish_reason == "stop"
     assert response.raw["id"] == "c1" and response.raw["object"] == "chat.completion"
+
+
+async def test_a_rejection_that_is_not_about_streaming_is_raised_and_streaming_stays_on(scripted_openai):
+    scripted_openai.add(http_error(400, "temperature must be at most 2"), reply_body("streamed"))
+    client = scripted_openai.client()
+    with pytest.raises(ModelRequestRejected, match="temperature"):
+        await client.stream(REQUEST, sink(Watcher()))
+    watcher = Watcher()
+    assert (await client.stream(REQUEST, sink(watcher))).content == "streamed" == watcher.held()
