@@ -18,7 +18,8 @@ from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.records import MemoryFilter
 from pagemind.runtime.memory.stores import close_all, open_backend
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing import FakeEmbedder, ManualClock
+from pagemind.runtime.testing import FakeEmbedder, ManualClock, tool_context
+from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 from tests.test_archival import ALICE, DIM, T0, run, unit
 
 TEXTS = ["Lin lives in Lyon", "Lin plays the cello", "Lin drinks green tea", "Lin adopted a cat named Miso",
@@ -140,3 +141,14 @@ def test_the_progress_bar_is_shown_on_a_terminal_or_for_a_large_reembed_only():
         assert len(store.points) == count
         assert ("Re-embedding archival memories (model-b)" in stream.getvalue()) is shown
         assert (f"{count}/{count}" in stream.getvalue()) is shown
+
+
+def test_the_bar_goes_to_a_terminals_stderr_never_into_the_tools_output(world, monkeypatch):
+    stored(world("model-a", OLD))
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    context = tool_context("alice", archival=world("model-b", NEW), clock=ManualClock(T0))
+    [result] = run(dispatch_tool_calls([ToolCall("1", "archival_search", '{"query": "what does Lin play?"}')],
+                                       BUILTIN_TOOLS, context))
+    assert not result.is_error and result.content.splitlines()[1].endswith("Lin plays the cello")
+    assert "Re-embedding" not in result.content and "Re-embedding archival memories (model-b)" in terminal.getvalue()

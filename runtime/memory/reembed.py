@@ -71,13 +71,15 @@ class _Bar:
         self._bar: Any = None
 
     def __enter__(self) -> Any:
-        if not _wanted(self.stream, self.total):
+        tty = _is_tty(self.stream)
+        if not (tty or self.total >= BAR_FROM):
             return _NoBar()
         from tqdm import tqdm
 
-        self._bar = tqdm(total=self.total, file=self.stream, unit="memory", unit_scale=False, leave=True,
+        # Not a terminal (a daemon's log): a new state every 10 s at most, not a stream of carriage returns.
+        self._bar = tqdm(total=self.total, file=self.stream, unit="memory", leave=True,
                          desc=f"Re-embedding archival memories ({self.model})" if self.model
-                         else "Re-embedding archival memories", mininterval=0.5)
+                         else "Re-embedding archival memories", mininterval=0.5 if tty else 10.0)
         return self._bar
 
     def __exit__(self, *_: object) -> None:
@@ -85,10 +87,8 @@ class _Bar:
             self._bar.close()
 
 
-def _wanted(stream: TextIO, total: int) -> bool:
-    """A bar for a person watching: on a terminal, or when the job is large enough to be watched in a log."""
+def _is_tty(stream: TextIO) -> bool:
     try:
-        tty = stream.isatty()
+        return stream.isatty()
     except (AttributeError, ValueError):  # a closed or odd stream: no bar, the events still say it
-        tty = False
-    return tty or total >= BAR_FROM
+        return False
