@@ -10,7 +10,7 @@
   boost on as by default) with the LoCoMo questions (categories 1–4: a share of them name a time). Nothing is
   stored between searches: each still checks for new messages (the catch-up), which then finds none.
 
-    python bench/archival_latency.py --search10k [--queries 200] [--profile recall.prof]
+    python bench/archival_latency.py --search10k [--queries 200] [--profile recall.prof] [--no-write]
 """
 
 from __future__ import annotations
@@ -133,3 +133,25 @@ def run(home: Path, words: Any, model: FastEmbedEmbedder, queries: int, profile:
     row = asyncio.run(recall_10k(home, words, model, queries, profile))
     row.update(asyncio.run(archival_10k(home, words, model, queries)))
     return row
+
+
+def section(note: str, row: dict[str, Any]) -> str:
+    """The RESULTS.md section of a --search10k run."""
+    def cells(name: str) -> str:
+        r = row[name]
+        return f"{r['p50']:.1f} / {r['p95']:.1f} | {r['cpu_p50']:.1f} / {r['cpu_p95']:.1f}"
+
+    return f"""
+{note}. Target (issue 14): p50 ≤ 15 ms. `archival_search`: {SIZE:,} memories of one agent in an embedded Qdrant Edge
+shard (indexed), searched as the tool runs it (hybrid, hit counts written), {row['archival']['n']} new queries.
+`conversation_search`: the LoCoMo dev turns stored as {SIZE:,} messages of one agent, searched hybrid with the time
+boost on (the defaults) by {row['recall']['n']} LoCoMo questions ({row['time_questions']} of them ask "when"); its
+index caught up once before (a process's first search reads every vector from the SQL cache). Every search embeds
+its query with the shipped model. ms wall p50 / p95, and CPU ms of the process p50 / p95 (time spent waiting for a
+core another process holds does not count: on this shared host the nearer figure for a quiet one).
+
+| search | wall p50 / p95 | CPU p50 / p95 |
+| --- | --- | --- |
+| archival_search | {cells("archival")} |
+| conversation_search | {cells("recall")} |
+"""
