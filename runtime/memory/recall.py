@@ -71,16 +71,13 @@ def _send_message_text(arguments: str) -> str:
         return arguments
 
 
-@dataclass
-class _DenseIndex:
-    """Dense vectors of one agent's indexed messages, in id order, kept in process."""
+class _Fast:
+    """The dense index's hot loops over every message, in numpy (methods of `_DenseIndex`)."""
 
-    ids: list[int] = field(default_factory=list)
-    own: np.ndarray | None = None
-    keyed: np.ndarray | None = None
-    next_index: list[int] = field(default_factory=list)  # position of the next message in the session, or -1
-    id_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # `ids`, for numpy
-    covered: int = 0  # the newest message id (with text or not) the index has looked at
+    ids: list[int]
+    id_array: np.ndarray
+    own: np.ndarray | None
+    keyed: np.ndarray | None
 
     def similarities(self, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cosine of the query with each message alone and keyed. einsum, not `@`: a matrix-vector product goes
@@ -104,6 +101,19 @@ class _DenseIndex:
         order = np.argsort(-fused, kind="stable")
         order = order[keep[order]]
         return list(zip(self.id_array[order].tolist(), fused[order].tolist()))
+
+
+@dataclass
+class _DenseIndex(_Fast):
+    """Dense vectors of one agent's indexed messages, in id order, kept in process."""
+
+    ids: list[int] = field(default_factory=list)
+    id_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # `ids`, for numpy
+    covered: int = 0  # the newest message id (with text or not) the index has looked at
+
+    own: np.ndarray | None = None
+    keyed: np.ndarray | None = None
+    next_index: list[int] = field(default_factory=list)  # position of the next message in the session, or -1
 
 
 class RecallService:
@@ -191,12 +201,12 @@ class RecallService:
         if index.next_index and self._last is not None and fresh[0].context:
             index.next_index[-1] = base
         index.ids += [m.id for m in fresh]
-        index.id_array = np.asarray(index.ids, dtype=np.int64)
         index.next_index += [base + n + 1 if n + 1 < len(fresh) and fresh[n + 1].context else -1
                              for n in range(len(fresh))]
         index.own = own if index.own is None else np.vstack([index.own, own])
         index.keyed = keyed if index.keyed is None else np.vstack([index.keyed, keyed])
         self._last = fresh[-1]
+        index.id_array = np.asarray(index.ids, dtype=np.int64)
 
     # -- search -----------------------------------------------------------------------------------------------
 
