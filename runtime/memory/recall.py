@@ -110,7 +110,6 @@ class _DenseIndex(_Fast):
     ids: list[int] = field(default_factory=list)
     id_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # `ids`, for numpy
     covered: int = 0  # the newest message id (with text or not) the index has looked at
-
     own: np.ndarray | None = None
     keyed: np.ndarray | None = None
     next_index: list[int] = field(default_factory=list)  # position of the next message in the session, or -1
