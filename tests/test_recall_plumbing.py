@@ -112,3 +112,34 @@ def test_the_catch_up_finds_every_message_stored_since_in_or_out_of_the_window(w
     with store.engine.connect() as conn:
         newest = conn.execute(sql("SELECT max(id) FROM messages WHERE agent_id = :a"), {"a": alice}).scalar()
     assert service._dense.ids[-1] == newest and len(service._dense.ids) == 6
+
+
+def test_a_long_catch_up_reports_progress_and_a_new_model_says_it_re_embedded(world, monkeypatch):
+    import logging
+
+    import structlog
+
+    from pagemind.runtime.logs import configure_logging
+    from pagemind.runtime.memory import recall as recall_module
+    from pagemind.runtime.memory.embeddings import CachedEmbedder
+
+    store, (alice, _) = world
+    _store(store, alice, LINES[:5], T0)
+    monkeypatch.setattr(recall_module, "_BATCH", 2)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        events = {}
+        for name, model in (("first", "model-a"), ("cached", "model-a"), ("new model", "model-b")):
+            service = RecallService(alice, engine=store.engine,
+                                    embedder=CachedEmbedder(FakeEmbedder(model_id=model), store.engine))
+            with structlog.testing.capture_logs() as logs:
+                service.catch_up(dense=True)
+            events[name] = [(e["event"], e.get("done"), e.get("texts")) for e in logs
+                            if e["event"].startswith("recall_") and e["event"] != "recall_indexed"]
+            assert len(service._dense.ids) == 5
+    finally:
+        configure_logging("WARNING")
+    progress = [("recall_embedding_progress", n, None) for n in (2, 4, 5)]
+    # 9 texts: each message alone and keyed, and the first message has no context (its two documents are one)
+    assert events["first"] == events["new model"] == progress + [("recall_reembedded", None, 9)]
+    assert events["cached"] == progress  # read from the SQL cache: nothing re-embedded

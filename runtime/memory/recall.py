@@ -193,8 +193,7 @@ class RecallService:
         fresh = self._with_context(self._load(after), self._last)
         if not fresh:
             return
-        own = self.embedder.embed([m.own_document() for m in fresh])
-        keyed = self.embedder.embed([m.keyed_document() for m in fresh])
+        own, keyed = self._embed_documents(fresh)
         index = self._dense
         base = len(index.ids)
         if index.next_index and self._last is not None and fresh[0].context:
@@ -206,6 +205,23 @@ class RecallService:
         index.keyed = keyed if index.keyed is None else np.vstack([index.keyed, keyed])
         self._last = fresh[-1]
         index.id_array = np.asarray(index.ids, dtype=np.int64)
+
+    def _embed_documents(self, fresh: list[IndexedMessage]) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of the messages alone and keyed, `_BATCH` messages at a time: a process's first search reads
+        them all from the SQL cache, but after an embedding-model change the model computes every one (minutes at
+        10,000 messages), so a long catch-up reports its progress."""
+        parts, computed = [], getattr(self.embedder, "computed", 0)
+        for start in range(0, len(fresh), _BATCH):
+            chunk = fresh[start:start + _BATCH]
+            parts.append((self.embedder.embed([m.own_document() for m in chunk]),
+                          self.embedder.embed([m.keyed_document() for m in chunk])))
+            if len(fresh) > _BATCH:
+                log.info("recall_embedding_progress", agent_id=self.agent_id, done=start + len(chunk), total=len(fresh))
+        embedded = getattr(self.embedder, "computed", 0) - computed
+        if embedded > _BATCH:  # not from the cache: a new model (or a new cache) re-embedded the conversation
+            log.warning("recall_reembedded", agent_id=self.agent_id, model=self.embedder.model_id,
+                        messages=len(fresh), texts=embedded)
+        return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
 
     # -- search -----------------------------------------------------------------------------------------------
 
