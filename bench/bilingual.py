@@ -146,7 +146,8 @@ async def run_model(label: str, settings: Settings, own_thresholds: bool,
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The rows as one table."""
-    head = "| model | unit | retriever | " + " | ".join(GROUPS) + " | all | writes (stored / dup / superseded) | ms/query |"
+    head = ("| model | unit | retriever | " + " | ".join(GROUPS)
+            + " | all | writes (stored / dup / superseded) | ms/query |")
     lines = [head, "|" + " --- |" * (len(GROUPS) + 6)]
     for r in rows:
         writes = f"{r['inserted']} / {r['duplicate']} / {r['superseded']}" if "inserted" in r else ""

@@ -111,7 +111,8 @@ def test_vectors_come_back_in_input_order_and_unit_length(server):
 
 
 @pytest.mark.parametrize("answer, message", [
-    (lambda body: (200, {"object": "list", "model": "toy", "data": good(body)[1]["data"][:1]}), "1 vectors .* for 2 texts"),
+    (lambda body: (200, {"object": "list", "model": "toy", "data": good(body)[1]["data"][:1]}),
+     "1 vectors .* for 2 texts"),
     (lambda body: (200, {"object": "list", "model": "toy", "data": [
         {"object": "embedding", "index": i, "embedding": [1.0] * (3 + i)} for i in range(len(body["input"]))]}),
      r"size \[3, 4\]"),

