@@ -21,6 +21,11 @@ class RunObserver:
     def __init__(self, fanout: "RunFanout", run_id: str):
         self.fanout, self.run_id = fanout, run_id
 
+    @property
+    def wants_deltas(self) -> bool:
+        """The run's event stream is being read here: ask the model to stream, so the reply's pieces reach it."""
+        return self.fanout.listening(self.run_id)
+
     def on_event(self, event: Event) -> None:
         """Hand the event to every subscriber of the run."""
         self.fanout.publish(self.run_id, event)
@@ -42,6 +47,10 @@ class RunFanout:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._queues.setdefault(run_id, []).append(queue)
         return queue
+
+    def listening(self, run_id: str) -> bool:
+        """Whether anyone subscribes to the run's events now."""
+        return bool(self._queues.get(run_id))
 
     def unsubscribe(self, run_id: str, queue: asyncio.Queue[Any]) -> None:
         """Stop delivering to `queue`."""
