@@ -3,7 +3,8 @@
 For each conversation every turn is stored as a message (`Speaker: text`, at its session's date) through the
 same code the kernel uses, and searched with the same `RecallService` that `conversation_search` calls; as a
 second unit every turn is saved with the archival write path (`ArchivalService.insert`, what
-`archival_memory_insert` calls) into an embedded Qdrant Edge shard and searched with `archival_search`'s ranking.
+`archival_memory_insert` calls; filed from the two turns before it, as the tool files from the latest two messages)
+into an embedded Qdrant Edge shard and searched with `archival_search`'s ranking.
 Each question with evidence is the query. Reported per category and overall (categories 1–4, as LoCoMo's
 reference figures; 5 = adversarial is listed but not in the overall): hit@1/5/10, all@5 (every evidence turn in
 the top 5), fraction of evidence turns in the top 5 and 10 (LoCoMo's R@k) and MRR.
@@ -376,7 +377,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 {machine_note()}; data `{Path(args.data).name}` ({len(conversations)} conversations, {result['questions']} questions
 with evidence). Embeddings: all-MiniLM-L6-v2 int8 ONNX (shipped). Overall = categories 1–4 (LoCoMo's reference
 set); adversarial (5) listed separately. Each turn is stored as `Speaker: text` at its session date; the recall
-index keys it as `[date] role: Speaker: text (after: previous turn)`. Tuned on the dev file only.
+index keys it as `[date] role: Speaker: text (after: previous turn)`; the archival unit files each turn from the two
+turns before it in its session (source messages, whose words its keyword index adds). Tuned on the dev file only.
 
 """ + "\n\n".join(sections))
     return result
