@@ -3,21 +3,28 @@ on both adapters, through the tool, and rebuilt from SQL when a point is restore
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pytest
 
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import run_turn
 from pagemind.runtime.memory.archival import ArchivalService
+from pagemind.runtime.memory.edge import EdgeBackend
 from pagemind.runtime.memory.filed_from import filed_together
 from pagemind.runtime.memory.reconcile import reconcile
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.messages import Message
+from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing import FakeEmbedder, ManualClock, RecordingArchival, tool_context
+from pagemind.runtime.testing import (FakeEmbedder, ManualClock, RecordingArchival, ScriptedModel, spec_data,
+                                     tool_call_body, tool_context)
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 from pagemind.tools.context import RecallHit
 from tests.test_archival import T0, backend, run  # noqa: F401 (the fixture: both adapters)
@@ -126,3 +133,31 @@ def test_switched_on_a_search_lifts_the_memory_filed_right_after_a_strong_match(
     shared.clock = clock
     hits = run(shared.search("Lin greyhound dog", count_hits=False))
     assert [h.text for h in hits][:2] == ["Lin adopted a greyhound", "The dog is called Biscuit"]
+
+
+def test_a_memory_the_model_files_in_a_turn_is_filed_from_the_users_message(tmp_path):
+    """End to end: the user's message of the turn is stored before the step, so the tool finds it."""
+    backend = EdgeBackend(tmp_path / "shard", FakeEmbedder.dim)
+    spec = AgentSpec.model_validate({**spec_data("keeper"), "memory": {"prefetch_top_k": 0},
+                                     "tools": ["send_message", "archival_memory_insert", "archival_search"]})
+    model = ScriptedModel([tool_call_body("archival_memory_insert", {"content": "Mei lives in Oslo"}),
+                           tool_call_body("send_message", {"message": "How lovely!"})])
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+
+    async def turn() -> tuple[Any, ArchivalService]:
+        clock = ManualClock(T0)
+        agent = await Agent.load(spec, model=model, store=StateStore(make_engine(url)),
+                                 settings=Settings(home=tmp_path, database_url=url), clock=clock)
+        agent.archival = ArchivalService(agent.record.id, engine=agent.store.engine, open_backend=lambda: backend,
+                                         embedder=FakeEmbedder(), config=spec.memory.archival, clock=clock)
+        return await run_turn(agent, SAID), agent.archival
+
+    try:
+        result, archival = asyncio.run(turn())
+        assert result.reply == "How lovely!"
+        [memory] = archival.list()
+        [said] = [m for m in StateStore(make_engine(url)).all_messages(memory.agent_id) if m.role == "user"]
+        assert said.id in memory.source_message_ids
+        assert keyword_texts(archival, "fjords") == ["Mei lives in Oslo"]
+    finally:
+        backend.close()
