@@ -139,6 +139,27 @@ async def test_a_run_on_another_daemon_streams_every_event_in_order_to_early_and
         await x.stop()
 
 
+async def test_a_watch_the_running_daemon_never_hears_is_served_when_the_run_ends(database_url, tmp_path):
+    folder = write_agents(tmp_path / "agents")
+    x = await front_end(database_url, folder)
+    model = gated_ledger()
+    y = make_daemon(database_url, folder, model)
+    await y.start()
+    listen = next(task for task in y._tasks if task.get_name() == "pagemind-listen")
+    listen.cancel()  # Y hears no notice: as when the watch's notice is still unread as the run ends
+    try:
+        item = await x.submit("alice", "msg 1")
+        await model.entered.wait()
+        stream = x.events(item.run_id)  # watched mid-run; Y learns of it from its finish's returned row
+        model.gate.set()
+        got, seqs = await collect(stream)
+        assert (await x.wait(item.run_id, 30)).state == "done"
+    finally:
+        await y.stop()
+        await x.stop()
+    assert [e.type for e in got] == TURN and seqs == [first_seq(1) + n for n in range(1, len(TURN) + 1)]
+
+
 async def test_a_run_taken_over_mid_turn_streams_both_attempts_once(database_url, tmp_path):
     folder = write_agents(tmp_path / "agents")
     x = await front_end(database_url, folder)
