@@ -55,6 +55,7 @@ class Counters:
 
     def __init__(self) -> None:
         self.writes = self.reads = self.watches = self.bytes = self.whole_bytes = 0
+        self.write_s = self.read_s = 0.0  # wall time inside the relay's writes (Y) and reads (X)
         store, inbox = relay_module.RelayStore, Inbox
         write, read, watch, line = store.write, store.read, inbox.watch, relay_module.relayed_line
         counters = self
@@ -62,11 +63,19 @@ class Counters:
         def counted_write(self, run_id, batch, now):
             counters.writes += 1
             counters.bytes += sum(len(text) for _, text in batch)
-            return write(self, run_id, batch, now)
+            started = time.perf_counter()
+            try:
+                return write(self, run_id, batch, now)
+            finally:
+                counters.write_s += time.perf_counter() - started
 
         def counted_read(self, run_id, after):
             counters.reads += 1
-            return read(self, run_id, after)
+            started = time.perf_counter()
+            try:
+                return read(self, run_id, after)
+            finally:
+                counters.read_s += time.perf_counter() - started
 
         def counted_watch(self, run_id, watcher):
             counters.watches += 1
@@ -81,8 +90,8 @@ class Counters:
         import pagemind.scheduler.fanout as fanout_module
         fanout_module.relayed_line = measured_line
 
-    def snapshot(self) -> tuple[int, int, int, int, int]:
-        return self.writes, self.reads, self.watches, self.bytes, self.whole_bytes
+    def snapshot(self) -> tuple[float, ...]:
+        return self.writes, self.reads, self.watches, self.bytes, self.whole_bytes, self.write_s, self.read_s
 
 
 def postgres_cpu_s() -> float:
@@ -139,7 +148,8 @@ async def one_round(mode: str, x: Daemon, y: Daemon, names: list[str], turns: in
             "server_ms": (postgres_cpu_s() - server) * 1000 / steps,
             "wall_ms": (time.monotonic() - wall) * 1000 / steps,
             "writes": delta[0] / steps, "reads": delta[1] / steps, "watches": delta[2] / steps,
-            "bytes": delta[3] / steps, "whole_bytes": delta[4] / steps}
+            "bytes": delta[3] / steps, "whole_bytes": delta[4] / steps,
+            "write_ms": delta[5] * 1000 / steps, "read_ms": delta[6] * 1000 / steps}
 
 
 async def measure(url: str, agents: int, turns: int, rounds: int, home: Path) -> dict[str, list[dict[str, float]]]:
@@ -190,7 +200,8 @@ def main() -> None:
         with admin.begin() as conn:
             conn.execute(sqlalchemy.text(f"DROP SCHEMA {schema} CASCADE"))
         admin.dispose()
-    keys = ("cpu_ms", "server_ms", "wall_ms", "writes", "reads", "watches", "bytes", "whole_bytes")
+    keys = ("cpu_ms", "server_ms", "wall_ms", "writes", "reads", "watches", "bytes", "whole_bytes", "write_ms",
+            "read_ms")
     med = {mode: {k: median([r[k] for r in results[mode]]) for k in keys} for mode in MODES}
     base = med["none"]
     rows = []
@@ -198,8 +209,9 @@ def main() -> None:
         m = med[mode]
         rows.append(f"| {mode} | {m['cpu_ms']:.2f} | {m['cpu_ms'] - base['cpu_ms']:+.2f} | {m['server_ms']:.2f} | "
                     f"{m['server_ms'] - base['server_ms']:+.2f} | {m['writes']:.2f} / {m['reads']:.2f} / "
-                    f"{m['watches']:.2f} | {m['bytes']:.0f} ({m['whole_bytes']:.0f}) | "
-                    f"{', '.join(f'{r['cpu_ms']:.2f}' for r in results[mode])} |")
+                    f"{m['watches']:.2f} | {m['write_ms']:.2f} / {m['read_ms']:.2f} | "
+                    f"{m['bytes']:.0f} ({m['whole_bytes']:.0f}) | "
+                    f"{', '.join(format(r['cpu_ms'], '.2f') for r in results[mode])} |")
         print(rows[-1])
     if args.no_write:
         return
@@ -208,10 +220,11 @@ def main() -> None:
 {args.turns} messages a round, submitted at once, ledger model (instant; 2 steps, 12 events a turn), {args.rounds}
 rounds per mode, modes interleaved; medians. CPU per model step: this process (both daemons and the streams), and
 every postgres process on the machine. Relay statements per step: writes / reads / watches. Bytes written per
-step as relayed (model bodies left out), and as whole trace lines in brackets.
+step as relayed (model bodies left out), and as whole trace lines in brackets. Wall ms per step inside the relay's
+writes (in Y, the daemon running the turn) and reads (in X, the streaming daemon).
 
-| mode | ms CPU/step | vs none | server ms CPU/step | vs none | writes / reads / watches per step | bytes/step (whole) | rounds (ms CPU/step) |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| mode | ms CPU/step | vs none | server ms CPU/step | vs none | writes / reads / watches per step | ms in writes / reads per step | bytes/step (whole) | rounds (ms CPU/step) |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
 {chr(10).join(rows)}
 """)
 

@@ -29,7 +29,7 @@ class RunStream:
     after=last_seq)` continues from there)."""
 
     def __init__(self, fanout: RunFanout, inbox: Inbox, run_id: str, *, owner: str, poll_s: float, after: int = 0):
-        self.fanout, self.inbox, self.run_id, self.poll_s = fanout, inbox, run_id, poll_s
+        self.fanout, self.inbox, self.run_id, self.poll_s, self.owner = fanout, inbox, run_id, poll_s, owner
         self.relay = fanout.relay
         self.sub = self.fanout.subscribe(run_id, after)
         self.cursor = self.last_seq = after
@@ -126,7 +126,7 @@ class RunStream:
         item = self.inbox.get(self.run_id)
         if item is None or item.finished:
             self._ended()
-        else:
+        elif item.state == "running" and item.owner != self.owner:  # not while pending: nothing to read yet
             self._pull()
 
     async def aclose(self) -> None:

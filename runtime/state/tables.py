@@ -319,6 +319,7 @@ daemons = Table(
 # migration 0007): one row per event, `seq` its place in the run (the attempt in the high 32 bits, so a re-run
 # after a crash follows the first attempt's events), `event` its trace line (`runtime.events`) as JSON text. Rows
 # are written only for runs someone in another process watches, and deleted `events_keep_s` after they were.
+# Migration 0007 creates it UNLOGGED on Postgres (no WAL: a write commits without waiting for a flush).
 run_events = Table(
     "run_events", metadata,
     Column("run_id", String(32), primary_key=True),
