@@ -149,17 +149,13 @@ class RunFanout:
                 self._schedule(run)
 
     def recheck(self, watchers: Callable[[list[str]], dict[str, str]]) -> None:
-        """In case notices were missed (the LISTEN connection came back; and from the heartbeat): look up the
-        watchers of the runs running here unrelayed (`watchers`: run ids → their watcher), and relay where due;
-        wake every subscriber to read what it may have missed."""
-        if self.relay is None:
-            return
+        """In case a watch's notice was missed (the LISTEN connection came back; and from the heartbeat): look up
+        the watchers of the runs running here unrelayed (`watchers`: run ids → their watcher), and relay where due.
+        (A subscriber that missed a notice of relayed events reads them at its next poll.)"""
         quiet = [run_id for run_id, run in self._runs.items() if not run.relay]
-        if quiet:
+        if quiet and self.relay is not None:
             for run_id, who in watchers(quiet).items():
                 self.watched(f"{run_id} {who}")
-        for run_id in list(self._subs):
-            self.heard_events(run_id)
 
     # -- subscribers and waiters ----------------------------------------------------------------------------------
 
