@@ -57,7 +57,7 @@ class DaemonConfig(BaseModel):
     max_attempts: int = Field(5, gt=0, description="claims of one item before it fails (a daemon died each time)")
     turn_wait_s: float = Field(30, ge=0, description="how long a turn waits for a turn run outside the daemon")
     url: str = Field("", description="the URL this daemon answers on, for `pagemind run` (the API sets it)")
-    relay_interval_s: float = Field(0.02, ge=0, description="a relayed run's events are written at most this often "
+    relay_interval_s: float = Field(0.05, ge=0, description="a relayed run's events are written at most this often "
                                     "(batched meanwhile) for watchers in other processes (Postgres)")
     events_keep_s: float = Field(3600, gt=0, description="relayed events are deleted this long after written")
 

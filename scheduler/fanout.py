@@ -63,7 +63,7 @@ class RunFanout:
     """Subscribers, waiters and running runs' events, in one process (one event loop). `owner` is this daemon's id;
     `relay` is None where events are not relayed (SQLite); `interval_s` spaces a run's relay writes."""
 
-    def __init__(self, owner: str = "", relay: RelayStore | None = None, *, interval_s: float = 0.02,
+    def __init__(self, owner: str = "", relay: RelayStore | None = None, *, interval_s: float = 0.05,
                  clock: Callable[[], datetime] = utcnow):
         self.owner, self.relay, self.interval_s, self.clock = owner, relay, interval_s, clock
         self._subs: dict[str, list[Subscription]] = {}

@@ -191,8 +191,12 @@ class Inbox:
 
     def watch(self, run_id: str, watcher: str) -> str | None:
         """Record that daemon `watcher` streams the run's events (`scheduler.relay`), and tell the daemon running it;
-        returns the run's state (None if there is no such run). One statement, committed on return."""
-        with single_statement(self.engine) as conn:
+        returns the run's state (None if there is no such run). Committed on return, without waiting for the
+        WAL flush on Postgres (a watch lost in a server crash goes with the stream that made it): a stream's start
+        never waits on a busy disk."""
+        with write_transaction(self.engine) as conn:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             row = conn.execute(self._statements.watch, {"p_run_id": run_id, "p_watcher": watcher}).first()
         return row.state if row is not None else None
 

@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,7 @@ from sqlalchemy import func, select
 
 from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent
 from pagemind.runtime.settings import Settings
+from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import daemons, run_events
 from pagemind.runtime.testing import FunctionModel, by_purpose
@@ -154,6 +156,11 @@ async def test_a_watch_the_running_daemon_never_hears_is_served_when_the_run_end
         model.gate.set()
         got, seqs = await collect(stream)
         assert (await x.wait(item.run_id, 30)).state == "done"
+        assert relayed_rows(x) == len(TURN) + 1
+        x.fanout.prune(utcnow() - timedelta(seconds=x.config.events_keep_s))  # kept for events_keep_s
+        assert relayed_rows(x) == len(TURN) + 1
+        x.fanout.prune(utcnow() + timedelta(seconds=1))  # as the heartbeat does once they are older
+        assert relayed_rows(x) == 0
     finally:
         await y.stop()
         await x.stop()
