@@ -108,7 +108,8 @@ class Daemon:
                  concurrency=self.config.concurrency)
 
     def _listening(self) -> None:
-        """The notices are heard (again): catch up on work, watches and relayed events that came meanwhile."""
+        """The notices are heard (again): catch up on the work and the watches that came meanwhile (a stream reads
+        relayed events it was not told of at its poll)."""
         self._heard_of_work("")
         try:
             self.fanout.recheck(self.inbox.watchers)

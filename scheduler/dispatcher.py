@@ -6,6 +6,8 @@ The dispatcher wakes on a submission in this process, a Postgres notice from ano
 turn with the idempotency key `inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes
 on until the agent's inbox is empty; then it gives the lease back. A message that arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
+A run's events go to the fanout (`scheduler.fanout`), which relays them when a daemon elsewhere watches the run:
+what is left of them, and the end row, is written before the item is marked finished.
 
 Exactly once: the turn's idempotency key makes a re-run of an item whose daemon died after the turn committed
 return the stored turn, and a re-run of one killed mid-turn resume after its last committed step
@@ -161,7 +163,8 @@ class Dispatcher:
         self.fanout.finish(item.run_id, stored.watcher)
 
     async def heartbeat(self) -> None:
-        """Renew this process's leases, say it is alive, end dead daemons' leases, unload idle agents; forever."""
+        """Renew this process's leases, say it is alive, end dead daemons' leases, look for watches of its runs
+        whose notice was missed, unload idle agents, delete relayed events past `events_keep_s`; forever."""
         while True:
             await asyncio.sleep(self.config.lease_s / 3)
             now = utcnow()
