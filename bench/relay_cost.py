@@ -48,6 +48,9 @@ POSTGRES = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://po
 STEPS_PER_TURN = 2
 TICK = os.sysconf("SC_CLK_TCK")
 MODES = ("none", "local", "remote")
+HEADER = ("| mode | ms CPU/step | vs none | server ms CPU/step | vs none | writes / reads / watches per step | "
+          "ms in writes / reads per step | bytes/step (whole) | rounds (ms CPU/step) |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
 class Counters:
@@ -223,8 +226,7 @@ every postgres process on the machine. Relay statements per step: writes / reads
 step as relayed (model bodies left out), and as whole trace lines in brackets. Wall ms per step inside the relay's
 writes (in Y, the daemon running the turn) and reads (in X, the streaming daemon).
 
-| mode | ms CPU/step | vs none | server ms CPU/step | vs none | writes / reads / watches per step | ms in writes / reads per step | bytes/step (whole) | rounds (ms CPU/step) |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+{HEADER}
 {chr(10).join(rows)}
 """)
 

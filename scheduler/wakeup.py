@@ -5,8 +5,8 @@ that writes it, so the notice arrives exactly when the row is visible; so do a w
 (`pagemind_watch`) and a batch of relayed events (`pagemind_events`, `scheduler.relay`). Each daemon on Postgres
 keeps one connection LISTENing on all four and turns a notice into an in-process call. A lost connection is
 reconnected with a backoff; meanwhile the dispatcher's slow poll (`DaemonConfig.poll_s`) is the safety net, and
-every (re)connect calls `on_connect` once to catch up what was missed. SQLite has no notices: one process's submissions wake its
-own dispatcher directly, and other processes find work by the poll.
+every (re)connect calls `on_connect` once to catch up what was missed. SQLite has no notices: one process's
+submissions wake its own dispatcher directly, and other processes find work by the poll.
 """
 
 from __future__ import annotations

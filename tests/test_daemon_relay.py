@@ -123,7 +123,8 @@ async def test_a_run_on_another_daemon_streams_every_event_in_order_to_early_and
         model.entered.clear()
         second = await x.submit("alice", "msg 2")
         await model.entered.wait()
-        assert relayed_rows(x) == len(TURN) + 1  # its events and the end row; nothing of the second run written while nobody else watched
+        # The first run's events and its end row; nothing of the second written while nobody else watched.
+        assert relayed_rows(x) == len(TURN) + 1
         mid = x.events(second.run_id)
         model.gate.set()
         got, seqs = await collect(mid)
@@ -243,7 +244,7 @@ async def test_a_stream_over_http_from_one_daemon_process_carries_the_turn_anoth
     server = _Server(uvicorn.Config(create_app(x), log_config=None, access_log=False, lifespan="off"))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        await asyncio.to_thread(wait_until, lambda: relayed_daemons(x) == 2, "the child daemon to serve", 120)
+        await asyncio.to_thread(wait_until, lambda: serving_daemons(x) == 2, "the child daemon to serve", 120)
         base = f"http://127.0.0.1:{sock.getsockname()[1]}"
         async with httpx.AsyncClient(base_url=base, timeout=60) as client:
             async with client.stream("POST", "/v1/agents/alice/messages/stream",
@@ -257,7 +258,8 @@ async def test_a_stream_over_http_from_one_daemon_process_carries_the_turn_anoth
         data = [d for _, d in seen]
         assert data[4]["name"] == "core_memory_append" and data[6]["new"] == "[5]"
         assert data[5]["call_id"] == data[4]["call_id"] == "call_append_5" and not data[5]["is_error"]
-        assert data[10]["name"] == data[11]["name"] == "send_message" and data[-2] == {"text": "ack 5"} and data[-1]["state"] == "done"
+        assert data[10]["name"] == data[11]["name"] == "send_message"
+        assert data[-2] == {"text": "ack 5"} and data[-1]["state"] == "done"
         run = x.run(data[0]["run_id"])
         assert run.owner != x.owner and run.attempts == 1  # the child ran it
         # A late subscriber, after the end, gets the same events again from the start.
@@ -272,6 +274,6 @@ async def test_a_stream_over_http_from_one_daemon_process_carries_the_turn_anoth
     assert child.returncode == 0
 
 
-def relayed_daemons(daemon: Daemon) -> int:
+def serving_daemons(daemon: Daemon) -> int:
     with daemon.store.engine.connect() as conn:
         return conn.execute(select(func.count()).select_from(daemons)).scalar()
