@@ -97,22 +97,28 @@ class Counters:
         return self.writes, self.reads, self.watches, self.bytes, self.whole_bytes, self.write_s, self.read_s
 
 
-def postgres_cpu_s() -> float:
-    """CPU seconds of every postgres process on this machine (the server's work for every client)."""
-    total = 0
+def postgres_cpu() -> dict[str, int]:
+    """CPU ticks of every postgres process on this machine (the server's work for every client), by pid."""
+    ticks = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)
-            if "postgres" not in fields[0]:
-                continue
-            parts = fields[1].split()
-            total += int(parts[11]) + int(parts[12])
+            if "postgres" in fields[0]:
+                parts = fields[1].split()
+                ticks[pid] = int(parts[11]) + int(parts[12])
         except (OSError, IndexError, ValueError):
             continue
-    return total / TICK
+    return ticks
+
+
+def postgres_cpu_since(before: dict[str, int]) -> float:
+    """CPU seconds the postgres processes spent since `before` (a process that ended meanwhile is left out; one
+    that started counts whole)."""
+    now = postgres_cpu()
+    return sum(ticks - before.get(pid, 0) for pid, ticks in now.items()) / TICK
 
 
 def make_daemon(url: str, folder: Path, home: Path) -> Daemon:
@@ -125,7 +131,7 @@ async def one_round(mode: str, x: Daemon, y: Daemon, names: list[str], turns: in
                     tag: str) -> dict[str, float]:
     """Run `turns` messages per agent in `mode`; the costs per step."""
     front = x if mode == "remote" else y
-    before, cpu, server, wall = counters.snapshot(), time.process_time(), postgres_cpu_s(), time.monotonic()
+    before, cpu, server, wall = counters.snapshot(), time.process_time(), postgres_cpu(), time.monotonic()
     streams = []
     items = []
     for n in range(turns):
@@ -148,7 +154,7 @@ async def one_round(mode: str, x: Daemon, y: Daemon, names: list[str], turns: in
     after = counters.snapshot()
     delta = [b - a for a, b in zip(before, after)]
     return {"cpu_ms": (time.process_time() - cpu) * 1000 / steps,
-            "server_ms": (postgres_cpu_s() - server) * 1000 / steps,
+            "server_ms": postgres_cpu_since(server) * 1000 / steps,
             "wall_ms": (time.monotonic() - wall) * 1000 / steps,
             "writes": delta[0] / steps, "reads": delta[1] / steps, "watches": delta[2] / steps,
             "bytes": delta[3] / steps, "whole_bytes": delta[4] / steps,
