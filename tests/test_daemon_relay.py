@@ -4,12 +4,15 @@ Daemon X takes no work (its dispatcher is stopped before it starts), so daemon Y
 streams are X's. Y's model is the ledger model (tests/daemon_support.py: a memory edit, then `send_message`),
 gated at its second step, so a subscriber can come in the middle of the turn. What X streams is compared with
 what Y's own subscriber saw: the same events in the same order, each once (the relay leaves the model bodies
-out). The HTTP test runs Y as a child process and reads X's event stream over TCP with httpx.
+out). Over HTTP (X's API served by uvicorn in the test's loop, read with httpx as the bytes arrive): Y as a child
+process; and a second client that posts the same message (same idempotency key) in the middle of the turn, which
+streams the run from its start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -210,29 +213,74 @@ async def test_nobody_watching_from_elsewhere_nothing_is_written(database_url, t
     assert relayed_rows(daemon) == 0
 
 
-def _free_socket() -> socket.socket:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 class _Server(uvicorn.Server):
     def capture_signals(self):  # the test's process keeps its own signal handling
-        import contextlib
-
         return contextlib.nullcontext()
 
 
-async def read_sse(response: httpx.Response) -> list[tuple[str, dict]]:
+async def sse_pairs(response: httpx.Response):
     """(event, data) pairs as the server sends them, read off the socket one line at a time."""
-    seen, name = [], None
+    name = None
     async for line in response.aiter_lines():
         if line.startswith("event: "):
             name = line.removeprefix("event: ")
         elif line.startswith("data: ") and name:
-            seen.append((name, json.loads(line.removeprefix("data: "))))
+            yield name, json.loads(line.removeprefix("data: "))
             name = None
-    return seen
+
+
+async def read_sse(response: httpx.Response) -> list[tuple[str, dict]]:
+    """Every (event, data) pair of a stream."""
+    return [pair async for pair in sse_pairs(response)]
+
+
+@contextlib.asynccontextmanager
+async def served(daemon: Daemon):
+    """An httpx client of the daemon's API, served by uvicorn on a free port in this event loop."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()  # connections wait in the backlog until uvicorn accepts them
+    server = _Server(uvicorn.Config(create_app(daemon), log_config=None, access_log=False, lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=60) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        await serving
+
+
+async def test_a_late_subscriber_over_http_gets_the_turn_from_its_start(database_url, tmp_path):
+    folder = write_agents(tmp_path / "agents")
+    x = await front_end(database_url, folder)
+    model = gated_ledger()
+    y = make_daemon(database_url, folder, model)
+    await y.start()
+    try:
+        async with served(x) as client:
+            async def stream(on_turn_start=None) -> list[tuple[str, dict]]:
+                seen = []
+                async with client.stream("POST", "/v1/agents/alice/messages/stream",
+                                         json={"content": "msg 3", "idempotency_key": "k3"}) as response:
+                    async for name, data in sse_pairs(response):
+                        seen.append((name, data))
+                        if name == "turn_start" and on_turn_start:
+                            on_turn_start()
+                return seen
+
+            first = asyncio.create_task(stream())
+            await model.entered.wait()  # mid-turn on Y
+            # The same key again: the same run, streamed from its start; the turn goes on once it has started.
+            late = await stream(on_turn_start=model.gate.set)
+            early = await first
+    finally:
+        await y.stop()
+        await x.stop()
+    assert [name for name, _ in late] == [name for name, _ in early] == [
+        "accepted", "turn_start", "step_start", "model_done", "tool_call", "tool_result", "memory_edit", "step_end",
+        "step_start", "model_done", "tool_call", "tool_result", "step_end", "reply", "done"]
+    assert late[1:-1] == early[1:-1] and late[-2][1] == {"text": "ack 3"}
+    assert late[0][1]["run_id"] == early[0][1]["run_id"]
 
 
 async def test_a_stream_over_http_from_one_daemon_process_carries_the_turn_another_runs(database_url, tmp_path):
@@ -240,13 +288,9 @@ async def test_a_stream_over_http_from_one_daemon_process_carries_the_turn_anoth
     x = await front_end(database_url, folder)
     child = subprocess.Popen([sys.executable, "-m", "tests.daemon_child", str(tmp_path / "home"), database_url,
                               str(folder), "serve"], cwd=ROOT, env={**os.environ, "PAGEMIND_KILL_AT": ""})
-    sock = _free_socket()
-    server = _Server(uvicorn.Config(create_app(x), log_config=None, access_log=False, lifespan="off"))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await asyncio.to_thread(wait_until, lambda: serving_daemons(x) == 2, "the child daemon to serve", 120)
-        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        async with served(x) as client:
             async with client.stream("POST", "/v1/agents/alice/messages/stream",
                                      json={"content": "msg 5", "idempotency_key": "k5"}) as response:
                 assert response.headers["content-type"].startswith("text/event-stream")
@@ -266,8 +310,6 @@ async def test_a_stream_over_http_from_one_daemon_process_carries_the_turn_anoth
         replay, _ = await collect(x.events(run.run_id))
         assert [e.type for e in replay] == TURN
     finally:
-        server.should_exit = True
-        await serving
         child.terminate()
         await asyncio.to_thread(child.wait, 60)
         await x.stop()
