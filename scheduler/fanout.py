@@ -110,15 +110,16 @@ class RunFanout:
         """Write the run's events not yet written (one statement), and the end row when `last`. A failure is logged
         and the events stay pending for the next write: a relay never fails a turn."""
         run.handle = None
-        batch = [(seq, relayed_line(event)) for seq, event in run.events[run.written:]]
-        if last:
-            batch.append((run.base + len(run.events) + 1, END_LINE))
-        if not batch or self.relay is None:
+        if self.relay is None or (run.written == len(run.events) and not last):
             return
         try:
+            batch = [(seq, relayed_line(event)) for seq, event in run.events[run.written:]]
+            if last:
+                batch.append((run.base + len(run.events) + 1, END_LINE))
             self.relay.write(run.run_id, batch, self.clock())
         except Exception as exc:
-            log.warning("relay_write_failed", run_id=run.run_id, events=len(batch), error=str(exc)[:200])
+            log.warning("relay_write_failed", run_id=run.run_id, events=len(run.events) - run.written,
+                        error=str(exc)[:200])
             return
         run.written = len(run.events)
         run.last_write = asyncio.get_running_loop().time()

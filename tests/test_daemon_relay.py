@@ -33,6 +33,7 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import daemons, run_events
 from pagemind.runtime.testing import FunctionModel, by_purpose
+from pagemind.scheduler import run_stream
 from pagemind.scheduler.api import create_app
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
@@ -169,6 +170,28 @@ async def test_a_watch_the_running_daemon_never_hears_is_served_when_the_run_end
         await y.stop()
         await x.stop()
     assert [e.type for e in got] == TURN and seqs == [first_seq(1) + n for n in range(1, len(TURN) + 1)]
+
+
+async def test_a_relay_that_fails_costs_the_stream_its_events_never_the_turn(database_url, tmp_path, monkeypatch):
+    folder = write_agents(tmp_path / "agents")
+    x = await front_end(database_url, folder)
+    y = make_daemon(database_url, folder, ledger_model())
+
+    def broken(*_args) -> None:
+        raise ConnectionError("the server went away")
+
+    monkeypatch.setattr(y.relay, "write", broken)
+    monkeypatch.setattr(run_stream, "LATE_GRACE_S", 0.5)  # how long X waits for an end row that never comes
+    try:
+        item = await x.submit("alice", "msg 1")
+        stream = x.events(item.run_id)
+        await y.start()
+        got, _ = await collect(stream)
+        done = await x.wait(item.run_id, 30)
+    finally:
+        await y.stop()
+        await x.stop()
+    assert got == [] and done.state == "done" and done.result["reply"] == "ack 1"
 
 
 async def test_a_run_taken_over_mid_turn_streams_both_attempts_once(database_url, tmp_path):
