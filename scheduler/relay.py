@@ -38,7 +38,8 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from pydantic import TypeAdapter
+import structlog
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_json
 from sqlalchemy import bindparam, delete, select, text
 from sqlalchemy.engine import Engine
@@ -47,6 +48,7 @@ from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent
 from pagemind.runtime.state.tables import run_events
 from pagemind.scheduler.sql import EVENTS_CHANNEL, read_connection, single_statement
 
+log = structlog.get_logger("pagemind.scheduler")
 ATTEMPT_SHIFT = 32
 END_LINE = "end"  # the `event` of a run's last row: every event of the run is written (not JSON: never an event)
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
@@ -94,11 +96,21 @@ class RelayStore:
             conn.execute(_WRITE, {"run_id": run_id, "at": now, "seqs": [seq for seq, _ in batch],
                                   "events": [line for _, line in batch], "channel": EVENTS_CHANNEL})
 
-    def read(self, run_id: str, after: int) -> list[tuple[int, Event | None]]:
-        """The run's relayed events after `after`, in order; None for the end row."""
+    def read(self, run_id: str, after: int) -> tuple[list[tuple[int, Event]], int, bool]:
+        """The run's relayed events after `after`, in order; the last seq read; whether the end row was read. An
+        event this version cannot read (a kind a newer daemon added) is left out, with a warning."""
         with read_connection(self.engine) as conn:
             rows = conn.execute(_READ, {"p_run_id": run_id, "p_after": after}).all()
-        return [(seq, None if line == END_LINE else EVENT_ADAPTER.validate_json(line)) for seq, line in rows]
+        events, ended = [], False
+        for seq, line in rows:
+            if line == END_LINE:
+                ended = True
+                continue
+            try:
+                events.append((seq, EVENT_ADAPTER.validate_json(line)))
+            except ValidationError as exc:
+                log.warning("relayed_event_unreadable", run_id=run_id, seq=seq, error=str(exc)[:200])
+        return events, rows[-1][0] if rows else after, ended
 
     def prune(self, before: datetime) -> int:
         """Delete the events written before `before`; returns how many."""

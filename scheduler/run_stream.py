@@ -107,15 +107,14 @@ class RunStream:
         if self.relay is None or self.complete or self.fanout.running_here(self.run_id):
             return
         try:
-            rows = self.relay.read(self.run_id, self.cursor)
+            events, last, ended = self.relay.read(self.run_id, self.cursor)
         except Exception as exc:  # the next notice or poll reads again from the same cursor
             log.warning("relay_read_failed", run_id=self.run_id, error=str(exc)[:200])
             return
-        for seq, event in rows:
-            if event is None:
-                self.cursor, self.complete = seq, True
-            else:
-                self._add(seq, event)
+        for seq, event in events:
+            self._add(seq, event)
+        self.cursor = max(self.cursor, last)
+        self.complete = self.complete or ended
 
     def _poll(self) -> None:
         """Nothing came for a while: look whether the run ended, and read what a lost notice would have announced

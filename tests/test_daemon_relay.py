@@ -27,7 +27,7 @@ import pytest
 import uvicorn
 from sqlalchemy import func, select
 
-from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent
+from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent, TurnEvent
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
@@ -37,7 +37,7 @@ from pagemind.scheduler import run_stream
 from pagemind.scheduler.api import create_app
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
-from pagemind.scheduler.relay import first_seq
+from pagemind.scheduler.relay import END_LINE, RelayStore, first_seq, relayed_line
 from tests.daemon_support import ledger_model, ledger_step, wait_until, write_agents
 
 ROOT = Path(__file__).parent.parent
@@ -192,6 +192,17 @@ async def test_a_relay_that_fails_costs_the_stream_its_events_never_the_turn(dat
         await y.stop()
         await x.stop()
     assert got == [] and done.state == "done" and done.result["reply"] == "ack 1"
+
+
+def test_an_event_of_a_kind_this_version_cannot_read_is_skipped_not_stuck_on(database_url, tmp_path):
+    store = StateStore.open(database_url)
+    relay = RelayStore(store.engine)
+    turn = relayed_line(TurnEvent(step=0, turn_id="t", user_message="hi"))
+    relay.write("r" * 32, [(1, turn), (2, '{"type": "reply_delta", "step": 1, "text": "he"}'), (3, END_LINE)],
+                utcnow())
+    events, last, ended = relay.read("r" * 32, 0)
+    assert [(seq, e.type) for seq, e in events] == [(1, "turn")] and last == 3 and ended
+    assert relay.read("r" * 32, 3) == ([], 3, False)
 
 
 async def test_a_run_taken_over_mid_turn_streams_both_attempts_once(database_url, tmp_path):
