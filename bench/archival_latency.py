@@ -12,12 +12,14 @@ measured on the dense retriever (index vs `exact=True`, same filter) with querie
 memories' distribution), and also with the model's query vectors.
 
     python bench/archival_latency.py [--sizes 1000,10000,100000] [--queries 200]
+    python bench/archival_latency.py --search10k [--queries 200] [--no-write]   # the full searches at 10k (minutes)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import re
 import sys
@@ -225,11 +227,32 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--search10k", action="store_true", help="only the full archival_search and "
+                        "conversation_search at 10k per agent (bench/search_latency.py; minutes), in a section of its own")
+    parser.add_argument("--profile", help="with --search10k: cProfile the recall searches into this file")
+    parser.add_argument("--ids", help="with --search10k: write the recall results' ids (JSON) here, to compare runs")
+    parser.add_argument("--no-write", action="store_true", help="with --search10k: print only, leave RESULTS.md")
     args = parser.parse_args()
     configure_logging("ERROR")
     note = machine_note()
     model = FastEmbedEmbedder()
     words = WordVectors(model)
+    if args.search10k:
+        from bench.search_latency import run
+
+        with tempfile.TemporaryDirectory() as tmp:
+            row = run(Path(tmp), words, model, args.queries, Path(args.profile) if args.profile else None)
+        ids = row.pop("recall_ids")
+        if args.ids:
+            Path(args.ids).write_text(json.dumps(ids))
+        load = open("/proc/loadavg").read().split()[0] if Path("/proc/loadavg").exists() else "?"
+        note = f"{note}, {load} at the end; query embedding ≈ {model_cost(model):.1f} ms (the model alone, one thread)"
+        print(f"{note}; {row}")
+        if not args.no_write:
+            from bench.search_latency import section
+
+            write_section("Full search at 10,000 per agent (bench/archival_latency.py --search10k)", section(note, row))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):

@@ -27,8 +27,10 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.salience import PREFETCH_STEP, extraction_gate, lookup_gate
 from pagemind.runtime.memory.wiring import build_external_memory
-from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, OpenAIModelClient
-from pagemind.runtime.observer import NullObserver, TurnObserver
+from pagemind.runtime.model_client import (ModelClient, ModelRequest, ModelResponse, OpenAIModelClient,
+                                            StreamingModelClient)
+from pagemind.runtime.observer import NullObserver, TurnObserver, wants_deltas
+from pagemind.runtime.reply_stream import ReplyStream
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.settings import Settings
@@ -215,9 +217,18 @@ class Agent:
                             encoded_messages=context.encoded)
 
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
-        """Every model call (steps, summaries, extraction) goes through here, so observers see them all."""
+        """Every model call (steps, summaries, extraction) goes through here, so observers see them all.
+
+        A step's call streams when the observer wants the reply as it is written and the model can stream
+        (`runtime.reply_stream`); the response, and what observers see of it, is the same either way."""
         self.observer.on_event(ModelRequestEvent.from_request(step, request))
-        response = await self.model.complete(request)
+        model = self.model
+        if request.purpose == "step" and wants_deltas(self.observer) and isinstance(model, StreamingModelClient):
+            replying = frozenset(name for name, tool in self.tools.items() if tool.terminal)
+            sink = ReplyStream(self.observer, step, replying)
+            response = dataclasses.replace(await model.stream(request, sink), streamed=sink.text)
+        else:
+            response = await model.complete(request)
         self.observer.on_event(ModelResponseEvent.from_response(step, response))
         return response
 

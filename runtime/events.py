@@ -146,6 +146,26 @@ class StepEndEvent(_Event):
     stop_reason: str | None
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReplyDeltaEvent(_Event):
+    """A piece of the reply as the model writes it, when someone watches the turn live and the model streams
+    (`runtime.reply_stream`): `source` is `content` or the reply tool's name. Not written to traces: the response
+    it becomes is, whole, so a replay (which does not stream) sees the same turn."""
+
+    type: Literal["reply_delta"] = "reply_delta"
+    text: str
+    source: str = "content"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplyResetEvent(_Event):
+    """The text of the `ReplyDeltaEvent`s so far is not the reply (a failed attempt that will be retried, a note
+    before a tool call, a step that did not end the turn): drop it. Not written to traces."""
+
+    type: Literal["reply_reset"] = "reply_reset"
+    reason: str
+
+
 # -- what the runtime did on its own (one line type, "event", told apart by `kind`; the details under `data`) ----
 
 
@@ -301,7 +321,7 @@ RuntimeEvent = Annotated[Union[HistoryRepairEvent, PressureWarningEvent, FlushEv
 
 Event = Annotated[
     Union[TurnEvent, ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent, MemoryEditEvent,
-          RuntimeEvent, StepEndEvent],
+          RuntimeEvent, StepEndEvent, ReplyDeltaEvent, ReplyResetEvent],
     Field(discriminator="type"),
 ]
 """Every event of a turn, in the order they happen: what observers receive and what a trace holds."""

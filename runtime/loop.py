@@ -24,7 +24,8 @@ from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
-from pagemind.runtime.events import MemoryEditEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent
+from pagemind.runtime.events import (MemoryEditEvent, ReplyResetEvent, StepEndEvent, ToolCallEvent, ToolResultEvent,
+                                     TurnEvent)
 from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.spec import AgentSpec
@@ -132,6 +133,9 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
     results = await dispatch(agent, step, response, working)  # 5. tools
     reason = next_action(bool(response.tool_calls), any(r.terminal and not r.is_error for r in results),
                          step, agent.spec.max_steps_per_turn)
+    reply = reply_of(response, results) if reason not in (None, StopReason.MAX_STEPS) else None
+    if response.streamed and response.streamed != reply:  # e.g. send_message failed: the turn goes on
+        agent.observer.on_event(ReplyResetEvent(step=step, reason="the streamed text did not end the turn"))
     record = StepRecord(turn_id, step, agent.spec.model.name, response.prompt_tokens, response.completion_tokens,
                         reason.value if reason else None, started_at, response.latency_ms,
                         (time.perf_counter() - started) * 1000)
@@ -142,7 +146,7 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
         return RunAgain(stored)
     if reason is StopReason.MAX_STEPS:
         return Stopped(reason, stored)
-    return Replied(reason, reply_of(response, results), stored)
+    return Replied(reason, reply, stored)
 
 
 async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, ModelResponse]:

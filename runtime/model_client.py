@@ -14,7 +14,7 @@ import random
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Protocol, runtime_checkable
 
 import httpx
 import structlog
@@ -30,6 +30,7 @@ from pagemind.runtime.model_response import (  # noqa: F401 (re-exported: the er
     response_from_http,
 )
 from pagemind.runtime.messages import encode_json
+from pagemind.runtime.model_stream import STREAM_OPTIONS, DeltaSink, post_streamed
 from pagemind.runtime.model_pool import Endpoint, shared_client
 from pagemind.runtime.spec import ModelSpec
 
@@ -126,11 +127,13 @@ class ModelRequest:
             body["response_format"] = self.response_format
         return body
 
-    def encoded(self) -> bytes:
-        """The body as sent: compact JSON, UTF-8, exactly `encode_json(self.body())`."""
+    def encoded(self, extra: dict[str, Any] | None = None) -> bytes:
+        """The body as sent: compact JSON, UTF-8, exactly `encode_json(self.body())` (with `extra`'s keys after
+        the body's: a streamed request's `stream` options)."""
+        body = {**self.body(), **extra} if extra else self.body()
         if self.encoded_messages is None or len(self.encoded_messages) != len(self.messages):
-            return encode_json(self.body())
-        head, tail = encode_json({**self.body(), "messages": _SLOT}).split(_SLOT_JSON, 1)
+            return encode_json(body)
+        head, tail = encode_json({**body, "messages": _SLOT}).split(_SLOT_JSON, 1)
         return b"".join((head, b"[", b",".join(self.encoded_messages), b"]", tail))
 
 
@@ -143,6 +146,15 @@ class ModelClient(Protocol):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer one request."""
+        ...
+
+
+@runtime_checkable
+class StreamingModelClient(ModelClient, Protocol):
+    """A model client that can also stream: the same validated response, its text handed to `sink` as it arrives."""
+
+    async def stream(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
+        """Answer one request with `stream: true`; `sink` hears the fragments (and `discard` for a failed attempt)."""
         ...
 
 
@@ -251,6 +263,7 @@ class OpenAIModelClient:
         self.wait = wait or wait_retry_after_or_jitter()
         self.sleep = sleep
         self.request_timeout_s = request_timeout_s
+        self.streams = True  # False once the server refused a streamed request
 
     @property
     def client(self) -> openai.AsyncOpenAI:
@@ -275,13 +288,30 @@ class OpenAIModelClient:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send the request, retrying transient failures within the turn's deadline; raise a typed ModelError
         otherwise (nothing unvalidated ever comes back)."""
+        return await self._call(request, None)
+
+    async def stream(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
+        """As `complete` with `stream: true`: the same validated response; `sink` hears the text as it arrives, and
+        `discard` when an attempt fails (a stream cut mid-way is retried whole). `request_timeout_s` bounds one
+        attempt's whole stream. A server that refuses `stream` (a 4xx naming it) gets plain requests from then on."""
+        streaming = self.streams
+        try:
+            return await self._call(request, sink if streaming else None)
+        except ModelRequestRejected as exc:
+            if not streaming or "stream" not in str(exc).lower():
+                raise
+            self.streams = False
+            log.warning("model_stream_refused", error=one_line(str(exc)))
+            return await self._call(request, None)
+
+    async def _call(self, request: ModelRequest, sink: DeltaSink | None) -> ModelResponse:
         deadline = current_turn_deadline()
         stop = _StopRetrying(self.max_attempts, deadline)
         retrying = AsyncRetrying(stop=stop, wait=self.wait, retry=retry_if_exception(_retryable), sleep=self.sleep,
                                  before_sleep=_log_retry, reraise=True)
         started = time.perf_counter()
         try:
-            response = await retrying(self._attempt, request, deadline)
+            response = await retrying(self._attempt, request, deadline, sink)
         except Exception as exc:
             typed = self._typed_error(exc, stop)
             if typed is exc:
@@ -291,7 +321,17 @@ class OpenAIModelClient:
             raise typed from exc
         return dataclasses.replace(response, latency_ms=(time.perf_counter() - started) * 1000)
 
-    async def _attempt(self, request: ModelRequest, deadline: TurnDeadline | None) -> ModelResponse:
+    async def _attempt(self, request: ModelRequest, deadline: TurnDeadline | None,
+                       sink: DeltaSink | None) -> ModelResponse:
+        try:
+            return await self._bounded(request, deadline, sink)
+        except BaseException as exc:  # what this attempt streamed is void, whether or not another follows
+            if sink is not None:
+                sink.discard(f"the model call failed ({type(exc).__name__}); its partial reply is discarded")
+            raise
+
+    async def _bounded(self, request: ModelRequest, deadline: TurnDeadline | None,
+                       sink: DeltaSink | None) -> ModelResponse:
         limit = self.request_timeout_s
         if deadline is not None:
             limit = min(limit, deadline.remaining())
@@ -304,6 +344,8 @@ class OpenAIModelClient:
                 # same auth, headers and typed errors, but the first `client.chat` imports every resource module of
                 # the SDK (about half a second), and the body is already the wire format, kept raw for traces; it
                 # goes as bytes joined from JSON encoded once per message (bytes pass through the SDK untouched).
+                if sink is not None:
+                    return await post_streamed(self.client, request.encoded(STREAM_OPTIONS), sink)
                 response = await self.client.post("/chat/completions", content=request.encoded(),
                                                   cast_to=httpx.Response)
         except TimeoutError:

@@ -60,6 +60,9 @@ class ModelResponse:
     finish_reason: str | None = None
     latency_ms: float = 0.0
     raw: dict[str, Any] = field(default_factory=dict)
+    # The reply text a live watcher was handed while the answer streamed ("" when it did not): the loop tells the
+    # watcher to drop it when the step does not end the turn with that very text. Not part of the answer.
+    streamed: str = field(default="", compare=False, repr=False)
 
 
 def response_from_body(body: Any, latency_ms: float = 0.0) -> ModelResponse:

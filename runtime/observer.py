@@ -1,5 +1,9 @@
 """Who hears about a turn as it unfolds: the runtime hands every event (`pagemind.runtime.events`) to one
-method, `on_event`; the trace recorder, the replay comparator and the demo display implement it."""
+method, `on_event`; the trace recorder, the replay comparator and the demo display implement it.
+
+An observer that shows the reply as it is written (the daemon's event stream) says so with a true `wants_deltas`
+attribute: only then is the model asked to stream (`Agent.call_model`), so a turn nobody watches live makes the
+same plain request as always."""
 
 from __future__ import annotations
 
@@ -19,6 +23,11 @@ class TurnObserver(Protocol):
         """One thing happened."""
 
 
+def wants_deltas(observer: TurnObserver) -> bool:
+    """Whether the observer wants the reply's pieces (`ReplyDeltaEvent`) as they arrive; read at each model call."""
+    return bool(getattr(observer, "wants_deltas", False))
+
+
 class NullObserver:
     """Observes nothing."""
 
@@ -31,6 +40,11 @@ class ObserverGroup:
 
     def __init__(self, observers: list[TurnObserver]):
         self.observers = list(observers)
+
+    @property
+    def wants_deltas(self) -> bool:
+        """Whether any of them wants the reply's pieces."""
+        return any(wants_deltas(o) for o in self.observers)
 
     def on_event(self, event: Event) -> None:
         """Hand it to each observer."""

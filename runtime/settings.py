@@ -36,12 +36,15 @@ class Settings(BaseModel):
     embedding_base_url: str | None = None
     embedding_api_key: str | None = None
     embedding_dim: int | None = None
+    models_dir: Path | None = None  # converted local embedding models; None: home/models
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
-        """Settings from PAGEMIND_HOME, DATABASE_URL, QDRANT_URL, QDRANT_API_KEY and PAGEMIND_EMBEDDING_* (an
-        OpenAI-compatible embeddings endpoint: _MODEL, _BASE_URL, _API_KEY (default OPENAI_API_KEY), _DIM). Raises
-        SettingsError for a value it cannot use."""
+        """Settings from PAGEMIND_HOME, DATABASE_URL, QDRANT_URL, QDRANT_API_KEY, PAGEMIND_EMBEDDING_* and
+        PAGEMIND_MODELS_DIR. _MODEL names a local model (all-MiniLM-L6-v2, the default, or multilingual-e5-small;
+        converted ones live in PAGEMIND_MODELS_DIR, default $PAGEMIND_HOME/models) or an OpenAI-compatible
+        endpoint's model (_BASE_URL, _API_KEY (default OPENAI_API_KEY), _DIM). Raises SettingsError for a value it
+        cannot use."""
         env = dict(os.environ) if environ is None else environ
         home = Path(env.get("PAGEMIND_HOME") or "./.pagemind")
         database_url = env.get("DATABASE_URL") or f"sqlite:///{home / 'pagemind.db'}"
@@ -58,4 +61,5 @@ class Settings(BaseModel):
             embedding_base_url=env.get("PAGEMIND_EMBEDDING_BASE_URL") or None,
             embedding_api_key=env.get("PAGEMIND_EMBEDDING_API_KEY") or env.get("OPENAI_API_KEY") or None,
             embedding_dim=_positive_int(env, "PAGEMIND_EMBEDDING_DIM"),
+            models_dir=Path(env["PAGEMIND_MODELS_DIR"]) if env.get("PAGEMIND_MODELS_DIR") else None,
         )

@@ -8,7 +8,8 @@ Everything here stands in for one thing the runtime talks to, so that tests (our
   function of the request; `by_purpose` routes the runtime's own calls (summaries, extractions) apart from the
   agent's steps, and `is_pressure_alert` tells a request that carries the pressure warning;
 - `ScriptedOpenAI` and `http_error`: an OpenAI-compatible endpoint at the HTTP layer, for testing the real
-  `OpenAIModelClient` (mount `ScriptedOpenAI.handle` with respx or any httpx mock);
+  `OpenAIModelClient` (mount `ScriptedOpenAI.handle` with respx or any httpx mock); it streams a body to a
+  `stream: true` request (`runtime.testing_sse` builds streamed responses);
 - `ManualClock`: the agent's clock, moved only by the test;
 - `FakeEmbedder`: vectors chosen by the test, deterministic pseudo-random ones otherwise;
 - `RecordingArchival`: an archival memory that keeps what it is given;
@@ -53,6 +54,7 @@ from pagemind.runtime.agent import StepContext
 from pagemind.tools.context import ArchivalHit, InsertResult
 from pagemind.runtime.model_client import ModelRequest, ModelResponse, OpenAIModelClient, response_from_body
 from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.testing_sse import streamed_response
 from pagemind.tools import ArchivalMemory, RecallMemory
 
 # -- responses --------------------------------------------------------------------------------------------------
@@ -177,7 +179,8 @@ class ScriptedOpenAI:
     Mount `handle` on `POST {BASE_URL}/chat/completions` (with respx, say); an exhausted script answers 418 and
     counts the request in `unexpected`. `strict=True` first rejects, as some OpenAI-compatible servers do, a request
     holding a message whose content is null or missing (except an assistant's beside tool calls) with OpenAI's 400
-    shape, counted in `rejected`."""
+    shape, counted in `rejected`. A body answers a `stream: true` request as a stream of `stream_size`-character
+    chunks sent in `stream_cut`-byte pieces."""
 
     script: list[Any] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -186,6 +189,8 @@ class ScriptedOpenAI:
     sleeps: list[float] = field(default_factory=list)
     strict: bool = False
     rejected: int = 0
+    stream_size: int = 3
+    stream_cut: int = 5
 
     def add(self, *items: Any) -> "ScriptedOpenAI":
         """Queue response bodies (dicts), httpx.Responses, or exceptions to raise at the transport."""
@@ -208,7 +213,11 @@ class ScriptedOpenAI:
         item = self.script.pop(0)
         if isinstance(item, BaseException):
             raise item
-        return item if isinstance(item, httpx.Response) else httpx.Response(200, json=item)
+        if isinstance(item, httpx.Response):
+            return item
+        if body.get("stream"):
+            return streamed_response(item, size=self.stream_size, cut=self.stream_cut)
+        return httpx.Response(200, json=item)
 
     async def fake_sleep(self, seconds: float) -> None:
         """Note a backoff instead of sleeping it."""

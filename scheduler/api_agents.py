@@ -148,8 +148,9 @@ async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[An
              responses={404: {"description": "unknown agent"}})
 async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncIterable[Any] | None], Depends(submitted)],
                          daemon: DaemonDep) -> AsyncIterable[ServerSentEvent]:
-    """`accepted` (the run id), then the turn as it happens — `turn_start`, `step_start`, `tool_call`,
-    `tool_result`, `memory_edit`, `step_end`, `runtime` — then `reply` (or `error`) and `done` with the run
+    """`accepted` (the run id), then the turn as it happens — `turn_start`, `step_start`, `reply_delta` (the
+    reply's text as the model writes it) and `reply_reset`, `tool_call`, `tool_result`, `memory_edit`,
+    `step_end`, `runtime` — then `reply` (or `error`) and `done` with the run
     (scheduler/api_sse.py lists the events' data). A client that goes away does not stop the turn: it is in the
     inbox, and `GET /v1/runs/{run_id}` has its result."""
     item, events = started

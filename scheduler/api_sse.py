@@ -11,11 +11,19 @@
 | `memory_edit` | `MemoryEditEvent`                      | `step`, `label`, `operation`, `old`, `new`        |
 | `step_end`    | `StepEndEvent`                         | `step`, `stop_reason`                             |
 | `runtime`     | a runtime event (flush, warning …)     | `step`, `kind`, `data`                            |
+| `reply_delta` | `ReplyDeltaEvent`                      | `step`, `text` (the next piece), `source`         |
+| `reply_reset` | `ReplyResetEvent`                      | `step`, `reason`                                  |
 | `reply`       | the run's result                       | `text` (null when the agent sent none)            |
 | `error`       | a failed run                           | `code`, `message`                                 |
 | `done`        | the end of the run, always last        | the run (`RunOut`)                                |
 
 The summarizer's and the fact extractor's model calls are the runtime's own business, not steps: not streamed.
+
+`reply_delta`s come while a step's answer streams in (the stream's subscriber makes the daemon ask the model for
+`stream: true`): the pieces of the `send_message` text, or of a plain answer, in order, before that step's
+`model_done`. Their concatenation is the reply, unless a `reply_reset` says to drop what came so far (an attempt
+that failed and is retried, a note the model wrote before calling a tool, a step that did not end the turn). The
+`reply` event is authoritative.
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ from typing import Any, assert_never
 from fastapi.sse import ServerSentEvent
 
 from pagemind.runtime.events import (FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
-                                     ModelResponseEvent, PressureSqueezedEvent, PressureWarningEvent, SalienceEvent,
-                                     StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent)
+                                     ModelResponseEvent, PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent,
+                                     ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent,
+                                     TurnEvent)
 from pagemind.scheduler.api_models import RunOut
 
 
@@ -75,6 +84,11 @@ def sse_of(event: Any) -> ServerSentEvent | None:
               | PressureSqueezedEvent() | SalienceEvent()):
             return ServerSentEvent(event="runtime", data={"step": event.step, "kind": event.kind,
                                                             "data": dataclasses.asdict(event.data)})
+        case ReplyDeltaEvent():
+            return ServerSentEvent(event="reply_delta", data={"step": event.step, "text": event.text,
+                                                               "source": event.source})
+        case ReplyResetEvent():
+            return ServerSentEvent(event="reply_reset", data={"step": event.step, "reason": event.reason})
         case _:
             assert_never(event)
 

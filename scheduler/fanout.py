@@ -54,6 +54,12 @@ class RunObserver:
     def __init__(self, fanout: "RunFanout", run_id: str):
         self.fanout, self.run_id = fanout, run_id
 
+    @property
+    def wants_deltas(self) -> bool:
+        """The run's events are read (here, or elsewhere through the relay): ask the model to stream, so the
+        reply's pieces reach the readers."""
+        return self.fanout.listening(self.run_id)
+
     def on_event(self, event: Event) -> None:
         """Hand the event to every subscriber of the run."""
         self.fanout.publish(self.run_id, event)
@@ -88,6 +94,11 @@ class RunFanout:
     def running_here(self, run_id: str) -> bool:
         """Whether this process runs `run_id` now."""
         return run_id in self._runs
+
+    def listening(self, run_id: str) -> bool:
+        """Whether anyone reads the run's events now: a subscriber here, or a watcher elsewhere it is relayed to."""
+        run = self._runs.get(run_id)
+        return bool(self._subs.get(run_id)) or (run is not None and run.relay)
 
     def publish(self, run_id: str, event: Event) -> None:
         """Deliver one event to the run's subscribers (never blocks: the queues are unbounded); keep it, and

@@ -23,6 +23,13 @@ def child(home: str, database_url: str, point: str, mode: str) -> None:
     from tests.test_archival_crash import DIM, make_service, scenario
 
     configure_logging("ERROR")
+    if mode == "switch":  # the embedding model changed: its own store, re-embedded one memory per batch
+        from pagemind.runtime.memory import reembed
+
+        reembed.BATCH = 1
+        service = make_service(EdgeBackend(Path(home) / "shard-new", DIM), database_url, new_model=True)
+        assert service.store is not None
+        os._exit(0)
     backend = EdgeBackend(Path(home) / "shard", DIM)
     service = make_service(backend, database_url)
     with open(Path(home) / "acks.log", "a") as log:

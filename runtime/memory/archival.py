@@ -81,7 +81,7 @@ class ArchivalService:
             backend = self._open_backend()
             complete_rekeys(self.engine, backend)
             store = AgentStore(backend, self.agent_id, self.ledger.origin())
-            reconcile_once(self.ledger, store, backend, restore=self._points)
+            reconcile_once(self.ledger, store, backend, restore=self._points, model=self.embedder.model_id)
             self._store = store
         return self._store
 

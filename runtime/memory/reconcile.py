@@ -19,7 +19,9 @@ re-keying of old points and before any read or write. SQL says what was meant (t
   but it wrote no identity) cannot be told from another database's points in a store shared by mistake, and
   deleting those would lose that database's memories. Search never shows a point without a live row, so they
   are invisible either way;
-- live rows with no point (a crash under an older pagemind) get their point back, embedded again from their text.
+- live rows with no point (a crash under an older pagemind; or every live row, when the embedding model changed
+  and this model's store is new) get their point back, embedded again from their text (`memory.reembed`: in
+  batches, with progress; a crash part-way leaves the rest missing, for the next open).
 
 A crash during a reconcile leaves states of the same kinds, so the next one finishes the job.
 """
@@ -38,6 +40,7 @@ from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.memory.ledger import FORGETTING, INSERTING, LIVE, Ledger, record_of
 from pagemind.runtime.memory.records import MemoryRecord, StoredPoint
+from pagemind.runtime.memory.reembed import reembed
 from pagemind.runtime.state.records import aware, utcnow
 
 log = structlog.get_logger("pagemind.archival")
@@ -65,9 +68,10 @@ class Reconciled:
 
 
 def reconcile(ledger: Ledger, store: AgentStore, *, exclusive: bool, restore: Restore | None = None,
-              now: datetime | None = None, grace: timedelta = GRACE) -> Reconciled:
+              now: datetime | None = None, grace: timedelta = GRACE, model: str = "") -> Reconciled:
     """Finish or undo what a crash left half-written for the agent (see the module's docstring). `exclusive`:
-    no other process can be writing this store (the embedded one); `now` is wall-clock time."""
+    no other process can be writing this store (the embedded one); `now` is wall-clock time; `model` names the
+    embedding model `restore` uses (for the re-embed's progress)."""
     now = now or utcnow()
     done = Reconciled()
     unsettled = ledger.rows(unsettled=True)
@@ -101,8 +105,7 @@ def reconcile(ledger: Ledger, store: AgentStore, *, exclusive: bool, restore: Re
     done.foreign = len(points - rows) - len(orphans)
     missing = [record_of(r) for r in ledger.rows(sorted(rows - points)) if r["state"] == LIVE] if rows - points else []
     if missing and restore is not None:
-        store.upsert(restore(missing))
-        done.restored = len(missing)
+        done.restored = reembed(store, missing, restore, model=model)
     if any(asdict(done).values()):
         log.warning("archival_reconciled", agent_id=ledger.agent_id, **asdict(done))
     return done
@@ -129,13 +132,13 @@ def _fields(record: MemoryRecord) -> dict[str, Any]:
 
 
 def reconcile_once(ledger: Ledger, store: AgentStore, backend: ArchivalBackend, *,
-                   restore: Restore | None = None) -> Reconciled | None:
+                   restore: Restore | None = None, model: str = "") -> Reconciled | None:
     """`reconcile` the first time this process opens `backend` for the agent (in this database); None after."""
     key = (ledger.engine.url.render_as_string(hide_password=True), ledger.agent_id)
     with _LOCK:
         seen = _DONE.setdefault(backend, set())
         if key in seen:
             return None
-        result = reconcile(ledger, store, exclusive=backend.exclusive, restore=restore)
+        result = reconcile(ledger, store, exclusive=backend.exclusive, restore=restore, model=model)
         seen.add(key)
         return result

@@ -19,6 +19,7 @@ from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.backend import ArchivalBackend
 from pagemind.runtime.memory.stores import open_backend
 from pagemind.runtime.memory.embeddings import CachedEmbedder, build_embedder
+from pagemind.runtime.memory.model_profiles import with_model_defaults
 from pagemind.runtime.memory.recall import RecallService
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
@@ -36,7 +37,8 @@ def shared_embedder(settings: Settings, engine: Engine) -> CachedEmbedder:
     """The process's cached embedder for this database and embedding configuration, built on first use. Its
     in-process cache (up to 20,000 vectors, ~30 MB when full) is then paid once, not once per agent; it goes
     when the engine does (a test's database, say)."""
-    key = (settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key, settings.embedding_dim)
+    key = (settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key, settings.embedding_dim,
+           settings.models_dir, settings.home)
     with _EMBEDDERS_LOCK:
         embedders = _EMBEDDERS.get(engine)
         if embedders is None:
@@ -56,9 +58,10 @@ def backend_opener(settings: Settings, embedder: CachedEmbedder) -> Callable[[],
 def build_external_memory(spec: AgentSpec, record: AgentRecord, store: StateStore, settings: Settings,
                           clock: Callable[[], datetime]) -> tuple[ArchivalService | None, RecallService]:
     """(archival, recall) for an agent. Archival memory exists when the spec enables it and lists an archival
-    tool; recall memory (the message log) always does."""
-    config = spec.memory.archival
+    tool; recall memory (the message log) always does. Thresholds the YAML leaves at their defaults are the
+    embedding model's own (`model_profiles.with_model_defaults`)."""
     embedder = shared_embedder(settings, store.engine)
+    config = with_model_defaults(spec.memory.archival, getattr(embedder, "thresholds", {}))
     recall = RecallService(record.id, engine=store.engine, embedder=embedder, config=config, clock=clock)
     if not (config.enabled and ARCHIVAL_TOOLS & set(spec.tools)):
         return None, recall
@@ -71,5 +74,6 @@ def archival_service(spec: AgentSpec, store: StateStore, settings: Settings, clo
     agent's id: `record`, or the stored agent named in `spec` (created if it was never run)."""
     embedder = embedder or shared_embedder(settings, store.engine)
     record = record or store.get_agent(spec.name) or store.ensure_agent(spec)
+    config = with_model_defaults(spec.memory.archival, getattr(embedder, "thresholds", {}))
     return ArchivalService(record.id, engine=store.engine, open_backend=backend_opener(settings, embedder),
-                           embedder=embedder, config=spec.memory.archival, clock=clock)
+                           embedder=embedder, config=config, clock=clock)

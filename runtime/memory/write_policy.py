@@ -52,8 +52,13 @@ def conflicts(new: str, old: str) -> bool:
 
 def decide(text: str, neighbour: Hit | None, config: ArchivalConfig) -> Decision:
     """Insert, refresh a copy (cosine ≥ dedupe threshold, no conflict) or supersede (close, conflicting, and of a
-    kind that states something that can change: a new episode never replaces an old one)."""
+    kind that states something that can change: a new episode never replaces an old one). Either needs a word
+    in common with the neighbour."""
     if neighbour is None or neighbour.score < config.supersede_threshold:
+        return Decision("insert")
+    if not set(terms(text)) & set(terms(neighbour.record.text)):
+        # Not one word in common: another subject, however close the vectors (MiniLM puts unrelated Chinese
+        # sentences at cosine 0.97, so one fact replaced another; bench/RESULTS.md, "Bilingual retrieval").
         return Decision("insert")
     if neighbour.record.kind in config.supersede_kinds and conflicts(text, neighbour.record.text):
         return Decision("supersede", neighbour)

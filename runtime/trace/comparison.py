@@ -13,8 +13,8 @@ import structlog
 
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, RuntimeEventBase, SalienceEvent, StepEndEvent, ToolCallEvent,
-    ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, RuntimeEventBase, SalienceEvent,
+    StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.ids import IdMap
@@ -134,6 +134,8 @@ def _compared(event: Event) -> dict[str, Any] | None:
             return {k: v for k, v in dataclasses.asdict(event.data).items() if not k.endswith("_ms")}
         case StepEndEvent():
             return {"stop_reason": event.stop_reason}
+        case ReplyDeltaEvent() | ReplyResetEvent():
+            return None  # never recorded (`Comparator.on_event` skips them); the response they make up is served
         case _:
             assert_never(event)
 
@@ -227,6 +229,8 @@ class Comparator:
 
     def on_event(self, event: Event) -> None:
         """Number the turns as the recorder did, go live where a fork says, and compare (see `compare`)."""
+        if isinstance(event, (ReplyDeltaEvent, ReplyResetEvent)):
+            return  # the recorder does not write them either
         if isinstance(event, TurnEvent):
             self.turn += 1
         elif isinstance(event, ModelRequestEvent):

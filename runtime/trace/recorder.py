@@ -17,7 +17,8 @@ import structlog
 
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent,
+    ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.trace.compaction import compact_body
@@ -217,6 +218,8 @@ class TraceRecorder:
                   | HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
                   | PressureSqueezedEvent() | SalienceEvent()):
                 self._note(event)
+            case ReplyDeltaEvent() | ReplyResetEvent():
+                pass  # not recorded: the streamed reply is recorded whole, as its response (replays do not stream)
             case _:
                 assert_never(event)
 

@@ -14,7 +14,8 @@ from pagemind.runtime.budget import usable_window
 from pagemind.runtime.compiler import request_tokens, tool_schema_tokens, wire_message_tokens
 from pagemind.runtime.events import (
     Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent,
+    ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
@@ -187,6 +188,10 @@ class TimelineRenderer:
                 return [f"    ! {event.kind}: {short(details, self.text_width)}"]
             case StepEndEvent():
                 return [f"    end    turn over ({event.stop_reason})"] if event.stop_reason else []
+            case ReplyDeltaEvent():
+                return []  # the reply shows whole, as its tool call or response
+            case ReplyResetEvent():
+                return [f"    ↺ streamed reply discarded: {short(event.reason, self.text_width)}"]
             case _:
                 assert_never(event)
 

@@ -21,9 +21,12 @@ class Hang:
 
 @dataclass(frozen=True)
 class Trickle:
-    """Send status and headers for a long body, then one byte every `interval_s` until the client gives up."""
+    """Send status and headers for a long body, then `piece` (one byte) every `interval_s` until the client gives
+    up; a streamed trickle sends an event stream's pieces (keep-alives, or a chunk of one token)."""
 
     interval_s: float = 0.02
+    piece: bytes = b" "
+    content_type: str = "application/json"
 
 
 @dataclass(frozen=True)
@@ -74,11 +77,11 @@ class FaultServer:
                 return
             if isinstance(item, Trickle):
                 handler.send_response(200)
-                handler.send_header("content-type", "application/json")
-                handler.send_header("content-length", "100000")
+                handler.send_header("content-type", item.content_type)
+                handler.send_header("content-length", "10000000")
                 handler.end_headers()
                 while not self.stopped.wait(item.interval_s):
-                    handler.wfile.write(b" ")
+                    handler.wfile.write(item.piece)
                     handler.wfile.flush()
                 return
             data = item.body if isinstance(item.body, bytes) else json.dumps(item.body).encode()

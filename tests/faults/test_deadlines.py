@@ -17,6 +17,7 @@ from pagemind.runtime.model_client import ModelDeadlineExceeded, ModelRequest, O
 from pagemind.runtime.spec import ModelSpec
 from pagemind.runtime.testing import build_spec, reply_body, spec_data
 from tests.faults.server import Hang, Reply, Trickle
+from tests.test_model_stream import Watcher, sink
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 
@@ -45,6 +46,19 @@ async def test_a_trickling_server_ends_at_the_request_timeout_though_every_byte_
     assert len(fault_server.requests) == 2
 
 
+TOKEN = b'data: {"choices": [{"index": 0, "delta": {"content": "la"}}]}\n\n'
+
+
+@pytest.mark.parametrize("piece", [b": keep-alive\n\n", TOKEN], ids=["keep_alives", "tokens"])
+async def test_a_trickling_stream_ends_at_the_request_timeout_and_its_partial_reply_is_reset(fault_server, piece):
+    fault_server.add(*[Trickle(0.01, piece, "text/event-stream")] * 2)
+    watcher = Watcher()
+    with pytest.raises(ModelDeadlineExceeded, match="no complete answer"):
+        await client_for(fault_server.url, 0.3).stream(REQUEST, sink(watcher))
+    assert len(fault_server.requests) == 2 and all(r["stream"] for r in fault_server.requests)
+    assert watcher.held() == "" and len(watcher.resets()) == (2 if piece == TOKEN else 0)
+
+
 async def test_a_hang_then_an_answer_is_retried(fault_server):
     fault_server.add(Hang(), Reply(reply_body("made it")))
     assert (await client_for(fault_server.url, 0.2).complete(REQUEST)).content == "made it"
@@ -70,6 +84,18 @@ async def test_a_turn_ends_at_its_deadline_and_the_agent_answers_the_next_messag
     assert await agent.send("Are you there?") == "Hello Lin."
     assert [m.content for m in agent.window.messages] == ["Hi, I'm Lin.", "Are you there?", "Hello Lin."]
     assert not any(m["content"] is None for m in fault_server.requests[-1]["messages"])
+
+
+async def test_a_watched_turn_whose_tokens_trickle_ends_at_the_turn_deadline(fault_server, make_agent, sqlite_url):
+    fault_server.add(*[Trickle(0.01, TOKEN, "text/event-stream")] * 10)
+    spec = hanging_agent_spec(fault_server.url, request_timeout_s=30, turn_deadline_s=0.5)
+    agent = await make_agent(sqlite_url, None, spec=spec)
+    agent.observer = watcher = Watcher()
+    with pytest.raises(ModelDeadlineExceeded, match=r"turn_deadline_s = 0.5 s"):
+        await agent.send("Hi, I'm Lin.")
+    assert fault_server.requests[0]["stream"] is True
+    assert "la" in [getattr(e, "text", None) for e in watcher.events] and watcher.held() == ""
+    assert [m.role for m in agent.window.messages] == ["user"]
 
 
 def test_the_cli_exits_1_with_one_line_on_a_deadline(fault_server, tmp_path, isolated_home):
