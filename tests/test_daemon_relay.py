@@ -4,7 +4,8 @@ Daemon X takes no work (its dispatcher is stopped before it starts), so daemon Y
 streams are X's. Y's model is the ledger model (tests/daemon_support.py: a memory edit, then `send_message`),
 gated at its second step, so a subscriber can come in the middle of the turn. What X streams is compared with
 what Y's own subscriber saw: the same events in the same order, each once (the relay leaves the model bodies
-out). Over HTTP (X's API served by uvicorn in the test's loop, read with httpx as the bytes arrive): Y as a child
+out). The reply's tokens (`reply_delta`, with a model that streams) are relayed like any other event, and a
+watcher elsewhere makes the running daemon ask the model to stream. Over HTTP (X's API served by uvicorn in the test's loop, read with httpx as the bytes arrive): Y as a child
 process; and a second client that posts the same message (same idempotency key) in the middle of the turn, which
 streams the run from its start.
 """
@@ -23,22 +24,27 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
+import respx
 import uvicorn
 from sqlalchemy import func, select
 
 from pagemind.runtime.events import ModelRequestEvent, ModelResponseEvent, TurnEvent
+from pagemind.runtime.model_client import OpenAIModelClient
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import daemons, run_events
-from pagemind.runtime.testing import FunctionModel, by_purpose
+from pagemind.runtime.testing import BASE_URL, TEST_API_KEY, FunctionModel, by_purpose
 from pagemind.scheduler import run_stream
 from pagemind.scheduler.api import create_app
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
 from pagemind.scheduler.relay import END_LINE, RelayStore, first_seq, relayed_line
 from tests.daemon_support import ledger_model, ledger_step, wait_until, write_agents
+from tests.test_api import TEMPLATE as API_TEMPLATE
+from tests.test_api_stream import Provider, no_sleep
 
 ROOT = Path(__file__).parent.parent
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
@@ -194,11 +200,39 @@ async def test_a_relay_that_fails_costs_the_stream_its_events_never_the_turn(dat
     assert got == [] and done.state == "done" and done.result["reply"] == "ack 1"
 
 
+async def test_the_reply_tokens_of_a_run_elsewhere_reach_the_stream_and_make_the_model_stream(database_url,
+                                                                                               tmp_path):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "companion.yaml").write_text(API_TEMPLATE)
+    provider = Provider()
+    with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
+        router.post("/chat/completions").mock(side_effect=provider.handle)
+        sdk = openai.AsyncOpenAI(api_key=TEST_API_KEY, base_url=BASE_URL, max_retries=0)
+        y = make_daemon(database_url, folder, OpenAIModelClient(sdk, max_attempts=3, sleep=no_sleep))
+        y.create_agent("companion-u1", template="companion")
+        x = await front_end(database_url, folder)
+        try:
+            item = await x.submit("companion-u1", 'Ça "va"? 😀')
+            stream = x.events(item.run_id)  # watched before Y claims it: Y asks the model to stream
+            await y.start()
+            got, seqs = await collect(stream)
+            done = await x.wait(item.run_id, 30)
+        finally:
+            await y.stop()
+            await x.stop()
+    kinds = [e.type for e in got]
+    assert "reply_delta" in kinds and "reply_reset" not in kinds and seqs == sorted(set(seqs))
+    assert kinds.index("reply_delta") > kinds.index("model_request", kinds.index("step_end"))  # the second step's
+    assert "".join(e.text for e in got if e.type == "reply_delta") == done.result["reply"] == 'echo: Ça "va"? 😀'
+    assert [r.get("stream") for r in provider.requests] == [True, True]
+
+
 def test_an_event_of_a_kind_this_version_cannot_read_is_skipped_not_stuck_on(database_url, tmp_path):
     store = StateStore.open(database_url)
     relay = RelayStore(store.engine)
     turn = relayed_line(TurnEvent(step=0, turn_id="t", user_message="hi"))
-    relay.write("r" * 32, [(1, turn), (2, '{"type": "reply_delta", "step": 1, "text": "he"}'), (3, END_LINE)],
+    relay.write("r" * 32, [(1, turn), (2, '{"type": "kind_from_a_newer_daemon", "step": 1}'), (3, END_LINE)],
                 utcnow())
     events, last, ended = relay.read("r" * 32, 0)
     assert [(seq, e.type) for seq, e in events] == [(1, "turn")] and last == 3 and ended
