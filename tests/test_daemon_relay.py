@@ -5,9 +5,9 @@ streams are X's. Y's model is the ledger model (tests/daemon_support.py: a memor
 gated at its second step, so a subscriber can come in the middle of the turn. What X streams is compared with
 what Y's own subscriber saw: the same events in the same order, each once (the relay leaves the model bodies
 out). The reply's tokens (`reply_delta`, with a model that streams) are relayed like any other event, and a
-watcher elsewhere makes the running daemon ask the model to stream. Over HTTP (X's API served by uvicorn in the test's loop, read with httpx as the bytes arrive): Y as a child
-process; and a second client that posts the same message (same idempotency key) in the middle of the turn, which
-streams the run from its start.
+watcher elsewhere makes the running daemon ask the model to stream. Over HTTP (X's API served by uvicorn in the
+test's loop, read with httpx as the bytes arrive): Y as a child process; and a second client that posts the same
+message (same idempotency key) in the middle of the turn, which streams the run from its start.
 """
 
 from __future__ import annotations
