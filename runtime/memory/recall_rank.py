@@ -35,14 +35,13 @@ class Speakers:
     """The speaker labels of an ordered list of messages, as codes (0: no label), for matching queries."""
 
     def __init__(self) -> None:
-        self.codes: list[int] = []
+        self.codes = np.zeros(0, dtype=np.int32)
         self._labels: dict[str, int] = {"": 0}
 
     def add(self, texts: Sequence[str]) -> None:
         """Append the labels of more messages (in index order)."""
-        for text in texts:
-            label = speaker(text)
-            self.codes.append(self._labels.setdefault(label, len(self._labels)))
+        fresh = [self._labels.setdefault(speaker(text), len(self._labels)) for text in texts]
+        self.codes = np.concatenate([self.codes, np.asarray(fresh, dtype=np.int32)])
 
     def named(self, query: str) -> np.ndarray:
         """1.0 for each message whose speaker the query names (whole words, any case), else 0.0."""
@@ -51,7 +50,7 @@ class Speakers:
                   if g in self._labels and g}
         if not wanted:
             return np.zeros(len(self.codes))
-        return np.isin(np.asarray(self.codes), list(wanted)).astype(np.float64)
+        return np.isin(self.codes, list(wanted)).astype(np.float64)
 
 
 def with_next(scores: np.ndarray, next_index: Sequence[int], weight: float) -> np.ndarray:
