@@ -126,7 +126,7 @@ class ArchivalConfig(BaseModel):
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
     recall_speaker_boost: float = Field(0.3, ge=0, le=5, description="score × (1 + b) for turns whose speaker label "
                                                                      "(\"Caroline: …\") the query names (0: off)")
-    recall_diversity: float = Field(0.3, ge=0, le=1, description="re-order the head for variety: score × (1 − w·max "
+    recall_diversity: float = Field(0.4, ge=0, le=1, description="re-order the head for variety: score × (1 − w·max "
                                                                  "cosine to the results above) (0: off)")
     recall_diversity_depth: int = Field(30, gt=0, le=200, description="results re-ordered for variety")
     # Expiry and decay (README: "Expiry and decay").
