@@ -70,3 +70,28 @@ def test_a_turn_by_the_speaker_the_query_names_ranks_first(database_url):
     assert asyncio.run(plain.search("What did Caroline paint?"))[0].text.startswith("Melanie:")
     boosted = asyncio.run(named.search("What did Caroline paint?"))
     assert boosted[0].text.startswith("Caroline:")
+
+
+def test_a_near_copy_of_a_better_result_gives_way_to_a_different_one(database_url):
+    store = StateStore(make_engine(database_url))
+    record = store.ensure_agent(AgentSpec.model_validate({"name": "a", "model": {"name": "m"}, "system": "s"}))
+    copy = "Caroline: my guitar lessons start on Monday"
+    lines = [copy, "Melanie: good luck!", copy, "Melanie: twice?", "Caroline: I sold my old guitar today",
+             "Melanie: nice", "Caroline: the weather is fine", "Melanie: here it rains"]
+    messages = [Message("user" if n % 2 == 0 else "assistant", text, T0 + timedelta(hours=8 * n), in_context=False)
+                for n, text in enumerate(lines)]  # 8 hours apart: each its own session, keyed alone
+    store.append_messages(record.id, messages)
+    query = unit(1)
+    vectors = {"guitar": query}
+    for n in (0, 2):
+        vectors[f"[{messages[n].created_at:%-d %B %Y}] user: {copy}"] = at_cosine(query, 0.9, 2)
+    vectors[f"[{messages[4].created_at:%-d %B %Y}] user: {lines[4]}"] = at_cosine(query, 0.6, 3)
+    embedder = FakeEmbedder(vectors)
+
+    def top(diversity: float) -> list[str]:
+        service = RecallService(record.id, engine=store.engine, embedder=embedder, clock=ManualClock(T0),
+                                config=ArchivalConfig(recall_diversity=diversity, recall_next_weight=0))
+        return [h.text for h in asyncio.run(service.search("guitar", limit=3))]
+
+    assert top(0.0) == [copy, copy, lines[4]]
+    assert top(0.4) == [copy, lines[4], copy]
