@@ -280,7 +280,7 @@ class RecallService:
         if mode == "bm25" or self.config.recall_diversity <= 0 or not scored:
             return scored
         head = scored[:depth]
-        rows = np.searchsorted(np.asarray(self._dense.ids), [i for i, _ in head])
+        rows = np.searchsorted(self._dense.id_array, [i for i, _ in head])
         return diversify(head, self._dense.own[rows], self.config.recall_diversity) + scored[depth:]
 
     def _refined(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
