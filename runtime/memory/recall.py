@@ -116,6 +116,7 @@ class _DenseIndex(_Fast):
     keyed: np.ndarray | None = None
     next_index: list[int] = field(default_factory=list)  # position of the next message in the session, or -1
     speakers: Speakers = field(default_factory=Speakers)  # each message's speaker label ("Caroline: …")
+    next_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # `next_index`, for numpy
 
 
 class RecallService:
@@ -209,6 +210,7 @@ class RecallService:
         index.keyed = keyed if index.keyed is None else np.vstack([index.keyed, keyed])
         self._last = fresh[-1]
         index.id_array = np.asarray(index.ids, dtype=np.int64)
+        index.next_array = np.asarray(index.next_index, dtype=np.int64)
 
     def _embed_documents(self, fresh: list[IndexedMessage]) -> tuple[np.ndarray, np.ndarray]:
         """Vectors of the messages alone and keyed, `_BATCH` messages at a time: a process's first search reads
@@ -265,7 +267,7 @@ class RecallService:
         dense = own + keyed
         fused = fuse(kw, dense, 1.0 if mode == "dense" else self.config.dense_weight)
         if mode == "hybrid":
-            fused = with_next(fused, index.next_index, self.config.recall_next_weight)
+            fused = with_next(fused, index.next_array, self.config.recall_next_weight)
         fused = speaker_boost(fused, index.speakers.named(query), self.config.recall_speaker_boost)
         similarity = np.maximum(own, keyed)
         keep = beats_noise(kw if mode == "hybrid" else np.zeros_like(kw), similarity,
