@@ -1,4 +1,4 @@
-"""Recall ranking beyond the fused score (`memory.recall`): neighbouring turns, who is speaking, and variety in the head.
+"""Recall ranking beyond the fused score (`memory.recall`): the next turn, who is speaking, variety in the head.
 
 - **Next turn**: a share of the next message's score is added (a message whose reply matches is likely the one
   asked about).
@@ -10,7 +10,8 @@
   near-copies of one turn crowd the top. The head of the ranking is re-ordered greedily (maximal marginal relevance):
   each next pick is the one whose `score × (1 − w·max cosine to the ones picked)` is best.
 
-Defaults and their measurements: bench/RESULTS.md ("Recall ranking: speaker, variety").
+Defaults and their measurements: bench/RESULTS.md ("Recall ranking: speaker, variety"). Where the query names
+no speaker and the messages carry no labels (a plain user/assistant chat), only the next-turn share and variety act.
 """
 
 from __future__ import annotations
