@@ -4,8 +4,9 @@
   asked about).
 - **Speaker**: transcripts label each turn with its speaker ("Caroline: …"). A question that names a speaker
   ("What did Caroline paint?") is mostly answered by that speaker's own turns, yet keyword search barely counts the
-  name: it is in half the turns (and in the keyed previous turn of the rest), so its IDF is near zero. Turns whose
-  speaker the query names get `score × (1 + boost)`. Nothing happens when no label matches.
+  name: it is in every turn of that speaker and, through the keyed previous turn, in most of the other's, so it
+  does not tell them apart (Postgres' ts_rank has no IDF at all). Turns whose speaker the query names get
+  `score × (1 + boost)`. Nothing happens when no label matches.
 - **Variety**: questions about several facts ("What activities has Melanie done?") want different turns, and
   near-copies of one turn crowd the top. The head of the ranking is re-ordered greedily (maximal marginal relevance):
   each next pick is the one whose `score × (1 − w·max cosine to the ones picked)` is best.
