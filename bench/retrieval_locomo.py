@@ -291,6 +291,9 @@ SWEEP = [
     ("recall_own_text_weight 0.3", {"recall_own_text_weight": 0.3}),
     ("recall_own_text_weight 2", {"recall_own_text_weight": 2.0}),
     ("min_similarity 0.4", {"min_similarity": 0.4}), ("min_keyword_score 2", {"min_keyword_score": 2.0}),
+    ("recall_speaker_boost 0", {"recall_speaker_boost": 0.0}),
+    ("recall_speaker_boost 0.6", {"recall_speaker_boost": 0.6}),
+    ("recall_diversity 0", {"recall_diversity": 0.0}), ("recall_diversity 0.6", {"recall_diversity": 0.6}),
 ]
 ARCHIVAL_SWEEP = [("default", {}), ("recency_weight 0", {"recency_weight": 0.0}),
                   ("recency_weight 0.3", {"recency_weight": 0.3}), ("dense_weight 0.3", {"dense_weight": 0.3}),

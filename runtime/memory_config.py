@@ -140,6 +140,11 @@ class ArchivalConfig(BaseModel):
     recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
     recall_next_weight: float = Field(0.2, ge=0, le=1, description="share of the next message's score added")
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
+    recall_speaker_boost: float = Field(0.3, ge=0, le=5, description="score × (1 + b) for turns whose speaker label "
+                                                                     "(\"Caroline: …\") the query names (0: off)")
+    recall_diversity: float = Field(0.4, ge=0, le=1, description="re-order the head for variety: score × (1 − w·max "
+                                                                 "cosine to the results above) (0: off)")
+    recall_diversity_depth: int = Field(30, gt=0, le=200, description="results re-ordered for variety")
     # Expiry and decay (README: "Expiry and decay").
     expiry: ExpiryConfig = Field(default_factory=ExpiryConfig)
     # Questions about time and about several facts (README: "Time and multi-hop questions").
@@ -147,8 +152,10 @@ class ArchivalConfig(BaseModel):
     multihop: MultiHopConfig = Field(default_factory=MultiHopConfig)
 
     # Added after agents existed: left out of the spec's fingerprint while at their defaults (`spec.later_defaults`).
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop", "context_messages", "context_chars",
-                                                  "neighbour_weight", "neighbour_seconds", "keyword_avg_len")
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop", "recall_speaker_boost",
+                                               "recall_diversity", "recall_diversity_depth", "context_messages",
+                                               "context_chars", "neighbour_weight", "neighbour_seconds",
+                                               "keyword_avg_len")
 
 
 class EpisodeTier(BaseModel):

@@ -24,7 +24,6 @@ import structlog
 from pydantic import BaseModel, Field
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.events import Event
 from pagemind.runtime.model_client import ModelClient
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
@@ -32,11 +31,13 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
-from pagemind.scheduler.fanout import END, RunFanout
+from pagemind.scheduler.fanout import RunFanout
 from pagemind.scheduler.inbox import Inbox, InboxItem
 from pagemind.scheduler.leases import Leases, new_owner_id
 from pagemind.scheduler.pool import AgentPool
-from pagemind.scheduler.sql import HeldConnections
+from pagemind.scheduler.relay import RelayStore
+from pagemind.scheduler.run_stream import RunStream
+from pagemind.scheduler.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, HeldConnections
 from pagemind.scheduler.trigger_runner import TriggerRunner
 from pagemind.scheduler.wakeup import PgWakeups
 
@@ -56,6 +57,9 @@ class DaemonConfig(BaseModel):
     max_attempts: int = Field(5, gt=0, description="claims of one item before it fails (a daemon died each time)")
     turn_wait_s: float = Field(30, ge=0, description="how long a turn waits for a turn run outside the daemon")
     url: str = Field("", description="the URL this daemon answers on, for `pagemind run` (the API sets it)")
+    relay_interval_s: float = Field(0.05, ge=0, description="a relayed run's events are written at most this often "
+                                    "(batched meanwhile) for watchers in other processes (Postgres)")
+    events_keep_s: float = Field(3600, gt=0, description="relayed events are deleted this long after written")
 
 
 class Daemon:
@@ -70,7 +74,8 @@ class Daemon:
         self.leases = Leases(self.store.engine, new_owner_id(), self.config.lease_s)
         self.pool = AgentPool(catalog, settings, model=model, clock=clock, max_loaded=self.config.max_loaded,
                               idle_unload_s=self.config.idle_unload_s)
-        self.fanout = RunFanout()
+        self.relay = RelayStore(self.store.engine) if RelayStore.supported(self.store.engine) else None
+        self.fanout = RunFanout(self.owner, self.relay, interval_s=self.config.relay_interval_s)
         self.dispatcher = Dispatcher(self.inbox, self.leases, self.pool, self.fanout, self.config)
         self.wakeups: PgWakeups | None = None
         self.triggers = TriggerRunner(self, started=clock())
@@ -91,7 +96,9 @@ class Daemon:
         self.leases.register(self.config.url, now)
         swept = self.leases.sweep(now)
         if self.store.engine.dialect.name == "postgresql":
-            self.wakeups = PgWakeups(self.store.engine, self._heard_of_work, self.fanout.finished_elsewhere)
+            self.wakeups = PgWakeups(self.store.engine, {
+                INBOX_CHANNEL: self._heard_of_work, DONE_CHANNEL: self.fanout.finished_elsewhere,
+                WATCH_CHANNEL: self.fanout.watched, EVENTS_CHANNEL: self.fanout.heard_events}, self._listening)
             self._tasks.append(asyncio.create_task(self.wakeups.run(), name="pagemind-listen"))
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="pagemind-dispatch"))
         self._tasks.append(asyncio.create_task(self.dispatcher.heartbeat(), name="pagemind-heartbeat"))
@@ -99,6 +106,15 @@ class Daemon:
         self.started = True
         log.info("daemon_started", owner=self.owner, database=self.store.engine.dialect.name, swept=swept,
                  concurrency=self.config.concurrency)
+
+    def _listening(self) -> None:
+        """The notices are heard (again): catch up on the work and the watches that came meanwhile (a stream reads
+        relayed events it was not told of at its poll)."""
+        self._heard_of_work("")
+        try:
+            self.fanout.recheck(self.inbox.watchers)
+        except Exception as exc:  # the store is down too: the next reconnect tries again
+            log.warning("recheck_failed", error=str(exc)[:200])
 
     def _heard_of_work(self, source: str) -> None:
         if source != self.owner:  # this process's own submissions woke it already (or went to a busy worker)
@@ -164,11 +180,13 @@ class Daemon:
             finally:
                 self.fanout.unwait(run_id, finished)
 
-    def events(self, run_id: str) -> AsyncIterator[Event]:
-        """The run's events as they happen in this process (`runtime.events`), ending when the run ends. Subscribed
-        when called, so call it before the run starts to miss nothing; a run executed by another daemon process
-        yields no events, only its end."""
-        return _RunEvents(self, run_id)
+    def events(self, run_id: str, after: int = 0) -> RunStream:
+        """The run's events (`runtime.events`) as they happen, from its first (or after seq `after`: the stream's
+        `last_seq`), each once and in order, ending when the run ends; wherever the run runs: on Postgres a run
+        that another daemon process runs is relayed (`scheduler.relay`; its model request and response events
+        without their bodies). The events so far come first, so a stream that starts late misses none; of a run
+        over before the stream started it has what was relayed (nothing, unless another process watched it)."""
+        return RunStream(self.fanout, self.inbox, run_id, owner=self.owner, poll_s=self.config.poll_s, after=after)
 
     # -- agents ---------------------------------------------------------------------------------------------------
 
@@ -210,38 +228,3 @@ class Daemon:
             finally:
                 self.pool.lent.add(name)  # the caller may have written through the store: the next turn re-reads
 
-
-class _RunEvents:
-    """The async iterator `Daemon.events` returns: subscribed at creation, ends with the run."""
-
-    def __init__(self, daemon: Daemon, run_id: str):
-        self.daemon, self.run_id = daemon, run_id
-        self.queue = daemon.fanout.subscribe(run_id)
-        self.closed = False
-
-    def __aiter__(self) -> "_RunEvents":
-        return self
-
-    async def __anext__(self) -> Event:
-        while not self.closed:
-            try:
-                event = await asyncio.wait_for(self.queue.get(), self.daemon.config.poll_s)
-            except TimeoutError:
-                item = self.daemon.inbox.get(self.run_id)
-                if item is None or item.finished:
-                    self._close()
-                continue
-            if event is END:
-                self._close()
-                break
-            return event
-        raise StopAsyncIteration
-
-    async def aclose(self) -> None:
-        """Stop listening (a stream's client went away before the run ended)."""
-        self._close()
-
-    def _close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.daemon.fanout.unsubscribe(self.run_id, self.queue)

@@ -6,6 +6,8 @@ The dispatcher wakes on a submission in this process, a Postgres notice from ano
 turn with the idempotency key `inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes
 on until the agent's inbox is empty; then it gives the lease back. A message that arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
+A run's events go to the fanout (`scheduler.fanout`), which relays them when a daemon elsewhere watches the run:
+what is left of them, and the end row, is written before the item is marked finished.
 
 Exactly once: the turn's idempotency key makes a re-run of an item whose daemon died after the turn committed
 return the stored turn, and a re-run of one killed mid-turn resume after its last committed step
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -104,20 +107,24 @@ class Dispatcher:
 
     async def _run(self, item: InboxItem, refresh: bool) -> None:
         """Run one claimed item and record its outcome."""
-        if item.attempts > self.config.max_attempts:
-            self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped while "
-                                     "running it each time")
-            return
-        log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
+        self.fanout.begin(item.run_id, item.attempts, item.watcher)  # in the claim's synchronous stretch
         try:
-            result, error = await self._execute(item, refresh)
-        except UnknownAgent as exc:
-            result, error = None, str(exc)
-        except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
-            log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
-            result, error = None, f"{type(exc).__name__}: {exc}"
-        crash_point("daemon.turn_done")
-        self._finish(item, result, error)
+            if item.attempts > self.config.max_attempts:
+                self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped while "
+                                         "running it each time")
+                return
+            log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
+            try:
+                result, error = await self._execute(item, refresh)
+            except UnknownAgent as exc:
+                result, error = None, str(exc)
+            except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
+                log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
+                result, error = None, f"{type(exc).__name__}: {exc}"
+            crash_point("daemon.turn_done")
+            self._finish(item, result, error)
+        finally:
+            self.fanout.forget(item.run_id)  # given back unfinished (a stop, a failing store): the next attempt relays
 
     async def _execute(self, item: InboxItem, refresh: bool) -> tuple[dict[str, Any] | None, str | None]:
         """Run the item with the agent's turn lock held (`self.held`, taken with the lease). The first item after
@@ -147,15 +154,17 @@ class Dispatcher:
             self.inbox.submit(agent.record.id, item.agent_name, "job", "reflect", key, utcnow(), self.leases.owner)
 
     def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> None:
+        self.fanout.settle(item.run_id, last=True)  # every relayed event is written before the end is
         stored = self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
         crash_point("daemon.item_finished")
         log.info("item_end", agent=item.agent_name, run_id=item.run_id, state=stored.state,
                  latency_ms=round((stored.finished_at - stored.created_at).total_seconds() * 1000, 1)
                  if stored.finished_at else None)
-        self.fanout.finish(item.run_id)
+        self.fanout.finish(item.run_id, stored.watcher)
 
     async def heartbeat(self) -> None:
-        """Renew this process's leases, say it is alive, end dead daemons' leases, unload idle agents; forever."""
+        """Renew this process's leases, say it is alive, end dead daemons' leases, look for watches of its runs
+        whose notice was missed, unload idle agents, delete relayed events past `events_keep_s`; forever."""
         while True:
             await asyncio.sleep(self.config.lease_s / 3)
             now = utcnow()
@@ -164,9 +173,11 @@ class Dispatcher:
                 self.leases.heartbeat(now)
                 if self.leases.sweep(now):
                     self.wake.set()
+                self.fanout.recheck(self.inbox.watchers)  # a watch whose notice was missed (LISTEN was down)
             except Exception:
                 log.exception("heartbeat_failed")
             self.pool.unload_idle()
+            self.fanout.prune(now - timedelta(seconds=self.config.events_keep_s))
 
     async def drain(self, grace_s: float) -> int:
         """Stop taking work; let running items finish for up to `grace_s`, then cancel them. Returns how many were

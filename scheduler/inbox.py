@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, select, update
+from sqlalchemy import and_, bindparam, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.state.records import aware, without_nul
 from pagemind.runtime.state.tables import AgentRow, inbox
-from pagemind.scheduler.sql import (DONE_CHANNEL, INBOX_CHANNEL, notify, notifying, read_connection,
+from pagemind.scheduler.sql import (DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying, read_connection,
                                     single_statement, write_transaction)
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
@@ -52,6 +52,7 @@ class InboxItem:
     finished_at: datetime | None
     result: dict[str, Any] | None  # {"reply", "stop_reason", "steps", "turn_id"}, or a job's
     error: str | None
+    watcher: str | None = None  # who streams its events: a daemon id, "*" for several (`scheduler.relay`)
 
     @property
     def finished(self) -> bool:
@@ -74,7 +75,7 @@ def _item(row: Row, name: str | None = None) -> InboxItem:
         id=m["id"], run_id=m["run_id"], agent_id=m["agent_id"], agent_name=name or m["name"], kind=m["kind"],
         content=m["content"], idempotency_key=m["idempotency_key"], state=m["state"], owner=m["owner"],
         attempts=m["attempts"], created_at=aware(m["created_at"]), started_at=_maybe(m["started_at"]),
-        finished_at=_maybe(m["finished_at"]), result=m["result"], error=m["error"],
+        finished_at=_maybe(m["finished_at"]), result=m["result"], error=m["error"], watcher=m["watcher"],
     )
 
 
@@ -103,6 +104,12 @@ class _Statements:
             result=bindparam("p_result", type_=inbox.c.result.type), error=bindparam("p_error"),
             lease_expires_at=None,
         ).returning(*inbox.c, *notifying(engine, DONE_CHANNEL, inbox.c.run_id))
+        # One watcher keeps its id; a second, different one makes it "*". The notice tells the daemon running the
+        # item (if one does) who watches, so it starts relaying the run's events at once.
+        watcher = bindparam("p_watcher")
+        self.watch = update(inbox).where(inbox.c.run_id == bindparam("p_run_id")).values(
+            watcher=case((or_(inbox.c.watcher.is_(None), inbox.c.watcher == watcher), watcher), else_="*"),
+        ).returning(inbox.c.state, *notifying(engine, WATCH_CHANNEL, inbox.c.run_id + " " + watcher))
 
 
 class Inbox:
@@ -181,6 +188,26 @@ class Inbox:
                 "p_id": item.id, "p_state": FAILED if error is not None else DONE, "p_owner": owner, "p_now": now,
                 "p_result": result, "p_error": without_nul(error) if error is not None else None}).first()
         return _item(row, item.agent_name) if row is not None else self.get(item.run_id)  # type: ignore[return-value]
+
+    def watch(self, run_id: str, watcher: str) -> str | None:
+        """Record that daemon `watcher` streams the run's events (`scheduler.relay`), and tell the daemon running it;
+        returns the run's state (None if there is no such run). Committed on return, without waiting for the
+        WAL flush on Postgres (a watch lost in a server crash goes with the stream that made it): a stream's start
+        never waits on a busy disk."""
+        with write_transaction(self.engine) as conn:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+            row = conn.execute(self._statements.watch, {"p_run_id": run_id, "p_watcher": watcher}).first()
+        return row.state if row is not None else None
+
+    def watchers(self, run_ids: list[str]) -> dict[str, str]:
+        """The watcher of each of these runs that has one."""
+        if not run_ids:
+            return {}
+        with read_connection(self.engine) as conn:
+            rows = conn.execute(select(inbox.c.run_id, inbox.c.watcher).where(inbox.c.run_id.in_(run_ids),
+                                                                              inbox.c.watcher.is_not(None)))
+            return {run_id: watcher for run_id, watcher in rows}
 
     def fail_open(self, agent_id: int, error: str, now: datetime) -> int:
         """Fail every open item of an agent (it was deleted); returns how many."""

@@ -25,6 +25,8 @@ from sqlalchemy.engine import Connection, Engine
 
 INBOX_CHANNEL = "pagemind_inbox"  # NOTIFYed in the transaction that adds work (delivered at commit)
 DONE_CHANNEL = "pagemind_done"  # NOTIFYed with the run id in the transaction that finishes an item
+WATCH_CHANNEL = "pagemind_watch"  # NOTIFYed with "<run id> <daemon id>" when a daemon starts watching a run's events
+EVENTS_CHANNEL = "pagemind_events"  # NOTIFYed with the run id in the statement that writes a run's relayed events
 
 _held: "weakref.WeakKeyDictionary[Engine, HeldConnections]" = weakref.WeakKeyDictionary()
 _held_guard = threading.Lock()

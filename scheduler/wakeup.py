@@ -1,11 +1,12 @@
 """Waking daemons in other processes: Postgres LISTEN/NOTIFY.
 
 A submission NOTIFYs `pagemind_inbox` and a finished item `pagemind_done` (with its run id) in the transaction
-that writes it, so the notice arrives exactly when the row is visible. Each daemon on Postgres keeps one
-connection LISTENing on both and turns a notice into an in-process wake-up. A lost connection is reconnected with
-a backoff; meanwhile the dispatcher's slow poll (`DaemonConfig.poll_s`) is the safety net, and every reconnect
-wakes the dispatcher once to catch up what it missed. SQLite has no notices: one process's submissions wake its
-own dispatcher directly, and other processes find work by the poll.
+that writes it, so the notice arrives exactly when the row is visible; so do a watch of a run's events
+(`pagemind_watch`) and a batch of relayed events (`pagemind_events`, `scheduler.relay`). Each daemon on Postgres
+keeps one connection LISTENing on all four and turns a notice into an in-process call. A lost connection is
+reconnected with a backoff; meanwhile the dispatcher's slow poll (`DaemonConfig.poll_s`) is the safety net, and
+every (re)connect calls `on_connect` once to catch up what was missed. SQLite has no notices: one process's
+submissions wake its own dispatcher directly, and other processes find work by the poll.
 """
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ from typing import Callable
 import structlog
 from sqlalchemy.engine import Engine
 
-from pagemind.scheduler.sql import DONE_CHANNEL, INBOX_CHANNEL
 
 log = structlog.get_logger("pagemind.scheduler")
 
 
 class PgWakeups:
-    """One LISTEN connection: `on_inbox(source)` when work arrives (from the daemon `source`, or "" when unknown),
-    `on_done(run_id)` when an item finishes."""
+    """One LISTEN connection: `handlers[channel](payload)` for each notice (`scheduler.sql` names the channels:
+    work arrived from a daemon, an item finished, a run watched, relayed events written), and `on_connect()`
+    whenever the connection (again) listens."""
 
-    def __init__(self, engine: Engine, on_inbox: Callable[[str], None], on_done: Callable[[str], None]):
+    def __init__(self, engine: Engine, handlers: dict[str, Callable[[str], None]], on_connect: Callable[[], None]):
         self.conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        self.on_inbox, self.on_done = on_inbox, on_done
+        self.handlers, self.on_connect = handlers, on_connect
         self.listening = asyncio.Event()  # set while the connection listens (tests wait for it)
 
     async def run(self) -> None:
@@ -38,16 +39,15 @@ class PgWakeups:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {INBOX_CHANNEL}")
-                    await conn.execute(f"LISTEN {DONE_CHANNEL}")
+                    for channel in self.handlers:
+                        await conn.execute(f"LISTEN {channel}")
                     self.listening.set()
                     pause = 0.1
-                    self.on_inbox("")  # anything that arrived while not listening
+                    self.on_connect()  # anything that arrived while not listening
                     async for notice in conn.notifies():
-                        if notice.channel == INBOX_CHANNEL:
-                            self.on_inbox(notice.payload)
-                        else:
-                            self.on_done(notice.payload)
+                        handler = self.handlers.get(notice.channel)
+                        if handler is not None:
+                            handler(notice.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the server went away: reconnect; the poll covers the gap

@@ -8,7 +8,8 @@ to the question that names its subject. The index is brought up to date lazily, 
 
 Ranking (defaults justified by bench/retrieval_locomo.py): BM25 over the keyed message (its own words count a
 little extra) and dense similarity of the message alone and keyed, each divided by its best and mixed; then a
-share of the next message's score is added (a message whose reply matches is likely the one asked about).
+share of the next message's score is added, turns by a speaker the query names rise, and the head is re-ordered
+for variety (`memory.recall_rank`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pagemind.runtime.memory.fulltext import INDEX_CHARS, FullText, IndexedMessa
 from pagemind.runtime.memory.keywords import query_terms
 from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.memory.ranking import beats_noise, fuse
+from pagemind.runtime.memory.recall_rank import Speakers, diversify, speaker_boost, with_next
 from pagemind.runtime.memory.rounds import refine, time_asked
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.tables import MessageRow
@@ -113,6 +115,8 @@ class _DenseIndex(_Fast):
     own: np.ndarray | None = None
     keyed: np.ndarray | None = None
     next_index: list[int] = field(default_factory=list)  # position of the next message in the session, or -1
+    speakers: Speakers = field(default_factory=Speakers)  # each message's speaker label ("Caroline: …")
+    next_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # `next_index`, for numpy
 
 
 class RecallService:
@@ -201,10 +205,12 @@ class RecallService:
         index.ids += [m.id for m in fresh]
         index.next_index += [base + n + 1 if n + 1 < len(fresh) and fresh[n + 1].context else -1
                              for n in range(len(fresh))]
+        index.speakers.add([m.text for m in fresh])
         index.own = own if index.own is None else np.vstack([index.own, own])
         index.keyed = keyed if index.keyed is None else np.vstack([index.keyed, keyed])
         self._last = fresh[-1]
         index.id_array = np.asarray(index.ids, dtype=np.int64)
+        index.next_array = np.asarray(index.next_index, dtype=np.int64)
 
     def _embed_documents(self, fresh: list[IndexedMessage]) -> tuple[np.ndarray, np.ndarray]:
         """Vectors of the messages alone and keyed, `_BATCH` messages at a time: a process's first search reads
@@ -261,14 +267,25 @@ class RecallService:
         dense = own + keyed
         fused = fuse(kw, dense, 1.0 if mode == "dense" else self.config.dense_weight)
         if mode == "hybrid":
-            fused = _smooth(fused, index.next_index, self.config.recall_next_weight)
+            fused = with_next(fused, index.next_array, self.config.recall_next_weight)
+        fused = speaker_boost(fused, index.speakers.named(query), self.config.recall_speaker_boost)
         similarity = np.maximum(own, keyed)
         keep = beats_noise(kw if mode == "hybrid" else np.zeros_like(kw), similarity,
                            self.config.min_keyword_score, self.config.min_similarity)
         return index.ranked(fused, keep)
 
     def _ranked(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
-        """`_rank`, then the best `prefetch` results refined (a second round, the time boost: `memory.rounds`)."""
+        """`_rank`, then the best `prefetch` results refined (a second round, the time boost: `memory.rounds`),
+        then the head re-ordered for variety (dense modes: `recall_rank.diversify`)."""
+        scored = self._refined(query, vector, mode)
+        depth = self.config.recall_diversity_depth
+        if mode == "bm25" or self.config.recall_diversity <= 0 or not scored:
+            return scored
+        head = scored[:depth]
+        rows = np.searchsorted(self._dense.id_array, [i for i, _ in head])
+        return diversify(head, self._dense.own[rows], self.config.recall_diversity) + scored[depth:]
+
+    def _refined(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
         scored, c, now = self._rank(query, vector, mode), self.config, self.clock()
         asked = time_asked(query, now, c)
         if not (c.multihop.enabled or asked):
@@ -366,11 +383,3 @@ def _utc(value: datetime) -> datetime:
     # The messages table's datetime type wants aware values; naive ones are taken as UTC.
     return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
-
-def _smooth(scores: np.ndarray, next_index: list[int], weight: float) -> np.ndarray:
-    """Add `weight` × the next message's score (same session) to each message's score."""
-    if weight <= 0 or not len(scores):
-        return scores
-    nxt = np.asarray(next_index)
-    bonus = np.where(nxt >= 0, scores[np.clip(nxt, 0, None)], 0.0)
-    return scores + weight * bonus

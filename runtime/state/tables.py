@@ -17,7 +17,9 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
   every table whose name starts with `recall_fts` (on SQLite: the FTS5 shadow tables too; `migrate.include_name`).
 - The daemon's (`scheduler`, migration 0005): `inbox` (every accepted message and job, with its state and
   lease), `agent_leases` (which daemon process runs an agent's work now), `agent_origins` (the template an agent
-  was made from), `trigger_fires` (when each schedule last fired) and `daemons` (the processes serving).
+  was made from), `trigger_fires` (when each schedule last fired) and `daemons` (the processes serving); and
+  (migration 0007) `run_events`, a run's events relayed to watchers in other daemon processes, and the inbox's
+  `watcher` column.
 - Reflection's (`runtime.reflection`, migration 0006): `reflections`, one row per reflection of an agent.
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
@@ -263,6 +265,9 @@ inbox = Table(
     Column("finished_at", DateTime(timezone=True), nullable=True),
     Column("result", JSON, nullable=True),  # reply, stop reason, steps (for `GET /v1/runs/{id}`)
     Column("error", Text, nullable=True),
+    # Who streams the run's events (migration 0007): the daemon id of the one watcher, "*" for several, NULL for
+    # none. The daemon that runs the item relays its events (`run_events`) when someone other than itself watches.
+    Column("watcher", String(64), nullable=True),
     UniqueConstraint("agent_id", "idempotency_key", name="uq_inbox_agent_key"),
     Index("ix_inbox_agent_state", "agent_id", "state", "id"),
     Index("ix_inbox_state", "state", "id"),
@@ -307,6 +312,21 @@ daemons = Table(
     Column("host", String(255), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+)
+
+
+# A run's events, relayed by the daemon that runs it to watchers in other daemon processes (`scheduler.relay`,
+# migration 0007): one row per event, `seq` its place in the run (the attempt in the high 32 bits, so a re-run
+# after a crash follows the first attempt's events), `event` its trace line (`runtime.events`) as JSON text. Rows
+# are written only for runs someone in another process watches, and deleted `events_keep_s` after they were.
+# Migration 0007 creates it UNLOGGED on Postgres (no WAL: a write commits without waiting for a flush).
+run_events = Table(
+    "run_events", metadata,
+    Column("run_id", String(32), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("event", Text, nullable=False),
+    Index("ix_run_events_at", "at"),
 )
 
 
