@@ -3,7 +3,8 @@
 For each conversation every turn is stored as a message (`Speaker: text`, at its session's date) through the
 same code the kernel uses, and searched with the same `RecallService` that `conversation_search` calls; as a
 second unit every turn is saved with the archival write path (`ArchivalService.insert`, what
-`archival_memory_insert` calls) into an embedded Qdrant Edge shard and searched with `archival_search`'s ranking.
+`archival_memory_insert` calls; filed from the two turns before it, as the tool files from the latest two messages)
+into an embedded Qdrant Edge shard and searched with `archival_search`'s ranking.
 Each question with evidence is the query. Reported per category and overall (categories 1–4, as LoCoMo's
 reference figures; 5 = adversarial is listed but not in the overall): hit@1/5/10, all@5 (every evidence turn in
 the top 5), fraction of evidence turns in the top 5 and 10 (LoCoMo's R@k) and MRR.
@@ -51,6 +52,7 @@ OVERALL = (1, 2, 3, 4)
 METRICS = ("hit@1", "hit@5", "hit@10", "all@5", "frac@5", "frac@10", "mrr")
 MODES = ("bm25", "dense", "hybrid")
 K = 10
+CONTEXT_TURNS = 2  # an archival memory is filed from the turns just before it (the tool: the latest 2 messages)
 
 
 @dataclass
@@ -153,14 +155,26 @@ Search = Callable[[str, str], Awaitable[list[str]]]
 
 
 async def evaluate(conversations: list[Conversation], searchers: dict[str, Search]) -> dict[str, Tally]:
-    """Run every question through every searcher (keyed by mode) of its conversation."""
-    tallies = {mode: Tally() for mode in MODES}
+    """Run every question through every searcher (keyed by mode) of its conversation; also "hybrid:<sample id>",
+    each conversation's hybrid tally (whether a change moves every conversation the same way)."""
+    tallies = {mode: Tally() for mode in MODES} | {f"hybrid:{c.sample_id}": Tally() for c in conversations}
     for conv in conversations:
         for q in conv.questions:
             for mode in MODES:
                 ranked = await searchers[conv.sample_id](q.text, mode)
                 tallies[mode].add(q.category, score(ranked, q.evidence))
+                if mode == "hybrid":
+                    tallies[f"hybrid:{conv.sample_id}"].add(q.category, score(ranked, q.evidence))
     return tallies
+
+
+def per_conversation(tallies: dict[str, Tally]) -> dict[str, dict[str, float]]:
+    """{sample id: overall hybrid hit@5, frac@5, n} from `evaluate`'s per-conversation tallies."""
+    out = {}
+    for key, tally in tallies.items():
+        if key.startswith("hybrid:") and "overall" in (table := tally.table()):
+            out[key.split(":", 1)[1]] = {m: table["overall"][m] for m in ("hit@5", "frac@5", "n")}
+    return out
 
 
 # -- unit 1: recall (conversation_search) ---------------------------------------------------------------------
@@ -198,20 +212,31 @@ async def recall_unit(conversations: list[Conversation], embedder: CachedEmbedde
 
 async def archival_unit(conversations: list[Conversation], embedder: CachedEmbedder, home: Path,
                         config: ArchivalConfig) -> tuple[dict[str, Search], dict[str, Any]]:
-    """Save every turn through the archival write path and return a search function per conversation."""
+    """Save every turn through the archival write path and return a search function per conversation. Every turn
+    is also in the agent's conversation log, as in the product (its user messages make the days it was in use:
+    disuse decay counts those, `memory.activity`)."""
     engine = make_engine(f"sqlite:///{home / 'archival.db'}")
+    state = StateStore(engine)
     backend = EdgeBackend(home / "qdrant", embedder.dim)
     searchers: dict[str, Search] = {}
     stats = {"turns": 0, "stored": 0, "duplicates": 0, "superseded": 0, "insert_s": 0.0}
-    for number, conv in enumerate(conversations, start=1):  # one agent id per conversation
+    for conv in conversations:  # one agent per conversation
+        spec = AgentSpec.model_validate({"name": conv.sample_id, "model": {"name": "none"}, "system": "bench"})
+        record = state.ensure_agent(spec)
+        roles = {conv.speakers[0]: "user"}
+        logged = state.append_messages(record.id, [Message(roles.get(t.speaker, "assistant"), f"{t.speaker}: {t.text}",
+                                                           t.at, in_context=False) for t in conv.turns])
         clock = ManualClock(datetime.now(timezone.utc))
-        service = ArchivalService(number, engine=engine, open_backend=lambda: backend, embedder=embedder,
+        service = ArchivalService(record.id, engine=engine, open_backend=lambda: backend, embedder=embedder,
                                   config=config, clock=clock)
         by_memory: dict[str, list[str]] = defaultdict(list)
         started = time.perf_counter()
-        for turn in conv.turns:
+        for n, turn in enumerate(conv.turns):
             clock.now = turn.at
-            result = await service.insert(f"{turn.speaker}: {turn.text}", kind="episode")
+            # filed from the conversation just before it (the product: the messages before the tool call)
+            before = [logged[j].id for j in range(max(0, n - CONTEXT_TURNS), n)
+                      if turn.at - conv.turns[j].at < timedelta(hours=6)]
+            result = await service.insert(f"{turn.speaker}: {turn.text}", kind="episode", source_message_ids=before)
             by_memory[result.id].append(turn.dia_id)
             stats["turns"] += 1
             stats["duplicates"] += result.action == "duplicate"
@@ -272,7 +297,9 @@ SWEEP = [
 ]
 ARCHIVAL_SWEEP = [("default", {}), ("recency_weight 0", {"recency_weight": 0.0}),
                   ("recency_weight 0.3", {"recency_weight": 0.3}), ("dense_weight 0.3", {"dense_weight": 0.3}),
-                  ("dense_weight 0.7", {"dense_weight": 0.7})]
+                  ("dense_weight 0.7", {"dense_weight": 0.7}), ("neighbour_weight 0.1", {"neighbour_weight": 0.1}),
+                  ("neighbour_weight 0.2", {"neighbour_weight": 0.2}),
+                  ("neighbour_weight 0.2, 60 s", {"neighbour_weight": 0.2, "neighbour_seconds": 60.0})]
 
 
 async def sweep(conversations: list[Conversation], searchers: dict[str, Search], services: dict[str, Any],
@@ -324,6 +351,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             searchers, services = await recall_unit(conversations, embedder, home, config)
             tallies = await evaluate(conversations, searchers)
             result["recall"] = {mode: tallies[mode].table() for mode in MODES}
+            result["recall_conversations"] = per_conversation(tallies)
             result["recall_seconds"] = round(time.perf_counter() - started, 1)
             result["targets"] = check_targets(result["recall"])
             sections.append("### conversation_search (recall: SQLite FTS5 + dense)\n\n" + markdown("recall", result["recall"]))
@@ -336,6 +364,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             searchers, stats = await archival_unit(conversations, embedder, home, config)
             tallies = await evaluate(conversations, searchers)
             result["archival"] = {mode: tallies[mode].table() for mode in MODES}
+            result["archival_conversations"] = per_conversation(tallies)
             result["archival_stats"] = stats | {"seconds": round(time.perf_counter() - started, 1)}
             sections.append("### archival_search (every turn via archival_memory_insert, Qdrant Edge)\n\n"
                             + markdown("archival", result["archival"]))
@@ -343,15 +372,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                             f"({stats['duplicates']} refreshed as near-duplicates, {stats['superseded']} superseded); "
                             f"insert time {stats['insert_s']:.1f} s in all.")
             if args.sweep:
-                sections.append("Archival knob sweep, hybrid, overall:\n\n" + await archival_sweep(
-                    conversations, searchers, config))
+                result["archival_sweep"] = await archival_sweep(conversations, searchers, config)
+                sections.append("Archival knob sweep, hybrid, overall:\n\n" + result["archival_sweep"])
     result["embeddings_computed"] = embedder.computed
     if not args.no_write and not args.embedder:  # the section describes the shipped model
         write_section("Retrieval on LoCoMo (bench/retrieval_locomo.py)", f"""
 {machine_note()}; data `{Path(args.data).name}` ({len(conversations)} conversations, {result['questions']} questions
 with evidence). Embeddings: all-MiniLM-L6-v2 int8 ONNX (shipped). Overall = categories 1–4 (LoCoMo's reference
 set); adversarial (5) listed separately. Each turn is stored as `Speaker: text` at its session date; the recall
-index keys it as `[date] role: Speaker: text (after: previous turn)`. Tuned on the dev file only.
+index keys it as `[date] role: Speaker: text (after: previous turn)`; the archival unit files each turn from the two
+turns before it in its session (source messages, whose words its keyword index adds). Tuned on the dev file only.
 
 """ + "\n\n".join(sections))
     return result

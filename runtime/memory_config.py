@@ -39,8 +39,8 @@ class BudgetConfig(BaseModel):
 
 class ExpiryConfig(BaseModel):
     """When archival memories leave default results: time-bound wording expires them (`memory.expiry`), disuse
-    makes them dormant (`memory.decay`). Date-ranged searches and `pagemind memory archival AGENT --all` still show
-    both."""
+    makes them dormant (`memory.decay`; disuse counts the agent's active days, `memory.activity`, not calendar
+    days). Date-ranged searches and `pagemind memory archival AGENT --all` still show both."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -49,11 +49,14 @@ class ExpiryConfig(BaseModel):
     kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "progress", "todo", "constraint",
                                                       "reflection"],
                              description="kinds whose wording can expire them (episodes are history: never)")
-    decay_after_days: float = Field(30.0, gt=0, description="days without retrieval after which ranking weight falls")
+    decay_after_days: float = Field(30.0, gt=0, description="ACTIVE days (dates on which the agent received a user "
+                                    "message) without retrieval after which ranking weight falls; days nobody talked "
+                                    "to the agent do not count, so an agent left alone forgets nothing")
     decay_weight: float = Field(0.3, ge=0, le=1, description="score × (1 − w·f), f rising linearly from 0 at "
                                                             "decay_after_days to 1 at hide_after_days")
-    hide_after_days: float | None = Field(90.0, gt=0, description="days without retrieval after which a memory "
-                                                                  "leaves default results (null: never)")
+    hide_after_days: float | None = Field(90.0, gt=0, description="ACTIVE days (as decay_after_days) without "
+                                          "retrieval after which a memory leaves default results; a date range or "
+                                          "--all still finds it (null: never)")
     prefetch_counts: bool = Field(True, description="a memory prefetch shows the model counts as retrieved for "
                                                     "decay (its hit count is left alone)")
 
@@ -119,6 +122,19 @@ class ArchivalConfig(BaseModel):
     supersede_kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "constraint", "progress", "todo"],
                                        description="kinds that state something that can change (episodes do not)")
     max_memory_chars: int = Field(4000, gt=0)
+    # The conversation a memory was filed from (`memory.filed_from`): keywords only, never shown.
+    context_messages: int = Field(2, ge=0, le=10, description="first source messages (the conversation a memory was "
+                                  "filed from) whose words the keyword index adds, never shown (0: off)")
+    context_chars: int = Field(400, gt=0, le=10000, description="characters of each such message indexed (a long "
+                               "reply must not outweigh the memory's own words)")
+    keyword_avg_len: float = Field(48.0, gt=0, le=1000, description="BM25's average keyword-document length in "
+                                   "terms (memory, date and its context; 24 suited memories without context); "
+                                   "applies to memories written afterwards")
+    neighbour_weight: float = Field(0.0, ge=0, le=1, description="share of the better score of the memories filed "
+                                    "just before and after a result (within neighbour_seconds) added to its own "
+                                    "(0: off; on LoCoMo dev 0.2 moved the conversations both ways)")
+    neighbour_seconds: float = Field(600.0, gt=0, description="memories filed this close in time count as filed "
+                                     "together (one stretch of conversation)")
     # Recall (conversation_search): each message is keyed with the message before it.
     recall_dense: bool = Field(True, description="add dense similarity to conversation_search's full-text ranking")
     recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
@@ -137,7 +153,9 @@ class ArchivalConfig(BaseModel):
 
     # Added after agents existed: left out of the spec's fingerprint while at their defaults (`spec.later_defaults`).
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop", "recall_speaker_boost",
-                                               "recall_diversity", "recall_diversity_depth")
+                                               "recall_diversity", "recall_diversity_depth", "context_messages",
+                                               "context_chars", "neighbour_weight", "neighbour_seconds",
+                                               "keyword_avg_len")
 
 
 class EpisodeTier(BaseModel):

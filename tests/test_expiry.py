@@ -1,6 +1,7 @@
 """Expiry from wording and decay from disuse: time-bound memories and memories nobody retrieves leave default
 results (in the vector-store filter, so they take no place in the top k) but stay findable by date and listed by
-`pagemind memory archival AGENT --all`. Both adapters, under a ManualClock."""
+`pagemind memory archival AGENT --all`. Disuse counts the agent's active days (dates of its user messages), so
+the tests write the conversation that makes days active. Both adapters, under a ManualClock."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.cli.main import main
 from pagemind.runtime.memory.archival import ArchivalService
 from pagemind.runtime.memory.expiry import expiry_from_wording
-from pagemind.runtime.memory.ranking import staleness
+from pagemind.runtime.memory.decay import staleness
+from pagemind.runtime.messages import Message
 from pagemind.runtime.memory.write_policy import normalise_text
 from pagemind.runtime.memory_config import ArchivalConfig, ExpiryConfig
+from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing import FakeEmbedder, ManualClock
 from tests.test_archival import backend  # noqa: F401 (the fixture: both adapters)
 
@@ -116,11 +120,10 @@ def test_a_dated_phrase_keeps_its_expiry_when_written_again_later():
     assert expiry_from_wording(text, WED + timedelta(days=30)).at == end_of("2027-01-01")
 
 
-def test_staleness_falls_from_30_days_to_its_floor_at_90():
-    now = WED
-    assert staleness(now - timedelta(days=30), now, 30, 90, 0.3) == 1.0
-    assert staleness(now - timedelta(days=60), now, 30, 90, 0.3) == pytest.approx(0.85)
-    assert staleness(now - timedelta(days=200), now, 30, 90, 0.3) == pytest.approx(0.7)
+def test_staleness_falls_from_30_active_days_to_its_floor_at_90():
+    assert staleness(30, 30, 90, 0.3) == 1.0
+    assert staleness(60, 30, 90, 0.3) == pytest.approx(0.85)
+    assert staleness(200, 30, 90, 0.3) == pytest.approx(0.7)
     with pytest.raises(ValueError, match="decay_after_days"):
         ExpiryConfig(decay_after_days=90, hide_after_days=30)
 
@@ -156,6 +159,15 @@ def service(backend, tmp_path, clock):
     config = ArchivalConfig(recency_weight=0, hit_boost=0, importance_weight=0)
     return ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"), open_backend=lambda: backend,
                            embedder=FakeEmbedder(vectors), config=config, clock=clock)
+
+
+def talk(service: ArchivalService, first: int, last: int, every: int = 1) -> None:
+    """The user writes to agent 1 on days `first`..`last` after WED (every `every` days): those days are active."""
+    store = StateStore(service.engine)
+    spec = AgentSpec.model_validate({"name": "keeper", "model": {"name": "none"}, "system": "notes"})
+    assert store.ensure_agent(spec).id == 1
+    store.append_messages(1, [Message("user", "hello", WED + timedelta(days=d, hours=2))
+                              for d in range(first, last + 1, every)])
 
 
 def run(coro):
@@ -204,7 +216,8 @@ def test_a_date_range_finds_expired_memories_when_nothing_is_live(service, clock
     assert texts(run(service.search("plans", start_date=WED - timedelta(days=1)))) == {"Lin is in Tokyo until Friday"}
 
 
-def test_memories_decay_after_30_days_unretrieved_and_leave_default_results_after_90(service, clock):
+def test_in_daily_use_memories_decay_after_30_days_unretrieved_and_leave_default_results_after_90(service, clock):
+    talk(service, 0, 200)  # the user writes every day
     run(service.insert("Lin plays the cello"))
     run(service.insert("Lin's sister Mei lives in Oslo"))
     clock.now = WED + timedelta(days=20)
@@ -227,6 +240,7 @@ def test_memories_decay_after_30_days_unretrieved_and_leave_default_results_afte
 
 
 def test_dormant_memories_do_not_take_places_in_the_top_k(service, clock):
+    talk(service, 0, 200)
     run(service.insert("Lin's brother Bo lives in Rome"))  # nearer the query than the cello
     clock.now = WED + timedelta(days=60)
     run(service.insert("Lin plays the cello"))
@@ -237,6 +251,7 @@ def test_dormant_memories_do_not_take_places_in_the_top_k(service, clock):
 
 
 def test_a_memory_shown_by_prefetch_counts_as_retrieved_without_a_hit(service, clock):
+    talk(service, 0, 200)
     run(service.insert("Lin's sister Mei lives in Oslo"))
     clock.now = WED + timedelta(days=80)
     run(service.search("plans", count_hits=False))  # inspection: not a use
@@ -248,6 +263,49 @@ def test_a_memory_shown_by_prefetch_counts_as_retrieved_without_a_hit(service, c
     assert texts(run(service.search("plans", count_hits=False))) == {"Lin's sister Mei lives in Oslo"}
     clock.now = WED + timedelta(days=171)
     assert run(service.search("plans", count_hits=False)) == []
+
+
+def test_an_agent_nobody_talks_to_forgets_nothing(service, clock):
+    talk(service, 0, 0)
+    run(service.insert("Lin's sister Mei lives in Oslo"))
+    run(service.insert("Lin plays the cello"))
+    fresh = {h.text: h.score for h in run(service.search("plans", count_hits=False))}
+    clock.now = WED + timedelta(days=120)  # the user comes back after four months
+    later = {h.text: h.score for h in run(service.search("plans", count_hits=False))}
+    assert later == fresh and len(later) == 2  # no decay at all: no day since was active
+
+
+def test_an_agent_used_weekly_forgets_on_its_own_timescale(service, clock):
+    talk(service, 0, 1000, every=7)
+    run(service.insert("Lin's sister Mei lives in Oslo"))
+    [fresh] = run(service.search("plans", count_hits=False))
+    clock.now = WED + timedelta(days=7 * 60, hours=3)  # 60 active days later (420 calendar days)
+    [hit] = run(service.search("plans", count_hits=False))
+    assert hit.score == pytest.approx(fresh.score * 0.85, abs=1e-3)  # half way down the 60 decaying active days
+    clock.now = WED + timedelta(days=7 * 90, hours=3)  # 90 active days unused: still shown, at the floor
+    [hit] = run(service.search("plans", count_hits=False))
+    assert hit.score == pytest.approx(fresh.score * 0.7, abs=1e-3)
+    clock.now = WED + timedelta(days=7 * 91, hours=3)  # 91: dormant, found by date only
+    assert run(service.search("plans", count_hits=False)) == []
+    assert texts(run(service.search("plans", start_date=WED, count_hits=False))) == {"Lin's sister Mei lives in Oslo"}
+    assert service.stats()[0] == 1
+
+
+def test_active_days_are_read_once_a_day_not_on_every_search(service, clock):
+    run(service.insert("Lin's sister Mei lives in Oslo"))
+    talk(service, 0, 0)
+    clock.now = WED + timedelta(hours=3)
+    for _ in range(5):
+        run(service.search("plans", count_hits=False))
+    assert service.activity.reads == 1  # today is active: nothing later can change the days up to today
+    clock.now = WED + timedelta(days=1, hours=3)
+    run(service.search("plans", count_hits=False))
+    run(service.search("plans", count_hits=False))
+    assert service.activity.reads == 3  # tomorrow is not active yet: each search looks for new messages
+    talk(service, 1, 1)
+    run(service.search("plans", count_hits=False))
+    run(service.search("plans", count_hits=False))
+    assert service.activity.reads == 4 and service.activity.at(clock.now).days[-1] == clock.now.date()
 
 
 # -- the agent and the CLI (embedded store) -----------------------------------------------------------------------
@@ -268,6 +326,8 @@ def test_prefetch_marks_memories_used_and_the_listing_marks_what_default_results
 
     async def seed() -> None:
         agent = await Agent.load(path, clock=clock)
+        agent.store.append_messages(agent.record.id, [Message("user", "hi", now - timedelta(days=d)) for d in
+                                                      range(100)])  # in daily use: every day is active
         await agent.archival.insert("Lin is in Tokyo until Friday")
         await agent.archival.insert("Lin's sister Mei lives in Oslo")
         await agent.archival.insert("Lin is allergic to peanuts", kind="constraint")

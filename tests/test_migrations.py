@@ -154,7 +154,8 @@ def test_a_database_made_by_0_1_0_upgrades_in_place_with_its_data(database_url, 
     assert messages[0].content == "My sister Mei lives in Lyon. She loves hiking. I'm Lin."
 
     async def use() -> tuple[list, list, list, list]:
-        # Read soon after the data was written: months later its memories, never retrieved, are dormant (decay).
+        # Read soon after the data was written (a later date would do as well: disuse counts the agent's active
+        # days, `memory.activity`, and none followed).
         soon = lambda: V1_START + timedelta(days=10)  # noqa: E731
         agent = await Agent.load(spec, store=store, clock=soon)
         other = await Agent.load(AgentSpec.model_validate_json(store.stored_spec_json("assistant")), store=store,

@@ -13,6 +13,8 @@ from pagemind.tools.context import MEMORY_KINDS, ToolContext
 from pagemind.tools.dispatch import ToolError
 from pagemind.tools.registry import tool
 
+FILED_FROM = 2  # messages before an insert that it is filed from (`memory.archival.context_messages` indexes them)
+
 
 def _when(value: str | None, end: bool = False) -> datetime | None:
     """An ISO date or date-time from the model; a bare date covers its whole day."""
@@ -41,6 +43,15 @@ def _recall(context: ToolContext) -> Any:
     return context.recall
 
 
+async def _filed_from(context: ToolContext) -> list[int]:
+    """The conversation a memory is filed from: the latest user and assistant messages before the call (their
+    words are indexed with the memory for keyword search, never shown: `memory.filed_from`). Nothing when there
+    is no message log."""
+    if context.recall is None:
+        return []
+    return [hit.id for hit in await context.recall.search(None, roles=["user", "assistant"], limit=FILED_FROM)]
+
+
 @tool
 async def archival_memory_insert(content: str, context: ToolContext, tags: list[str] | None = None,
                                  importance: float | None = None) -> str:
@@ -59,7 +70,8 @@ async def archival_memory_insert(content: str, context: ToolContext, tags: list[
     kinds = [t.lower() for t in labels if t.lower() in MEMORY_KINDS]
     kind = kinds[0] if kinds else "fact"
     try:
-        result = await _archival(context).insert(content, kind=kind, tags=labels, importance=importance)
+        result = await _archival(context).insert(content, kind=kind, tags=labels, importance=importance,
+                                                 source_message_ids=await _filed_from(context) or None)
     except ValueError as exc:
         raise ToolError(str(exc)) from None
     if result.action == "duplicate":

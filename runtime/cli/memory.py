@@ -114,7 +114,8 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
     from pagemind.runtime.memory.decay import hidden_reason
 
     now, config = archival.clock(), archival.config.expiry
-    memories = [(m, hidden_reason(m, now, config)) for m in archival.list(include_superseded=args.all)]
+    activity = archival.activity.at(now)
+    memories = [(m, hidden_reason(m, now, config, activity)) for m in archival.list(include_superseded=args.all)]
     count, tags = archival.stats()
     hidden = sum(1 for _, why in memories if why and not why.startswith("superseded"))
     out(f"{count} live archival memories; tags: {', '.join(tags) or 'none'}"

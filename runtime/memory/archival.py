@@ -25,11 +25,13 @@ import numpy as np
 import structlog
 from sqlalchemy.engine import Engine
 
+from pagemind.runtime.memory.activity import Activity, ActiveDays
 from pagemind.runtime.memory.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.memory.decay import disuse_weight, due_for_seen, search_filter
 from pagemind.runtime.memory.embeddings import Embedder, embed_for_write, query_vector, write_cache_rows
 from pagemind.runtime.memory.expiry import expiry_from_wording
+from pagemind.runtime.memory.filed_from import context_texts, filed_together
 from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
@@ -70,6 +72,7 @@ class ArchivalService:
         self._write_lock = asyncio.Lock()
         self._stats_cache = StatsCache(self.ledger, clock)
         self._bm25: Any = None
+        self.activity = ActiveDays(agent_id, engine)  # the days disuse is counted in (`memory.decay`)
 
     # -- plumbing ---------------------------------------------------------------------------------------------
 
@@ -89,14 +92,21 @@ class ArchivalService:
         if self._bm25 is None:
             from qdrant_edge import Bm25, Bm25Config
 
-            self._bm25 = Bm25(Bm25Config(language="english", avg_len=24.0))
+            self._bm25 = Bm25(Bm25Config(language="english", avg_len=self.config.keyword_avg_len))
         vector = self._bm25.embed_query(text) if query else self._bm25.embed_document(text)
         return Sparse(list(vector.indices), list(vector.values))
 
     def _points(self, records: list[MemoryRecord]) -> list[StoredPoint]:
-        """Points for memories whose point is missing (see memory.reconcile), embedded again from their text."""
+        """Points for memories whose point is missing (see memory.reconcile), embedded again from their text (and
+        the keywords of the conversation they were filed from, from SQL)."""
         vectors = self.embedder.embed([r.text for r in records])
-        return [StoredPoint(r, v, self._sparse(keyword_document(r))) for r, v in zip(records, vectors)]
+        return [StoredPoint(r, v, s) for r, v, s in zip(records, vectors, self._keywords(records))]
+
+    def _keywords(self, records: list[MemoryRecord]) -> list[Sparse]:
+        """The keyword (sparse) vectors of records: text, date and the conversation filed from (`filed_from`)."""
+        context = context_texts(self.engine, self.agent_id, records, self.config.context_messages,
+                                self.config.context_chars)
+        return [self._sparse(keyword_document(r, context.get(r.id, ""))) for r in records]
 
     # -- write path -------------------------------------------------------------------------------------------
 
@@ -152,7 +162,7 @@ class ArchivalService:
         into the 'insert' version's detail."""
         old_id = superseded.record.id if superseded else None
         similarity = round(superseded.score, 4) if superseded else None
-        [point] = self.store.owned([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
+        [point] = self.store.owned([StoredPoint(record, vector, *self._keywords([record]))])
         detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance} | (extra or {})
         group_commit(self.store.backend).insert(PendingInsert(
             self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {}),
@@ -224,7 +234,7 @@ class ArchivalService:
         if record is None:
             return False
         crash_point("archival.rewrite.pending")
-        store.upsert([StoredPoint(record, vector, self._sparse(keyword_document(record)))])
+        store.upsert([StoredPoint(record, vector, *self._keywords([record]))])
         crash_point("archival.rewrite.upserted")
         self.ledger.settle([memory_id], token)
         crash_point("archival.rewrite.completed")
@@ -261,24 +271,28 @@ class ArchivalService:
         if not self._stats_cache.may_find(dated):
             return []  # nothing to find (checked against the database): no need to load the model or open the store
         now = self.clock()
-        flt = search_filter(now, self.config.expiry, tags=tags, start_date=start_date, end_date=end_date)
         use = "hit" if count_hits else "seen" if seen and self.config.expiry.prefetch_counts else None
         limit = max(self.config.prefetch, k * max(1, page) * 2)
         # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
-        results, candidates = await asyncio.to_thread(self._search, query, flt, limit, k, page, mode, now, use)
+        results, candidates = await asyncio.to_thread(self._search, query, (tags, start_date, end_date), limit, k,
+                                                      page, mode, now, use)
         log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results),
                  page=page)
         return results
 
-    def _search(self, query: str, flt: MemoryFilter, limit: int, k: int, page: int, mode: str, now: datetime,
-                use: str | None) -> tuple[list[ArchivalHit], int]:
+    def _search(self, query: str, scope: tuple[list[str] | None, datetime | None, datetime | None], limit: int,
+                k: int, page: int, mode: str, now: datetime, use: str | None) -> tuple[list[ArchivalHit], int]:
+        activity = self.activity.at(now)  # cached: a read only until today is known active
+        tags, start_date, end_date = scope
+        flt = search_filter(now, self.config.expiry, activity, tags=tags, start_date=start_date, end_date=end_date)
+
         def one_round(text: str) -> list[tuple[float, MemoryRecord]]:
             vector = query_vector(self.embedder, text)
             sparse = self._sparse(analysed(text), query=True) if mode != "dense" else None
             dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
             live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
             dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
-            return self._rank(vector, dense_hits, keyword_hits, now, mode)
+            return self._rank(vector, dense_hits, keyword_hits, now, mode, activity)
 
         ranked = refine(query, one_round(query), one_round, now, self.config)  # a second round, the time boost
         shown = ranked[(max(1, page) - 1) * k: max(1, page) * k]
@@ -291,7 +305,7 @@ class ArchivalService:
         return results, len(ranked)
 
     def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
-              mode: str) -> list[tuple[float, MemoryRecord]]:
+              mode: str, activity: Activity) -> list[tuple[float, MemoryRecord]]:
         """(score, record) of every candidate that beats noise, best first."""
         records = {h.record.id: h.record for h in [*dense_hits, *keyword_hits]}
         if not records:
@@ -308,17 +322,20 @@ class ArchivalService:
         keyword = np.array([kw.get(i, 0.0) for i in ids])
         weight = {"hybrid": self.config.dense_weight, "bm25": 0.0, "dense": 1.0}[mode]
         fused = fuse(keyword, dense, weight)
+        if mode == "hybrid":
+            fused = filed_together(fused, [records[i].created_at for i in ids], self.config.neighbour_seconds,
+                                   self.config.neighbour_weight)
         keep = beats_noise(keyword, dense, self.config.min_keyword_score, self.config.min_similarity)
-        scored = [(fused[n] * self._prior(records[i], now), records[i]) for n, i in enumerate(ids) if keep[n]]
+        scored = [(fused[n] * self._prior(records[i], now, activity), records[i]) for n, i in enumerate(ids) if keep[n]]
         scored.sort(key=lambda pair: -pair[0])
         return scored
 
-    def _prior(self, record: MemoryRecord, now: datetime) -> float:
+    def _prior(self, record: MemoryRecord, now: datetime, activity: Activity) -> float:
         c = self.config
         return (recency(record.created_at, now, c.recency_weight, c.recency_half_life_days)
                 * importance_factor(record.importance, c.importance_weight)
                 * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days)
-                * disuse_weight(record, now, c.expiry))
+                * disuse_weight(record, activity, c.expiry))
 
     def _count_hits(self, ids: list[str], now: datetime, count: bool = True) -> None:
         """Usefulness bookkeeping: each returned memory gets a hit, or (not `count`) only its last use moved to

@@ -67,6 +67,7 @@ def decide(text: str, neighbour: Hit | None, config: ArchivalConfig) -> Decision
     return Decision("insert")
 
 
-def keyword_document(record: MemoryRecord) -> str:
-    """What the keyword index matches for a memory: its text and the date it was written, in words."""
-    return analysed(f"{record.created_at:%-d %B %Y %A} {record.text}")
+def keyword_document(record: MemoryRecord, context: str = "") -> str:
+    """What the keyword index matches for a memory: its text, the date it was written, in words, and the
+    conversation it was filed from (`memory.filed_from`: indexed, never shown)."""
+    return analysed(f"{record.created_at:%-d %B %Y %A} {record.text} {context}")
