@@ -86,6 +86,7 @@ def test_the_model_brings_its_thresholds_and_explicit_yaml_values_win(tmp_path):
     archival, recall = build_external_memory(spec(), store.ensure_agent(spec()), store, settings, ManualClock(T0))
     assert (archival.config.min_similarity, archival.config.dedupe_threshold, archival.config.supersede_threshold,
             recall.config.min_similarity) == (0.78, 0.97, 0.95, 0.78)
+    assert recall.config.recall_diversity == 0.0  # MMR by cosine adds noise where every pair scores ≥ 0.8
     pinned = spec("pinned", dedupe_threshold=0.99, min_similarity=0.5)
     archival = archival_service(pinned, store, settings, ManualClock(T0))
     assert (archival.config.dedupe_threshold, archival.config.min_similarity) == (0.99, 0.5)

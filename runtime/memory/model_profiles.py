@@ -51,10 +51,14 @@ MINILM = ModelProfile("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8", "all-MiniLM-L
 # memories of one person score 0.78 (median) to 0.93 (highest of 93), a restatement or a changed number 0.98–0.99,
 # and 97 % of the right answers to a question ≥ 0.78 (the wrong ones: median 0.77). So supersede at 0.95, dedupe at
 # 0.97 (both between the two), and the noise floor at 0.78 (MiniLM's 0.30 filters nothing with e5).
+# Variety in conversation_search's head (MMR, `recall_diversity`) is off: it penalises by cosine, and with every
+# pair of e5 vectors at 0.8 or above the penalty mostly adds noise (bilingual set, recall hybrid hit@5 0.74 with
+# MiniLM's 0.4, 0.78 off).
 MULTILINGUAL_E5 = ModelProfile(
     "multilingual-e5-small", "multilingual-e5-small-q4-int8", "multilingual-e5-small-q4-int8",
     "pagemind/multilingual-e5-small-q4-int8", query_prefix="query: ", passage_prefix="passage: ",
-    thresholds={"min_similarity": 0.78, "dedupe_threshold": 0.97, "supersede_threshold": 0.95})
+    thresholds={"min_similarity": 0.78, "dedupe_threshold": 0.97, "supersede_threshold": 0.95,
+                "recall_diversity": 0.0})
 
 PROFILES: dict[str, ModelProfile] = {p.name: p for p in (MINILM, MULTILINGUAL_E5)}
 
