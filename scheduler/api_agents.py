@@ -7,7 +7,7 @@ from collections.abc import AsyncIterable
 from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
@@ -151,22 +151,24 @@ async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncI
     """`accepted` (the run id), then the turn as it happens — `turn_start`, `step_start`, `reply_delta` (the
     reply's text as the model writes it) and `reply_reset`, `tool_call`, `tool_result`, `memory_edit`,
     `step_end`, `runtime` — then `reply` (or `error`) and `done` with the run
-    (scheduler/api_sse.py lists the events' data). A client that goes away does not stop the turn: it is in the
-    inbox, and `GET /v1/runs/{run_id}` has its result."""
+    (scheduler/api_sse.py lists the events' data). Each event of the turn has `id: <seq>`: a client that loses
+    the stream resumes it with `GET /v1/runs/{run_id}/events` and `Last-Event-ID`. A client that goes away does
+    not stop the turn: it is in the inbox, and `GET /v1/runs/{run_id}` has its result."""
     item, events = started
     yield accepted(RunOut.of(item))
     mapper = SseMapper()
     timed_out = False
     try:
         async with asyncio.timeout(body.timeout_s):
-            async for event in events or ():
-                sse = mapper.convert(event)
+            async for event in events or nothing():
+                sse = mapper.convert(event, events.last_seq)  # type: ignore[union-attr]
                 if sse is not None:
                     yield sse
     except TimeoutError:
         timed_out = True
     finally:  # a client that went away, or the timeout: stop receiving the run's events
-        await events.aclose()
+        if events is not None:
+            await events.aclose()
     # The events end with the turn; the run's row is finished by then or a moment after.
     final = daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
     for sse in ending(RunOut.of(final or item)):
@@ -181,3 +183,76 @@ async def get_run(run_id: str, daemon: DaemonDep) -> RunOut:
     if item is None:
         raise ApiError(404, "unknown_run", f"no run {run_id!r}")
     return RunOut.of(item)
+
+
+async def nothing() -> AsyncIterable[Any]:
+    """No events (a run that was over before its stream started)."""
+    return
+    yield
+
+
+def resume_point(run_id: str, last_event_id: str | None) -> int:
+    """The seq a resumed stream continues after: `Last-Event-ID` as the stream numbered it (a seq; the run id,
+    which `accepted` carries, or none: from the start)."""
+    if last_event_id is None or last_event_id.strip() in ("", run_id):
+        return 0
+    try:
+        after = int(last_event_id.strip())
+    except ValueError:
+        after = -1
+    if after < 0:
+        raise ApiError(400, "bad_last_event_id",
+                       f"Last-Event-ID {last_event_id[:40]!r} is not an event id of this run's stream")
+    return after
+
+
+async def watched(run_id: str, request: Request, daemon: DaemonDep) -> tuple[Any, AsyncIterable[Any] | None, int]:
+    """The run (an unknown one is a plain 404 before the stream starts), its event stream, and where to resume."""
+    after = resume_point(run_id, request.headers.get("last-event-id"))
+    item = daemon.run(run_id)
+    if item is None:
+        raise ApiError(404, "unknown_run", f"no run {run_id!r}")
+    if item.finished and daemon.relay is None:  # nothing of a finished run is kept but its row
+        return item, None, after
+    # From the first event, even when resuming: the mapper must see a step's model request to show its response.
+    return item, daemon.events(run_id), after
+
+
+@router.get("/runs/{run_id}/events", tags=["runs"], response_class=EventSourceResponse,
+            summary="a run's events as server-sent events, resumable with Last-Event-ID",
+            responses={400: {"description": "a Last-Event-ID that is not a seq"}, 404: {"description": "unknown run"}})
+async def run_events(watch: Annotated[tuple[Any, AsyncIterable[Any] | None, int], Depends(watched)],
+                     daemon: DaemonDep,
+                     timeout_s: Annotated[float, Query(gt=0, le=3600, description="stop streaming after")] = 600.0,
+                     ) -> AsyncIterable[ServerSentEvent]:
+    """The events of the turn (as `POST /v1/agents/{name}/messages/stream` sends them, `id: <seq>` each; no
+    `accepted`) after the `Last-Event-ID` header's seq (all of them without it), then `reply` (or `error`) and
+    `done`, which carry no id (a client that reconnects after them gets them again).
+
+    - a run in progress, in this daemon or (Postgres) in another: every event after the id, once, in order, as
+      they happen, then the ending when the run ends (or `error` `not_finished` and `done` after `timeout_s`);
+    - a run still pending: the same, from its first event;
+    - a finished run: on SQLite (one process) only the ending — its events are not kept; on Postgres the events
+      another daemon relayed while someone elsewhere watched the run (kept `events_keep_s`), else only the
+      ending too. The ending always comes: the run's row has the reply or the error."""
+    item, events, after = watch
+    mapper = SseMapper()
+    timed_out = False
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for event in events or nothing():
+                seq = events.last_seq  # type: ignore[union-attr]
+                sse = mapper.convert(event, seq)
+                if sse is not None and seq > after:
+                    yield sse
+    except TimeoutError:
+        timed_out = True
+    finally:
+        if events is not None:
+            await events.aclose()
+    if item.finished:
+        final = item
+    else:
+        final = daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
+    for sse in ending(RunOut.of(final or item)):
+        yield sse

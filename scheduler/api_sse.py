@@ -17,6 +17,12 @@
 | `error`       | a failed run                           | `code`, `message`                                 |
 | `done`        | the end of the run, always last        | the run (`RunOut`)                                |
 
+Every event of the turn carries `id: <seq>`, the run's own sequence number of the runtime event (`RunStream.last_seq`;
+increasing, not contiguous: events a client does not see still count, and a run taken over after a crash continues
+in a higher range). `accepted` carries the run id as its id, and `reply`, `error` and `done` none (they are made from
+the run's row, not numbered events): a client that reconnects with the last id it saw (`Last-Event-ID`, to
+`GET /v1/runs/{run_id}/events`) gets the events after it, then the ending again.
+
 The summarizer's and the fact extractor's model calls are the runtime's own business, not steps: not streamed.
 
 `reply_delta`s come while a step's answer streams in (the stream's subscriber makes the daemon ask the model for
@@ -47,13 +53,16 @@ class SseMapper:
     def __init__(self) -> None:
         self.in_step_call = False
 
-    def convert(self, event: Any) -> ServerSentEvent | None:
-        """The SSE for one runtime event, or None for one a client does not see."""
+    def convert(self, event: Any, seq: int | None = None) -> ServerSentEvent | None:
+        """The SSE for one runtime event (with `id: <seq>` when given), or None for one a client does not see."""
         if isinstance(event, ModelRequestEvent):
             self.in_step_call = event.purpose == "step"
         elif isinstance(event, ModelResponseEvent) and not self.in_step_call:
             return None
-        return sse_of(event)
+        sse = sse_of(event)
+        if sse is not None and seq is not None:
+            sse.id = str(seq)
+        return sse
 
 
 def sse_of(event: Any) -> ServerSentEvent | None:
