@@ -131,12 +131,47 @@ async def cmd_send(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.timeout <= 0:
         raise CliError("--timeout must be positive")
+    from pagemind.runtime.cli.live_reply import stdout_is_terminal
+
+    if stdout_is_terminal():
+        return await send_streamed(args.server, args.agent, args.text, args.key, min(args.timeout, 600.0))
     with _client(args.server) as client:
         try:
             run = await asyncio.to_thread(client.send, args.agent, args.text, idempotency_key=args.key,
                                           timeout_s=min(args.timeout, 600.0))
         except ClientError as exc:
             raise _client_error(exc) from None
+    return print_run(run)
+
+
+async def send_streamed(server: str, agent: str, text: str, key: str | None, timeout_s: float) -> int:
+    """`send` (or `run` through a daemon) on a terminal: through the daemon's event stream, the reply printed as
+    its tokens arrive (`reply_delta`; a `reply_reset` handled as `LiveReply` says), then ended by the
+    authoritative run of `done`; the exit code as `print_run`'s."""
+    from pagemind.runtime.cli.live_reply import LiveReply
+    from pagemind.scheduler.client import ClientError
+
+    live = LiveReply()
+    run: dict[str, Any] | None = None
+    with _client(server) as client:
+        try:
+            async for event, data in client.stream_send(agent, text, idempotency_key=key, timeout_s=timeout_s):
+                if event == "reply_delta":
+                    live.delta(data.get("text") or "")
+                elif event == "reply_reset":
+                    live.reset()
+                elif event == "done":
+                    run = data
+        except ClientError as exc:
+            live.abandon()
+            raise _client_error(exc) from None
+    if run is None:
+        live.abandon()
+        raise CliError(f"the event stream from {server} ended before the run did", code=1)
+    if run["state"] == "done":
+        live.finish(run.get("reply") or "(no reply)")
+        return 0
+    live.abandon()
     return print_run(run)
 
 
@@ -175,6 +210,10 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             try:
                 if await asyncio.to_thread(client.has_agent, name):
                     sys.stderr.write(f"note: sending through the daemon at {url}, which serves this database\n")
+                    from pagemind.runtime.cli.live_reply import stdout_is_terminal
+
+                    if stdout_is_terminal():
+                        return await send_streamed(url, name, args.message, args.idempotency_key, 300.0)
                     run = await asyncio.to_thread(client.send, name, args.message, idempotency_key=args.idempotency_key)
                     return print_run(run)
             except ClientError as exc:

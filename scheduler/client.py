@@ -3,8 +3,9 @@ daemon) and for scripts: plain httpx, the bearer token from the caller or `PAGEM
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any
+from typing import Any, AsyncIterator
 
 import httpx
 
@@ -22,11 +23,14 @@ class DaemonClient:
     """One daemon's API at `url` (e.g. `http://127.0.0.1:8283`)."""
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None):
+                 transport: httpx.BaseTransport | None = None,
+                 async_transport: httpx.AsyncBaseTransport | None = None):
         token = token if token is not None else os.environ.get("PAGEMIND_API_TOKEN") or None
-        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.headers = {"authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
-        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
+        self.timeout = timeout
+        self.async_transport = async_transport  # for `stream_send` (tests: an ASGI app in the same event loop)
+        self.http = httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout, transport=transport)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -45,12 +49,7 @@ class DaemonClient:
         except httpx.HTTPError as exc:
             raise ClientError(f"no answer from {self.url}: {type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
-            try:
-                error = response.json()["error"]
-                message, code = error["message"], error["code"]
-            except (ValueError, KeyError, TypeError):
-                message, code = response.text[:300] or response.reason_phrase, ""
-            raise ClientError(f"{self.url} answered {response.status_code}: {message}", response.status_code, code)
+            raise self._refusal(response)
         return None if response.status_code == 204 else response.json()
 
     def send(self, agent: str, content: str, *, idempotency_key: str | None = None,
@@ -61,6 +60,35 @@ class DaemonClient:
         if idempotency_key:
             body["idempotency_key"] = idempotency_key
         return self.request("POST", f"/v1/agents/{agent}/messages", json=body, timeout=timeout_s + 30)
+
+    async def stream_send(self, agent: str, content: str, *, idempotency_key: str | None = None,
+                          timeout_s: float = 300.0) -> AsyncIterator[tuple[str, Any]]:
+        """Send a message through the event-stream route and yield its server-sent events as (event, data)
+        pairs as they arrive (`scheduler/api_sse.py` lists them; the last is `done` with the run). A refusal or no
+        answer is a ClientError, as for `request`."""
+        body: dict[str, Any] = {"content": content, "timeout_s": timeout_s}
+        if idempotency_key:
+            body["idempotency_key"] = idempotency_key
+        timeout = httpx.Timeout(self.timeout, read=timeout_s + 30)
+        async with httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout,
+                                     transport=self.async_transport) as http:
+            try:
+                async with http.stream("POST", f"/v1/agents/{agent}/messages/stream", json=body) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        raise self._refusal(response)
+                    async for pair in read_sse(response.aiter_lines()):
+                        yield pair
+            except httpx.HTTPError as exc:
+                raise ClientError(f"no answer from {self.url}: {type(exc).__name__}: {exc}") from None
+
+    def _refusal(self, response: httpx.Response) -> ClientError:
+        try:
+            error = response.json()["error"]
+            message, code = error["message"], error["code"]
+        except (ValueError, KeyError, TypeError):
+            message, code = response.text[:300] or response.reason_phrase, ""
+        return ClientError(f"{self.url} answered {response.status_code}: {message}", response.status_code, code)
 
     def agents(self) -> list[dict[str, Any]]:
         """The agents the daemon serves."""
@@ -75,3 +103,26 @@ class DaemonClient:
                 return False
             raise
         return True
+
+
+async def read_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, Any]]:
+    """(event, decoded JSON data) pairs of an event stream's lines; comments (keep-alives) and events without a
+    name are skipped."""
+    event: str | None = None
+    data: list[str] = []
+    async for line in lines:
+        if line == "":
+            if event is not None and data:
+                yield event, json.loads("\n".join(data))
+            event, data = None, []
+        elif line.startswith(":"):
+            continue
+        else:
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+    if event is not None and data:
+        yield event, json.loads("\n".join(data))

@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING
 
 from pagemind.runtime.cli.errors import exit_code
+from pagemind.runtime.cli.live_reply import watch
 from pagemind.runtime.cli.shared import CliError, open_store, out, resolve_spec
 from pagemind.runtime.cli.trace import start_recording
 
@@ -48,12 +49,20 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model  # fail before storing the message when no endpoint is configured
     open_memory_stores(agent)
+    live = watch(agent)  # on a terminal, the reply is printed as it is written
     recorder = start_recording(agent, settings, args.trace)
     try:
         reply = await agent.send(args.message, idempotency_key=args.idempotency_key, wait=args.wait)
+    except BaseException:
+        if live is not None:
+            live.abandon()
+        raise
     finally:
         recorder.close()  # a turn that failed still leaves what it did in the trace
-    out(reply or "(no reply)")
+    if live is None:
+        out(reply or "(no reply)")
+    else:
+        live.finish(reply or "(no reply)")
     # memory.reflection.every_turns: after the reply and the closed trace (a reflection is no part of a turn's
     # trace, which is why `chat` leaves it to the next `run` or daemon job).
     from pagemind.runtime.reflection.run import reflect_if_due
@@ -69,6 +78,7 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model
     open_memory_stores(agent)
+    live = watch(agent, prefix=f"{agent.name}> ")  # on a terminal, each reply is printed as it is written
     recorder = start_recording(agent, settings, args.trace)
     out(f"Chatting with {agent.name}. Ctrl-D or /quit to leave.")
     loop = asyncio.get_running_loop()
@@ -81,8 +91,14 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
                 return 0
             elif line.strip():
                 try:
-                    out(f"{agent.name}> {await agent.send(line, wait=args.wait) or '(no reply)'}")
+                    reply = await agent.send(line, wait=args.wait) or "(no reply)"
+                    if live is None:
+                        out(f"{agent.name}> {reply}")
+                    else:
+                        live.finish(reply)
                 except Exception as exc:  # noqa: BLE001 — one failed turn must not end the session
+                    if live is not None:
+                        live.abandon()
                     exit_code(exc)  # reports it in one line, as the CLI reports any failure
                     out("(that turn failed; try again, or /quit)")
     finally:
