@@ -139,6 +139,10 @@ class ArchivalConfig(BaseModel):
     recall_dense: bool = Field(True, description="add dense similarity to conversation_search's full-text ranking")
     recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
     recall_next_weight: float = Field(0.2, ge=0, le=1, description="share of the next message's score added")
+    recall_context_messages: int = Field(2, ge=0, le=5, description="messages before each one (same session) whose "
+                                         "words conversation_search's keyword index adds to it; the dense index "
+                                         "keys it with the one just before (0: none); applies to messages "
+                                         "indexed afterwards")
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
     recall_speaker_boost: float = Field(0.3, ge=0, le=5, description="score × (1 + b) for turns whose speaker label "
                                                                      "(\"Caroline: …\") the query names (0: off)")
@@ -155,7 +159,7 @@ class ArchivalConfig(BaseModel):
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop", "recall_speaker_boost",
                                                "recall_diversity", "recall_diversity_depth", "context_messages",
                                                "context_chars", "neighbour_weight", "neighbour_seconds",
-                                               "keyword_avg_len")
+                                               "keyword_avg_len", "recall_context_messages")
 
 
 class EpisodeTier(BaseModel):

@@ -139,3 +139,36 @@ def test_bm25_only_mode_without_an_embedder(database_url):
     hits = asyncio.run(recall.search("married sister"))
     assert hits and hits[0].text.startswith("My sister Mei")
     assert np.isfinite(hits[0].score)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_keyword_context_reaches_back_recall_context_messages(database_url, depth):
+    """"Mei" is named two messages before "…the cello at her wedding": only a two-message keyword context lets
+    the reply be found by her name; what a hit shows is the message alone either way."""
+    from pagemind.runtime.memory_config import ArchivalConfig
+
+    store = StateStore(make_engine(database_url))
+    record = store.ensure_agent(spec(f"ctx{depth}"))
+    store.append_messages(record.id, conversation())
+    recall = RecallService(record.id, engine=store.engine, embedder=None,
+                           config=ArchivalConfig(recall_context_messages=depth))
+    hits = asyncio.run(recall.search("Mei cello", limit=10))
+    cello = [h for h in hits if "cello" in h.text]
+    assert [h.text for h in cello] == ["Yes, I will play the cello at her wedding"]
+    mei = [h.text for h in asyncio.run(recall.search("Mei", limit=10))]
+    assert ("Yes, I will play the cello at her wedding" in mei) is (depth == 2)
+    if depth == 2:
+        assert hits[0].text == "Yes, I will play the cello at her wedding"  # both words, one of them by context
+
+
+def test_keyword_context_spans_searches(database_url):
+    """Messages indexed by a later search get the same context as if indexed in one go: the two messages before
+    the first new one are read back for it."""
+    store = StateStore(make_engine(database_url))
+    record = store.ensure_agent(spec("ctx-late"))
+    lines = conversation()
+    recall = RecallService(record.id, engine=store.engine, embedder=None)
+    store.append_messages(record.id, lines[:2])
+    assert [h.text for h in asyncio.run(recall.search("Mei"))][:1] == [lines[0].content]  # indexes the first two
+    store.append_messages(record.id, lines[2:])
+    assert "Yes, I will play the cello at her wedding" in [h.text for h in asyncio.run(recall.search("Mei", limit=10))]

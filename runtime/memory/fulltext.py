@@ -1,6 +1,7 @@
 """Recall memory's full-text index: the database's own (SQLite FTS5 with BM25; Postgres `tsvector` with `ts_rank`).
 
-Each message is indexed as `[date] role: text` (its own words) with the message before it as context. What is
+Each message is indexed as `[date] role: text` (its own words) with the messages before it in its session as context
+(`recall_context_messages`, default 2: a reply often names its subject only in the question two turns up). What is
 indexed is bounded, alike on both databases: the first `INDEX_CHARS` characters of a message's text, and at most
 `OWN_BYTES`/`CONTEXT_BYTES` of analysed terms, so a huge message (Postgres refuses a `tsvector` over 1 MB) is
 indexed in part and stays findable by its beginning. A message the database still refuses as data is skipped with
@@ -39,14 +40,15 @@ class IndexedMessage:
     role: str
     created_at: datetime
     text: str
-    context: str = ""
+    context: str = ""  # the message before it in the same session (both indexes)
+    earlier: str = ""  # the messages before that one (the keyword index only: `recall_context_messages`)
 
     def own_document(self) -> str:
         """`[date] role: text`: what the message itself says, and when."""
         return f"[{self.created_at:%-d %B %Y}] {self.role}: {self.text}"
 
     def keyed_document(self) -> str:
-        """The message with the one before it (same session) as context."""
+        """The message with the one before it (same session) as context: what the dense index embeds."""
         own = self.own_document()
         return f"{own} (after: {self.context})" if self.context else own
 
@@ -101,7 +103,7 @@ class FullText:
 
     def _row(self, agent_id: int, m: IndexedMessage) -> dict[str, object]:
         own = clip_terms(analysed(m.own_document()), OWN_BYTES)
-        context = clip_terms(analysed(m.context), CONTEXT_BYTES)
+        context = clip_terms(analysed(f"{m.context} {m.earlier}"), CONTEXT_BYTES)
         if self.postgres:
             return {"id": m.id, "a": agent_id, "own": own, "ctx": context}
         return {"id": m.id, "keyed": f"{own} {context}".strip(), "own": own}

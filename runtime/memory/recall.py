@@ -145,12 +145,18 @@ class RecallService:
         with self.engine.connect() as conn:
             return list(conn.execute(query).all())
 
-    def _with_context(self, messages: list[IndexedMessage], previous: IndexedMessage | None) -> list[IndexedMessage]:
+    def _with_context(self, messages: list[IndexedMessage], before: list[IndexedMessage]) -> list[IndexedMessage]:
+        # The message just before is context for both indexes; the ones before it (`recall_context_messages`) for
+        # keywords only. `before`: the messages preceding the first one, oldest first.
         gap = timedelta(hours=self.config.recall_session_gap_hours)
+        depth = self.config.recall_context_messages
+        window = list(before)
         for message in messages:
-            if previous is not None and message.created_at - previous.created_at <= gap:
-                message.context = f"{previous.role}: {previous.text}"
-            previous = message
+            window = [p for p in window if message.created_at - p.created_at <= gap][-depth:] if depth else []
+            if window:
+                message.context = f"{window[-1].role}: {window[-1].text}"
+                message.earlier = " ".join(f"{p.role}: {p.text}" for p in reversed(window[:-1]))
+            window.append(message)
         return messages
 
     def catch_up(self, dense: bool) -> None:
@@ -179,22 +185,24 @@ class RecallService:
         fresh = self._load(mark)
         if not fresh:
             return
-        previous = self._load_one_before(fresh[0].id)
-        self._with_context(fresh, previous)
+        self._with_context(fresh, self._load_before(fresh[0].id, self.config.recall_context_messages))
         for start in range(0, len(fresh), _BATCH):
             chunk = fresh[start:start + _BATCH]
             self.fulltext.add(self.agent_id, chunk, chunk[-1].id)
         log.info("recall_indexed", agent_id=self.agent_id, messages=len(fresh))
 
-    def _load_one_before(self, message_id: int) -> IndexedMessage | None:
+    def _load_before(self, message_id: int, count: int) -> list[IndexedMessage]:
+        """Up to `count` messages with text before `message_id`, oldest first (context for the first new one)."""
+        if count <= 0:
+            return []
         query = (select(*_COLUMNS).where(_MESSAGES.c.agent_id == self.agent_id, _MESSAGES.c.id < message_id)
-                 .order_by(_MESSAGES.c.id.desc()).limit(20))
+                 .order_by(_MESSAGES.c.id.desc()).limit(10 * count))
         before = [m for m in (_indexed(row) for row in self._rows(query)) if m.text]
-        return before[0] if before else None
+        return before[:count][::-1]
 
     def _catch_up_dense(self) -> None:
         after = self._dense.ids[-1] if self._dense.ids else 0
-        fresh = self._with_context(self._load(after), self._last)
+        fresh = self._with_context(self._load(after), [self._last] if self._last is not None else [])
         if not fresh:
             return
         own, keyed = self._embed_documents(fresh)
