@@ -305,7 +305,8 @@ SWEEP = [
     ("min_similarity 0.4", {"min_similarity": 0.4}), ("min_keyword_score 2", {"min_keyword_score": 2.0}),
     ("recall_speaker_boost 0", {"recall_speaker_boost": 0.0}),
     ("recall_speaker_boost 0.15", {"recall_speaker_boost": 0.15}),
-    ("recall_speaker_boost 0.2", {"recall_speaker_boost": 0.2}), ("recall_speaker_boost 0.4", {"recall_speaker_boost": 0.4}),
+    ("recall_speaker_boost 0.2", {"recall_speaker_boost": 0.2}),
+    ("recall_speaker_boost 0.4", {"recall_speaker_boost": 0.4}),
     ("recall_speaker_boost 0.6", {"recall_speaker_boost": 0.6}),
     ("recall_diversity 0", {"recall_diversity": 0.0}), ("recall_diversity 0.2", {"recall_diversity": 0.2}),
     ("recall_diversity 0.3", {"recall_diversity": 0.3}), ("recall_diversity 0.5", {"recall_diversity": 0.5}),
@@ -399,8 +400,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 {machine_note()}; data `{Path(args.data).name}` ({len(conversations)} conversations, {result['questions']} questions
 with evidence). Embeddings: all-MiniLM-L6-v2 int8 ONNX (shipped). Overall = categories 1–4 (LoCoMo's reference
 set); adversarial (5) listed separately. Each turn is stored as `Speaker: text` at its session date; the recall
-index keys it as `[date] role: Speaker: text (after: previous turn)`; the archival unit files each turn from the two
-turns before it in its session (source messages, whose words its keyword index adds). Tuned on the dev file only.
+index keys it as `[date] role: Speaker: text` with the two turns before it (dense: the one before); the archival
+unit files each turn from the two turns before it in its session (source messages, whose words its keyword index
+adds). Tuned on the dev file only.
 
 """ + "\n\n".join(sections))
     return result
