@@ -18,6 +18,7 @@ from pagemind.scheduler import cli as scheduler_cli
 from pagemind.scheduler.client import DaemonClient
 from tests.test_api import create
 from tests.test_api_stream import daemon_with  # noqa: F401 — the fixture
+from tests.test_trace_cli import home  # noqa: F401 — the fixture: a fresh PAGEMIND_HOME, mocked endpoint
 
 COMPANION = str(Path(__file__).parent.parent / "agents" / "companion.yaml")
 USER_TEXT = "Hi, I'm Lin. I'm allergic to peanuts."
@@ -38,19 +39,6 @@ class Terminal(io.StringIO):
     def write(self, text: str) -> int:
         self.writes.append(text)
         return super().write(text)
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    """A fresh PAGEMIND_HOME and an endpoint pointed at the mocked OpenAI API."""
-    monkeypatch.setattr("pagemind.runtime.cli.main.configure_logging", lambda *args, **kwargs: None)
-    for name in ("DATABASE_URL", "QDRANT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("PAGEMIND_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("OPENAI_BASE_URL", BASE_URL)
-    monkeypatch.setenv("OPENAI_API_KEY", TEST_API_KEY)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path / "home"
 
 
 def script_turn(scripted_openai) -> None:
