@@ -46,8 +46,9 @@ def test_recall_finds_chinese_messages_by_shared_words(store):
         hits = asyncio.run(recall.search(query, limit=3, mode="bm25"))
         assert hits and hits[0].id == stored[index].id, query
     shanghai = [h.id for h in asyncio.run(recall.search("上海", limit=5, mode="bm25"))]
-    assert set(shanghai[:2]) == {stored[1].id, stored[4].id}  # then the messages after them (keyed with them)
-    assert set(shanghai) <= {stored[i].id for i in (1, 2, 4, 5)}
+    assert set(shanghai[:2]) == {stored[1].id, stored[4].id}
+    # then the messages up to two after them (`recall_context_messages`: keyed with them), and no other
+    assert set(shanghai) == {stored[i].id for i in (1, 2, 3, 4, 5)}
     assert asyncio.run(recall.search("伦敦", limit=5, mode="bm25")) == []
 
 
