@@ -106,23 +106,10 @@ class DaemonClient:
 
 
 async def read_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, Any]]:
-    """(event, decoded JSON data) pairs of an event stream's lines; comments (keep-alives) and events without a
-    name are skipped."""
-    event: str | None = None
-    data: list[str] = []
-    async for line in lines:
-        if line == "":
-            if event is not None and data:
-                yield event, json.loads("\n".join(data))
-            event, data = None, []
-        elif line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "event":
-                event = value
-            elif name == "data":
-                data.append(value)
-    if event is not None and data:
-        yield event, json.loads("\n".join(data))
+    """(event, decoded JSON data) pairs of the daemon's event stream (`runtime.model_stream.sse_events` parses the
+    wire); unnamed events, which the daemon never sends, are skipped."""
+    from pagemind.runtime.model_stream import sse_events
+
+    async for event, data in sse_events(lines):
+        if event != "message":
+            yield event, json.loads(data)

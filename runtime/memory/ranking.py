@@ -51,10 +51,3 @@ def usefulness(hit_count: int, boost: float, last_hit_at: datetime | None = None
         fade = 0.5 ** (max(0.0, (now - last_hit_at).total_seconds() / 86400) / half_life_days)
     return 1 + boost * math.log1p(max(0, hit_count)) * fade
 
-
-def staleness(last_used: datetime, now: datetime, after_days: float, full_days: float | None, weight: float) -> float:
-    """`1 − w·f`: 1 while a memory was used within `after_days`, then f rises linearly from 0 to 1 at `full_days`
-    (when it leaves default results; `None`: it keeps falling over as many days again, then stays at `1 − w`)."""
-    idle_days = max(0.0, (now - last_used).total_seconds() / 86400)
-    span = (full_days if full_days is not None else 2 * after_days) - after_days
-    return 1 - weight * min(1.0, max(0.0, idle_days - after_days) / span)
