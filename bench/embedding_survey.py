@@ -29,8 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note  # noqa: E402
-from pagemind.runtime.memory.embeddings import (DEFAULT_MODEL_DIR, CachedEmbedder, normalise,  # noqa: E402
-                                                text_hash)
+from pagemind.runtime.memory.embeddings import DEFAULT_MODEL_DIR, CachedEmbedder, normalise  # noqa: E402
 
 # Chinese paraphrase pairs (同义改写, few characters in common) and, for each, an unrelated sentence.
 CHINESE = [
@@ -115,27 +114,10 @@ class SurveyEmbedder:
         return self._run([self.query_prefix + text])[0]
 
 
-class SurveyCachedEmbedder(CachedEmbedder):
-    """`CachedEmbedder` whose queries go through the model's query prefix (the runtime's cache embeds a query as
-    a document; for e5-style models the two differ)."""
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """A search query's vector, remembered in the LRU under a key of its own."""
-        inner = self.inner
-        if not isinstance(inner, SurveyEmbedder) or inner.query_prefix == inner.passage_prefix:
-            return super().embed_query(text)
-        key = text_hash("\x00query\x00" + text)
-        found = self._from_lru([key])
-        if key not in found:
-            found[key] = inner.embed_query(text)
-            self.computed += 1
-            self._remember(found)
-        return found[key]
-
-
-def cached(folder: str | Path, engine: Any = None) -> SurveyCachedEmbedder:
-    """The cached survey embedder of a model folder (what `retrieval_locomo.py --embedder DIR` uses)."""
-    return SurveyCachedEmbedder(SurveyEmbedder(Path(folder)), engine)
+def cached(folder: str | Path, engine: Any = None) -> CachedEmbedder:
+    """The cached survey embedder of a model folder (what `retrieval_locomo.py --embedder DIR` uses); the runtime's
+    cache keeps a prefixed model's queries apart from documents."""
+    return CachedEmbedder(SurveyEmbedder(Path(folder)), engine)
 
 
 def folder_size(folder: Path) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.embedding_survey import SurveyCachedEmbedder, SurveyEmbedder, cached, model_spec
+from bench.embedding_survey import SurveyEmbedder, cached, model_spec
 from pagemind.runtime.memory.embeddings import DEFAULT_MODEL_DIR
 
 
@@ -41,7 +41,7 @@ def test_queries_and_documents_get_their_prefixes(prefixed_folder: Path) -> None
 
 def test_the_cache_keeps_a_query_apart_from_the_same_text_as_a_document(prefixed_folder: Path) -> None:
     embedder = cached(prefixed_folder)
-    assert isinstance(embedder, SurveyCachedEmbedder)
+    assert isinstance(embedder.inner, SurveyEmbedder)
     text = "Where did Melanie go camping?"
     document = embedder.embed([text])[0]
     query = embedder.embed_query(text)
