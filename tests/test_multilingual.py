@@ -162,6 +162,13 @@ def test_the_cli_installs_and_lists_the_model(e5_models_dir, monkeypatch, capsys
     listing = capsys.readouterr().out
     assert re.search(r"^\* multilingual-e5-small +installed", listing, re.M)
     assert re.search(r"^  all-MiniLM-L6-v2 +shipped", listing, re.M)
+    # a base URL means the endpoint, whatever the model is called: the listing marks what build_embedder uses
+    monkeypatch.setenv("PAGEMIND_EMBEDDING_BASE_URL", "http://127.0.0.1:9/v1")
+    assert cli_main(["models"]) == 0
+    listing = capsys.readouterr().out
+    assert not re.search(r"^\* multilingual-e5-small", listing, re.M)
+    assert "* endpoint model multilingual-e5-small (http://127.0.0.1:9/v1)" in listing
+    assert cli_main(["models", "install"]) == 2  # no name: a clear error, not "no local model called None"
 
 
 def test_a_chinese_question_finds_a_chinese_memory_by_meaning(e5_models_dir, database_url, tmp_path):

@@ -28,12 +28,14 @@ def add_parser(sub: Any) -> None:
 
 async def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     """List the local models, or install one."""
-    from pagemind.runtime.memory.embeddings import models_dir
-    from pagemind.runtime.memory.model_profiles import MINILM, PROFILES, local_profile
+    from pagemind.runtime.memory.embeddings import configured_profile, models_dir
+    from pagemind.runtime.memory.model_profiles import PROFILES, local_profile
 
     directory = models_dir(settings)
     if args.action == "install":
         profile = local_profile(args.name)
+        if not args.name:
+            raise CliError(f"name the model to install; known: {', '.join(PROFILES)}")
         if profile is None:
             raise CliError(f"no local model called {args.name!r}; known: {', '.join(PROFILES)}")
         if profile.shipped:
@@ -47,8 +49,7 @@ async def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
             raise CliError(str(exc)) from None
         out(f"{profile.name} installed in {folder}; use it with PAGEMIND_EMBEDDING_MODEL={profile.name}")
         return 0
-    configured = local_profile(settings.embedding_model) or (None if settings.embedding_model
-                                                             or settings.embedding_base_url else MINILM)
+    configured = configured_profile(settings)
     for profile in PROFILES.values():
         folder = profile.folder(directory)
         state = "shipped" if profile.shipped else ("installed" if (folder / "model.onnx").exists() else

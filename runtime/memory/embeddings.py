@@ -331,19 +331,28 @@ def write_cache_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
     conn.execute(insert(embedding_cache_table).on_conflict_do_nothing(), rows)
 
 
+def configured_profile(settings: Any) -> ModelProfile | None:
+    """The local model the settings choose (all-MiniLM-L6-v2 when none is named), or None when they choose an
+    endpoint (a base URL, or a model name that is not a local model's)."""
+    model = getattr(settings, "embedding_model", None)
+    if getattr(settings, "embedding_base_url", None):
+        return None
+    profile = local_profile(model)
+    return None if profile is None and model else profile or MINILM
+
+
 def build_embedder(settings: Any = None, engine: Engine | None = None) -> CachedEmbedder:
     """The configured embedder, cached: an OpenAI-compatible endpoint when `settings.embedding_base_url` is set or
     `settings.embedding_model` names no local model (`model_profiles.PROFILES`), else the local model it names
     (default all-MiniLM-L6-v2, shipped). A converted local model is looked for in `settings.models_dir` (default
     `$PAGEMIND_HOME/models`) and installed there on first use when missing."""
-    model = getattr(settings, "embedding_model", None)
-    base_url = getattr(settings, "embedding_base_url", None)
-    profile = None if base_url else local_profile(model)
-    if profile is None and (model or base_url):
-        inner: Embedder = OpenAIEmbedder(model or "text-embedding-3-small", base_url=base_url,
+    profile = configured_profile(settings)
+    if profile is None:
+        inner: Embedder = OpenAIEmbedder(getattr(settings, "embedding_model", None) or "text-embedding-3-small",
+                                         base_url=getattr(settings, "embedding_base_url", None),
                                          api_key=getattr(settings, "embedding_api_key", None),
                                          dim=getattr(settings, "embedding_dim", None))
-    elif profile is None or profile.shipped:
+    elif profile.shipped:
         inner = shared_default_embedder()
     else:
         inner = shared_local_embedder(profile, models_dir(settings))
