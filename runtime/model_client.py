@@ -30,7 +30,7 @@ from pagemind.runtime.model_response import (  # noqa: F401 (re-exported: the er
     response_from_http,
 )
 from pagemind.runtime.messages import encode_json
-from pagemind.runtime.model_stream import STREAM_OPTIONS, DeltaSink, post_streamed
+from pagemind.runtime.model_stream import STREAM_OPTIONS, DeltaSink, post_streamed, refuses_streaming
 from pagemind.runtime.model_pool import Endpoint, shared_client
 from pagemind.runtime.spec import ModelSpec
 
@@ -298,7 +298,7 @@ class OpenAIModelClient:
         try:
             return await self._call(request, sink if streaming else None)
         except ModelRequestRejected as exc:
-            if not streaming or "stream" not in str(exc).lower():
+            if not streaming or not refuses_streaming(exc):
                 raise
             self.streams = False
             log.warning("model_stream_refused", error=one_line(str(exc)))

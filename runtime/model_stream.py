@@ -15,6 +15,7 @@ content, and each tool call's argument fragments (raw JSON, as they come).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
 
@@ -204,3 +205,16 @@ async def read_streamed(response: httpx.Response, sink: DeltaSink | None) -> Mod
     if not done and assembler.finish_reason is None:
         raise ModelBadResponse(f"the stream stopped after {assembler.chunks} chunks, before its end", transient=True)
     return response_from_body(assembler.body())
+
+
+_STREAM_WORD = re.compile(r"\bstream(?:_options)?\b", re.IGNORECASE)
+
+
+def refuses_streaming(exc: Exception) -> bool:
+    """Whether a rejected request was refused for its `stream` parameters (HTTP 400/422 naming them): then plain
+    requests work. Not any 4xx whose text holds "stream": a gateway's "upstream error" must not turn streaming off
+    for the client's life."""
+    cause = exc.__cause__
+    if getattr(cause, "status_code", None) not in (400, 422):
+        return False
+    return getattr(cause, "param", None) in ("stream", "stream_options") or bool(_STREAM_WORD.search(str(exc)))

@@ -228,10 +228,15 @@ async def test_crlf_lines_multi_line_data_and_a_done_without_its_blank_line(scri
     assert response.raw["id"] == "c1" and response.raw["object"] == "chat.completion"
 
 
-async def test_a_rejection_that_is_not_about_streaming_is_raised_and_streaming_stays_on(scripted_openai):
-    scripted_openai.add(http_error(400, "temperature must be at most 2"), reply_body("streamed"))
+@pytest.mark.parametrize("status, message", [(400, "temperature must be at most 2"),
+                                             (403, "stream access denied for this key"),
+                                             (400, "upstream provider error")])
+async def test_a_rejection_that_is_not_about_streaming_is_raised_and_streaming_stays_on(scripted_openai, status,
+                                                                                        message):
+    scripted_openai.add(http_error(status, message), reply_body("streamed"))
     client = scripted_openai.client()
-    with pytest.raises(ModelRequestRejected, match="temperature"):
+    with pytest.raises(ModelRequestRejected, match=message.split()[0]):
         await client.stream(REQUEST, sink(Watcher()))
+    assert len(scripted_openai.requests) == 1  # the rejected request is not sent again
     watcher = Watcher()
     assert (await client.stream(REQUEST, sink(watcher))).content == "streamed" == watcher.held()
