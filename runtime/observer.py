@@ -50,3 +50,8 @@ class ObserverGroup:
         """Hand it to each observer."""
         for observer in self.observers:
             observer.on_event(event)
+
+
+def joined(current: TurnObserver, added: TurnObserver) -> TurnObserver:
+    """`added` alongside `current`: `added` alone when `current` observes nothing (no group of one)."""
+    return added if isinstance(current, NullObserver) else ObserverGroup([current, added])

@@ -1,7 +1,7 @@
 """The reply printed as it is written (issue 12 follow-up): `run` and `chat` on a terminal stream the reply's tokens
 (ScriptedOpenAI answers `stream: true` in pieces); piped, they print exactly what they printed before and make plain
 requests; `send --server` on a terminal reads the daemon's event stream (the daemon test app of
-tests/test_api_stream.py) and prints the deltas, a `reply_reset` as a `(retrying)` line, the final reply last."""
+tests/test_api_stream.py) and prints the deltas, a `reply_reset` as a `(draft discarded)` line, the final reply last."""
 
 from __future__ import annotations
 

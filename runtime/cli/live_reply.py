@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from pagemind.runtime.events import Event
 
-RESET_MARKER = "(retrying)"
+RESET_MARKER = "(draft discarded)"
 
 
 def stdout_is_terminal() -> bool:
@@ -91,8 +91,8 @@ def watch(agent: Any, prefix: str = "") -> LiveReply | None:
     otherwise, and the agent is left as it was."""
     if not stdout_is_terminal():
         return None
-    from pagemind.runtime.observer import NullObserver, ObserverGroup
+    from pagemind.runtime.observer import joined
 
     live = LiveReply(prefix)
-    agent.observer = live if isinstance(agent.observer, NullObserver) else ObserverGroup([agent.observer, live])
+    agent.observer = joined(agent.observer, live)
     return live

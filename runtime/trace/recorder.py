@@ -20,7 +20,7 @@ from pagemind.runtime.events import (
     PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent,
     ToolResultEvent, TurnEvent,
 )
-from pagemind.runtime.observer import NullObserver, ObserverGroup
+from pagemind.runtime.observer import joined
 from pagemind.runtime.trace.compaction import compact_body
 from pagemind.runtime.trace.format import TRACE_SUFFIX, Header, Parent, dump_line
 from pagemind.runtime.trace.header import make_header
@@ -139,7 +139,7 @@ class TraceRecorder:
         for part in (getattr(agent, "archival", None), getattr(agent, "recall", None)):
             if part is not None and getattr(part, "clock", None) is original:
                 part.clock = agent.clock
-        agent.observer = self if isinstance(agent.observer, NullObserver) else ObserverGroup([agent.observer, self])
+        agent.observer = joined(agent.observer, self)
         return self
 
     def _clock(self) -> tuple[datetime, ...]:
