@@ -86,9 +86,7 @@ class RunFanout:
         self._runs[run_id] = _RunLog(run_id, first_seq(attempt), relay)
 
     def observer(self, run_id: str) -> RunObserver:
-        """The observer to give the agent while it runs `run_id`."""
-        if run_id not in self._runs:
-            self.begin(run_id)
+        """The observer to give the agent while it runs `run_id` (begun with `begin`)."""
         return RunObserver(self, run_id)
 
     def running_here(self, run_id: str) -> bool:
@@ -215,15 +213,14 @@ class RunFanout:
             self._waiters.pop(run_id, None)
 
     def finish(self, run_id: str, watcher: str | None = None) -> None:
-        """The run ended here (its row, as the finish returned it, names `watcher`): drop its events, end its
-        subscribers' streams and wake its waiters. A watcher in another process whose notice was not heard yet
+        """The run ended here (its row, as the finish returned it, names `watcher`): end its subscribers' streams
+        and wake its waiters (the dispatcher then `forget`s its events). A watcher in another process whose notice was not heard yet
         (it came while the run ended) gets every event and the end row now."""
         run = self._runs.get(run_id)
         if run is not None and not run.relay and watcher is not None and watcher != self.owner and self.relay:
             run.relay = True
             log.info("relay_late", run_id=run_id, watcher=watcher, events=len(run.events))
             self._write(run, last=True)
-        self.forget(run_id)
         for sub in self._subs.get(run_id, ()):
             sub.queue.put_nowait(END)
         for event in self._waiters.get(run_id, ()):

@@ -107,7 +107,8 @@ class _Statements:
         # One watcher keeps its id; a second, different one makes it "*". The notice tells the daemon running the
         # item (if one does) who watches, so it starts relaying the run's events at once.
         watcher = bindparam("p_watcher")
-        self.watch = update(inbox).where(inbox.c.run_id == bindparam("p_run_id")).values(
+        # Only an open item: a stream of a finished run (a replay, a late GET) writes nothing and wakes nobody.
+        self.watch = update(inbox).where(inbox.c.run_id == bindparam("p_run_id"), inbox.c.state.in_(OPEN)).values(
             watcher=case((or_(inbox.c.watcher.is_(None), inbox.c.watcher == watcher), watcher), else_="*"),
         ).returning(inbox.c.state, *notifying(engine, WATCH_CHANNEL, inbox.c.run_id + " " + watcher))
 
@@ -191,9 +192,9 @@ class Inbox:
 
     def watch(self, run_id: str, watcher: str) -> str | None:
         """Record that daemon `watcher` streams the run's events (`scheduler.relay`), and tell the daemon running it;
-        returns the run's state (None if there is no such run). Committed on return, without waiting for the
-        WAL flush on Postgres (a watch lost in a server crash goes with the stream that made it): a stream's start
-        never waits on a busy disk."""
+        returns the run's state (None if there is no such run, or it is over: then nothing is written). Committed on
+        return, without waiting for the WAL flush on Postgres (a watch lost in a server crash goes with the stream
+        that made it): a stream's start never waits on a busy disk."""
         with write_transaction(self.engine) as conn:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
