@@ -36,22 +36,20 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from typing import Any
 
 import structlog
-from pydantic import TypeAdapter, ValidationError
-from pydantic_core import to_json
+from pydantic import ValidationError
 from sqlalchemy import bindparam, delete, select, text
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent
 from pagemind.runtime.state.tables import run_events
+from pagemind.runtime.trace.format import LINE_ADAPTER, Header, dump_line
 from pagemind.scheduler.sql import EVENTS_CHANNEL, read_connection, single_statement
 
 log = structlog.get_logger("pagemind.scheduler")
 ATTEMPT_SHIFT = 32
 END_LINE = "end"  # the `event` of a run's last row: every event of the run is written (not JSON: never an event)
-EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
 
 # One statement writes a batch and NOTIFYs: a data-modifying WITH runs to completion whether or not the query
 # reads it, and the notice is sent when the statement's transaction commits.
@@ -74,7 +72,7 @@ def relayed_line(event: Event) -> str:
     """The JSON relayed for one event: its trace line, without a model request's or response's body."""
     if isinstance(event, (ModelRequestEvent, ModelResponseEvent)):
         event = dataclasses.replace(event, body={})
-    return to_json(event).decode()
+    return dump_line(event).decode()
 
 
 class RelayStore:
@@ -107,8 +105,11 @@ class RelayStore:
                 ended = True
                 continue
             try:
-                events.append((seq, EVENT_ADAPTER.validate_json(line)))
-            except ValidationError as exc:
+                event = LINE_ADAPTER.validate_json(line)  # the trace's line format: an event, never a header here
+                if isinstance(event, Header):
+                    raise ValueError("a trace header, not an event")
+                events.append((seq, event))
+            except (ValidationError, ValueError) as exc:
                 log.warning("relayed_event_unreadable", run_id=run_id, seq=seq, error=str(exc)[:200])
         return events, rows[-1][0] if rows else after, ended
 
