@@ -302,6 +302,8 @@ class RecordingArchival:
     Each insert is kept in `inserted` as a dict of the content and the arguments given (those left unset are
     left out)."""
 
+    context_messages = 2  # as the real service's default (`memory.archival.context_messages`)
+
     def __init__(self) -> None:
         self.inserted: list[dict[str, Any]] = []
 

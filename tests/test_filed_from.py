@@ -104,6 +104,13 @@ def test_the_insert_tool_files_a_memory_from_the_users_latest_message():
     run(dispatch_tool_calls([ToolCall("2", "archival_memory_insert", json.dumps({"content": "x"}))], BUILTIN_TOOLS,
                             tool_context("alice", archival=without_log, clock=ManualClock(T0))))
     assert without_log.inserted == [{"content": "x", "kind": "fact", "tags": []}]
+    # the count follows the agent's `context_messages`; 0 files from nothing and asks the log nothing
+    for count, asked in ((3, [(None, ["user", "assistant"], 3)]), (0, [])):
+        archival, recall = RecordingArchival(), NewestUserMessage(41)
+        archival.context_messages = count
+        run(dispatch_tool_calls([ToolCall("3", "archival_memory_insert", json.dumps({"content": "y"}))], BUILTIN_TOOLS,
+                                tool_context("alice", archival=archival, recall=recall, clock=ManualClock(T0))))
+        assert recall.asked == asked and ("source_message_ids" in archival.inserted[0]) is bool(count)
 
 
 def test_memories_filed_together_share_part_of_their_scores():
@@ -133,6 +140,8 @@ def test_switched_on_a_search_lifts_the_memory_filed_right_after_a_strong_match(
     shared.clock = clock
     hits = run(shared.search("Lin greyhound dog", count_hits=False))
     assert [h.text for h in hits][:2] == ["Lin adopted a greyhound", "The dog is called Biscuit"]
+    lifted = {h.text: h.score for h in hits}  # the order alone could come from the tie-break (Biscuit filed first)
+    assert lifted["The dog is called Biscuit"] > lifted["The dog at the park barked"]
 
 
 def test_a_memory_the_model_files_in_a_turn_is_filed_from_the_users_message(tmp_path):

@@ -13,9 +13,6 @@ from pagemind.tools.context import MEMORY_KINDS, ToolContext
 from pagemind.tools.dispatch import ToolError
 from pagemind.tools.registry import tool
 
-FILED_FROM = 2  # messages before an insert that it is filed from (`memory.archival.context_messages` indexes them)
-
-
 def _when(value: str | None, end: bool = False) -> datetime | None:
     """An ISO date or date-time from the model; a bare date covers its whole day."""
     if value is None or not str(value).strip():
@@ -47,9 +44,10 @@ async def _filed_from(context: ToolContext) -> list[int]:
     """The conversation a memory is filed from: the latest user and assistant messages before the call (their
     words are indexed with the memory for keyword search, never shown: `memory.filed_from`). Nothing when there
     is no message log."""
-    if context.recall is None:
+    count = _archival(context).context_messages
+    if context.recall is None or count <= 0:
         return []
-    return [hit.id for hit in await context.recall.search(None, roles=["user", "assistant"], limit=FILED_FROM)]
+    return [hit.id for hit in await context.recall.search(None, roles=["user", "assistant"], limit=count)]
 
 
 @tool

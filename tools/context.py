@@ -54,6 +54,11 @@ class RecallHit(BaseModel):
 class ArchivalMemory(Protocol):
     """Archival memory as tools and the kernel see it: already scoped to one agent; no argument can widen it."""
 
+    @property
+    def context_messages(self) -> int:
+        """How many of the latest messages an insert is filed from (their words are indexed with it; 0: none)."""
+        ...
+
     async def insert(
         self,
         content: str,

@@ -74,6 +74,11 @@ class ArchivalService:
         self._bm25: Any = None
         self.activity = ActiveDays(agent_id, engine)  # the days disuse is counted in (`memory.decay`)
 
+    @property
+    def context_messages(self) -> int:
+        """How many of the latest messages an insert is filed from (`memory.archival.context_messages`)."""
+        return self.config.context_messages
+
     # -- plumbing ---------------------------------------------------------------------------------------------
 
     @property
