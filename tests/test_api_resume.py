@@ -39,13 +39,16 @@ async def sse_blocks(response: httpx.Response):
 
 
 async def read_until(client: httpx.AsyncClient, method: str, url: str, stop_at: str | None = None,
-                     **kwargs) -> list[tuple[str, str | None, dict]]:
-    """The events of a stream, up to and with the first `stop_at` (then the client drops the connection)."""
+                     first: asyncio.Event | None = None, **kwargs) -> list[tuple[str, str | None, dict]]:
+    """The events of a stream, up to and with the first `stop_at` (then the client drops the connection); `first`
+    is set when the first event arrives (the stream is subscribed)."""
     seen = []
     async with client.stream(method, url, **kwargs) as response:
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"].startswith("text/event-stream")
         async for block in sse_blocks(response):
+            if first is not None:
+                first.set()
             seen.append(block)
             if block[0] == stop_at:
                 break
@@ -70,14 +73,17 @@ async def drop_and_resume(first: httpx.AsyncClient, second: httpx.AsyncClient, m
     await model.entered.wait()  # the turn waits in its second step: the client is gone mid-turn
     last = head[-1][1]
 
+    subscribed = asyncio.Event(), asyncio.Event()  # both streams hold events already written before the gate opens
+
     async def resume():
-        return await read_until(second, "GET", f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": last})
+        return await read_until(second, "GET", f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": last},
+                                first=subscribed[0])
 
     async def from_start():
-        return await read_until(second, "GET", f"/v1/runs/{run_id}/events")
+        return await read_until(second, "GET", f"/v1/runs/{run_id}/events", first=subscribed[1])
 
     resumed, whole = asyncio.create_task(resume()), asyncio.create_task(from_start())
-    await asyncio.sleep(0.3)
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in subscribed)), 60)
     model.gate.set()
     return run_id, head, await resumed, await whole
 
