@@ -27,6 +27,11 @@ _LABEL = re.compile(r"^\s*([^\W\d_][\w.'’-]*(?: [\w.'’-]+){0,2})\s*[:：]\s"
 _WORD = re.compile(r"[\w'’-]+", re.UNICODE)
 
 
+def without_speaker(text: str) -> str:
+    """The text without the speaker label it starts with ("Caroline: hi" → "hi")."""
+    return _LABEL.sub("", text, count=1)
+
+
 def speaker(text: str) -> str:
     """The speaker label a message starts with ("Caroline: hi" → "caroline"), lower-cased; "" when none."""
     match = _LABEL.match(text)

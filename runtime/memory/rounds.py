@@ -19,6 +19,7 @@ import structlog
 
 from pagemind.runtime.memory.keywords import STOP_WORDS
 from pagemind.runtime.memory.query_time import TimeQuery, parse_query_time, time_factor
+from pagemind.runtime.memory.recall_rank import without_speaker
 from pagemind.runtime.memory_config import ArchivalConfig
 
 log = structlog.get_logger("pagemind.rounds")
@@ -38,7 +39,6 @@ class Item(Protocol):
 T = TypeVar("T", bound=Item)
 Ranked = list[tuple[float, T]]
 
-_SPEAKER = re.compile(r"^\s*[^\s:：]{1,40}[:：]\s*")  # "Caroline: …", a transcript's speaker label
 _NAME = re.compile(r"(?<!^)\b([A-Z][a-z]+(?:[ -][A-Z][a-z]+)*)\b")  # not a sentence's first word
 _QUOTED = re.compile(r"[\"“《「『]([^\"”》」』]{2,60})[\"”》」』]")
 _COMMON = frozenset("""i i'm i've i'll i'd it's that's what's let's ok okay thanks thank wow hey hi hello yes yeah no
@@ -50,7 +50,7 @@ october november december mom dad""".split())
 def entities(text: str) -> list[str]:
     """Names a text gives: capitalised words not opening a sentence ("Lin", "New York", "Harry Potter") and quoted
     titles ("Dune", 《三体》), in order, without repeats. A leading speaker label ("Caroline: …") is not one."""
-    text = _SPEAKER.sub("", text, count=1)
+    text = without_speaker(text)
     found = [m[1].strip() for m in _QUOTED.finditer(text)]
     for sentence in re.split(r"(?<=[.!?。！？])\s*", text):
         found += [m[1] for m in _NAME.finditer(sentence.strip())]
