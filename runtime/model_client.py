@@ -13,10 +13,9 @@ import os
 import random
 import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Protocol, runtime_checkable
 
-import httpx
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from tenacity.wait import wait_base
@@ -29,9 +28,10 @@ from pagemind.runtime.model_response import (  # noqa: F401 (re-exported: the er
     response_from_body,
     response_from_http,
 )
-from pagemind.runtime.messages import encode_json
+from pagemind.runtime.model_request import ModelRequest  # noqa: F401 (re-exported: built and sent here)
 from pagemind.runtime.model_stream import STREAM_OPTIONS, DeltaSink, post_streamed, refuses_streaming
 from pagemind.runtime.model_pool import Endpoint, shared_client
+from pagemind.runtime.model_post import poster_for
 from pagemind.runtime.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -98,47 +98,6 @@ async def turn_deadline(seconds: float, clock: Callable[[], float] = time.monoto
 def current_turn_deadline() -> TurnDeadline | None:
     """The deadline of the turn this task is running, if any."""
     return _TURN_DEADLINE.get()
-
-
-@dataclass(frozen=True)
-class ModelRequest:
-    """One chat-completions request, as sent."""
-
-    model: str
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    temperature: float
-    max_tokens: int
-    purpose: str = "step"  # step | summarize | extract: not sent; lets scripted models and traces tell calls apart
-    # `messages` already as JSON, one entry each (the compiler keeps them per message): the body is joined from
-    # them instead of encoding the whole window again on every call. Must match `messages`; None: encode them.
-    encoded_messages: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
-    # The provider's structured-output format (`{"type": "json_schema", ...}`), sent only when set.
-    response_format: dict[str, Any] | None = None
-
-    def body(self) -> dict[str, Any]:
-        """The JSON body (without transport details)."""
-        body: dict[str, Any] = {"model": self.model, "messages": self.messages,
-                                "temperature": self.temperature, "max_tokens": self.max_tokens}
-        if self.tools:
-            body["tools"] = self.tools
-            body["tool_choice"] = "auto"
-        if self.response_format is not None:
-            body["response_format"] = self.response_format
-        return body
-
-    def encoded(self, extra: dict[str, Any] | None = None) -> bytes:
-        """The body as sent: compact JSON, UTF-8, exactly `encode_json(self.body())` (with `extra`'s keys after
-        the body's: a streamed request's `stream` options)."""
-        body = {**self.body(), **extra} if extra else self.body()
-        if self.encoded_messages is None or len(self.encoded_messages) != len(self.messages):
-            return encode_json(body)
-        head, tail = encode_json({**body, "messages": _SLOT}).split(_SLOT_JSON, 1)
-        return b"".join((head, b"[", b",".join(self.encoded_messages), b"]", tail))
-
-
-_SLOT = "\x00messages\x00"
-_SLOT_JSON = b'"\\u0000messages\\u0000"'
 
 
 class ModelClient(Protocol):
@@ -340,14 +299,13 @@ class OpenAIModelClient:
         scope = asyncio.timeout(limit)
         try:
             async with scope:
-                # The SDK's generic POST (its documented way to reach any path) rather than `client.chat.completions`:
-                # same auth, headers and typed errors, but the first `client.chat` imports every resource module of
-                # the SDK (about half a second), and the body is already the wire format, kept raw for traces; it
-                # goes as bytes joined from JSON encoded once per message (bytes pass through the SDK untouched).
+                # Not `client.chat.completions` (its first use imports every resource module of the SDK, and it
+                # transforms every field): the body is already the wire format, joined from JSON encoded once per
+                # message, posted on the SDK client's pool with its headers and typed errors (`model_post`).
+                poster = poster_for(self.client)
                 if sink is not None:
-                    return await post_streamed(self.client, request.encoded(STREAM_OPTIONS), sink)
-                response = await self.client.post("/chat/completions", content=request.encoded(),
-                                                  cast_to=httpx.Response)
+                    return await post_streamed(poster, request.encoded(STREAM_OPTIONS), sink)
+                response = await poster.post(request.encoded())
         except TimeoutError:
             if not scope.expired():
                 raise

@@ -24,7 +24,8 @@ from pagemind.runtime.model_response import ModelBadResponse, ModelResponse, one
 
 if TYPE_CHECKING:
     import httpx
-    import openai
+
+    from pagemind.runtime.model_post import Poster
 
 STREAM_OPTIONS: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 """What a streamed request adds to the body (on the wire only: traces record the body without it)."""
@@ -162,12 +163,10 @@ async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]
         yield name or "message", "[DONE]"
 
 
-async def post_streamed(client: openai.AsyncOpenAI, content: bytes, sink: DeltaSink | None) -> ModelResponse:
+async def post_streamed(poster: Poster, content: bytes, sink: DeltaSink | None) -> ModelResponse:
     """POST a streamed chat-completions request (`content`: the body, `STREAM_OPTIONS` in it) and read its answer.
-    The SDK checks the status (its typed errors, the body read) and hands back the unread httpx response."""
-    import httpx
-
-    response = await client.post("/chat/completions", content=content, cast_to=httpx.Response, stream=True)
+    The poster checks the status (the SDK's typed errors, the body read) and hands back the unread httpx response."""
+    response = await poster.post(content, stream=True)
     try:
         return await read_streamed(response, sink)
     finally:

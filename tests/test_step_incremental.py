@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pagemind.runtime.compiler import ContextInputs, MemoryStats, WireCache, compile_context
 from pagemind.runtime.messages import Message, encode_json
 from pagemind.runtime.model_client import ModelRequest
-from pagemind.runtime.pressure.history_repair import is_valid, repair_history
+from pagemind.runtime.pressure.history_repair import ValidityMemo, is_valid, repair_history
 from pagemind.tools import ToolCall
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
@@ -85,3 +85,30 @@ def test_the_fast_check_agrees_with_the_repair_on_broken_windows():
         assert is_valid(window) == (not repair.changed)
         if not repair.changed:
             assert repair.messages == window
+
+
+def test_the_remembered_check_agrees_with_the_whole_check_whatever_happens_to_the_window():
+    rng = random.Random(17)
+    memo, window = ValidityMemo(), conversation(rng, 12)
+    outcomes = set()
+    for round_ in range(1500):
+        action = rng.choice(["append", "drop", "both", "cut_end", "break", "replace", "reload", "same"])
+        if action in ("append", "both"):
+            window = window + conversation(rng, rng.randint(1, 3), start=1000 + round_ * 10)
+        if action in ("drop", "both"):  # from the front, anywhere: a group's results may lead the window
+            window = window[rng.randint(1, 4):]
+        if action == "cut_end" and window:  # a call may lose its results
+            window = window[:rng.randrange(len(window))]
+        if action == "break" and window:
+            i = rng.randrange(len(window))
+            window = [*window[:i], *window[i + 1:]]
+        if action == "replace" and window:
+            i = rng.randrange(len(window))
+            window = [*window[:i], Message("assistant", None, NOW), *window[i + 1:]]
+        if action == "reload":
+            window = [Message(m.role, m.content, NOW, m.tool_calls, m.tool_call_id, m.name) for m in window]
+        if not is_valid(window) and rng.random() < 0.5:
+            window = repair_history(window, NOW).messages  # as the monitor would, then the window goes on
+        assert memo.is_valid(window) == is_valid(window), action
+        outcomes.add(is_valid(window))
+    assert outcomes == {True, False}

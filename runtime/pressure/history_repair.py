@@ -10,6 +10,7 @@ model's mouth; it stays in recall memory. An agent can never be bricked by its o
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
@@ -58,6 +59,31 @@ def is_valid(messages: Sequence[Message]) -> bool:
             elif not (message.content or "").strip():
                 return False
     return not open_calls
+
+
+@dataclass
+class ValidityMemo:
+    """The last window found valid, so that the next check reads only what changed (the check runs before every
+    model call, over the whole window). Steps append at the end and flushes drop from the front: a window that is
+    a run of the last valid one to its end (the same objects, messages are immutable), plus new messages, is
+    valid if the run does not start with a tool result and the new messages are valid on their own (a valid
+    window ends with every call answered, so the new part starts from a clean state). Anything else is checked
+    whole."""
+
+    messages: tuple[Message, ...] = ()
+
+    def is_valid(self, messages: Sequence[Message]) -> bool:
+        """`is_valid(messages)`, remembering the answer for the next call."""
+        old, new = self.messages, 0
+        if old and messages and messages[0].role != "tool":
+            first = messages[0]
+            start = next((i for i, m in enumerate(old) if m is first), -1)
+            kept = len(old) - start
+            if start >= 0 and kept <= len(messages) and all(map(operator.is_, old[start:], messages[:kept])):
+                new = kept
+        valid = is_valid(messages[new:]) if new else is_valid(messages)
+        self.messages = tuple(messages) if valid else ()
+        return valid
 
 
 def repair_history(messages: Sequence[Message], now: datetime) -> Repair:

@@ -32,7 +32,7 @@ from pagemind.runtime.events import (
 from pagemind.runtime.pressure.eviction import EvictionPlan, atomic_groups, plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
 from pagemind.runtime.pressure.flush_work import FlushOutcome, FlushWork, WorkSettings
-from pagemind.runtime.pressure.history_repair import repair_history
+from pagemind.runtime.pressure.history_repair import ValidityMemo, repair_history
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelClient, ModelError, ModelRequest, ModelResponse
 from pagemind.runtime.budget import (
@@ -115,6 +115,7 @@ class PressureMonitor:
     concurrent: bool = True
     _told_squeezed: bool = field(default=False, init=False)  # said once per loaded agent
     _ahead: FlushWork | None = field(default=None, init=False)  # the next flush's work, prepared in advance
+    _valid: ValidityMemo = field(default_factory=ValidityMemo, init=False)  # the last window found valid
 
     @property
     def spec(self) -> AgentSpec:
@@ -181,6 +182,8 @@ class PressureMonitor:
 
     def repair(self, step: int) -> None:
         """Repair the in-context history if needed, storing the repair."""
+        if self._valid.is_valid(self.window.messages):  # the common case, checked incrementally
+            return
         repair = repair_history(self.window.messages, self.agent.now())
         if not repair.changed:
             return
