@@ -56,7 +56,9 @@ async def _worker(turns: int, home: Path) -> dict[str, float]:
     return {"wall": median(walls[20:]), "cpu": median(cpus[20:])}
 
 
-def _http_worker(turns: int, home: Path) -> dict[str, float]:
+def _http_worker(turns: int, home: Path, every: bool = False) -> dict[str, float]:
+    """One process's HTTP rotation: own cost and CPU at 1,000 stored / window 51, or with `every`, at each of
+    `bench/step_overhead_http.py`'s configurations (keys `own 10/9`, `cpu 10/9`, …)."""
     from bench import step_overhead_http as http
 
     server = subprocess.Popen([sys.executable, http.__file__, "--serve"], stdout=subprocess.PIPE, text=True)
@@ -64,18 +66,21 @@ def _http_worker(turns: int, home: Path) -> dict[str, float]:
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
         os.environ.update(PAGEMIND_HOME=str(home), OPENAI_BASE_URL=url)
         os.environ.pop("DATABASE_URL", None)
-        row = asyncio.run(http.measure(turns, url, home, configs=((HISTORY, 51),)))[0]
+        rows = asyncio.run(http.measure(turns, url, home, configs=http.CONFIGS if every else ((HISTORY, 51),)))
     finally:
         server.kill()
         server.wait()
-    return {"wall": row["own"], "cpu": row["cpu"]}
+    if every:
+        return {f"{key} {r['stored']}/{w}": r[key] for r, (_, w) in zip(rows, http.CONFIGS) for key in ("own", "cpu")}
+    return {"wall": rows[0]["own"], "cpu": rows[0]["cpu"]}
 
 
-def _run(pythonpath: str | None, turns: int, http: bool) -> dict[str, float]:
+def _run(pythonpath: str | None, turns: int, http: bool, every: bool = False) -> dict[str, float]:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, __file__, "--worker", "--turns", str(turns), *(["--http"] if http else [])],
+    flags = [*(["--http"] if http else []), *(["--every"] if every else [])]
+    out = subprocess.run([sys.executable, __file__, "--worker", "--turns", str(turns), *flags],
                          env=env, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -87,6 +92,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--http", action="store_true", help="the model over HTTP in another process")
+    parser.add_argument("--every", action="store_true", help="with --http: every configuration of "
+                        "bench/step_overhead_http.py (10 to 10,000 stored, windows 9 to 501), and its flatness")
     parser.add_argument("--label", default="the other tree", help="what the other tree is, for the report")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--worker", action="store_true")
@@ -96,15 +103,18 @@ def main() -> None:
     configure_logging("ERROR")
     if args.worker:
         with tempfile.TemporaryDirectory() as tmp:
-            result = _http_worker(args.turns, Path(tmp)) if args.http else asyncio.run(_worker(args.turns, Path(tmp)))
+            result = (_http_worker(args.turns, Path(tmp), args.every) if args.http
+                      else asyncio.run(_worker(args.turns, Path(tmp))))
             print(json.dumps(result))
         return
     note = machine_note()
     mine, other = [], []
     for _ in range(args.rounds):
-        other.append(_run(args.other, args.turns, args.http))
-        mine.append(_run(None, args.turns, args.http))
+        other.append(_run(args.other, args.turns, args.http, args.every))
+        mine.append(_run(None, args.turns, args.http, args.every))
         print(f"other {other[-1]}  this {mine[-1]}", flush=True)
+    if args.every:
+        return report_every(mine, other, args, note)
     rows = []
     for key in ("wall", "cpu"):  # with --http, "wall" is the own cost (wall minus the bare round trip)
         a, b = median([m[key] for m in mine]), median([o[key] for o in other])
@@ -126,6 +136,37 @@ rounds' medians, ms per step. This tree against {args.label}.
 | figure | {args.label} | this tree | ratio |
 | --- | --- | --- | --- |
 {table}
+""")
+
+
+def report_every(mine: list[dict[str, float]], other: list[dict[str, float]], args: argparse.Namespace,
+                 note: str) -> None:
+    """The section of an `--http --every` run: own cost and CPU per configuration, each tree's flatness."""
+    from bench.step_overhead_http import CONFIGS
+
+    a = {key: median([m[key] for m in mine]) for key in mine[0]}
+    b = {key: median([o[key] for o in other]) for key in other[0]}
+    rows = "\n".join(f"| {s:,} | {w} | {b[f'own {s}/{w}']:.2f} | **{a[f'own {s}/{w}']:.2f}** | "
+                     f"{a[f'own {s}/{w}'] / b[f'own {s}/{w}']:.2f} | {b[f'cpu {s}/{w}']:.2f} | {a[f'cpu {s}/{w}']:.2f} | "
+                     f"{a[f'cpu {s}/{w}'] / b[f'cpu {s}/{w}']:.2f} |" for s, w in CONFIGS)
+    flat = {tree: " · ".join(f"{s:,}/{w}: {v[f'own {s}/{w}'] / v['own 10/9']:.2f}" for s, w in CONFIGS[1:])
+            for tree, v in (("other", b), ("this", a))}
+    load = os.getloadavg()
+    print(rows, flat, load, sep="\n")
+    if args.no_write:
+        return
+    write_section("Step cost A/B, over HTTP, every configuration (bench/step_cost_ab.py --http --every)", f"""
+{note}; load average {load[0]:.2f} at the end. {args.rounds} rounds, each a fresh process per tree in turn, each
+process running `bench/step_overhead_http.py`'s rotation ({args.turns} one-step turns per configuration, first 10
+dropped); medians of the rounds' medians, ms per step. Own cost = wall p50 − the bare round trip's p50. This tree
+against {args.label}.
+
+| stored | in window | own cost, {args.label} | own cost, this tree | ratio | CPU, {args.label} | CPU, this tree | ratio |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+{rows}
+
+Own cost relative to 10 stored (window 9), {args.label}: {flat['other']}; this tree: {flat['this']}.
+Target: own cost p50 ≤ 3 ms and flat (10,000 vs 10 within 20 %).
 """)
 
 
