@@ -101,12 +101,16 @@ def is_plain(client: Any) -> bool:
     import openai
 
     try:
+        from openai._models import FinalRequestOptions  # noqa: F401 (what `sdk_headers` builds the headers from)
+
+        uses = ("_build_headers", "_prepare_url", "_make_status_error_from_response", "platform_headers")
         return (type(client) is openai.AsyncOpenAI and isinstance(client._client, httpx.AsyncClient)
+                and all(callable(getattr(client, name, None)) for name in uses)
                 and getattr(client, "_provider_runtime", None) is None
                 and getattr(client, "_workload_identity_auth", None) is None
                 and getattr(client, "_api_key_provider", None) is None
                 and client.custom_auth is None and client._idempotency_header is None and not client.default_query)
-    except AttributeError:  # another SDK version: keep to its public post
+    except (AttributeError, ImportError):  # another SDK version: keep to its public post
         return False
 
 
