@@ -71,7 +71,7 @@ def _http_worker(turns: int, home: Path, every: bool = False) -> dict[str, float
         server.kill()
         server.wait()
     if every:
-        return {f"{key} {r['stored']}/{w}": r[key] for r, (_, w) in zip(rows, http.CONFIGS) for key in ("own", "cpu")}
+        return {f"{key} {r['stored']}/{w}": r[key] for r, (_, w) in zip(rows, http.CONFIGS) for key in ("own", "cpu", "own_cpu")}
     return {"wall": rows[0]["own"], "cpu": rows[0]["cpu"]}
 
 
@@ -146,11 +146,11 @@ def report_every(mine: list[dict[str, float]], other: list[dict[str, float]], ar
 
     a = {key: median([m[key] for m in mine]) for key in mine[0]}
     b = {key: median([o[key] for o in other]) for key in other[0]}
-    rows = "\n".join(f"| {s:,} | {w} | {b[f'own {s}/{w}']:.2f} | **{a[f'own {s}/{w}']:.2f}** | "
-                     f"{a[f'own {s}/{w}'] / b[f'own {s}/{w}']:.2f} | {b[f'cpu {s}/{w}']:.2f} | {a[f'cpu {s}/{w}']:.2f} | "
-                     f"{a[f'cpu {s}/{w}'] / b[f'cpu {s}/{w}']:.2f} |" for s, w in CONFIGS)
-    flat = {tree: " · ".join(f"{s:,}/{w}: {v[f'own {s}/{w}'] / v['own 10/9']:.2f}" for s, w in CONFIGS[1:])
-            for tree, v in (("other", b), ("this", a))}
+    rows = "\n".join(" | ".join(["", f"{s:,}", str(w), *(
+        f"{b[f'{key} {s}/{w}']:.2f} | **{a[f'{key} {s}/{w}']:.2f}** | {a[f'{key} {s}/{w}'] / b[f'{key} {s}/{w}']:.2f}"
+        for key in ("own", "own_cpu", "cpu")), ""]).strip() for s, w in CONFIGS)
+    flat = {tree: " · ".join(f"{s:,}/{w}: {v[f'{key} {s}/{w}'] / v[f'{key} 10/9']:.2f}" for s, w in CONFIGS[1:])
+            for key in ("own", "own_cpu") for tree, v in ((f"other {key}", b), (f"this {key}", a))}
     load = os.getloadavg()
     print(rows, flat, load, sep="\n")
     if args.no_write:
@@ -158,14 +158,16 @@ def report_every(mine: list[dict[str, float]], other: list[dict[str, float]], ar
     write_section("Step cost A/B, over HTTP, every configuration (bench/step_cost_ab.py --http --every)", f"""
 {note}; load average {load[0]:.2f} at the end. {args.rounds} rounds, each a fresh process per tree in turn, each
 process running `bench/step_overhead_http.py`'s rotation ({args.turns} one-step turns per configuration, first 10
-dropped); medians of the rounds' medians, ms per step. Own cost = wall p50 − the bare round trip's p50. This tree
-against {args.label}.
+dropped); medians of the rounds' medians, ms per step. Own cost = wall p50 − the bare round trip's p50; own CPU =
+the agent process's CPU per step − its CPU for the bare POST (p50s): the own cost of an idle machine, where no
+wait for a CPU adds to the wall time. This tree against {args.label}.
 
-| stored | in window | own cost, {args.label} | own cost, this tree | ratio | CPU, {args.label} | CPU, this tree | ratio |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| stored | in window | own cost, {args.label} | own cost, this tree | ratio | own CPU, {args.label} | own CPU, this tree | ratio | CPU, {args.label} | CPU, this tree | ratio |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 {rows}
 
-Own cost relative to 10 stored (window 9), {args.label}: {flat['other']}; this tree: {flat['this']}.
+Own cost relative to 10 stored (window 9), {args.label}: {flat['other own']}; this tree: {flat['this own']}.
+Own CPU relative to 10 stored, {args.label}: {flat['other own_cpu']}; this tree: {flat['this own_cpu']}.
 Target: own cost p50 ≤ 3 ms and flat (10,000 vs 10 within 20 %).
 """)
 

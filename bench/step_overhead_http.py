@@ -124,7 +124,7 @@ async def measure(turns: int, url: str, home: Path, profiler: cProfile.Profile |
     local = await load(10, 9, home, FunctionModel(lambda request: json.loads(ANSWER)))
     local_walls: list[float] = []
     local_cpus: list[float] = []
-    walls, cpus, trips = ([[] for _ in configs] for _ in range(3))
+    walls, cpus, trips, trip_cpus = ([[] for _ in configs] for _ in range(4))
     bodies: list[bytes] = [b""] * len(configs)
     async with httpx.AsyncClient(base_url=url) as bare:
         for i in range(turns):
@@ -143,11 +143,12 @@ async def measure(turns: int, url: str, home: Path, profiler: cProfile.Profile |
                 agent.window.messages = agent.window.messages[-window:]
                 if i % 50 == 0:  # the body as it is now (the window holds its size, so does the body)
                     bodies[k] = body_of(agent.step_request(agent.compile()))
-                started = time.perf_counter()
+                cpu, started = time.process_time(), time.perf_counter()
                 response = await bare.post("/chat/completions", content=bodies[k],
                                            headers={"content-type": "application/json"})
                 response.read()
                 trips[k].append((time.perf_counter() - started) * 1000)
+                trip_cpus[k].append((time.process_time() - cpu) * 1000)
     if profiler is not None:
         profiler.disable()
     rows, warm = [], slice(10, None)  # the first turns load the encoding, the SDK, the pool
@@ -156,6 +157,9 @@ async def measure(turns: int, url: str, home: Path, profiler: cProfile.Profile |
         rows.append({"stored": stored, "window": len(agent.window.messages), "p50": median(wall),
                      "p95": percentile(wall, 95), "cpu": median(cpu), "server": median(trip),
                      "own": median(wall) - median(trip), "body_kb": len(bodies[k]) / 1024,
+                     # What the step costs this process beyond the bare client's CPU for the same POST: the own
+                     # cost an idle machine would show (no wait for a CPU in it), steadier under load than wall.
+                     "own_cpu": median(cpu) - median(trip_cpus[k][warm]),
                      "in_process": median(local_walls[warm]), "in_process_cpu": median(local_cpus[warm])})
     return rows
 
@@ -204,11 +208,12 @@ def main() -> None:
 def report(rows: list[dict[str, float]], turns: int, note: str, label: str | None = None) -> None:
     table = "\n".join(
         f"| {r['stored']:,} | {r['window']} | {r['body_kb']:.0f} | {r['p50']:.2f} | {r['p95']:.2f} | {r['server']:.2f} "
-        f"| **{r['own']:.2f}** | {r['cpu']:.2f} |" for r in rows)
+        f"| **{r['own']:.2f}** | {r['own_cpu']:.2f} | {r['cpu']:.2f} |" for r in rows)
     by = {(r["stored"], r["window"]): r for r in rows}
     small = by[(10, 9)]["own"]
     flat = " · ".join(f"{s:,} stored, window {w}: {by[(s, w)]['own'] / small:.2f}" for s, w in CONFIGS[1:])
     window_ratio = by[(10_000, 501)]["own"] / by[(10_000, 51)]["own"]
+    flat_cpu = " · ".join(f"{s:,}/{w}: {by[(s, w)]['own_cpu'] / by[(10, 9)]['own_cpu']:.2f}" for s, w in CONFIGS[1:])
     local, local_cpu = rows[0]["in_process"], rows[0]["in_process_cpu"]
     cpu_ratio = " · ".join(f"{r['stored']:,}/{r['window']}: {r['cpu'] / local_cpu:.2f}" for r in rows)
     title = "Step overhead over HTTP (bench/step_overhead_http.py)" + (f", {label}" if label else "")
@@ -219,13 +224,15 @@ keep-alive, instant scripted `send_message`), SQLite on local disk, window held 
 The agents of the five rows (and the reference below) take their turns in rotation; each turn is followed by a
 bare keep-alive `httpx` POST of that agent's body to the same server. Own cost = wall p50 − that round trip's p50 (it holds the server, the loopback
 and the HTTP client). CPU = the agent process's
-`time.process_time()` per turn, HTTP client included.
+`time.process_time()` per turn, HTTP client included; own CPU = that less the process's CPU for the bare POST (p50s):
+the own cost of an idle machine, where no wait for a CPU adds to the wall time.
 
-| stored messages | in window | body KiB | wall p50 ms | wall p95 ms | server round trip p50 ms | own cost p50 ms | CPU ms/step |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| stored messages | in window | body KiB | wall p50 ms | wall p95 ms | server round trip p50 ms | own cost p50 ms | own CPU ms/step | CPU ms/step |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
 {table}
 
 Own cost relative to 10 stored messages: {flat}. Window 501 vs 51 at 10,000 stored: {window_ratio:.2f}.
+Own CPU relative to 10 stored messages: {flat_cpu}.
 
 Reference in the same rotation: the same companion step with the model in-process (no HTTP; like every
 companion turn it runs the archival prefetch: the salience gate, then a search that stops at the store's count,
