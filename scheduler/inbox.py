@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, exists, func, or_, select, update
+from sqlalchemy import and_, bindparam, case, exists, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
@@ -31,6 +31,12 @@ PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 OPEN = (PENDING, RUNNING)  # an item still to run (a running one whose owner died is run again)
 TERMINAL = (DONE, FAILED)
 agents = AgentRow.__table__
+
+
+def is_open(column: Any) -> Any:
+    """`column IN ('pending', 'running')` with plain bound values, for the statements built once: an IN over a
+    Python list is an expanding parameter, rendered into the SQL again at every execution."""
+    return column.in_([literal(PENDING), literal(RUNNING)])
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ _SELECT = select(inbox, agents.c.name).join(agents, agents.c.id == inbox.c.agent
 # The per-run statements, built once with bound parameters: a statement built per call costs more CPU (building
 # it, then its cache key) than running it does. `p_` names: a column's own name is reserved in SET and VALUES.
 _GET = _SELECT.where(inbox.c.run_id == bindparam("p_run_id"))
-_HEAD = (select(inbox.c.id).where(inbox.c.agent_id == bindparam("p_agent_id"), inbox.c.state.in_(OPEN))
+_HEAD = (select(inbox.c.id).where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
          .order_by(inbox.c.id).limit(1).scalar_subquery())
 # The claim returns the agent's name too (the worker knows only its id): no second query, and never a stale name.
 _CLAIM = update(inbox).where(inbox.c.id == _HEAD).values(
@@ -107,9 +113,9 @@ class _Statements:
         # Parameters, not correlated columns: RETURNING names the target's columns unqualified, so inside the
         # subquery `agent_id` would be the subquery's own.
         other = inbox.alias("other")
-        more = exists().where(other.c.agent_id == bindparam("p_agent_id"), other.c.state.in_(OPEN),
+        more = exists().where(other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state),
                               other.c.id != bindparam("p_id"))
-        self.finish = update(inbox).where(inbox.c.id == bindparam("p_id"), inbox.c.state.in_(OPEN)).values(
+        self.finish = update(inbox).where(inbox.c.id == bindparam("p_id"), is_open(inbox.c.state)).values(
             state=bindparam("p_state"), owner=bindparam("p_owner"), finished_at=bindparam("p_now"),
             result=bindparam("p_result", type_=inbox.c.result.type), error=bindparam("p_error"),
             lease_expires_at=None,

@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.state.tables import agent_leases, daemons, inbox
-from pagemind.scheduler.inbox import OPEN
+from pagemind.scheduler.inbox import is_open
 from pagemind.scheduler.sql import read_connection, single_statement, write_transaction
 
 log = structlog.get_logger("pagemind.scheduler")
@@ -61,11 +61,11 @@ class _Statements:
         self.release = delete(agent_leases).where(agent_leases.c.owner == bindparam("p_owner"),
                                                   agent_leases.c.agent_id == bindparam("p_agent_id"))
         older = inbox.alias("older")
-        head = ~exists().where(older.c.agent_id == inbox.c.agent_id, older.c.state.in_(OPEN), older.c.id < inbox.c.id)
+        head = ~exists().where(older.c.agent_id == inbox.c.agent_id, is_open(older.c.state), older.c.id < inbox.c.id)
         held = exists().where(agent_leases.c.agent_id == inbox.c.agent_id,
                               agent_leases.c.expires_at >= bindparam("p_now"),
                               agent_leases.c.owner != bindparam("p_owner"))
-        heads = (select(inbox.c.agent_id).where(inbox.c.state.in_(OPEN), head, ~held,
+        heads = (select(inbox.c.agent_id).where(is_open(inbox.c.state), head, ~held,
                                                 inbox.c.agent_id.not_in(bindparam("p_exclude", expanding=True)))
                  .order_by(inbox.c.id).limit(bindparam("p_limit")))
         # On Postgres two daemons looking at once skip each other's rows instead of racing for the same agents.
