@@ -164,14 +164,15 @@ class Daemon:
         """The item with this run id, as stored now (None if there is none)."""
         return self.inbox.get(run_id)
 
-    async def wait(self, run_id: str, timeout: float) -> InboxItem:
-        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`."""
+    async def wait(self, run_id: str, timeout: float, *, known: InboxItem | None = None) -> InboxItem:
+        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`. `known`: the item
+        as the caller just got it (from `submit`, with no await between): its first read is skipped."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             finished = self.fanout.waiter(run_id)  # before reading: an end in between is not missed
             try:
-                item = self.inbox.get(run_id)
+                item, known = known or self.inbox.get(run_id), None
                 if item is None:
                     raise UnknownRun(run_id)
                 remaining = deadline - loop.time()

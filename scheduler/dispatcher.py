@@ -192,7 +192,9 @@ class Dispatcher:
                     self.pool.lent.discard(item.agent_name)
                     agent.refresh()
                 if item.kind == "message":
-                    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key)
+                    # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
+                    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key,
+                                          new_key=item.attempts == 1)
                     self._queue_reflection(item, agent)
                     return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
                             "turn_id": turn.turn_id}, None

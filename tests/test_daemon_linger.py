@@ -108,3 +108,32 @@ def test_only_an_idle_pooled_connection_is_pinged_and_a_dropped_one_is_replaced(
         assert pings
     finally:
         engine.dispose()
+
+
+async def test_a_first_attempt_skips_the_key_lookup_and_a_reused_key_still_cannot_double(database_url, folder,
+                                                                                        monkeypatch):
+    from sqlalchemy.exc import IntegrityError
+
+    from pagemind.runtime.loop import run_turn
+    from pagemind.runtime.state.store import StateStore
+
+    looked_up: list[str] = []
+    real = StateStore.turn_for_key
+    monkeypatch.setattr(StateStore, "turn_for_key", lambda self, agent_id, key: looked_up.append(key)
+                        or real(self, agent_id, key))
+    daemon = make_daemon(database_url, folder, ledger_model())
+    item = await daemon.submit("alice", "msg 1")
+    await daemon.start()
+    try:
+        done = await daemon.wait(item.run_id, 60, known=item)
+        assert done.state == "done" and done.attempts == 1
+        assert looked_up == []  # the first attempt's key is new: no lookup
+        async with daemon.agent("alice") as agent:
+            count = agent.window.store.message_count(agent.record.id)
+            with pytest.raises(IntegrityError):  # the same key again, vouched new by mistake: refused, not doubled
+                await run_turn(agent, "msg 1", idempotency_key=done.turn_key, new_key=True)
+            assert agent.window.store.message_count(agent.record.id) == count
+            again = await run_turn(agent, "msg 1", idempotency_key=done.turn_key)  # looked up: the stored turn
+            assert again.reply == "ack 1" and looked_up == [done.turn_key]
+    finally:
+        await daemon.stop()
