@@ -58,16 +58,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def processes(pid: int) -> list[int]:
+    """`pid` and its children: with `--workers` the daemon is the workers (the supervisor's CPU counts too)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return [pid, *map(int, children)]
+
+
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+    total = 0.0
+    for each in processes(pid):
+        fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+    return total
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    total = 0.0
+    for each in processes(pid):
+        for line in Path(f"/proc/{each}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
 
 
 def fresh_database(kind: str, home: Path) -> tuple[str, callable]:
@@ -105,7 +119,7 @@ async def wait_healthy(url: str, process: subprocess.Popen, deadline_s: float = 
 
 
 async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: int, stub: str,
-                  latency_ms: float) -> dict[str, float]:
+                  latency_ms: float, workers: int = 1) -> dict[str, float]:
     """One measurement: a fresh database and daemon, `agents` agents, about `turns` turns in all."""
     home = Path(tempfile.mkdtemp(prefix="pagemind-bench-"))
     folder = home / "agents"
@@ -117,7 +131,9 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
     env.update(PAGEMIND_HOME=str(home), DATABASE_URL=database_url, OPENAI_BASE_URL=stub, OPENAI_API_KEY="bench",
                PAGEMIND_LOG_LEVEL="error")
     serve = subprocess.Popen([sys.executable, "-m", "pagemind.scheduler.cli", "serve", str(folder), "--port", str(port),
-                              "--concurrency", str(concurrency)], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+                              "--concurrency", str(concurrency),
+                              *(["--workers", str(workers)] if workers > 1 else [])],
+                             cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         await wait_healthy(url, serve)
@@ -212,6 +228,7 @@ async def main() -> None:
     parser.add_argument("--inflight", type=int, default=64, help="client requests in flight at once")
     parser.add_argument("--concurrency", type=int, default=64, help="the daemon's --concurrency")
     parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--workers", type=int, default=1, help="`pagemind serve --workers` (Postgres rows only)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     args = parser.parse_args()
     note = machine_note()
@@ -223,7 +240,8 @@ async def main() -> None:
         for db in args.db:
             for n in args.agents:
                 row = await run_one(db, n, args.turns, args.inflight, args.concurrency,
-                                    f"http://127.0.0.1:{port}/v1", args.latency_ms)
+                                    f"http://127.0.0.1:{port}/v1", args.latency_ms,
+                                    args.workers if db == "postgres" else 1)
                 rows.append({"db": db, **row})
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
     finally:

@@ -101,14 +101,15 @@ class TurnResult:
     messages: list[Message]
 
 
-async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | None = None) -> TurnResult:
+async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | None = None, *,
+                   new_key: bool = False) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
     With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
     from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
-    message stays, and a step is committed whole or not at all."""
-    begun = begin_turn(agent, user_message, idempotency_key)  # 1. inbox (or the stored turn a retry resumes)
+    message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`."""
+    begun = begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or the stored turn a retry resumes)
     if isinstance(begun, TurnResult):
         return begun
     turn_id, messages, first = begun
@@ -200,15 +201,19 @@ class IdempotencyKeyReused(ValueError):
     """An idempotency key came back with a different message than the turn it names."""
 
 
-def begin_turn(agent: LoopAgent, text: str, key: str | None) -> TurnResult | tuple[str, list[Message], int]:
+def begin_turn(agent: LoopAgent, text: str, key: str | None,
+               new_key: bool = False) -> TurnResult | tuple[str, list[Message], int]:
     """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
     or the finished turn's result when `key` names one (nothing is stored then).
 
     A retry never doubles the user message: a key already used resumes its turn after the last committed step,
     and a message identical to one a failed turn left unanswered at the end of the window reuses that message
-    and its turn (a failed turn stores nothing but its user message before its first step commits)."""
+    and its turn (a failed turn stores nothing but its user message before its first step commits).
+
+    `new_key`: the caller knows `key` was never used (the daemon's first attempt at an inbox item), so its lookup,
+    a round trip, is skipped; were it used after all, storing it again fails on its primary key: never a double."""
     store, agent_id = agent.window.store, agent.window.agent_id
-    turn_id = store.turn_for_key(agent_id, key) if key is not None else None
+    turn_id = store.turn_for_key(agent_id, key) if key is not None and not new_key else None
     if turn_id is None and (pending := agent.window.unanswered(text)) is not None:
         turn_id = pending.turn_id
         if key is not None:

@@ -128,7 +128,7 @@ async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOu
     `mode: async`. The same `idempotency_key` again returns the first run and runs nothing."""
     item = await daemon.submit(name, body.content, idempotency_key=body.idempotency_key)
     if body.mode == "sync":
-        item = await daemon.wait(item.run_id, body.timeout_s)
+        item = await daemon.wait(item.run_id, body.timeout_s, known=item)
     run = RunOut.of(item)
     if run.state in ("done", "failed"):
         return run

@@ -35,7 +35,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon, DaemonConfig
 
-    url = args.public_url or f"http://{_url_host(args.host)}:{args.port}"
+    url = public_url(args)
     store = StateStore.open(settings.database_url)
     catalog = AgentCatalog(args.directory, store)
     daemon = Daemon(catalog, settings, config=DaemonConfig(concurrency=args.concurrency, grace_s=args.grace, url=url))
@@ -52,6 +52,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
         sys.stderr.flush()
 
     server = _Server(config, started)
+    sockets = [_reuse_port_socket(args.host, args.port)] if getattr(args, "reuse_port", False) else None
 
     def on_signal() -> None:
         if stopping:
@@ -65,7 +66,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
         loop.add_signal_handler(sig, on_signal)
     await daemon.start()
     try:
-        await server.serve()
+        await server.serve(sockets)
     except SystemExit:  # uvicorn could not bind (it has logged why)
         raise CliError(f"cannot listen on {args.host}:{args.port} (in use, or not an address of this machine)")
     finally:
@@ -95,6 +96,28 @@ class _Server:
                     on_started(self)
 
         return Server(config)
+
+
+def public_url(args: argparse.Namespace) -> str:
+    """The URL the daemon is reached at: `--public-url`, or http://HOST:PORT."""
+    return args.public_url or f"http://{_url_host(args.host)}:{args.port}"
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A socket bound with `SO_REUSEPORT`, as each worker of `serve --workers` binds (`scheduler.workers`): the
+    kernel spreads the connections over the workers. Raises `CliError` when the port is taken otherwise."""
+    from pagemind.runtime.cli.shared import CliError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CliError(f"cannot listen on {host}:{port}: {exc}") from None
+    return sock
 
 
 def _url_host(host: str) -> str:

@@ -37,6 +37,9 @@ def add_parsers(sub: Any) -> None:
                        help="largest request body accepted (default 1 MiB)")
     serve.add_argument("--public-url", metavar="URL",
                        help="the URL other processes reach this daemon at (default http://HOST:PORT)")
+    serve.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="daemon processes sharing the port, to use N cores (PostgreSQL only; default 1)")
+    serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker of --workers
     serve.set_defaults(handler=cmd_serve)
     send = sub.add_parser("send", help="send a message to an agent a daemon serves, print the reply")
     send.add_argument("agent", help="the agent's name")
@@ -89,8 +92,17 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     if not Path(args.directory).is_dir():
         raise CliError(f"{args.directory} is not a folder of agent YAML files")
-    if args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0 or not 0 < args.port < 65536:
-        raise CliError("--port, --concurrency and --max-body must be positive, --grace not negative")
+    if (args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0 or not 0 < args.port < 65536
+            or args.workers <= 0):
+        raise CliError("--port, --concurrency, --max-body and --workers must be positive, --grace not negative")
+    if args.workers > 1:
+        if not settings.database_url.startswith("postgresql"):
+            raise CliError("--workers needs PostgreSQL (DATABASE_URL=postgresql://…): the workers share the "
+                           "database, and SQLite takes one writer at a time and relays no events between processes")
+        from pagemind.scheduler.api_serve import public_url
+        from pagemind.scheduler.workers import supervise
+
+        return await supervise(args, public_url(args))
     from pagemind.scheduler.api_serve import serve
 
     return await serve(args, settings, token)

@@ -56,6 +56,8 @@ class DaemonConfig(BaseModel):
     max_loaded: int = Field(1024, gt=0, description="agents kept loaded at most (least recently used go first)")
     max_attempts: int = Field(5, gt=0, description="claims of one item before it fails (a daemon died each time)")
     turn_wait_s: float = Field(30, ge=0, description="how long a turn waits for a turn run outside the daemon")
+    linger_s: float = Field(1.0, ge=0, description="an agent whose inbox is empty is kept (lease, turn lock) this long "
+                            "for its next message before it is given back (`scheduler.dispatcher`)")
     url: str = Field("", description="the URL this daemon answers on, for `pagemind run` (the API sets it)")
     relay_interval_s: float = Field(0.05, ge=0, description="a relayed run's events are written at most this often "
                                     "(batched meanwhile) for watchers in other processes (Postgres)")
@@ -154,22 +156,23 @@ class Daemon:
         item, new = self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), self.owner)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
-        if new and agent_id not in self.dispatcher.workers:  # a worker on the agent claims it next anyway
-            self.dispatcher.wake.set()
+        if new and self.started:  # a worker already on the agent claims it next anyway
+            self.dispatcher.kick(agent_id)
         return item
 
     def run(self, run_id: str) -> InboxItem | None:
         """The item with this run id, as stored now (None if there is none)."""
         return self.inbox.get(run_id)
 
-    async def wait(self, run_id: str, timeout: float) -> InboxItem:
-        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`."""
+    async def wait(self, run_id: str, timeout: float, *, known: InboxItem | None = None) -> InboxItem:
+        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`. `known`: the item
+        as the caller just got it (from `submit`, with no await between): its first read is skipped."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             finished = self.fanout.waiter(run_id)  # before reading: an end in between is not missed
             try:
-                item = self.inbox.get(run_id)
+                item, known = known or self.inbox.get(run_id), None
                 if item is None:
                     raise UnknownRun(run_id)
                 remaining = deadline - loop.time()
@@ -177,6 +180,8 @@ class Daemon:
                     return item
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(finished.wait(), min(remaining, self.config.poll_s))
+                if finished.item is not None:  # it ended here: the item as its finish stored it, no read
+                    return finished.item
             finally:
                 self.fanout.unwait(run_id, finished)
 

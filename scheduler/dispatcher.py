@@ -51,19 +51,27 @@ class Dispatcher:
         self.workers: dict[int, asyncio.Task[None]] = {}
         self._lost: set[int] = set()  # agents whose lease another daemon took over (a stall): stop after the item
         self._busy: dict[int, float] = {}  # agents a turn outside the daemon holds, and when to look again
+        self._lingering: dict[int, asyncio.Event] = {}  # idle workers keeping their agent for `linger_s`: set = work
+
+    def _active(self) -> int:
+        """Workers running items (a lingering one holds no slot: it only waits)."""
+        return len(self.workers) - len(self._lingering)
 
     async def run(self) -> None:
         """Take agents with work until `stopping`."""
         while not self.stopping:
             self.wake.clear()
-            free = self.config.concurrency - len(self.workers)
+            if self._lingering:  # work for them that no submission here announced (a trigger, another process)
+                for agent_id in self.inbox.with_open(sorted(self._lingering)):
+                    self.poke(agent_id)
+            free = self.config.concurrency - self._active()
             now = time.monotonic()
             self._busy = {agent_id: until for agent_id, until in self._busy.items() if until > now}
             exclude = set(self.workers) | set(self._busy)
             taken = self.leases.claim_agents(free, exclude, utcnow()) if free > 0 else []
             crash_point("daemon.agents_leased")
             for agent_id in taken:
-                self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
+                self._start(agent_id, leased=True)
             if taken and len(taken) == free:
                 continue  # there may be more
             try:
@@ -71,20 +79,64 @@ class Dispatcher:
             except TimeoutError:
                 pass
 
-    async def _work(self, agent_id: int) -> None:
-        name: str | None = None
-        fresh = False  # read the agent again after taking its lock: another process may have run it meanwhile
+    def _start(self, agent_id: int, leased: bool) -> None:
+        self.workers[agent_id] = asyncio.create_task(self._work(agent_id, leased), name=f"agent-{agent_id}")
+
+    def kick(self, agent_id: int) -> None:
+        """Work on `agent_id` now: an item was just submitted for it in this process. With a slot free, a worker
+        takes the agent's lease itself (one upsert) instead of waking the loop to scan the whole inbox for heads
+        (`Leases.claim_agents`); the lease decides as it does there, so an agent another daemon holds is left to
+        it (that daemon looks for new items before it lets the agent go). Otherwise the loop is woken."""
+        if agent_id in self.workers or self.stopping:
+            self.poke(agent_id)
+            return
+        if self._active() >= self.config.concurrency or agent_id in self._busy:
+            self.wake.set()
+            return
+        self._start(agent_id, leased=False)
+
+    def poke(self, agent_id: int) -> None:
+        """Wake the agent's worker if it lingers (it claims the new item at once)."""
+        event = self._lingering.get(agent_id)
+        if event is not None:
+            event.set()
+
+    async def _linger(self, agent_id: int) -> bool:
+        """Keep an agent whose inbox is empty (its lease, its turn lock, its loaded state) for `linger_s`, and
+        say whether work came for it meanwhile. A user's next message usually comes right after the reply: a worker
+        that kept the agent claims it at once, instead of giving the lease and lock back and taking them again (six
+        statements, two of them commits) and reading the agent's state again. Lingering workers hold no slot of
+        `concurrency`, and at most `concurrency` of them linger at once."""
+        if self.config.linger_s <= 0 or self.stopping or len(self._lingering) >= self.config.concurrency:
+            return False
+        event = self._lingering[agent_id] = asyncio.Event()
         try:
+            await asyncio.wait_for(event.wait(), self.config.linger_s)
+        except TimeoutError:
+            return False
+        finally:
+            self._lingering.pop(agent_id, None)
+        return not self.stopping
+
+    async def _work(self, agent_id: int, leased: bool = True) -> None:
+        fresh = False  # read the agent again after taking its lock: another process may have run it meanwhile
+        failed = False
+        try:
+            if not leased and not self.leases.take(agent_id, utcnow()):  # another daemon holds it: its work
+                return
             if not await self.held.take(agent_id):  # a turn outside the daemon (`pagemind run`): later
                 log.info("agent_busy_elsewhere", agent_id=agent_id)
                 self._busy[agent_id] = time.monotonic() + self.config.poll_s
                 self.leases.release(agent_id)
                 return
+            more = True  # whether a claim may find an item (the last finish says when there is none)
             while not self.stopping and agent_id not in self._lost:
                 now = utcnow()
-                name = name or self.pool.catalog.name_of(agent_id)
-                item = self.inbox.claim_next(agent_id, name, self.leases.owner, self.leases.until(now), now)
+                item = self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now) if more else None
+                more = True
                 if item is None:
+                    if await self._linger(agent_id):
+                        continue
                     await self.held.release(agent_id)
                     self.leases.release(agent_id)
                     crash_point("daemon.lease_released")
@@ -95,24 +147,27 @@ class Dispatcher:
                         continue
                     return
                 crash_point("daemon.item_claimed")
-                await self._run(item, refresh=not fresh)
+                more = await self._run(item, refresh=not fresh) is not False
                 fresh = True
         except Exception:  # the database failed under us: the lease runs out and the agent is taken over
             log.exception("worker_failed", agent_id=agent_id)
+            failed = True
         finally:
             await self.held.release(agent_id)
             self._lost.discard(agent_id)
             self.workers.pop(agent_id, None)
-            self.wake.set()
+            # Only a freed slot can start work the loop left waiting: with slots free it took every agent with work
+            # it saw, and newer work wakes it (a submission here, a notice from elsewhere) or this worker found it.
+            if failed or self._active() + 1 >= self.config.concurrency or self.stopping:
+                self.wake.set()
 
-    async def _run(self, item: InboxItem, refresh: bool) -> None:
-        """Run one claimed item and record its outcome."""
+    async def _run(self, item: InboxItem, refresh: bool) -> bool | None:
+        """Run one claimed item and record its outcome; returns `InboxItem.more` of the finish (None: unknown)."""
         self.fanout.begin(item.run_id, item.attempts, item.watcher)  # in the claim's synchronous stretch
         try:
             if item.attempts > self.config.max_attempts:
-                self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped while "
-                                         "running it each time")
-                return
+                return self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped "
+                                                "while running it each time")
             log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
             try:
                 result, error = await self._execute(item, refresh)
@@ -122,7 +177,7 @@ class Dispatcher:
                 log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
                 result, error = None, f"{type(exc).__name__}: {exc}"
             crash_point("daemon.turn_done")
-            self._finish(item, result, error)
+            return self._finish(item, result, error)
         finally:
             self.fanout.forget(item.run_id)  # given back unfinished (a stop, a failing store): the next attempt relays
 
@@ -137,7 +192,9 @@ class Dispatcher:
                     self.pool.lent.discard(item.agent_name)
                     agent.refresh()
                 if item.kind == "message":
-                    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key)
+                    # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
+                    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key,
+                                          new_key=item.attempts == 1)
                     self._queue_reflection(item, agent)
                     return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
                             "turn_id": turn.turn_id}, None
@@ -153,14 +210,15 @@ class Dispatcher:
         if key is not None:
             self.inbox.submit(agent.record.id, item.agent_name, "job", "reflect", key, utcnow(), self.leases.owner)
 
-    def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> None:
+    def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> bool | None:
         self.fanout.settle(item.run_id, last=True)  # every relayed event is written before the end is
         stored = self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
         crash_point("daemon.item_finished")
         log.info("item_end", agent=item.agent_name, run_id=item.run_id, state=stored.state,
                  latency_ms=round((stored.finished_at - stored.created_at).total_seconds() * 1000, 1)
                  if stored.finished_at else None)
-        self.fanout.finish(item.run_id, stored.watcher)
+        self.fanout.finish(item.run_id, stored.watcher, stored)
+        return stored.more
 
     async def heartbeat(self) -> None:
         """Renew this process's leases, say it is alive, end dead daemons' leases, look for watches of its runs
@@ -184,6 +242,8 @@ class Dispatcher:
         cancelled (their items go back to pending when the daemon gives its leases back)."""
         self.stopping = True
         self.wake.set()
+        for event in self._lingering.values():
+            event.set()
         running = list(self.workers.values())
         if not running:
             return 0

@@ -35,6 +35,12 @@ class Subscription:
     more: bool = False  # a MORE is on the queue and not yet taken (one is enough)
 
 
+class Waiter(asyncio.Event):
+    """`RunFanout.waiter`: an event, and the finished item when the run ended in this process."""
+
+    item: Any = None
+
+
 @dataclass
 class _RunLog:
     """A run running in this process: its events so far, and how many of them are written for watchers."""
@@ -198,9 +204,10 @@ class RunFanout:
                 sub.more = True
                 sub.queue.put_nowait(MORE)
 
-    def waiter(self, run_id: str) -> asyncio.Event:
-        """An event set when the run is heard to end (register before reading the run's state: no end is missed)."""
-        event = asyncio.Event()
+    def waiter(self, run_id: str) -> "Waiter":
+        """An event set when the run is heard to end (register before reading the run's state: no end is missed);
+        its `item` is the finished item when the run ended in this process."""
+        event = Waiter()
         self._waiters.setdefault(run_id, []).append(event)
         return event
 
@@ -212,10 +219,11 @@ class RunFanout:
         if not events:
             self._waiters.pop(run_id, None)
 
-    def finish(self, run_id: str, watcher: str | None = None) -> None:
+    def finish(self, run_id: str, watcher: str | None = None, item: Any = None) -> None:
         """The run ended here (its row, as the finish returned it, names `watcher`): end its subscribers' streams
-        and wake its waiters (the dispatcher then `forget`s its events). A watcher in another process whose notice was not heard yet
-        (it came while the run ended) gets every event and the end row now."""
+        and wake its waiters, handing them `item` (the finished item as stored: they need not read it again); the
+        dispatcher then `forget`s its events. A watcher in another process whose notice was not heard yet (it came
+        while the run ended) gets every event and the end row now."""
         run = self._runs.get(run_id)
         if run is not None and not run.relay and watcher is not None and watcher != self.owner and self.relay:
             run.relay = True
@@ -224,6 +232,7 @@ class RunFanout:
         for sub in self._subs.get(run_id, ()):
             sub.queue.put_nowait(END)
         for event in self._waiters.get(run_id, ()):
+            event.item = item
             event.set()
 
     def finished_elsewhere(self, run_id: str) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, func, or_, select, update
+from sqlalchemy import and_, bindparam, case, exists, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
@@ -31,6 +31,12 @@ PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 OPEN = (PENDING, RUNNING)  # an item still to run (a running one whose owner died is run again)
 TERMINAL = (DONE, FAILED)
 agents = AgentRow.__table__
+
+
+def is_open(column: Any) -> Any:
+    """`column IN ('pending', 'running')` with plain bound values, for the statements built once: an IN over a
+    Python list is an expanding parameter, rendered into the SQL again at every execution."""
+    return column.in_([literal(PENDING), literal(RUNNING)])
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class InboxItem:
     result: dict[str, Any] | None  # {"reply", "stop_reason", "steps", "turn_id"}, or a job's
     error: str | None
     watcher: str | None = None  # who streams its events: a daemon id, "*" for several (`scheduler.relay`)
+    more: bool | None = None  # as `finish` returned it: whether the agent had other open items then (None: unknown)
 
     @property
     def finished(self) -> bool:
@@ -76,6 +83,7 @@ def _item(row: Row, name: str | None = None) -> InboxItem:
         content=m["content"], idempotency_key=m["idempotency_key"], state=m["state"], owner=m["owner"],
         attempts=m["attempts"], created_at=aware(m["created_at"]), started_at=_maybe(m["started_at"]),
         finished_at=_maybe(m["finished_at"]), result=m["result"], error=m["error"], watcher=m["watcher"],
+        more=m.get("more"),
     )
 
 
@@ -83,11 +91,13 @@ _SELECT = select(inbox, agents.c.name).join(agents, agents.c.id == inbox.c.agent
 # The per-run statements, built once with bound parameters: a statement built per call costs more CPU (building
 # it, then its cache key) than running it does. `p_` names: a column's own name is reserved in SET and VALUES.
 _GET = _SELECT.where(inbox.c.run_id == bindparam("p_run_id"))
-_HEAD = (select(inbox.c.id).where(inbox.c.agent_id == bindparam("p_agent_id"), inbox.c.state.in_(OPEN))
+_HEAD = (select(inbox.c.id).where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
          .order_by(inbox.c.id).limit(1).scalar_subquery())
+# The claim returns the agent's name too (the worker knows only its id): no second query, and never a stale name.
 _CLAIM = update(inbox).where(inbox.c.id == _HEAD).values(
     state=RUNNING, owner=bindparam("p_owner"), lease_expires_at=bindparam("p_until"), started_at=bindparam("p_now"),
-    attempts=inbox.c.attempts + 1).returning(*inbox.c)
+    attempts=inbox.c.attempts + 1).returning(
+    *inbox.c, select(agents.c.name).where(agents.c.id == bindparam("p_agent_id")).scalar_subquery().label("name"))
 
 
 class _Statements:
@@ -99,11 +109,17 @@ class _Statements:
             content=bindparam("p_content"), idempotency_key=bindparam("p_key"), state=PENDING, attempts=0,
             created_at=bindparam("p_now"),
         ).returning(*inbox.c, *notifying(engine, INBOX_CHANNEL, bindparam("p_source")))
-        self.finish = update(inbox).where(inbox.c.id == bindparam("p_id"), inbox.c.state.in_(OPEN)).values(
+        # `more`: the agent's other open items, so that its worker need not claim again to learn it has none.
+        # Parameters, not correlated columns: RETURNING names the target's columns unqualified, so inside the
+        # subquery `agent_id` would be the subquery's own.
+        other = inbox.alias("other")
+        more = exists().where(other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state),
+                              other.c.id != bindparam("p_id"))
+        self.finish = update(inbox).where(inbox.c.id == bindparam("p_id"), is_open(inbox.c.state)).values(
             state=bindparam("p_state"), owner=bindparam("p_owner"), finished_at=bindparam("p_now"),
             result=bindparam("p_result", type_=inbox.c.result.type), error=bindparam("p_error"),
             lease_expires_at=None,
-        ).returning(*inbox.c, *notifying(engine, DONE_CHANNEL, inbox.c.run_id))
+        ).returning(*inbox.c, more.label("more"), *notifying(engine, DONE_CHANNEL, inbox.c.run_id))
         # One watcher keeps its id; a second, different one makes it "*". The notice tells the daemon running the
         # item (if one does) who watches, so it starts relaying the run's events at once.
         watcher = bindparam("p_watcher")
@@ -168,8 +184,7 @@ class Inbox:
             row = conn.execute(_GET, {"p_run_id": run_id}).first()
         return _item(row) if row else None
 
-    def claim_next(self, agent_id: int, name: str, owner: str, lease_until: datetime,
-                   now: datetime) -> InboxItem | None:
+    def claim_next(self, agent_id: int, owner: str, lease_until: datetime, now: datetime) -> InboxItem | None:
         """Mark the agent's oldest open item running for `owner` and return it; None when the agent has none.
 
         One statement (`UPDATE … WHERE id = (the oldest open id) RETURNING …`). The caller holds the agent's lease,
@@ -178,15 +193,16 @@ class Inbox:
         with single_statement(self.engine) as conn:
             row = conn.execute(_CLAIM, {"p_agent_id": agent_id, "p_owner": owner, "p_until": lease_until,
                                         "p_now": now}).first()
-        return _item(row, name) if row is not None else None
+        return _item(row) if row is not None else None
 
     def finish(self, item: InboxItem, owner: str, now: datetime, *, result: dict[str, Any] | None = None,
                error: str | None = None) -> InboxItem:
         """Mark a running item done (with `result`) or failed (with `error`); an item already finished (by an
-        owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored."""
+        owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored, with
+        `more` (whether the agent had other open items when it finished; None if this call did not finish it)."""
         with single_statement(self.engine) as conn:
             row = conn.execute(self._statements.finish, {
-                "p_id": item.id, "p_state": FAILED if error is not None else DONE, "p_owner": owner, "p_now": now,
+                "p_id": item.id, "p_agent_id": item.agent_id, "p_state": FAILED if error is not None else DONE, "p_owner": owner, "p_now": now,
                 "p_result": result, "p_error": without_nul(error) if error is not None else None}).first()
         return _item(row, item.agent_name) if row is not None else self.get(item.run_id)  # type: ignore[return-value]
 
@@ -234,6 +250,14 @@ class Inbox:
         with read_connection(self.engine) as conn:
             return conn.execute(select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
                                 .limit(1)).first() is not None
+
+    def with_open(self, agent_ids: list[int]) -> list[int]:
+        """Those of `agent_ids` that have an item still to run (one query for all of them)."""
+        if not agent_ids:
+            return []
+        with read_connection(self.engine) as conn:
+            return list(conn.execute(select(inbox.c.agent_id).where(
+                inbox.c.agent_id.in_(agent_ids), inbox.c.state.in_(OPEN)).distinct()).scalars())
 
     def open_count(self, agent_id: int) -> int:
         """How many items the agent has still to run."""

@@ -26,13 +26,13 @@ import socket
 from datetime import datetime, timedelta, timezone
 
 import structlog
-from sqlalchemy import delete, exists, select, update
+from sqlalchemy import bindparam, delete, exists, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.state.tables import agent_leases, daemons, inbox
-from pagemind.scheduler.inbox import OPEN
-from pagemind.scheduler.sql import read_connection, write_transaction
+from pagemind.scheduler.inbox import is_open
+from pagemind.scheduler.sql import read_connection, single_statement, write_transaction
 
 log = structlog.get_logger("pagemind.scheduler")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -45,8 +45,31 @@ def new_owner_id() -> str:
     return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def _upsert(conn: Connection):  # noqa: ANN202 (a dialect's insert construct)
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(agent_leases)
+class _Statements:
+    """The per-agent lease statements of one dialect, built once with bound parameters (building a statement per
+    call costs more CPU, building it and then its cache key, than running it does)."""
+
+    def __init__(self, engine: Engine):
+        postgres = engine.dialect.name == "postgresql"
+        insert = (postgresql.insert if postgres else sqlite.insert)(agent_leases).values(
+            agent_id=bindparam("p_agent_id"), owner=bindparam("p_owner"), expires_at=bindparam("p_until"))
+        self.take = insert.on_conflict_do_update(
+            index_elements=[agent_leases.c.agent_id],
+            set_={"owner": insert.excluded.owner, "expires_at": insert.excluded.expires_at},
+            where=(agent_leases.c.expires_at < bindparam("p_now")) | (agent_leases.c.owner == bindparam("p_owner")),
+        ).returning(agent_leases.c.agent_id)
+        self.release = delete(agent_leases).where(agent_leases.c.owner == bindparam("p_owner"),
+                                                  agent_leases.c.agent_id == bindparam("p_agent_id"))
+        older = inbox.alias("older")
+        head = ~exists().where(older.c.agent_id == inbox.c.agent_id, is_open(older.c.state), older.c.id < inbox.c.id)
+        held = exists().where(agent_leases.c.agent_id == inbox.c.agent_id,
+                              agent_leases.c.expires_at >= bindparam("p_now"),
+                              agent_leases.c.owner != bindparam("p_owner"))
+        heads = (select(inbox.c.agent_id).where(is_open(inbox.c.state), head, ~held,
+                                                inbox.c.agent_id.not_in(bindparam("p_exclude", expanding=True)))
+                 .order_by(inbox.c.id).limit(bindparam("p_limit")))
+        # On Postgres two daemons looking at once skip each other's rows instead of racing for the same agents.
+        self.heads = heads.with_for_update(of=inbox, skip_locked=True) if postgres else heads
 
 
 class Leases:
@@ -54,51 +77,39 @@ class Leases:
 
     def __init__(self, engine: Engine, owner: str, lease_s: float):
         self.engine, self.owner, self.lease_s = engine, owner, lease_s
+        self._statements = _Statements(engine)
 
     def until(self, now: datetime) -> datetime:
         """When a lease written now expires."""
         return now + timedelta(seconds=self.lease_s)
 
     def _take(self, conn: Connection, agent_id: int, now: datetime) -> bool:
-        insert = _upsert(conn).values(agent_id=agent_id, owner=self.owner, expires_at=self.until(now))
-        statement = insert.on_conflict_do_update(
-            index_elements=[agent_leases.c.agent_id],
-            set_={"owner": insert.excluded.owner, "expires_at": insert.excluded.expires_at},
-            where=(agent_leases.c.expires_at < now) | (agent_leases.c.owner == self.owner),
-        ).returning(agent_leases.c.agent_id)
-        return conn.execute(statement).first() is not None
+        return conn.execute(self._statements.take, {"p_agent_id": agent_id, "p_owner": self.owner,
+                                                    "p_until": self.until(now), "p_now": now}).first() is not None
 
     def claim_agents(self, limit: int, exclude: set[int], now: datetime) -> list[int]:
         """Take the leases of up to `limit` agents with open work that no one else holds, oldest work first;
         returns their ids (`exclude`: agents this process runs already)."""
         if limit <= 0:
             return []
-        older = inbox.alias("older")
-        head = ~exists().where(older.c.agent_id == inbox.c.agent_id, older.c.state.in_(OPEN), older.c.id < inbox.c.id)
-        held = exists().where(agent_leases.c.agent_id == inbox.c.agent_id, agent_leases.c.expires_at >= now,
-                              agent_leases.c.owner != self.owner)
-        query = select(inbox.c.agent_id).where(inbox.c.state.in_(OPEN), head, ~held)
-        if exclude:
-            query = query.where(inbox.c.agent_id.not_in(sorted(exclude)))
-        query = query.order_by(inbox.c.id).limit(limit)
         with write_transaction(self.engine) as conn:
-            if conn.dialect.name == "postgresql":
-                query = query.with_for_update(of=inbox, skip_locked=True)
-            candidates = list(dict.fromkeys(conn.execute(query).scalars()))
+            candidates = list(dict.fromkeys(conn.execute(self._statements.heads, {
+                "p_now": now, "p_owner": self.owner, "p_exclude": sorted(exclude), "p_limit": limit}).scalars()))
             return [agent_id for agent_id in candidates if self._take(conn, agent_id, now)]
 
     def take(self, agent_id: int, now: datetime) -> bool:
-        """Take (or keep) one agent's lease if no one else holds it live."""
-        with write_transaction(self.engine) as conn:
+        """Take (or keep) one agent's lease if no one else holds it live (one statement, its own transaction)."""
+        with single_statement(self.engine) as conn:
             return self._take(conn, agent_id, now)
 
     def release(self, agent_id: int | None = None) -> None:
         """Give back one agent's lease (or all of this owner's)."""
-        where = [agent_leases.c.owner == self.owner]
-        if agent_id is not None:
-            where.append(agent_leases.c.agent_id == agent_id)
-        with write_transaction(self.engine) as conn:
-            conn.execute(delete(agent_leases).where(*where))
+        if agent_id is None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(delete(agent_leases).where(agent_leases.c.owner == self.owner))
+            return
+        with single_statement(self.engine) as conn:  # one statement, its own transaction
+            conn.execute(self._statements.release, {"p_owner": self.owner, "p_agent_id": agent_id})
 
     def renew(self, agent_ids: set[int], now: datetime) -> set[int]:
         """Extend the leases this owner holds on `agent_ids` (and its running items'); returns those it no longer

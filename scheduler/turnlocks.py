@@ -23,6 +23,7 @@ from pagemind.runtime.state.locks import TRY_TURN_LOCK, TURN_UNLOCK  # the turn 
 from pagemind.runtime.state.store import StateStore
 
 log = structlog.get_logger("pagemind.scheduler")
+_STATEMENTS = {sql: text(sql) for sql in (TRY_TURN_LOCK, TURN_UNLOCK)}  # parsed once, not per agent taken
 
 
 class HeldAgents:
@@ -75,12 +76,10 @@ class HeldAgents:
             self._conn = None
 
     def _execute(self, sql: str, agent_id: int) -> Any:
-        if self._conn is None:
-            self._conn = self.store.engine.connect()
+        if self._conn is None:  # autocommit: session-level locks need no transaction, and a COMMIT is a round trip
+            self._conn = self.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
-            value = self._conn.execute(text(sql), {"id": agent_id}).scalar()
-            self._conn.commit()  # session-level locks outlive the transaction
-            return value
+            return self._conn.execute(_STATEMENTS[sql], {"id": agent_id}).scalar()
         except Exception as exc:  # the session died and every lock with it: start a new one
             log.warning("turn_lock_connection_lost", error=str(exc)[:200], held=len(self._held))
             with contextlib.suppress(Exception):

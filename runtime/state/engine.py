@@ -8,6 +8,7 @@ database, so text with a NUL is stored, and looked up, the same way on SQLite an
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,36 @@ def _without_nul(_conn: Any, _cursor: Any, statement: str, parameters: Any, _con
                  _executemany: bool) -> tuple[str, Any]:
     # Here rather than per column: raw SQL (the recall index) and WHERE parameters get the same rule as the ORM.
     return statement, _clean(parameters)
+
+
+# A pooled server connection idle this long is pinged before it is handed out (see `_ping_if_idle`).
+IDLE_PING_S = 1.0
+
+
+def _ping_if_idle(engine: Engine) -> None:
+    """Ping a pooled connection at checkout only when it has been idle for `IDLE_PING_S`, instead of at every
+    checkout (`pool_pre_ping`): a busy daemon checks a connection out several times a step, and each ping is a
+    round trip that blocks its event loop. What the ping is for, a connection the server dropped while it sat in
+    the pool (a restart, an idle timeout), happens to idle connections; a drop within the last second shows as an
+    error of the statement, as it would mid-transaction with a ping too, and the pool is invalidated then. A
+    failed ping raises `DisconnectionError`, on which the pool retries with a new connection (SQLAlchemy's
+    recipe for pessimistic disconnect handling)."""
+
+    def checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info["pagemind_idle_since"] = time.monotonic()
+
+    def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("pagemind_idle_since")
+        if since is not None and time.monotonic() - since < IDLE_PING_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise sa_exc.DisconnectionError(f"ping failed: {_first_line(exc)}") from exc
+
+    event.listen(engine, "connect", checked_in)  # a connection just made needs no ping
+    event.listen(engine, "checkin", checked_in)
+    event.listen(engine, "checkout", checkout)
 
 
 class DatabaseOpenError(RuntimeError):
@@ -103,7 +134,8 @@ def make_engine(database_url: str) -> Engine:
             engine = create_engine(database_url, connect_args={"check_same_thread": False})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
-            engine = create_engine(database_url, pool_pre_ping=True)
+            engine = create_engine(database_url)
+            _ping_if_idle(engine)
     except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ValueError) as exc:
         raise DatabaseOpenError(f"DATABASE_URL {_shown(database_url)!r} is not a database URL pagemind can use "
                                 f"({_first_line(exc)}); e.g. postgresql://user@host:5432/db or "

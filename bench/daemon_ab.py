@@ -1,0 +1,96 @@
+"""The daemon's throughput, this checkout against another (main), interleaved in one run (issue 12).
+
+Runs `bench/daemon_throughput.py --no-write` of each checkout with that checkout's own interpreter
+(`<checkout>/.venv/bin/python`), one measurement at a time, alternating which goes first from round to round so
+that a change in the machine's load falls on both; on Postgres also this checkout with `--workers N`. Reports
+the median of each figure over the rounds and the ratios to the other checkout, and writes a section of
+bench/RESULTS.md unless --no-write.
+
+    python bench/daemon_ab.py --base /path/to/main-checkout [--rounds 3] [--agents 10 100] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import machine_note, median, write_section  # noqa: E402
+
+FIELDS = ("db", "agents", "turns", "failed", "turns_s", "steps_s", "overhead", "p50_step", "cpu_ms_step", "rss_mb",
+          "rss_kb_agent", "create_s", "load")
+
+
+def measure(checkout: Path, db: str, agents: int, turns: int, workers: int) -> dict[str, float]:
+    """One row of daemon_throughput.py run from `checkout`."""
+    python = checkout / ".venv" / "bin" / "python"
+    command = [str(python), str(checkout / "bench" / "daemon_throughput.py"), "--agents", str(agents), "--db", db,
+               "--turns", str(turns), "--no-write"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    out = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=True, timeout=1800).stdout
+    line = next(row for row in out.splitlines() if row.startswith(f"| {db} |"))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    row = dict(zip(FIELDS, cells))
+    return {"failed": float(row["failed"]), "steps_s": float(row["steps_s"]), "p50_step": float(row["p50_step"]),
+            "cpu_ms_step": float(row["cpu_ms_step"]), "load": float(row["load"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=Path, required=True, help="the other checkout (with its own .venv)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--agents", type=int, nargs="+", default=[10, 100])
+    parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"])
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=2, help="also this checkout with --workers N (Postgres)")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    note = machine_note()
+    variants = [("main", args.base.resolve(), 1), ("branch", ROOT, 1)]
+    results: dict[tuple[str, str, int], list[dict[str, float]]] = {}
+    for round_ in range(args.rounds):
+        for db in args.db:
+            for agents in args.agents:
+                order = variants if round_ % 2 == 0 else variants[::-1]
+                if db == "postgres" and args.workers > 1:
+                    order = [*order, (f"branch --workers {args.workers}", ROOT, args.workers)]
+                for name, checkout, workers in order:
+                    row = measure(checkout, db, agents, args.turns, workers)
+                    results.setdefault((name, db, agents), []).append(row)
+                    print(f"round {round_ + 1} {db} {agents} {name}: {row}", flush=True)
+    lines = ["| db | agents | variant | model steps/s | own overhead p50 per step (ms) | daemon CPU per step (ms) | "
+             "steps/s vs main | CPU/step vs main | failed | load (runs) |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for db in args.db:
+        for agents in args.agents:
+            base = results[("main", db, agents)]
+            for (name, d, n), rows in results.items():
+                if (d, n) != (db, agents):
+                    continue
+                steps = median([r["steps_s"] for r in rows])
+                cpu = median([r["cpu_ms_step"] for r in rows])
+                ratio_steps = steps / median([r["steps_s"] for r in base])
+                ratio_cpu = cpu / median([r["cpu_ms_step"] for r in base])
+                loads = ", ".join(f"{r['load']:.1f}" for r in rows)
+                lines.append(f"| {db} | {agents} | {name} | {steps:.1f} | {median([r['p50_step'] for r in rows]):.1f} "
+                             f"| {cpu:.2f} | {ratio_steps:.2f} | {ratio_cpu:.2f} | "
+                             f"{int(sum(r['failed'] for r in rows))} | {loads} |")
+    body = (f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python bench/daemon_ab.py --base "
+            f"<main checkout> --rounds {args.rounds} --agents {' '.join(map(str, args.agents))} --turns {args.turns} "
+            f"--workers {args.workers}`: bench/daemon_throughput.py (50 ms stub model, 2 steps a turn, 64 requests in "
+            f"flight) of main and of this branch, alternating which runs first, {args.rounds} rounds; medians over "
+            "the rounds, ratios to main's medians (steps/s: higher is better; CPU: lower is better).\n\n"
+            + "\n".join(lines))
+    print(body)
+    if not args.no_write:
+        write_section("Daemon throughput, main against branch daemoncpu (bench/daemon_ab.py)", body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The daemon's cheaper path per turn (issue 12, throughput): a worker keeps its agent for `linger_s` after the
+agent's inbox empties and runs its next message without taking the lease and lock again; a message submitted
+through another daemon for an agent lingering here runs here at once (Postgres); a submission here starts a worker
+directly; the finish says whether more items wait; idle pooled connections are pinged, busy ones are not."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import sqlalchemy
+
+from pagemind.runtime.state import engine as engine_module
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.records import utcnow
+from tests.daemon_support import ledger_model, markers, write_agents
+from tests.test_daemon_core import make_daemon
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    return write_agents(tmp_path / "agents")
+
+
+async def test_a_worker_keeps_its_agent_for_the_next_message_and_gives_it_back_at_stop(database_url, folder):
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600)
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")
+        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        # The worker lingers: the agent's lease and its worker are kept for the next message.
+        assert daemon.leases.holders() == {first.agent_id: daemon.owner}
+        worker = daemon.dispatcher.workers[first.agent_id]
+        second = await daemon.submit("alice", "msg 2")
+        done = await daemon.wait(second.run_id, 60)
+        assert done.state == "done" and done.result["reply"] == "ack 2" and done.attempts == 1
+        assert daemon.dispatcher.workers[first.agent_id] is worker  # the same worker ran it
+    finally:
+        # A lingering worker ends at once on stop, not after its linger nor the grace period.
+        await asyncio.wait_for(daemon.stop(grace_s=3600), 60)
+    assert daemon.leases.holders() == {} and daemon.dispatcher.workers == {}
+    async with daemon.agent("alice") as agent:
+        assert markers(agent.memory.get("human").value) == ["1", "2"]
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_a_message_sent_through_another_daemon_runs_on_the_lingering_one_at_once(database_url, folder):
+    here = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    there = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    await here.start()
+    await there.start()
+    try:
+        await here.wakeups.listening.wait()
+        await there.wakeups.listening.wait()
+        first = await here.submit("alice", "msg 1")
+        assert (await here.wait(first.run_id, 60)).state == "done"
+        worker = here.dispatcher.workers[first.agent_id]
+        # `there` cannot take the agent (here holds its lease); here hears the notice and its worker claims the item
+        # (with an hour's linger and poll, nothing else would run it within the wait).
+        second = await there.submit("alice", "msg 2")
+        done = await there.wait(second.run_id, 60)
+        assert done.state == "done" and done.result["reply"] == "ack 2" and done.owner == here.owner
+        assert here.dispatcher.workers[first.agent_id] is worker and first.agent_id not in there.dispatcher.workers
+    finally:
+        await there.stop(grace_s=0)
+        await here.stop(grace_s=0)
+
+
+async def test_the_finish_says_whether_the_agent_has_more_items(database_url, folder):
+    daemon = make_daemon(database_url, folder, ledger_model())  # not started: the test claims by hand
+    a = await daemon.submit("alice", "msg 1")
+    b = await daemon.submit("alice", "msg 2")
+    now = utcnow()
+    owner, until = daemon.owner, daemon.leases.until(now)
+    claimed = daemon.inbox.claim_next(a.agent_id, owner, until, now)
+    assert claimed.run_id == a.run_id and claimed.agent_name == "alice"
+    assert daemon.inbox.finish(claimed, owner, now, result={"reply": "x"}).more is True
+    claimed = daemon.inbox.claim_next(a.agent_id, owner, until, now)
+    assert claimed.run_id == b.run_id
+    stored = daemon.inbox.finish(claimed, owner, now, error="boom")
+    assert stored.more is False and stored.state == "failed"
+    assert daemon.inbox.finish(claimed, owner, now, result={"reply": "late"}).more is None  # already finished
+    assert daemon.inbox.claim_next(a.agent_id, owner, until, now) is None
+    daemon.store.engine.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_only_an_idle_pooled_connection_is_pinged_and_a_dropped_one_is_replaced(database_url, monkeypatch):
+    engine = make_engine(database_url)
+    pings = []
+    real_ping = engine.dialect.do_ping
+    monkeypatch.setattr(engine.dialect, "do_ping", lambda conn: pings.append(1) or real_ping(conn))
+    try:
+        with engine.connect() as conn:
+            pid = conn.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar()
+        for _ in range(5):  # back in the pool just now: no ping
+            with engine.connect() as conn:
+                assert conn.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar() == pid
+        assert pings == []
+        admin = sqlalchemy.create_engine(database_url)
+        with admin.connect() as conn:  # the server drops the pooled connection while it is idle
+            assert conn.execute(sqlalchemy.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar()
+        admin.dispose()
+        monkeypatch.setattr(engine_module, "IDLE_PING_S", 0.0)  # every connection counts as idle now
+        with engine.connect() as conn:  # the ping finds it dead; the pool hands out a new one
+            assert conn.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar() != pid
+        assert pings
+    finally:
+        engine.dispose()
+
+
+async def test_a_first_attempt_skips_the_key_lookup_and_a_reused_key_still_cannot_double(database_url, folder,
+                                                                                        monkeypatch):
+    from sqlalchemy.exc import IntegrityError
+
+    from pagemind.runtime.loop import run_turn
+    from pagemind.runtime.state.store import StateStore
+
+    looked_up: list[str] = []
+    real = StateStore.turn_for_key
+    monkeypatch.setattr(StateStore, "turn_for_key", lambda self, agent_id, key: looked_up.append(key)
+                        or real(self, agent_id, key))
+    daemon = make_daemon(database_url, folder, ledger_model())
+    item = await daemon.submit("alice", "msg 1")
+    await daemon.start()
+    try:
+        done = await daemon.wait(item.run_id, 60, known=item)
+        assert done.state == "done" and done.attempts == 1
+        assert looked_up == []  # the first attempt's key is new: no lookup
+        async with daemon.agent("alice") as agent:
+            count = agent.window.store.message_count(agent.record.id)
+            with pytest.raises(IntegrityError):  # the same key again, vouched new by mistake: refused, not doubled
+                await run_turn(agent, "msg 1", idempotency_key=done.turn_key, new_key=True)
+            assert agent.window.store.message_count(agent.record.id) == count
+            again = await run_turn(agent, "msg 1", idempotency_key=done.turn_key)  # looked up: the stored turn
+            assert again.reply == "ack 1" and looked_up == [done.turn_key]
+    finally:
+        await daemon.stop()
