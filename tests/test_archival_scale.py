@@ -48,6 +48,7 @@ def test_the_edge_shard_is_created_with_a_graph_per_agent_and_int8_copies(tmp_pa
     text = json.dumps(config)
     assert '"payload_m": 32' in text and '"m": 0' in text  # no global graph, one per tenant
     assert "int8" in text.lower()
+    assert config["payload_memory"] == "cached"  # payloads in RAM: a search rebuilds ~100 records from them
     assert PLAN.exact_below(384) == 1333 and PLAN.indexing_points(384) == 2666
 
 
@@ -60,6 +61,9 @@ def test_edge_optimizes_on_its_own_once_enough_was_written_and_the_index_finds_w
         backend.optimizer.join()  # the optimization the writes started
         info = backend.shard.info()
         assert info.indexed_vectors_count > 0 and backend._unindexed < 400
+        segments = [json.loads(f.read_text())["config"] for f in (tmp_path / "shard").glob("segments/*/segment.json")]
+        indexed = [c for c in segments if c["vector_data"]["dense"]["index"]["type"] == "hnsw"]
+        assert indexed and all(c["payload_storage_type"]["type"] == "in_ram_mmap" for c in indexed)
         flt = MemoryFilter()
         overlap = []
         for query in random_units(20, 3):
@@ -79,6 +83,7 @@ def test_the_server_collection_is_configured_like_the_edge_shard():
         assert (config["hnsw_config"].m, config["hnsw_config"].payload_m) == (0, PLAN.payload_m)
         assert config["quantization_config"].scalar.type.value == "int8"
         assert config["optimizers_config"].indexing_threshold == PLAN.indexing_threshold_kb
+        assert config["on_disk_payload"] is False  # payloads in RAM, as on Edge
         indexes = backend.payload_indexes()
         assert indexes["agent_id"].is_tenant and all(not p.enable_hnsw for k, p in indexes.items() if k != "agent_id")
     finally:

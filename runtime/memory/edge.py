@@ -122,6 +122,9 @@ class EdgeBackend(ArchivalBackend):
             optimizers=qe.EdgeOptimizersConfig(indexing_threshold=plan.indexing_threshold_kb,
                                                max_segment_size=plan.max_segment_size_kb,
                                                default_segment_number=plan.default_segment_number),
+            # for segments built from now on (a shard made before keeps its older segments' storage until the
+            # optimizer merges or rebuilds them)
+            payload_memory=qe.Memory.Cached if plan.payload_in_ram else qe.Memory.Cold,
         )
 
     def _open(self) -> Any:

@@ -100,6 +100,7 @@ class ServerBackend(ArchivalBackend):
         return {
             "vectors_config": {DENSE: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
             "sparse_vectors_config": {SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+            "on_disk_payload": not plan.payload_in_ram,
             "hnsw_config": m.HnswConfigDiff(m=plan.m, payload_m=plan.payload_m, ef_construct=plan.ef_construct,
                                             full_scan_threshold=plan.full_scan_threshold_kb),
             "quantization_config": m.ScalarQuantization(scalar=m.ScalarQuantizationConfig(
