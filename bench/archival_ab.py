@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine_note, median, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEP_EF = (128, 160, 256, 400, 512)
+SWEEP_EF = (160, 256, 400, 600, 800)
 
 
 def ef_sweep(backend: Any, like_memories: np.ndarray, model_queries: np.ndarray, agent_id: int = 1) -> list[dict]:

@@ -281,12 +281,20 @@ def main() -> None:
         for r in rows)
     parts = "\n".join(f"| {r['size']:,} | " + " | ".join(f"{r['parts'][k][0]:.2f} ({r['parts'][k][1]:.2f})"
                                                        for k in ("embed", "retrieve", "sql", "rank")) + " |" for r in rows)
+    sweep = "".join(f"""
+recall@10 of the dense index against exact search (queries like the memories / the model's query vectors) and the
+median CPU ms of one such search (limit 10), per `hnsw_ef`, at {r['size']:,} memories per agent (`--sweep`):
+
+| hnsw_ef | """ + " | ".join(str(e["ef"]) for e in r["sweep"]) + " |\n| --- | " + " | ".join("---" for _ in r["sweep"])
+                    + " |\n| recall@10 | " + " | ".join(f"{e['recall']:.3f} / {e['recall_model']:.3f}" for e in r["sweep"])
+                    + " |\n| CPU ms | " + " | ".join(f"{e['cpu_ms']:.2f}" for e in r["sweep"]) + " |\n"
+                    for r in rows if r.get("sweep"))
     write_section("Archival latency (bench/archival_latency.py)", f"""
 {note}, {load} at the end (other helpers' test runs share the 2 cores: quote medians). Qdrant Edge shard on local
 disk, WAL on; SQLite state. Each size = that many memories for the searched agent plus as many for a second agent
 in the same shard. Index (`runtime/memory/index.py`): no global graph (m = 0), one HNSW graph per agent
 (payload_m {PLAN.payload_m}, ef_construct {PLAN.ef_construct}) on the tenant index `agent_id`, int8 scalar
-quantization rescored with the originals ({PLAN.oversampling:g}× oversampling), hnsw_ef {PLAN.hnsw_ef}. An agent with fewer
+quantization rescored with the originals ({PLAN.oversampling:g}× oversampling), hnsw_ef {PLAN.hnsw_ef}, payloads in RAM. An agent with fewer
 than {PLAN.exact_below(DIM):,} memories in a segment (full_scan_threshold {PLAN.full_scan_threshold_kb:,} KB of 384-d float32 vectors) is searched
 exactly; above, approximately; the newest ≤ {PLAN.indexing_points(DIM):,} points (indexing_threshold
 {PLAN.indexing_threshold_kb:,} KB), not yet indexed, always exactly. Memories are filled with a cheap word-vector
@@ -307,7 +315,7 @@ one):
 | memories per agent | query embedding (model) | dense + BM25 (one batched store call) | SQL: which hits are live | fusion and ranking |
 | --- | --- | --- | --- | --- |
 {parts}
-""")
+{sweep}""")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ class IndexPlan:
     # was 0.93 at 160, 0.96 at 256, 0.97 at 400, 0.98 at 600 (bench/RESULTS.md; ~0.3 ms of CPU per 200 more);
     # a larger ef_construct lifts it too, but makes every optimizer run (which pauses the process) twice as long
     hnsw_ef: int = 600
+    # the write path's nearest same-kind neighbours (dedupe, supersede): a near-copy lies next to the new memory's
+    # vector, which a short walk finds; the full hnsw_ef there cost an insert ~1 ms at 100,000 memories
+    neighbour_ef: int = 128
     oversampling: float = 2.0  # int8 candidates rescored with the originals, per result asked for
     quantile: float = 0.99  # of the values the int8 range covers (outliers clipped)
     # Payloads (what a hit's record is rebuilt from) in RAM, not read from disk: each search reads ~100 of them,
