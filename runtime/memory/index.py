@@ -35,9 +35,10 @@ class IndexPlan:
     max_segment_size_kb: int = 150_000  # the optimizer never builds a bigger segment (≈ 100k vectors of 384-d)
     default_segment_number: int = 4  # more than this many segments get merged (up to the size above)
     # candidates a search keeps while walking the graph: recall@10 against exact search at 100,000 memories per agent
-    # was 0.93 at 160, 0.96 at 256, 0.97 at 400, 0.98 at 600 (bench/RESULTS.md; ~0.3 ms of CPU per 200 more);
-    # a larger ef_construct lifts it too, but makes every optimizer run (which pauses the process) twice as long
-    hnsw_ef: int = 600
+    # was 0.93 at 160, 0.96 at 256, 0.97 at 400, 0.98 at 600, 0.985–0.989 at 800 (bench/RESULTS.md; ~0.3–0.5 ms of CPU
+    # per 200 more); a larger ef_construct lifts it too, but makes every optimizer run (which pauses the process)
+    # twice as long
+    hnsw_ef: int = 800
     # the write path's nearest same-kind neighbours (dedupe, supersede): a near-copy lies next to the new memory's
     # vector, which a short walk finds; the full hnsw_ef there cost an insert ~1 ms at 100,000 memories
     neighbour_ef: int = 128
