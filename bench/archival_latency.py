@@ -125,7 +125,8 @@ class Clocked:
         self.cpu.append((time.process_time() - self._cpu) * 1000)
 
 
-async def measure(size: int, queries: int, home: Path, words: WordVectors, model: FastEmbedEmbedder) -> dict:
+async def measure(size: int, queries: int, home: Path, words: WordVectors, model: FastEmbedEmbedder,
+                  sweep: bool = False) -> dict:
     """Two agents of `size` memories each, indexed; then searches, inserts, recall and concurrent inserts."""
     backend = EdgeBackend(home / f"shard-{size}", DIM, auto_optimize=False)  # the bench optimizes when it says
     engine = make_engine(f"sqlite:///{home / f'state-{size}.db'}")
@@ -160,7 +161,7 @@ async def measure(size: int, queries: int, home: Path, words: WordVectors, model
         with parts["sql"]:
             first.ledger.live_ids([h.record.id for h in [*dense, *keyword]])
         with parts["rank"]:
-            first._rank(vector, dense, keyword, T0, "hybrid")
+            first._rank(vector, dense, keyword, T0, "hybrid", first.activity.at(T0))
     row["parts"] = {k: (median(v.wall), median(v.cpu)) for k, v in parts.items()}
     clock = Clocked()
     for n, text in enumerate(texts[:50]):  # as the tool runs it: hit counts written
@@ -169,6 +170,10 @@ async def measure(size: int, queries: int, home: Path, words: WordVectors, model
     row["search_hits"], row["search_hits_cpu"] = clock.wall, clock.cpu
     row["recall"] = recall(first.store, words.embed(texts[:100]))
     row["recall_model"] = recall(first.store, np.vstack([model.embed([t]) for t in texts[:50]]))
+    if sweep:
+        from bench.archival_ab import ef_sweep
+
+        row["sweep"] = ef_sweep(backend, words.embed(texts[:100]), np.vstack([model.embed([t]) for t in texts[:50]]))
     clock = Clocked()
     irng = random.Random(4)
     for n in range(100):  # the whole write path: date, embed (model), nearest same-kind lookup, group commit
@@ -232,6 +237,8 @@ def main() -> None:
     parser.add_argument("--profile", help="with --search10k: cProfile the recall searches into this file")
     parser.add_argument("--ids", help="with --search10k: write the recall results' ids (JSON) here, to compare runs")
     parser.add_argument("--no-write", action="store_true", help="with --search10k: print only, leave RESULTS.md")
+    parser.add_argument("--json", help="write the rows here (JSON) instead of RESULTS.md (bench/archival_ab.py)")
+    parser.add_argument("--sweep", action="store_true", help="also recall@10 and cost of the dense search per hnsw_ef")
     args = parser.parse_args()
     configure_logging("ERROR")
     note = machine_note()
@@ -256,7 +263,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
-            row = asyncio.run(measure(size, args.queries, Path(tmp), words, model))
+            row = asyncio.run(measure(size, args.queries, Path(tmp), words, model, args.sweep))
             rows.append(row)
             print(f"{size:>7}: search {pc(row, 'search')} (2nd agent {pc(row, 'search2')}), "
                   f"insert {pc(row, 'insert')}, "
@@ -264,6 +271,9 @@ def main() -> None:
                   f"build {row['build_s']:.1f} s, {row['segments']} segments", flush=True)
     embed_ms = model_cost(model)
     load = open("/proc/loadavg").read().split()[0] if Path("/proc/loadavg").exists() else "?"
+    if args.json:
+        Path(args.json).write_text(json.dumps({"note": note, "load_end": load, "embed_ms": embed_ms, "rows": rows}))
+        return
     table = "\n".join(
         f"| {r['size']:,} | {pc(r, 'search')} | {pc(r, 'search2')} | {pc(r, 'search_hits')} | {pc(r, 'insert')} | "
         f"{r['recall']:.3f} / {r['recall_model']:.3f} | {p(r['concurrent'])} ({r['per_batch']:.1f} per commit, "
@@ -271,12 +281,20 @@ def main() -> None:
         for r in rows)
     parts = "\n".join(f"| {r['size']:,} | " + " | ".join(f"{r['parts'][k][0]:.2f} ({r['parts'][k][1]:.2f})"
                                                        for k in ("embed", "retrieve", "sql", "rank")) + " |" for r in rows)
+    sweep = "".join(f"""
+recall@10 of the dense index against exact search (queries like the memories / the model's query vectors) and the
+median CPU ms of one such search (limit 10), per `hnsw_ef`, at {r['size']:,} memories per agent (`--sweep`):
+
+| hnsw_ef | """ + " | ".join(str(e["ef"]) for e in r["sweep"]) + " |\n| --- | " + " | ".join("---" for _ in r["sweep"])
+                    + " |\n| recall@10 | " + " | ".join(f"{e['recall']:.3f} / {e['recall_model']:.3f}" for e in r["sweep"])
+                    + " |\n| CPU ms | " + " | ".join(f"{e['cpu_ms']:.2f}" for e in r["sweep"]) + " |\n"
+                    for r in rows if r.get("sweep"))
     write_section("Archival latency (bench/archival_latency.py)", f"""
 {note}, {load} at the end (other helpers' test runs share the 2 cores: quote medians). Qdrant Edge shard on local
 disk, WAL on; SQLite state. Each size = that many memories for the searched agent plus as many for a second agent
 in the same shard. Index (`runtime/memory/index.py`): no global graph (m = 0), one HNSW graph per agent
 (payload_m {PLAN.payload_m}, ef_construct {PLAN.ef_construct}) on the tenant index `agent_id`, int8 scalar
-quantization rescored with the originals ({PLAN.oversampling:g}× oversampling), hnsw_ef {PLAN.hnsw_ef}. An agent with fewer
+quantization rescored with the originals ({PLAN.oversampling:g}× oversampling), hnsw_ef {PLAN.hnsw_ef}, payloads in RAM. An agent with fewer
 than {PLAN.exact_below(DIM):,} memories in a segment (full_scan_threshold {PLAN.full_scan_threshold_kb:,} KB of 384-d float32 vectors) is searched
 exactly; above, approximately; the newest ≤ {PLAN.indexing_points(DIM):,} points (indexing_threshold
 {PLAN.indexing_threshold_kb:,} KB), not yet indexed, always exactly. Memories are filled with a cheap word-vector
@@ -297,7 +315,7 @@ one):
 | memories per agent | query embedding (model) | dense + BM25 (one batched store call) | SQL: which hits are live | fusion and ranking |
 | --- | --- | --- | --- | --- |
 {parts}
-""")
+{sweep}""")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ def test_the_edge_shard_is_created_with_a_graph_per_agent_and_int8_copies(tmp_pa
     text = json.dumps(config)
     assert '"payload_m": 32' in text and '"m": 0' in text  # no global graph, one per tenant
     assert "int8" in text.lower()
+    assert config["payload_memory"] == "cached"  # payloads in RAM: a search rebuilds ~100 records from them
     assert PLAN.exact_below(384) == 1333 and PLAN.indexing_points(384) == 2666
 
 
@@ -60,6 +61,9 @@ def test_edge_optimizes_on_its_own_once_enough_was_written_and_the_index_finds_w
         backend.optimizer.join()  # the optimization the writes started
         info = backend.shard.info()
         assert info.indexed_vectors_count > 0 and backend._unindexed < 400
+        segments = [json.loads(f.read_text())["config"] for f in (tmp_path / "shard").glob("segments/*/segment.json")]
+        indexed = [c for c in segments if c["vector_data"]["dense"]["index"]["type"] == "hnsw"]
+        assert indexed and all(c["payload_storage_type"]["type"] == "in_ram_mmap" for c in indexed)
         flt = MemoryFilter()
         overlap = []
         for query in random_units(20, 3):
@@ -79,6 +83,7 @@ def test_the_server_collection_is_configured_like_the_edge_shard():
         assert (config["hnsw_config"].m, config["hnsw_config"].payload_m) == (0, PLAN.payload_m)
         assert config["quantization_config"].scalar.type.value == "int8"
         assert config["optimizers_config"].indexing_threshold == PLAN.indexing_threshold_kb
+        assert config["on_disk_payload"] is False  # payloads in RAM, as on Edge
         indexes = backend.payload_indexes()
         assert indexes["agent_id"].is_tenant and all(not p.enable_hnsw for k, p in indexes.items() if k != "agent_id")
     finally:
@@ -177,6 +182,25 @@ def test_the_reads_that_name_ids_find_rows_by_primary_key(tmp_path):
     assert "ix_archival_memories_agent_id" not in str(plan), plan  # not the agent's whole index
 
 
+def test_a_searchs_live_check_on_sqlite_reads_by_primary_key_and_passes_only_this_agents_live_rows(tmp_path):
+    from pagemind.runtime.memory.ledger import LIVE_IDS_SQLITE
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + LIVE_IDS_SQLITE.text.replace(":ids", "'[]'")
+                                    .replace(":agent_id", "1")).all()
+    assert "sqlite_autoindex_archival_memories_1 (id=?)" in str(plan), plan
+    assert "ix_archival_memories_agent_id" not in str(plan), plan
+    rows = [{"id": f"m{n}", "agent_id": agent, "text": "x", "kind": "fact", "importance": 0.5, "tags": [],
+             "created_at": T0, "updated_at": T0, "source_message_ids": [], "state": state, "superseded_by": by}
+            for n, (agent, state, by) in enumerate([(ALICE, LIVE, None), (ALICE, "inserting", None),
+                                                    (ALICE, LIVE, "m0"), (BOB, LIVE, None), (ALICE, "forgetting", None)])]
+    with engine.begin() as conn:
+        conn.execute(archival_memories.insert(), rows)
+    svc = ArchivalService(ALICE, engine=engine, open_backend=lambda: None, embedder=FakeEmbedder())
+    assert svc.ledger.live_ids([f"m{n}" for n in range(5)] + ["m0", "missing", "it's"]) == {"m0"}
+
+
 def test_an_inserted_memorys_embedding_is_cached_with_its_row_and_a_query_is_not(world, tmp_path):
     from pagemind.runtime.memory.embeddings import CachedEmbedder, text_hash
     from pagemind.runtime.state.tables import embedding_cache
@@ -222,3 +246,31 @@ def test_a_server_collection_made_before_the_per_agent_index_is_given_it():
     assert (changes["hnsw_config"].m, changes["hnsw_config"].payload_m) == (0, PLAN.payload_m)
     assert changes["quantization_config"] is not None
     assert dict(client.indexes)["agent_id"].is_tenant
+
+
+def test_a_searchs_hits_are_written_to_the_store_once_per_distinct_count(world):
+    backend, service = world
+    svc = service(ALICE)
+    ids = [run(svc.insert(f"Lin's garden note {n}: tomatoes and beans")).id for n in range(4)]
+    run(svc.search("garden tomatoes", top_k=3))  # three of them get their first hit
+    writes = []
+    original = backend.set_payloads
+    backend.set_payloads = lambda agent_id, memory_ids, fields: (writes.append(sorted(memory_ids)),
+                                                                  original(agent_id, memory_ids, fields))[1]
+    found = run(svc.search("garden tomatoes", top_k=4))
+    assert len(found) == 4 and len(writes) == 2  # the three hit before (count 2) in one write, the other (1) alone
+    counts = {r.id: r.hit_count for r in svc.store.get(ids)}
+    assert sorted(counts.values()) == [1, 2, 2, 2] and counts == {r.id: r.hit_count for r in svc.list()}
+    assert sorted(len(w) for w in writes) == [1, 3]
+
+
+def test_the_write_paths_neighbour_lookup_takes_a_shorter_walk_than_a_search(world):
+    backend, service = world
+    svc = service(ALICE)
+    walks = []
+    original = backend.search_dense
+    backend.search_dense = lambda *args, **kwargs: (walks.append(args[5] if len(args) > 5 else kwargs.get("ef")),
+                                                    original(*args, **kwargs))[1]
+    run(svc.insert("Lin lives in Lyon"))
+    again = run(svc.insert("Lin lives in Lyon"))  # the neighbour lookup still finds the copy
+    assert again.action == "duplicate" and walks == [PLAN.neighbour_ef] * 2 and PLAN.neighbour_ef < PLAN.hnsw_ef

@@ -33,6 +33,7 @@ from pagemind.runtime.memory.embeddings import Embedder, embed_for_write, query_
 from pagemind.runtime.memory.expiry import expiry_from_wording
 from pagemind.runtime.memory.filed_from import context_texts, filed_together
 from pagemind.runtime.memory.group_commit import PendingInsert, group_commit
+from pagemind.runtime.memory.index import PLAN
 from pagemind.runtime.memory.keywords import analysed
 from pagemind.runtime.memory.ledger import Ledger, MemoryVersion, new_token
 from pagemind.runtime.memory.ranking import beats_noise, fuse, importance_factor, recency, usefulness
@@ -156,7 +157,8 @@ class ArchivalService:
             raise ValueError("importance must be between 0 and 1")
 
     def _nearest(self, vector: np.ndarray, kind: str, now: datetime) -> Hit | None:
-        hits = self.store.search_dense(vector, MemoryFilter(kinds=[kind], live_at=now), NEIGHBOURS)
+        hits = self.store.search_dense(vector, MemoryFilter(kinds=[kind], live_at=now), NEIGHBOURS,
+                                       ef=PLAN.neighbour_ef)
         live = self.ledger.live_ids([h.record.id for h in hits]) if hits else set()
         return next((h for h in hits if h.record.id in live), None)
 
@@ -348,8 +350,12 @@ class ArchivalService:
         token = new_token()
         fields = self.ledger.begin_hits(ids, now, token, count=count)
         crash_point("archival.hits.pending")
+        # one store write per distinct set of values (they differ only by hit count): each write is a WAL append
+        same: dict[tuple[tuple[str, Any], ...], list[str]] = {}
         for memory_id, values in fields.items():
-            self.store.set_payload(memory_id, values)
+            same.setdefault(tuple(sorted(values.items())), []).append(memory_id)
+        for values, memory_ids in same.items():
+            self.store.set_payloads(memory_ids, dict(values))
         crash_point("archival.hits.payload")
         self.ledger.settle(list(fields), token)
 

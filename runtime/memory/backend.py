@@ -35,9 +35,10 @@ class ArchivalBackend(ABC):
 
     @abstractmethod
     def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
-                     exact: bool = False) -> list[Hit]:
-        """Nearest memories by cosine similarity: through the index (`memory.index`), or compared one by one
-        when `exact` (what benchmarks measure the index's recall against)."""
+                     exact: bool = False, ef: int | None = None) -> list[Hit]:
+        """Nearest memories by cosine similarity: through the index (`memory.index`; `ef` graph candidates, None:
+        the plan's `hnsw_ef`), or compared one by one when `exact` (what benchmarks measure the index's recall
+        against)."""
 
     @abstractmethod
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
@@ -70,6 +71,12 @@ class ArchivalBackend(ABC):
     @abstractmethod
     def set_payload(self, agent_id: int, memory_id: str, fields: dict[str, Any]) -> None:
         """Update some payload fields of one of the agent's memories; durable on return."""
+
+    def set_payloads(self, agent_id: int, memory_ids: Sequence[str], fields: dict[str, Any]) -> None:
+        """The same payload fields on several of the agent's memories, in one write where the store can (a
+        search's hit counts: `ArchivalService._count_hits`); durable on return."""
+        for memory_id in memory_ids:
+            self.set_payload(agent_id, memory_id, fields)
 
     @abstractmethod
     def delete(self, agent_id: int, ids: Sequence[str]) -> None:
@@ -123,9 +130,10 @@ class AgentStore:
         """The shared store behind this view (the group commit writes several agents' points to it at once)."""
         return self._backend
 
-    def search_dense(self, vector: np.ndarray, flt: MemoryFilter, limit: int, exact: bool = False) -> list[Hit]:
-        """This agent's nearest memories (`exact`: without the index)."""
-        return self._backend.search_dense(self.agent_id, vector, flt, limit, exact)
+    def search_dense(self, vector: np.ndarray, flt: MemoryFilter, limit: int, exact: bool = False,
+                     ef: int | None = None) -> list[Hit]:
+        """This agent's nearest memories (`exact`: without the index; `ef`: graph candidates, None: the plan's)."""
+        return self._backend.search_dense(self.agent_id, vector, flt, limit, exact, ef)
 
     def search_hybrid(self, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter,
                       limit: int) -> tuple[list[Hit], list[Hit]]:
@@ -175,6 +183,12 @@ class AgentStore:
         """Update fields of one of this agent's memories (the owner cannot be changed)."""
         fields = {k: v for k, v in fields.items() if k not in {"agent_id", "id"}}
         self._backend.set_payload(self.agent_id, memory_id, fields)
+
+    def set_payloads(self, memory_ids: Sequence[str], fields: dict[str, Any]) -> None:
+        """The same fields on several of this agent's memories (the owner cannot be changed)."""
+        fields = {k: v for k, v in fields.items() if k not in {"agent_id", "id"}}
+        if memory_ids:
+            self._backend.set_payloads(self.agent_id, list(memory_ids), fields)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete some of this agent's memories; ids of other agents' memories are ignored."""

@@ -103,12 +103,15 @@ class EdgeBackend(ArchivalBackend):
         self.shard = self._open()
         info = self.shard.info()
         self._unindexed = max(0, info.points_count - info.indexed_vectors_count)  # written since the last optimize
-        self._params = qe.SearchParams(hnsw_ef=plan.hnsw_ef, quantization=qe.QuantizationSearchParams(
-            rescore=True, oversampling=plan.oversampling))
+        self._params = self._search_params(plan.hnsw_ef)
         self._exact = qe.SearchParams(exact=True)
         (self.folder / PID_FILE).write_text(str(os.getpid()))
         log.info("archival_store_open", backend=self.name, path=self.location, dim=dim, points=info.points_count,
                  unindexed=self._unindexed)
+
+    def _search_params(self, ef: int) -> Any:
+        return self.qe.SearchParams(hnsw_ef=ef, quantization=self.qe.QuantizationSearchParams(
+            rescore=True, oversampling=self.plan.oversampling))
 
     def _config(self) -> Any:
         qe, plan = self.qe, self.plan
@@ -122,6 +125,9 @@ class EdgeBackend(ArchivalBackend):
             optimizers=qe.EdgeOptimizersConfig(indexing_threshold=plan.indexing_threshold_kb,
                                                max_segment_size=plan.max_segment_size_kb,
                                                default_segment_number=plan.default_segment_number),
+            # for segments built from now on (a shard made before keeps its older segments' storage until the
+            # optimizer merges or rebuilds them)
+            payload_memory=qe.Memory.Cached if plan.payload_in_ram else qe.Memory.Cold,
         )
 
     def _open(self) -> Any:
@@ -210,9 +216,10 @@ class EdgeBackend(ArchivalBackend):
         return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in points]
 
     def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
-                     exact: bool = False) -> list[Hit]:
+                     exact: bool = False, ef: int | None = None) -> list[Hit]:
         query = self.qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
-        return self._query(agent_id, query, flt, limit, self._exact if exact else self._params)
+        params = self._exact if exact else self._params if ef is None else self._search_params(ef)
+        return self._query(agent_id, query, flt, limit, params)
 
     def search_hybrid(self, agent_id: int, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter,
                       limit: int) -> tuple[list[Hit], list[Hit]]:
@@ -281,8 +288,11 @@ class EdgeBackend(ArchivalBackend):
             return int(self.shard.count(self.qe.CountRequest(exact=True, filter=_edge_filter(agent_id, flt))))
 
     def set_payload(self, agent_id: int, memory_id: str, fields: dict[str, Any]) -> None:
+        self.set_payloads(agent_id, [memory_id], fields)
+
+    def set_payloads(self, agent_id: int, memory_ids: Sequence[str], fields: dict[str, Any]) -> None:
         payload = {k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()}
-        flt = _edge_filter(agent_id, MemoryFilter(ids=[memory_id]))
+        flt = _edge_filter(agent_id, MemoryFilter(ids=list(memory_ids)))
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.set_payload_by_filter(flt, payload))
             crash_point("edge.set_payload.unflushed")  # in the WAL: a crash of this process keeps it

@@ -100,6 +100,7 @@ class ServerBackend(ArchivalBackend):
         return {
             "vectors_config": {DENSE: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
             "sparse_vectors_config": {SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+            "on_disk_payload": not plan.payload_in_ram,
             "hnsw_config": m.HnswConfigDiff(m=plan.m, payload_m=plan.payload_m, ef_construct=plan.ef_construct,
                                             full_scan_threshold=plan.full_scan_threshold_kb),
             "quantization_config": m.ScalarQuantization(scalar=m.ScalarQuantizationConfig(
@@ -164,9 +165,14 @@ class ServerBackend(ArchivalBackend):
         return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in response.points]
 
     def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
-                     exact: bool = False) -> list[Hit]:
-        return self._query(agent_id, np.asarray(vector, dtype=np.float32).tolist(), DENSE, flt, limit,
-                           self._exact if exact else self._params)
+                     exact: bool = False, ef: int | None = None) -> list[Hit]:
+        from qdrant_client import models as m
+
+        params = self._exact if exact else self._params
+        if not exact and ef is not None and not self.local:
+            params = m.SearchParams(hnsw_ef=ef, quantization=m.QuantizationSearchParams(
+                rescore=True, oversampling=self.plan.oversampling))
+        return self._query(agent_id, np.asarray(vector, dtype=np.float32).tolist(), DENSE, flt, limit, params)
 
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
         from qdrant_client import models as m
@@ -197,9 +203,12 @@ class ServerBackend(ArchivalBackend):
         return int(self.client.count(self.collection, count_filter=_client_filter(agent_id, flt), exact=True).count)
 
     def set_payload(self, agent_id: int, memory_id: str, fields: dict[str, Any]) -> None:
+        self.set_payloads(agent_id, [memory_id], fields)
+
+    def set_payloads(self, agent_id: int, memory_ids: Sequence[str], fields: dict[str, Any]) -> None:
         payload = {k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()}
         self.client.set_payload(self.collection, payload=payload,
-                                points=_client_filter(agent_id, MemoryFilter(ids=[memory_id])), wait=True)
+                                points=_client_filter(agent_id, MemoryFilter(ids=list(memory_ids))), wait=True)
 
     def delete(self, agent_id: int, ids: Sequence[str]) -> None:
         from qdrant_client import models as m
