@@ -78,7 +78,7 @@ with every other process that maps them.
 
 {table}
 
-**Fully working (the embedding model loaded, a 512-token text embedded): {working:.1f} MB** (target ≤ {TARGET_MB:.0f}
+**Fully working (the embedding model loaded, a 512-token text embedded, three turns with a model): {working:.1f} MB** (target ≤ {TARGET_MB:.0f}
 MB: {"met" if working <= TARGET_MB else "not met"}).{compare} Python objects in it (tracemalloc, a separate run with
 {min(args.agents, 100)} agents): {traced["python_heap_mb"]:.1f} MB. {cpu_line}. {rss_cpu}
 
