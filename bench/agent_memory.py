@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LONG_TEXT = " ".join(f"On day {i} Lin walked the dog by the river and called her sister about the move." for i in
                      range(40))  # ≈ 700 words: truncated at the model's 512 tokens, the longest input it takes
 SHORT_TEXT = "Lin is allergic to peanuts and keeps an EpiPen in her bag."
+MEDIUM_TEXT = " ".join(f"On day {i} Lin walked the dog by the river." for i in range(15))  # ≈ 170 tokens
 
 
 def memory() -> dict[str, float]:
@@ -127,8 +128,10 @@ async def child(agents: int, trace: bool) -> dict:
         tracemalloc.stop()
     else:
         result["cpu_ms"] = {"short": _cpu_per_text(embedder.inner, SHORT_TEXT, 200),
+                            "medium": _cpu_per_text(embedder.inner, MEDIUM_TEXT, 40),
                             "long": _cpu_per_text(embedder.inner, LONG_TEXT, 12)}
         result["rss_after_cpu"] = memory()["rss"]
+        result["rss_after_concurrent"] = await _concurrent(embedder.inner)
     return result
 
 
@@ -142,6 +145,16 @@ def _cpu_per_text(model, text: str, count: int) -> float:  # noqa: ANN001
             model.embed([t])
         rounds.append((time.process_time() - start) * 1000 / len(texts))
     return statistics.median(rounds)
+
+
+async def _concurrent(model) -> float:  # noqa: ANN001
+    """RSS after three rounds of ten texts of 10 to 460 words embedded at once, in worker threads as agents do
+    (`aembed`): each run in flight holds its own working memory."""
+    from pagemind.runtime.memory.embeddings import aembed
+
+    for r in range(3):
+        await asyncio.gather(*[aembed(model, [f"{r}.{i} " + "word " * (50 * i + 10)]) for i in range(10)])
+    return memory()["rss"]
 
 
 def _origin() -> str:

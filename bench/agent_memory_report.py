@@ -53,22 +53,24 @@ def report(note: str, args: Any, runs: dict[str, list[dict]], traced: dict) -> N
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     agents = "\n".join(f"| {count:,} | {rss:.1f} | {rss - rows[1]:+.1f} |" for count, rss in rows.items())
-    cpu = {name: {kind: _median([r["cpu_ms"][kind] for r in rr]) for kind in ("short", "long")}
+    cpu = {name: {kind: _median([r["cpu_ms"][kind] for r in rr]) for kind in ("short", "medium", "long")}
            for name, rr in runs.items()}
     after_cpu = _median([r["rss_after_cpu"] for r in runs["after"]])
     shared = "; ".join(f"{k}: {'one object' if v else 'PER AGENT'}" for k, v in runs["after"][0]["shared"].items())
-    cpu_line = (f"CPU per embedding, same processes (median of {args.runs} × 4 rounds): a 14-token text "
-                f"{cpu['after']['short']:.2f} ms, a 512-token text {cpu['after']['long']:.1f} ms")
+    sizes = (("short", "a 14-token text"), ("medium", "a 170-token one"), ("long", "a 512-token one"))
+    cpu_line = (f"CPU per embedding, in the same processes (median of {args.runs} × 4 rounds): "
+                + ", ".join(f"{label} {cpu['after'][kind]:.2f} ms" for kind, label in sizes))
     compare = ""
     if before:
-        ratio_short = cpu["after"]["short"] / cpu["before"]["short"]
-        ratio_long = cpu["after"]["long"] / cpu["before"]["long"]
-        cpu_line += (f" (before: {cpu['before']['short']:.2f} ms and {cpu['before']['long']:.1f} ms; after/before "
-                     f"{ratio_short:.2f} and {ratio_long:.2f})")
+        cpu_line += (" (before: " + ", ".join(f"{cpu['before'][kind]:.2f}" for kind, _ in sizes) + " ms; after/before "
+                     + ", ".join(f"{cpu['after'][kind] / cpu['before'][kind]:.2f}" for kind, _ in sizes) + ")")
         was_working = before[-1]["rss"]
-        compare = (f" Before ({runs['before'][0]['pagemind']}): **{was_working:.1f} MB**, so the change saves "
-                   f"{was_working - working:.1f} MB ({working / was_working:.2f}×).")
-    rss_cpu = f"RSS after those {12 + 200} embeddings: {after_cpu:.1f} MB."
+        compare = (f" Before ({runs['before'][0]['pagemind']}): **{was_working:.1f} MB** ({before[-1]['anon']:.1f} MB "
+                   f"anonymous), so the change saves {was_working - working:.1f} MB ({working / was_working:.2f}×).")
+    concurrent = {name: _median([r["rss_after_concurrent"] for r in rr]) for name, rr in runs.items()}
+    rss_cpu = (f"RSS after those 252 embeddings (with all agents loaded): {after_cpu:.1f} MB; after three rounds of "
+               f"ten texts (10 to 460 words) embedded at once in worker threads: {concurrent['after']:.1f} MB"
+               + (f" (before: {concurrent['before']:.1f} MB)." if before else "."))
     body = f"""
 {note}; {args.runs} runs per tree, interleaved, each in a fresh process whose database an earlier process created
 (a fresh database's first open also loads Alembic and its templates: ≈ 14 MB, once per database). RSS and its
@@ -79,7 +81,8 @@ with every other process that maps them.
 {table}
 
 **Fully working (the embedding model loaded, a 512-token text embedded, three turns with a model): {working:.1f} MB** (target ≤ {TARGET_MB:.0f}
-MB: {"met" if working <= TARGET_MB else "not met"}).{compare} Python objects in it (tracemalloc, a separate run with
+MB: {"met" if working <= TARGET_MB else "not met"}), of which {after[-1]["anon"]:.1f} MB anonymous (private to the
+process; the rest is shared library pages).{compare} Python objects in it (tracemalloc, a separate run with
 {min(args.agents, 100)} agents): {traced["python_heap_mb"]:.1f} MB. {cpu_line}. {rss_cpu}
 
 | loaded agents | RSS MB | vs 1 agent MB |
