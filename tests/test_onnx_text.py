@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -71,12 +73,13 @@ def test_only_long_texts_shrink_the_arena(monkeypatch):
         never.setattr(onnx_text, "SHRINK_ABOVE_TOKENS", 10_000)
         unshrunk = next(OnnxTextModel(MINILM.folder(Path())).embed([long]))
     model = OnnxTextModel(MINILM.folder(Path()))
-    seen, released = [], []
+    seen, released, threads = [], [], set()
     session = model.session
 
     class Spy:
         def run(self, names, feed, options=None):
             seen.append((feed["input_ids"].shape[1], options))
+            threads.add(threading.current_thread().name)
             return session.run(names, feed, options)
 
     monkeypatch.setattr(model, "session", Spy())
@@ -86,6 +89,27 @@ def test_only_long_texts_shrink_the_arena(monkeypatch):
     (long_tokens, long_options), (short_tokens, short_options) = seen
     assert long_tokens > onnx_text.SHRINK_ABOVE_TOKENS >= short_tokens
     assert long_options is model._shrink and short_options is None and released == [True]
+    assert threads and all(name.startswith("pagemind-onnx") for name in threads)
+
+
+def test_the_model_runs_on_its_own_few_threads_whoever_asks():
+    """Each thread that runs a long text keeps its malloc arena's memory; callers come from many worker threads
+    (asyncio.to_thread), so the session runs on at most `parallel_runs` threads of its own."""
+    model = OnnxTextModel(MINILM.folder(Path()), parallel_runs=2)
+    names, session = set(), model.session
+
+    class Spy:
+        def run(self, *args):
+            names.add(threading.current_thread().name)
+            return session.run(*args)
+
+    model.session = Spy()
+    texts = [f"text {i} " + "word " * (20 * i) for i in range(12)]
+    alone = [next(OnnxTextModel(MINILM.folder(Path())).embed([t])) for t in texts[:2]]
+    with ThreadPoolExecutor(max_workers=6) as callers:
+        vectors = list(callers.map(lambda t: next(model.embed([t])), texts))
+    assert len(names) <= 2 and all(name.startswith("pagemind-onnx") for name in names)
+    assert np.array_equal(vectors[0], alone[0]) and np.array_equal(vectors[1], alone[1])
 
 
 LONG_TEXTS = """

@@ -18,13 +18,16 @@ Owning the session also lets a long text give its memory back: onnxruntime's CPU
 longest input it has seen (≈ 100 MB for a 512-token text: twelve 512 × 512 attention matrices per layer), so a
 run whose input is longer than `SHRINK_ABOVE_TOKENS` asks the arena to shrink when it ends, and the C heap to hand
 the freed pages back (`release_free_memory`). Shorter runs keep the arena as it is (re-faulting its pages on every
-short run would cost more CPU than the model does).
+short run would cost more CPU than the model does). The session runs on `PARALLEL_RUNS` threads of its own, so
+that the threads that have held a long text's memory are few.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -34,12 +37,17 @@ from pagemind.runtime.heap import release_free_memory
 
 # Above this many tokens a run's working memory (≈ 12 MB at 256 tokens) is handed back when the run ends.
 SHRINK_ABOVE_TOKENS = 128
+# The model runs on this many threads of its own, whichever threads ask for vectors: every thread that has run a
+# long text keeps ≈ 6 MB in its glibc malloc arena (bench/agent_memory.py: ten texts at once from six worker
+# threads left 37–43 MB behind, from one or two threads 2 MB). A handoff costs ≈ 0.05 ms of a ≥ 1.8 ms run.
+PARALLEL_RUNS = max(1, min(2, os.cpu_count() or 1))
 
 
 class OnnxTextModel:
     """A mean-pooled, normalised text-embedding model from a folder (model.onnx, tokenizer.json and its configs)."""
 
-    def __init__(self, folder: Path, *, threads: int = 1, model_file: str = "model.onnx"):
+    def __init__(self, folder: Path, *, threads: int = 1, model_file: str = "model.onnx",
+                 parallel_runs: int = PARALLEL_RUNS):
         import onnxruntime as ort
 
         self.folder = Path(folder)
@@ -53,6 +61,7 @@ class OnnxTextModel:
         self.input_names = {node.name for node in self.session.get_inputs()}
         self._shrink = ort.RunOptions()
         self._shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        self._runner = ThreadPoolExecutor(max_workers=parallel_runs, thread_name_prefix="pagemind-onnx")
         release_free_memory()  # what building the session parsed and copied: ≈ 8 MB
 
     def embed(self, texts: Sequence[str], batch_size: int = 1) -> Iterator[np.ndarray]:
@@ -61,6 +70,12 @@ class OnnxTextModel:
         texts = list(texts)
         for start in range(0, len(texts), batch_size):
             yield from self._run(texts[start:start + batch_size])
+
+    def _infer(self, feed: dict[str, np.ndarray], long: bool) -> np.ndarray:
+        output = self.session.run(None, feed, self._shrink if long else None)[0]
+        if long:
+            release_free_memory()
+        return output
 
     def _run(self, texts: list[str]) -> np.ndarray:
         encoded = self.tokenizer.encode_batch(texts)
@@ -71,10 +86,7 @@ class OnnxTextModel:
             feed["attention_mask"] = mask
         if "token_type_ids" in self.input_names:
             feed["token_type_ids"] = np.zeros_like(ids)
-        long = ids.shape[1] > SHRINK_ABOVE_TOKENS
-        output = self.session.run(None, feed, self._shrink if long else None)[0]
-        if long:
-            release_free_memory()
+        output = self._runner.submit(self._infer, feed, ids.shape[1] > SHRINK_ABOVE_TOKENS).result()
         return normalize(mean_pooling(output, mask)).astype(output.dtype, copy=False)
 
 
