@@ -1,7 +1,7 @@
 """Memory of an agent process, step by step, and per loaded agent: the process's resident size (RSS) as an agent
-process builds up to fully working (imports, an open store, an agent compiled, the model client, the vector
-store, the embedding model, a long text embedded, three turns with a model over HTTP), then with 100 and 1,000 idle agents loaded in it (as the
-daemon holds them), all on one shared `StateStore` (SQLite), each compiled once. The shared parts (the embedding
+process builds up to fully working (imports, an open store, an agent compiled, the vector store, the embedding
+model, a long text embedded, three turns with a model over HTTP), then with 100 and 1,000 idle agents loaded in it
+(as the daemon holds them), all on one shared `StateStore` (SQLite), each compiled once. The shared parts (the embedding
 model, the Qdrant store, the model client's connection pool) must cost once per process, not per agent; the
 script checks that they are one object.
 
@@ -119,7 +119,8 @@ async def child(agents: int, trace: bool) -> dict:
         rows[count] = memory()["rss"]
     last = loaded[-1]
     shared = {"embedder": first.recall.embedder is last.recall.embedder is last.archival.embedder,
-              "vector store": backend is last.archival._open_backend(), "model client pool": client is last.model.client}
+              "vector store": backend is last.archival._open_backend(),
+              "model client pool": client is last.model.client}
     result = {"steps": marks.steps, "rows": rows, "shared": shared, "pagemind": _origin()}
     if trace:
         import tracemalloc

@@ -80,10 +80,11 @@ with every other process that maps them.
 
 {table}
 
-**Fully working (the embedding model loaded, a 512-token text embedded, three turns with a model): {working:.1f} MB** (target ≤ {TARGET_MB:.0f}
-MB: {"met" if working <= TARGET_MB else "not met"}), of which {after[-1]["anon"]:.1f} MB anonymous (private to the
-process; the rest is shared library pages).{compare} Python objects in it (tracemalloc, a separate run with
-{min(args.agents, 100)} agents): {traced["python_heap_mb"]:.1f} MB. {cpu_line}. {rss_cpu}
+**Fully working (the embedding model loaded, a 512-token text embedded, three turns with a model):
+{working:.1f} MB** (target ≤ {TARGET_MB:.0f} MB: {"met" if working <= TARGET_MB else "not met"}), of which
+{after[-1]["anon"]:.1f} MB anonymous (private to the process; the rest is shared library pages).{compare}
+Python objects in it (tracemalloc, a separate run with {min(args.agents, 100)} agents): {traced["python_heap_mb"]:.1f} MB.
+{cpu_line}. {rss_cpu}
 
 | loaded agents | RSS MB | vs 1 agent MB |
 | --- | --- | --- |

@@ -351,7 +351,7 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def shared_default_embedder() -> FastEmbedEmbedder:
-    """One shipped-model instance per process (it costs ≈ 200 MB; every agent shares it)."""
+    """One shipped-model instance per process (≈ 68 MB with onnxruntime and the tokenizer; every agent shares it)."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:

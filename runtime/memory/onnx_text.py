@@ -15,7 +15,7 @@ to the bit (tests/test_onnx_text.py compares the two on both local models):
 - mean pooling over the real tokens (summed in float64), L2 normalisation, cast back to float32.
 
 Owning the session also lets a long text give its memory back: onnxruntime's CPU arena keeps the peak of the
-longest input it has seen (≈ 100 MB for a 512-token text: twelve 512 × 512 attention matrices per layer), so a
+longest input it has seen (≈ 60 MB for a 512-token text: twelve 512 × 512 attention matrices per layer), so a
 run whose input is longer than `SHRINK_ABOVE_TOKENS` asks the arena to shrink when it ends, and the C heap to hand
 the freed pages back (`release_free_memory`). Shorter runs keep the arena as it is (re-faulting its pages on every
 short run would cost more CPU than the model does). The session runs on `PARALLEL_RUNS` threads of its own, so
@@ -35,11 +35,12 @@ import numpy as np
 
 from pagemind.runtime.heap import release_free_memory
 
-# Above this many tokens a run's working memory (≈ 12 MB at 256 tokens) is handed back when the run ends.
+# Above this many tokens a run's working memory (≈ 4 MB at 128 tokens, 14 MB at 250) is handed back when it ends.
 SHRINK_ABOVE_TOKENS = 128
 # The model runs on this many threads of its own, whichever threads ask for vectors: every thread that has run a
 # long text keeps ≈ 6 MB in its glibc malloc arena (bench/agent_memory.py: ten texts at once from six worker
-# threads left 37–43 MB behind, from one or two threads 2 MB). A handoff costs ≈ 0.05 ms of a ≥ 1.8 ms run.
+# threads left 37–43 MB behind, from one or two threads 2 MB). The handoff is within the noise of a 14-token
+# text's CPU (1.25 ms, 1.23 before).
 PARALLEL_RUNS = max(1, min(2, os.cpu_count() or 1))
 
 
