@@ -11,10 +11,15 @@ import functools
 import importlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from jsonschema import Draft202012Validator, SchemaError
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
+# jsonschema (with referencing, rpds, attrs: ≈ 2 MB resident) is imported by the first inline schema: an agent whose
+# blocks have none, or only pydantic models (the shipped ones), never loads it.
 
 # A schema summary for the prompt stops describing nested shapes this deep (names only past it).
 _SUMMARY_DEPTH = 2
@@ -41,6 +46,8 @@ class BlockSchema:
     @classmethod
     def inline(cls, schema: Mapping[str, Any]) -> "BlockSchema":
         """An inline JSON Schema; raises ValueError if it is not a valid JSON Schema (2020-12)."""
+        from jsonschema import Draft202012Validator, SchemaError
+
         schema = dict(schema)
         try:
             Draft202012Validator.check_schema(schema)
@@ -113,6 +120,8 @@ class BlockSchema:
 @functools.lru_cache(maxsize=256)
 def _validator(reference: str) -> Draft202012Validator:
     # Keyed by the canonical schema text: one compiled validator per distinct inline schema.
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(json.loads(reference))
 
 

@@ -10,8 +10,11 @@ import os
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import tiktoken
+
+from pagemind.runtime.heap import release_free_memory
 
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -46,31 +49,57 @@ def _seed_cache(name: str, cache: Path) -> None:
     os.replace(tmp.name, target)
 
 
+class LeanEncoding(tiktoken.Encoding):
+    """A tiktoken Encoding whose ranks live only in tiktoken's Rust core.
+
+    tiktoken keeps the 200,000 ranks twice: in the Rust core that encodes, and as a Python dict of bytes that only
+    pickling reads. The dict is 23 MB of an agent process's resident memory (bench/RESULTS.md, "Process memory"),
+    so it is dropped once the core is built; a pickled encoding is loaded again by name in the other process.
+    """
+
+    def __init__(self, name: str, *, pat_str: str, mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]):
+        super().__init__(name, pat_str=pat_str, mergeable_ranks=mergeable_ranks, special_tokens=special_tokens)
+        del self._mergeable_ranks
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return encoding, (self.name,)
+
+
+def encoding(name: str = DEFAULT_ENCODING) -> LeanEncoding:
+    """The tiktoken encoding `name` (one per process, however it is asked for: see `load_encoding`)."""
+    return load_encoding(name)
+
+
 @functools.cache
-def encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
-    """The tiktoken encoding `name`, never downloaded: seeded from package data on first use.
+def load_encoding(name: str) -> LeanEncoding:
+    """The tiktoken encoding `name`, built once per process, never downloaded: seeded from package data on first
+    use. (No default: `functools.cache` keys on the arguments as given, so `encoding()` and
+    `encoding("o200k_base")` would each build one, 43 MB apiece.)
 
     tiktoken parses its 200,000-line base64 file on every start (about half of a `pagemind run`'s token set-up);
-    the parsed ranks are kept beside it with `marshal`, which loads them several times faster.
+    the parsed ranks are kept beside it with `marshal`, which loads them several times faster. The encoding is
+    built here, not by `tiktoken.get_encoding`, whose registry would keep a second copy with the Python ranks.
     """
     if name not in _SHA256:
         raise ValueError(f"unknown encoding {name!r}; shipped: {', '.join(_SHA256)}")
     cache = _cache_dir()
     parsed = cache / f"{name}-{_SHA256[name][:16]}.marshal"
     try:
-        fields = marshal.loads(parsed.read_bytes())
-        return tiktoken.Encoding(name=name, **fields)
+        loaded = LeanEncoding(name, **marshal.loads(parsed.read_bytes()))
+        release_free_memory()  # the parsed ranks, now in the Rust core: ≈ 4 MB
+        return loaded
     except (OSError, EOFError, ValueError, TypeError, KeyError):
         pass  # not there yet, or unreadable: parse the source and write it again
     _seed_cache(name, cache)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
-    loaded = tiktoken.get_encoding(name)
-    fields = {"pat_str": loaded._pat_str, "mergeable_ranks": loaded._mergeable_ranks,
-              "special_tokens": loaded._special_tokens}
+    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+
+    source = ENCODING_CONSTRUCTORS[name]()
+    fields = {key: source[key] for key in ("pat_str", "mergeable_ranks", "special_tokens")}
     with tempfile.NamedTemporaryFile(dir=cache, delete=False) as tmp:
         tmp.write(marshal.dumps(fields))
     os.replace(tmp.name, parsed)
-    return loaded
+    return LeanEncoding(name, **fields)
 
 
 def count_tokens(text: str, encoding_name: str = DEFAULT_ENCODING) -> int:
