@@ -70,3 +70,19 @@ def test_workers_need_postgres(environment):  # noqa: F811
     folder, env = environment
     result = pagemind(env, "serve", str(folder), "--workers", "2", timeout=60)
     assert result.returncode != 0 and "--workers needs PostgreSQL" in result.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_workers_that_cannot_bind_stop_the_serve_with_an_error(environment, database_url):  # noqa: F811
+    import socket
+
+    folder, env = environment
+    with socket.socket() as taken:  # a plain listener (no SO_REUSEPORT) holds the port
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = pagemind({**env, "DATABASE_URL": database_url}, "serve", str(folder), "--port", str(port),
+                          "--workers", "2", timeout=120)
+    assert result.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "at its start; stopping" in result.stderr
