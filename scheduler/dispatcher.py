@@ -28,6 +28,7 @@ from pagemind.runtime.loop import run_turn
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
+from pagemind.scheduler.arrivals import Arrivals
 from pagemind.scheduler.errors import UnknownAgent
 from pagemind.scheduler.fanout import RunFanout
 from pagemind.scheduler.inbox import Inbox, InboxItem
@@ -40,50 +41,112 @@ from pagemind.scheduler.turnlocks import HeldAgents
 log = structlog.get_logger("pagemind.scheduler")
 
 
+class Wake(asyncio.Event):
+    """The dispatcher's wake-up. `set()` (a worker ended, a lease was swept, a notice without an agent, the
+    triggers): look at the whole inbox. `arrival()`: only the agents `Dispatcher.arrived` named."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scan = True
+
+    def set(self) -> None:
+        """Wake the dispatcher to scan the inbox."""
+        self.scan = True
+        super().set()
+
+    def arrival(self) -> None:
+        """Wake the dispatcher for the arrivals alone."""
+        super().set()
+
+
 class Dispatcher:
     """The workers of one daemon process (see the module docstring)."""
 
     def __init__(self, inbox: Inbox, leases: Leases, pool: AgentPool, fanout: RunFanout, config: Any):
         self.inbox, self.leases, self.pool, self.fanout, self.config = inbox, leases, pool, fanout, config
         self.held = HeldAgents(pool.catalog.store)
-        self.wake = asyncio.Event()
+        self.arrivals = Arrivals(inbox.engine, leases)
+        self.wake = Wake()
+        self._arrived: dict[int, str | None] = {}  # agents named by arrivals since the last look, in order
         self.stopping = False
         self.workers: dict[int, asyncio.Task[None]] = {}
         self._lost: set[int] = set()  # agents whose lease another daemon took over (a stall): stop after the item
         self._busy: dict[int, float] = {}  # agents a turn outside the daemon holds, and when to look again
 
     async def run(self) -> None:
-        """Take agents with work until `stopping`."""
+        """Take agents with work until `stopping`: first those named by an arrival (`arrived`), then, when woken
+        for any other reason or by the poll, whatever the inbox's heads show."""
         while not self.stopping:
             self.wake.clear()
-            free = self.config.concurrency - len(self.workers)
+            scan, self.wake.scan = self.wake.scan, False
+            arrived, self._arrived = self._arrived, {}
             now = time.monotonic()
             self._busy = {agent_id: until for agent_id, until in self._busy.items() if until > now}
-            exclude = set(self.workers) | set(self._busy)
-            taken = self.leases.claim_agents(free, exclude, utcnow()) if free > 0 else []
-            crash_point("daemon.agents_leased")
-            for agent_id in taken:
-                self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
+            if arrived:
+                await self._take_arrived(arrived)
+            free = self.config.concurrency - len(self.workers)
+            taken = []
+            if scan and free > 0:
+                exclude = set(self.workers) | set(self._busy)
+                taken = self.leases.claim_agents(free, exclude, utcnow())
+                crash_point("daemon.agents_leased")
+                for agent_id in taken:
+                    self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
             if taken and len(taken) == free:
+                self.wake.scan = True
                 continue  # there may be more
             try:
                 await asyncio.wait_for(self.wake.wait(), self.config.poll_s)
             except TimeoutError:
-                pass
+                self.wake.scan = True
 
-    async def _work(self, agent_id: int) -> None:
-        name: str | None = None
+    def arrived(self, agent_id: int, name: str | None = None) -> None:
+        """Work for this agent was just committed (submitted in this process, or a notice from another named it):
+        take the agent and its oldest item at once (`scheduler.arrivals`), without scanning the inbox. A worker
+        already on the agent claims the item next anyway; an agent that cannot be taken now is left to the scan."""
+        if agent_id in self.workers:
+            return
+        self._arrived.setdefault(agent_id, name)
+        self.wake.arrival()
+
+    async def _take_arrived(self, arrived: dict[int, str | None]) -> None:
+        for agent_id, name in arrived.items():
+            if self.config.concurrency - len(self.workers) <= 0:
+                self.wake.scan = True  # no slot: the scan after a worker ends finds it
+                return
+            if agent_id in self.workers or agent_id in self._busy:
+                continue
+            if not await self.held.take(agent_id):  # a CLI turn, or a daemon about to run it: left to them
+                continue
+            try:
+                name = name or self.pool.catalog.name_of(agent_id)
+                item = self.arrivals.claim(agent_id, name, utcnow())
+            except Exception:
+                await self.held.release(agent_id)
+                raise
+            if item is None:  # nothing open (a stale notice), or another daemon holds the lease
+                await self.held.release(agent_id)
+                continue
+            self.workers[agent_id] = asyncio.create_task(self._work(agent_id, item), name=f"agent-{agent_id}")
+
+    async def _work(self, agent_id: int, first: InboxItem | None = None) -> None:
+        """Run the agent's items until its inbox is empty; `first`: an item claimed already, with the agent's lease
+        and turn lock (`_take_arrived`)."""
+        name: str | None = first.agent_name if first is not None else None
         fresh = False  # read the agent again after taking its lock: another process may have run it meanwhile
         try:
-            if not await self.held.take(agent_id):  # a turn outside the daemon (`pagemind run`): later
+            if first is None and not await self.held.take(agent_id):  # a turn outside the daemon: later
                 log.info("agent_busy_elsewhere", agent_id=agent_id)
                 self._busy[agent_id] = time.monotonic() + self.config.poll_s
                 self.leases.release(agent_id)
                 return
             while not self.stopping and agent_id not in self._lost:
-                now = utcnow()
-                name = name or self.pool.catalog.name_of(agent_id)
-                item = self.inbox.claim_next(agent_id, name, self.leases.owner, self.leases.until(now), now)
+                if first is not None:
+                    item, first = first, None
+                else:
+                    now = utcnow()
+                    name = name or self.pool.catalog.name_of(agent_id)
+                    item = self.inbox.claim_next(agent_id, name, self.leases.owner, self.leases.until(now), now)
                 if item is None:
                     await self.held.release(agent_id)
                     self.leases.release(agent_id)
