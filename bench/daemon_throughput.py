@@ -12,7 +12,12 @@ messages — one agent's messages one after another (a user waits for the reply)
 - the daemon process's CPU seconds per step (user + system, from /proc) and its RSS after the run with every
   agent loaded and idle, per agent over the RSS before the first message.
 
-    python bench/daemon_throughput.py [--agents 10 100 1000] [--db sqlite postgres] [--turns 400]
+`--turns` is the turns of one measurement in all, at least one per agent: with `--turns 400`, 10 and 100 agents
+get 40 and 4 messages each, 1,000 and 10,000 agents one each. The section is rewritten after every row, so a
+long run that is stopped keeps the rows it measured.
+
+    python bench/daemon_throughput.py [--agents 10 100 1000 10000] [--db sqlite postgres] [--turns 400]
+                                      [--section NAME]
 """
 
 from __future__ import annotations
@@ -213,12 +218,26 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="the daemon's --concurrency")
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
+    parser.add_argument("--section", default="Daemon throughput (bench/daemon_throughput.py)",
+                        help="the bench/RESULTS.md section to write")
     args = parser.parse_args()
     note = machine_note()
     stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_stub.py"), "--latency-ms",
                              str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
     port = int(stub.stdout.readline().split()[-1])
     rows = []
+
+    def body() -> str:
+        return (f"{note}. `python bench/daemon_throughput.py --agents {' '.join(map(str, args.agents))} --turns "
+                f"{args.turns} --inflight {args.inflight} --concurrency {args.concurrency}`: a stub model with "
+                f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, "
+                "daemon and stub share the machine's CPUs. Turns: at least one message per agent (one each at "
+                f"{args.turns:,} agents and more). Own overhead = the client's turn latency − steps × model latency "
+                "(HTTP, queueing for the daemon's concurrency and the runtime's work). RSS per agent = (RSS after "
+                "the run − RSS before the first message) / agents; the daemon keeps at most `max_loaded` (1,024) "
+                "agents loaded, so above that the rest cost only their rows.\n\n" + table(rows)
+                + "\n\n" + targets(rows))
+
     try:
         for db in args.db:
             for n in args.agents:
@@ -226,18 +245,11 @@ async def main() -> None:
                                     f"http://127.0.0.1:{port}/v1", args.latency_ms)
                 rows.append({"db": db, **row})
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
+                if not args.no_write:
+                    write_section(args.section, body())
     finally:
         stub.terminate()
-    body = (f"{note}. `python bench/daemon_throughput.py --agents {' '.join(map(str, args.agents))} --turns "
-            f"{args.turns} --inflight {args.inflight} --concurrency {args.concurrency}`: a stub model with "
-            f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, daemon "
-            "and stub share the machine's CPUs. Own overhead = the client's turn latency − steps × model latency "
-            "(HTTP, queueing for the daemon's concurrency and the runtime's work). RSS per agent = (RSS after the "
-            "run, every agent loaded and idle − RSS before the first message) / agents.\n\n" + table(rows)
-            + "\n\n" + targets(rows))
-    print(body)
-    if not args.no_write:
-        write_section("Daemon throughput (bench/daemon_throughput.py)", body)
+    print(body())
 
 
 if __name__ == "__main__":

@@ -75,12 +75,10 @@ class HeldAgents:
             self._conn = None
 
     def _execute(self, sql: str, agent_id: int) -> Any:
-        if self._conn is None:
-            self._conn = self.store.engine.connect()
+        if self._conn is None:  # autocommit: a session lock needs no transaction, so no COMMIT round trip
+            self._conn = self.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
-            value = self._conn.execute(text(sql), {"id": agent_id}).scalar()
-            self._conn.commit()  # session-level locks outlive the transaction
-            return value
+            return self._conn.execute(text(sql), {"id": agent_id}).scalar()
         except Exception as exc:  # the session died and every lock with it: start a new one
             log.warning("turn_lock_connection_lost", error=str(exc)[:200], held=len(self._held))
             with contextlib.suppress(Exception):
