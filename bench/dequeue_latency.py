@@ -143,8 +143,8 @@ def main() -> None:
             ratio = (statistics.median(c for c, _ in samples[("this tree", mode)])
                      / statistics.median(c for c, _ in samples[("base", mode)]))
             lines.append(f"- {mode}: p50 from the submit call, this tree / base = {ratio:.2f}")
-    body = (f"{note}; `python bench/dequeue_latency.py --rounds {args.rounds} --jobs {args.jobs}`"
-            f"{' --base <main>' if args.base else ''}: {args.rounds} rounds, each mode and tree a fresh process "
+    body = (f"{note}; `python bench/dequeue_latency.py --rounds {args.rounds} --jobs {args.jobs}"
+            f"{' --base <main>' if args.base else ''}`: {args.rounds} rounds, each mode and tree a fresh process "
             "and database, interleaved. Latency: a job's first line − the `submit` call (or its return).\n\n"
             + "\n".join(lines))
     print(body)
