@@ -1,8 +1,9 @@
 """Running the inbox: take agents with work, run each agent's items in order, one at a time.
 
 The dispatcher wakes on a submission in this process, a Postgres notice from another, a worker ending, or every
-`poll_s` (the safety net), and takes the leases of as many agents with work as there are free slots
-(`concurrency`). Each taken agent gets a worker task that claims its oldest open item, runs it (a message as a
+`poll_s` (the safety net). A submission or a notice names its agent (`arrived`): that agent is taken at once with
+its oldest item, lease and claim in one commit (`scheduler.arrivals`). Anything else makes it scan the inbox and
+take the leases of as many agents with work as there are free slots (`concurrency`). Each taken agent gets a worker task that claims its oldest open item, runs it (a message as a
 turn with the idempotency key `inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes
 on until the agent's inbox is empty; then it gives the lease back. A message that arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
@@ -116,14 +117,15 @@ class Dispatcher:
                 return
             if agent_id in self.workers or agent_id in self._busy:
                 continue
-            if not await self.held.take(agent_id):  # a CLI turn, or a daemon about to run it: left to them
-                continue
             try:
+                if not await self.held.take(agent_id):  # a CLI turn, or a daemon about to run it: left to them
+                    continue
                 name = name or self.pool.catalog.name_of(agent_id)
                 item = self.arrivals.claim(agent_id, name, utcnow())
-            except Exception:
-                await self.held.release(agent_id)
-                raise
+            except Exception as exc:  # the store failed: the scan (at the poll) tries again
+                log.warning("arrival_claim_failed", agent_id=agent_id, error=str(exc)[:200])
+                item = None
+                self.wake.scan = True
             if item is None:  # nothing open (a stale notice), or another daemon holds the lease
                 await self.held.release(agent_id)
                 continue

@@ -137,6 +137,24 @@ async def test_an_arrival_with_every_slot_busy_waits_for_the_scan_when_a_worker_
     assert [daemon.catalog.agent_id("bob")] in scans  # ... but by the scan when alice's worker ended
 
 
+async def test_an_arrival_whose_claim_fails_is_left_to_the_scan_and_the_dispatcher_lives_on(database_url, folder):
+    daemon = make_daemon(database_url, folder, ledger_model(), poll_s=0.2)  # here the poll is the way back
+    failures = []
+
+    def broken(agent_id, name, now):  # noqa: ANN001, ANN202
+        failures.append(agent_id)
+        raise RuntimeError("the store went away")
+
+    daemon.dispatcher.arrivals.claim = broken
+    await daemon.start()
+    try:
+        done = await daemon.wait((await daemon.submit("alice", "msg 1")).run_id, timeout=30)
+        again = await daemon.wait((await daemon.submit("bob", "msg 2")).run_id, timeout=30)
+    finally:
+        await daemon.stop()
+    assert failures and done.state == again.state == "done" and done.attempts == again.attempts == 1
+
+
 async def test_claiming_an_arrival_takes_nothing_without_open_work_or_from_a_live_lease(database_url, folder):
     store = StateStore.open(database_url)
     alice = store.ensure_agent(AgentCatalog(folder, store).spec_for("alice")).id
