@@ -28,8 +28,9 @@ log = structlog.get_logger("pagemind.scheduler")
 
 
 def arrival_notice(source: str, agent_id: int, name: str) -> str:
-    """The `pagemind_inbox` payload of one submission: who submitted it, and for which agent."""
-    return f"{source} {agent_id} {name}"
+    """The `pagemind_inbox` payload of one submission: who submitted it, and for which agent. A NOTIFY payload must
+    stay under 8,000 bytes: a name too long for it is left out (the daemon hearing it looks the name up)."""
+    return f"{source} {agent_id} {name if len(name.encode()) <= 1000 else ''}".rstrip()
 
 
 def read_arrival(payload: str) -> tuple[str, int | None, str | None]:

@@ -177,5 +177,6 @@ async def test_claiming_an_arrival_takes_nothing_without_open_work_or_from_a_liv
 
 def test_a_notice_names_its_agent_and_a_bare_one_asks_for_a_scan():
     assert read_arrival(arrival_notice("host:12:ab", 42, "companion-u1")) == ("host:12:ab", 42, "companion-u1")
+    assert read_arrival(arrival_notice("host:12:ab", 42, "x" * 5000)) == ("host:12:ab", 42, None)  # looked up
     assert read_arrival("host:12:ab") == ("host:12:ab", None, None)  # a batch of trigger firings
     assert read_arrival("") == ("", None, None)  # items put back, a reconnect
