@@ -12,7 +12,12 @@ messages — one agent's messages one after another (a user waits for the reply)
 - the daemon process's CPU seconds per step (user + system, from /proc) and its RSS after the run with every
   agent loaded and idle, per agent over the RSS before the first message.
 
-    python bench/daemon_throughput.py [--agents 10 100 1000] [--db sqlite postgres] [--turns 400]
+`--turns` is the turns of one measurement in all, at least one per agent: with `--turns 400`, 10 and 100 agents
+get 40 and 4 messages each, 1,000 and 10,000 agents one each. The section is rewritten after every row, so a
+long run that is stopped keeps the rows it measured.
+
+    python bench/daemon_throughput.py [--agents 10 100 1000 10000] [--db sqlite postgres] [--turns 400]
+                                      [--section NAME]
 """
 
 from __future__ import annotations
@@ -142,10 +147,26 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
             gate = asyncio.Semaphore(inflight)
             names = [f"user-{i:05d}" for i in range(agents)]
 
+            retried = [0]  # requests sent again after a transport error (a connection the server closed)
+
+            async def post(path: str, body: dict, ok: tuple[int, ...] = (200, 201)) -> httpx.Response:
+                """POST, sending it again after a transport error: creating an agent twice answers 409 (made by
+                the first try), and a message carries an idempotency key, so a retry never doubles anything."""
+                for attempt in range(5):
+                    try:
+                        return await client.post(path, json=body)
+                    except httpx.TransportError as exc:
+                        retried[0] += 1
+                        print(f"retry {path}: {type(exc).__name__}", file=sys.stderr, flush=True)
+                        if attempt == 4:
+                            raise
+                raise AssertionError("unreachable")
+
             async def create(name: str) -> None:
                 async with gate:
-                    response = await client.post("/v1/agents", json={"template": "companion", "name": name})
-                    response.raise_for_status()
+                    response = await post("/v1/agents", {"template": "companion", "name": name})
+                    if response.status_code != 409 or not retried[0]:
+                        response.raise_for_status()
 
             started = time.perf_counter()
             await asyncio.gather(*(create(n) for n in names))
@@ -160,8 +181,9 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
                 for i in range(per_agent):
                     async with gate:
                         t0 = time.perf_counter()
-                        response = await client.post(f"/v1/agents/{name}/messages",
-                                                     json={"content": f"message {i} from {name}", "timeout_s": 600})
+                        response = await post(f"/v1/agents/{name}/messages",
+                                              {"content": f"message {i} from {name}", "timeout_s": 600,
+                                               "idempotency_key": f"bench-{name}-{i}"})
                         elapsed = time.perf_counter() - t0
                     if response.status_code != 200 or response.json()["state"] != "done":
                         failures += 1
@@ -184,7 +206,7 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
                 "p50": percentile(overhead, 50), "p95": percentile(overhead, 95),
                 "p50_step": percentile(overhead, 50) / STEPS_PER_TURN, "cpu_ms_step": 1000 * cpu / max(1, steps),
                 "rss_mb": rss_after, "rss_kb_agent": 1024 * (rss_after - rss_before) / agents, "rss_before": rss_before,
-                "load": os.getloadavg()[0]}
+                "load": os.getloadavg()[0], "retried": retried[0]}
     finally:
         serve.send_signal(signal.SIGTERM)
         try:
@@ -196,12 +218,13 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
 
 def table(rows: list[dict[str, float]]) -> str:
     head = ("| db | agents | turns | failed | turns/s | model steps/s | own overhead p50 / p95 per turn (ms) | "
-            "per step p50 (ms) | daemon CPU per step (ms) | RSS (MB) | RSS per agent (KB) | creating N (s) | load |\n"
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+            "per step p50 (ms) | daemon CPU per step (ms) | RSS (MB) | RSS per agent (KB) | creating N (s) | load | "
+            "retried |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
     return head + "\n".join(
         f"| {r['db']} | {r['agents']:,} | {r['turns']:,} | {r['failures']} | {r['turns_s']:.1f} | {r['steps_s']:.1f} | "
         f"{r['p50']:.1f} / {r['p95']:.1f} | {r['p50_step']:.1f} | {r['cpu_ms_step']:.2f} | {r['rss_mb']:.0f} | "
-        f"{r['rss_kb_agent']:.0f} | {r['create_s']:.1f} | {r['load']:.2f} |" for r in rows)
+        f"{r['rss_kb_agent']:.0f} | {r['create_s']:.1f} | {r['load']:.2f} | {r.get('retried', 0)} |" for r in rows)
 
 
 def targets(rows: list[dict[str, float]]) -> str:
@@ -230,12 +253,27 @@ async def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--workers", type=int, default=1, help="`pagemind serve --workers` (Postgres rows only)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
+    parser.add_argument("--section", default="Daemon throughput (bench/daemon_throughput.py)",
+                        help="the bench/RESULTS.md section to write")
     args = parser.parse_args()
     note = machine_note()
     stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_stub.py"), "--latency-ms",
                              str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
     port = int(stub.stdout.readline().split()[-1])
     rows = []
+
+    def body() -> str:
+        return (f"{note}. `python bench/daemon_throughput.py --agents {' '.join(map(str, args.agents))} --turns "
+                f"{args.turns} --inflight {args.inflight} --concurrency {args.concurrency}`: a stub model with "
+                f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, "
+                "daemon and stub share the machine's CPUs. Turns: at least one message per agent (one each at "
+                f"{args.turns:,} agents and more). Own overhead = the client's turn latency − steps × model latency "
+                "(HTTP, queueing for the daemon's concurrency and the runtime's work). RSS per agent = (RSS after "
+                "the run − RSS before the first message) / agents; the daemon keeps at most `max_loaded` (1,024) "
+                "agents loaded, so above that the rest cost only their rows. Retried: requests sent again after a "
+                "transport error (agents: 409 then means made; messages carry an idempotency key).\n\n" + table(rows)
+                + "\n\n" + targets(rows))
+
     try:
         for db in args.db:
             for n in args.agents:
@@ -244,18 +282,11 @@ async def main() -> None:
                                     args.workers if db == "postgres" else 1)
                 rows.append({"db": db, **row})
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
+                if not args.no_write:
+                    write_section(args.section, body())
     finally:
         stub.terminate()
-    body = (f"{note}. `python bench/daemon_throughput.py --agents {' '.join(map(str, args.agents))} --turns "
-            f"{args.turns} --inflight {args.inflight} --concurrency {args.concurrency}`: a stub model with "
-            f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, daemon "
-            "and stub share the machine's CPUs. Own overhead = the client's turn latency − steps × model latency "
-            "(HTTP, queueing for the daemon's concurrency and the runtime's work). RSS per agent = (RSS after the "
-            "run, every agent loaded and idle − RSS before the first message) / agents.\n\n" + table(rows)
-            + "\n\n" + targets(rows))
-    print(body)
-    if not args.no_write:
-        write_section("Daemon throughput (bench/daemon_throughput.py)", body)
+    print(body())
 
 
 if __name__ == "__main__":

@@ -24,9 +24,11 @@ from typing import Callable
 
 import structlog
 from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.spec import AgentSpec, SpecError, load_spec
-from pagemind.runtime.state.records import aware
+from pagemind.runtime.state.new_agent import insert_agent
+from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import AgentRow, agent_origins
 from pagemind.scheduler.errors import AgentExists, DaemonError, NotDeletable, UnknownAgent, UnknownTemplate
@@ -190,7 +192,7 @@ class AgentCatalog:
         `AgentExists`, `UnknownTemplate`, or `DaemonError` for a block the spec lacks or a value over its limit."""
         if (template is None) == (spec is None):
             raise DaemonError("give a template or a spec (one of them)")
-        if name in self._files or self._origin(name) is not None:
+        if name in self._files:
             raise AgentExists(name)
         if template is not None:
             source = self._file(template)
@@ -198,6 +200,19 @@ class AgentCatalog:
                 raise UnknownTemplate(template, self.templates())
             spec = source.spec
         seeded = _seeded(spec.model_copy(update={"name": name, "template": False}), blocks or {})  # type: ignore[union-attr]
+        try:  # a new name (the usual case): the agent, its blocks and its origin in one commit
+            with self.store.engine.begin() as conn:
+                record = insert_agent(conn, seeded, now)
+                conn.execute(agent_origins.insert().values(agent_id=record.id, template=template,
+                                                           blocks=blocks or {}, created_at=now))
+        except IntegrityError:  # the name is taken: by one of ours, by `pagemind run`, or by a half-made one
+            return self._create_over(name, now, template, seeded, blocks)
+        return self._created(name, template, record)
+
+    def _create_over(self, name: str, now: datetime, template: str | None, seeded: AgentSpec,
+                     blocks: dict[str, str] | None) -> AgentInfo:
+        if self._origin(name) is not None:
+            raise AgentExists(name)
         existing = self.store.get_agent(name)
         if existing is not None and existing.spec_hash != seeded.spec_hash():
             raise AgentExists(name)  # stored by something else (`pagemind run`); a half-made one of ours matches
@@ -205,6 +220,9 @@ class AgentCatalog:
         with self.store.engine.begin() as conn:
             conn.execute(agent_origins.insert().values(agent_id=record.id, template=template, blocks=blocks or {},
                                                        created_at=now))
+        return self._created(name, template, record)
+
+    def _created(self, name: str, template: str | None, record: AgentRecord) -> AgentInfo:
         self._origins[name] = _Origin(record.id, template, time.monotonic())
         log.info("agent_created", agent=name, template=template)
         return AgentInfo(name, template, record.created_at, 0, "template" if template else "spec")

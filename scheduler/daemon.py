@@ -39,7 +39,7 @@ from pagemind.scheduler.relay import RelayStore
 from pagemind.scheduler.run_stream import RunStream
 from pagemind.scheduler.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, HeldConnections
 from pagemind.scheduler.trigger_runner import TriggerRunner
-from pagemind.scheduler.wakeup import PgWakeups
+from pagemind.scheduler.wakeup import PgWakeups, read_arrival
 
 log = structlog.get_logger("pagemind.scheduler")
 KINDS = ("message", "job")
@@ -118,8 +118,13 @@ class Daemon:
         except Exception as exc:  # the store is down too: the next reconnect tries again
             log.warning("recheck_failed", error=str(exc)[:200])
 
-    def _heard_of_work(self, source: str) -> None:
-        if source != self.owner:  # this process's own submissions woke it already (or went to a busy worker)
+    def _heard_of_work(self, payload: str) -> None:
+        source, agent_id, name = read_arrival(payload)
+        if source == self.owner:  # this process's own submissions woke it already (or went to a busy worker)
+            return
+        if agent_id is not None:
+            self.dispatcher.arrived(agent_id, name)  # take that agent at once, no scan
+        else:
             self.dispatcher.wake.set()
 
     async def stop(self, grace_s: float | None = None) -> None:
@@ -156,8 +161,8 @@ class Daemon:
         item, new = self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), self.owner)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
-        if new and self.started:  # a worker already on the agent claims it next anyway
-            self.dispatcher.kick(agent_id)
+        if new:  # this process takes the agent at once (a worker already on it claims the item next anyway)
+            self.dispatcher.arrived(agent_id, agent)
         return item
 
     def run(self, run_id: str) -> InboxItem | None:

@@ -1,10 +1,13 @@
 """Running the inbox: take agents with work, run each agent's items in order, one at a time.
 
 The dispatcher wakes on a submission in this process, a Postgres notice from another, a worker ending, or every
-`poll_s` (the safety net), and takes the leases of as many agents with work as there are free slots
-(`concurrency`). Each taken agent gets a worker task that claims its oldest open item, runs it (a message as a
-turn with the idempotency key `inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes
-on until the agent's inbox is empty; then it gives the lease back. A message that arrives while its agent is busy
+`poll_s` (the safety net). A submission or a notice names its agent (`arrived`): that agent is taken at once with
+its oldest item, lease and claim in one commit (`scheduler.arrivals`). Anything else makes it scan the inbox and
+take the leases of as many agents with work as there are free slots (`concurrency`). Each taken agent gets a
+worker task that claims its oldest open item, runs it (a message as a turn with the idempotency key
+`inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes on until the agent's inbox is
+empty; then it lingers `linger_s` (the user's next message usually follows the reply: an arrival for the agent
+wakes it, with no lease or lock to take again) and gives the lease back. A message that arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
 A run's events go to the fanout (`scheduler.fanout`), which relays them when a daemon elsewhere watches the run:
 what is left of them, and the end row, is written before the item is marked finished.
@@ -28,6 +31,7 @@ from pagemind.runtime.loop import run_turn
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
+from pagemind.scheduler.arrivals import Arrivals
 from pagemind.scheduler.errors import UnknownAgent
 from pagemind.scheduler.fanout import RunFanout
 from pagemind.scheduler.inbox import Inbox, InboxItem
@@ -40,13 +44,33 @@ from pagemind.scheduler.turnlocks import HeldAgents
 log = structlog.get_logger("pagemind.scheduler")
 
 
+class Wake(asyncio.Event):
+    """The dispatcher's wake-up. `set()` (a worker ended, a lease was swept, a notice without an agent, the
+    triggers): look at the whole inbox. `arrival()`: only the agents `Dispatcher.arrived` named."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scan = True
+
+    def set(self) -> None:
+        """Wake the dispatcher to scan the inbox."""
+        self.scan = True
+        super().set()
+
+    def arrival(self) -> None:
+        """Wake the dispatcher for the arrivals alone."""
+        super().set()
+
+
 class Dispatcher:
     """The workers of one daemon process (see the module docstring)."""
 
     def __init__(self, inbox: Inbox, leases: Leases, pool: AgentPool, fanout: RunFanout, config: Any):
         self.inbox, self.leases, self.pool, self.fanout, self.config = inbox, leases, pool, fanout, config
         self.held = HeldAgents(pool.catalog.store)
-        self.wake = asyncio.Event()
+        self.arrivals = Arrivals(inbox.engine, leases)
+        self.wake = Wake()
+        self._arrived: dict[int, str | None] = {}  # agents named by arrivals since the last look, in order
         self.stopping = False
         self.workers: dict[int, asyncio.Task[None]] = {}
         self._lost: set[int] = set()  # agents whose lease another daemon took over (a stall): stop after the item
@@ -58,42 +82,66 @@ class Dispatcher:
         return len(self.workers) - len(self._lingering)
 
     async def run(self) -> None:
-        """Take agents with work until `stopping`."""
+        """Take agents with work until `stopping`: first those named by an arrival (`arrived`), then, when woken
+        for any other reason or by the poll, whatever the inbox's heads show."""
         while not self.stopping:
             self.wake.clear()
-            if self._lingering:  # work for them that no submission here announced (a trigger, another process)
+            scan, self.wake.scan = self.wake.scan, False
+            arrived, self._arrived = self._arrived, {}
+            now = time.monotonic()
+            self._busy = {agent_id: until for agent_id, until in self._busy.items() if until > now}
+            if arrived:
+                await self._take_arrived(arrived)
+            if scan and self._lingering:  # work for them that no arrival named (a batch of trigger firings)
                 for agent_id in self.inbox.with_open(sorted(self._lingering)):
                     self.poke(agent_id)
             free = self.config.concurrency - self._active()
-            now = time.monotonic()
-            self._busy = {agent_id: until for agent_id, until in self._busy.items() if until > now}
-            exclude = set(self.workers) | set(self._busy)
-            taken = self.leases.claim_agents(free, exclude, utcnow()) if free > 0 else []
-            crash_point("daemon.agents_leased")
-            for agent_id in taken:
-                self._start(agent_id, leased=True)
+            taken = []
+            if scan and free > 0:
+                exclude = set(self.workers) | set(self._busy)
+                taken = self.leases.claim_agents(free, exclude, utcnow())
+                crash_point("daemon.agents_leased")
+                for agent_id in taken:
+                    self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
             if taken and len(taken) == free:
+                self.wake.scan = True
                 continue  # there may be more
             try:
                 await asyncio.wait_for(self.wake.wait(), self.config.poll_s)
             except TimeoutError:
-                pass
+                self.wake.scan = True
 
-    def _start(self, agent_id: int, leased: bool) -> None:
-        self.workers[agent_id] = asyncio.create_task(self._work(agent_id, leased), name=f"agent-{agent_id}")
+    def arrived(self, agent_id: int, name: str | None = None) -> None:
+        """Work for this agent was just committed (submitted in this process, or a notice from another named it):
+        take the agent and its oldest item at once (`scheduler.arrivals`), without scanning the inbox. A worker
+        already on the agent claims the item next anyway; an agent that cannot be taken now is left to the scan."""
+        if agent_id in self.workers:
+            self.poke(agent_id)  # a lingering worker claims it at once; a busy one claims it next anyway
+            return
+        self._arrived.setdefault(agent_id, name)
+        self.wake.arrival()
 
-    def kick(self, agent_id: int) -> None:
-        """Work on `agent_id` now: an item was just submitted for it in this process. With a slot free, a worker
-        takes the agent's lease itself (one upsert) instead of waking the loop to scan the whole inbox for heads
-        (`Leases.claim_agents`); the lease decides as it does there, so an agent another daemon holds is left to
-        it (that daemon looks for new items before it lets the agent go). Otherwise the loop is woken."""
-        if agent_id in self.workers or self.stopping:
-            self.poke(agent_id)
-            return
-        if self._active() >= self.config.concurrency or agent_id in self._busy:
-            self.wake.set()
-            return
-        self._start(agent_id, leased=False)
+    async def _take_arrived(self, arrived: dict[int, str | None]) -> None:
+        for agent_id, name in arrived.items():
+            if self.config.concurrency - self._active() <= 0:
+                self.wake.scan = True  # no slot: the scan after a worker ends finds it
+                return
+            if agent_id in self.workers or agent_id in self._busy:
+                self.poke(agent_id)
+                continue
+            try:
+                if not await self.held.take(agent_id):  # a CLI turn, or a daemon about to run it: left to them
+                    continue
+                name = name or self.pool.catalog.name_of(agent_id)
+                item = self.arrivals.claim(agent_id, name, utcnow())
+            except Exception as exc:  # the store failed: the scan (at the poll) tries again
+                log.warning("arrival_claim_failed", agent_id=agent_id, error=str(exc)[:200])
+                item = None
+                self.wake.scan = True
+            if item is None:  # nothing open (a stale notice), or another daemon holds the lease
+                await self.held.release(agent_id)
+                continue
+            self.workers[agent_id] = asyncio.create_task(self._work(agent_id, item), name=f"agent-{agent_id}")
 
     def poke(self, agent_id: int) -> None:
         """Wake the agent's worker if it lingers (it claims the new item at once)."""
@@ -118,21 +166,25 @@ class Dispatcher:
             self._lingering.pop(agent_id, None)
         return not self.stopping
 
-    async def _work(self, agent_id: int, leased: bool = True) -> None:
+    async def _work(self, agent_id: int, first: InboxItem | None = None) -> None:
+        """Run the agent's items until its inbox is empty; `first`: an item claimed already, with the agent's lease
+        and turn lock (`_take_arrived`)."""
         fresh = False  # read the agent again after taking its lock: another process may have run it meanwhile
         failed = False
         try:
-            if not leased and not self.leases.take(agent_id, utcnow()):  # another daemon holds it: its work
-                return
-            if not await self.held.take(agent_id):  # a turn outside the daemon (`pagemind run`): later
+            if first is None and not await self.held.take(agent_id):  # a turn outside the daemon: later
                 log.info("agent_busy_elsewhere", agent_id=agent_id)
                 self._busy[agent_id] = time.monotonic() + self.config.poll_s
                 self.leases.release(agent_id)
                 return
             more = True  # whether a claim may find an item (the last finish says when there is none)
             while not self.stopping and agent_id not in self._lost:
-                now = utcnow()
-                item = self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now) if more else None
+                if first is not None:
+                    item, first = first, None
+                else:
+                    now = utcnow()
+                    item = (self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
+                            if more else None)
                 more = True
                 if item is None:
                     if await self._linger(agent_id):

@@ -26,6 +26,7 @@ from pagemind.runtime.state.records import aware, without_nul
 from pagemind.runtime.state.tables import AgentRow, inbox
 from pagemind.scheduler.sql import (DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying, read_connection,
                                     single_statement, write_transaction)
+from pagemind.scheduler.wakeup import arrival_notice
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 OPEN = (PENDING, RUNNING)  # an item still to run (a running one whose owner died is run again)
@@ -140,13 +141,13 @@ class Inbox:
                now: datetime, source: str = "") -> tuple[InboxItem, bool]:
         """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
-        woke itself already, can ignore it."""
+        woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once."""
         try:
             with single_statement(self.engine) as conn:
                 row = conn.execute(self._statements.submit, {  # NUL: as the runtime's engine does for every statement
                     "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind,
                     "p_content": without_nul(content), "p_key": without_nul(key) if key is not None else None,
-                    "p_now": now, "p_source": source}).one()
+                    "p_now": now, "p_source": arrival_notice(source, agent_id, name)}).one()
         except IntegrityError:
             if key is None:
                 raise

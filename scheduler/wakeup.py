@@ -7,6 +7,12 @@ keeps one connection LISTENing on all four and turns a notice into an in-process
 reconnected with a backoff; meanwhile the dispatcher's slow poll (`DaemonConfig.poll_s`) is the safety net, and
 every (re)connect calls `on_connect` once to catch up what was missed. SQLite has no notices: one process's
 submissions wake its own dispatcher directly, and other processes find work by the poll.
+
+A submission's notice names its agent (`arrival_notice`: "<source daemon> <agent id> <agent name>"), so the daemon
+that hears it takes that agent and its oldest item in one statement (`scheduler.arrivals`) instead of scanning
+the inbox: the notice is delivered at the submit's commit, and psycopg's async `notifies()` hands it to the event
+loop as it arrives (no polling). A notice without an agent (a batch of trigger firings, items put back) asks for
+a scan.
 """
 
 from __future__ import annotations
@@ -19,6 +25,21 @@ from sqlalchemy.engine import Engine
 
 
 log = structlog.get_logger("pagemind.scheduler")
+
+
+def arrival_notice(source: str, agent_id: int, name: str) -> str:
+    """The `pagemind_inbox` payload of one submission: who submitted it, and for which agent. A NOTIFY payload must
+    stay under 8,000 bytes: a name too long for it is left out (the daemon hearing it looks the name up)."""
+    return f"{source} {agent_id} {name if len(name.encode()) <= 1000 else ''}".rstrip()
+
+
+def read_arrival(payload: str) -> tuple[str, int | None, str | None]:
+    """(source, agent id, agent name) of a `pagemind_inbox` payload; no agent for a bare source (a batch)."""
+    source, _, rest = payload.partition(" ")
+    agent, _, name = rest.partition(" ")
+    if not agent.isdigit():
+        return source, None, None
+    return source, int(agent), name or None
 
 
 class PgWakeups:
