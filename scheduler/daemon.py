@@ -122,10 +122,12 @@ class Daemon:
         source, agent_id, name = read_arrival(payload)
         if source == self.owner:  # this process's own submissions woke it already (or went to a busy worker)
             return
-        if agent_id is not None:
-            self.dispatcher.arrived(agent_id, name)  # take that agent at once, no scan
-        else:
+        if agent_id is None:
             self.dispatcher.wake.set()
+        elif source:  # a daemon that had room took it itself: only a worker lingering here on the agent (holding
+            self.dispatcher.poke(agent_id)  # its lease, so the submitter's claim fails) needs to hear of it
+        else:  # submitted without a daemon to take it (one without room, another client): take it, no scan
+            self.dispatcher.arrived(agent_id, name)
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Stop taking work; let running items finish for up to `grace_s` (default `config.grace_s`); put the
@@ -158,7 +160,10 @@ class Daemon:
         if kind not in KINDS:
             raise DaemonError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         agent_id = self.catalog.agent_id(agent)
-        item, new = self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), self.owner)
+        # The notice names this daemon as the source only when it takes the agent itself; otherwise every daemon
+        # hearing it may (`_heard_of_work`), so that one with room runs it while this one is full.
+        source = self.owner if self.started and self.dispatcher.can_take(agent_id) else ""
+        item, new = self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), source)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
         if new:  # this process takes the agent at once (a worker already on it claims the item next anyway)

@@ -121,6 +121,12 @@ class Dispatcher:
         self._arrived.setdefault(agent_id, name)
         self.wake.arrival()
 
+    def can_take(self, agent_id: int) -> bool:
+        """Whether an arrival for the agent would be taken here now: a worker of ours is on it, or a slot is free."""
+        if agent_id in self.workers:
+            return True
+        return not self.stopping and agent_id not in self._busy and self._active() < self.config.concurrency
+
     async def _take_arrived(self, arrived: dict[int, str | None]) -> None:
         for agent_id, name in arrived.items():
             if self.config.concurrency - self._active() <= 0:
