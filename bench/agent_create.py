@@ -52,6 +52,16 @@ def child(url: str, agents: int) -> dict[str, float]:
             "cpu_ms": (time.process_time() - cpu) * 1000 / agents}
 
 
+def drop_postgres(url: str) -> None:
+    """Drop a database `database` made on Postgres."""
+    import sqlalchemy
+
+    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)"))
+    admin.dispose()
+
+
 def database(kind: str) -> str:
     if kind == "sqlite":
         return f"sqlite:///{tempfile.mkdtemp()}/create.db"
@@ -88,8 +98,13 @@ def main() -> None:
     for n in range(args.rounds):
         for db in args.db:
             for variant in (list(variants) if n % 2 == 0 else list(reversed(variants))):
-                done = subprocess.run([variants[variant], __file__, "--child", database(db), str(args.agents)],
-                                      capture_output=True, text=True, timeout=900, check=True)
+                url = database(db)
+                try:
+                    done = subprocess.run([variants[variant], __file__, "--child", url, str(args.agents)],
+                                          capture_output=True, text=True, timeout=900, check=True)
+                finally:
+                    if url.startswith("postgresql"):
+                        drop_postgres(url)
                 got.setdefault((db, variant), []).append(json.loads(done.stdout.strip().splitlines()[-1]))
     lines = ["| db | tree | wall ms per agent (median of runs) | CPU ms per agent | runs (wall) |",
              "| --- | --- | ---: | ---: | --- |"]

@@ -81,6 +81,16 @@ async def child(url: str, mode: str, jobs: int) -> list[tuple[float, float]]:
     return out
 
 
+def drop_postgres(url: str) -> None:
+    """Drop a database `fresh_postgres` made."""
+    import sqlalchemy
+
+    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)"))
+    admin.dispose()
+
+
 def fresh_postgres() -> str:
     import sqlalchemy
 
@@ -94,8 +104,12 @@ def fresh_postgres() -> str:
 
 def run_child(python: str, mode: str, jobs: int) -> list[tuple[float, float]]:
     url = f"sqlite:///{tempfile.mkdtemp()}/dq.db" if mode == "sqlite" else fresh_postgres()
-    done = subprocess.run([python, __file__, "--child", url, mode, str(jobs)], capture_output=True, text=True,
-                          timeout=600)
+    try:
+        done = subprocess.run([python, __file__, "--child", url, mode, str(jobs)], capture_output=True, text=True,
+                              timeout=600)
+    finally:
+        if url.startswith("postgresql"):
+            drop_postgres(url)
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
     return [tuple(pair) for pair in json.loads(done.stdout.strip().splitlines()[-1])]
