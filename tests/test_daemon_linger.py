@@ -16,6 +16,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import utcnow
 from tests.daemon_support import ledger_model, markers, write_agents
 from tests.test_daemon_core import make_daemon
+from tests.test_daemon_wakeup import spy
 
 
 @pytest.fixture
@@ -48,11 +49,16 @@ async def test_a_worker_keeps_its_agent_for_the_next_message_and_gives_it_back_a
 async def test_a_message_sent_through_another_daemon_runs_on_the_lingering_one_at_once(database_url, folder):
     here = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
     there = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    scanned = {daemon: spy(daemon)[2] for daemon in (here, there)}
     await here.start()
     await there.start()
     try:
-        await here.wakeups.listening.wait()
-        await there.wakeups.listening.wait()
+        for daemon in (here, there):  # each start-up scan is over, so only the arrival path can take msg 1
+            await daemon.wakeups.listening.wait()
+            await scanned[daemon].wait()
+            if daemon.dispatcher.wake.is_set():  # the scan a (re)connect asks for is still to run: let it run
+                scanned[daemon].clear()
+                await scanned[daemon].wait()
         first = await here.submit("alice", "msg 1")
         assert (await here.wait(first.run_id, 60)).state == "done"
         worker = here.dispatcher.workers[first.agent_id]
