@@ -86,30 +86,41 @@ class Dispatcher:
         for any other reason or by the poll, whatever the inbox's heads show."""
         while not self.stopping:
             self.wake.clear()
-            scan, self.wake.scan = self.wake.scan, False
-            arrived, self._arrived = self._arrived, {}
-            now = time.monotonic()
-            self._busy = {agent_id: until for agent_id, until in self._busy.items() if until > now}
-            if arrived:
-                await self._take_arrived(arrived)
-            if scan and self._lingering:  # work for them that no arrival named (a batch of trigger firings)
-                for agent_id in self.inbox.with_open(sorted(self._lingering)):
-                    self.poke(agent_id)
-            free = self.config.concurrency - self._active()
-            taken = []
-            if scan and free > 0:
-                exclude = set(self.workers) | set(self._busy)
-                taken = self.leases.claim_agents(free, exclude, utcnow())
-                crash_point("daemon.agents_leased")
-                for agent_id in taken:
-                    self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
-            if taken and len(taken) == free:
-                self.wake.scan = True
-                continue  # there may be more
+            try:
+                more = await self._dispatch()
+            except Exception:  # the store failed: log it and look again at the next wake-up or poll, never die
+                log.exception("dispatch_failed")
+                self.wake.scan, more = True, False
+            if more:
+                continue
             try:
                 await asyncio.wait_for(self.wake.wait(), self.config.poll_s)
             except TimeoutError:
                 self.wake.scan = True
+
+    async def _dispatch(self) -> bool:
+        """One look: take the arrivals, then (when asked to scan) the agents the inbox's heads show, as many as
+        there are free slots. Returns whether every slot was filled (there may be more)."""
+        scan, self.wake.scan = self.wake.scan, False
+        arrived, self._arrived = self._arrived, {}
+        now = time.monotonic()
+        self._busy = {agent_id: until for agent_id, until in self._busy.items() if until > now}
+        if arrived:
+            await self._take_arrived(arrived)
+        if scan and self._lingering:  # work for them that no arrival named (a batch of trigger firings)
+            for agent_id in self.inbox.with_open(sorted(self._lingering)):
+                self.poke(agent_id)
+        free = self.config.concurrency - self._active()
+        if not scan or free <= 0:
+            return False
+        taken = self.leases.claim_agents(free, set(self.workers) | set(self._busy), utcnow())
+        crash_point("daemon.agents_leased")
+        for agent_id in taken:
+            self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
+        if taken and len(taken) == free:
+            self.wake.scan = True
+            return True
+        return False
 
     def arrived(self, agent_id: int, name: str | None = None) -> None:
         """Work for this agent was just committed (submitted in this process, or a notice from another named it):
@@ -125,7 +136,9 @@ class Dispatcher:
         """Whether an arrival for the agent would be taken here now: a worker of ours is on it, or a slot is free."""
         if agent_id in self.workers:
             return True
-        return not self.stopping and agent_id not in self._busy and self._active() < self.config.concurrency
+        queued = sum(1 for queued_id in self._arrived if queued_id not in self.workers)  # arrivals not yet taken
+        return (not self.stopping and agent_id not in self._busy
+                and self._active() + queued < self.config.concurrency)
 
     async def _take_arrived(self, arrived: dict[int, str | None]) -> None:
         for agent_id, name in arrived.items():
@@ -151,7 +164,7 @@ class Dispatcher:
 
     def poke(self, agent_id: int) -> None:
         """Wake the agent's worker if it lingers (it claims the new item at once)."""
-        event = self._lingering.get(agent_id)
+        event = self._lingering.pop(agent_id, None)  # counted as active at once: no slot is handed out twice
         if event is not None:
             event.set()
 
@@ -164,6 +177,8 @@ class Dispatcher:
         if self.config.linger_s <= 0 or self.stopping or len(self._lingering) >= self.config.concurrency:
             return False
         event = self._lingering[agent_id] = asyncio.Event()
+        if self.wake.scan:  # work left waiting for a slot (an arrival deferred): this worker's slot is free now
+            self.wake.set()
         try:
             await asyncio.wait_for(event.wait(), self.config.linger_s)
         except TimeoutError:
@@ -199,10 +214,13 @@ class Dispatcher:
                     self.leases.release(agent_id)
                     crash_point("daemon.lease_released")
                     # An item submitted between the empty claim and the release found this agent leased: look again.
-                    if (self.inbox.has_open(agent_id) and self.leases.take(agent_id, utcnow())
-                            and await self.held.take(agent_id)):
-                        fresh = False
-                        continue
+                    if self.inbox.has_open(agent_id) and self.leases.take(agent_id, utcnow()):
+                        if await self.held.take(agent_id):
+                            fresh = False
+                            continue
+                        # The lock's holder (an arrival in another daemon, a CLI turn) runs it: the lease is its.
+                        self.leases.release(agent_id)
+                        self.wake.set()
                     return
                 crash_point("daemon.item_claimed")
                 more = await self._run(item, refresh=not fresh) is not False
@@ -214,9 +232,9 @@ class Dispatcher:
             await self.held.release(agent_id)
             self._lost.discard(agent_id)
             self.workers.pop(agent_id, None)
-            # Only a freed slot can start work the loop left waiting: with slots free it took every agent with work
-            # it saw, and newer work wakes it (a submission here, a notice from elsewhere) or this worker found it.
-            if failed or self._active() + 1 >= self.config.concurrency or self.stopping:
+            # Only a freed slot can start work the loop left waiting (a full house, or an arrival deferred for want
+            # of a slot: `wake.scan`); otherwise newer work wakes the loop itself, or this worker found it.
+            if failed or self.wake.scan or self._active() + 1 >= self.config.concurrency or self.stopping:
                 self.wake.set()
 
     async def _run(self, item: InboxItem, refresh: bool) -> bool | None:

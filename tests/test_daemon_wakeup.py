@@ -101,7 +101,10 @@ async def test_a_message_submitted_by_another_process_is_claimed_by_its_notice(d
     assert all(bob not in taken for taken in scans)
 
 
-async def test_an_arrival_with_every_slot_busy_waits_for_the_scan_when_a_worker_ends(database_url, folder):
+@pytest.mark.parametrize("linger_s", [0.0, HOUR])
+async def test_an_arrival_with_every_slot_busy_waits_for_the_scan_when_a_worker_ends(database_url, folder, linger_s):
+    """With lingering, alice's worker frees the slot when it starts to linger (it may linger for an hour): that
+    must wake the scan for bob, as a worker's end does."""
     started, gate = asyncio.Event(), asyncio.Event()
 
     async def step(request):  # noqa: ANN001, ANN202
@@ -110,7 +113,7 @@ async def test_an_arrival_with_every_slot_busy_waits_for_the_scan_when_a_worker_
             await gate.wait()  # alice's turn holds the only slot until bob's arrival has been looked at
         return ledger_step(request)
 
-    daemon = make_daemon(database_url, folder, FunctionModel(by_purpose(step)), concurrency=1)
+    daemon = make_daemon(database_url, folder, FunctionModel(by_purpose(step)), concurrency=1, linger_s=linger_s)
     by_arrival, scans, _ = spy(daemon)
     looked = asyncio.Event()
     take_arrived = daemon.dispatcher._take_arrived
