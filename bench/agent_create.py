@@ -14,11 +14,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TEMPLATE = """
 name: companion
 template: true
@@ -52,27 +50,10 @@ def child(url: str, agents: int) -> dict[str, float]:
             "cpu_ms": (time.process_time() - cpu) * 1000 / agents}
 
 
-def drop_postgres(url: str) -> None:
-    """Drop a database `database` made on Postgres."""
-    import sqlalchemy
-
-    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)"))
-    admin.dispose()
-
-
 def database(kind: str) -> str:
-    if kind == "sqlite":
-        return f"sqlite:///{tempfile.mkdtemp()}/create.db"
-    import sqlalchemy
+    from bench.common import scratch_postgres
 
-    name = f"ac_{uuid.uuid4().hex[:8]}"
-    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return POSTGRES.rsplit("/", 1)[0] + "/" + name
+    return f"sqlite:///{tempfile.mkdtemp()}/create.db" if kind == "sqlite" else scratch_postgres("ac")
 
 
 def main() -> None:
@@ -88,7 +69,7 @@ def main() -> None:
         print(json.dumps(child(args.child[0], int(args.child[1]))))
         return
     sys.path.insert(0, str(ROOT))
-    from bench.common import machine_note, write_section
+    from bench.common import drop_postgres, machine_note, write_section
 
     note = machine_note()
     variants = {"this tree": str(ROOT / ".venv" / "bin" / "python")}

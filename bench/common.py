@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
+POSTGRES = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -37,3 +38,27 @@ def write_section(name: str, body: str) -> None:
     pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
     RESULTS.write_text(text)
+
+
+def scratch_postgres(prefix: str) -> str:
+    """The URL of a new, empty database `<prefix>_<random>` on the test Postgres server (`drop_postgres` it)."""
+    import uuid
+
+    import sqlalchemy
+
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return POSTGRES.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_postgres(url: str) -> None:
+    """Drop a database `scratch_postgres` made (its connections too)."""
+    import sqlalchemy
+
+    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)"))
+    admin.dispose()

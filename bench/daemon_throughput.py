@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -39,9 +38,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import machine_note, percentile, write_section  # noqa: E402
+from bench.common import drop_postgres, machine_note, percentile, scratch_postgres, write_section  # noqa: E402
 
-POSTGRES = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 TEMPLATE = """
 name: companion
 template: true
@@ -93,19 +91,8 @@ def fresh_database(kind: str, home: Path) -> tuple[str, callable]:
     """A database URL and a function that drops it."""
     if kind == "sqlite":
         return f"sqlite:///{home / 'pagemind.db'}", lambda: None
-    import sqlalchemy
-
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            conn.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        admin.dispose()
-
-    return POSTGRES.rsplit("/", 1)[0] + f"/{name}", drop
+    url = scratch_postgres("bench")
+    return url, lambda: drop_postgres(url)
 
 
 async def wait_healthy(url: str, process: subprocess.Popen, deadline_s: float = 120) -> None:

@@ -22,11 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 AGENTS = 10
 
 
@@ -81,29 +79,10 @@ async def child(url: str, mode: str, jobs: int) -> list[tuple[float, float]]:
     return out
 
 
-def drop_postgres(url: str) -> None:
-    """Drop a database `fresh_postgres` made."""
-    import sqlalchemy
-
-    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)"))
-    admin.dispose()
-
-
-def fresh_postgres() -> str:
-    import sqlalchemy
-
-    database = f"dq_{uuid.uuid4().hex[:8]}"
-    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f"CREATE DATABASE {database}"))
-    admin.dispose()
-    return POSTGRES.rsplit("/", 1)[0] + "/" + database
-
-
 def run_child(python: str, mode: str, jobs: int) -> list[tuple[float, float]]:
-    url = f"sqlite:///{tempfile.mkdtemp()}/dq.db" if mode == "sqlite" else fresh_postgres()
+    from bench.common import drop_postgres, scratch_postgres
+
+    url = f"sqlite:///{tempfile.mkdtemp()}/dq.db" if mode == "sqlite" else scratch_postgres("dq")
     try:
         done = subprocess.run([python, __file__, "--child", url, mode, str(jobs)], capture_output=True, text=True,
                               timeout=600)

@@ -24,14 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import machine_note, median, percentile, write_section  # noqa: E402
+from bench.common import machine_note, median, percentile, scratch_postgres, write_section  # noqa: E402
 
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 AGENTS, PER_AGENT, JOB_S, IDLE_JOBS = 10, 10, 0.05, 20
 
 
@@ -165,17 +163,6 @@ def dbos(url: str, poll_s: float) -> dict | None:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def fresh_postgres() -> str:
-    import sqlalchemy
-
-    database = f"qc_{uuid.uuid4().hex[:8]}"
-    admin = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f"CREATE DATABASE {database}"))
-    admin.dispose()
-    return POSTGRES.rsplit("/", 1)[0] + "/" + database
-
-
 def row(r: dict) -> str:
     idle = f"{r['idle_p50_ms']:.1f} / {r['idle_p95_ms']:.1f}" if r["idle_p50_ms"] is not None else "–"
     return (f"| {r['name']} | {r['jobs_per_s']:.1f} | {r['start_p50_ms']:.0f} / {r['start_p95_ms']:.0f} | {idle} | "
@@ -206,11 +193,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     results = [
         asyncio.run(ours(f"sqlite:///{tmp / 'ours.db'}", "ours, SQLite")),
-        asyncio.run(ours(fresh_postgres(), "ours, Postgres")),
-        asyncio.run(ours(fresh_postgres(), "ours, Postgres, submitted by another client (NOTIFY)",
+        asyncio.run(ours(scratch_postgres("qc"), "ours, Postgres")),
+        asyncio.run(ours(scratch_postgres("qc"), "ours, Postgres, submitted by another client (NOTIFY)",
                          remote_client=True)),
         asyncio.run(ours(f"sqlite:///{tmp / 'turns.db'}", "ours, SQLite, real turns (50 ms model)", turns=True)),
-        asyncio.run(ours(fresh_postgres(), "ours, Postgres, real turns (50 ms model)", turns=True)),
+        asyncio.run(ours(scratch_postgres("qc"), "ours, Postgres, real turns (50 ms model)", turns=True)),
     ]
     try:
         import dbos as _  # noqa: F401
@@ -219,7 +206,7 @@ def main() -> None:
         have_dbos = False
     kept: list[str] = []
     if have_dbos:
-        for url, poll in ((fresh_postgres(), 0.05), (fresh_postgres(), 0.01), (f"sqlite:///{tmp / 'dbos.db'}", 0.05)):
+        for url, poll in ((scratch_postgres("qc"), 0.05), (scratch_postgres("qc"), 0.01), (f"sqlite:///{tmp / 'dbos.db'}", 0.05)):
             result = dbos(url.replace("postgresql+psycopg://", "postgresql://"), poll)
             if result:
                 results.append(result)
