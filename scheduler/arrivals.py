@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.state.tables import agent_leases, inbox
 from pagemind.scheduler.inbox import _CLAIM, _HEAD, OPEN, RUNNING, InboxItem, _item
-from pagemind.scheduler.leases import Leases
+from pagemind.scheduler.leases import Leases, taking
 from pagemind.scheduler.sql import single_statement, write_transaction
 
 _OPEN_WORK = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), inbox.c.state.in_(OPEN))
@@ -37,11 +37,7 @@ def _postgres_claim():  # noqa: ANN202 (an UPDATE … RETURNING construct)
                     bindparam("p_owner", type_=agent_leases.c.owner.type),
                     bindparam("p_until", type_=agent_leases.c.expires_at.type)).where(_OPEN_WORK)
     insert = postgresql.insert(agent_leases).from_select(["agent_id", "owner", "expires_at"], values)
-    lease = insert.on_conflict_do_update(
-        index_elements=[agent_leases.c.agent_id],
-        set_={"owner": insert.excluded.owner, "expires_at": insert.excluded.expires_at},
-        where=(agent_leases.c.expires_at < bindparam("p_now")) | (agent_leases.c.owner == bindparam("p_owner")),
-    ).returning(agent_leases.c.agent_id).cte("lease")
+    lease = taking(insert).returning(agent_leases.c.agent_id).cte("lease")
     return update(inbox).where(inbox.c.id == _HEAD, exists(select(literal(1)).select_from(lease))).values(
         state=RUNNING, owner=bindparam("p_owner"), lease_expires_at=bindparam("p_until"),
         started_at=bindparam("p_now"), attempts=inbox.c.attempts + 1).returning(*inbox.c).add_cte(lease)
@@ -81,4 +77,4 @@ class Arrivals:
                     raise _Nothing
         except _Nothing:
             return None
-        return _item(row, name) if row is not None else None
+        return _item(row, name)

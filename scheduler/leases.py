@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import structlog
 from sqlalchemy import bindparam, delete, exists, select, update
@@ -45,6 +46,16 @@ def new_owner_id() -> str:
     return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def taking(insert: Any) -> Any:
+    """An `agent_leases` insert (a dialect's, of `p_owner` and `p_until`) that takes the lease when it is free,
+    expired (before `p_now`) or ours already, and leaves another owner's live lease alone."""
+    return insert.on_conflict_do_update(
+        index_elements=[agent_leases.c.agent_id],
+        set_={"owner": insert.excluded.owner, "expires_at": insert.excluded.expires_at},
+        where=(agent_leases.c.expires_at < bindparam("p_now")) | (agent_leases.c.owner == bindparam("p_owner")),
+    )
+
+
 class _Statements:
     """The per-agent lease statements of one dialect, built once with bound parameters (building a statement per
     call costs more CPU, building it and then its cache key, than running it does)."""
@@ -53,11 +64,7 @@ class _Statements:
         postgres = engine.dialect.name == "postgresql"
         insert = (postgresql.insert if postgres else sqlite.insert)(agent_leases).values(
             agent_id=bindparam("p_agent_id"), owner=bindparam("p_owner"), expires_at=bindparam("p_until"))
-        self.take = insert.on_conflict_do_update(
-            index_elements=[agent_leases.c.agent_id],
-            set_={"owner": insert.excluded.owner, "expires_at": insert.excluded.expires_at},
-            where=(agent_leases.c.expires_at < bindparam("p_now")) | (agent_leases.c.owner == bindparam("p_owner")),
-        ).returning(agent_leases.c.agent_id)
+        self.take = taking(insert).returning(agent_leases.c.agent_id)
         self.release = delete(agent_leases).where(agent_leases.c.owner == bindparam("p_owner"),
                                                   agent_leases.c.agent_id == bindparam("p_agent_id"))
         older = inbox.alias("older")

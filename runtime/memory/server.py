@@ -67,8 +67,7 @@ class ServerBackend(ArchivalBackend):
         self.location = f"{location} (collection {collection})"
         # local mode (tests) compares every point anyway, and warns about search parameters on every query
         local = self.local = local or location == ":memory:"
-        self._params = None if local else m.SearchParams(hnsw_ef=plan.hnsw_ef, quantization=m.QuantizationSearchParams(
-            rescore=True, oversampling=plan.oversampling))
+        self._params = self._search_params(plan.hnsw_ef)
         self._exact = None if local else m.SearchParams(exact=True)
         self._ensure_collection()
         log.info("archival_store_open", backend=self.name, location=self.location, dim=dim)
@@ -164,14 +163,18 @@ class ServerBackend(ArchivalBackend):
                                             search_params=params)
         return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in response.points]
 
-    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
-                     exact: bool = False, ef: int | None = None) -> list[Hit]:
+    def _search_params(self, ef: int) -> Any:
+        """A graph walk of `ef` candidates on the int8 copies, rescored with the originals (None in local mode)."""
         from qdrant_client import models as m
 
-        params = self._exact if exact else self._params
-        if not exact and ef is not None and not self.local:
-            params = m.SearchParams(hnsw_ef=ef, quantization=m.QuantizationSearchParams(
-                rescore=True, oversampling=self.plan.oversampling))
+        if self.local:
+            return None
+        return m.SearchParams(hnsw_ef=ef, quantization=m.QuantizationSearchParams(
+            rescore=True, oversampling=self.plan.oversampling))
+
+    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
+                     exact: bool = False, ef: int | None = None) -> list[Hit]:
+        params = self._exact if exact else self._params if ef is None else self._search_params(ef)
         return self._query(agent_id, np.asarray(vector, dtype=np.float32).tolist(), DENSE, flt, limit, params)
 
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
