@@ -202,11 +202,11 @@ class Dispatcher:
             while not self.stopping and agent_id not in self._lost:
                 if first is not None:
                     item, first = first, None
-                else:
+                elif more:
                     now = utcnow()
-                    item = (self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
-                            if more else None)
-                more = True
+                    item = self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
+                else:  # the last finish said nothing else waits: no empty claim (claim again after a linger)
+                    item, more = None, True
                 if item is None:
                     if await self._linger(agent_id):
                         continue
