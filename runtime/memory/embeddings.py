@@ -28,8 +28,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from pagemind.runtime.heap import release_free_memory
 from pagemind.runtime.memory.model_profiles import MINILM, ModelProfile, local_profile
+from pagemind.runtime.memory.onnx_arena import keep_model_memory_small
 from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
 
 log = structlog.get_logger("pagemind.embeddings")
@@ -122,7 +122,7 @@ class FastEmbedEmbedder:
                     register_custom(self.profile)
                 self._model = TextEmbedding(self.profile.fastembed_name, specific_model_path=str(self.model_dir),
                                             threads=self.threads, lazy_load=False)
-                release_free_memory()  # what loading the model parsed and copied: ≈ 8 MB of the C heap
+                keep_model_memory_small(self._model)  # what loading left, and a long text's run leaves, go back
                 log.info("embedder_loaded", model=self.model_id, path=str(self.model_dir), threads=self.threads)
         return self._model
 
