@@ -33,7 +33,7 @@ def release_free_memory() -> None:
 
 def limit_malloc_arenas(count: int = MALLOC_ARENAS) -> None:
     """Let glibc make at most `count` malloc arenas from now on (threads beyond share them; nothing elsewhere).
-    Ten texts embedded at once from worker threads leave ≈ 10 MB more behind with glibc's default."""
+    Ten texts embedded at once from worker threads left ≈ 13 MB more behind with glibc's default (bench/RESULTS.md)."""
     if _MALLOPT is not None:
         _MALLOPT(_M_ARENA_MAX, count)
 
