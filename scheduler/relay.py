@@ -67,6 +67,11 @@ def first_seq(attempt: int) -> int:
     return attempt << ATTEMPT_SHIFT
 
 
+def attempt_of(seq: int) -> int:
+    """The attempt whose event `seq` is (0 for the seq before any event)."""
+    return seq >> ATTEMPT_SHIFT
+
+
 def relayed_line(event: Event) -> str:
     """The JSON relayed for one event: its trace line, without a model request's or response's body."""
     return dump_line(without_body(event)).decode()
