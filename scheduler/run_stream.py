@@ -7,10 +7,11 @@ run ended, and at each slow poll (a missed notice costs at most `poll_s`), until
 Both sources number events by `seq`; the stream passes on only events after the last it passed, so an event that
 reaches it twice is passed once.
 
-A run this process took over (another daemon's attempt died; this one's watch made that daemon relay) has
-its earlier attempts' events only in `run_events`: when the first event of a later attempt than any the stream
-has passed comes through the fanout, the stream first reads what the earlier attempts relayed, so a subscriber,
-early or late, gets them before the new attempt's (what the dead attempt had not written yet is lost with it).
+A run this process took over (another daemon's attempt died or was stopped) has its earlier attempts' events only
+in `run_events`, as far as they were relayed (someone outside that daemon watched, this process's own stream
+included). When the first event of a later attempt than any the stream has passed comes through the fanout, the
+stream first reads the earlier attempts' rows, so a subscriber, early or late, gets them before the new attempt's
+(what a crashed attempt had not written yet is lost with it).
 """
 
 from __future__ import annotations
