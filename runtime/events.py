@@ -18,6 +18,7 @@ comes from outside — reading a trace (`pagemind.runtime.trace.format.LINE_ADAP
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
@@ -325,3 +326,11 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 """Every event of a turn, in the order they happen: what observers receive and what a trace holds."""
+
+
+def without_body(event: Event) -> Event:
+    """The event as streams keep and relay it: a model request or response without its body (the whole prompt,
+    kilobytes a step: the trace's business, never shown), any other event as it is."""
+    if isinstance(event, (ModelRequestEvent, ModelResponseEvent)) and event.body:
+        return dataclasses.replace(event, body={})
+    return event

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterable
 from typing import Annotated, Any
 
@@ -15,12 +14,11 @@ from pydantic import ValidationError
 
 from pagemind.scheduler.api_errors import ApiError
 from pagemind.scheduler.api_models import AgentList, AgentOut, CreateAgent, RunOut, SendMessage
-from pagemind.scheduler.api_sse import SseMapper, accepted, ending
+from pagemind.scheduler.api_sse import accepted, turn_sse
 from pagemind.scheduler.daemon import Daemon
 
 log = structlog.get_logger("pagemind.api")
 router = APIRouter(prefix="/v1")
-FINISH_GRACE_S = 10.0  # how long a stream waits for the run's row after its last event
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
 
@@ -156,22 +154,7 @@ async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncI
     not stop the turn: it is in the inbox, and `GET /v1/runs/{run_id}` has its result."""
     item, events = started
     yield accepted(RunOut.of(item))
-    mapper = SseMapper()
-    timed_out = False
-    try:
-        async with asyncio.timeout(body.timeout_s):
-            async for event in events or nothing():
-                sse = mapper.convert(event, events.last_seq)  # type: ignore[union-attr]
-                if sse is not None:
-                    yield sse
-    except TimeoutError:
-        timed_out = True
-    finally:  # a client that went away, or the timeout: stop receiving the run's events
-        if events is not None:
-            await events.aclose()
-    # The events end with the turn; the run's row is finished by then or a moment after.
-    final = daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
-    for sse in ending(RunOut.of(final or item)):
+    async for sse in turn_sse(item, events, daemon, body.timeout_s):
         yield sse
 
 
@@ -183,12 +166,6 @@ async def get_run(run_id: str, daemon: DaemonDep) -> RunOut:
     if item is None:
         raise ApiError(404, "unknown_run", f"no run {run_id!r}")
     return RunOut.of(item)
-
-
-async def nothing() -> AsyncIterable[Any]:
-    """No events (a run that was over before its stream started)."""
-    return
-    yield
 
 
 def resume_point(run_id: str, last_event_id: str | None) -> int:
@@ -236,23 +213,5 @@ async def run_events(watch: Annotated[tuple[Any, AsyncIterable[Any] | None, int]
       another daemon relayed while someone elsewhere watched the run (kept `events_keep_s`), else only the
       ending too. The ending always comes: the run's row has the reply or the error."""
     item, events, after = watch
-    mapper = SseMapper()
-    timed_out = False
-    try:
-        async with asyncio.timeout(timeout_s):
-            async for event in events or nothing():
-                seq = events.last_seq  # type: ignore[union-attr]
-                sse = mapper.convert(event, seq)
-                if sse is not None and seq > after:
-                    yield sse
-    except TimeoutError:
-        timed_out = True
-    finally:
-        if events is not None:
-            await events.aclose()
-    if item.finished:
-        final = item
-    else:
-        final = daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
-    for sse in ending(RunOut.of(final or item)):
+    async for sse in turn_sse(item, events, daemon, timeout_s, after):
         yield sse

@@ -34,8 +34,10 @@ that failed and is retried, a note the model wrote before calling a tool, a step
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from typing import Any, assert_never
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import TYPE_CHECKING, Any, assert_never
 
 from fastapi.sse import ServerSentEvent
 
@@ -44,6 +46,12 @@ from pagemind.runtime.events import (FlushAheadEvent, FlushEvent, HistoryRepairE
                                      ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent,
                                      TurnEvent)
 from pagemind.scheduler.api_models import RunOut
+
+if TYPE_CHECKING:
+    from pagemind.scheduler.daemon import Daemon
+    from pagemind.scheduler.run_stream import RunStream
+
+FINISH_GRACE_S = 10.0  # how long a stream waits for the run's row after its last event
 
 
 class SseMapper:
@@ -117,3 +125,37 @@ def ending(run: RunOut) -> list[ServerSentEvent]:
         events.append(ServerSentEvent(event="error", data={"code": code, "message": run.error or f"run {run.state}"}))
     events.append(ServerSentEvent(event="done", data=run.model_dump(mode="json")))
     return events
+
+
+async def turn_sse(item: Any, events: "RunStream | None", daemon: "Daemon", timeout_s: float,
+                   after: int = 0) -> AsyncIterator[ServerSentEvent]:
+    """The SSE of a run's stream (`Daemon.events`; None: a run over before it, whose events are not kept): each
+    event after seq `after` as it happens, until the run ends or `timeout_s` passes, then `ending` from the run's
+    row. A client that goes away (the generator closed) stops the stream, never the turn."""
+    mapper = SseMapper()  # fed every event, those up to `after` too: a step's response needs its request
+    timed_out = False
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for event in events or _nothing():
+                seq = events.last_seq  # type: ignore[union-attr]
+                sse = mapper.convert(event, seq)
+                if sse is not None and seq > after:
+                    yield sse
+    except TimeoutError:
+        timed_out = True
+    finally:  # a client that went away, or the timeout: stop receiving the run's events
+        if events is not None:
+            await events.aclose()
+    # The events end with the turn; the run's row is finished by then or a moment after.
+    if item.finished:
+        final = item
+    else:
+        final = daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
+    for sse in ending(RunOut.of(final or item)):
+        yield sse
+
+
+async def _nothing() -> AsyncIterable[Any]:
+    """No events (a run that was over before its stream started)."""
+    return
+    yield

@@ -3,9 +3,11 @@
 The daemon gives each run's agent an observer that hands every event (`runtime.events`) to the run's subscribers
 (`Daemon.events`, through `scheduler.run_stream`), numbered by `seq` (`scheduler.relay.first_seq`), and keeps the
 run's events so far, so that a subscriber that comes late gets them from the start. When a daemon in another
-process watches the run, the events are also written to `run_events` for it (`scheduler.relay`, Postgres). The
-run's end wakes `Daemon.wait` and ends the subscribers' streams. Runs finished by another daemon process are heard
-of through Postgres NOTIFY (`scheduler.wakeup`) or the slow poll; their events arrive as `MORE`, to be read.
+process watches the run, the events are also written to `run_events` for it (`scheduler.relay`, Postgres). What
+is kept leaves out the model requests' and responses' bodies, as the relay does: a subscriber there when an event
+happens gets it whole, a late one as a watcher elsewhere would. The run's end wakes `Daemon.wait` and ends the
+subscribers' streams. Runs finished by another daemon process are heard of through Postgres NOTIFY
+(`scheduler.wakeup`) or the slow poll; their events arrive as `MORE`, to be read.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Callable
 
 import structlog
 
-from pagemind.runtime.events import Event
+from pagemind.runtime.events import Event, without_body
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.relay import END_LINE, RelayStore, first_seq, relayed_line
 
@@ -48,7 +50,7 @@ class _RunLog:
     run_id: str
     base: int  # the seq before its first event
     relay: bool  # someone in another process watches: write the events to `run_events`
-    events: list[tuple[int, Event]] = field(default_factory=list)
+    events: list[tuple[int, Event]] = field(default_factory=list)  # model bodies left out (`without_body`)
     written: int = 0
     handle: asyncio.TimerHandle | None = None  # the batch write scheduled
     last_write: float = float("-inf")
@@ -105,13 +107,14 @@ class RunFanout:
         return bool(self._subs.get(run_id)) or (run is not None and run.relay)
 
     def publish(self, run_id: str, event: Event) -> None:
-        """Deliver one event to the run's subscribers (never blocks: the queues are unbounded); keep it, and
-        schedule its write when the run is relayed."""
+        """Deliver one event to the run's subscribers (never blocks: the queues are unbounded); keep it for late
+        subscribers and watchers elsewhere without a model request's or response's body (a step's whole prompt,
+        held until the run ends otherwise; no stream shows it), and schedule its write when the run is relayed."""
         run = self._runs.get(run_id)
         if run is None:
             return
         seq = run.base + len(run.events) + 1
-        run.events.append((seq, event))
+        run.events.append((seq, without_body(event)))
         for sub in self._subs.get(run_id, ()):
             sub.queue.put_nowait((seq, event))
         if run.relay and run.handle is None:

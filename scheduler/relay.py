@@ -34,7 +34,6 @@ business, several kilobytes a step (the whole prompt), and no stream shows them.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 
 import structlog
@@ -42,7 +41,7 @@ from pydantic import ValidationError
 from sqlalchemy import bindparam, delete, select, text
 from sqlalchemy.engine import Engine
 
-from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent
+from pagemind.runtime.events import Event, without_body
 from pagemind.runtime.state.tables import run_events
 from pagemind.runtime.trace.format import LINE_ADAPTER, Header, dump_line
 from pagemind.scheduler.sql import EVENTS_CHANNEL, read_connection, single_statement
@@ -68,11 +67,14 @@ def first_seq(attempt: int) -> int:
     return attempt << ATTEMPT_SHIFT
 
 
+def attempt_of(seq: int) -> int:
+    """The attempt whose event `seq` is (0 for the seq before any event)."""
+    return seq >> ATTEMPT_SHIFT
+
+
 def relayed_line(event: Event) -> str:
     """The JSON relayed for one event: its trace line, without a model request's or response's body."""
-    if isinstance(event, (ModelRequestEvent, ModelResponseEvent)):
-        event = dataclasses.replace(event, body={})
-    return dump_line(event).decode()
+    return dump_line(without_body(event)).decode()
 
 
 class RelayStore:

@@ -6,6 +6,12 @@ relays its events (`scheduler.relay`), and reads them from `run_events` when tol
 run ended, and at each slow poll (a missed notice costs at most `poll_s`), until it reads the run's end row.
 Both sources number events by `seq`; the stream passes on only events after the last it passed, so an event that
 reaches it twice is passed once.
+
+A run this process took over (another daemon's attempt died or was stopped) has its earlier attempts' events only
+in `run_events`, as far as they were relayed (someone outside that daemon watched, this process's own stream
+included). When the first event of a later attempt than any the stream has passed comes through the fanout, the
+stream first reads the earlier attempts' rows, so a subscriber, early or late, gets them before the new attempt's
+(what a crashed attempt had not written yet is lost with it).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import structlog
 from pagemind.runtime.events import Event
 from pagemind.scheduler.fanout import END, END_ELSEWHERE, MORE, RunFanout
 from pagemind.scheduler.inbox import TERMINAL, Inbox
+from pagemind.scheduler.relay import attempt_of, first_seq
 
 log = structlog.get_logger("pagemind.scheduler")
 LATE_GRACE_S = 10.0  # after a run ended elsewhere, how long to wait for its end row (its daemon may have died)
@@ -87,6 +94,8 @@ class RunStream:
             self._ended()
         else:
             seq, event = message  # type: ignore[misc]
+            if attempt_of(seq) > max(attempt_of(self.cursor), 1):  # taken over here: earlier attempts first
+                self._pull(upto=first_seq(attempt_of(seq)))
             self._add(seq, event)
 
     def _ended(self) -> None:
@@ -102,9 +111,10 @@ class RunStream:
             self.cursor = seq
             self.ready.append((seq, event))
 
-    def _pull(self) -> None:
-        """Read the run's relayed events after the cursor (not when this process runs it: it delivers them)."""
-        if self.relay is None or self.complete or self.fanout.running_here(self.run_id):
+    def _pull(self, upto: int | None = None) -> None:
+        """Read the run's relayed events after the cursor; only those up to seq `upto` when given (the attempts
+        before this process's), none otherwise when this process runs the run (it delivers them)."""
+        if self.relay is None or self.complete or (upto is None and self.fanout.running_here(self.run_id)):
             return
         try:
             events, last, ended = self.relay.read(self.run_id, self.cursor)
@@ -112,9 +122,11 @@ class RunStream:
             log.warning("relay_read_failed", run_id=self.run_id, error=str(exc)[:200])
             return
         for seq, event in events:
-            self._add(seq, event)
-        self.cursor = max(self.cursor, last)
-        self.complete = self.complete or ended
+            if upto is None or seq <= upto:
+                self._add(seq, event)
+        if upto is None:
+            self.cursor = max(self.cursor, last)
+            self.complete = self.complete or ended
 
     def _poll(self) -> None:
         """Nothing came for a while: look whether the run ended, and read what a lost notice would have announced

@@ -123,3 +123,9 @@ def test_absolute_dates_cover_the_usual_phrases():
         "last Friday (2026-11-27), next Monday (2026-11-30), tomorrow (2026-11-30)"
     assert absolute_dates("this month and last year", at) == "this month (November 2026) and last year (2025)"
     assert absolute_dates("no relative time here", at) == "no relative time here"
+
+
+def test_absolute_dates_leave_a_phrase_past_the_calendar_alone():
+    at = datetime(2026, 11, 29, 15, tzinfo=timezone.utc)
+    assert absolute_dates("99999999 days ago, 3000 years ago, 2 days ago", at) == \
+        "99999999 days ago, 3000 years ago, 2 days ago (2026-11-27)"

@@ -6,7 +6,7 @@ nothing is new, still finds every message stored since, wherever it was stored f
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import timedelta, timezone
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ from sqlalchemy import text as sql
 
 from pagemind.runtime.memory.keywords import query_terms
 from pagemind.runtime.memory.recall import RecallService, _DenseIndex
+from pagemind.runtime.memory_config import ArchivalConfig
 from pagemind.runtime.messages import Message
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.engine import make_engine
@@ -143,3 +144,36 @@ def test_a_long_catch_up_reports_progress_and_a_new_model_says_it_re_embedded(wo
     # 9 texts: each message alone and keyed, and the first message has no context (its two documents are one)
     assert events["first"] == events["new model"] == progress + [("recall_reembedded", None, 9)]
     assert events["cached"] == progress  # read from the SQL cache: nothing re-embedded
+
+
+def test_a_time_question_reads_its_head_once_and_the_page_filters_it_as_sql_does(world):
+    """The time boost reads the rows of the best `prefetch` results; the page takes its hits from those rows
+    (filtered in Python) instead of reading them again, the rest with the SQL filters, and gives what reading every
+    row with the SQL filters gives."""
+    from sqlalchemy import event
+
+    store, (alice, _) = world
+    _store(store, alice, LINES, T0 - timedelta(days=40))
+    _store(store, alice, LINES[::-1], T0 - timedelta(days=10))
+    service = RecallService(alice, engine=store.engine, clock=ManualClock(T0))
+    service.catch_up(dense=False)
+    statements: list[str] = []
+    record = lambda conn, cursor, statement, *rest: statements.append(statement)  # noqa: E731
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        hits = asyncio.run(service.search("the wedding in Lyon last week", mode="bm25", limit=3))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    assert len(hits) == 3 and hits[0].time.date() == (T0 - timedelta(days=10)).date()  # the boost lifted last week's
+    assert sum(" IN (" in s.upper() for s in statements) == 1  # by id: the head once, no second read for the page
+    service = RecallService(alice, engine=store.engine, clock=ManualClock(T0), config=ArchivalConfig(prefetch=5))
+    scored, read = service._ranked("the wedding in Lyon last week", None, "bm25")
+    assert len(read) == 5 < len(scored)  # the rest of the page is read with the filters in SQL
+    edge = T0 - timedelta(days=40, minutes=-2)  # a message's own time: both ends are inclusive
+    assert max(h.time for h in service._page(scored, read, ["user"], None, edge, 5, 1)) == edge
+    for roles, start, end in [(None, None, None), (["assistant"], None, None), (None, edge, None),
+                              (["user"], None, edge), (None, edge.replace(tzinfo=None), T0 - timedelta(days=10)),
+                              (None, edge.astimezone(timezone(timedelta(hours=-5))), None)]:
+        for page in (1, 2, 3):
+            expected = service._page(scored, {}, roles, start, end, 2, page)  # every row read with the SQL filters
+            assert service._page(scored, read, roles, start, end, 2, page) == expected

@@ -216,3 +216,27 @@ def test_defaults_boost_time_and_leave_the_second_round_off():
 
 def test_new_knobs_leave_the_spec_fingerprint_alone():
     assert {"temporal", "multihop"} <= set(later_defaults(MemoryConfig())["archival"])
+
+
+@pytest.mark.parametrize("phrase", ["3 days ago", "a day ago", "two weeks ago", "a couple of months ago",
+                                    "13 months ago", "several years ago", "last Monday", "this past sunday",
+                                    "last Thursday"])
+def test_the_query_reads_a_relative_phrase_as_the_memory_dated_it(phrase):
+    """`dating` writes a memory's relative phrase as a date; `query_time` reads the same phrase in a question as a
+    period (one resolver for both): the date written falls in the period read, on every weekday."""
+    from pagemind.runtime.memory.dating import absolute_dates
+
+    for offset in range(14):
+        now = NOW + timedelta(days=offset)
+        [period] = parse_query_time(phrase, now).ranges
+        written = absolute_dates(phrase, now).removeprefix(phrase).strip(" ()")
+        if written.startswith("week of "):
+            assert period.start == date.fromisoformat(written.removeprefix("week of ")) and period.end - period.start \
+                == timedelta(days=7)
+        elif written[:4].isdigit() and len(written) == 4:
+            assert (period.start, period.end) == (date(int(written), 1, 1), date(int(written) + 1, 1, 1))
+        elif written[0].isdigit():
+            assert (period.start, period.end) == (date.fromisoformat(written),
+                                                  date.fromisoformat(written) + timedelta(days=1))
+        else:
+            assert period.start.strftime("%B %Y") == written and period.end.day == 1

@@ -36,8 +36,9 @@ def _shift_month(day: date, months: int) -> date:
     return date(index // 12, index % 12 + 1, 1)
 
 
-def _last_weekday(day: date, name: str) -> date:
-    back = (day.weekday() - _WEEKDAYS.index(name)) % 7 or 7
+def last_weekday(day: date, name: str) -> date:
+    """The latest `name`d weekday before `day` ("last friday"; a week back on that weekday itself)."""
+    back = (day.weekday() - _WEEKDAYS.index(name.lower())) % 7 or 7
     return day - timedelta(days=back)
 
 
@@ -46,24 +47,32 @@ def _next_weekday(day: date, name: str) -> date:
     return day + timedelta(days=ahead)
 
 
-def _ago(day: date, count: int, unit: str) -> str:
-    unit = unit.rstrip("s")
+def ago(day: date, count: int, unit: str) -> date:
+    """A day in the period `count` units ("day", "week", "month", "year") before `day`'s: the day itself for days
+    and weeks, the period's first day for months and years. ValueError or OverflowError past the calendar."""
     if unit == "day":
-        return _iso(day - timedelta(days=count))
+        return day - timedelta(days=count)
     if unit == "week":
-        return _week_of(day - timedelta(weeks=count))
+        return day - timedelta(weeks=count)
     if unit == "month":
-        return _month(_shift_month(day, -count))
-    return str(day.year - count)
+        return _shift_month(day, -count)
+    return date(day.year - count, 1, 1)
 
+
+def count_of(word: str) -> int:
+    """The number a phrase's count word says: "3", "three", "a", "a couple of", "several" …"""
+    return int(word) if word.isdigit() else _NUMBERS[word.lower()]
+
+
+_AGO_TEXT = {"day": _iso, "week": _week_of, "month": _month, "year": lambda day: str(day.year)}
+_NUM = r"(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|several)"
+AGO = re.compile(rf"\b{_NUM} (day|week|month|year)s? ago\b", re.I)  # "3 days ago": count_of(m[1]), unit m[2]
+LAST_WEEKDAY = re.compile(r"\b(?:last|this past) (" + "|".join(_WEEKDAYS) + r")\b", re.I)  # "last friday": m[1]
 
 _Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], str]]
-_NUM = r"(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|several)"
 _RULES: list[_Rule] = [
-    (re.compile(rf"\b{_NUM} (days?|weeks?|months?|years?) ago\b", re.I),
-     lambda m, d: _ago(d, int(m[1]) if m[1].isdigit() else _NUMBERS[m[1].lower()], m[2].lower())),
-    (re.compile(r"\b(?:last|this past) (" + "|".join(_WEEKDAYS) + r")\b", re.I),
-     lambda m, d: _iso(_last_weekday(d, m[1].lower()))),
+    (AGO, lambda m, d: _AGO_TEXT[m[2].lower()](ago(d, count_of(m[1]), m[2].lower()))),
+    (LAST_WEEKDAY, lambda m, d: _iso(last_weekday(d, m[1]))),
     (re.compile(r"\b(?:next|this coming) (" + "|".join(_WEEKDAYS) + r")\b", re.I),
      lambda m, d: _iso(_next_weekday(d, m[1].lower()))),
     (re.compile(r"\bthe day before yesterday\b", re.I), lambda m, d: _iso(d - timedelta(days=2))),
@@ -87,7 +96,8 @@ _ALREADY_DATED = re.compile(r"\s*\(")
 
 
 def absolute_dates(text: str, written_at: datetime) -> str:
-    """`text` with each relative time phrase followed by its absolute date in parentheses."""
+    """`text` with each relative time phrase followed by its absolute date in parentheses (a phrase past the
+    calendar, "99999999 days ago", is left as it is)."""
     day = written_at.date()
     taken: list[tuple[int, int, str]] = []
     for pattern, resolve in _RULES:
@@ -96,7 +106,10 @@ def absolute_dates(text: str, written_at: datetime) -> str:
                 continue
             if _ALREADY_DATED.match(text, match.end()):
                 continue
-            taken.append((match.start(), match.end(), resolve(match, day)))
+            try:
+                taken.append((match.start(), match.end(), resolve(match, day)))
+            except (ValueError, OverflowError):
+                continue
     for start, end, value in sorted(taken, reverse=True):
         text = f"{text[:end]} ({value}){text[end:]}"
     return text

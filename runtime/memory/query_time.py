@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Callable
 
-from pagemind.runtime.memory.dating import _NUM, _NUMBERS, _RULES as _RELATIVE_WORDS, _WEEKDAYS, _shift_month
+from pagemind.runtime.memory.dating import (AGO, LAST_WEEKDAY, _RULES as _RELATIVE_WORDS, _WEEKDAYS, ago, count_of,
+                                            last_weekday)
 from pagemind.runtime.memory.expiry import _ZH_NUM, _month_end, _week_end, _year_end, _zh_count, _zh_weekday
 
 
@@ -82,14 +83,13 @@ def _recent_month(month: int, today: date, phrase: str, strictly_past: bool) -> 
 
 
 def _ago(count: int, unit: str, today: date, phrase: str) -> TimeRange:
+    """The day, week, month or year `count` of them before today's (`dating.ago`)."""
+    day = ago(today, count, unit)
     if unit == "day":
-        return _day(today - timedelta(days=count), phrase)
+        return _day(day, phrase)
     if unit == "week":
-        return _week(today - timedelta(weeks=count), phrase)
-    if unit == "month":
-        first = _shift_month(today, -count)
-        return _month(first.year, first.month, phrase)
-    return _year(today.year - count, phrase)
+        return _week(day, phrase)
+    return _month(day.year, day.month, phrase) if unit == "month" else _year(day.year, phrase)
 
 
 def _relative_to(anchor: TimeRange, word: str, span: str | None, phrase: str) -> TimeRange:
@@ -123,13 +123,11 @@ _EN: list[_Rule] = [
     (re.compile(rf"\b(last|this past|in|during|since|early|late|mid-?) {_MONTH}\b(?!\s*\d)", re.I),
      lambda m, d: _recent_month(_month_no(m[2]), d, m[0], m[1].lower() in ("last", "this past"))),
     (re.compile(rf"\b(?:in|during|of|since) {_YEAR}\b", re.I), lambda m, d: _year(int(m[1]), m[0])),
-    (re.compile(rf"\b{_NUM} (day|week|month|year)s? ago\b", re.I),
-     lambda m, d: _ago(int(m[1]) if m[1].isdigit() else _NUMBERS[m[1].lower()], m[2].lower(), d, m[0])),
+    (AGO, lambda m, d: _ago(count_of(m[1]), m[2].lower(), d, m[0])),
     (re.compile(r"\bthe day before yesterday\b", re.I), lambda m, d: _day(d - timedelta(days=2), m[0])),
     (re.compile(r"\b(?:yesterday|last night)\b", re.I), lambda m, d: _day(d - timedelta(days=1), m[0])),
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), lambda m, d: _day(d, m[0])),
-    (re.compile(r"\b(?:last|this past) (" + "|".join(_WEEKDAYS) + r")\b", re.I),
-     lambda m, d: _day(d - timedelta(days=(d.weekday() - _WEEKDAYS.index(m[1].lower())) % 7 or 7), m[0])),
+    (LAST_WEEKDAY, lambda m, d: _day(last_weekday(d, m[1]), m[0])),
     (re.compile(r"\b(last|this|past) week(?:end)?\b", re.I),
      lambda m, d: _week(d - timedelta(weeks=m[1].lower() != "this"), m[0])),
     (re.compile(r"\b(last|this|past) month\b", re.I),

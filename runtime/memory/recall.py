@@ -15,6 +15,7 @@ for variety (`memory.recall_rank`).
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -22,7 +23,7 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 import structlog
-from sqlalchemy import func, select, union_all
+from sqlalchemy import and_, func, select, union_all
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.embeddings import Embedder, query_vector
@@ -39,6 +40,7 @@ from pagemind.tools.context import RecallHit
 log = structlog.get_logger("pagemind.recall")
 
 Mode = Literal["hybrid", "bm25", "dense"]
+_Read = dict[int, Any]  # messages rows a search read already, by id
 _BATCH = 500
 _MESSAGES = MessageRow.__table__
 _COLUMNS = (_MESSAGES.c.id, _MESSAGES.c.role, _MESSAGES.c.content, _MESSAGES.c.tool_calls, _MESSAGES.c.name,
@@ -64,8 +66,6 @@ def searchable_text(role: str, content: str | None, tool_calls: Any, name: str |
 
 
 def _send_message_text(arguments: str) -> str:
-    import json
-
     try:
         value = json.loads(arguments)
         return str(value.get("message", "")) if isinstance(value, dict) else str(value)
@@ -260,8 +260,8 @@ class RecallService:
         catch-up, the ranking, the page's rows. Returns the page and the number of candidates."""
         vector = None if mode == "bm25" else query_vector(self.embedder, query)
         self.catch_up(mode != "bm25")
-        scored = self._ranked(query, vector, mode)
-        return self._page(scored, roles, start, end, limit, page), len(scored)
+        scored, read = self._ranked(query, vector, mode)
+        return self._page(scored, read, roles, start, end, limit, page), len(scored)
 
     def _rank(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
         keyword = self.fulltext.search(self.agent_id, query_terms(query), self.config.recall_own_text_weight)
@@ -282,62 +282,65 @@ class RecallService:
                            self.config.min_keyword_score, self.config.min_similarity)
         return index.ranked(fused, keep)
 
-    def _ranked(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
+    def _ranked(self, query: str, vector: np.ndarray | None, mode: Mode) -> tuple[list[tuple[int, float]], _Read]:
         """`_rank`, then the best `prefetch` results refined (a second round, the time boost: `memory.rounds`),
-        then the head re-ordered for variety (dense modes: `recall_rank.diversify`)."""
-        scored = self._refined(query, vector, mode)
+        then the head re-ordered for variety (dense modes: `recall_rank.diversify`). Also the rows the refining
+        read, by id (the page takes its rows from them: read once)."""
+        scored, read = self._refined(query, vector, mode)
         depth = self.config.recall_diversity_depth
         if mode == "bm25" or self.config.recall_diversity <= 0 or not scored:
-            return scored
+            return scored, read
         head = scored[:depth]
         rows = np.searchsorted(self._dense.id_array, [i for i, _ in head])
-        return diversify(head, self._dense.own[rows], self.config.recall_diversity) + scored[depth:]
+        return diversify(head, self._dense.own[rows], self.config.recall_diversity) + scored[depth:], read
 
-    def _refined(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
+    def _refined(self, query: str, vector: np.ndarray | None, mode: Mode) -> tuple[list[tuple[int, float]], _Read]:
         scored, c, now = self._rank(query, vector, mode), self.config, self.clock()
+        read: _Read = {}
         asked = time_asked(query, now, c)
         if not (c.multihop.enabled or asked):
-            return scored  # nothing to refine: no need to read the head's rows
+            return scored, read  # nothing to refine: no need to read the head's rows
         n = c.prefetch
 
         def again(text: str) -> list[tuple[float, IndexedMessage]]:
-            return self._items(self._rank(text, None if mode == "bm25" else query_vector(self.embedder, text), mode)[:n])
+            vector = None if mode == "bm25" else query_vector(self.embedder, text)
+            return self._items(self._rank(text, vector, mode)[:n], read)
 
-        head = refine(query, self._items(scored[:n]), again, now, c, asked=asked)
+        head = refine(query, self._items(scored[:n], read), again, now, c, asked=asked)
         seen = {m.id for _, m in head}
-        return [(m.id, s) for s, m in head] + [p for p in scored[n:] if p[0] not in seen]
+        return [(m.id, s) for s, m in head] + [p for p in scored[n:] if p[0] not in seen], read
 
-    def _items(self, scored: list[tuple[int, float]]) -> list[tuple[float, IndexedMessage]]:
-        rows = self._rows(select(*_COLUMNS).where(
-            _filters(self.agent_id, None, None, None, ids=[i for i, _ in scored]))) if scored else []
-        found = {m.id: m for m in map(_indexed, rows)}
-        return [(s, found[i]) for i, s in scored if i in found]
+    def _items(self, scored: list[tuple[int, float]], read: _Read) -> list[tuple[float, IndexedMessage]]:
+        """The scored messages as the rounds see them; their rows are added to `read`."""
+        read.update((int(row.id), row) for row in self._by_id([i for i, _ in scored if i not in read]))
+        return [(s, _indexed(read[i])) for i, s in scored if i in read]
 
-    def _page(self, scored: list[tuple[int, float]], roles: list[str] | None, start: datetime | None,
-              end: datetime | None, limit: int, page: int) -> list[RecallHit]:
+    def _page(self, scored: list[tuple[int, float]], read: _Read, roles: list[str] | None,
+              start: datetime | None, end: datetime | None, limit: int, page: int) -> list[RecallHit]:
+        """The page's hits, best first: rows in `read` (already read by the ranking) are filtered here, the others
+        read with the filters in SQL, a chunk at a time."""
         wanted = (page - 1) * limit
         hits: list[RecallHit] = []
         offset, size = 0, max(2 * page * limit, 20)  # small first: without filters the first rows are the page
         while offset < len(scored):
             chunk = scored[offset:offset + size]
             offset, size = offset + size, min(_BATCH, size * 4)
-            found = {h.id: h for h in self._fetch([i for i, _ in chunk], roles, start, end)}
+            found = {i: read[i] for i, _ in chunk if i in read and _passes(read[i], roles, start, end)}
+            found.update((int(r.id), r) for r in self._by_id([i for i, _ in chunk if i not in read], roles, start, end))
             for message_id, score in chunk:
                 if message_id in found:
                     if wanted:
                         wanted -= 1
                         continue
-                    hits.append(found[message_id].model_copy(update={"score": round(score, 4)}))
+                    hits.append(_hit(found[message_id]).model_copy(update={"score": round(score, 4)}))
                     if len(hits) == limit:
                         return hits
         return hits
 
-    def _fetch(self, ids: list[int], roles: list[str] | None, start: datetime | None,
-               end: datetime | None) -> list[RecallHit]:
-        if not ids:
-            return []
-        query = select(*_COLUMNS).where(_filters(self.agent_id, roles, start, end, ids=ids))
-        return [_hit(row) for row in self._rows(query)]
+    def _by_id(self, ids: list[int], roles: list[str] | None = None, start: datetime | None = None,
+               end: datetime | None = None) -> list[Any]:
+        """The rows of the messages `ids` that pass the filters, in no order (none for no ids)."""
+        return self._rows(select(*_COLUMNS).where(_filters(self.agent_id, roles, start, end, ids=ids))) if ids else []
 
     def _newest(self, roles: list[str] | None, start: datetime | None, end: datetime | None, limit: int,
                 page: int) -> list[RecallHit]:
@@ -371,8 +374,6 @@ def _hit(row: Any) -> RecallHit:
 
 def _filters(agent_id: int, roles: list[str] | None, start: datetime | None, end: datetime | None,
              ids: list[int] | None = None) -> Any:
-    from sqlalchemy import and_
-
     clauses = [_MESSAGES.c.agent_id == agent_id]
     if ids is not None:
         # By primary key: `agent_id + 0` is no indexed column, so the planner cannot pick the agent's index (SQLite
@@ -385,6 +386,12 @@ def _filters(agent_id: int, roles: list[str] | None, start: datetime | None, end
     if end is not None:
         clauses.append(_MESSAGES.c.created_at <= _utc(end))
     return and_(*clauses)
+
+
+def _passes(row: Any, roles: list[str] | None, start: datetime | None, end: datetime | None) -> bool:
+    """Whether a row read already passes the filters `_filters` puts in SQL (roles, the inclusive date range)."""
+    at = _aware(row.created_at)
+    return (not roles or row.role in roles) and not (start and at < _utc(start)) and not (end and at > _utc(end))
 
 
 def _utc(value: datetime) -> datetime:
