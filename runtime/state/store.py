@@ -23,6 +23,7 @@ from pagemind.runtime.spec import AgentSpec, BlockSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
+from pagemind.runtime.state.step_commit import store_step_pg
 from pagemind.runtime.state.rows import (BLOCK_VERSIONS, FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, blocks_table, message_from_row,
                                          messages_table, stored_message, values_of)
@@ -342,13 +343,17 @@ class StateStore:
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
-        with self.engine.begin() as conn:
-            step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **step.__dict__}]).scalar_one()
-            crash_point("commit.step_flushed")
-            stored = self._insert_messages(conn, agent_id, messages, step_id)
-            crash_point("commit.messages_flushed")
-            written = self._apply_edits(conn, agent_id, step_id, edits, versions)
-            crash_point("commit.before_commit")
+        if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
+            with self._reader() as conn:
+                step_id, stored, written = store_step_pg(conn, agent_id, step, messages, edits, versions, StaleBlocks)
+        else:
+            with self.engine.begin() as conn:
+                step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **step.__dict__}]).scalar_one()
+                crash_point("commit.step_flushed")
+                stored = self._insert_messages(conn, agent_id, messages, step_id)
+                crash_point("commit.messages_flushed")
+                written = self._apply_edits(conn, agent_id, step_id, edits, versions)
+                crash_point("commit.before_commit")
         crash_point("commit.after_commit")
         if versions is not None:
             versions.update(written)
