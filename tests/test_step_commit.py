@@ -51,7 +51,8 @@ def test_a_step_stores_its_record_messages_and_edits_in_order(database_url):
     assert [m.content for m in read] == [None, "ok\ufffddone", "café ☕"]  # NUL: the store's one rule
     assert read[0].tool_calls == (call,)
     [step] = store.steps(agent_id)
-    assert (step.id, step.step_index, step.prompt_tokens, step.model_ms, step.total_ms) == (step_id, 1, 120, 50.5, 53.25)
+    assert (step.id, step.step_index, step.prompt_tokens, step.model_ms, step.total_ms) == (
+        step_id, 1, 120, 50.5, 53.25)
     assert versions == {"persona": 1, "human": 2, "constraints": 0}
     assert store.block_versions(agent_id) == versions
     blocks = {b.label: b.value for b in store.load_blocks(agent_id, build_spec())}
@@ -87,3 +88,17 @@ def test_unchecked_edits_apply_whatever_the_version(database_url):
     store.commit_step(agent_id, record(1), [], [edit("human", "", "one")], None)
     store.commit_step(agent_id, record(2), [], [edit("human", "one", "two")], None)
     assert store.block_versions(agent_id)["human"] == 2
+
+
+def test_an_accepted_message_is_stored_with_its_key_and_a_used_key_stores_nothing(database_url):
+    from sqlalchemy.exc import IntegrityError
+
+    store, agent_id, _ = prepared(database_url)
+    first = store.accept_message(agent_id, Message("user", "hi\x00", AT, turn_id="turn-1"), "key-1")
+    assert store.turn_for_key(agent_id, "key-1") == "turn-1"
+    assert [(m.id, m.content) for m in store.turn_messages(agent_id, "turn-1")] == [(first.id, "hi\ufffd")]
+    with pytest.raises(IntegrityError):
+        store.accept_message(agent_id, Message("user", "again", AT, turn_id="turn-2"), "key-1")
+    assert store.turn_messages(agent_id, "turn-2") == [] and store.message_count(agent_id) == 1
+    unkeyed = store.accept_message(agent_id, Message("user", "no key", AT, turn_id="turn-3"))
+    assert unkeyed.id > first.id and store.turn_for_key(agent_id, "turn-3") is None

@@ -62,6 +62,30 @@ vers AS (
   ORDER BY v.ord){_MESSAGES}"""
 
 
+# A turn's incoming message and its idempotency key (`StateStore.accept_message`), likewise in one statement.
+ACCEPT = """WITH msg AS (
+  INSERT INTO messages (agent_id, turn_id, step_id, role, content, tool_calls, tool_call_id, name, is_error,
+                        in_context, created_at)
+  SELECT %(agent_id)s, m.turn_id, %(step_id)s::int, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error,
+         m.in_context, m.created_at
+  FROM json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
+       tool_calls json, tool_call_id text, name text, is_error bool, in_context bool, created_at timestamptz)
+  RETURNING id),
+turn_key AS (
+  INSERT INTO turn_keys (agent_id, key, turn_id, created_at)
+  SELECT %(agent_id)s, %(key)s::text, %(turn_id)s::text, %(created_at)s::timestamptz WHERE %(key)s::text IS NOT NULL)
+SELECT id FROM msg"""
+
+
+def accept_pg(conn: Connection, agent_id: int, message: Message, key: str | None) -> int:
+    """Store a turn's incoming message (no step yet) and its idempotency key in one statement on `conn`
+    (autocommit); returns the message's id. A key used already fails it on the key's primary key."""
+    crash_point("accept.before_commit")  # as in the transaction this replaces: before anything is stored
+    return conn.exec_driver_sql(ACCEPT, {"agent_id": agent_id, "messages": _messages_json([message]), "key": key,
+                                         "turn_id": message.turn_id, "created_at": message.created_at,
+                                         "step_id": message.step_id}).scalar_one()
+
+
 def _text(value: str | None) -> str | None:
     return without_nul(value) if value is not None else None
 

@@ -1,13 +1,12 @@
 """All agent state in SQL (sqlmodel): agents, blocks and their versions, messages, steps.
 
-A step's messages, block edits and step record are written in one transaction: all of them or none. The tables
-are defined in `state.tables`; `make_engine` (state.engine) opens a database at the head revision.
+A step's messages, block edits and record are written in one transaction (one statement on Postgres): all of them
+or none. The tables are defined in `state.tables`; `make_engine` (state.engine) opens a database at its head.
 """
 
 from __future__ import annotations
 
 import json
-
 from datetime import datetime
 from typing import Iterable
 
@@ -23,12 +22,11 @@ from pagemind.runtime.spec import AgentSpec, BlockSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
-from pagemind.runtime.state.step_commit import store_step_pg
+from pagemind.runtime.state.step_commit import accept_pg, store_step_pg
 from pagemind.runtime.state.rows import (BLOCK_VERSIONS, FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, blocks_table, message_from_row,
                                          messages_table, stored_message, values_of)
-from pagemind.runtime.state.tables import (AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow,
-                                           TurnKeyRow)
+from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
 
 
 def _block(row: BlockRow, spec: BlockSpec) -> Block:
@@ -228,20 +226,23 @@ class StateStore:
 
     def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
         """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
-        with self.engine.begin() as conn:
-            message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
-            if key is not None:
-                conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
-                                               "created_at": message.created_at})
-            crash_point("accept.before_commit")
+        if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
+            with self._reader() as conn:
+                message_id = accept_pg(conn, agent_id, message, key)
+        else:
+            with self.engine.begin() as conn:
+                message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
+                if key is not None:
+                    conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
+                                                   "created_at": message.created_at})
+                crash_point("accept.before_commit")
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
     def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
         """Record that `key` names the (already stored) turn `turn_id`."""
-        with self._session() as session:
-            session.add(TurnKeyRow(agent_id=agent_id, key=key, turn_id=turn_id, created_at=at))
-            session.commit()
+        with self.engine.begin() as conn:
+            conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": turn_id, "created_at": at})
 
     def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None."""
@@ -285,8 +286,6 @@ class StateStore:
         with self._session() as session:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.id > after_id)
             return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
-
-    # -- pressure -----------------------------------------------------------------------------------------------
 
     def evict(self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int,
               at: datetime) -> None:
