@@ -102,3 +102,15 @@ def test_an_accepted_message_is_stored_with_its_key_and_a_used_key_stores_nothin
     assert store.turn_messages(agent_id, "turn-2") == [] and store.message_count(agent_id) == 1
     unkeyed = store.accept_message(agent_id, Message("user", "no key", AT, turn_id="turn-3"))
     assert unkeyed.id > first.id and store.turn_for_key(agent_id, "turn-3") is None
+
+
+def test_pressure_state_is_written_field_by_field(database_url):
+    store, agent_id, _ = prepared(database_url)
+    store.set_pressure_state(agent_id, correction=1.25)
+    store.set_pressure_state(agent_id, warned=True)
+    store.set_pressure_state(agent_id)  # nothing to write
+    record = store.agent_record(agent_id)
+    assert (record.token_correction, record.pressure_warned, record.summary) == (1.25, True, "")
+    store.set_pressure_state(agent_id, warned=False, summary="so far")
+    record = store.agent_record(agent_id)
+    assert (record.token_correction, record.pressure_warned, record.summary) == (1.25, False, "so far")

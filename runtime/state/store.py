@@ -306,15 +306,13 @@ class StateStore:
     def set_pressure_state(self, agent_id: int, *, warned: bool | None = None, correction: float | None = None,
                            summary: str | None = None) -> None:
         """Persist the warning-cycle flag, the token correction factor and/or the summary (a replay's restore)."""
-        with self._session() as session:
-            agent = session.get(AgentRow, agent_id)
-            if warned is not None:
-                agent.pressure_warned = warned
-            if correction is not None:
-                agent.token_correction = correction
-            if summary is not None:
-                agent.summary = summary
-            session.commit()
+        changes = {column: value for column, value in (("pressure_warned", warned), ("token_correction", correction),
+                                                       ("summary", summary)) if value is not None}
+        if not changes:
+            return
+        # One UPDATE (on Postgres outside a transaction: no BEGIN and COMMIT round trips), not a row read and written.
+        with self._reader() if self.engine.dialect.name == "postgresql" else self.engine.begin() as conn:
+            conn.execute(update(AgentRow.__table__).where(AgentRow.__table__.c.id == agent_id).values(**changes))
 
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
         """Store synthetic tool results and take orphan messages out of the window, in one transaction."""
