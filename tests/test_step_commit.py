@@ -114,3 +114,15 @@ def test_pressure_state_is_written_field_by_field(database_url):
     store.set_pressure_state(agent_id, warned=False, summary="so far")
     record = store.agent_record(agent_id)
     assert (record.token_correction, record.pressure_warned, record.summary) == (1.25, False, "so far")
+
+
+def test_freshness_reads_newest_ids_versions_and_revision_in_one_go(database_url):
+    store, agent_id, versions = prepared(database_url)
+    empty = store.freshness(agent_id)
+    assert (empty.newest, empty.versions, empty.archival_revision) == (0, versions, 0)
+    _, stored = store.commit_step(agent_id, record(1), [Message("assistant", "hi", AT, turn_id="turn-1")],
+                                  [edit("human", "", "x")], versions)
+    fresh = store.freshness(agent_id)
+    assert (fresh.newest, fresh.versions["human"]) == (stored[0].id, 1)
+    bare = store.ensure_agent(build_spec("bare", blocks=[])).id
+    assert store.freshness(bare).versions == {} and store.freshness(bare).newest == 0  # no block: still one row

@@ -23,7 +23,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
 from pagemind.runtime.state.step_commit import accept_pg, store_step_pg
-from pagemind.runtime.state.rows import (BLOCK_VERSIONS, FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
+from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, blocks_table, message_from_row,
                                          messages_table, stored_message, values_of)
 from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
@@ -186,11 +186,12 @@ class StateStore:
         return self.freshness(agent_id).versions
 
     def freshness(self, agent_id: int) -> Freshness:
-        """`last_message_id`, `block_versions` and the archival revision on one connection: what a turn reads to
+        """`last_message_id`, `block_versions` and the archival revision in one statement: what a turn reads to
         see whether another process changed the agent since it loaded it."""
         with self._reader() as conn:
-            versions = dict(conn.execute(BLOCK_VERSIONS, {"p_agent_id": agent_id}).all())
-            *newest, revision = conn.execute(FRESHNESS, {"p_agent_id": agent_id}).one()
+            rows = conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all()
+        *newest, revision, _, _ = rows[0]
+        versions = {label: version for *_, label, version in rows if label is not None}
         return Freshness(max(value or 0 for value in newest), versions, int(revision or 0))
 
     def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):  # noqa: ANN201 (async ctx)
