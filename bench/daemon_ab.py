@@ -50,6 +50,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2, help="also this checkout with --workers N (Postgres)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--section", default="Daemon throughput, main against this branch (bench/daemon_ab.py)",
+                        help="the bench/RESULTS.md section to write")
     args = parser.parse_args()
     note = machine_note()
     variants = [("main", args.base.resolve(), 1), ("branch", ROOT, 1)]
@@ -89,7 +91,7 @@ def main() -> None:
             + "\n".join(lines))
     print(body)
     if not args.no_write:
-        write_section("Daemon throughput, main against branch daemoncpu (bench/daemon_ab.py)", body)
+        write_section(args.section, body)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,19 @@ Only a plain `openai.AsyncOpenAI` on an httpx client qualifies (what `model_pool
 callers usually pass). A subclass (Azure rewrites the URL per deployment), a provider runtime, workload identity,
 a refreshed API key, custom auth or an idempotency header need the SDK's per-call hooks, so such a client is
 posted to through `client.post` exactly as before (`SdkPost`).
+
+A `LeanPost` spreads its requests over `SHARDS` httpx clients (the SDK's own and copies of it with its settings),
+round robin. httpcore's pool looks at every one of its connections twice per request (whether each is closed,
+expired — a socket poll per idle connection — or free), so its CPU per request grows with the connections in
+flight: with 64 model calls at once that scan was ~10 % of a daemon's CPU. Each shard holds an eighth of them.
+Only a client on httpx's default transport is copied (nothing to copy a custom transport, proxies or auth from);
+any other posts on its own pool alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,6 +36,7 @@ if TYPE_CHECKING:
     import openai
 
 PATH = "/chat/completions"
+SHARDS = 8  # httpx clients per SDK client (see the module's docstring)
 
 
 class Poster(Protocol):
@@ -56,6 +65,7 @@ class LeanPost:
         self.client = client
         self.url = client._prepare_url(PATH)
         self.headers: httpx.Headers | None = None
+        self._shards = itertools.cycle(shards_of(client._client))
         # As the SDK: a host name with "_" is not a valid SNI name (https://github.com/encode/httpx/discussions/2880)
         self.extensions = {"sni_hostname": self.url.host.replace("_", "-")} if "_" in self.url.host else None
 
@@ -68,7 +78,7 @@ class LeanPost:
             # the SDK does; the rest on it (one header names the running async library).
             await asyncio.to_thread(self.client.platform_headers)
             self.headers = sdk_headers(self.client)
-        http = self.client._client
+        http = next(self._shards)
         request = http.build_request("POST", self.url, headers=self.headers, content=content,
                                      timeout=self.client.timeout, extensions=self.extensions)
         try:
@@ -87,6 +97,28 @@ class LeanPost:
                 await response.aclose()
             raise self.client._make_status_error_from_response(response) from None
         return response
+
+
+def shards_of(http: httpx.AsyncClient) -> list[httpx.AsyncClient]:
+    """`http` and `SHARDS - 1` new clients with its settings; `http` alone unless it is on the default transport."""
+    try:
+        transport = http._transport
+        pool = transport._pool  # type: ignore[attr-defined]
+        copyable = (type(transport) is httpx.AsyncHTTPTransport and not http._mounts and http.auth is None
+                    and not any(http.event_hooks.values()) and not http.params and not http.cookies
+                    and pool._uds is None and pool._local_address is None and pool._socket_options is None
+                    and pool._retries == 0)
+        if not copyable:
+            return [http]
+        limits = httpx.Limits(max_connections=pool._max_connections,
+                              max_keepalive_connections=pool._max_keepalive_connections,
+                              keepalive_expiry=pool._keepalive_expiry)
+        return [http, *(httpx.AsyncClient(
+            verify=pool._ssl_context, http1=pool._http1, http2=pool._http2, limits=limits, timeout=http.timeout,
+            headers=http.headers, follow_redirects=http.follow_redirects, max_redirects=http.max_redirects,
+            trust_env=False) for _ in range(SHARDS - 1))]
+    except (AttributeError, ImportError):  # another httpx or httpcore: its own pool alone
+        return [http]
 
 
 def sdk_headers(client: "openai.AsyncOpenAI") -> httpx.Headers:

@@ -34,6 +34,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     from pagemind.scheduler.api import create_app
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon, DaemonConfig
+    from pagemind.scheduler.gc_tuning import tune_for_serving
 
     url = public_url(args)
     store = StateStore.open(settings.database_url)
@@ -45,6 +46,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     stopping: list[asyncio.Task[None]] = []
 
     def started(server: uvicorn.Server) -> None:
+        tune_for_serving()  # everything made at start lives until exit: out of the collector's sight
         auth = ("bearer token required (PAGEMIND_API_TOKEN)" if token else
                 "no PAGEMIND_API_TOKEN: loopback only, no authentication")
         sys.stderr.write(f"pagemind: serving {len(daemon.list_agents())} agent(s) from {args.directory} "

@@ -73,6 +73,10 @@ class AgentCatalog:
         self._files: dict[str, _File] = {}
         self._origins: dict[str, _Origin] = {}
         self._yaml_ids: dict[str, int] = {}
+        # An agent made from a template: (the template's spec it was derived from, the agent's spec). The same
+        # spec object for as long as the template's file is unchanged, so that `AgentPool` knows it by identity
+        # instead of copying the spec and hashing it again at every turn.
+        self._derived: dict[str, tuple[AgentSpec, AgentSpec]] = {}
         self.rescan()
 
     # -- the folder ---------------------------------------------------------------------------------------------
@@ -142,6 +146,7 @@ class AgentCatalog:
         origin = _Origin(row.agent_id, row.template, time.monotonic()) if row else None
         if origin is None:
             self._origins.pop(name, None)
+            self._derived.pop(name, None)
         else:
             self._origins[name] = origin
         return origin
@@ -162,11 +167,18 @@ class AgentCatalog:
             template = self._file(origin.template)
             if template is None:
                 raise UnknownAgent(name) from UnknownTemplate(origin.template, self.templates())
-            return template.spec.model_copy(update={"name": name, "template": False})
+            return self._derived_spec(name, template.spec)
         stored = self.store.stored_spec_json(name)
         if stored is None:
             raise UnknownAgent(name)
         return AgentSpec.model_validate_json(stored)
+
+    def _derived_spec(self, name: str, template: AgentSpec) -> AgentSpec:
+        """The spec of agent `name` made from `template`: the template's, renamed (made once per template version)."""
+        derived = self._derived.get(name)
+        if derived is None or derived[0] is not template:
+            derived = self._derived[name] = (template, template.model_copy(update={"name": name, "template": False}))
+        return derived[1]
 
     def agent_id(self, name: str) -> int:
         """The stored id of agent `name`, creating its state on first use (a YAML agent that never ran)."""
@@ -240,6 +252,7 @@ class AgentCatalog:
             conn.execute(delete(agent_origins).where(agent_origins.c.agent_id == origin.agent_id))
         self.store.rename_agent(name, f"{name}.deleted-{origin.agent_id}")
         self._origins.pop(name, None)
+        self._derived.pop(name, None)
         log.info("agent_deleted", agent=name, agent_id=origin.agent_id)
         return origin.agent_id
 

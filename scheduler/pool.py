@@ -25,6 +25,7 @@ import structlog
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.model_client import ModelClient
 from pagemind.runtime.settings import Settings
+from pagemind.runtime.spec import AgentSpec
 from pagemind.scheduler.catalog import AgentCatalog
 
 log = structlog.get_logger("pagemind.scheduler")
@@ -34,6 +35,7 @@ log = structlog.get_logger("pagemind.scheduler")
 class _Loaded:
     agent: Agent
     spec_hash: str
+    spec: AgentSpec  # the spec object it was loaded with: the catalog returns the same one until its YAML changes
     used: float  # time.monotonic() of its last release
 
 
@@ -67,16 +69,19 @@ class AgentPool:
 
     async def _get(self, name: str) -> Agent:
         spec = self.catalog.spec_for(name)
-        spec_hash = spec.spec_hash()
         entry = self._loaded.get(name)
+        if entry is not None and entry.spec is spec:  # unchanged: no fingerprint to compute (a dump and a hash)
+            return entry.agent
+        spec_hash = spec.spec_hash()
         if entry is not None and entry.spec_hash == spec_hash:
+            entry.spec = spec
             return entry.agent
         agent = await Agent.load(spec, model=self.model, settings=self.settings, store=self.catalog.store,
                                  clock=self.clock)
         if entry is not None:
             entry.agent.monitor.cancel()  # the old instance's flush work ahead would only be thrown away
             log.info("agent_spec_changed", agent=name, spec_hash=spec_hash)
-        self._loaded[name] = _Loaded(agent, spec_hash, time.monotonic())
+        self._loaded[name] = _Loaded(agent, spec_hash, spec, time.monotonic())
         self._loaded.move_to_end(name)
         return agent
 

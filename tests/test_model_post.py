@@ -22,7 +22,7 @@ from pagemind.runtime.model_client import (
     OpenAIModelClient,
 )
 from pagemind.runtime.model_pool import Endpoint
-from pagemind.runtime.model_post import PATH, LeanPost, SdkPost, is_plain, poster_for
+from pagemind.runtime.model_post import PATH, SHARDS, LeanPost, SdkPost, is_plain, poster_for, shards_of
 from pagemind.runtime.spec import ModelSpec
 from pagemind.runtime.testing import http_error, tool_call_body
 
@@ -139,6 +139,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.send_header("retry-after", "0")
         self.send_header("x-authorization", self.headers.get("authorization", ""))
+        self.send_header("x-peer-port", str(self.client_address[1]))
         self.end_headers()
         self.wfile.write(data)
 
@@ -204,3 +205,19 @@ def test_the_step_body_and_its_tool_call_survive_the_lean_path(scripted_openai):
                                                                           [], 0.5, 10)))
     assert response.tool_calls[0].name == "send_message"
     assert scripted_openai.headers[0]["x-stainless-retry-count"] == "0"
+
+
+def test_the_lean_post_spreads_its_calls_over_pools_with_the_sdk_s_settings(scripted_server):
+    """Sequential calls reuse one keep-alive connection per shard: SHARDS connections in all, each call with the
+    SDK's headers; a client on a transport of its own keeps its one pool."""
+    body = json.dumps({"model": "ok", "messages": []}).encode()
+
+    async def calls() -> list[httpx.Response]:
+        poster = LeanPost(Endpoint(scripted_server, "sk-shard", 60, 10).build())
+        return [await poster.post(body) for _ in range(3 * SHARDS)]
+
+    responses = asyncio.run(calls())
+    assert len({r.headers["x-peer-port"] for r in responses}) == SHARDS
+    assert {r.headers["x-authorization"] for r in responses} == {"Bearer sk-shard"}
+    own = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
+    assert shards_of(own) == [own]

@@ -54,11 +54,14 @@ _NEWEST = [select(func.max(messages_table.c.id)).where(messages_table.c.agent_id
                                                         messages_table.c.in_context == flag).scalar_subquery()
            for flag in (True, False)]
 NEWEST_MESSAGE_IDS = select(*_NEWEST)
-# The turn's check for changes made elsewhere: the newest message ids and the archival statistics' revision.
-FRESHNESS = select(*_NEWEST, select(archival_revisions.c.revision).where(
-    archival_revisions.c.agent_id == bindparam("p_agent_id")).scalar_subquery())
-BLOCK_VERSIONS = select(blocks_table.c.label, blocks_table.c.version).where(
-    blocks_table.c.agent_id == bindparam("p_agent_id"))
+# The turn's check for changes made elsewhere, in one round trip: the newest message ids and the archival
+# statistics' revision (one row), with each block's label and version joined on (a row per block; one row with
+# no block when the agent has none).
+_NEWEST_AND_REVISION = select(*(newest.label(f"newest_{i}") for i, newest in enumerate(_NEWEST)), select(
+    archival_revisions.c.revision).where(archival_revisions.c.agent_id == bindparam("p_agent_id"))
+    .scalar_subquery().label("revision")).subquery("freshness")
+FRESHNESS = select(*_NEWEST_AND_REVISION.c, blocks_table.c.label, blocks_table.c.version).select_from(
+    _NEWEST_AND_REVISION.outerjoin(blocks_table, blocks_table.c.agent_id == bindparam("p_agent_id")))
 TURN_FOR_KEY = select(turn_keys_table.c.turn_id).where(turn_keys_table.c.agent_id == bindparam("p_agent_id"),
                                                        turn_keys_table.c.key == bindparam("p_key"))
 INSERT_TURN_KEY = insert(turn_keys_table)

@@ -1,13 +1,12 @@
 """All agent state in SQL (sqlmodel): agents, blocks and their versions, messages, steps.
 
-A step's messages, block edits and step record are written in one transaction: all of them or none. The tables
-are defined in `state.tables`; `make_engine` (state.engine) opens a database at the head revision.
+A step's messages, block edits and record are written in one transaction (one statement on Postgres): all of them
+or none. The tables are defined in `state.tables`; `make_engine` (state.engine) opens a database at its head.
 """
 
 from __future__ import annotations
 
 import json
-
 from datetime import datetime
 from typing import Iterable
 
@@ -23,11 +22,11 @@ from pagemind.runtime.spec import AgentSpec, BlockSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
-from pagemind.runtime.state.rows import (BLOCK_VERSIONS, FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
+from pagemind.runtime.state.step_commit import accept_pg, store_step_pg
+from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, blocks_table, message_from_row,
                                          messages_table, stored_message, values_of)
-from pagemind.runtime.state.tables import (AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow,
-                                           TurnKeyRow)
+from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
 
 
 def _block(row: BlockRow, spec: BlockSpec) -> Block:
@@ -187,11 +186,12 @@ class StateStore:
         return self.freshness(agent_id).versions
 
     def freshness(self, agent_id: int) -> Freshness:
-        """`last_message_id`, `block_versions` and the archival revision on one connection: what a turn reads to
+        """`last_message_id`, `block_versions` and the archival revision in one statement: what a turn reads to
         see whether another process changed the agent since it loaded it."""
         with self._reader() as conn:
-            versions = dict(conn.execute(BLOCK_VERSIONS, {"p_agent_id": agent_id}).all())
-            *newest, revision = conn.execute(FRESHNESS, {"p_agent_id": agent_id}).one()
+            rows = conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all()
+        *newest, revision, _, _ = rows[0]
+        versions = {label: version for *_, label, version in rows if label is not None}
         return Freshness(max(value or 0 for value in newest), versions, int(revision or 0))
 
     def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):  # noqa: ANN201 (async ctx)
@@ -227,20 +227,23 @@ class StateStore:
 
     def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
         """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
-        with self.engine.begin() as conn:
-            message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
-            if key is not None:
-                conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
-                                               "created_at": message.created_at})
-            crash_point("accept.before_commit")
+        if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
+            with self._reader() as conn:
+                message_id = accept_pg(conn, agent_id, message, key)
+        else:
+            with self.engine.begin() as conn:
+                message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
+                if key is not None:
+                    conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
+                                                   "created_at": message.created_at})
+                crash_point("accept.before_commit")
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
     def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
         """Record that `key` names the (already stored) turn `turn_id`."""
-        with self._session() as session:
-            session.add(TurnKeyRow(agent_id=agent_id, key=key, turn_id=turn_id, created_at=at))
-            session.commit()
+        with self.engine.begin() as conn:
+            conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": turn_id, "created_at": at})
 
     def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None."""
@@ -285,8 +288,6 @@ class StateStore:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.id > after_id)
             return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
 
-    # -- pressure -----------------------------------------------------------------------------------------------
-
     def evict(self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int,
               at: datetime) -> None:
         """Take messages out of the window and install the new summary, in one transaction (they stay in recall)."""
@@ -306,15 +307,13 @@ class StateStore:
     def set_pressure_state(self, agent_id: int, *, warned: bool | None = None, correction: float | None = None,
                            summary: str | None = None) -> None:
         """Persist the warning-cycle flag, the token correction factor and/or the summary (a replay's restore)."""
-        with self._session() as session:
-            agent = session.get(AgentRow, agent_id)
-            if warned is not None:
-                agent.pressure_warned = warned
-            if correction is not None:
-                agent.token_correction = correction
-            if summary is not None:
-                agent.summary = summary
-            session.commit()
+        changes = {column: value for column, value in (("pressure_warned", warned), ("token_correction", correction),
+                                                       ("summary", summary)) if value is not None}
+        if not changes:
+            return
+        # One UPDATE (on Postgres outside a transaction: no BEGIN and COMMIT round trips), not a row read and written.
+        with self._reader() if self.engine.dialect.name == "postgresql" else self.engine.begin() as conn:
+            conn.execute(update(AgentRow.__table__).where(AgentRow.__table__.c.id == agent_id).values(**changes))
 
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
         """Store synthetic tool results and take orphan messages out of the window, in one transaction."""
@@ -342,13 +341,17 @@ class StateStore:
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
-        with self.engine.begin() as conn:
-            step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **step.__dict__}]).scalar_one()
-            crash_point("commit.step_flushed")
-            stored = self._insert_messages(conn, agent_id, messages, step_id)
-            crash_point("commit.messages_flushed")
-            written = self._apply_edits(conn, agent_id, step_id, edits, versions)
-            crash_point("commit.before_commit")
+        if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
+            with self._reader() as conn:
+                step_id, stored, written = store_step_pg(conn, agent_id, step, messages, edits, versions, StaleBlocks)
+        else:
+            with self.engine.begin() as conn:
+                step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **step.__dict__}]).scalar_one()
+                crash_point("commit.step_flushed")
+                stored = self._insert_messages(conn, agent_id, messages, step_id)
+                crash_point("commit.messages_flushed")
+                written = self._apply_edits(conn, agent_id, step_id, edits, versions)
+                crash_point("commit.before_commit")
         crash_point("commit.after_commit")
         if versions is not None:
             versions.update(written)

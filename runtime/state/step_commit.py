@@ -1,0 +1,160 @@
+"""A step's commit on Postgres as one statement: its record, its messages and its block edits in one round trip.
+
+`StateStore.commit_step` on SQLite runs a transaction of three to five statements (the step, its messages, the
+block versions, an UPDATE per edited block). On Postgres each of those is a round trip and a statement for
+SQLAlchemy to execute, with a BEGIN riding on the first and a COMMIT after the last: a daemon spent ~20 % of its CPU
+per step there. Here the whole step is one statement with data-modifying CTEs, run on an autocommit connection
+(the statement is its own transaction): all of it is stored, or none.
+
+The block edits keep their compare-and-set: each edited block is updated only at the version its value was
+computed from, and when fewer blocks were updated than were edited, a CTE whose value the step's insert filters on
+fails the statement (a cast of 'stale blocks' to an integer), so nothing is stored; `StaleBlocks` is raised as
+before. (Filtered on, not merely selected from: a CTE's column that nothing reads is never computed.)
+Several edits of one block in a step are one UPDATE here (its last value, its version moved by the number of
+edits), which is what the edits applied one by one leave.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DataError
+
+from pagemind.blocks import BlockEdit
+from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.messages import Message
+from pagemind.runtime.state.records import StepRecord, without_nul
+from pagemind.runtime.state.rows import stored_message
+
+STALE = "stale blocks"  # the text whose cast to an integer fails the statement when a block's version moved
+
+_STEP_COLUMNS = ("agent_id, turn_id, step_index, model, prompt_tokens, completion_tokens, stop_reason, started_at, "
+                 "model_ms, total_ms")
+_STEP_VALUES = ("%(agent_id)s, %(turn_id)s, %(step_index)s, %(model)s, %(prompt_tokens)s, %(completion_tokens)s, "
+                "%(stop_reason)s, %(started_at)s, %(model_ms)s, %(total_ms)s")
+_MESSAGES = """, msgs AS (
+  INSERT INTO messages (agent_id, turn_id, step_id, role, content, tool_calls, tool_call_id, name, is_error,
+                        in_context, created_at)
+  SELECT %(agent_id)s, m.turn_id, step.id, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error,
+         m.in_context, m.created_at
+  FROM step, json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
+       tool_calls json, tool_call_id text, name text, is_error bool, in_context bool, created_at timestamptz)
+  ORDER BY m.ord
+  RETURNING id)
+SELECT (SELECT id FROM step), array(SELECT id FROM msgs ORDER BY id)"""
+# Without edits: the step, then its messages (ids are drawn in insertion order: sorted, they are in `ord` order).
+PLAIN = f"WITH step AS (INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({_STEP_VALUES}) RETURNING id){_MESSAGES}"
+# With edits: the blocks first (compare-and-set), the check every insert reads, the versions, then as above.
+EDITING = f"""WITH upd AS (
+  UPDATE blocks AS b SET value = e.new_value, updated_at = e.at, version = b.version + e.n
+  FROM json_to_recordset(%(blocks)s::json) AS e(label text, new_value text, at timestamptz, n int, read int)
+  WHERE b.agent_id = %(agent_id)s AND b.label = e.label AND (e.read IS NULL OR b.version = e.read)
+  RETURNING b.label),
+checked AS (SELECT CAST(CASE WHEN count(*) = %(labels)s THEN '0' ELSE '{STALE}' END AS int) AS ok FROM upd),
+step AS (INSERT INTO steps ({_STEP_COLUMNS}) SELECT {_STEP_VALUES} FROM checked WHERE checked.ok = 0 RETURNING id),
+vers AS (
+  INSERT INTO block_versions (agent_id, label, step_id, operation, old_value, new_value, created_at)
+  SELECT %(agent_id)s, v.label, step.id, v.operation, v.old_value, v.new_value, v.created_at
+  FROM step, json_to_recordset(%(edits)s::json) AS v(ord int, label text, operation text, old_value text,
+       new_value text, created_at timestamptz)
+  ORDER BY v.ord){_MESSAGES}"""
+
+
+# A turn's incoming message and its idempotency key (`StateStore.accept_message`), likewise in one statement.
+ACCEPT = """WITH msg AS (
+  INSERT INTO messages (agent_id, turn_id, step_id, role, content, tool_calls, tool_call_id, name, is_error,
+                        in_context, created_at)
+  SELECT %(agent_id)s, m.turn_id, %(step_id)s::int, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error,
+         m.in_context, m.created_at
+  FROM json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
+       tool_calls json, tool_call_id text, name text, is_error bool, in_context bool, created_at timestamptz)
+  RETURNING id),
+turn_key AS (
+  INSERT INTO turn_keys (agent_id, key, turn_id, created_at)
+  SELECT %(agent_id)s, %(key)s::text, %(turn_id)s::text, %(created_at)s::timestamptz WHERE %(key)s::text IS NOT NULL)
+SELECT id FROM msg"""
+
+
+def accept_pg(conn: Connection, agent_id: int, message: Message, key: str | None) -> int:
+    """Store a turn's incoming message (no step yet) and its idempotency key in one statement on `conn`
+    (autocommit); returns the message's id. A key used already fails it on the key's primary key."""
+    crash_point("accept.before_commit")  # as in the transaction this replaces: before anything is stored
+    return conn.exec_driver_sql(ACCEPT, {"agent_id": agent_id, "messages": _messages_json([message]), "key": key,
+                                         "turn_id": message.turn_id, "created_at": message.created_at,
+                                         "step_id": message.step_id}).scalar_one()
+
+
+def _text(value: str | None) -> str | None:
+    return without_nul(value) if value is not None else None
+
+
+def _messages_json(messages: list[Message]) -> str:
+    return json.dumps([
+        {"ord": i, "turn_id": m.turn_id, "role": m.role, "content": _text(m.content),
+         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None,
+         "tool_call_id": _text(m.tool_call_id), "name": _text(m.name), "is_error": m.is_error,
+         "in_context": m.in_context, "created_at": m.created_at.isoformat()} for i, m in enumerate(messages)])
+
+
+def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tuple[str, dict[str, int]]:
+    """Each edited block's last value, edit count and read version; and the versions that writing them leaves."""
+    last: dict[str, BlockEdit] = {}
+    count: dict[str, int] = {}
+    for edit in edits:
+        last[edit.label] = edit
+        count[edit.label] = count.get(edit.label, 0) + 1
+    reads = {label: versions.get(label) if versions is not None else None for label in last}
+    rows = [{"label": label, "new_value": without_nul(e.new_value), "at": e.at.isoformat(), "n": count[label],
+             "read": reads[label]} for label, e in last.items()]
+    return json.dumps(rows), {label: reads[label] + count[label] for label in last if reads[label] is not None}
+
+
+def step_parameters(agent_id: int, step: StepRecord, messages: list[Message]) -> dict[str, Any]:
+    """The statement's parameters for the step's record and messages."""
+    return {"agent_id": agent_id, **step.__dict__, "messages": _messages_json(messages)}
+
+
+def commit_step_pg(conn: Connection, agent_id: int, step: StepRecord, messages: list[Message],
+                   edits: list[BlockEdit], versions: dict[str, int] | None) -> tuple[int, list[int], dict[str, int]]:
+    """Store the step in one statement on `conn` (autocommit); returns the step id, the message ids in the order
+    of `messages`, and the block versions written. Raises `DataError` naming `STALE` when a block's version moved
+    (nothing is stored then)."""
+    params = step_parameters(agent_id, step, messages)
+    written: dict[str, int] = {}
+    if edits:
+        blocks, written = _blocks_json(edits, versions)
+        params.update(blocks=blocks, labels=len({e.label for e in edits}), edits=json.dumps([
+            {"ord": i, "label": e.label, "operation": e.operation, "old_value": without_nul(e.old_value),
+             "new_value": without_nul(e.new_value), "created_at": e.at.isoformat()} for i, e in enumerate(edits)]))
+    step_id, ids = conn.exec_driver_sql(EDITING if edits else PLAIN, params).one()
+    return step_id, list(ids), written
+
+
+def store_step_pg(conn: Connection, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
+                  versions: dict[str, int] | None, stale: Callable[[list[str]], Exception],
+                  ) -> tuple[int, list[Message], dict[str, int]]:
+    """`StateStore.commit_step` on Postgres: (the step id, the stored messages, the block versions written); raises
+    `stale(labels)` when a block's version moved. The transaction's crash points all come before the statement:
+    a kill at any of them stores nothing, as a kill inside the transaction would."""
+    for point in ("commit.step_flushed", "commit.messages_flushed", "commit.before_commit"):
+        crash_point(point)
+    try:
+        step_id, ids, written = commit_step_pg(conn, agent_id, step, messages, edits, versions)
+    except DataError as exc:
+        if STALE not in str(exc.orig):
+            raise
+        raise stale(stale_labels(conn, agent_id, edits, versions)) from None
+    return step_id, [stored_message(m, i, step_id) for m, i in zip(messages, ids)], written
+
+
+def stale_labels(conn: Connection, agent_id: int, edits: list[BlockEdit], versions: dict[str, int] | None) -> list[str]:
+    """The edited blocks whose version is no longer the one read (all of them if that changed back meanwhile)."""
+    current = dict(conn.exec_driver_sql("SELECT label, version FROM blocks WHERE agent_id = %(agent_id)s",
+                                        {"agent_id": agent_id}).all())
+    labels = sorted({e.label for e in edits})
+    stale = [label for label in labels if label not in current
+             or (versions is not None and versions.get(label) is not None and current[label] != versions[label])]
+    return stale or labels
+
