@@ -198,9 +198,10 @@ class Daemon:
     def events(self, run_id: str, after: int = 0) -> RunStream:
         """The run's events (`runtime.events`) as they happen, from its first (or after seq `after`: the stream's
         `last_seq`), each once and in order, ending when the run ends; wherever the run runs: on Postgres a run
-        that another daemon process runs is relayed (`scheduler.relay`; its model request and response events
-        without their bodies). The events so far come first, so a stream that starts late misses none; of a run
-        over before the stream started it has what was relayed (nothing, unless another process watched it)."""
+        that another daemon process runs is relayed (`scheduler.relay`). The events so far come first, so a stream
+        that starts late misses none (model request and response events that happened before it started come
+        without their bodies, as relayed ones do); of a run over before the stream started it has what was relayed
+        (nothing, unless another process watched it)."""
         return RunStream(self.fanout, self.inbox, run_id, owner=self.owner, poll_s=self.config.poll_s, after=after)
 
     # -- agents ---------------------------------------------------------------------------------------------------
