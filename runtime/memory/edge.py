@@ -252,9 +252,9 @@ class EdgeBackend(ArchivalBackend):
                          keyword_points: Sequence[Any]) -> list[Hit]:
         """The keyword hits with their records and their cosine to the query, which fusion needs. A hit the dense
         side found too takes its record and score from there; the others are scored exactly (float32 originals, as
-        the dense side's rescoring) in one more query that reads their payloads: cheaper than a prefetch that ran
-        the keyword search again and read every hit's payload twice (bench/RESULTS.md), and than reading their
-        vectors out (~0.2 ms each: 384 Python floats)."""
+        the dense side's rescoring) in one more query that reads their payloads. A prefetch in the batch ran the
+        keyword search again and read the shared hits' payloads twice: the same cost where the retrievers rarely
+        agree (bench/RESULTS.md, branch search5), more where they do; reading the vectors out costs ~0.2 ms each."""
         qe = self.qe
         found = {h.record.id: h for h in dense_hits}
         keys = [(str(p.id), p) for p in keyword_points]
