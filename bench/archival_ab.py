@@ -89,8 +89,9 @@ def one_run(size: int, queries: int, pythonpath: Path | None, out: Path) -> dict
 METRICS = (("search", "archival_search"), ("search2", "second agent's search"),
            ("search_hits", "search counting hits (as the tool)"), ("insert", "insert (sequential)"),
            ("concurrent", "8 concurrent inserts (group commit)"))
-PARTS = (("embed", "… query embedding (model)"), ("retrieve", "… dense + BM25 (one batched store call)"),
-         ("sql", "… SQL: which hits are live"), ("rank", "… fusion and ranking"))
+PARTS = (("embed", "… query embedding (model)"), ("retrieve", "… dense + BM25 (the store)"),
+         ("sql", "… SQL: which hits are live"), ("activity", "… SQL: the agent's active days"),
+         ("rank", "… fusion and ranking"))
 
 
 def section(note: str, revision: str, size: int, runs: dict[str, list[dict]]) -> str:

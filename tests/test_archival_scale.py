@@ -274,3 +274,62 @@ def test_the_write_paths_neighbour_lookup_takes_a_shorter_walk_than_a_search(wor
     run(svc.insert("Lin lives in Lyon"))
     again = run(svc.insert("Lin lives in Lyon"))  # the neighbour lookup still finds the copy
     assert again.action == "duplicate" and walks == [PLAN.neighbour_ef] * 2 and PLAN.neighbour_ef < PLAN.hnsw_ef
+
+
+def keyword_points(backend, agent_id: int, vectors: np.ndarray) -> None:
+    """Points with a dense vector and one of five keyword terms each (term n % 5), plus one of their own."""
+    backend.upsert(agent_id, [StoredPoint(MemoryRecord(agent_id=agent_id, text=f"note {agent_id}/{n}",
+                                                       created_at=T0 - timedelta(minutes=n),
+                                                       updated_at=T0 - timedelta(minutes=n)),
+                                          vector, Sparse([n % 5, 100 + n], [1.0, 0.5]))
+                              for n, vector in enumerate(vectors)])
+
+
+def test_edges_hybrid_search_answers_as_its_two_searches_with_each_keyword_hits_exact_cosine(tmp_path):
+    backend = EdgeBackend(tmp_path / "shard", DIM)
+    try:
+        vectors = random_units(120, 3)
+        keyword_points(backend, ALICE, vectors)
+        keyword_points(backend, BOB, vectors)  # the same vectors and terms under another agent: never returned
+        terms, flt = Sparse([1], [1.0]), MemoryFilter(live_at=T0)
+        first = backend.search_sparse(ALICE, terms, flt, 10)[0].record.text  # the query lies on a keyword hit
+        query = vectors[int(first.rsplit("/", 1)[1])]
+        dense, keyword = backend.search_hybrid(ALICE, query, terms, flt, 10)
+        assert [(h.record, h.score) for h in dense] == [(h.record, h.score) for h in
+                                                        backend.search_dense(ALICE, query, flt, 10)]
+        assert [(h.record, h.score) for h in keyword] == [(h.record, h.score) for h in
+                                                          backend.search_sparse(ALICE, terms, flt, 10)]
+        exact = backend.search_dense(ALICE, query, MemoryFilter(ids=[h.record.id for h in keyword]), 10, exact=True)
+        assert {h.record.id: h.cosine for h in keyword} == pytest.approx({h.record.id: h.score for h in exact})
+        both = {h.record.id for h in dense} & {h.record.id for h in keyword}
+        assert both and len(both) < len(keyword)  # some cosines come from the dense side, the others scored after
+        assert {h.record.agent_id for h in [*dense, *keyword]} == {ALICE}
+        assert backend.search_hybrid(ALICE, None, terms, flt, 10)[1][0].cosine is None  # no dense query: no cosine
+    finally:
+        backend.close()
+
+
+def test_a_keyword_hit_forgotten_while_the_hybrid_search_runs_is_left_out(tmp_path):
+    backend = EdgeBackend(tmp_path / "shard", DIM)
+    try:
+        keyword_points(backend, ALICE, random_units(60, 4))
+        shard, gone = backend.shard, []
+
+        class ForgetsAfterTheBatch:  # another writer deletes a keyword-only hit between the two store calls
+            def __getattr__(self, name):
+                return getattr(shard, name)
+
+            def query_batch(self, request):
+                dense, keyword = shard.query_batch(request)
+                gone.append(next(p.id for p in keyword if p.id not in {d.id for d in dense}))
+                shard.update(backend.qe.UpdateOperation.delete_points_by_filter(
+                    backend.qe.Filter(must=[backend.qe.HasIdCondition({gone[0]})])))
+                return [dense, keyword]
+
+        backend.shard = ForgetsAfterTheBatch()
+        _, keyword = backend.search_hybrid(ALICE, random_units(1, 5)[0], Sparse([2], [1.0]), MemoryFilter(), 10)
+        backend.shard = shard
+        assert gone and str(gone[0]) not in {h.record.id for h in keyword} and len(keyword) == 9
+        assert all(h.cosine is not None for h in keyword)
+    finally:
+        backend.close()

@@ -225,33 +225,53 @@ class EdgeBackend(ArchivalBackend):
                       limit: int) -> tuple[list[Hit], list[Hit]]:
         qe = self.qe
         edge_filter = _edge_filter(agent_id, flt)
+        keyword, nearest = None, None if dense is None else np.asarray(dense, dtype=np.float32).tolist()
         requests = []
-        if dense is not None:
-            requests.append(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(
-                np.asarray(dense, dtype=np.float32).tolist(), using=DENSE), filter=edge_filter, with_payload=True,
-                with_vector=False, params=self._params))
+        if nearest is not None:
+            requests.append(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(nearest, using=DENSE),
+                                            filter=edge_filter, with_payload=True, with_vector=False,
+                                            params=self._params))
         if sparse is not None and sparse.indices:
             keyword = qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE)
-            requests.append(qe.QueryRequest(limit=limit, query=keyword, filter=edge_filter, with_payload=True,
-                                            with_vector=False))
-            if dense is not None:  # the keyword hits' cosine, which fusion needs: rescored in the store, where
-                # reading their vectors out instead would cost ~0.2 ms each (384 Python floats)
-                requests.append(qe.QueryRequest(
-                    limit=limit, prefetches=[qe.Prefetch(limit=limit, query=keyword, filter=edge_filter)],
-                    query=qe.Query.Nearest(np.asarray(dense, dtype=np.float32).tolist(), using=DENSE),
-                    with_payload=False, with_vector=False, params=self._exact))
+            # with a dense query, the keyword hits' payloads come with their cosine (`_keyword_cosines`)
+            requests.append(qe.QueryRequest(limit=limit, query=keyword, filter=edge_filter,
+                                            with_payload=nearest is None, with_vector=False))
         if not requests:
             return [], []
         with self._lock:
             answers = self.shard.query_batch(qe.QueryBatchRequest(requests))
-        hits = [[Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in points]
-                for points in answers[:2 if dense is not None and len(answers) > 1 else 1]]
-        dense_hits = hits.pop(0) if dense is not None else []
-        keyword_hits = hits.pop(0) if hits else []
-        if len(answers) == 3:
-            cosine = {str(p.id): float(p.score) for p in answers[2]}
-            keyword_hits = [Hit(h.record, h.score, cosine.get(h.record.id)) for h in keyword_hits]
-        return dense_hits, keyword_hits
+        dense_hits = [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score))
+                      for p in answers[0]] if nearest is not None else []
+        if keyword is None:
+            return dense_hits, []
+        if nearest is None:
+            return [], [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in answers[0]]
+        return dense_hits, self._keyword_cosines(nearest, agent_id, dense_hits, answers[1])
+
+    def _keyword_cosines(self, nearest: list[float], agent_id: int, dense_hits: list[Hit],
+                         keyword_points: Sequence[Any]) -> list[Hit]:
+        """The keyword hits with their records and their cosine to the query, which fusion needs. A hit the dense
+        side found too takes its record and score from there; the others are scored exactly (float32 originals, as
+        the dense side's rescoring) in one more query that reads their payloads. A prefetch in the batch ran the
+        keyword search again and read the shared hits' payloads twice: the same cost where the retrievers rarely
+        agree (bench/RESULTS.md, branch search5), more where they do; reading the vectors out costs ~0.2 ms each."""
+        qe = self.qe
+        found = {h.record.id: h for h in dense_hits}
+        keys = [(str(p.id), p) for p in keyword_points]
+        others = {p.id for key, p in keys if key not in found}
+        if others:  # (they passed the search's filter in the keyword query; the agent is named again all the same)
+            request = qe.QueryRequest(
+                limit=len(others), query=qe.Query.Nearest(nearest, using=DENSE),
+                filter=qe.Filter(must=[qe.FieldCondition(key="agent_id", match=qe.MatchValue(tenant_key(agent_id))),
+                                       qe.HasIdCondition(others)]),
+                with_payload=True, with_vector=False, params=self._exact)
+            with self._lock:
+                scored = self.shard.query(request)
+            for p in scored:
+                record = MemoryRecord.from_point(p.id, p.payload)
+                found[record.id] = Hit(record, float(p.score))
+        # a hit gone since the keyword query (forgotten meanwhile) is left out
+        return [Hit(hit.record, float(p.score), hit.score) for key, p in keys if (hit := found.get(key)) is not None]
 
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
         query = self.qe.Query.Nearest(self.qe.SparseVector(vector.indices, vector.values), using=SPARSE)
