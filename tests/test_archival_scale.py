@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -48,12 +49,12 @@ def test_the_edge_shard_is_created_with_a_graph_per_agent_and_int8_copies(tmp_pa
     text = json.dumps(config)
     assert '"payload_m": 32' in text and '"m": 0' in text  # no global graph, one per tenant
     assert "int8" in text.lower()
-    assert config["payload_memory"] == "cached"  # payloads in RAM: a search rebuilds ~100 records from them
+    assert config["payload_memory"] == "cold"  # payloads in RAM only once the shard is large (next tests)
     assert PLAN.exact_below(384) == 1333 and PLAN.indexing_points(384) == 2666
 
 
 def test_edge_optimizes_on_its_own_once_enough_was_written_and_the_index_finds_what_exact_search_finds(tmp_path):
-    backend = EdgeBackend(tmp_path / "shard", DIM, SMALL)
+    backend = EdgeBackend(tmp_path / "shard", DIM, replace(SMALL, payload_in_ram_from=0))
     try:
         fill(backend, ALICE, random_units(200, 1))
         fill(backend, BOB, random_units(200, 2))
@@ -74,6 +75,43 @@ def test_edge_optimizes_on_its_own_once_enough_was_written_and_the_index_finds_w
         assert np.mean(overlap) >= 0.9
     finally:
         backend.close()
+
+
+def payload_storage(folder) -> list[str]:
+    """Each segment's payload storage as Qdrant Edge wrote it: "mmap" on disk, "in_ram_mmap" in RAM."""
+    return [json.loads(f.read_text())["config"]["payload_storage_type"]["type"]
+            for f in folder.glob("segments/*/segment.json")]
+
+
+def test_a_shard_keeps_payloads_on_disk_until_it_is_large_then_builds_its_segments_with_them_in_ram(tmp_path):
+    folder, plan = tmp_path / "shard", replace(SMALL, payload_in_ram_from=300)
+    backend = EdgeBackend(folder, DIM, plan, auto_optimize=False)
+    try:
+        fill(backend, ALICE, random_units(200, 1))
+        backend.optimize()  # 200 points: below the line
+        assert set(payload_storage(folder)) == {"mmap"} and not backend._payloads_in_ram
+        before = backend.search_dense(ALICE, random_units(1, 9)[0], MemoryFilter(), 5)
+        fill(backend, BOB, random_units(200, 2))
+        backend.optimize()  # 400: the shard is reopened with payloads in RAM, then the new segments built
+        assert backend._payloads_in_ram and "in_ram_mmap" in payload_storage(folder)
+        after = backend.search_dense(ALICE, random_units(1, 9)[0], MemoryFilter(), 5)
+        assert [(h.record.id, h.record.text, h.score) for h in after] == \
+            [(h.record.id, h.record.text, h.score) for h in before]
+        assert backend.count(ALICE, MemoryFilter()) == 200 and backend.count(BOB, MemoryFilter()) == 200
+    finally:
+        backend.close()
+    reopened = EdgeBackend(folder, DIM, plan, auto_optimize=False)  # the folder remembers the choice
+    try:
+        assert reopened._payloads_in_ram
+    finally:
+        reopened.close()
+    never = EdgeBackend(tmp_path / "off", DIM, replace(plan, payload_in_ram=False), auto_optimize=False)
+    try:
+        fill(never, ALICE, random_units(400, 3))
+        never.optimize()
+        assert set(payload_storage(tmp_path / "off")) == {"mmap"} and not never._payloads_in_ram
+    finally:
+        never.close()
 
 
 def test_the_server_collection_is_configured_like_the_edge_shard():

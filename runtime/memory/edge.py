@@ -36,6 +36,7 @@ from pagemind.runtime.memory.records import (DENSE, PAYLOAD_VERSION, SPARSE, Hit
 log = structlog.get_logger("pagemind.archival_store")
 
 PID_FILE = "pagemind.pid"
+PAYLOADS_IN_RAM = "pagemind.payloads-in-ram"  # present once the shard keeps its payloads in RAM (`_place_payloads`)
 FLUSH_EVERY = 1000  # updates between flushes (10–30 ms each) besides the one after every optimization
 
 
@@ -100,8 +101,10 @@ class EdgeBackend(ArchivalBackend):
         self._optimizing = threading.Lock()  # one optimization at a time
         self.optimizer: threading.Thread | None = None  # the last optimization started on its own
         self._since_flush = 0  # updates since the last flush
+        self._payloads_in_ram = plan.payload_in_ram and (self.folder / PAYLOADS_IN_RAM).exists()
         self.shard = self._open()
         info = self.shard.info()
+        self._place_payloads(info.points_count)
         self._unindexed = max(0, info.points_count - info.indexed_vectors_count)  # written since the last optimize
         self._params = self._search_params(plan.hnsw_ef)
         self._exact = qe.SearchParams(exact=True)
@@ -127,8 +130,21 @@ class EdgeBackend(ArchivalBackend):
                                                default_segment_number=plan.default_segment_number),
             # for segments built from now on (a shard made before keeps its older segments' storage until the
             # optimizer merges or rebuilds them)
-            payload_memory=qe.Memory.Cached if plan.payload_in_ram else qe.Memory.Cold,
+            payload_memory=qe.Memory.Cached if self._payloads_in_ram else qe.Memory.Cold,
         )
+
+    def _place_payloads(self, points: int) -> None:
+        """Keep payloads in RAM from now on once the shard holds `plan.payload_in_ram_from` points: reopen it with
+        that setting, which the segments built from then on take (the optimizer rebuilds the older ones as it
+        merges them). Remembered in the folder, so a later open starts that way. The caller holds the shard."""
+        if self._payloads_in_ram or not self.plan.payload_in_ram or points < self.plan.payload_in_ram_from:
+            return
+        self._payloads_in_ram = True
+        self.shard.flush()
+        self.shard.close()
+        self.shard = self._open()
+        (self.folder / PAYLOADS_IN_RAM).touch()
+        log.info("archival_store_payloads_in_ram", backend=self.name, path=self.location, points=points)
 
     def _open(self) -> Any:
         qe = self.qe
@@ -199,6 +215,8 @@ class EdgeBackend(ArchivalBackend):
         with self._optimizing:
             if self.shard is None:
                 return False
+            with self._lock:  # before the segments are built, so that a shard grown large builds them in RAM
+                self._place_payloads(self.shard.info().points_count)
             pending, started = self._unindexed, time.perf_counter()
             changed = bool(self.shard.optimize())
             self.shard.flush()

@@ -48,6 +48,10 @@ class IndexPlan:
     # one random page each; on disk that was ~30 µs apiece once an agent outgrew the page cache (100,000 memories:
     # 3 ms a search; the OS kept none of a cold segment's pages cached). ~400 bytes of RAM a memory.
     payload_in_ram: bool = True
+    # ... once the shard holds this many points. Below, the page cache keeps what searches read (30,000 per agent:
+    # no faults), and a segment's in-RAM payload storage would map its whole first page: a 32 MB file that even an
+    # empty shard has (bench/RESULTS.md, "Process memory", rss2: 40 MB of RSS for an empty shard against 7 MB)
+    payload_in_ram_from: int = 50_000
 
     @staticmethod
     def vector_bytes(dim: int) -> int:
