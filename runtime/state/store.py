@@ -58,10 +58,11 @@ class StateStore:
         # Rows are read back right after commit (ids); expiring them would cost one SELECT per row.
         return Session(self.engine, expire_on_commit=False)
 
-    def _reader(self) -> Connection:
-        """A pooled connection in autocommit mode, for the per-turn reads: no BEGIN and ROLLBACK round trips
-        around a single statement on Postgres. SQLite sends none for reads anyway, and switching its isolation
-        level there and back would cost more than the reads (about 0.1 ms of CPU a turn)."""
+    def _one_statement(self) -> Connection:
+        """A pooled connection in autocommit mode, for work that is one statement: the per-turn reads, and on
+        Postgres the single-statement writes (`state.step_commit`), each its own transaction there, with no BEGIN
+        and COMMIT/ROLLBACK round trips. SQLite sends none for reads anyway, and switching its isolation level
+        there and back would cost more than the reads (about 0.1 ms of CPU a turn)."""
         if self.engine.dialect.name == "sqlite":
             return self.engine.connect()
         return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
@@ -188,7 +189,7 @@ class StateStore:
     def freshness(self, agent_id: int) -> Freshness:
         """`last_message_id`, `block_versions` and the archival revision in one statement: what a turn reads to
         see whether another process changed the agent since it loaded it."""
-        with self._reader() as conn:
+        with self._one_statement() as conn:
             rows = conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all()
         *newest, revision, _, _ = rows[0]
         versions = {label: version for *_, label, version in rows if label is not None}
@@ -228,7 +229,7 @@ class StateStore:
     def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
         """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
         if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
-            with self._reader() as conn:
+            with self._one_statement() as conn:
                 message_id = accept_pg(conn, agent_id, message, key)
         else:
             with self.engine.begin() as conn:
@@ -247,7 +248,7 @@ class StateStore:
 
     def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None."""
-        with self._reader() as conn:
+        with self._one_statement() as conn:
             return conn.execute(TURN_FOR_KEY, {"p_agent_id": agent_id, "p_key": key}).scalar()
 
     def turn_messages(self, agent_id: int, turn_id: str) -> list[Message]:
@@ -264,7 +265,7 @@ class StateStore:
 
     def last_message_id(self, agent_id: int) -> int:
         """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
-        with self._reader() as conn:
+        with self._one_statement() as conn:
             return max(value or 0 for value in conn.execute(NEWEST_MESSAGE_IDS, {"p_agent_id": agent_id}).one())
 
     def in_context_messages(self, agent_id: int) -> list[Message]:
@@ -312,7 +313,7 @@ class StateStore:
         if not changes:
             return
         # One UPDATE (on Postgres outside a transaction: no BEGIN and COMMIT round trips), not a row read and written.
-        with self._reader() if self.engine.dialect.name == "postgresql" else self.engine.begin() as conn:
+        with self._one_statement() if self.engine.dialect.name == "postgresql" else self.engine.begin() as conn:
             conn.execute(update(AgentRow.__table__).where(AgentRow.__table__.c.id == agent_id).values(**changes))
 
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
@@ -342,7 +343,7 @@ class StateStore:
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
         if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
-            with self._reader() as conn:
+            with self._one_statement() as conn:
                 step_id, stored, written = store_step_pg(conn, agent_id, step, messages, edits, versions, StaleBlocks)
         else:
             with self.engine.begin() as conn:
