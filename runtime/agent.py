@@ -108,10 +108,14 @@ class Agent:
         spec = path if isinstance(path, AgentSpec) else load_spec(path)
         settings = settings or Settings.from_env()
         store = store or StateStore.open(settings.database_url)
-        record = store.ensure_agent(spec, reset_memory=reset_memory)
+        stored = None if reset_memory else store.unchanged_agent(spec)
+        if stored is not None:  # nothing to write: three reads (`state.agent_load`)
+            record, blocks, window = stored.record, stored.blocks, Window.from_stored(store, stored)
+        else:
+            record = store.ensure_agent(spec, reset_memory=reset_memory)
+            window = Window.load(store, record)
+            blocks, window.block_versions = store.load_core(record.id, spec)
         archival, recall = build_external_memory(spec, record, store, settings, clock)
-        window = Window.load(store, record)
-        blocks, window.block_versions = store.load_core(record.id, spec)
         return cls(
             spec=spec, record=record, store=store, memory=CoreMemory(blocks), window=window,
             tools=spec.resolved_tools(), model_override=model, clock=clock, archival=archival, recall=recall,

@@ -68,6 +68,14 @@ def shared_client(endpoint: Endpoint) -> "openai.AsyncOpenAI":
         return client
 
 
+def import_model_stack() -> None:
+    """Import the SDK and its HTTP stack now. The CLI imports them at the first model call, to start fast; a daemon
+    calls this at start instead, so that its first turn does not wait for ~800 modules (0.7 s of CPU here) and the
+    collector's start-up freeze (`scheduler.gc_tuning`) covers them."""
+    import httpcore  # noqa: F401  (httpx imports it only when the first client is built)
+    import openai  # noqa: F401
+
+
 def pooled_clients() -> int:
     """How many shared clients (pools) exist across live loops (tests and benchmarks read it)."""
     with _LOCK:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.compiler import WireCache
@@ -19,6 +19,9 @@ from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, StepRecord
 from pagemind.runtime.state.store import StateStore
+
+if TYPE_CHECKING:
+    from pagemind.runtime.state.agent_load import StoredAgent
 
 
 @dataclass
@@ -53,6 +56,14 @@ class Window:
             summary=record.summary, warned=record.pressure_warned, correction=record.token_correction,
             recall_count=store.message_count(record.id), seen=seen,
         )
+
+    @classmethod
+    def from_stored(cls, store: StateStore, stored: StoredAgent) -> "Window":
+        """The window from what `state.agent_load.read_unchanged` read (the same state as `load`)."""
+        record = stored.record
+        return cls(store=store, agent_id=record.id, messages=context_order(stored.messages), summary=record.summary,
+                   warned=record.pressure_warned, correction=record.token_correction,
+                   recall_count=stored.message_count, seen=stored.newest, block_versions=stored.versions)
 
     def is_stale(self) -> bool:
         """Whether another process stored a message or edited a block since this window read its state."""

@@ -22,10 +22,10 @@ from sqlalchemy import bindparam, exists, literal, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Engine
 
+from pagemind.runtime.state.held import single_statement, write_transaction
 from pagemind.runtime.state.tables import agent_leases, inbox
 from pagemind.scheduler.inbox import _CLAIM, _HEAD, OPEN, RUNNING, InboxItem, _item
 from pagemind.scheduler.leases import Leases, taking
-from pagemind.scheduler.sql import single_statement, write_transaction
 
 _OPEN_WORK = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), inbox.c.state.in_(OPEN))
 

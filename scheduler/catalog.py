@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 import structlog
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.spec import AgentSpec, SpecError, load_spec
@@ -36,6 +36,9 @@ from pagemind.scheduler.errors import AgentExists, DaemonError, NotDeletable, Un
 log = structlog.get_logger("pagemind.scheduler")
 agents = AgentRow.__table__
 ORIGIN_TTL_S = 2.0  # how long an agent made through the daemon is taken to exist without asking the database
+# Built once (a statement built per call costs more CPU than running it); read on an autocommit connection.
+ORIGIN = (select(agent_origins.c.agent_id, agent_origins.c.template)
+          .join(agents, agents.c.id == agent_origins.c.agent_id).where(agents.c.name == bindparam("p_name")))
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,10 @@ class AgentCatalog:
         self._files[name] = fresh
         return fresh
 
+    def folder_specs(self) -> list[AgentSpec]:
+        """The specs of every YAML in the folder, templates and agents."""
+        return [entry.spec for entry in self._files.values()]
+
     def templates(self) -> list[str]:
         """The names any agent can be made from: every YAML in the folder."""
         return sorted(self._files)
@@ -139,10 +146,8 @@ class AgentCatalog:
         cached = self._origins.get(name)
         if cached is not None and cached.read_at > time.monotonic() - ORIGIN_TTL_S:
             return cached
-        with self.store.engine.connect() as conn:
-            row = conn.execute(select(agent_origins.c.agent_id, agent_origins.c.template)
-                               .join(agents, agents.c.id == agent_origins.c.agent_id)
-                               .where(agents.c.name == name)).first()
+        with self.store.one_statement() as conn:
+            row = conn.execute(ORIGIN, {"p_name": name}).first()
         origin = _Origin(row.agent_id, row.template, time.monotonic()) if row else None
         if origin is None:
             self._origins.pop(name, None)

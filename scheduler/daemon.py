@@ -27,6 +27,7 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.model_client import ModelClient
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
@@ -37,7 +38,7 @@ from pagemind.scheduler.leases import Leases, new_owner_id
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.relay import RelayStore
 from pagemind.scheduler.run_stream import RunStream
-from pagemind.scheduler.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, HeldConnections
+from pagemind.scheduler.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
 from pagemind.scheduler.trigger_runner import TriggerRunner
 from pagemind.scheduler.wakeup import PgWakeups, read_arrival
 

@@ -211,10 +211,10 @@ class Dispatcher:
                     if await self._linger(agent_id):
                         continue
                     await self.held.release(agent_id)
-                    self.leases.release(agent_id)
-                    crash_point("daemon.lease_released")
                     # An item submitted between the empty claim and the release found this agent leased: look again.
-                    if self.inbox.has_open(agent_id) and self.leases.take(agent_id, utcnow()):
+                    has_open = self.leases.release_looking(agent_id)
+                    crash_point("daemon.lease_released")
+                    if has_open and self.leases.take(agent_id, utcnow()):
                         if await self.held.take(agent_id):
                             fresh = False
                             continue
@@ -264,7 +264,8 @@ class Dispatcher:
         async with self.pool.hold(item.agent_name) as agent:
             agent.observer = self.fanout.observer(item.run_id)
             try:
-                if refresh or item.agent_name in self.pool.lent:
+                lent = item.agent_name in self.pool.lent
+                if lent or (refresh and item.agent_name not in self.pool.read_now):  # just loaded: fresh already
                     self.pool.lent.discard(item.agent_name)
                     agent.refresh()
                 if item.kind == "message":

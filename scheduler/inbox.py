@@ -22,10 +22,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
+from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import aware, without_nul
 from pagemind.runtime.state.tables import AgentRow, inbox
-from pagemind.scheduler.sql import (DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying, read_connection,
-                                    single_statement, write_transaction)
+from pagemind.scheduler.sql import DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying
 from pagemind.scheduler.wakeup import arrival_notice
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
@@ -245,12 +245,6 @@ class Inbox:
             released = conn.execute(update(inbox).where(*where).values(state=PENDING, lease_expires_at=None))
             notify(conn, INBOX_CHANNEL)
             return released.rowcount
-
-    def has_open(self, agent_id: int) -> bool:
-        """Whether the agent has an item still to run."""
-        with read_connection(self.engine) as conn:
-            return conn.execute(select(inbox.c.id).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
-                                .limit(1)).first() is not None
 
     def with_open(self, agent_ids: list[int]) -> list[int]:
         """Those of `agent_ids` that have an item still to run (one query for all of them)."""

@@ -31,9 +31,9 @@ from sqlalchemy import bindparam, delete, exists, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.tables import agent_leases, daemons, inbox
 from pagemind.scheduler.inbox import is_open
-from pagemind.scheduler.sql import read_connection, single_statement, write_transaction
 
 log = structlog.get_logger("pagemind.scheduler")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -67,6 +67,8 @@ class _Statements:
         self.take = taking(insert).returning(agent_leases.c.agent_id)
         self.release = delete(agent_leases).where(agent_leases.c.owner == bindparam("p_owner"),
                                                   agent_leases.c.agent_id == bindparam("p_agent_id"))
+        self.has_open = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
+        self.release_looking = self.release.returning(self.has_open)
         older = inbox.alias("older")
         head = ~exists().where(older.c.agent_id == inbox.c.agent_id, is_open(older.c.state), older.c.id < inbox.c.id)
         held = exists().where(agent_leases.c.agent_id == inbox.c.agent_id,
@@ -117,6 +119,17 @@ class Leases:
             return
         with single_statement(self.engine) as conn:  # one statement, its own transaction
             conn.execute(self._statements.release, {"p_owner": self.owner, "p_agent_id": agent_id})
+
+    def release_looking(self, agent_id: int) -> bool:
+        """Give back the agent's lease and say whether it has open items, as seen once the release is committed (an
+        item submitted meanwhile found the agent leased and left it to us), in one statement: on Postgres an item
+        committed after it began either is seen or finds the lease gone (its submitter's take waits for the
+        deletion to commit). When the lease was not ours (taken over), a plain read."""
+        with single_statement(self.engine) as conn:
+            row = conn.execute(self._statements.release_looking, {"p_owner": self.owner, "p_agent_id": agent_id}).first()
+            if row is None:
+                row = conn.execute(select(self._statements.has_open), {"p_agent_id": agent_id}).one()
+        return bool(row[0])
 
     def renew(self, agent_ids: set[int], now: datetime) -> set[int]:
         """Extend the leases this owner holds on `agent_ids` (and its running items'); returns those it no longer

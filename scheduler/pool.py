@@ -49,6 +49,8 @@ class AgentPool:
         self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         self.lent: set[str] = set()  # agents lent out by `Daemon.agent` since their last turn: read them again
+        # Agents `hold` has just read from the store, for the rest of its block: nothing to read again (`refresh`).
+        self.read_now: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._loaded)
@@ -62,6 +64,7 @@ class AgentPool:
             try:
                 yield agent
             finally:
+                self.read_now.discard(name)
                 entry = self._loaded.get(name)
                 if entry is not None:
                     entry.used = time.monotonic()
@@ -82,6 +85,7 @@ class AgentPool:
             entry.agent.monitor.cancel()  # the old instance's flush work ahead would only be thrown away
             log.info("agent_spec_changed", agent=name, spec_hash=spec_hash)
         self._loaded[name] = _Loaded(agent, spec_hash, spec, time.monotonic())
+        self.read_now.add(name)
         self._loaded.move_to_end(name)
         return agent
 

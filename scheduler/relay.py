@@ -42,9 +42,10 @@ from sqlalchemy import bindparam, delete, select, text
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.events import Event, without_body
+from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.tables import run_events
 from pagemind.runtime.trace.format import LINE_ADAPTER, Header, dump_line
-from pagemind.scheduler.sql import EVENTS_CHANNEL, read_connection, single_statement
+from pagemind.scheduler.sql import EVENTS_CHANNEL
 
 log = structlog.get_logger("pagemind.scheduler")
 ATTEMPT_SHIFT = 32

@@ -14,9 +14,9 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
+from pagemind.runtime.state.held import write_transaction
 from pagemind.runtime.state.records import aware
 from pagemind.runtime.state.tables import inbox, trigger_fires
-from pagemind.scheduler.sql import write_transaction
 from pagemind.scheduler.triggers import IDLE_KEY_PREFIX
 
 _CHUNK = 500  # agent ids per query (SQLite caps bound parameters; Postgres plans a short list better)

@@ -183,3 +183,45 @@ def test_a_notice_names_its_agent_and_a_bare_one_asks_for_a_scan():
     assert read_arrival(arrival_notice("host:12:ab", 42, "x" * 5000)) == ("host:12:ab", 42, None)  # looked up
     assert read_arrival("host:12:ab") == ("host:12:ab", None, None)  # a batch of trigger firings
     assert read_arrival("") == ("", None, None)  # items put back, a reconnect
+
+
+async def test_giving_back_a_lease_says_whether_work_waits(database_url, folder):
+    """`Leases.release_looking`: the release and the look for open items that `Dispatcher._work` makes when an
+    agent's inbox ran empty, in one statement; the lease is gone either way, and another owner's stays."""
+    store = StateStore.open(database_url)
+    alice = store.ensure_agent(AgentCatalog(folder, store).spec_for("alice")).id
+    inbox, now = Inbox(store.engine), utcnow()
+    mine, other = Leases(store.engine, "me", 30), Leases(store.engine, "other", 30)
+    assert mine.take(alice, now) and mine.release_looking(alice) is False and mine.holders() == {}
+    item, _ = inbox.submit(alice, "alice", "message", "msg 1", None, now)  # came while the agent was leased
+    assert mine.take(alice, now) and mine.release_looking(alice) is True and mine.holders() == {}
+    assert other.take(alice, now)
+    assert mine.release_looking(alice) is True and mine.holders() == {alice: "other"}  # not ours: only a look
+    inbox.finish(inbox.claim_next(alice, "other", other.until(now), now), "other", now, result={})
+    assert other.release_looking(alice) is False and other.holders() == {}
+    assert inbox.get(item.run_id).state == "done"
+
+
+async def test_an_agent_loaded_for_its_item_is_not_read_again_one_loaded_before_is(database_url, folder, monkeypatch):
+    """The first item after taking an agent's lock reads again what other processes changed (`Agent.refresh`),
+    unless the pool has just loaded the agent for it: that load read everything under the same lock."""
+    from pagemind.runtime.agent import Agent
+
+    refreshed: list[str] = []
+    refresh = Agent.refresh
+
+    def counted(agent: Agent) -> None:
+        refreshed.append(agent.name)
+        refresh(agent)
+
+    monkeypatch.setattr(Agent, "refresh", counted)
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=0)
+    await daemon.start()
+    try:
+        first = await daemon.wait((await daemon.submit("alice", "msg 1")).run_id, timeout=30)
+        await asyncio.gather(*daemon.dispatcher.workers.values())  # the worker gave the agent back
+        assert refreshed == []  # loaded for the item: nothing to read again
+        second = await daemon.wait((await daemon.submit("alice", "msg 2")).run_id, timeout=30)
+    finally:
+        await daemon.stop()
+    assert first.state == second.state == "done" and refreshed == ["alice"]  # loaded before: read again

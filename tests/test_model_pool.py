@@ -180,3 +180,4 @@ def test_agents_of_one_endpoint_use_one_keep_alive_connection_and_closed_loops_l
 
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 10)
+

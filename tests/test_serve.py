@@ -186,3 +186,31 @@ def test_the_reply_tokens_arrive_over_tcp_before_the_reply(environment, stub):
     finally:
         code, stderr = stop(process)
     assert code == 0, stderr
+
+
+WARM_CHILD = """
+import sys
+from pathlib import Path
+from pagemind.runtime import tokens
+from pagemind.runtime.state.store import StateStore
+from pagemind.scheduler.api_serve import load_before_serving
+from pagemind.scheduler.catalog import AgentCatalog
+
+folder = Path(sys.argv[1])
+catalog = AgentCatalog(folder, StateStore.open("sqlite:///" + str(folder / "state.db")))
+assert "openai" not in sys.modules and tokens.load_encoding.cache_info().currsize == 0
+load_before_serving(catalog)
+loaded = sorted(enc.name for enc in (tokens.load_encoding("cl100k_base"), tokens.load_encoding("o200k_base")))
+print("openai" in sys.modules, "httpcore" in sys.modules, tokens.load_encoding.cache_info().hits, *loaded)
+"""
+
+
+def test_serve_loads_the_sdk_and_the_folders_encodings_before_its_first_turn(tmp_path):
+    """`pagemind run` leaves the SDK and the encoding to the first turn (start-up time); `serve` loads both up
+    front, for every encoding its folder's agents and templates count in (`load_before_serving`)."""
+    (tmp_path / "a.yaml").write_text("name: a\nsystem: Hi.\nmodel: {name: gpt-4o-mini, encoding: cl100k_base}\n")
+    (tmp_path / "b.yaml").write_text("name: b\nsystem: Hi.\ntemplate: true\nmodel: {name: gpt-4o-mini}\n")
+    out = subprocess.run([sys.executable, "-c", WARM_CHILD, str(tmp_path)], capture_output=True, text=True,
+                         check=True).stdout
+    # both encodings were already built: the two lookups after it were cache hits
+    assert out.split() == ["True", "True", "2", "cl100k_base", "o200k_base"]

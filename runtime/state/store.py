@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Iterable
+from typing import ContextManager, Iterable
 
 from sqlalchemy import func, insert, update
 from sqlalchemy.engine import Connection, Engine
@@ -18,8 +18,10 @@ from sqlmodel import Session, select
 from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.spec import AgentSpec, BlockSpec
+from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.agent_load import StoredAgent, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.held import read_connection
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
 from pagemind.runtime.state.step_commit import accept_pg, store_step_pg
@@ -27,12 +29,6 @@ from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_STEP
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, blocks_table, message_from_row,
                                          messages_table, stored_message, values_of)
 from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
-
-
-def _block(row: BlockRow, spec: BlockSpec) -> Block:
-    """A stored block with what only its definition knows (its schema, whether it is ephemeral)."""
-    return Block(row.label, row.value, row.char_limit, row.description, row.read_only, spec.block_schema(),
-                 spec.ephemeral)
 
 
 class AgentNameTaken(ValueError):
@@ -58,14 +54,16 @@ class StateStore:
         # Rows are read back right after commit (ids); expiring them would cost one SELECT per row.
         return Session(self.engine, expire_on_commit=False)
 
-    def _one_statement(self) -> Connection:
-        """A pooled connection in autocommit mode, for work that is one statement: the per-turn reads, and on
-        Postgres the single-statement writes (`state.step_commit`), each its own transaction there, with no BEGIN
-        and COMMIT/ROLLBACK round trips. SQLite sends none for reads anyway, and switching its isolation level
-        there and back would cost more than the reads (about 0.1 ms of CPU a turn)."""
+    def one_statement(self) -> ContextManager[Connection]:
+        """A connection in autocommit mode for a `with` block of work that is one statement (or reads that need no
+        common snapshot): the per-turn reads, and on Postgres the single-statement writes (`state.step_commit`),
+        each its own transaction there, with no BEGIN and COMMIT/ROLLBACK round trips. On Postgres the thread's
+        held connection (`state.held`: no checkout, no switch to autocommit and back per block). SQLite sends no
+        BEGIN for reads anyway, and switching its isolation level there and back would cost more than the reads
+        (about 0.1 ms of CPU a turn): a pooled connection."""
         if self.engine.dialect.name == "sqlite":
             return self.engine.connect()
-        return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        return read_connection(self.engine)
 
     @classmethod
     def open(cls, database_url: str) -> "StateStore":
@@ -100,7 +98,7 @@ class StateStore:
             if reset_memory:
                 row.summary, row.pressure_warned = "", False
             session.commit()
-            return self._record(row)
+            return record_of(row)
 
     def _sync_blocks(self, session: Session, agent_id: int, spec: AgentSpec, reset: bool, now: datetime) -> None:
         stored = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
@@ -117,21 +115,21 @@ class StateStore:
                                             old_value=row.value, new_value=block_spec.value, created_at=now))
                 row.value, row.updated_at, row.version = block_spec.value, now, row.version + 1
 
-    @staticmethod
-    def _record(row: AgentRow) -> AgentRecord:
-        return AgentRecord(row.id, row.name, row.spec_hash, row.summary, aware(row.created_at), aware(row.updated_at),
-                           row.pressure_warned, row.token_correction)
+    def unchanged_agent(self, spec: AgentSpec) -> StoredAgent | None:
+        """The agent's state for loading, when nothing of `spec` needs storing (`state.agent_load`); else None."""
+        with self.one_statement() as conn:
+            return read_unchanged(conn, spec)
 
     def agent_record(self, agent_id: int) -> AgentRecord:
         """The agent with this id, as stored now."""
         with self._session() as session:
-            return self._record(session.get(AgentRow, agent_id))
+            return record_of(session.get(AgentRow, agent_id))
 
     def get_agent(self, name: str) -> AgentRecord | None:
         """The agent called `name`, or None."""
         with self._session() as session:
             row = session.exec(select(AgentRow).where(AgentRow.name == name)).first()
-            return self._record(row) if row else None
+            return record_of(row) if row else None
 
     def stored_spec_json(self, name: str) -> str | None:
         """The last spec an agent was run with, as JSON (to inspect an agent by name alone)."""
@@ -148,7 +146,7 @@ class StateStore:
             if row is None:
                 raise KeyError(f"no agent is called '{old}'")
             if old == new:
-                return self._record(row)
+                return record_of(row)
             if session.exec(select(AgentRow.id).where(AgentRow.name == new)).first() is not None:
                 raise AgentNameTaken(f"an agent called '{new}' already exists")
             row.name, row.updated_at = new, utcnow()
@@ -160,12 +158,12 @@ class StateStore:
                 session.commit()
             except IntegrityError:  # taken by another process between the check and the commit
                 raise AgentNameTaken(f"an agent called '{new}' already exists") from None
-            return self._record(row)
+            return record_of(row)
 
     def list_agents(self) -> list[AgentRecord]:
         """Every stored agent, by name."""
         with self._session() as session:
-            return [self._record(r) for r in session.exec(select(AgentRow).order_by(AgentRow.name))]
+            return [record_of(r) for r in session.exec(select(AgentRow).order_by(AgentRow.name))]
 
     # -- blocks -------------------------------------------------------------------------------------------------
 
@@ -173,14 +171,14 @@ class StateStore:
         """The agent's blocks in the YAML's order, with their stored values."""
         with self._session() as session:
             rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
-        return [_block(rows[b.label], b) for b in spec.blocks if b.label in rows]
+        return [stored_block(rows[b.label], b) for b in spec.blocks if b.label in rows]
 
     def load_core(self, agent_id: int, spec: AgentSpec) -> tuple[list[Block], dict[str, int]]:
         """The agent's blocks (as `load_blocks`) and the version of each, read together."""
         with self._session() as session:
             rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
         ordered = [(rows[b.label], b) for b in spec.blocks if b.label in rows]
-        return [_block(r, b) for r, b in ordered], {r.label: r.version for r, _ in ordered}
+        return [stored_block(r, b) for r, b in ordered], {r.label: r.version for r, _ in ordered}
 
     def block_versions(self, agent_id: int) -> dict[str, int]:
         """The current version of each of the agent's blocks (a turn's cheap check for edits made elsewhere)."""
@@ -189,7 +187,7 @@ class StateStore:
     def freshness(self, agent_id: int) -> Freshness:
         """`last_message_id`, `block_versions` and the archival revision in one statement: what a turn reads to
         see whether another process changed the agent since it loaded it."""
-        with self._one_statement() as conn:
+        with self.one_statement() as conn:
             rows = conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all()
         *newest, revision, _, _ = rows[0]
         versions = {label: version for *_, label, version in rows if label is not None}
@@ -229,7 +227,7 @@ class StateStore:
     def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
         """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
         if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
-            with self._one_statement() as conn:
+            with self.one_statement() as conn:
                 message_id = accept_pg(conn, agent_id, message, key)
         else:
             with self.engine.begin() as conn:
@@ -248,7 +246,7 @@ class StateStore:
 
     def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None."""
-        with self._one_statement() as conn:
+        with self.one_statement() as conn:
             return conn.execute(TURN_FOR_KEY, {"p_agent_id": agent_id, "p_key": key}).scalar()
 
     def turn_messages(self, agent_id: int, turn_id: str) -> list[Message]:
@@ -265,7 +263,7 @@ class StateStore:
 
     def last_message_id(self, agent_id: int) -> int:
         """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
-        with self._one_statement() as conn:
+        with self.one_statement() as conn:
             return max(value or 0 for value in conn.execute(NEWEST_MESSAGE_IDS, {"p_agent_id": agent_id}).one())
 
     def in_context_messages(self, agent_id: int) -> list[Message]:
@@ -313,7 +311,7 @@ class StateStore:
         if not changes:
             return
         # One UPDATE (on Postgres outside a transaction: no BEGIN and COMMIT round trips), not a row read and written.
-        with self._one_statement() if self.engine.dialect.name == "postgresql" else self.engine.begin() as conn:
+        with self.one_statement() if self.engine.dialect.name == "postgresql" else self.engine.begin() as conn:
             conn.execute(update(AgentRow.__table__).where(AgentRow.__table__.c.id == agent_id).values(**changes))
 
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
@@ -343,7 +341,7 @@ class StateStore:
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
         if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
-            with self._one_statement() as conn:
+            with self.one_statement() as conn:
                 step_id, stored, written = store_step_pg(conn, agent_id, step, messages, edits, versions, StaleBlocks)
         else:
             with self.engine.begin() as conn:
