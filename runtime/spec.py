@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -101,13 +102,20 @@ class ModelSpec(BaseModel):
         return self
 
 
+@functools.cache
+def _later_default(cls: type[BaseModel], name: str) -> Any:
+    """A later field's default, built once and only compared with: a default factory builds a new model at every
+    call, which made `spec_hash` cost 0.4 ms (a daemon loading an agent computes it twice)."""
+    return cls.model_fields[name].get_default(call_default_factory=True)
+
+
 def later_defaults(model: BaseModel) -> dict[Any, Any]:
     """A `model_dump` exclude for the fields added after agents existed (each class's `LATER_FIELDS`) that are
     still at their defaults, at any depth: the spec's fingerprint leaves them out, so adding a field changes no
     existing agent's `spec_hash`."""
     fields = type(model).model_fields
     exclude: dict[Any, Any] = {name: True for name in getattr(model, "LATER_FIELDS", ())
-                               if getattr(model, name) == fields[name].get_default(call_default_factory=True)}
+                               if getattr(model, name) == _later_default(type(model), name)}
     for name in fields.keys() - exclude.keys():
         value = getattr(model, name)
         if isinstance(value, BaseModel):
