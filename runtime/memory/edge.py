@@ -276,12 +276,11 @@ class EdgeBackend(ArchivalBackend):
         qe = self.qe
         found = {h.record.id: h for h in dense_hits}
         keys = [(str(p.id), p) for p in keyword_points]
-        others = {p.id for key, p in keys if key not in found}
+        others = [key for key, _ in keys if key not in found]
         if others:  # (they passed the search's filter in the keyword query; the agent is named again all the same)
             request = qe.QueryRequest(
                 limit=len(others), query=qe.Query.Nearest(nearest, using=DENSE),
-                filter=qe.Filter(must=[qe.FieldCondition(key="agent_id", match=qe.MatchValue(tenant_key(agent_id))),
-                                       qe.HasIdCondition(others)]),
+                filter=_edge_filter(agent_id, MemoryFilter(ids=others)),
                 with_payload=True, with_vector=False, params=self._exact)
             with self._lock:
                 scored = self.shard.query(request)
