@@ -22,7 +22,7 @@ from sqlalchemy import bindparam, func, select
 from pagemind.blocks import Block
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, aware
-from pagemind.runtime.state.rows import blocks_table, message_from_row, messages_table
+from pagemind.runtime.state.rows import blocks_table, message_from_row, messages_table, newest_message_ids
 from pagemind.runtime.state.tables import AgentRow
 
 if TYPE_CHECKING:
@@ -33,17 +33,12 @@ if TYPE_CHECKING:
 agents_table = AgentRow.__table__  # type: ignore[attr-defined]
 
 
-def _of_agent(*where: Any) -> Any:
-    return messages_table.c.agent_id == agents_table.c.id, *where
-
-
-# One row: the agent, the newest message id in and out of context (each from the end of an index, as
-# `rows.NEWEST_MESSAGE_IDS`), and how many messages recall holds.
+# One row: the agent, its newest message id in and out of context, and how many messages recall holds.
 AGENT_AND_LOG = select(
     agents_table,
-    *(select(func.max(messages_table.c.id)).where(*_of_agent(messages_table.c.in_context == flag))
-      .scalar_subquery().label(f"newest_{i}") for i, flag in enumerate((True, False))),
-    select(func.count()).select_from(messages_table).where(*_of_agent()).scalar_subquery().label("message_count"),
+    *(newest.label(f"newest_{i}") for i, newest in enumerate(newest_message_ids(agents_table.c.id))),
+    select(func.count()).select_from(messages_table).where(messages_table.c.agent_id == agents_table.c.id)
+    .scalar_subquery().label("message_count"),
 ).where(agents_table.c.name == bindparam("p_name"))
 BLOCKS = select(blocks_table).where(blocks_table.c.agent_id == bindparam("p_agent_id"))
 IN_CONTEXT = (select(messages_table)

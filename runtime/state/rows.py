@@ -48,11 +48,16 @@ def values_of(agent_id: int, message: Message, step_id: int | None = None) -> di
             "in_context": message.in_context, "created_at": message.created_at}
 
 
-# The newest message id with `in_context` true and false (parameter `p_agent_id`): read per turn, so it must not grow
-# with the log; each max is answered from the end of ix_messages_agent_context (a plain max walks every row).
-_NEWEST = [select(func.max(messages_table.c.id)).where(messages_table.c.agent_id == bindparam("p_agent_id"),
-                                                        messages_table.c.in_context == flag).scalar_subquery()
-           for flag in (True, False)]
+def newest_message_ids(agent_id: Any) -> list[Any]:
+    """The newest message id with `in_context` true and false, as scalar subqueries of the agent `agent_id` (a bound
+    parameter, or a column to correlate with). Read per turn, so it must not grow with the log: each max is answered
+    from the end of ix_messages_agent_context (a plain max walks every row)."""
+    return [select(func.max(messages_table.c.id)).where(messages_table.c.agent_id == agent_id,
+                                                         messages_table.c.in_context == flag).scalar_subquery()
+            for flag in (True, False)]
+
+
+_NEWEST = newest_message_ids(bindparam("p_agent_id"))
 NEWEST_MESSAGE_IDS = select(*_NEWEST)
 # The turn's check for changes made elsewhere, in one round trip: the newest message ids and the archival
 # statistics' revision (one row), with each block's label and version joined on (a row per block; one row with
