@@ -69,16 +69,14 @@ def main() -> None:
         print(json.dumps(child(args.child[0], int(args.child[1]))))
         return
     sys.path.insert(0, str(ROOT))
-    from bench.common import drop_postgres, machine_note, write_section
+    from bench.common import alternating, checkout_pythons, drop_postgres, machine_note, write_section
 
     note = machine_note()
-    variants = {"this tree": str(ROOT / ".venv" / "bin" / "python")}
-    if args.base:
-        variants = {"base": str(args.base / ".venv" / "bin" / "python"), **variants}
+    variants = checkout_pythons(args.base)
     got: dict[tuple[str, str], list[dict[str, float]]] = {}
     for n in range(args.rounds):
         for db in args.db:
-            for variant in (list(variants) if n % 2 == 0 else list(reversed(variants))):
+            for variant in alternating(list(variants), n):
                 url = database(db)
                 try:
                     done = subprocess.run([variants[variant], __file__, "--child", url, str(args.agents)],

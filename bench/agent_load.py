@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import drop_postgres, machine_note, median, scratch_postgres, write_section  # noqa: E402
+from bench.common import (alternating, checkout_pythons, drop_postgres, machine_note, median, scratch_postgres,
+                          write_section)  # noqa: E402
 
 AGENTS = 50
 AT = datetime(2026, 12, 1, tzinfo=timezone.utc)
@@ -69,9 +70,9 @@ def run_here(rounds: int) -> dict[str, float]:
     return out
 
 
-def run_with(python: Path, rounds: int) -> dict[str, float]:
+def run_with(python: str, rounds: int) -> dict[str, float]:
     """{db: ms} measured by `python` running this script (`--json`)."""
-    done = subprocess.run([str(python), __file__, "--json", "--rounds", str(rounds)], capture_output=True,
+    done = subprocess.run([python, __file__, "--json", "--rounds", str(rounds)], capture_output=True,
                           text=True, check=True, timeout=1800)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -88,12 +89,10 @@ def main() -> None:
         print(json.dumps(run_here(args.rounds)))
         return
     note = machine_note()
-    checkouts = {"this tree": Path(sys.executable)}
-    if args.base:
-        checkouts = {"base": args.base / ".venv" / "bin" / "python", **checkouts}
+    checkouts = checkout_pythons(args.base)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in checkouts}
     for i in range(args.repeat):
-        for name in (list(checkouts) if i % 2 == 0 else list(reversed(checkouts))):
+        for name in alternating(list(checkouts), i):
             runs[name].append(run_with(checkouts[name], args.rounds))
     rows = ["| database | " + " | ".join(f"{name}: CPU ms per load (median)" for name in checkouts)
             + (" | this / base |" if args.base else " |"),

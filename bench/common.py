@@ -31,6 +31,19 @@ def machine_note() -> str:
             f"{platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f} at start")
 
 
+def checkout_pythons(base: Path | None) -> dict[str, str]:
+    """The interpreter of this checkout and, with `base`, of that one first: each checkout's own `.venv`, whose
+    editable install runs that checkout's code. Keys: "base", "this tree"."""
+    this = {"this tree": str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python")}
+    return {"base": str(base / ".venv" / "bin" / "python"), **this} if base else this
+
+
+def alternating(names: list[str], round_index: int) -> list[str]:
+    """`names` in order in even rounds and reversed in odd ones, so that a drift in the machine's load falls on
+    every variant alike."""
+    return list(names) if round_index % 2 == 0 else list(reversed(names))
+
+
 def write_section(name: str, body: str) -> None:
     """Replace (or add) the `## name` section of bench/RESULTS.md."""
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nEach section is rewritten by its script.\n"
