@@ -13,6 +13,8 @@ def test_serving_freezes_what_exists_and_collects_the_young_less_often():
     try:
         tune_for_serving()
         assert gc.get_freeze_count() >= len(made_before)  # out of the collector's sight (lists are tracked)
+        tracked = {id(obj) for obj in gc.get_objects()}  # the generations a collection walks, not the frozen
+        assert id(made_before) not in tracked and not any(id(obj) in tracked for obj in made_before[3:])
         assert gc.get_threshold() == (YOUNG_THRESHOLD, *threshold[1:])
         cycle: list[object] = []
         cycle.append(cycle)  # made after: still collected
