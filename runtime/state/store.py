@@ -21,7 +21,7 @@ from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.agent_load import StoredAgent, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.state.held import read_connection
+from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
 from pagemind.runtime.state.step_commit import accept_pg, store_step_pg
@@ -311,7 +311,7 @@ class StateStore:
         if not changes:
             return
         # One UPDATE (on Postgres outside a transaction: no BEGIN and COMMIT round trips), not a row read and written.
-        with self.one_statement() if self.engine.dialect.name == "postgresql" else self.engine.begin() as conn:
+        with single_statement(self.engine) as conn:
             conn.execute(update(AgentRow.__table__).where(AgentRow.__table__.c.id == agent_id).values(**changes))
 
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
