@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
@@ -146,12 +145,16 @@ def is_plain(client: Any) -> bool:
         return False
 
 
-_POSTERS: "weakref.WeakKeyDictionary[openai.AsyncOpenAI, Poster]" = weakref.WeakKeyDictionary()
+# A client's poster hangs off the client itself, not off a dictionary keyed by it: the poster refers to its client,
+# so a dictionary's value would keep its own key alive, and with it the client's pools and their event loop, for
+# ever. As an attribute the two form a cycle, which the collector frees with the client.
+_ATTRIBUTE = "_pagemind_poster"
 
 
 def poster_for(client: "openai.AsyncOpenAI") -> Poster:
     """The poster of `client`, made once per client (so its headers are built once for every agent sharing it)."""
-    poster = _POSTERS.get(client)
+    poster = getattr(client, _ATTRIBUTE, None)
     if poster is None:
-        poster = _POSTERS[client] = LeanPost(client) if is_plain(client) else SdkPost(client)
+        poster = LeanPost(client) if is_plain(client) else SdkPost(client)
+        setattr(client, _ATTRIBUTE, poster)
     return poster

@@ -4,9 +4,11 @@ raise, over respx and over a real local server; clients that need the SDK's per-
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import subprocess
 import sys
+import weakref
 
 import httpx
 import openai
@@ -21,7 +23,7 @@ from pagemind.runtime.model_client import (
     ModelUnavailable,
     OpenAIModelClient,
 )
-from pagemind.runtime.model_pool import Endpoint
+from pagemind.runtime.model_pool import Endpoint, shared_client
 from pagemind.runtime.model_post import PATH, SHARDS, LeanPost, SdkPost, is_plain, poster_for, shards_of
 from pagemind.runtime.spec import ModelSpec
 from pagemind.runtime.testing import http_error, tool_call_body
@@ -221,3 +223,21 @@ def test_the_lean_post_spreads_its_calls_over_pools_with_the_sdk_s_settings(scri
     assert {r.headers["x-authorization"] for r in responses} == {"Bearer sk-shard"}
     own = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
     assert shards_of(own) == [own]
+
+
+def test_a_client_and_its_poster_are_freed_with_its_event_loop():
+    """The poster refers to its client: were it kept in a table keyed by the client, neither (nor the client's pools
+    and their loop) would ever be freed. Each `asyncio.run` here makes a loop, a shared client and its poster."""
+    clients: list[weakref.ref] = []
+    endpoint = Endpoint(BASE, "sk-freed", 60, 10)
+
+    async def post_once() -> None:
+        client = shared_client(endpoint)
+        assert isinstance(poster_for(client), LeanPost)
+        clients.append(weakref.ref(client))
+
+    for _ in range(3):
+        asyncio.run(post_once())
+    asyncio.run(asyncio.sleep(0))  # a new loop drops the closed loops' clients (`model_pool.shared_client`)
+    gc.collect()
+    assert [ref() for ref in clients] == [None, None, None]

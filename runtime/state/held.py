@@ -19,9 +19,14 @@ import threading
 import weakref
 from typing import Iterator
 
+from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-_held: "weakref.WeakKeyDictionary[Engine, HeldConnections]" = weakref.WeakKeyDictionary()
+# An engine's held connections hang off the engine itself, not off a dictionary keyed by it: each connection
+# refers to its engine, so a dictionary's value would keep its own key alive and no engine (with its connections,
+# and an in-memory SQLite database's data) would ever be freed. As an attribute they form a cycle with the engine,
+# which the collector frees with it.
+_ATTRIBUTE = "_pagemind_held_connections"
 _held_guard = threading.Lock()
 
 
@@ -31,34 +36,56 @@ class HeldConnections:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.sqlite = engine.dialect.name == "sqlite"
-        self._local = threading.local()
+        # Per thread, in a table the collector sees, not a `threading.local`: a live thread's locals are a root,
+        # so the main thread's connections would keep the engine alive for ever. A thread's entry goes with it.
+        self._by_thread: "weakref.WeakKeyDictionary[threading.Thread, dict[str, Connection]]" = (
+            weakref.WeakKeyDictionary())
+        event.listen(engine, "engine_disposed", self._close_every)
 
     @classmethod
     def of(cls, engine: Engine) -> "HeldConnections":
         """The held connections of `engine` (one set per engine in a process)."""
-        with _held_guard:
-            held = _held.get(engine)
-            if held is None:
-                held = _held[engine] = cls(engine)
-            return held
+        held = getattr(engine, _ATTRIBUTE, None)
+        if held is None:
+            with _held_guard:
+                held = getattr(engine, _ATTRIBUTE, None)
+                if held is None:
+                    held = cls(engine)
+                    setattr(engine, _ATTRIBUTE, held)
+        return held
+
+    def _mine(self) -> dict[str, Connection]:
+        thread = threading.current_thread()
+        mine = self._by_thread.get(thread)
+        if mine is None:
+            with _held_guard:
+                mine = self._by_thread.setdefault(thread, {})
+        return mine
 
     def _connection(self, kind: str) -> Connection:
-        conn = getattr(self._local, kind, None)
+        mine = self._mine()
+        conn = mine.get(kind)
         if conn is None or conn.closed or conn.invalidated:
             conn = self.engine.connect()
             if kind == "reader":
                 conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-            setattr(self._local, kind, conn)
+            mine[kind] = conn
         return conn
 
+    def _close_every(self, _engine: Engine) -> None:
+        """On `engine.dispose()`: close every thread's held connections. A disposed pool closes only the idle
+        connections; a checked-out one goes back to it when closed and stays open until the collector frees the
+        pool, so these are invalidated (their database sessions end now). A thread's next statement opens new
+        ones."""
+        with _held_guard:
+            every = [conn for mine in self._by_thread.values() for conn in mine.values()]
+        for conn in every:
+            _close(conn)
+
     def _drop(self, kind: str) -> None:
-        conn = getattr(self._local, kind, None)
-        setattr(self._local, kind, None)
+        conn = self._mine().pop(kind, None)
         if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.invalidate()
-            with contextlib.suppress(Exception):
-                conn.close()
+            _close(conn)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
@@ -101,6 +128,14 @@ class HeldConnections:
         """Close this thread's connections."""
         self._drop("writer")
         self._drop("reader")
+
+
+def _close(conn: Connection) -> None:
+    """End `conn`'s database session now, whatever state it is in."""
+    with contextlib.suppress(Exception):
+        conn.invalidate()
+    with contextlib.suppress(Exception):
+        conn.close()
 
 
 def write_transaction(engine: Engine):  # noqa: ANN201 (a context manager of a Connection)
