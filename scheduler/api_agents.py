@@ -22,8 +22,9 @@ router = APIRouter(prefix="/v1")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
 
-def daemon_of(request: Request) -> Daemon:
-    """The daemon the app serves (a dependency, so tests and routes share one way in)."""
+async def daemon_of(request: Request) -> Daemon:
+    """The daemon the app serves (a dependency, so tests and routes share one way in). Async although it never
+    waits: FastAPI runs a plain `def` dependency in its thread pool, a thread hop on every request."""
     return request.app.state.daemon
 
 

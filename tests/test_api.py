@@ -8,6 +8,7 @@ scripted model behind the agents (two steps a turn: a memory edit, then `send_me
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 
 import httpx
@@ -375,3 +376,28 @@ async def test_a_body_over_the_limit_is_refused_with_413(served):
 
     error(await client.post("/v1/agents/companion-u1/messages", content=chunks(),
                             headers={"content-type": "application/json"}), 413, "too_large")
+
+
+
+async def test_requests_run_on_the_event_loop_alone(served, monkeypatch):
+    """FastAPI runs a plain `def` endpoint or dependency in its thread pool: a thread hop, and a second thread
+    taking the GIL, on every request. None of these routes (the daemon's hot ones among them) does."""
+    import fastapi.dependencies.utils
+    import fastapi.routing
+
+    hops: list[str] = []
+
+    async def counted(function, *args, **kwargs):
+        hops.append(getattr(function, "__name__", repr(function)))
+        return function(*args, **kwargs)
+
+    for module in (fastapi.routing, fastapi.dependencies.utils):
+        monkeypatch.setattr(module, "run_in_threadpool", counted)
+    client, _, _ = served
+    assert (await create(client)).status_code == 201
+    sent = await client.post("/v1/agents/companion-u1/messages", json={"content": "hi"})
+    assert sent.status_code == 200, sent.text
+    for path in ("/v1/agents", "/v1/agents/companion-u1", f"/v1/runs/{sent.json()['run_id']}",
+                 "/v1/agents/companion-u1/memory", "/v1/agents/companion-u1/context"):
+        assert (await client.get(path)).status_code == 200, path
+    assert hops == []
