@@ -95,6 +95,35 @@ async def test_a_streamed_post_hands_back_the_unread_response():
     assert [line async for line in ours.aiter_lines()] == ["data: [DONE]", ""]
 
 
+
+async def test_the_lean_post_keeps_cookies_and_follows_redirects_as_the_sdk_post_does():
+    """The lean post sends on the transport itself, past httpx's cookie jar and redirect handling: a cookie a
+    response sets still goes out with every later request (whichever pool sends it), and a redirect is followed."""
+
+    async def seen_by(poster) -> list[tuple[str, str | None]]:
+        seen: list[tuple[str, str | None]] = []
+
+        def record(answer: httpx.Response):
+            def handle(request: httpx.Request) -> httpx.Response:
+                seen.append((request.url.path, request.headers.get("cookie")))
+                return answer
+            return handle
+
+        with respx.mock(base_url=BASE) as router:
+            router.post(PATH).mock(side_effect=record(httpx.Response(307, headers={"location": f"{BASE}/moved"})))
+            router.post("/moved").mock(side_effect=record(httpx.Response(
+                200, json={"ok": True}, headers={"set-cookie": "affinity=a1; Path=/"})))
+            for _ in range(SHARDS + 1):
+                assert (await poster.post(BODY)).json() == {"ok": True}
+        return seen
+
+    lean = LeanPost(sdk())
+    assert lean.direct  # the SDK's default client is plain: its requests skip `AsyncClient.send`
+    theirs, ours = await seen_by(SdkPost(sdk())), await seen_by(lean)
+    assert ours == theirs
+    assert ours[:4] == [("/v1/chat/completions", None), ("/v1/moved", None),
+                        ("/v1/chat/completions", "affinity=a1"), ("/v1/moved", "affinity=a1")]
+
 def test_only_plain_clients_skip_the_sdk_s_post():
     assert is_plain(Endpoint(BASE, "k", 60, 10).build()) and isinstance(poster_for(sdk()), LeanPost)
     azure = openai.AsyncAzureOpenAI(api_key="k", azure_endpoint="https://x.openai.azure.com", api_version="2024-06-01")
