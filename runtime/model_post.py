@@ -7,7 +7,7 @@ pool) and its typed errors. Its generic `post` rebuilds the rest on every call: 
 model, copied twice, the headers merged and validated again, the platform looked up, a retry loop of its own
 (with no retries) and the response dispatched on `cast_to`. `LeanPost` takes the headers once per client, from
 the SDK itself, and then per call builds the request with httpx's public `build_request` (its cookies and default
-headers merged as before), sends it with `send`, and raises what the SDK would raise: `APITimeoutError`,
+headers merged as before), sends it (see below), and raises what the SDK would raise: `APITimeoutError`,
 `APIConnectionError`, or the `APIStatusError` subclass made by the SDK's own status-error factory.
 
 Only a plain `openai.AsyncOpenAI` on an httpx client qualifies (what `model_pool.Endpoint` builds, and what
@@ -15,10 +15,16 @@ callers usually pass). A subclass (Azure rewrites the URL per deployment), a pro
 a refreshed API key, custom auth or an idempotency header need the SDK's per-call hooks, so such a client is
 posted to through `client.post` exactly as before (`SdkPost`).
 
-A `LeanPost` spreads its requests over `SHARDS` httpx clients (the SDK's own and copies of it with its settings),
-round robin. httpcore's pool looks at every one of its connections twice per request (whether each is closed,
-expired — a socket poll per idle connection — or free), so its CPU per request grows with the connections in
-flight: with 64 model calls at once that scan was ~10 % of a daemon's CPU. Each shard holds an eighth of them.
+A `LeanPost` spreads its requests over up to `SHARDS` httpx clients: the SDK's own, and copies of it with its
+settings made as they are needed. httpcore's pool looks at every one of its connections twice per request
+(whether each is closed, expired — a socket poll per idle connection — or free), so its CPU per request grows with
+the connections it holds: with 64 model calls in flight on one pool that scan was ~10 % of a daemon's CPU, 2.5×
+the CPU per call of 8 pools. Each request goes to the client with the fewest requests in flight, the first among
+equals: calls at once spread evenly, and calls one at a time all go to the first, whose connection stays warm
+(taken in turn, each client's connection sat idle past its keep-alive expiry, 5 s, whenever fewer than 8 calls
+came in that time, and each such call paid a new connection and TLS handshake). A streamed response counts as in
+flight until `post` returns it. More pools cost less CPU per call still (×0.65 at 32 in a bench of the post
+alone), but the daemon at 100 agents on SQLite ran ~20 % fewer steps a second with 32 or 16 (bench/RESULTS.md).
 Only a client on httpx's default transport is copied (nothing to copy a custom transport, proxies or auth from);
 any other posts on its own pool alone.
 
@@ -33,7 +39,6 @@ SDK's post would.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
@@ -42,7 +47,7 @@ if TYPE_CHECKING:
     import openai
 
 PATH = "/chat/completions"
-SHARDS = 8  # httpx clients per SDK client (see the module's docstring)
+SHARDS = 8  # httpx clients per SDK client at most (see the module's docstring)
 
 
 class Poster(Protocol):
@@ -71,10 +76,10 @@ class LeanPost:
         self.client = client
         self.url = client._prepare_url(PATH)
         self.headers: httpx.Headers | None = None
-        shards = shards_of(client._client)
-        self._shards = itertools.cycle(shards)
-        self.direct = all(plain_transport(http) is not None for http in shards)  # send on the transport itself
         self.own = client._client  # the SDK's httpx client: its cookie jar is every shard's, as for the SDK's post
+        self.direct = plain_transport(self.own) is not None  # sent on the transport itself, and copied
+        self._http: list[httpx.AsyncClient | None] = [self.own, *[None] * (SHARDS - 1 if self.direct else 0)]
+        self._in_flight = [0] * len(self._http)
         # As the SDK: a host name with "_" is not a valid SNI name (https://github.com/encode/httpx/discussions/2880)
         self.extensions = {"sni_hostname": self.url.host.replace("_", "-")} if "_" in self.url.host else None
 
@@ -87,10 +92,12 @@ class LeanPost:
             # the SDK does; the rest on it (one header names the running async library).
             await asyncio.to_thread(self.client.platform_headers)
             self.headers = sdk_headers(self.client)
-        http = next(self._shards)
+        shard = self._in_flight.index(min(self._in_flight))  # the least busy, the first among equals
+        http = self._http[shard] or self._copy(shard)
         jar = self.own.cookies if http is not self.own and self.own.cookies else None
         request = http.build_request("POST", self.url, headers=self.headers, content=content, cookies=jar,
                                      timeout=self.client.timeout, extensions=self.extensions)
+        self._in_flight[shard] += 1
         try:
             response = await (self._send_direct(http, request, stream) if self.direct
                               else http.send(request, stream=stream))
@@ -100,6 +107,8 @@ class LeanPost:
             raise
         except Exception as exc:  # as the SDK: any failure to get a response is a connection error
             raise openai.APIConnectionError(request=request) from exc
+        finally:
+            self._in_flight[shard] -= 1
         if not response.is_success:
             try:
                 if not response.is_closed:  # a streamed request's error body, read for the error's message
@@ -109,6 +118,9 @@ class LeanPost:
             raise self.client._make_status_error_from_response(response) from None
         return response
 
+    def _copy(self, shard: int) -> httpx.AsyncClient:
+        http = self._http[shard] = copy_of(self.own)  # made at the first call that finds the others busy
+        return http
 
     async def _send_direct(self, http: httpx.AsyncClient, request: httpx.Request, stream: bool) -> httpx.Response:
         """`http.send(request, stream=stream)` on a plain client, through its transport (see the module's
@@ -138,27 +150,23 @@ def plain_transport(http: httpx.AsyncClient) -> httpx.AsyncHTTPTransport | None:
         plain = (type(transport) is httpx.AsyncHTTPTransport and not http._mounts and http.auth is None
                  and not any(http.event_hooks.values()) and not http.params and not http.cookies
                  and pool._uds is None and pool._local_address is None and pool._socket_options is None
-                 and pool._retries == 0 and callable(getattr(http, "_build_redirect_request", None)))
+                 and pool._retries == 0 and callable(getattr(http, "_build_redirect_request", None))
+                 and all(hasattr(pool, name) for name in ("_ssl_context", "_http1", "_http2", "_max_connections",
+                                                          "_max_keepalive_connections", "_keepalive_expiry")))
         return transport if plain else None
     except AttributeError:  # another httpx or httpcore
         return None
 
 
-def shards_of(http: httpx.AsyncClient) -> list[httpx.AsyncClient]:
-    """`http` and `SHARDS - 1` new clients with its settings; `http` alone unless it is on the default transport."""
-    if plain_transport(http) is None:
-        return [http]
-    try:
-        pool = http._transport._pool  # type: ignore[attr-defined]
-        limits = httpx.Limits(max_connections=pool._max_connections,
-                              max_keepalive_connections=pool._max_keepalive_connections,
-                              keepalive_expiry=pool._keepalive_expiry)
-        return [http, *(httpx.AsyncClient(
-            verify=pool._ssl_context, http1=pool._http1, http2=pool._http2, limits=limits, timeout=http.timeout,
-            headers=http.headers, follow_redirects=http.follow_redirects, max_redirects=http.max_redirects,
-            trust_env=False) for _ in range(SHARDS - 1))]
-    except (AttributeError, ImportError):  # another httpx or httpcore: its own pool alone
-        return [http]
+def copy_of(http: httpx.AsyncClient) -> httpx.AsyncClient:
+    """A new client with the settings of `http`, a plain client (`plain_transport`): a pool of its own."""
+    pool = http._transport._pool  # type: ignore[attr-defined]
+    limits = httpx.Limits(max_connections=pool._max_connections,
+                          max_keepalive_connections=pool._max_keepalive_connections,
+                          keepalive_expiry=pool._keepalive_expiry)
+    return httpx.AsyncClient(verify=pool._ssl_context, http1=pool._http1, http2=pool._http2, limits=limits,
+                             timeout=http.timeout, headers=http.headers, follow_redirects=http.follow_redirects,
+                             max_redirects=http.max_redirects, trust_env=False)
 
 
 def sdk_headers(client: "openai.AsyncOpenAI") -> httpx.Headers:

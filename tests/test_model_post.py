@@ -24,7 +24,7 @@ from pagemind.runtime.model_client import (
     OpenAIModelClient,
 )
 from pagemind.runtime.model_pool import Endpoint, shared_client
-from pagemind.runtime.model_post import PATH, SHARDS, LeanPost, SdkPost, is_plain, poster_for, shards_of
+from pagemind.runtime.model_post import PATH, SHARDS, LeanPost, SdkPost, is_plain, plain_transport, poster_for
 from pagemind.runtime.spec import ModelSpec
 from pagemind.runtime.testing import http_error, tool_call_body
 
@@ -177,6 +177,7 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+ThreadingHTTPServer.request_queue_size = 256  # calls at once: the default backlog of 5 would refuse them
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()
@@ -238,20 +239,27 @@ def test_the_step_body_and_its_tool_call_survive_the_lean_path(scripted_openai):
     assert scripted_openai.headers[0]["x-stainless-retry-count"] == "0"
 
 
-def test_the_lean_post_spreads_its_calls_over_pools_with_the_sdk_s_settings(scripted_server):
-    """Sequential calls reuse one keep-alive connection per shard: SHARDS connections in all, each call with the
-    SDK's headers; a client on a transport of its own keeps its one pool."""
+def test_the_lean_post_spreads_concurrent_calls_over_pools_and_keeps_one_warm_connection(scripted_server):
+    """Calls at once go to the least busy of up to SHARDS pools (with the SDK's settings and headers), each on one
+    keep-alive connection; calls one at a time all reuse the first pool's connection (spread in turn, a rare
+    caller's connection would have expired by its next turn). A client on a transport of its own keeps its pool."""
     body = json.dumps({"model": "ok", "messages": []}).encode()
+    poster = LeanPost(Endpoint(scripted_server, "sk-shard", 60, 10).build())
 
-    async def calls() -> list[httpx.Response]:
-        poster = LeanPost(Endpoint(scripted_server, "sk-shard", 60, 10).build())
-        return [await poster.post(body) for _ in range(3 * SHARDS)]
+    async def calls() -> tuple[list[httpx.Response], list[httpx.Response], list[httpx.Response]]:
+        one_by_one = [await poster.post(body) for _ in range(5)]
+        at_once = await asyncio.gather(*(poster.post(body) for _ in range(3 * SHARDS)))
+        after = [await poster.post(body) for _ in range(5)]
+        return one_by_one, list(at_once), after
 
-    responses = asyncio.run(calls())
-    assert len({r.headers["x-peer-port"] for r in responses}) == SHARDS
-    assert {r.headers["x-authorization"] for r in responses} == {"Bearer sk-shard"}
+    one_by_one, at_once, after = asyncio.run(calls())
+    ports = lambda responses: {r.headers["x-peer-port"] for r in responses}  # noqa: E731
+    assert len(ports(one_by_one)) == 1 and ports(after) == ports(one_by_one)  # the first pool's connection
+    assert len(ports(at_once)) >= SHARDS  # each pool opened connections of its own
+    assert sum(http is not None for http in poster._http) == SHARDS and poster._in_flight == [0] * SHARDS
+    assert {r.headers["x-authorization"] for r in [*one_by_one, *at_once]} == {"Bearer sk-shard"}
     own = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
-    assert shards_of(own) == [own]
+    assert plain_transport(own) is None and LeanPost(sdk(http_client=own))._http == [own]
 
 
 def test_a_client_and_its_poster_are_freed_with_its_event_loop():
