@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
 import os
 import signal
@@ -50,6 +51,10 @@ blocks:
   - {label: human, value: "", limit: 200}
 """
 STEPS_PER_TURN = 2
+# The client's requests go over this many httpx pools (an agent keeps one). On a single pool of 64 connections the
+# client spent most of its CPU in httpcore's scan of the pool's connections at every request (7–13 ms of CPU per
+# model step, as much as the daemon), and took that much of the shared cores from the daemon it measures.
+CLIENT_POOLS = 16
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -130,18 +135,23 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
     try:
         await wait_healthy(url, serve)
         limits = httpx.Limits(max_connections=inflight, max_keepalive_connections=inflight)
-        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=600) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            pools = [await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits, timeout=600))
+                     for _ in range(CLIENT_POOLS)]
+            client = pools[0]
             gate = asyncio.Semaphore(inflight)
             names = [f"user-{i:05d}" for i in range(agents)]
+            pool_of = {name: pools[i % CLIENT_POOLS] for i, name in enumerate(names)}  # an agent keeps its pool
 
             retried = [0]  # requests sent again after a transport error (a connection the server closed)
 
-            async def post(path: str, body: dict, ok: tuple[int, ...] = (200, 201)) -> httpx.Response:
-                """POST, sending it again after a transport error: creating an agent twice answers 409 (made by
-                the first try), and a message carries an idempotency key, so a retry never doubles anything."""
+            async def post(path: str, body: dict, name: str) -> httpx.Response:
+                """POST for agent `name` on its pool, sending it again after a transport error: creating an agent
+                twice answers 409 (made by the first try), and a message carries an idempotency key, so a retry
+                never doubles anything."""
                 for attempt in range(5):
                     try:
-                        return await client.post(path, json=body)
+                        return await pool_of[name].post(path, json=body)
                     except httpx.TransportError as exc:
                         retried[0] += 1
                         print(f"retry {path}: {type(exc).__name__}", file=sys.stderr, flush=True)
@@ -151,7 +161,7 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
 
             async def create(name: str) -> None:
                 async with gate:
-                    response = await post("/v1/agents", {"template": "companion", "name": name})
+                    response = await post("/v1/agents", {"template": "companion", "name": name}, name)
                     if response.status_code != 409 or not retried[0]:
                         response.raise_for_status()
 
@@ -170,7 +180,7 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
                         t0 = time.perf_counter()
                         response = await post(f"/v1/agents/{name}/messages",
                                               {"content": f"message {i} from {name}", "timeout_s": 600,
-                                               "idempotency_key": f"bench-{name}-{i}"})
+                                               "idempotency_key": f"bench-{name}-{i}"}, name)
                         elapsed = time.perf_counter() - t0
                     if response.status_code != 200 or response.json()["state"] != "done":
                         failures += 1

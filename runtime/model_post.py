@@ -18,13 +18,12 @@ posted to through `client.post` exactly as before (`SdkPost`).
 A `LeanPost` spreads its requests over up to `SHARDS` httpx clients: the SDK's own, and copies of it with its
 settings made as they are needed. httpcore's pool looks at every one of its connections twice per request
 (whether each is closed, expired — a socket poll per idle connection — or free), so its CPU per request grows with
-the connections it holds: with 64 model calls in flight on one pool that scan was ~10 % of a daemon's CPU, 2.5×
-the CPU per call of 8 pools. Each request goes to the client with the fewest requests in flight, the first among
-equals: calls at once spread evenly, and calls one at a time all go to the first, whose connection stays warm
-(taken in turn, each client's connection sat idle past its keep-alive expiry, 5 s, whenever fewer than 8 calls
-came in that time, and each such call paid a new connection and TLS handshake). A streamed response counts as in
-flight until `post` returns it. More pools cost less CPU per call still (×0.65 at 32 in a bench of the post
-alone), but the daemon at 100 agents on SQLite ran ~20 % fewer steps a second with 32 or 16 (bench/RESULTS.md).
+the connections it holds: with 64 model calls in flight the POST cost 5.45 ms of CPU a call on one pool, 2.19 on 8
+and 1.42 on 32 (bench/RESULTS.md). Each request goes to the client with the fewest requests in flight, the first
+among equals: k calls at once use k clients, and calls one at a time all go to the first, whose connection stays
+warm (taken in turn, each client's connection sat idle past its keep-alive expiry, 5 s, whenever fewer calls than
+clients came in that time, and each such call paid a new connection and TLS handshake). A streamed response
+counts as in flight until `post` returns it.
 Only a client on httpx's default transport is copied (nothing to copy a custom transport, proxies or auth from);
 any other posts on its own pool alone.
 
@@ -47,7 +46,7 @@ if TYPE_CHECKING:
     import openai
 
 PATH = "/chat/completions"
-SHARDS = 8  # httpx clients per SDK client at most (see the module's docstring)
+SHARDS = 32  # httpx clients per SDK client at most (see the module's docstring)
 
 
 class Poster(Protocol):
