@@ -8,7 +8,6 @@ scripted model behind the agents (two steps a turn: a memory edit, then `send_me
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 
 import httpx
@@ -376,7 +375,6 @@ async def test_a_body_over_the_limit_is_refused_with_413(served):
 
     error(await client.post("/v1/agents/companion-u1/messages", content=chunks(),
                             headers={"content-type": "application/json"}), 413, "too_large")
-
 
 
 async def test_requests_run_on_the_event_loop_alone(served, monkeypatch):
