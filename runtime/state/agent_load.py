@@ -58,6 +58,12 @@ def stored_block(row: Any, spec: BlockSpec) -> Block:
                  spec.ephemeral)
 
 
+def core_of(rows: dict[str, Any], spec: AgentSpec) -> tuple[list[Block], dict[str, int]]:
+    """The blocks of `spec` that `rows` (block rows by label) hold, in the spec's order, and each one's version."""
+    ordered = [(rows[block.label], block) for block in spec.blocks if block.label in rows]
+    return [stored_block(row, block) for row, block in ordered], {row.label: row.version for row, _ in ordered}
+
+
 @dataclass(frozen=True)
 class StoredAgent:
     """What loading an agent reads: its record, its blocks in the spec's order with their versions, and its window's
@@ -81,9 +87,8 @@ def read_unchanged(conn: Connection, spec: AgentSpec) -> StoredAgent | None:
     if not all(_matches(rows.get(block.label), block) for block in spec.blocks):
         return None
     messages = [message_from_row(row) for row in conn.execute(IN_CONTEXT, {"p_agent_id": agent.id})]
-    ordered = [(rows[block.label], block) for block in spec.blocks]
-    return StoredAgent(record_of(agent), [stored_block(row, block) for row, block in ordered],
-                       {row.label: row.version for row, _ in ordered}, max(agent.newest_0 or 0, agent.newest_1 or 0),
+    blocks, versions = core_of(rows, spec)
+    return StoredAgent(record_of(agent), blocks, versions, max(agent.newest_0 or 0, agent.newest_1 or 0),
                        agent.message_count, messages)
 
 

@@ -19,7 +19,7 @@ from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.spec import AgentSpec
-from pagemind.runtime.state.agent_load import StoredAgent, read_unchanged, record_of, stored_block
+from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
@@ -177,8 +177,7 @@ class StateStore:
         """The agent's blocks (as `load_blocks`) and the version of each, read together."""
         with self._session() as session:
             rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
-        ordered = [(rows[b.label], b) for b in spec.blocks if b.label in rows]
-        return [stored_block(r, b) for r, b in ordered], {r.label: r.version for r, _ in ordered}
+        return core_of(rows, spec)
 
     def block_versions(self, agent_id: int) -> dict[str, int]:
         """The current version of each of the agent's blocks (a turn's cheap check for edits made elsewhere)."""
