@@ -44,7 +44,7 @@ def measure(database_url: str, rounds: int) -> float:
     for spec in specs:
         agent = asyncio.run(Agent.load(spec, store=store, settings=settings))
         for n in range(6):
-            store.accept_message(agent.record.id, Message("user", f"message {n}", AT, turn_id=f"t{n}"))
+            asyncio.run(store.accept_message(agent.record.id, Message("user", f"message {n}", AT, turn_id=f"t{n}")))
     times = []
     for _ in range(rounds):
         for spec in specs:

@@ -109,7 +109,7 @@ async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | N
     from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
     message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`."""
-    begun = begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or the stored turn a retry resumes)
+    begun = await begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or the stored turn a retry resumes)
     if isinstance(begun, TurnResult):
         return begun
     turn_id, messages, first = begun
@@ -140,7 +140,7 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
     record = StepRecord(turn_id, step, agent.spec.model.name, response.prompt_tokens, response.completion_tokens,
                         reason.value if reason else None, started_at, response.latency_ms,
                         (time.perf_counter() - started) * 1000)
-    stored = commit(agent, step, record, step_messages(agent, turn_id, response, results), working)  # 6. commit
+    stored = await commit(agent, step, record, step_messages(agent, turn_id, response, results), working)  # 6.
     log.info("step", agent=agent.name, turn=turn_id, step=step, tool_calls=len(results),
              stop_reason=record.stop_reason, prompt_tokens=response.prompt_tokens, total_ms=round(record.total_ms, 2))
     if reason is None:
@@ -181,12 +181,12 @@ async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working
     return results
 
 
-def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
-           working: CoreMemory) -> list[Message]:
+async def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
+                 working: CoreMemory) -> list[Message]:
     """Step 6: store the step's record, messages and block edits in one transaction, then adopt the edits."""
     edits = list(working.pending)
     crash_point("commit.before")
-    _, stored = agent.window.commit_step(record, messages, edits)
+    _, stored = await agent.window.commit_step(record, messages, edits)
     crash_point("commit.before_adopt_memory")
     working.clear_pending()
     agent.memory = working
@@ -201,8 +201,8 @@ class IdempotencyKeyReused(ValueError):
     """An idempotency key came back with a different message than the turn it names."""
 
 
-def begin_turn(agent: LoopAgent, text: str, key: str | None,
-               new_key: bool = False) -> TurnResult | tuple[str, list[Message], int]:
+async def begin_turn(agent: LoopAgent, text: str, key: str | None,
+                     new_key: bool = False) -> TurnResult | tuple[str, list[Message], int]:
     """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
     or the finished turn's result when `key` names one (nothing is stored then).
 
@@ -222,7 +222,7 @@ def begin_turn(agent: LoopAgent, text: str, key: str | None,
     if turn_id is None:
         turn_id = uuid.uuid4().hex
         agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=text))
-        return turn_id, agent.window.accept(Message("user", text, agent.now(), turn_id=turn_id), key), 1
+        return turn_id, await agent.window.accept(Message("user", text, agent.now(), turn_id=turn_id), key), 1
     stored, steps = store.turn_messages(agent_id, turn_id), store.turn_steps(agent_id, turn_id)
     if stored and stored[0].content != text:
         raise IdempotencyKeyReused(f"idempotency key {key!r} was used for another message; use a new key")

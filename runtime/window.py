@@ -78,18 +78,20 @@ class Window:
         self.messages, self.summary, self.warned = fresh.messages, fresh.summary, fresh.warned
         self.correction, self.recall_count, self.seen = fresh.correction, fresh.recall_count, fresh.seen
 
-    def accept(self, message: Message, key: str | None = None) -> list[Message]:
+    async def accept(self, message: Message, key: str | None = None) -> list[Message]:
         """Store an incoming message durably (the inbox), with the turn's idempotency key if any, then put it in
         view."""
-        stored = [self.store.accept_message(self.agent_id, message, key)]
+        stored = [await self.store.accept_message(self.agent_id, message, key)]
         self._adopt(stored)
         return stored
 
-    def commit_step(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit]) -> tuple[int, list[Message]]:
+    async def commit_step(self, record: StepRecord, messages: list[Message],
+                          edits: list[BlockEdit]) -> tuple[int, list[Message]]:
         """Store a step's record, messages and block edits in one transaction, then put the messages in view.
 
         Block edits are written only at the versions in `block_versions` (`StaleBlocks` otherwise)."""
-        step_id, stored = self.store.commit_step(self.agent_id, record, messages, edits, self.block_versions)
+        step_id, stored = await self.store.commit_step(self.agent_id, record, messages, edits,
+                                                       self.block_versions)
         crash_point("window.before_adopt")
         self._adopt(stored)
         return step_id, stored

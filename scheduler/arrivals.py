@@ -22,12 +22,13 @@ from sqlalchemy import bindparam, exists, literal, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Engine
 
-from pagemind.runtime.state.held import single_statement, write_transaction
+from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.held import write_transaction
 from pagemind.runtime.state.tables import agent_leases, inbox
-from pagemind.scheduler.inbox import _CLAIM, _HEAD, OPEN, RUNNING, InboxItem, _item
+from pagemind.scheduler.inbox import _CLAIM, _HEAD, RUNNING, InboxItem, _item, is_open
 from pagemind.scheduler.leases import Leases, taking
 
-_OPEN_WORK = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), inbox.c.state.in_(OPEN))
+_OPEN_WORK = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
 
 
 def _postgres_claim():  # noqa: ANN202 (an UPDATE … RETURNING construct)
@@ -55,16 +56,15 @@ class Arrivals:
 
     def __init__(self, engine: Engine, leases: Leases):
         self.engine, self.leases = engine, leases
-        self.postgres = engine.dialect.name == "postgresql"
+        self.awaited = AwaitedStatements.of(engine)
 
-    def claim(self, agent_id: int, name: str, now: datetime) -> InboxItem | None:
+    async def claim(self, agent_id: int, name: str, now: datetime) -> InboxItem | None:
         """Take the agent's lease and claim its oldest open item for this owner, committed on return; None when it
         has no open item or another daemon holds its lease (nothing is written then)."""
         params = {"p_agent_id": agent_id, "p_owner": self.leases.owner, "p_until": self.leases.until(now),
                   "p_now": now}
-        if self.postgres:  # one statement, its own transaction: one round trip
-            with single_statement(self.engine) as conn:
-                row = conn.execute(_PG_CLAIM, params).first()
+        if self.awaited is not None:  # one statement, its own transaction: one round trip, awaited
+            row = await self.awaited.first(_PG_CLAIM, params, mappings=True)
             return _item(row, name) if row is not None else None
         try:
             with write_transaction(self.engine) as conn:  # BEGIN IMMEDIATE: no one writes between look and claim

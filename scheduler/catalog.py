@@ -20,13 +20,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import structlog
 from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.spec import AgentSpec, SpecError, load_spec
+from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.new_agent import insert_agent
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.store import StateStore
@@ -72,6 +73,7 @@ class AgentCatalog:
     def __init__(self, directory: str | Path | None, store: StateStore):
         self.directory = Path(directory) if directory is not None else None
         self.store = store
+        self._awaited = AwaitedStatements.of(store.engine)
         self.errors: dict[Path, str] = {}  # YAML files that do not load, and why (the API's readiness shows them)
         self._files: dict[str, _File] = {}
         self._origins: dict[str, _Origin] = {}
@@ -143,12 +145,26 @@ class AgentCatalog:
     def _origin(self, name: str) -> _Origin | None:
         """The agent's origin row, cached for `ORIGIN_TTL_S`: another daemon process may create or delete agents,
         so a miss is never cached and a hit is read again after a while."""
-        cached = self._origins.get(name)
-        if cached is not None and cached.read_at > time.monotonic() - ORIGIN_TTL_S:
+        cached = self._cached_origin(name)
+        if cached is not None:
             return cached
         with self.store.one_statement() as conn:
             row = conn.execute(ORIGIN, {"p_name": name}).first()
-        origin = _Origin(row.agent_id, row.template, time.monotonic()) if row else None
+        return self._remember_origin(name, row._mapping if row else None)
+
+    async def read_origin(self, name: str) -> None:
+        """Read the agent's origin now if `agent_id` would (its cached one is old or missing), awaited on Postgres
+        (`runtime.state.async_pg`): a submission's read then does not hold the event loop."""
+        if self._awaited is None or name in self._yaml_ids or self._cached_origin(name) is not None:
+            return
+        self._remember_origin(name, await self._awaited.first(ORIGIN, {"p_name": name}, mappings=True))
+
+    def _cached_origin(self, name: str) -> _Origin | None:
+        cached = self._origins.get(name)
+        return cached if cached is not None and cached.read_at > time.monotonic() - ORIGIN_TTL_S else None
+
+    def _remember_origin(self, name: str, row: Mapping[str, Any] | None) -> _Origin | None:
+        origin = _Origin(row["agent_id"], row["template"], time.monotonic()) if row else None
         if origin is None:
             self._origins.pop(name, None)
             self._derived.pop(name, None)

@@ -27,6 +27,7 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.model_client import ModelClient
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
@@ -145,6 +146,8 @@ class Daemon:
         await self.dispatcher.held.release_all()
         self.leases.unregister()
         HeldConnections.of(self.store.engine).close()
+        if (awaited := AwaitedStatements.of(self.store.engine)) is not None:
+            awaited.close()
         log.info("daemon_stopped", owner=self.owner, cancelled=cancelled, released=released)
 
     async def tick(self, now: datetime) -> None:
@@ -160,11 +163,12 @@ class Daemon:
         `idempotency_key` again returns the first item (`KeyReused` if its content differs); `UnknownAgent`."""
         if kind not in KINDS:
             raise DaemonError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        await self.catalog.read_origin(agent)  # awaited: `agent_id` then finds it read
         agent_id = self.catalog.agent_id(agent)
         # The notice names this daemon as the source only when it takes the agent itself; otherwise every daemon
         # hearing it may (`_heard_of_work`), so that one with room runs it while this one is full.
         source = self.owner if self.started and self.dispatcher.can_take(agent_id) else ""
-        item, new = self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), source)
+        item, new = await self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), source)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
         if new:  # this process takes the agent at once (a worker already on it claims the item next anyway)

@@ -152,7 +152,7 @@ class Dispatcher:
                 if not await self.held.take(agent_id):  # a CLI turn, or a daemon about to run it: left to them
                     continue
                 name = name or self.pool.catalog.name_of(agent_id)
-                item = self.arrivals.claim(agent_id, name, utcnow())
+                item = await self.arrivals.claim(agent_id, name, utcnow())
             except Exception as exc:  # the store failed: the scan (at the poll) tries again
                 log.warning("arrival_claim_failed", agent_id=agent_id, error=str(exc)[:200])
                 item = None
@@ -204,7 +204,7 @@ class Dispatcher:
                     item, first = first, None
                 elif more:
                     now = utcnow()
-                    item = self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
+                    item = await self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
                 else:  # the last finish said nothing else waits: no empty claim (claim again after a linger)
                     item, more = None, True
                 if item is None:
@@ -242,7 +242,7 @@ class Dispatcher:
         self.fanout.begin(item.run_id, item.attempts, item.watcher)  # in the claim's synchronous stretch
         try:
             if item.attempts > self.config.max_attempts:
-                return self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped "
+                return await self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped "
                                                 "while running it each time")
             log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
             try:
@@ -253,7 +253,7 @@ class Dispatcher:
                 log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
                 result, error = None, f"{type(exc).__name__}: {exc}"
             crash_point("daemon.turn_done")
-            return self._finish(item, result, error)
+            return await self._finish(item, result, error)
         finally:
             self.fanout.forget(item.run_id)  # given back unfinished (a stop, a failing store): the next attempt relays
 
@@ -272,7 +272,7 @@ class Dispatcher:
                     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
                     turn = await run_turn(agent, item.content, idempotency_key=item.turn_key,
                                           new_key=item.attempts == 1)
-                    self._queue_reflection(item, agent)
+                    await self._queue_reflection(item, agent)
                     return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
                             "turn_id": turn.turn_id}, None
                 result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
@@ -280,16 +280,17 @@ class Dispatcher:
             finally:
                 agent.observer = NullObserver()
 
-    def _queue_reflection(self, item: InboxItem, agent: Any) -> None:
+    async def _queue_reflection(self, item: InboxItem, agent: Any) -> None:
         """`memory.reflection.every_turns`: a `reflect` job behind this turn when one is due (serial with the
         agent's turns, off the user's path; keyed, so a job already waiting is not queued again)."""
         key = due_reflection(agent)
         if key is not None:
-            self.inbox.submit(agent.record.id, item.agent_name, "job", "reflect", key, utcnow(), self.leases.owner)
+            await self.inbox.submit(agent.record.id, item.agent_name, "job", "reflect", key, utcnow(),
+                                    self.leases.owner)
 
-    def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> bool | None:
+    async def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> bool | None:
         self.fanout.settle(item.run_id, last=True)  # every relayed event is written before the end is
-        stored = self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
+        stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
         crash_point("daemon.item_finished")
         log.info("item_end", agent=item.agent_name, run_id=item.run_id, state=stored.state,
                  latency_ms=round((stored.finished_at - stored.created_at).total_seconds() * 1000, 1)

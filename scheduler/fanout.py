@@ -240,7 +240,11 @@ class RunFanout:
 
     def finished_elsewhere(self, run_id: str) -> None:
         """Another process says it finished `run_id` (or some run, when empty): wake the waiters, who read the
-        store to see; a named run's subscribers get `END_ELSEWHERE`, the others notice at their next look."""
+        store to see; a named run's subscribers get `END_ELSEWHERE`, the others notice at their next look. A run
+        this process runs is left alone: its `finish` here wakes them with the item (the notice of its own finish
+        statement can come before that statement's answer, now that the statement is awaited)."""
+        if run_id in self._runs:
+            return
         for sub in self._subs.get(run_id, ()) if run_id else ():
             sub.queue.put_nowait(END_ELSEWHERE)
         targets = [run_id] if run_id else list(self._waiters)

@@ -15,13 +15,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
 from sqlalchemy import and_, bindparam, case, exists, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
+from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import aware, without_nul
 from pagemind.runtime.state.tables import AgentRow, inbox
@@ -77,8 +78,8 @@ def _maybe(value: datetime | None) -> datetime | None:
     return aware(value) if value is not None else None
 
 
-def _item(row: Row, name: str | None = None) -> InboxItem:
-    m = row._mapping
+def _item(row: Row | Mapping[str, Any], name: str | None = None) -> InboxItem:
+    m = row._mapping if isinstance(row, Row) else row
     return InboxItem(
         id=m["id"], run_id=m["run_id"], agent_id=m["agent_id"], agent_name=name or m["name"], kind=m["kind"],
         content=m["content"], idempotency_key=m["idempotency_key"], state=m["state"], owner=m["owner"],
@@ -135,27 +136,37 @@ class Inbox:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        self.awaited = AwaitedStatements.of(engine)
         self._statements = _Statements(engine)
 
-    def submit(self, agent_id: int, name: str, kind: str, content: str, key: str | None,
-               now: datetime, source: str = "") -> tuple[InboxItem, bool]:
+    async def submit(self, agent_id: int, name: str, kind: str, content: str, key: str | None,
+                     now: datetime, source: str = "") -> tuple[InboxItem, bool]:
         """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
         woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once."""
+        params = {  # NUL: as the runtime's engine does for every statement
+            "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind, "p_content": without_nul(content),
+            "p_key": without_nul(key) if key is not None else None, "p_now": now,
+            "p_source": arrival_notice(source, agent_id, name)}
         try:
-            with single_statement(self.engine) as conn:
-                row = conn.execute(self._statements.submit, {  # NUL: as the runtime's engine does for every statement
-                    "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind,
-                    "p_content": without_nul(content), "p_key": without_nul(key) if key is not None else None,
-                    "p_now": now, "p_source": arrival_notice(source, agent_id, name)}).one()
+            row = await self._one_statement(self._statements.submit, params)
         except IntegrityError:
             if key is None:
                 raise
             existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
             if existing is None:  # the other insert was rolled back meanwhile: try once more
-                return self.submit(agent_id, name, kind, content, key, now, source)
+                return await self.submit(agent_id, name, kind, content, key, now, source)
             return existing, False
         return _item(row, name), True
+
+    async def _one_statement(self, statement: Any, params: dict[str, Any]) -> Any:
+        """The first row (a mapping) of a statement that is its own transaction: awaited on Postgres
+        (`runtime.state.async_pg`: the event loop runs on meanwhile), on the held connection on SQLite."""
+        if self.awaited is not None:
+            return await self.awaited.first(statement, params, mappings=True)
+        with single_statement(self.engine) as conn:
+            row = conn.execute(statement, params).first()
+        return row._mapping if row is not None else None
 
     def submit_many(self, items: list[tuple[int, str, str, str]], now: datetime, source: str = "") -> None:
         """Add many keyed items — (agent id, kind, content, idempotency key) — in one transaction, committed on
@@ -185,26 +196,25 @@ class Inbox:
             row = conn.execute(_GET, {"p_run_id": run_id}).first()
         return _item(row) if row else None
 
-    def claim_next(self, agent_id: int, owner: str, lease_until: datetime, now: datetime) -> InboxItem | None:
+    async def claim_next(self, agent_id: int, owner: str, lease_until: datetime, now: datetime) -> InboxItem | None:
         """Mark the agent's oldest open item running for `owner` and return it; None when the agent has none.
 
         One statement (`UPDATE … WHERE id = (the oldest open id) RETURNING …`). The caller holds the agent's lease,
         so no one else claims its items; an item left running by a dead owner is the oldest and is claimed again
         (its `attempts` counts every claim)."""
-        with single_statement(self.engine) as conn:
-            row = conn.execute(_CLAIM, {"p_agent_id": agent_id, "p_owner": owner, "p_until": lease_until,
-                                        "p_now": now}).first()
+        row = await self._one_statement(_CLAIM, {"p_agent_id": agent_id, "p_owner": owner, "p_until": lease_until,
+                                                 "p_now": now})
         return _item(row) if row is not None else None
 
-    def finish(self, item: InboxItem, owner: str, now: datetime, *, result: dict[str, Any] | None = None,
-               error: str | None = None) -> InboxItem:
+    async def finish(self, item: InboxItem, owner: str, now: datetime, *, result: dict[str, Any] | None = None,
+                     error: str | None = None) -> InboxItem:
         """Mark a running item done (with `result`) or failed (with `error`); an item already finished (by an
         owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored, with
         `more` (whether the agent had other open items when it finished; None if this call did not finish it)."""
-        with single_statement(self.engine) as conn:
-            row = conn.execute(self._statements.finish, {
-                "p_id": item.id, "p_agent_id": item.agent_id, "p_state": FAILED if error is not None else DONE, "p_owner": owner, "p_now": now,
-                "p_result": result, "p_error": without_nul(error) if error is not None else None}).first()
+        row = await self._one_statement(self._statements.finish, {
+            "p_id": item.id, "p_agent_id": item.agent_id, "p_state": FAILED if error is not None else DONE,
+            "p_owner": owner, "p_now": now, "p_result": result,
+            "p_error": without_nul(error) if error is not None else None})
         return _item(row, item.agent_name) if row is not None else self.get(item.run_id)  # type: ignore[return-value]
 
     def watch(self, run_id: str, watcher: str) -> str | None:

@@ -12,18 +12,17 @@ hold many advisory locks, and they all end with it if the process dies. On SQLit
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import structlog
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
 
+from pagemind.runtime.state.async_pg import AwaitedSession, AwaitedStatements
 from pagemind.runtime.state.locks import TRY_TURN_LOCK, TURN_UNLOCK  # the turn lock's keys, shared on purpose
 from pagemind.runtime.state.store import StateStore
 
 log = structlog.get_logger("pagemind.scheduler")
-_STATEMENTS = {sql: text(sql) for sql in (TRY_TURN_LOCK, TURN_UNLOCK)}  # parsed once, not per agent taken
+# The same statements in psycopg's parameter style (the lock's session is a psycopg async connection).
+_STATEMENTS = {sql: sql.replace(":id", "%(id)s") for sql in (TRY_TURN_LOCK, TURN_UNLOCK)}
 
 
 class HeldAgents:
@@ -31,8 +30,8 @@ class HeldAgents:
 
     def __init__(self, store: StateStore):
         self.store = store
-        self.postgres = store.engine.dialect.name == "postgresql"
-        self._conn: Connection | None = None
+        awaited = AwaitedStatements.of(store.engine)
+        self._session = AwaitedSession(awaited) if awaited is not None else None  # Postgres: the locks' session
         self._held: dict[int, Any] = {}  # agent id → the held context (SQLite) or True (Postgres)
 
     def holds(self, agent_id: int) -> bool:
@@ -43,8 +42,8 @@ class HeldAgents:
         """Take the agent's turn lock without waiting; False when something else (a CLI turn) holds it."""
         if agent_id in self._held:
             return True
-        if self.postgres:
-            got = self._execute(TRY_TURN_LOCK, agent_id)
+        if self._session is not None:
+            got = await self._execute(TRY_TURN_LOCK, agent_id)
             if got:
                 self._held[agent_id] = True
             return bool(got)
@@ -61,8 +60,8 @@ class HeldAgents:
         held = self._held.pop(agent_id, None)
         if held is None:
             return
-        if self.postgres:
-            self._execute(TURN_UNLOCK, agent_id)
+        if self._session is not None:
+            await self._execute(TURN_UNLOCK, agent_id)
         else:
             await held.__aexit__(None, None, None)
 
@@ -70,20 +69,13 @@ class HeldAgents:
         """Give every lock back and close the lock connection."""
         for agent_id in list(self._held):
             await self.release(agent_id)
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+        if self._session is not None:
+            self._session.close()
 
-    def _execute(self, sql: str, agent_id: int) -> Any:
-        if self._conn is None:  # autocommit: session-level locks need no transaction, and a COMMIT is a round trip
-            self._conn = self.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+    async def _execute(self, sql: str, agent_id: int) -> Any:
         try:
-            return self._conn.execute(_STATEMENTS[sql], {"id": agent_id}).scalar()
-        except Exception as exc:  # the session died and every lock with it: start a new one
+            return await self._session.scalar(_STATEMENTS[sql], {"id": agent_id})
+        except Exception as exc:  # the session died and every lock with it: the next statement starts a new one
             log.warning("turn_lock_connection_lost", error=str(exc)[:200], held=len(self._held))
-            with contextlib.suppress(Exception):
-                self._conn.invalidate()
-            self._conn = None
             self._held.clear()
             raise

@@ -22,15 +22,15 @@ from pagemind.tools import ToolCall
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 
 
-def lived_agent(database_url: str) -> tuple[StateStore, int]:
+async def lived_agent(database_url: str) -> tuple[StateStore, int]:
     """An agent with a summary, an edited block, and messages in and out of its window."""
     store = StateStore(make_engine(database_url))
     agent_id = store.ensure_agent(build_spec()).id
     versions = store.load_core(agent_id, build_spec())[1]
     for turn in range(3):
         call = ToolCall(f"call-{turn}", "core_memory_append", '{"label": "human", "content": "x"}')
-        store.accept_message(agent_id, Message("user", f"hello {turn}", AT, turn_id=f"t{turn}"), key=f"k{turn}")
-        store.commit_step(agent_id, StepRecord(f"t{turn}", 1, "gpt-4o-mini", 10, 2, None, AT, 1.0, 1.0), [
+        await store.accept_message(agent_id, Message("user", f"hello {turn}", AT, turn_id=f"t{turn}"), key=f"k{turn}")
+        await store.commit_step(agent_id, StepRecord(f"t{turn}", 1, "gpt-4o-mini", 10, 2, None, AT, 1.0, 1.0), [
             Message("assistant", None, AT, tool_calls=(call,), turn_id=f"t{turn}"),
             Message("tool", "ok", AT, tool_call_id=call.id, name=call.name, turn_id=f"t{turn}")],
             [BlockEdit("human", "append", "x" * turn, "x" * (turn + 1), AT)], versions)
@@ -39,8 +39,8 @@ def lived_agent(database_url: str) -> tuple[StateStore, int]:
     return store, agent_id
 
 
-def test_the_state_read_is_the_state_the_writing_path_reads(database_url):
-    store, agent_id = lived_agent(database_url)
+async def test_the_state_read_is_the_state_the_writing_path_reads(database_url):
+    store, agent_id = await lived_agent(database_url)
     spec = build_spec()
     stored = store.unchanged_agent(spec)
     assert stored is not None
@@ -59,8 +59,8 @@ def test_the_state_read_is_the_state_the_writing_path_reads(database_url):
     assert not fresh.is_stale()
 
 
-def test_nothing_is_read_when_something_would_need_writing(database_url):
-    store, agent_id = lived_agent(database_url)
+async def test_nothing_is_read_when_something_would_need_writing(database_url):
+    store, agent_id = await lived_agent(database_url)
     assert store.unchanged_agent(build_spec("someone-new")) is None  # not created yet
     assert store.unchanged_agent(build_spec(system="Another prompt.")) is None  # the definition changed
     with store.engine.begin() as conn:  # a stored block's limit no longer the spec's (same fingerprint)
@@ -76,7 +76,7 @@ def test_nothing_is_read_when_something_would_need_writing(database_url):
 
 
 async def test_loading_an_agent_takes_whichever_path_applies(database_url):
-    store, agent_id = lived_agent(database_url)
+    store, agent_id = await lived_agent(database_url)
     agent = await Agent.load(build_spec(), store=store)  # unchanged: the reads
     assert agent.record.id == agent_id and agent.memory.get("human").value == "xxx"
     assert len(agent.window.messages) == 6 and agent.window.block_versions["human"] == 3

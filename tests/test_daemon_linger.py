@@ -79,15 +79,15 @@ async def test_the_finish_says_whether_the_agent_has_more_items(database_url, fo
     b = await daemon.submit("alice", "msg 2")
     now = utcnow()
     owner, until = daemon.owner, daemon.leases.until(now)
-    claimed = daemon.inbox.claim_next(a.agent_id, owner, until, now)
+    claimed = await daemon.inbox.claim_next(a.agent_id, owner, until, now)
     assert claimed.run_id == a.run_id and claimed.agent_name == "alice"
-    assert daemon.inbox.finish(claimed, owner, now, result={"reply": "x"}).more is True
-    claimed = daemon.inbox.claim_next(a.agent_id, owner, until, now)
+    assert (await daemon.inbox.finish(claimed, owner, now, result={"reply": "x"})).more is True
+    claimed = await daemon.inbox.claim_next(a.agent_id, owner, until, now)
     assert claimed.run_id == b.run_id
-    stored = daemon.inbox.finish(claimed, owner, now, error="boom")
+    stored = await daemon.inbox.finish(claimed, owner, now, error="boom")
     assert stored.more is False and stored.state == "failed"
-    assert daemon.inbox.finish(claimed, owner, now, result={"reply": "late"}).more is None  # already finished
-    assert daemon.inbox.claim_next(a.agent_id, owner, until, now) is None
+    assert (await daemon.inbox.finish(claimed, owner, now, result={"reply": "late"})).more is None  # finished
+    assert await daemon.inbox.claim_next(a.agent_id, owner, until, now) is None
     daemon.store.engine.dispose()
 
 

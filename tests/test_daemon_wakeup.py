@@ -38,8 +38,8 @@ def spy(daemon: Daemon) -> tuple[list[str], list[list[int]], asyncio.Event]:
     scanned = asyncio.Event()
     claim, claim_agents = daemon.dispatcher.arrivals.claim, daemon.leases.claim_agents
 
-    def claimed(agent_id, name, now):  # noqa: ANN001, ANN202
-        item = claim(agent_id, name, now)
+    async def claimed(agent_id, name, now):  # noqa: ANN001, ANN202
+        item = await claim(agent_id, name, now)
         if item is not None:
             by_arrival.append(item.run_id)
         return item
@@ -144,7 +144,7 @@ async def test_an_arrival_whose_claim_fails_is_left_to_the_scan_and_the_dispatch
     daemon = make_daemon(database_url, folder, ledger_model(), poll_s=0.2)  # here the poll is the way back
     failures = []
 
-    def broken(agent_id, name, now):  # noqa: ANN001, ANN202
+    async def broken(agent_id, name, now):  # noqa: ANN001, ANN202
         failures.append(agent_id)
         raise RuntimeError("the store went away")
 
@@ -164,15 +164,15 @@ async def test_claiming_an_arrival_takes_nothing_without_open_work_or_from_a_liv
     inbox, now = Inbox(store.engine), utcnow()
     mine, other = Leases(store.engine, "me", 30), Leases(store.engine, "other", 30)
     arrivals = Arrivals(store.engine, mine)
-    assert arrivals.claim(alice, "alice", now) is None  # nothing open: no lease either
+    assert await arrivals.claim(alice, "alice", now) is None  # nothing open: no lease either
     assert mine.holders() == {}
-    first, _ = inbox.submit(alice, "alice", "message", "msg 1", None, now)
-    second, _ = inbox.submit(alice, "alice", "message", "msg 2", None, now)
+    first, _ = await inbox.submit(alice, "alice", "message", "msg 1", None, now)
+    second, _ = await inbox.submit(alice, "alice", "message", "msg 2", None, now)
     assert other.take(alice, now)
-    assert arrivals.claim(alice, "alice", now) is None  # another daemon holds it live: untouched
+    assert await arrivals.claim(alice, "alice", now) is None  # another daemon holds it live: untouched
     assert mine.holders() == {alice: "other"} and inbox.get(first.run_id).state == "pending"
     other.release(alice)
-    claimed = arrivals.claim(alice, "alice", now)
+    claimed = await arrivals.claim(alice, "alice", now)
     assert claimed is not None and claimed.run_id == first.run_id  # the oldest open item, not the newest
     assert claimed.state == "running" and claimed.owner == "me" and claimed.attempts == 1
     assert mine.holders() == {alice: "me"} and inbox.get(second.run_id).state == "pending"
@@ -193,11 +193,11 @@ async def test_giving_back_a_lease_says_whether_work_waits(database_url, folder)
     inbox, now = Inbox(store.engine), utcnow()
     mine, other = Leases(store.engine, "me", 30), Leases(store.engine, "other", 30)
     assert mine.take(alice, now) and mine.release_looking(alice) is False and mine.holders() == {}
-    item, _ = inbox.submit(alice, "alice", "message", "msg 1", None, now)  # came while the agent was leased
+    item, _ = await inbox.submit(alice, "alice", "message", "msg 1", None, now)  # came while the agent was leased
     assert mine.take(alice, now) and mine.release_looking(alice) is True and mine.holders() == {}
     assert other.take(alice, now)
     assert mine.release_looking(alice) is True and mine.holders() == {alice: "other"}  # not ours: only a look
-    inbox.finish(inbox.claim_next(alice, "other", other.until(now), now), "other", now, result={})
+    await inbox.finish(await inbox.claim_next(alice, "other", other.until(now), now), "other", now, result={})
     assert other.release_looking(alice) is False and other.holders() == {}
     assert inbox.get(item.run_id).state == "done"
 

@@ -173,7 +173,7 @@ async def test_work_that_buys_too_little_room_is_not_used(tmp_path, clock):
     agent.observer = events = Events()
     await until(agent, events, FlushAheadEvent, 0)
     for part in (1, 2):  # left by a turn that failed after its user messages were stored, say
-        agent.window.accept(Message("user", f"Story, part {part}: " + "we drove along the fjord " * 200, clock()))
+        await agent.window.accept(Message("user", f"Story, part {part}: " + "we drove along the fjord " * 200, clock()))
     await agent.send("And that was the trip.")
     [discarded] = [e for e in events.of(FlushAheadEvent) if e.data.action == "discarded"]
     assert discarded.data.reason == "not enough"

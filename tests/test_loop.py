@@ -113,7 +113,7 @@ async def test_exception_between_model_call_and_commit_leaves_database_as_before
     original_commit = agent.store.commit_step
     snapshots = {}
 
-    def failing_commit(*args, **kwargs):
+    async def failing_commit(*args, **kwargs):
         snapshots["before"] = _dump(database_url)
         raise RuntimeError("power cut")
 

@@ -143,8 +143,8 @@ async def test_summarizer_chunks_material_larger_than_its_window(clock):
 async def _agent_with_history(url: str, model: Any, clock, spec: AgentSpec, turns: int = 6) -> Agent:
     agent = await Agent.load(spec, model=model, store=StateStore(make_engine(url)), clock=clock)
     for i in range(turns):
-        agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
-        agent.window.accept(Message("assistant", f"Old answer {i}", clock()))
+        await agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
+        await agent.window.accept(Message("assistant", f"Old answer {i}", clock()))
     return agent
 
 
@@ -198,9 +198,9 @@ async def test_orphan_tool_call_is_repaired_before_the_call(scripted_openai, sql
     store = StateStore(make_engine(sqlite_url))
     agent = await Agent.load(small_spec(), model=scripted_openai.client(), store=store, clock=clock)
     crashed = Message("assistant", None, clock(), tool_calls=(ToolCall("call_lost", "core_memory_append", "{}"),))
-    agent.window.accept(Message("user", "remember this", clock()))
-    agent.window.accept(crashed)  # the process died before the result was stored
-    agent.window.accept(Message("tool", "stray", clock(), tool_call_id="call_from_nowhere"))
+    await agent.window.accept(Message("user", "remember this", clock()))
+    await agent.window.accept(crashed)  # the process died before the result was stored
+    await agent.window.accept(Message("tool", "stray", clock(), tool_call_id="call_from_nowhere"))
     result = await run_turn(agent, "are you there?")
     assert result.reply == "recovered"
     sent = scripted_openai.requests[0]["messages"]
@@ -272,7 +272,7 @@ async def test_extracted_facts_land_in_real_archival_memory_with_dates_and_impor
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'x.db'}")
     agent = await Agent.load(spec, model=extracting_model(answer), settings=settings, clock=clock)
     for i in range(30):
-        agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
+        await agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
     assert (await run_turn(agent, "hi")).reply == "ok"
     stored = {m.text: m for m in agent.archival.list()}
     assert stored["Lin moved to Oslo (date: 2026-05-01)"].importance == 0.8

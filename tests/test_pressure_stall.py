@@ -46,7 +46,7 @@ async def test_one_bad_extracted_item_is_skipped_and_the_flush_commits(tmp_path,
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'x.db'}")
     agent = await Agent.load(spec, model=replying(answer), settings=settings, clock=clock)
     for i in range(30):
-        agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
+        await agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
     events = agent.observer = Events()
 
     assert (await agent.send("hi")) is not None
@@ -62,9 +62,9 @@ async def test_eviction_counts_a_clipped_message_as_the_compiler_does(sqlite_url
     spec = AgentSpec.model_validate(spec_data(model_name="m", context_window=4000, max_output_tokens=500))
     agent = await Agent.load(spec, model=replying(), clock=clock,
                              settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url))
-    agent.window.accept(Message("user", "Here is the whole manual: " + "lorem ipsum dolor " * 3000, clock()))
+    await agent.window.accept(Message("user", "Here is the whole manual: " + "lorem ipsum dolor " * 3000, clock()))
     for i in range(28):
-        agent.window.accept(Message("user", f"Note {i} " + "about gardening " * 40, clock()))
+        await agent.window.accept(Message("user", f"Note {i} " + "about gardening " * 40, clock()))
     compiled = agent.compile()
     assert compiled.sections["messages"] < 29 * max_message_tokens(spec)  # the manual is clipped in the prompt
     events = agent.observer = Events()

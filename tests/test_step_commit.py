@@ -33,7 +33,7 @@ def edit(label: str, old: str, new: str, seconds: int = 0) -> BlockEdit:
     return BlockEdit(label, "append", old, new, AT + timedelta(seconds=seconds))
 
 
-def test_a_step_stores_its_record_messages_and_edits_in_order(database_url):
+async def test_a_step_stores_its_record_messages_and_edits_in_order(database_url):
     store, agent_id, versions = prepared(database_url)
     call = ToolCall("call-1", "core_memory_append", '{"label": "human", "content": "likes \\u00e9t\\u00e9"}')
     messages = [Message("assistant", None, AT, tool_calls=(call,), turn_id="turn-1"),
@@ -42,7 +42,7 @@ def test_a_step_stores_its_record_messages_and_edits_in_order(database_url):
                         turn_id="turn-1")]
     # Two edits of one block and one of another: the block keeps the last value, its version moves by two.
     edits = [edit("human", "", "a"), edit("human", "a", "a b", 1), edit("persona", "I am a careful tester.", "p")]
-    step_id, stored = store.commit_step(agent_id, record(1), messages, edits, versions)
+    step_id, stored = await store.commit_step(agent_id, record(1), messages, edits, versions)
 
     assert [m.id for m in stored] == sorted(m.id for m in stored) and all(m.step_id == step_id for m in stored)
     read = store.turn_messages(agent_id, "turn-1")
@@ -62,19 +62,19 @@ def test_a_step_stores_its_record_messages_and_edits_in_order(database_url):
         ("human", "a", step_id), ("human", "a b", step_id), ("persona", "p", step_id)]
 
 
-def test_a_step_without_edits_or_messages_stores_its_record(database_url):
+async def test_a_step_without_edits_or_messages_stores_its_record(database_url):
     store, agent_id, versions = prepared(database_url)
-    step_id, stored = store.commit_step(agent_id, record(1), [], [], versions)
+    step_id, stored = await store.commit_step(agent_id, record(1), [], [], versions)
     assert stored == [] and [s.id for s in store.steps(agent_id)] == [step_id]
     assert versions == {"persona": 0, "human": 0, "constraints": 0}
 
 
-def test_one_stale_block_stores_nothing_of_the_step(database_url):
+async def test_one_stale_block_stores_nothing_of_the_step(database_url):
     store, agent_id, versions = prepared(database_url)
-    store.commit_step(agent_id, record(1), [], [edit("human", "", "elsewhere")], dict(versions))  # another writer
+    await store.commit_step(agent_id, record(1), [], [edit("human", "", "elsewhere")], dict(versions))  # another writer
     message = Message("assistant", "hi", AT, turn_id="turn-1")
     with pytest.raises(StaleBlocks, match="human") as raised:
-        store.commit_step(agent_id, record(2), [message], [edit("persona", "x", "p"), edit("human", "", "h")],
+        await store.commit_step(agent_id, record(2), [message], [edit("persona", "x", "p"), edit("human", "", "h")],
                           versions)
     assert "persona" not in str(raised.value)  # only the block that moved is named
     assert len(store.steps(agent_id)) == 1 and store.turn_messages(agent_id, "turn-1") == []
@@ -83,24 +83,24 @@ def test_one_stale_block_stores_nothing_of_the_step(database_url):
     assert [v.new_value for v in store.block_history(agent_id)] == ["elsewhere"]
 
 
-def test_unchecked_edits_apply_whatever_the_version(database_url):
+async def test_unchecked_edits_apply_whatever_the_version(database_url):
     store, agent_id, _ = prepared(database_url)
-    store.commit_step(agent_id, record(1), [], [edit("human", "", "one")], None)
-    store.commit_step(agent_id, record(2), [], [edit("human", "one", "two")], None)
+    await store.commit_step(agent_id, record(1), [], [edit("human", "", "one")], None)
+    await store.commit_step(agent_id, record(2), [], [edit("human", "one", "two")], None)
     assert store.block_versions(agent_id)["human"] == 2
 
 
-def test_an_accepted_message_is_stored_with_its_key_and_a_used_key_stores_nothing(database_url):
+async def test_an_accepted_message_is_stored_with_its_key_and_a_used_key_stores_nothing(database_url):
     from sqlalchemy.exc import IntegrityError
 
     store, agent_id, _ = prepared(database_url)
-    first = store.accept_message(agent_id, Message("user", "hi\x00", AT, turn_id="turn-1"), "key-1")
+    first = await store.accept_message(agent_id, Message("user", "hi\x00", AT, turn_id="turn-1"), "key-1")
     assert store.turn_for_key(agent_id, "key-1") == "turn-1"
     assert [(m.id, m.content) for m in store.turn_messages(agent_id, "turn-1")] == [(first.id, "hi\ufffd")]
     with pytest.raises(IntegrityError):
-        store.accept_message(agent_id, Message("user", "again", AT, turn_id="turn-2"), "key-1")
+        await store.accept_message(agent_id, Message("user", "again", AT, turn_id="turn-2"), "key-1")
     assert store.turn_messages(agent_id, "turn-2") == [] and store.message_count(agent_id) == 1
-    unkeyed = store.accept_message(agent_id, Message("user", "no key", AT, turn_id="turn-3"))
+    unkeyed = await store.accept_message(agent_id, Message("user", "no key", AT, turn_id="turn-3"))
     assert unkeyed.id > first.id and store.turn_for_key(agent_id, "turn-3") is None
 
 
@@ -116,11 +116,11 @@ def test_pressure_state_is_written_field_by_field(database_url):
     assert (record.token_correction, record.pressure_warned, record.summary) == (1.25, False, "so far")
 
 
-def test_freshness_reads_newest_ids_versions_and_revision_in_one_go(database_url):
+async def test_freshness_reads_newest_ids_versions_and_revision_in_one_go(database_url):
     store, agent_id, versions = prepared(database_url)
     empty = store.freshness(agent_id)
     assert (empty.newest, empty.versions, empty.archival_revision) == (0, versions, 0)
-    _, stored = store.commit_step(agent_id, record(1), [Message("assistant", "hi", AT, turn_id="turn-1")],
+    _, stored = await store.commit_step(agent_id, record(1), [Message("assistant", "hi", AT, turn_id="turn-1")],
                                   [edit("human", "", "x")], versions)
     fresh = store.freshness(agent_id)
     assert (fresh.newest, fresh.versions["human"]) == (stored[0].id, 1)

@@ -156,7 +156,7 @@ class PressureMonitor:
             # only eat the little room there is (and its flushes, at the hard line, are not prepared ahead).
             return compiled
         if reading.level is Pressure.WARN and not self.window.warned:
-            self.warn(step, reading)
+            await self.warn(step, reading)
             compiled = self.agent.compile()  # the alert is now one of the messages
         self.prepare(step, reading)
         return compiled
@@ -192,10 +192,10 @@ class PressureMonitor:
         self.agent.report(HistoryRepairEvent(step=step, data=HistoryRepair(
             problems=repair.problems, added=len(stored), dropped=len(repair.dropped))))
 
-    def warn(self, step: int, reading: PressureReading) -> None:
+    async def warn(self, step: int, reading: PressureReading) -> None:
         """Give the model its one warning of this cycle."""
         percent = round(100 * reading.tokens / reading.usable)
-        self.window.accept(Message("system", WARNING_TEXT.format(percent=percent), self.agent.now()))
+        await self.window.accept(Message("system", WARNING_TEXT.format(percent=percent), self.agent.now()))
         self.window.mark_warned()
         log.info("pressure_warning", agent_id=self.window.agent_id, tokens=reading.tokens, usable=reading.usable,
                  percent=percent)

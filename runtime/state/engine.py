@@ -30,20 +30,21 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _clean(value: Any) -> Any:
+def clean_parameters(value: Any) -> Any:
+    """Statement parameters with every string's NUL replaced (`state.records.without_nul`), however nested."""
     if isinstance(value, str):
         return without_nul(value)
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: clean_parameters(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_clean(v) for v in value)
+        return type(value)(clean_parameters(v) for v in value)
     return value
 
 
 def _without_nul(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
                  _executemany: bool) -> tuple[str, Any]:
     # Here rather than per column: raw SQL (the recall index) and WHERE parameters get the same rule as the ORM.
-    return statement, _clean(parameters)
+    return statement, clean_parameters(parameters)
 
 
 # A pooled server connection idle this long is pinged before it is handed out (see `_ping_if_idle`).

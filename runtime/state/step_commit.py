@@ -4,7 +4,7 @@
 block versions, an UPDATE per edited block). On Postgres each of those is a round trip and a statement for
 SQLAlchemy to execute, with a BEGIN riding on the first and a COMMIT after the last: a daemon spent ~20 % of its CPU
 per step there. Here the whole step is one statement with data-modifying CTEs, run on an autocommit connection
-(the statement is its own transaction): all of it is stored, or none.
+(the statement is its own transaction), awaited (`state.async_pg`): all of it is stored, or none.
 
 The block edits keep their compare-and-set: each edited block is updated only at the version its value was
 computed from, and when fewer blocks were updated than were edited, a CTE whose value the step's insert filters on
@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
+from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.records import StepRecord, without_nul
 from pagemind.runtime.state.rows import stored_message
 
@@ -77,13 +77,18 @@ turn_key AS (
 SELECT id FROM msg"""
 
 
-def accept_pg(conn: Connection, agent_id: int, message: Message, key: str | None) -> int:
-    """Store a turn's incoming message (no step yet) and its idempotency key in one statement on `conn`
-    (autocommit); returns the message's id. A key used already fails it on the key's primary key."""
+def accept_parameters(agent_id: int, message: Message, key: str | None) -> dict[str, Any]:
+    """`ACCEPT`'s parameters: a turn's incoming message (no step yet) and its idempotency key."""
+    return {"agent_id": agent_id, "messages": _messages_json([message]), "key": key, "turn_id": message.turn_id,
+            "created_at": message.created_at, "step_id": message.step_id}
+
+
+async def accept_pg(awaited: AwaitedStatements, agent_id: int, message: Message, key: str | None) -> int:
+    """Store a turn's incoming message and its idempotency key in one statement (its own transaction); returns the
+    message's id. A key used already fails it on the key's primary key (`IntegrityError`)."""
     crash_point("accept.before_commit")  # as in the transaction this replaces: before anything is stored
-    return conn.exec_driver_sql(ACCEPT, {"agent_id": agent_id, "messages": _messages_json([message]), "key": key,
-                                         "turn_id": message.turn_id, "created_at": message.created_at,
-                                         "step_id": message.step_id}).scalar_one()
+    (message_id,) = await awaited.first(ACCEPT, accept_parameters(agent_id, message, key))
+    return message_id
 
 
 def _text(value: str | None) -> str | None:
@@ -111,50 +116,46 @@ def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tup
     return json.dumps(rows), {label: reads[label] + count[label] for label in last if reads[label] is not None}
 
 
-def step_parameters(agent_id: int, step: StepRecord, messages: list[Message]) -> dict[str, Any]:
-    """The statement's parameters for the step's record and messages."""
-    return {"agent_id": agent_id, **step.__dict__, "messages": _messages_json(messages)}
+def step_statement(agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
+                   versions: dict[str, int] | None) -> tuple[str, dict[str, Any], dict[str, int]]:
+    """The step's statement (`EDITING` or `PLAIN`), its parameters, and the block versions that storing it leaves."""
+    params = {"agent_id": agent_id, **step.__dict__, "messages": _messages_json(messages)}
+    if not edits:
+        return PLAIN, params, {}
+    blocks, written = _blocks_json(edits, versions)
+    params.update(blocks=blocks, labels=len({e.label for e in edits}), edits=json.dumps([
+        {"ord": i, "label": e.label, "operation": e.operation, "old_value": without_nul(e.old_value),
+         "new_value": without_nul(e.new_value), "created_at": e.at.isoformat()} for i, e in enumerate(edits)]))
+    return EDITING, params, written
 
 
-def commit_step_pg(conn: Connection, agent_id: int, step: StepRecord, messages: list[Message],
-                   edits: list[BlockEdit], versions: dict[str, int] | None) -> tuple[int, list[int], dict[str, int]]:
-    """Store the step in one statement on `conn` (autocommit); returns the step id, the message ids in the order
-    of `messages`, and the block versions written. Raises `DataError` naming `STALE` when a block's version moved
-    (nothing is stored then)."""
-    params = step_parameters(agent_id, step, messages)
-    written: dict[str, int] = {}
-    if edits:
-        blocks, written = _blocks_json(edits, versions)
-        params.update(blocks=blocks, labels=len({e.label for e in edits}), edits=json.dumps([
-            {"ord": i, "label": e.label, "operation": e.operation, "old_value": without_nul(e.old_value),
-             "new_value": without_nul(e.new_value), "created_at": e.at.isoformat()} for i, e in enumerate(edits)]))
-    step_id, ids = conn.exec_driver_sql(EDITING if edits else PLAIN, params).one()
-    return step_id, list(ids), written
-
-
-def store_step_pg(conn: Connection, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
-                  versions: dict[str, int] | None, stale: Callable[[list[str]], Exception],
-                  ) -> tuple[int, list[Message], dict[str, int]]:
-    """`StateStore.commit_step` on Postgres: (the step id, the stored messages, the block versions written); raises
-    `stale(labels)` when a block's version moved. The transaction's crash points all come before the statement:
-    a kill at any of them stores nothing, as a kill inside the transaction would."""
+async def store_step_pg(awaited: AwaitedStatements, agent_id: int, step: StepRecord, messages: list[Message],
+                        edits: list[BlockEdit], versions: dict[str, int] | None,
+                        stale: Callable[[list[str]], Exception]) -> tuple[int, list[Message], dict[str, int]]:
+    """`StateStore.commit_step` on Postgres, one statement (its own transaction): (the step id, the stored messages,
+    the block versions written); raises `stale(labels)` when a block's version moved (nothing is stored then). The
+    transaction's crash points all come before the statement: a kill at any of them stores nothing, as a kill
+    inside the transaction would."""
     for point in ("commit.step_flushed", "commit.messages_flushed", "commit.before_commit"):
         crash_point(point)
+    sql, params, written = step_statement(agent_id, step, messages, edits, versions)
     try:
-        step_id, ids, written = commit_step_pg(conn, agent_id, step, messages, edits, versions)
+        step_id, ids = await awaited.first(sql, params)
     except DataError as exc:
         if STALE not in str(exc.orig):
             raise
-        raise stale(stale_labels(conn, agent_id, edits, versions)) from None
+        current = dict(await awaited.rows(BLOCK_VERSIONS, {"agent_id": agent_id}))
+        raise stale(stale_labels(current, edits, versions)) from None
     return step_id, [stored_message(m, i, step_id) for m, i in zip(messages, ids)], written
 
 
-def stale_labels(conn: Connection, agent_id: int, edits: list[BlockEdit], versions: dict[str, int] | None) -> list[str]:
-    """The edited blocks whose version is no longer the one read (all of them if that changed back meanwhile)."""
-    current = dict(conn.exec_driver_sql("SELECT label, version FROM blocks WHERE agent_id = %(agent_id)s",
-                                        {"agent_id": agent_id}).all())
+BLOCK_VERSIONS = "SELECT label, version FROM blocks WHERE agent_id = %(agent_id)s"
+
+
+def stale_labels(current: dict[str, int], edits: list[BlockEdit], versions: dict[str, int] | None) -> list[str]:
+    """The edited blocks whose version (`current`: label → version now) is no longer the one read (all of them if
+    that changed back meanwhile)."""
     labels = sorted({e.label for e in edits})
     stale = [label for label in labels if label not in current
              or (versions is not None and versions.get(label) is not None and current[label] != versions[label])]
     return stale or labels
-

@@ -19,6 +19,7 @@ from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
@@ -223,11 +224,10 @@ class StateStore:
         ids = conn.execute(INSERT_MESSAGES, [values_of(agent_id, m, step_id) for m in messages]).scalars().all()
         return [stored_message(m, i, m.step_id if step_id is None else step_id) for m, i in zip(messages, ids)]
 
-    def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
+    async def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
         """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
-        if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
-            with self.one_statement() as conn:
-                message_id = accept_pg(conn, agent_id, message, key)
+        if (awaited := AwaitedStatements.of(self.engine)) is not None:  # one statement, awaited (`state.step_commit`)
+            message_id = await accept_pg(awaited, agent_id, message, key)
         else:
             with self.engine.begin() as conn:
                 message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
@@ -329,7 +329,7 @@ class StateStore:
 
     # -- steps --------------------------------------------------------------------------------------------------
 
-    def commit_step(
+    async def commit_step(
         self, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
         versions: dict[str, int] | None = None,
     ) -> tuple[int, list[Message]]:
@@ -339,9 +339,9 @@ class StateStore:
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
-        if self.engine.dialect.name == "postgresql":  # one statement, its own transaction (`state.step_commit`)
-            with self.one_statement() as conn:
-                step_id, stored, written = store_step_pg(conn, agent_id, step, messages, edits, versions, StaleBlocks)
+        if (awaited := AwaitedStatements.of(self.engine)) is not None:  # one statement, awaited (`state.step_commit`)
+            step_id, stored, written = await store_step_pg(awaited, agent_id, step, messages, edits, versions,
+                                                           StaleBlocks)
         else:
             with self.engine.begin() as conn:
                 step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **step.__dict__}]).scalar_one()

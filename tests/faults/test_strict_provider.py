@@ -55,9 +55,9 @@ async def test_a_stored_null_assistant_message_is_repaired_out_of_the_window(str
     """The shape the old client stored from an empty `choices`: repair takes it out of view (it stays in recall)."""
     agent = await make_agent(database_url, openai_client())
     turn = uuid.uuid4().hex
-    agent.window.accept(Message("user", "Hi, I'm Lin.", agent.now(), turn_id=turn))
+    await agent.window.accept(Message("user", "Hi, I'm Lin.", agent.now(), turn_id=turn))
     record = StepRecord(turn, 1, "m", None, None, "plain_reply", agent.now(), 0.0, 0.0)
-    agent.window.commit_step(record, [Message("assistant", None, agent.now(), turn_id=turn)], [])
+    await agent.window.commit_step(record, [Message("assistant", None, agent.now(), turn_id=turn)], [])
 
     reloaded = await make_agent(database_url, openai_client())
     strict.script.append(reply_body("Hello Lin."))

@@ -1,0 +1,231 @@
+"""Postgres statements awaited on psycopg's async connections, instead of holding the event loop while they run.
+
+A synchronous statement on the event loop's thread holds the whole loop until the server answers: its round trip,
+the server's work and, for a write, its commit. A daemon on Postgres spent a third of its loop's time so, while
+other agents' turns waited to compile a context or read a model's answer (`bench/RESULTS.md`, "Postgres
+statements awaited"). The statements of a turn and of the daemon's inbox that are each their own transaction run
+here instead: on psycopg `AsyncConnection`s in autocommit mode, a few per event loop, so the loop runs other work
+while a statement is at the server, and several statements can be in flight at once. SQLite is not affected: a
+SQLite statement is work in this process, with nothing to wait for (`AwaitedStatements.of` is None there).
+
+A statement is SQL text with psycopg's `%(name)s` parameters, or a SQLAlchemy Core statement compiled once for the
+engine's dialect (with its literal values and its types' bind processors, e.g. JSON). Parameters get the engine's
+NUL rule (`state.engine.clean_parameters`); errors are SQLAlchemy's (`IntegrityError`, `DataError`,
+`OperationalError` …), as the synchronous path raises them, so callers catch the same exceptions either way.
+
+A statement once sent runs to its end, as a synchronous one does: a cancellation (a turn's deadline, a shutdown)
+that comes while it is at the server is delivered at the caller's next await, after the result is returned. So a
+step is never committed without the caller knowing it (the window adopts what the store holds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Mapping
+
+import psycopg
+from psycopg.rows import dict_row, tuple_row
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine
+from sqlalchemy.sql import ClauseElement
+
+from pagemind.runtime.state.engine import clean_parameters
+
+POOL_SIZE = 8  # connections per event loop and engine: statements beyond this many in flight wait for one
+_ATTRIBUTE = "_pagemind_awaited_statements"  # hangs off the engine, as `state.held` does (see there why)
+_guard = threading.Lock()
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A Core statement as psycopg runs it: its SQL, the values it binds itself, its parameters' processors."""
+
+    sql: str
+    defaults: dict[str, Any]
+    processors: dict[str, Callable[[Any], Any]]
+
+    def parameters(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        merged = {**self.defaults, **given}
+        for name, process in self.processors.items():
+            if merged.get(name) is not None:
+                merged[name] = process(merged[name])
+        return merged
+
+
+class _Pool:
+    """The async connections of one event loop: taken for one statement, given back after it."""
+
+    def __init__(self, connect: Callable[[], Any], size: int):
+        self._connect = connect
+        self._idle: list[psycopg.AsyncConnection] = []
+        self._slots = asyncio.Semaphore(size)
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            try:
+                yield conn
+            except psycopg.OperationalError:  # the connection may be gone: a new one next time
+                _close(conn)
+                raise
+            if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                _close(conn)
+            else:
+                self._idle.append(conn)
+
+    def close(self) -> None:
+        """Close every idle connection now (no await: also from `engine.dispose()` on any thread)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            _close(conn)
+
+
+def _close(conn: psycopg.AsyncConnection) -> None:
+    """End the connection's session at once, without awaiting (libpq's `PQfinish`)."""
+    with contextlib.suppress(Exception):
+        conn.pgconn.finish()
+
+
+class AwaitedStatements:
+    """One Postgres engine's statements, awaited (see the module docstring). One per engine; `of` makes it."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        args, kwargs = engine.dialect.create_connect_args(engine.url)  # what the engine's own connections get
+        self._connect_args = (tuple(args), {**kwargs, "autocommit": True})
+        self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool]" = weakref.WeakKeyDictionary()
+        self._compiled: dict[ClauseElement, _Compiled] = {}
+        from sqlalchemy import event  # the engine's dispose ends these sessions too
+
+        event.listen(engine, "engine_disposed", lambda _engine: self.close())
+
+    @classmethod
+    def of(cls, engine: Engine) -> "AwaitedStatements | None":
+        """The engine's awaited statements, or None when its database is not Postgres."""
+        if engine.dialect.name != "postgresql":
+            return None
+        statements = getattr(engine, _ATTRIBUTE, None)
+        if statements is None:
+            with _guard:
+                statements = getattr(engine, _ATTRIBUTE, None)
+                if statements is None:
+                    statements = cls(engine)
+                    setattr(engine, _ATTRIBUTE, statements)
+        return statements
+
+    def close(self) -> None:
+        """Close the idle connections of every event loop."""
+        for pool in list(self._pools.values()):
+            pool.close()
+
+    async def rows(self, statement: str | ClauseElement, params: Mapping[str, Any], *,
+                   mappings: bool = False) -> list[Any]:
+        """Run one statement (its own transaction) and return its rows: tuples, or dicts with `mappings`."""
+        sql, values = self._prepared(statement, params)
+        return await run_to_end(self._run(sql, values, dict_row if mappings else tuple_row))
+
+    async def first(self, statement: str | ClauseElement, params: Mapping[str, Any], *,
+                    mappings: bool = False) -> Any | None:
+        """The first row of `rows` (None when there is none)."""
+        found = await self.rows(statement, params, mappings=mappings)
+        return found[0] if found else None
+
+    def _prepared(self, statement: str | ClauseElement, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        if isinstance(statement, str):
+            return statement, clean_parameters(dict(params))
+        compiled = self._compiled.get(statement)
+        if compiled is None:
+            compiled = self._compiled[statement] = _compile(statement, self.engine)
+        return compiled.sql, clean_parameters(compiled.parameters(params))
+
+    def _pool(self) -> _Pool:
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            args, kwargs = self._connect_args
+            pool = self._pools[loop] = _Pool(lambda: psycopg.AsyncConnection.connect(*args, **kwargs), POOL_SIZE)
+            weakref.finalize(loop, pool.close)  # a loop's connections end with it (each test has its own loop)
+        return pool
+
+    async def _run(self, sql: str, values: dict[str, Any], row_factory: Any) -> list[Any]:
+        try:
+            async with self._pool().connection() as conn:
+                async with conn.cursor(row_factory=row_factory) as cursor:
+                    await cursor.execute(sql, values)
+                    return await cursor.fetchall() if cursor.description is not None else []
+        except psycopg.Error as exc:
+            raise sa_exc.DBAPIError.instance(sql, values, exc, psycopg.Error,
+                                             dialect=self.engine.dialect) from exc
+
+
+class AwaitedSession:
+    """One async connection of its own, for state that lives in a database session (advisory locks): its statements
+    run one at a time, in order. Opened at its first statement, on the event loop that runs it."""
+
+    def __init__(self, statements: AwaitedStatements):
+        self._statements = statements
+        self._conn: psycopg.AsyncConnection | None = None
+
+    async def scalar(self, sql: str, params: Mapping[str, Any]) -> Any:
+        """The first column of the statement's first row. On an error the session is closed (and everything it
+        held with it) before the error is raised."""
+        return await run_to_end(self._scalar(sql, clean_parameters(dict(params))))
+
+    async def _scalar(self, sql: str, values: dict[str, Any]) -> Any:
+        try:
+            if self._conn is None or self._conn.closed:
+                args, kwargs = self._statements._connect_args
+                self._conn = await psycopg.AsyncConnection.connect(*args, **kwargs)
+            cursor = await self._conn.execute(sql, values)
+            row = await cursor.fetchone()
+            return row[0] if row is not None else None
+        except psycopg.Error as exc:
+            self.close()
+            raise sa_exc.DBAPIError.instance(sql, values, exc, psycopg.Error,
+                                             dialect=self._statements.engine.dialect) from exc
+
+    def close(self) -> None:
+        """End the session now (the server lets go of what it held)."""
+        if self._conn is not None:
+            _close(self._conn)
+            self._conn = None
+
+
+def _compile(statement: ClauseElement, engine: Engine) -> _Compiled:
+    """`statement` compiled once for the engine's dialect, with no expanding parameters (an `IN` over a Python list
+    is rendered per execution: statements built once use literal values instead, as `scheduler.inbox.is_open`)."""
+    dialect = engine.dialect
+    compiled = statement.compile(dialect=dialect)
+    if "POSTCOMPILE" in compiled.string:
+        raise ValueError("a statement run awaited must not have expanding parameters (IN over a list)")
+    processors = {}
+    for name, bind in compiled.binds.items():
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        if process is not None:
+            processors[name] = process
+    return _Compiled(compiled.string, dict(compiled.params), processors)
+
+
+async def run_to_end(work: Any) -> Any:
+    """Await `work` (a coroutine) to its end even when the caller is cancelled meanwhile; then return its result
+    (or raise its error) and deliver the cancellation at the caller's next await, as a synchronous call that
+    cannot be interrupted would. A timeout (`asyncio.timeout`) still reads it as its own."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+        current = asyncio.current_task()
+        if current is None or task.cancelled():
+            raise
+        # The cancellation was consumed here; arm it again with the same count, for the next await to raise.
+        current.uncancel()
+        current.cancel()
+        return task.result()
