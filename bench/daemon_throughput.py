@@ -116,7 +116,7 @@ async def wait_healthy(url: str, process: subprocess.Popen, deadline_s: float = 
 
 
 async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: int, stub: str,
-                  latency_ms: float, workers: int = 1) -> dict[str, float]:
+                  latency_ms: float, workers: int = 1, extra_env: dict[str, str] | None = None) -> dict[str, float]:
     """One measurement: a fresh database and daemon, `agents` agents, about `turns` turns in all."""
     home = Path(tempfile.mkdtemp(prefix="pagemind-bench-"))
     folder = home / "agents"
@@ -126,7 +126,7 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "QDRANT_", "PAGEMIND_"))}
     env.update(PAGEMIND_HOME=str(home), DATABASE_URL=database_url, OPENAI_BASE_URL=stub, OPENAI_API_KEY="bench",
-               PAGEMIND_LOG_LEVEL="error")
+               PAGEMIND_LOG_LEVEL="error", **(extra_env or {}))
     serve = subprocess.Popen([sys.executable, "-m", "pagemind.scheduler.cli", "serve", str(folder), "--port", str(port),
                               "--concurrency", str(concurrency),
                               *(["--workers", str(workers)] if workers > 1 else [])],
@@ -249,6 +249,8 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="the daemon's --concurrency")
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--workers", type=int, default=1, help="`pagemind serve --workers` (Postgres rows only)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in the daemon's environment (repeatable), e.g. PAGEMIND_HTTP_CLIENT=httpx")
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     parser.add_argument("--section", default="Daemon throughput (bench/daemon_throughput.py)",
                         help="the bench/RESULTS.md section to write")
@@ -276,7 +278,8 @@ async def main() -> None:
             for n in args.agents:
                 row = await run_one(db, n, args.turns, args.inflight, args.concurrency,
                                     f"http://127.0.0.1:{port}/v1", args.latency_ms,
-                                    args.workers if db == "postgres" else 1)
+                                    args.workers if db == "postgres" else 1,
+                                    dict(item.split("=", 1) for item in args.env))
                 rows.append({"db": db, **row})
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
                 if not args.no_write:

@@ -30,8 +30,8 @@ from pagemind.runtime.model_response import (  # noqa: F401 (re-exported: the er
 )
 from pagemind.runtime.model_request import ModelRequest  # noqa: F401 (re-exported: built and sent here)
 from pagemind.runtime.model_stream import STREAM_OPTIONS, DeltaSink, post_streamed, refuses_streaming
-from pagemind.runtime.model_pool import Endpoint, shared_client
-from pagemind.runtime.model_post import poster_for
+from pagemind.runtime.model_pool import Endpoint, shared_client, take_loop_clients
+from pagemind.runtime.model_post import close_poster, poster_for
 from pagemind.runtime.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -98,6 +98,16 @@ async def turn_deadline(seconds: float, clock: Callable[[], float] = time.monoto
 def current_turn_deadline() -> TurnDeadline | None:
     """The deadline of the turn this task is running, if any."""
     return _TURN_DEADLINE.get()
+
+
+HTTP_CLIENTS = ("httpx", "aiohttp")  # PAGEMIND_HTTP_CLIENT: what model calls go out on (httpx unless set)
+
+
+async def close_shared_clients() -> None:
+    """Close the running loop's shared SDK clients, their pools and their posters' (a daemon's stop)."""
+    for client in take_loop_clients():
+        await close_poster(client)
+        await client.close()
 
 
 class ModelClient(Protocol):
@@ -216,8 +226,11 @@ class OpenAIModelClient:
         wait: wait_base | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         request_timeout_s: float = 60.0,
+        http: str | None = None,
     ):
         self._client = client
+        # What the calls go out on (`HTTP_CLIENTS`): given, else the endpoint's, else httpx.
+        self.http = http or (client.http if isinstance(client, Endpoint) else "httpx")
         self.max_attempts = max_attempts
         self.wait = wait or wait_retry_after_or_jitter()
         self.sleep = sleep
@@ -239,8 +252,11 @@ class OpenAIModelClient:
         if not base_url and not api_key:
             raise NoModelConfigured(missing_endpoint_message(spec.api_key_env))
         timeout = spec.request_timeout_s
+        http = env.get("PAGEMIND_HTTP_CLIENT") or "httpx"
+        if http not in HTTP_CLIENTS:
+            raise ValueError(f"PAGEMIND_HTTP_CLIENT={http!r}: use one of {', '.join(HTTP_CLIENTS)}")
         # Local servers take any key; the SDK insists on one.
-        endpoint = Endpoint(base_url, api_key or "not-needed", timeout, min(10.0, timeout))
+        endpoint = Endpoint(base_url, api_key or "not-needed", timeout, min(10.0, timeout), http)
         kwargs.setdefault("request_timeout_s", timeout)
         return cls(endpoint, **kwargs)
 
@@ -302,7 +318,7 @@ class OpenAIModelClient:
                 # Not `client.chat.completions` (its first use imports every resource module of the SDK, and it
                 # transforms every field): the body is already the wire format, joined from JSON encoded once per
                 # message, posted on the SDK client's pool with its headers and typed errors (`model_post`).
-                poster = poster_for(self.client)
+                poster = poster_for(self.client, self.http)
                 if sink is not None:
                     return await post_streamed(poster, request.encoded(STREAM_OPTIONS), sink)
                 response = await poster.post(request.encoded())

@@ -29,6 +29,7 @@ class Endpoint:
     api_key: str = field(repr=False)  # never in a log line or a traceback
     timeout_s: float
     connect_timeout_s: float
+    http: str = "httpx"  # the HTTP client the calls go out on: "httpx" or "aiohttp" (`model_post.poster_for`)
 
     def build(self) -> "openai.AsyncOpenAI":
         """A new SDK client for this endpoint (no SDK retries: the model client retries with tenacity)."""
@@ -68,12 +69,24 @@ def shared_client(endpoint: Endpoint) -> "openai.AsyncOpenAI":
         return client
 
 
-def import_model_stack() -> None:
-    """Import the SDK and its HTTP stack now. The CLI imports them at the first model call, to start fast; a daemon
-    calls this at start instead, so that its first turn does not wait for ~800 modules (0.7 s of CPU here) and the
-    collector's start-up freeze (`scheduler.gc_tuning`) covers them."""
+def take_loop_clients() -> list["openai.AsyncOpenAI"]:
+    """The running loop's shared clients, forgotten here (the caller closes them: a daemon's stop)."""
+    loop = asyncio.get_running_loop()
+    with _LOCK:
+        clients = _CLIENTS.pop(loop, {})
+    return list(clients.values())
+
+
+def import_model_stack(http: str = "httpx") -> None:
+    """Import the SDK and its HTTP stack now (`http`: aiohttp too, when the calls go out on it). The CLI imports
+    them at the first model call, to start fast; a daemon calls this at start instead, so that its first turn does
+    not wait for ~800 modules (0.7 s of CPU here; aiohttp 0.13 s more), all of it inside that call's
+    `request_timeout_s`, and the collector's start-up freeze (`scheduler.gc_tuning`) covers them."""
     import httpcore  # noqa: F401  (httpx imports it only when the first client is built)
     import openai  # noqa: F401
+
+    if http == "aiohttp":
+        import aiohttp  # noqa: F401
 
 
 def pooled_clients() -> int:

@@ -38,7 +38,7 @@ SDK's post would.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
 
 import httpx
 
@@ -68,14 +68,40 @@ class SdkPost:
         return await self.client.post(PATH, content=content, cast_to=httpx.Response, stream=stream)
 
 
-class LeanPost:
-    """The POST of `client.post(PATH, content=…, cast_to=httpx.Response)`, with the headers taken once."""
+class _DirectPost:
+    """What the direct posters share: the SDK's headers, built once per client, and the SDK's status errors."""
 
     def __init__(self, client: "openai.AsyncOpenAI"):
         self.client = client
         self.url = client._prepare_url(PATH)
         self.headers: httpx.Headers | None = None
         self.own = client._client  # the SDK's httpx client: its cookie jar is every shard's, as for the SDK's post
+
+    async def _headers(self) -> httpx.Headers:
+        if self.headers is None:
+            # The platform headers may read files on first use (then cached): looked up off the event loop, as
+            # the SDK does; the rest on it (one header names the running async library).
+            await asyncio.to_thread(self.client.platform_headers)
+            self.headers = sdk_headers(self.client)
+        return self.headers
+
+    async def _checked(self, response: httpx.Response) -> httpx.Response:
+        """`response` if its status is 2xx; else the SDK's status error, raised with the body read."""
+        if not response.is_success:
+            try:
+                if not response.is_closed:  # a streamed request's error body, read for the error's message
+                    await response.aread()
+            finally:
+                await response.aclose()
+            raise self.client._make_status_error_from_response(response) from None
+        return response
+
+
+class LeanPost(_DirectPost):
+    """The POST of `client.post(PATH, content=…, cast_to=httpx.Response)`, with the headers taken once."""
+
+    def __init__(self, client: "openai.AsyncOpenAI"):
+        super().__init__(client)
         self.direct = plain_transport(self.own) is not None  # sent on the transport itself, and copied
         self._http: list[httpx.AsyncClient | None] = [self.own, *[None] * (SHARDS - 1 if self.direct else 0)]
         self._in_flight = [0] * len(self._http)
@@ -86,15 +112,11 @@ class LeanPost:
         """See `Poster.post`."""
         import openai
 
-        if self.headers is None:
-            # The platform headers may read files on first use (then cached): looked up off the event loop, as
-            # the SDK does; the rest on it (one header names the running async library).
-            await asyncio.to_thread(self.client.platform_headers)
-            self.headers = sdk_headers(self.client)
+        headers = await self._headers()
         shard = self._in_flight.index(min(self._in_flight))  # the least busy, the first among equals
         http = self._http[shard] or self._copy(shard)
         jar = self.own.cookies if http is not self.own and self.own.cookies else None
-        request = http.build_request("POST", self.url, headers=self.headers, content=content, cookies=jar,
+        request = http.build_request("POST", self.url, headers=headers, content=content, cookies=jar,
                                      timeout=self.client.timeout, extensions=self.extensions)
         self._in_flight[shard] += 1
         try:
@@ -108,14 +130,13 @@ class LeanPost:
             raise openai.APIConnectionError(request=request) from exc
         finally:
             self._in_flight[shard] -= 1
-        if not response.is_success:
-            try:
-                if not response.is_closed:  # a streamed request's error body, read for the error's message
-                    await response.aread()
-            finally:
-                await response.aclose()
-            raise self.client._make_status_error_from_response(response) from None
-        return response
+        return await self._checked(response)
+
+    async def aclose(self) -> None:
+        """Close the copies' pools (the SDK's own client closes with the SDK client)."""
+        for http in self._http[1:]:
+            if http is not None:
+                await http.aclose()
 
     def _copy(self, shard: int) -> httpx.AsyncClient:
         http = self._http[shard] = copy_of(self.own)  # made at the first call that finds the others busy
@@ -138,6 +159,117 @@ class LeanPost:
                 await response.aclose()
                 raise
         return response
+
+
+class AiohttpPost(_DirectPost):
+    """`LeanPost`'s POST sent on an aiohttp session instead of httpx's pool (`PAGEMIND_HTTP_CLIENT=aiohttp`, the
+    daemon's default): the request as httpx builds it (the SDK's headers, cookies, the URL), then aiohttp, whose
+    HTTP/1.1 and connection pool cost a fifth of httpcore's CPU per call (`bench/RESULTS.md`, "The model call on
+    aiohttp"), and an `httpx.Response` back, as the other posters give. aiohttp follows redirects and keeps cookies
+    itself; its errors become the SDK's (`APITimeoutError`, `APIConnectionError`), and while a streamed body is read,
+    httpx's (`ReadTimeout`, `ReadError`), as `model_stream` expects. The session belongs to the event loop of the
+    first call, as the SDK client does (`model_pool`); `aclose` ends it. aiohttp is imported here, at the first
+    call: the SDK imports it in every process once `httpx-aiohttp` is installed (+12 MB, +0.13 s), so that package
+    is not used."""
+
+    def __init__(self, client: "openai.AsyncOpenAI"):
+        super().__init__(client)
+        self._session: Any = None
+        self._proxy: str | None = None
+        self._server_hostname = self.url.host.replace("_", "-") if "_" in self.url.host else None  # as LeanPost
+        self._request: httpx.Request | None = None  # the request as httpx builds it, without its body
+        self._wire: dict[str, str] = {}
+        self._timeout: Any = None
+
+    async def post(self, content: bytes, *, stream: bool = False) -> httpx.Response:
+        """See `Poster.post`."""
+        import aiohttp
+        import openai
+
+        request = self._request or await self._prepare()
+        try:
+            response = await self._send(request, content, stream)
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise openai.APITimeoutError(request=request) from exc
+        except Exception as exc:  # as the SDK: any failure to get a response is a connection error
+            raise openai.APIConnectionError(request=request) from exc
+        return await self._checked(response)
+
+    async def _prepare(self) -> httpx.Request:
+        """The request as the SDK's httpx client builds it (its headers, the SDK's, the URL), once: building httpx
+        requests and headers per call cost as much CPU as aiohttp's whole call."""
+        import aiohttp
+
+        request = self.own.build_request("POST", self.url, headers=await self._headers(), timeout=self.client.timeout)
+        self._wire = {name: value for name, value in request.headers.items() if name != "content-length"}
+        timeout = request.extensions.get("timeout", {})
+        self._timeout = aiohttp.ClientTimeout(sock_connect=timeout.get("connect"), sock_read=timeout.get("read"))
+        self._request = request
+        return request
+
+    async def _send(self, request: httpx.Request, content: bytes, stream: bool) -> httpx.Response:
+        answer = await self._open().post(
+            str(request.url), data=content, headers=self._wire, auto_decompress=False, timeout=self._timeout,
+            allow_redirects=self.own.follow_redirects, server_hostname=self._server_hostname, proxy=self._proxy)
+        if stream:
+            return httpx.Response(answer.status, headers=answer.raw_headers, stream=_AiohttpBody(answer),
+                                  request=request)
+        try:
+            body = await answer.read()
+        finally:
+            answer.release()
+        # httpx decodes the body (gzip, deflate) by its headers, as for its own pool's responses.
+        return httpx.Response(answer.status, headers=answer.raw_headers, content=body, request=request)
+
+    def _open(self) -> Any:
+        import aiohttp
+
+        if self._session is None:
+            # The SDK's pool limits and httpx's keep-alive expiry; httpx's TLS context (SSL_CERT_FILE honoured); any
+            # host's cookies, as httpx's jar keeps them (a local server at 127.0.0.1 included). The environment's
+            # proxy is read once, here: aiohttp's `trust_env` reads it, and netrc, in a thread at every request.
+            connector = aiohttp.TCPConnector(limit=1000, keepalive_timeout=5.0, ssl=httpx.create_ssl_context())
+            self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.CookieJar(unsafe=True))
+            self._proxy = environment_proxy(self.url)
+        return self._session
+
+    async def aclose(self) -> None:
+        """End the session and its connections."""
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+
+def environment_proxy(url: httpx.URL) -> str | None:
+    """The proxy the environment names for `url` (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY), as httpx's
+    `trust_env` reads it; None for none."""
+    import urllib.request
+
+    if urllib.request.proxy_bypass(url.host):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(url.scheme) or proxies.get("all")
+
+
+class _AiohttpBody(httpx.AsyncByteStream):
+    """A streamed aiohttp body as httpx's: its chunks as they come, aiohttp's errors as httpx's transport errors."""
+
+    def __init__(self, answer: Any):
+        self.answer = answer
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        import aiohttp
+
+        try:
+            async for chunk in self.answer.content.iter_any():
+                yield chunk
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise httpx.ReadTimeout(str(exc) or "read timeout") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+
+    async def aclose(self) -> None:
+        self.answer.release()
 
 
 def plain_transport(http: httpx.AsyncClient) -> httpx.AsyncHTTPTransport | None:
@@ -199,10 +331,22 @@ def is_plain(client: Any) -> bool:
 _ATTRIBUTE = "_pagemind_poster"
 
 
-def poster_for(client: "openai.AsyncOpenAI") -> Poster:
-    """The poster of `client`, made once per client (so its headers are built once for every agent sharing it)."""
+def poster_for(client: "openai.AsyncOpenAI", http: str = "httpx") -> Poster:
+    """The poster of `client`, made once per client (so its headers are built once for every agent sharing it):
+    `http` "aiohttp" posts on an aiohttp session (`AiohttpPost`), "httpx" on the client's httpx pool (`LeanPost`);
+    a client that needs the SDK's per-call hooks gets the SDK's own post either way (`SdkPost`)."""
     poster = getattr(client, _ATTRIBUTE, None)
     if poster is None:
-        poster = LeanPost(client) if is_plain(client) else SdkPost(client)
+        if not is_plain(client):
+            poster = SdkPost(client)
+        else:
+            poster = AiohttpPost(client) if http == "aiohttp" else LeanPost(client)
         setattr(client, _ATTRIBUTE, poster)
     return poster
+
+
+async def close_poster(client: "openai.AsyncOpenAI") -> None:
+    """Close what the client's poster holds beside the SDK client (an aiohttp session, httpx copies), if any."""
+    poster = getattr(client, _ATTRIBUTE, None)
+    if poster is not None and hasattr(poster, "aclose"):
+        await poster.aclose()

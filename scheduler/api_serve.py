@@ -102,14 +102,27 @@ class _Server:
         return Server(config)
 
 
+def serving_loop() -> asyncio.AbstractEventLoop:
+    """The daemon's event loop: uvloop's where it is installed (every platform but Windows), else asyncio's. Its
+    sockets, transports and timers are C: the daemon spent ×0.91–0.93 of the CPU per step on it
+    (`bench/RESULTS.md`, "Postgres statements awaited")."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def load_before_serving(catalog: AgentCatalog) -> None:
     """What the first turn would load, loaded before the daemon listens: its first user would otherwise wait for
     it (the SDK's ~800 modules 0.7 s, a tiktoken encoding 0.2 s of CPU here), and the collector's freeze at start
     (`scheduler.gc_tuning`) would miss it, so every full collection would walk it again."""
+    import os
+
     from pagemind.runtime.model_pool import import_model_stack
     from pagemind.runtime.tokens import DEFAULT_ENCODING, encoding
 
-    import_model_stack()
+    import_model_stack(os.environ.get("PAGEMIND_HTTP_CLIENT") or "httpx")
     for name in {spec.model.encoding or DEFAULT_ENCODING for spec in catalog.folder_specs()} or {DEFAULT_ENCODING}:
         encoding(name)
 

@@ -40,7 +40,7 @@ def add_parsers(sub: Any) -> None:
     serve.add_argument("--workers", type=int, default=1, metavar="N",
                        help="daemon processes sharing the port, to use N cores (PostgreSQL only; default 1)")
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker of --workers
-    serve.set_defaults(handler=cmd_serve)
+    serve.set_defaults(handler=cmd_serve, loop_factory=serving_loop)
     send = sub.add_parser("send", help="send a message to an agent a daemon serves, print the reply")
     send.add_argument("agent", help="the agent's name")
     send.add_argument("text")
@@ -80,11 +80,20 @@ def check_binding(host: str, token: str | None) -> str | None:
     return None
 
 
+def serving_loop() -> Any:
+    """A new event loop for `serve` (`scheduler.api_serve.serving_loop`: uvloop where installed)."""
+    from pagemind.scheduler.api_serve import serving_loop as new_loop
+
+    return new_loop()
+
+
 async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Run the daemon and its API until SIGTERM or SIGINT, then stop gracefully and exit 0."""
     import os
 
     token = os.environ.get("PAGEMIND_API_TOKEN") or None
+    # The daemon's model calls go out on aiohttp unless told otherwise (`runtime.model_post.AiohttpPost`).
+    os.environ.setdefault("PAGEMIND_HTTP_CLIENT", "aiohttp")
     refusal = check_binding(args.host, token)
     if refusal:
         raise CliError(refusal)

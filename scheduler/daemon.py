@@ -24,7 +24,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.model_client import ModelClient
+from pagemind.runtime.model_client import ModelClient, close_shared_clients
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.async_pg import AwaitedStatements
@@ -148,6 +148,7 @@ class Daemon:
         HeldConnections.of(self.store.engine).close()
         if (awaited := AwaitedStatements.of(self.store.engine)) is not None:
             awaited.close()
+        await close_shared_clients()
         log.info("daemon_stopped", owner=self.owner, cancelled=cancelled, released=released)
 
     async def tick(self, now: datetime) -> None:

@@ -198,8 +198,9 @@ from pagemind.scheduler.catalog import AgentCatalog
 
 folder = Path(sys.argv[1])
 catalog = AgentCatalog(folder, StateStore.open("sqlite:///" + str(folder / "state.db")))
-assert "openai" not in sys.modules and tokens.load_encoding.cache_info().currsize == 0
+assert "openai" not in sys.modules and "aiohttp" not in sys.modules and tokens.load_encoding.cache_info().currsize == 0
 load_before_serving(catalog)
+assert "aiohttp" in sys.modules  # PAGEMIND_HTTP_CLIENT=aiohttp, as `serve` sets by default
 loaded = sorted(enc.name for enc in (tokens.load_encoding("cl100k_base"), tokens.load_encoding("o200k_base")))
 print("openai" in sys.modules, "httpcore" in sys.modules, tokens.load_encoding.cache_info().hits, *loaded)
 """
@@ -211,6 +212,39 @@ def test_serve_loads_the_sdk_and_the_folders_encodings_before_its_first_turn(tmp
     (tmp_path / "a.yaml").write_text("name: a\nsystem: Hi.\nmodel: {name: gpt-4o-mini, encoding: cl100k_base}\n")
     (tmp_path / "b.yaml").write_text("name: b\nsystem: Hi.\ntemplate: true\nmodel: {name: gpt-4o-mini}\n")
     out = subprocess.run([sys.executable, "-c", WARM_CHILD, str(tmp_path)], capture_output=True, text=True,
-                         check=True).stdout
+                         check=True, env={**os.environ, "PAGEMIND_HTTP_CLIENT": "aiohttp"}).stdout
     # both encodings were already built: the two lookups after it were cache hits
     assert out.split() == ["True", "True", "2", "cl100k_base", "o200k_base"]
+
+
+def test_serve_runs_its_event_loop_on_uvloop_and_other_commands_on_asyncio(monkeypatch):
+    """`serve` carries its own loop (`api_serve.serving_loop`: uvloop where installed); the runtime's main runs
+    a command on the loop its parser names, and any other command on asyncio's."""
+    import asyncio
+
+    from pagemind.runtime.cli import main as cli_main
+    from pagemind.scheduler.api_serve import serving_loop
+    from pagemind.scheduler.cli import add_parsers
+
+    uvloop = pytest.importorskip("uvloop")
+    loops: dict[str, type] = {}
+
+    async def record(args, settings):  # noqa: ANN001, ANN202
+        loops[args.command] = type(asyncio.get_running_loop())
+        return 0
+
+    def extend_recording(sub):  # noqa: ANN001, ANN202
+        add_parsers(sub)
+        for name in ("serve", "agents"):
+            sub.choices[name].set_defaults(handler=record)
+
+    monkeypatch.setattr(cli_main, "configure_logging", lambda: None)
+    for argv in (["serve", "."], ["agents"]):
+        assert cli_main.main(argv, extend=extend_recording) == 0
+    assert issubclass(loops["serve"], uvloop.Loop)
+    assert not issubclass(loops["agents"], uvloop.Loop)
+    loop = serving_loop()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()

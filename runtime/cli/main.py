@@ -103,7 +103,9 @@ def main(argv: Sequence[str] | None = None, *, extend: Extend | None = None) -> 
         configure_logging()
         from pagemind.runtime.settings import Settings
 
-        return asyncio.run(args.handler(args, Settings.from_env()))
+        # A command may bring its own event loop (`serve`: uvloop); the others run on asyncio's.
+        with asyncio.Runner(loop_factory=getattr(args, "loop_factory", None)) as runner:
+            return runner.run(args.handler(args, Settings.from_env()))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:

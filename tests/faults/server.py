@@ -30,6 +30,13 @@ class Trickle:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """Send status and headers announcing a longer body, then `sent` of it, then close the connection."""
+
+    sent: bytes = b'{"id": "chatcmpl-cut", "choices": ['
+
+
+@dataclass(frozen=True)
 class Reply:
     """Answer at once: a JSON body (a dict or list) or raw bytes, with a status and headers."""
 
@@ -44,6 +51,8 @@ class FaultServer:
     def __init__(self, *script: Any):
         self.script: list[Any] = list(script)
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers, names in lower case
+        self.paths: list[str] = []
         self.stopped = threading.Event()
         self._lock = threading.Lock()
         outer = self
@@ -56,6 +65,8 @@ class FaultServer:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 with outer._lock:
                     outer.requests.append(json.loads(body))
+                    outer.headers.append({name.lower(): value for name, value in self.headers.items()})
+                    outer.paths.append(self.path)
                     item = outer.script.pop(0) if outer.script else Reply({"error": "script exhausted"}, 418)
                 outer._serve(self, item)
 
@@ -83,6 +94,15 @@ class FaultServer:
                 while not self.stopped.wait(item.interval_s):
                     handler.wfile.write(item.piece)
                     handler.wfile.flush()
+                return
+            if isinstance(item, Cut):
+                handler.send_response(200)
+                handler.send_header("content-type", "application/json")
+                handler.send_header("content-length", str(len(item.sent) + 1000))
+                handler.end_headers()
+                handler.wfile.write(item.sent)
+                handler.wfile.flush()
+                handler.close_connection = True
                 return
             data = item.body if isinstance(item.body, bytes) else json.dumps(item.body).encode()
             handler.send_response(item.status)

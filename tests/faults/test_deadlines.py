@@ -22,27 +22,18 @@ from tests.test_model_stream import Watcher, sink
 REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 
 
-async def no_sleep(seconds: float) -> None:
-    pass
-
-
-def client_for(url: str, request_timeout_s: float, max_attempts: int = 2) -> OpenAIModelClient:
-    # httpx's own read timeout is long here, so only the per-attempt deadline can end a trickle.
-    sdk = openai.AsyncOpenAI(api_key="k", base_url=url, max_retries=0, timeout=httpx.Timeout(30.0))
-    return OpenAIModelClient(sdk, max_attempts=max_attempts, sleep=no_sleep, request_timeout_s=request_timeout_s)
-
-
-async def test_a_hanging_server_ends_each_attempt_at_the_request_timeout(fault_server):
+async def test_a_hanging_server_ends_each_attempt_at_the_request_timeout(fault_server, real_client):
     fault_server.add(Hang(), Hang())
     with pytest.raises(ModelDeadlineExceeded, match=r"request_timeout_s = 0.2 s in 2 attempts"):
-        await client_for(fault_server.url, 0.2).complete(REQUEST)
+        await real_client(fault_server.url, 0.2).complete(REQUEST)
     assert len(fault_server.requests) == 2
 
 
-async def test_a_trickling_server_ends_at_the_request_timeout_though_every_byte_resets_the_read_timeout(fault_server):
+async def test_a_trickling_server_ends_at_the_request_timeout_though_every_byte_resets_the_read_timeout(
+        fault_server, real_client):
     fault_server.add(Trickle(0.01), Trickle(0.01))
     with pytest.raises(ModelDeadlineExceeded, match="no complete answer"):
-        await client_for(fault_server.url, 0.3).complete(REQUEST)
+        await real_client(fault_server.url, 0.3).complete(REQUEST)
     assert len(fault_server.requests) == 2
 
 
@@ -50,18 +41,19 @@ TOKEN = b'data: {"choices": [{"index": 0, "delta": {"content": "la"}}]}\n\n'
 
 
 @pytest.mark.parametrize("piece", [b": keep-alive\n\n", TOKEN], ids=["keep_alives", "tokens"])
-async def test_a_trickling_stream_ends_at_the_request_timeout_and_its_partial_reply_is_reset(fault_server, piece):
+async def test_a_trickling_stream_ends_at_the_request_timeout_and_its_partial_reply_is_reset(fault_server, piece,
+                                                                                            real_client):
     fault_server.add(*[Trickle(0.01, piece, "text/event-stream")] * 2)
     watcher = Watcher()
     with pytest.raises(ModelDeadlineExceeded, match="no complete answer"):
-        await client_for(fault_server.url, 0.3).stream(REQUEST, sink(watcher))
+        await real_client(fault_server.url, 0.3).stream(REQUEST, sink(watcher))
     assert len(fault_server.requests) == 2 and all(r["stream"] for r in fault_server.requests)
     assert watcher.held() == "" and len(watcher.resets()) == (2 if piece == TOKEN else 0)
 
 
-async def test_a_hang_then_an_answer_is_retried(fault_server):
+async def test_a_hang_then_an_answer_is_retried(fault_server, real_client):
     fault_server.add(Hang(), Reply(reply_body("made it")))
-    assert (await client_for(fault_server.url, 0.2).complete(REQUEST)).content == "made it"
+    assert (await real_client(fault_server.url, 0.2).complete(REQUEST)).content == "made it"
 
 
 def hanging_agent_spec(url: str, **model: float):
