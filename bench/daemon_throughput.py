@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +52,6 @@ blocks:
   - {label: human, value: "", limit: 200}
 """
 STEPS_PER_TURN = 2
-# The client's requests go over this many httpx pools (an agent keeps one). On a single pool of 64 connections the
-# client spent most of its CPU in httpcore's scan of the pool's connections at every request (7–13 ms of CPU per
-# model step, as much as the daemon), and took that much of the shared cores from the daemon it measures.
-CLIENT_POOLS = 16
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -81,6 +78,18 @@ def cpu_seconds(pid: int) -> float:
         fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
     return total
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(all, idle) CPU time of the whole machine so far, from /proc/stat."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(fields), fields[3] + fields[4]  # idle + iowait
+
+
+def machine_busy(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The fraction of every core's time spent busy between two `machine_jiffies` (daemon, stub, database, client)."""
+    total, idle = after[0] - before[0], after[1] - before[1]
+    return 1 - idle / total if total else 0.0
 
 
 def rss_mb(pid: int) -> float:
@@ -134,25 +143,24 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
     url = f"http://127.0.0.1:{port}"
     try:
         await wait_healthy(url, serve)
-        limits = httpx.Limits(max_connections=inflight, max_keepalive_connections=inflight)
-        async with contextlib.AsyncExitStack() as stack:
-            pools = [await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits, timeout=600))
-                     for _ in range(CLIENT_POOLS)]
-            client = pools[0]
+        # The client is aiohttp (one session, `inflight` connections): it costs the shared cores a fraction of what
+        # httpx's pools did (1.1–1.4 ms of CPU per step on 16 pools, 7–13 ms on one), CPU taken from the daemon.
+        connector = aiohttp.TCPConnector(limit=inflight, keepalive_timeout=60)
+        async with aiohttp.ClientSession(base_url=url, connector=connector,
+                                         timeout=aiohttp.ClientTimeout(total=600)) as session:
             gate = asyncio.Semaphore(inflight)
             names = [f"user-{i:05d}" for i in range(agents)]
-            pool_of = {name: pools[i % CLIENT_POOLS] for i, name in enumerate(names)}  # an agent keeps its pool
 
             retried = [0]  # requests sent again after a transport error (a connection the server closed)
 
-            async def post(path: str, body: dict, name: str) -> httpx.Response:
-                """POST for agent `name` on its pool, sending it again after a transport error: creating an agent
-                twice answers 409 (made by the first try), and a message carries an idempotency key, so a retry
-                never doubles anything."""
+            async def post(path: str, body: dict) -> tuple[int, dict]:
+                """POST, sending it again after a transport error: creating an agent twice answers 409 (made by
+                the first try), and a message carries an idempotency key, so a retry never doubles anything."""
                 for attempt in range(5):
                     try:
-                        return await pool_of[name].post(path, json=body)
-                    except httpx.TransportError as exc:
+                        async with session.post(path, json=body) as response:
+                            return response.status, await response.json()
+                    except aiohttp.ClientConnectionError as exc:
                         retried[0] += 1
                         print(f"retry {path}: {type(exc).__name__}", file=sys.stderr, flush=True)
                         if attempt == 4:
@@ -161,9 +169,9 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
 
             async def create(name: str) -> None:
                 async with gate:
-                    response = await post("/v1/agents", {"template": "companion", "name": name}, name)
-                    if response.status_code != 409 or not retried[0]:
-                        response.raise_for_status()
+                    status, answer = await post("/v1/agents", {"template": "companion", "name": name})
+                    if status >= 400 and not (status == 409 and retried[0]):
+                        raise RuntimeError(f"creating {name}: HTTP {status} {answer}")
 
             started = time.perf_counter()
             await asyncio.gather(*(create(n) for n in names))
@@ -178,23 +186,27 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
                 for i in range(per_agent):
                     async with gate:
                         t0 = time.perf_counter()
-                        response = await post(f"/v1/agents/{name}/messages",
-                                              {"content": f"message {i} from {name}", "timeout_s": 600,
-                                               "idempotency_key": f"bench-{name}-{i}"}, name)
+                        status, answer = await post(f"/v1/agents/{name}/messages",
+                                                    {"content": f"message {i} from {name}", "timeout_s": 600,
+                                                     "idempotency_key": f"bench-{name}-{i}"})
                         elapsed = time.perf_counter() - t0
-                    if response.status_code != 200 or response.json()["state"] != "done":
+                    if status != 200 or answer["state"] != "done":
                         failures += 1
                     else:
                         latencies.append(elapsed * 1000)
 
-            stats = f"{stub.rsplit('/v1', 1)[0]}/stats"
-            steps_before = (await client.get(stats)).json()["completions"]
-            cpu_before = cpu_seconds(serve.pid)
+            async def completions() -> int:
+                async with session.get(f"{stub.rsplit('/v1', 1)[0]}/stats") as response:
+                    return (await response.json())["completions"]
+
+            steps_before = await completions()
+            cpu_before, machine_before = cpu_seconds(serve.pid), machine_jiffies()
             started = time.perf_counter()
             await asyncio.gather(*(converse(n) for n in names))
             wall = time.perf_counter() - started
             cpu = cpu_seconds(serve.pid) - cpu_before
-            steps = (await client.get(stats)).json()["completions"] - steps_before
+            busy = machine_busy(machine_before, machine_jiffies())
+            steps = await completions() - steps_before
             rss_after = rss_mb(serve.pid)
         model_ms = STEPS_PER_TURN * latency_ms
         overhead = [latency - model_ms for latency in latencies]
@@ -203,7 +215,7 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
                 "p50": percentile(overhead, 50), "p95": percentile(overhead, 95),
                 "p50_step": percentile(overhead, 50) / STEPS_PER_TURN, "cpu_ms_step": 1000 * cpu / max(1, steps),
                 "rss_mb": rss_after, "rss_kb_agent": 1024 * (rss_after - rss_before) / agents, "rss_before": rss_before,
-                "load": os.getloadavg()[0], "retried": retried[0]}
+                "load": os.getloadavg()[0], "retried": retried[0], "busy": busy}
     finally:
         serve.send_signal(signal.SIGTERM)
         try:
@@ -216,12 +228,13 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
 def table(rows: list[dict[str, float]]) -> str:
     head = ("| db | agents | turns | failed | turns/s | model steps/s | own overhead p50 / p95 per turn (ms) | "
             "per step p50 (ms) | daemon CPU per step (ms) | RSS (MB) | RSS per agent (KB) | creating N (s) | load | "
-            "retried |\n"
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+            "retried | machine busy |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
     return head + "\n".join(
         f"| {r['db']} | {r['agents']:,} | {r['turns']:,} | {r['failures']} | {r['turns_s']:.1f} | {r['steps_s']:.1f} | "
         f"{r['p50']:.1f} / {r['p95']:.1f} | {r['p50_step']:.1f} | {r['cpu_ms_step']:.2f} | {r['rss_mb']:.0f} | "
-        f"{r['rss_kb_agent']:.0f} | {r['create_s']:.1f} | {r['load']:.2f} | {r.get('retried', 0)} |" for r in rows)
+        f"{r['rss_kb_agent']:.0f} | {r['create_s']:.1f} | {r['load']:.2f} | {r.get('retried', 0)} | "
+        f"{r['busy']:.0%} |" for r in rows)
 
 
 def targets(rows: list[dict[str, float]]) -> str:

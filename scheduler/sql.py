@@ -1,6 +1,8 @@
 """The daemon's SQL plumbing: its NOTIFY channels, and its transactions on connections held open.
 
-Every inbox and lease operation is a short transaction, run on the event loop's thread, hundreds per second, on the
+Every inbox and lease operation is a short transaction, hundreds per second. Those of every turn (submit, claim,
+finish, an arrival's lease-and-claim) are single statements, awaited on Postgres (`runtime.state.async_pg`: the
+event loop runs other turns while one waits for the server); the rest run on the event loop's thread, on the
 connections `runtime.state.held` keeps per thread (one for writes, one in autocommit mode for reads and
 single-statement writes). A claim reads and then writes: on SQLite its transaction is `BEGIN IMMEDIATE`, so claims
 from several processes queue instead of failing; on Postgres the heads of the inbox are read with `SELECT … FOR

@@ -5,8 +5,9 @@ is a session advisory lock on a connection of its own. A daemon running 64 agent
 connection per running agent (two daemons would exhaust `max_connections`, and a pool that runs dry blocks the
 event loop), and it does not need a lock per turn: the agent's lease already makes it the only daemon running the
 agent. So a daemon takes the same lock (same keys: a `pagemind run` in another process still sees the agent busy,
-and the daemon sees a running CLI turn) once per leased agent, all on one connection of its own: one session can
-hold many advisory locks, and they all end with it if the process dies. On SQLite the lock is the per-agent
+and the daemon sees a running CLI turn) once per leased agent, all on one connection of its own, awaited
+(`runtime.state.async_pg.AwaitedSession`): one session can hold many advisory locks, and they all end with it if
+the process dies. On SQLite the lock is the per-agent
 `flock` file, held the same way.
 """
 

@@ -5,7 +5,8 @@ Postgres, switching the connection to autocommit and back: on the daemon's hot p
 second, each its own transaction) that was ~5-8 % of its CPU. So the connections are kept: one for writes and one
 in autocommit mode for reads and single-statement writes, per thread (the event loop's, and any worker thread).
 A connection the server dropped is thrown away and replaced at the next use. Nothing awaits while it is in use:
-every statement runs to its end on the thread that holds it.
+every statement runs to its end on the thread that holds it. (On Postgres the statements of a turn and of the
+inbox that are each their own transaction are awaited instead, on async connections: `state.async_pg`.)
 
 On SQLite `write` begins with `BEGIN IMMEDIATE`: a plain transaction begins deferred and upgrades to a writer at
 the first write, which fails at once with "database is locked" when another process wrote meanwhile; taking the

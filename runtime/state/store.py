@@ -57,8 +57,9 @@ class StateStore:
 
     def one_statement(self) -> ContextManager[Connection]:
         """A connection in autocommit mode for a `with` block of work that is one statement (or reads that need no
-        common snapshot): the per-turn reads, and on Postgres the single-statement writes (`state.step_commit`),
-        each its own transaction there, with no BEGIN and COMMIT/ROLLBACK round trips. On Postgres the thread's
+        common snapshot): the per-turn reads and on Postgres the pressure state, each its own transaction there,
+        with no BEGIN and COMMIT/ROLLBACK round trips (a step's commit and a turn's accepted message are awaited
+        there instead: `state.step_commit`, `state.async_pg`). On Postgres the thread's
         held connection (`state.held`: no checkout, no switch to autocommit and back per block). SQLite sends no
         BEGIN for reads anyway, and switching its isolation level there and back would cost more than the reads
         (about 0.1 ms of CPU a turn): a pooled connection."""
