@@ -1,7 +1,8 @@
 """The daemon's throughput, this checkout against another (main), interleaved in one run (issue 12).
 
-Runs `bench/daemon_throughput.py --no-write` of each checkout with that checkout's own interpreter
-(`<checkout>/.venv/bin/python`), one measurement at a time, alternating which goes first from round to round so
+Runs this checkout's `bench/daemon_throughput.py --no-write` with each checkout's own interpreter
+(`<checkout>/.venv/bin/python`, whose editable install serves that checkout's daemon; the client is the same for
+both), one measurement at a time, alternating which goes first from round to round so
 that a change in the machine's load falls on both; on Postgres also this checkout with `--workers N`. Reports
 the median of each figure over the rounds and the ratios to the other checkout, and writes a section of
 bench/RESULTS.md unless --no-write.
@@ -27,9 +28,11 @@ FIELDS = ("db", "agents", "turns", "failed", "turns_s", "steps_s", "overhead", "
 
 
 def measure(checkout: Path, db: str, agents: int, turns: int, workers: int) -> dict[str, float]:
-    """One row of daemon_throughput.py run from `checkout`."""
+    """One row of this checkout's daemon_throughput.py run with `checkout`'s interpreter, whose editable install
+    serves that checkout's daemon: both variants are driven by the same client (the bench's own CPU, on the cores
+    the daemon shares, would otherwise differ between them)."""
     python = checkout / ".venv" / "bin" / "python"
-    command = [str(python), str(checkout / "bench" / "daemon_throughput.py"), "--agents", str(agents), "--db", db,
+    command = [str(python), str(ROOT / "bench" / "daemon_throughput.py"), "--agents", str(agents), "--db", db,
                "--turns", str(turns), "--no-write"]
     if workers > 1:
         command += ["--workers", str(workers)]

@@ -108,7 +108,7 @@ class Agent:
         spec = path if isinstance(path, AgentSpec) else load_spec(path)
         settings = settings or Settings.from_env()
         store = store or StateStore.open(settings.database_url)
-        stored = None if reset_memory else store.unchanged_agent(spec)
+        stored = None if reset_memory else await store.unchanged_agent(spec)
         if stored is not None:  # nothing to write: three reads (`state.agent_load`)
             record, blocks, window = stored.record, stored.blocks, Window.from_stored(store, stored)
         else:
@@ -152,7 +152,7 @@ class Agent:
         nothing new; a turn a crash interrupted is completed instead (`runtime.loop.run_turn`)."""
         async with self.store.turn_lock(self.record.id, wait, self.name):
             crash_point("turn.locked")
-            self.refresh()
+            await self.refresh()
             with self._turn_stats():
                 return await run_turn(self, text, idempotency_key=idempotency_key)
 
@@ -162,9 +162,9 @@ class Agent:
             return nullcontext()
         return self.archival.turn_stats(self.window.archival_revision)
 
-    def refresh(self) -> None:
+    async def refresh(self) -> None:
         """Read the blocks and the window again if another process changed them since this agent read them."""
-        if not self.window.is_stale():
+        if not await self.window.is_stale():
             return
         self.window.reload()
         blocks, self.window.block_versions = self.store.load_core(self.record.id, self.spec)

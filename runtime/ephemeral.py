@@ -31,7 +31,7 @@ async def clear_ephemeral(agent: Agent) -> dict[str, Any]:
     """Reset the agent's ephemeral blocks to their seed values, durably; returns `{"job": "clear_ephemeral",
     "cleared": [labels]}`. The caller holds the agent's turn lock (the daemon's session-end job does). Safe to run
     twice: blocks already at their seed are not written again."""
-    agent.refresh()
+    await agent.refresh()
     edits = _clears(agent)
     try:
         agent.store.commit_edits(agent.record.id, edits, agent.window.block_versions)

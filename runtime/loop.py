@@ -164,7 +164,7 @@ async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, Mode
             log.warning("context_length_exceeded", agent=agent.name, estimated=compiled.total_tokens)
             continue
         crash_point("step.after_model")
-        agent.monitor.track_usage(compiled, response)
+        await agent.monitor.track_usage(compiled, response)
         return compiled, response
     raise AssertionError("unreachable: the second attempt returns or raises")
 

@@ -65,9 +65,9 @@ class Window:
                    warned=record.pressure_warned, correction=record.token_correction,
                    recall_count=stored.message_count, seen=stored.newest, block_versions=stored.versions)
 
-    def is_stale(self) -> bool:
+    async def is_stale(self) -> bool:
         """Whether another process stored a message or edited a block since this window read its state."""
-        fresh = self.store.freshness(self.agent_id)
+        fresh = await self.store.freshness(self.agent_id)
         self.archival_revision = fresh.archival_revision
         return (fresh.newest != self.seen
                 or any(fresh.versions.get(label) != version for label, version in self.block_versions.items()))
@@ -132,21 +132,21 @@ class Window:
         self.seen = max([self.seen, *(m.id or 0 for m in stored)])
         return stored
 
-    def mark_warned(self) -> None:
+    async def mark_warned(self) -> None:
         """Record that this cycle's pressure warning was given."""
-        self.store.set_pressure_state(self.agent_id, warned=True)
+        await self.store.set_pressure_state(self.agent_id, warned=True)
         self.warned = True
 
-    def set_correction(self, correction: float) -> None:
+    async def set_correction(self, correction: float) -> None:
         """Keep a new token correction factor (estimated tokens × factor ≈ what the provider counts)."""
-        self.store.set_pressure_state(self.agent_id, correction=correction)
+        await self.store.set_pressure_state(self.agent_id, correction=correction)
         self.correction = correction
 
-    def restore(self, messages: Sequence[Message], summary: str, warned: bool, correction: float,
-                recall_count: int) -> None:
+    async def restore(self, messages: Sequence[Message], summary: str, warned: bool, correction: float,
+                      recall_count: int) -> None:
         """Put a recorded window in place (replays rebuild the agent a trace started from in a scratch store)."""
         stored = self.store.append_messages(self.agent_id, messages)
-        self.store.set_pressure_state(self.agent_id, warned=warned, correction=correction, summary=summary)
+        await self.store.set_pressure_state(self.agent_id, warned=warned, correction=correction, summary=summary)
         self.messages = context_order([*self.messages, *stored])
         self.summary, self.warned, self.correction = summary, warned, correction
         self.recall_count = recall_count

@@ -64,7 +64,7 @@ class Arrivals:
         params = {"p_agent_id": agent_id, "p_owner": self.leases.owner, "p_until": self.leases.until(now),
                   "p_now": now}
         if self.awaited is not None:  # one statement, its own transaction: one round trip, awaited
-            row = await self.awaited.first(_PG_CLAIM, params, mappings=True)
+            row = await self.awaited.first(_PG_CLAIM, params, shape="mapping")
             return _item(row, name) if row is not None else None
         try:
             with write_transaction(self.engine) as conn:  # BEGIN IMMEDIATE: no one writes between look and claim

@@ -157,7 +157,7 @@ class AgentCatalog:
         (`runtime.state.async_pg`): a submission's read then does not hold the event loop."""
         if self._awaited is None or name in self._yaml_ids or self._cached_origin(name) is not None:
             return
-        self._remember_origin(name, await self._awaited.first(ORIGIN, {"p_name": name}, mappings=True))
+        self._remember_origin(name, await self._awaited.first(ORIGIN, {"p_name": name}, shape="mapping"))
 
     def _cached_origin(self, name: str) -> _Origin | None:
         cached = self._origins.get(name)

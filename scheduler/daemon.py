@@ -188,7 +188,7 @@ class Daemon:
         while True:
             finished = self.fanout.waiter(run_id)  # before reading: an end in between is not missed
             try:
-                item, known = known or self.inbox.get(run_id), None
+                item, known = known or await self.inbox.read(run_id), None
                 if item is None:
                     raise UnknownRun(run_id)
                 remaining = deadline - loop.time()
@@ -241,11 +241,11 @@ class Daemon:
         async with self.pool.hold(name) as agent:
             try:
                 if self.dispatcher.held.holds(agent.record.id):  # this process works on it: `hold` is enough
-                    agent.refresh()
+                    await agent.refresh()
                     yield agent
                     return
                 async with agent.store.turn_lock(agent.record.id, self.config.turn_wait_s, name):
-                    agent.refresh()
+                    await agent.refresh()
                     yield agent
             finally:
                 self.pool.lent.add(name)  # the caller may have written through the store: the next turn re-reads

@@ -212,7 +212,7 @@ class Dispatcher:
                         continue
                     await self.held.release(agent_id)
                     # An item submitted between the empty claim and the release found this agent leased: look again.
-                    has_open = self.leases.release_looking(agent_id)
+                    has_open = await self.leases.release_looking(agent_id)
                     crash_point("daemon.lease_released")
                     if has_open and self.leases.take(agent_id, utcnow()):
                         if await self.held.take(agent_id):
@@ -267,7 +267,7 @@ class Dispatcher:
                 lent = item.agent_name in self.pool.lent
                 if lent or (refresh and item.agent_name not in self.pool.read_now):  # just loaded: fresh already
                     self.pool.lent.discard(item.agent_name)
-                    agent.refresh()
+                    await agent.refresh()
                 if item.kind == "message":
                     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
                     turn = await run_turn(agent, item.content, idempotency_key=item.turn_key,

@@ -163,7 +163,7 @@ class Inbox:
         """The first row (a mapping) of a statement that is its own transaction: awaited on Postgres
         (`runtime.state.async_pg`: the event loop runs on meanwhile), on the held connection on SQLite."""
         if self.awaited is not None:
-            return await self.awaited.first(statement, params, mappings=True)
+            return await self.awaited.first(statement, params, shape="mapping")
         with single_statement(self.engine) as conn:
             row = conn.execute(statement, params).first()
         return row._mapping if row is not None else None
@@ -194,6 +194,13 @@ class Inbox:
         """The item with this run id, as stored now."""
         with read_connection(self.engine) as conn:
             row = conn.execute(_GET, {"p_run_id": run_id}).first()
+        return _item(row) if row else None
+
+    async def read(self, run_id: str) -> InboxItem | None:
+        """`get`, awaited on Postgres (a waiting caller's look at the run: the event loop runs on meanwhile)."""
+        if self.awaited is None:
+            return self.get(run_id)
+        row = await self.awaited.first(_GET, {"p_run_id": run_id}, shape="mapping")
         return _item(row) if row else None
 
     async def claim_next(self, agent_id: int, owner: str, lease_until: datetime, now: datetime) -> InboxItem | None:

@@ -39,7 +39,7 @@ def register_job(name: str) -> Callable[[Job], Job]:
 async def compact(agent: Agent) -> dict[str, Any]:
     """Flush the window now, whatever the pressure: the oldest messages (at least half of the messages' tokens)
     leave the window into the summary and, when enabled, archival memory."""
-    agent.refresh()
+    await agent.refresh()
     before = len(agent.window.messages)
     reading = read_pressure(agent.compile().total_tokens, agent.window.correction, agent.spec)
     after = await agent.monitor.flush(0, reading, forced=True)

@@ -31,6 +31,7 @@ from sqlalchemy import bindparam, delete, exists, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.tables import agent_leases, daemons, inbox
 from pagemind.scheduler.inbox import is_open
@@ -69,6 +70,7 @@ class _Statements:
                                                   agent_leases.c.agent_id == bindparam("p_agent_id"))
         self.has_open = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
         self.release_looking = self.release.returning(self.has_open)
+        self.has_open_read = select(self.has_open)
         older = inbox.alias("older")
         head = ~exists().where(older.c.agent_id == inbox.c.agent_id, is_open(older.c.state), older.c.id < inbox.c.id)
         held = exists().where(agent_leases.c.agent_id == inbox.c.agent_id,
@@ -86,6 +88,7 @@ class Leases:
 
     def __init__(self, engine: Engine, owner: str, lease_s: float):
         self.engine, self.owner, self.lease_s = engine, owner, lease_s
+        self.awaited = AwaitedStatements.of(engine)
         self._statements = _Statements(engine)
 
     def until(self, now: datetime) -> datetime:
@@ -120,15 +123,22 @@ class Leases:
         with single_statement(self.engine) as conn:  # one statement, its own transaction
             conn.execute(self._statements.release, {"p_owner": self.owner, "p_agent_id": agent_id})
 
-    def release_looking(self, agent_id: int) -> bool:
+    async def release_looking(self, agent_id: int) -> bool:
         """Give back the agent's lease and say whether it has open items, as seen once the release is committed (an
         item submitted meanwhile found the agent leased and left it to us), in one statement: on Postgres an item
         committed after it began either is seen or finds the lease gone (its submitter's take waits for the
-        deletion to commit). When the lease was not ours (taken over), a plain read."""
-        with single_statement(self.engine) as conn:
-            row = conn.execute(self._statements.release_looking, {"p_owner": self.owner, "p_agent_id": agent_id}).first()
+        deletion to commit); awaited there (`runtime.state.async_pg`). When the lease was not ours (taken over), a
+        plain read."""
+        params = {"p_owner": self.owner, "p_agent_id": agent_id}
+        if self.awaited is not None:
+            row = await self.awaited.first(self._statements.release_looking, params)
             if row is None:
-                row = conn.execute(select(self._statements.has_open), {"p_agent_id": agent_id}).one()
+                row = await self.awaited.first(self._statements.has_open_read, params)
+            return bool(row[0])
+        with single_statement(self.engine) as conn:
+            row = conn.execute(self._statements.release_looking, params).first()
+            if row is None:
+                row = conn.execute(self._statements.has_open_read, params).one()
         return bool(row[0])
 
     def renew(self, agent_ids: set[int], now: datetime) -> set[int]:

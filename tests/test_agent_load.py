@@ -42,7 +42,7 @@ async def lived_agent(database_url: str) -> tuple[StateStore, int]:
 async def test_the_state_read_is_the_state_the_writing_path_reads(database_url):
     store, agent_id = await lived_agent(database_url)
     spec = build_spec()
-    stored = store.unchanged_agent(spec)
+    stored = await store.unchanged_agent(spec)
     assert stored is not None
 
     record = store.ensure_agent(spec)
@@ -56,23 +56,23 @@ async def test_the_state_read_is_the_state_the_writing_path_reads(database_url):
     fresh = Window.from_stored(store, stored)
     assert (fresh.messages, fresh.summary, fresh.seen, fresh.recall_count, fresh.block_versions) == (
         window.messages, window.summary, window.seen, window.recall_count, versions)
-    assert not fresh.is_stale()
+    assert not await fresh.is_stale()
 
 
 async def test_nothing_is_read_when_something_would_need_writing(database_url):
     store, agent_id = await lived_agent(database_url)
-    assert store.unchanged_agent(build_spec("someone-new")) is None  # not created yet
-    assert store.unchanged_agent(build_spec(system="Another prompt.")) is None  # the definition changed
+    assert await store.unchanged_agent(build_spec("someone-new")) is None  # not created yet
+    assert await store.unchanged_agent(build_spec(system="Another prompt.")) is None  # the definition changed
     with store.engine.begin() as conn:  # a stored block's limit no longer the spec's (same fingerprint)
         conn.execute(update(blocks_table).where(blocks_table.c.agent_id == agent_id,
                                                 blocks_table.c.label == "persona").values(char_limit=7))
-    assert store.unchanged_agent(build_spec()) is None
+    assert await store.unchanged_agent(build_spec()) is None
     store.ensure_agent(build_spec())  # the writing path puts it right
-    assert store.unchanged_agent(build_spec()) is not None
+    assert await store.unchanged_agent(build_spec()) is not None
     with store.engine.begin() as conn:  # a block of the spec missing
         conn.execute(delete(blocks_table).where(blocks_table.c.agent_id == agent_id,
                                                 blocks_table.c.label == "constraints"))
-    assert store.unchanged_agent(build_spec()) is None
+    assert await store.unchanged_agent(build_spec()) is None
 
 
 async def test_loading_an_agent_takes_whichever_path_applies(database_url):

@@ -131,7 +131,7 @@ async def test_errors_are_sqlalchemy_s_and_the_connection_serves_again(engine):
 @on_postgres
 async def test_a_core_statement_binds_its_types_and_literals_and_nul_as_the_engine_does(engine):
     awaited = AwaitedStatements.of(engine)
-    row = await awaited.first(INSERT, {"p_text": "with\x00nul", "p_detail": {"a": [1, "two"]}}, mappings=True)
+    row = await awaited.first(INSERT, {"p_text": "with\x00nul", "p_detail": {"a": [1, "two"]}}, shape="mapping")
     assert row["detail"] == {"a": [1, "two"]} and row["how"] == "made"
     with engine.connect() as conn:
         stored = conn.execute(select(notes.c.text, notes.c.detail)).one()
@@ -195,3 +195,16 @@ async def test_a_session_keeps_its_state_and_starts_again_after_it_dies(engine):
         await session.scalar("SELECT 1", {})
     assert await session.scalar("SELECT pg_backend_pid()", {}) != pid
     session.close()
+
+
+@on_postgres
+async def test_a_statement_built_per_call_is_not_kept_compiled(engine):
+    import gc
+
+    awaited = AwaitedStatements.of(engine)
+    statement = select(notes.c.id).where(notes.c.text == bindparam("p_text"))
+    await awaited.rows(statement, {"p_text": "none"})
+    assert statement in awaited._compiled  # compiled once, reused while the statement lives
+    del statement
+    gc.collect()
+    assert len(awaited._compiled) == 0

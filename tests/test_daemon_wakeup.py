@@ -192,13 +192,13 @@ async def test_giving_back_a_lease_says_whether_work_waits(database_url, folder)
     alice = store.ensure_agent(AgentCatalog(folder, store).spec_for("alice")).id
     inbox, now = Inbox(store.engine), utcnow()
     mine, other = Leases(store.engine, "me", 30), Leases(store.engine, "other", 30)
-    assert mine.take(alice, now) and mine.release_looking(alice) is False and mine.holders() == {}
+    assert mine.take(alice, now) and await mine.release_looking(alice) is False and mine.holders() == {}
     item, _ = await inbox.submit(alice, "alice", "message", "msg 1", None, now)  # came while the agent was leased
-    assert mine.take(alice, now) and mine.release_looking(alice) is True and mine.holders() == {}
+    assert mine.take(alice, now) and await mine.release_looking(alice) is True and mine.holders() == {}
     assert other.take(alice, now)
-    assert mine.release_looking(alice) is True and mine.holders() == {alice: "other"}  # not ours: only a look
+    assert await mine.release_looking(alice) is True and mine.holders() == {alice: "other"}  # not ours: only a look
     await inbox.finish(await inbox.claim_next(alice, "other", other.until(now), now), "other", now, result={})
-    assert other.release_looking(alice) is False and other.holders() == {}
+    assert await other.release_looking(alice) is False and other.holders() == {}
     assert inbox.get(item.run_id).state == "done"
 
 
@@ -210,9 +210,9 @@ async def test_an_agent_loaded_for_its_item_is_not_read_again_one_loaded_before_
     refreshed: list[str] = []
     refresh = Agent.refresh
 
-    def counted(agent: Agent) -> None:
+    async def counted(agent: Agent) -> None:
         refreshed.append(agent.name)
-        refresh(agent)
+        await refresh(agent)
 
     monkeypatch.setattr(Agent, "refresh", counted)
     daemon = make_daemon(database_url, folder, ledger_model(), linger_s=0)

@@ -77,7 +77,10 @@ async def test_a_clear_that_loses_a_race_reads_the_blocks_again(make_agent, sqli
     other = await Agent.load(agent.spec, store=StateStore(make_engine(sqlite_url)))
     other.memory.append("session", "And a late note.", other.now())
     other.store.commit_edits(other.record.id, other.memory.clear_pending(), other.window.block_versions)
-    monkeypatch.setattr(agent, "refresh", lambda: None)  # the other edit lands after this agent looked
+    async def not_read_again() -> None:  # the other edit lands after this agent looked
+        pass
+
+    monkeypatch.setattr(agent, "refresh", not_read_again)
     assert await clear_ephemeral(agent) == {"job": "clear_ephemeral", "cleared": ["session", "today"]}
     cleared = [h.old_value for h in agent.store.block_history(agent.record.id, "session") if h.operation == "clear"]
     assert cleared == ["Lin is packing for Oslo.\nAnd a late note."]  # what was there, not the stale copy

@@ -104,25 +104,26 @@ async def test_an_accepted_message_is_stored_with_its_key_and_a_used_key_stores_
     assert unkeyed.id > first.id and store.turn_for_key(agent_id, "turn-3") is None
 
 
-def test_pressure_state_is_written_field_by_field(database_url):
+async def test_pressure_state_is_written_field_by_field(database_url):
     store, agent_id, _ = prepared(database_url)
-    store.set_pressure_state(agent_id, correction=1.25)
-    store.set_pressure_state(agent_id, warned=True)
-    store.set_pressure_state(agent_id)  # nothing to write
+    await store.set_pressure_state(agent_id, correction=1.25)
+    await store.set_pressure_state(agent_id, warned=True)
+    await store.set_pressure_state(agent_id)  # nothing to write
     record = store.agent_record(agent_id)
     assert (record.token_correction, record.pressure_warned, record.summary) == (1.25, True, "")
-    store.set_pressure_state(agent_id, warned=False, summary="so far")
+    await store.set_pressure_state(agent_id, warned=False, summary="so far")
     record = store.agent_record(agent_id)
     assert (record.token_correction, record.pressure_warned, record.summary) == (1.25, False, "so far")
 
 
 async def test_freshness_reads_newest_ids_versions_and_revision_in_one_go(database_url):
     store, agent_id, versions = prepared(database_url)
-    empty = store.freshness(agent_id)
+    empty = await store.freshness(agent_id)
     assert (empty.newest, empty.versions, empty.archival_revision) == (0, versions, 0)
     _, stored = await store.commit_step(agent_id, record(1), [Message("assistant", "hi", AT, turn_id="turn-1")],
                                   [edit("human", "", "x")], versions)
-    fresh = store.freshness(agent_id)
+    fresh = await store.freshness(agent_id)
     assert (fresh.newest, fresh.versions["human"]) == (stored[0].id, 1)
     bare = store.ensure_agent(build_spec("bare", blocks=[])).id
-    assert store.freshness(bare).versions == {} and store.freshness(bare).newest == 0  # no block: still one row
+    bare_fresh = await store.freshness(bare)
+    assert bare_fresh.versions == {} and bare_fresh.newest == 0  # no block: still one row

@@ -68,7 +68,7 @@ async def _end_session(agent: Any, wait: float) -> dict[str, Any]:
     from pagemind.runtime.session_end import close_session
 
     async with agent.store.turn_lock(agent.record.id, wait, agent.name):
-        agent.refresh()
+        await agent.refresh()
         steps = await close_session(agent)
     episodes, cleared = steps.get("episodes", {}), steps.get("ephemeral", {})
     made = "failed: " + episodes["error"] if "error" in episodes else f"{episodes.get('episodes', 0)} new"

@@ -196,7 +196,7 @@ class PressureMonitor:
         """Give the model its one warning of this cycle."""
         percent = round(100 * reading.tokens / reading.usable)
         await self.window.accept(Message("system", WARNING_TEXT.format(percent=percent), self.agent.now()))
-        self.window.mark_warned()
+        await self.window.mark_warned()
         log.info("pressure_warning", agent_id=self.window.agent_id, tokens=reading.tokens, usable=reading.usable,
                  percent=percent)
         self.agent.report(PressureWarningEvent(step=step, data=PressureWarning(
@@ -277,11 +277,11 @@ class PressureMonitor:
         self.agent.report(FlushEvent(step=step, data=done))
         return after
 
-    def track_usage(self, compiled: CompiledContext, response: ModelResponse) -> None:
+    async def track_usage(self, compiled: CompiledContext, response: ModelResponse) -> None:
         """Keep the per-agent correction factor in step with the provider's own prompt-token counts."""
         correction = updated_correction(self.window.correction, compiled.total_tokens, response.prompt_tokens)
         if abs(correction - self.window.correction) > 0.01:
-            self.window.set_correction(correction)
+            await self.window.set_correction(correction)
 
     def _plan(self, need: int) -> EvictionPlan:
         messages = self.window.messages

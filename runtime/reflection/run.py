@@ -136,7 +136,7 @@ async def reflect_now(agent: Agent, wait: float = DEFAULT_WAIT) -> dict[str, Any
     """`reflect` with the agent's turn lock held (waiting up to `wait` seconds for a turn elsewhere: AgentBusy),
     after reading again what another process changed: for callers outside the daemon (the CLI)."""
     async with agent.store.turn_lock(agent.record.id, wait, agent.name):
-        agent.refresh()
+        await agent.refresh()
         return await reflect(agent)
 
 

@@ -15,7 +15,7 @@ takes the writing path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from sqlalchemy import bindparam, func, select
 
@@ -26,8 +26,6 @@ from pagemind.runtime.state.rows import blocks_table, message_from_row, messages
 from pagemind.runtime.state.tables import AgentRow
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection
-
     from pagemind.runtime.spec import AgentSpec, BlockSpec
 
 agents_table = AgentRow.__table__  # type: ignore[attr-defined]
@@ -77,16 +75,22 @@ class StoredAgent:
     messages: list[Message]
 
 
-def read_unchanged(conn: Connection, spec: AgentSpec) -> StoredAgent | None:
+Rows = Callable[[Any, dict[str, Any]], Awaitable[list[Any]]]
+"""Runs one statement and returns its rows, each with its columns as attributes (SQLAlchemy's rows, or psycopg's
+named tuples): each read is its own snapshot."""
+
+
+async def read_unchanged(rows_of: Rows, spec: AgentSpec) -> StoredAgent | None:
     """The stored state of the agent `spec` defines, or None when the agent does not exist yet or its stored
-    definition differs from `spec` (see the module docstring). `conn`: autocommit (each read its own snapshot)."""
-    agent = conn.execute(AGENT_AND_LOG, {"p_name": spec.name}).first()
+    definition differs from `spec` (see the module docstring); read through `rows_of`."""
+    found = await rows_of(AGENT_AND_LOG, {"p_name": spec.name})
+    agent = found[0] if found else None
     if agent is None or agent.spec_hash != spec.spec_hash():
         return None
-    rows = {row.label: row for row in conn.execute(BLOCKS, {"p_agent_id": agent.id})}
+    rows = {row.label: row for row in await rows_of(BLOCKS, {"p_agent_id": agent.id})}
     if not all(_matches(rows.get(block.label), block) for block in spec.blocks):
         return None
-    messages = [message_from_row(row) for row in conn.execute(IN_CONTEXT, {"p_agent_id": agent.id})]
+    messages = [message_from_row(row) for row in await rows_of(IN_CONTEXT, {"p_agent_id": agent.id})]
     blocks, versions = core_of(rows, spec)
     return StoredAgent(record_of(agent), blocks, versions, max(agent.newest_0 or 0, agent.newest_1 or 0),
                        agent.message_count, messages)

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Mapping
 
 import psycopg
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import dict_row, namedtuple_row, tuple_row
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql import ClauseElement
 
 from pagemind.runtime.state.engine import clean_parameters
 
+ROW_SHAPES = {"tuple": tuple_row, "mapping": dict_row, "named": namedtuple_row}
 POOL_SIZE = 8  # connections per event loop and engine: statements beyond this many in flight wait for one
 _ATTRIBUTE = "_pagemind_awaited_statements"  # hangs off the engine, as `state.held` does (see there why)
 _guard = threading.Lock()
@@ -99,7 +100,8 @@ class AwaitedStatements:
         args, kwargs = engine.dialect.create_connect_args(engine.url)  # what the engine's own connections get
         self._connect_args = (tuple(args), {**kwargs, "autocommit": True})
         self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool]" = weakref.WeakKeyDictionary()
-        self._compiled: dict[ClauseElement, _Compiled] = {}
+        # Weakly: a statement built per call would otherwise be kept, compiled, for ever. Build them once.
+        self._compiled: "weakref.WeakKeyDictionary[ClauseElement, _Compiled]" = weakref.WeakKeyDictionary()
         from sqlalchemy import event  # the engine's dispose ends these sessions too
 
         event.listen(engine, "engine_disposed", lambda _engine: self.close())
@@ -124,15 +126,16 @@ class AwaitedStatements:
             pool.close()
 
     async def rows(self, statement: str | ClauseElement, params: Mapping[str, Any], *,
-                   mappings: bool = False) -> list[Any]:
-        """Run one statement (its own transaction) and return its rows: tuples, or dicts with `mappings`."""
+                   shape: str = "tuple") -> list[Any]:
+        """Run one statement (its own transaction) and return its rows, shaped as `ROW_SHAPES` says: tuples,
+        "mapping"s (dicts by column name) or "named" tuples (attributes by column name, as SQLAlchemy's rows)."""
         sql, values = self._prepared(statement, params)
-        return await run_to_end(self._run(sql, values, dict_row if mappings else tuple_row))
+        return await run_to_end(self._run(sql, values, ROW_SHAPES[shape]))
 
     async def first(self, statement: str | ClauseElement, params: Mapping[str, Any], *,
-                    mappings: bool = False) -> Any | None:
+                    shape: str = "tuple") -> Any | None:
         """The first row of `rows` (None when there is none)."""
-        found = await self.rows(statement, params, mappings=mappings)
+        found = await self.rows(statement, params, shape=shape)
         return found[0] if found else None
 
     def _prepared(self, statement: str | ClauseElement, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -6,11 +6,12 @@ or none. The tables are defined in `state.tables`; `make_engine` (state.engine) 
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
-from typing import ContextManager, Iterable
+from typing import Any, Awaitable, Callable, ContextManager, Iterable
 
-from sqlalchemy import func, insert, update
+from sqlalchemy import bindparam, func, insert, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
@@ -30,6 +31,29 @@ from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_STEP
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, blocks_table, message_from_row,
                                          messages_table, stored_message, values_of)
 from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
+
+
+@functools.cache
+def _pressure_update(columns: tuple[str, ...]) -> Any:
+    """`UPDATE agents SET <columns> WHERE id = :p_agent_id`, with a bound parameter `p_<column>` for each."""
+    agents = AgentRow.__table__
+    return update(agents).where(agents.c.id == bindparam("p_agent_id")).values(
+        **{column: bindparam(f"p_{column}") for column in columns})
+
+
+def freshness_of(rows: list[Any]) -> Freshness:
+    """The `Freshness` that the `FRESHNESS` read's rows (one per block, at least one) say."""
+    *newest, revision, _, _ = rows[0]
+    versions = {label: version for *_, label, version in rows if label is not None}
+    return Freshness(max(value or 0 for value in newest), versions, int(revision or 0))
+
+
+def rows_on(conn: Connection) -> Callable[[Any, dict[str, Any]], Awaitable[list[Any]]]:
+    """Runs a statement on `conn` and returns its rows, awaitably (the interface `state.agent_load` reads through)."""
+    async def rows_of(statement: Any, params: dict[str, Any]) -> list[Any]:
+        return conn.execute(statement, params).all()
+
+    return rows_of
 
 
 class AgentNameTaken(ValueError):
@@ -117,10 +141,13 @@ class StateStore:
                                             old_value=row.value, new_value=block_spec.value, created_at=now))
                 row.value, row.updated_at, row.version = block_spec.value, now, row.version + 1
 
-    def unchanged_agent(self, spec: AgentSpec) -> StoredAgent | None:
-        """The agent's state for loading, when nothing of `spec` needs storing (`state.agent_load`); else None."""
+    async def unchanged_agent(self, spec: AgentSpec) -> StoredAgent | None:
+        """The agent's state for loading, when nothing of `spec` needs storing (`state.agent_load`); else None.
+        On Postgres the three reads are awaited (`state.async_pg`)."""
+        if (awaited := AwaitedStatements.of(self.engine)) is not None:
+            return await read_unchanged(lambda statement, params: awaited.rows(statement, params, shape="named"), spec)
         with self.one_statement() as conn:
-            return read_unchanged(conn, spec)
+            return await read_unchanged(rows_on(conn), spec)
 
     def agent_record(self, agent_id: int) -> AgentRecord:
         """The agent with this id, as stored now."""
@@ -183,16 +210,16 @@ class StateStore:
 
     def block_versions(self, agent_id: int) -> dict[str, int]:
         """The current version of each of the agent's blocks (a turn's cheap check for edits made elsewhere)."""
-        return self.freshness(agent_id).versions
-
-    def freshness(self, agent_id: int) -> Freshness:
-        """`last_message_id`, `block_versions` and the archival revision in one statement: what a turn reads to
-        see whether another process changed the agent since it loaded it."""
         with self.one_statement() as conn:
-            rows = conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all()
-        *newest, revision, _, _ = rows[0]
-        versions = {label: version for *_, label, version in rows if label is not None}
-        return Freshness(max(value or 0 for value in newest), versions, int(revision or 0))
+            return freshness_of(conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all()).versions
+
+    async def freshness(self, agent_id: int) -> Freshness:
+        """`last_message_id`, `block_versions` and the archival revision in one statement: what a turn reads to
+        see whether another process changed the agent since it loaded it (awaited on Postgres)."""
+        if (awaited := AwaitedStatements.of(self.engine)) is not None:
+            return freshness_of(await awaited.rows(FRESHNESS, {"p_agent_id": agent_id}))
+        with self.one_statement() as conn:
+            return freshness_of(conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all())
 
     def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):  # noqa: ANN201 (async ctx)
         """Hold the agent's turn lock for an `async with` block, across tasks and processes (`state.locks`);
@@ -303,16 +330,22 @@ class StateStore:
                                    tokens_before=tokens_before, tokens_after=tokens_after, created_at=at))
             session.commit()
 
-    def set_pressure_state(self, agent_id: int, *, warned: bool | None = None, correction: float | None = None,
-                           summary: str | None = None) -> None:
+    async def set_pressure_state(self, agent_id: int, *, warned: bool | None = None,
+                                 correction: float | None = None, summary: str | None = None) -> None:
         """Persist the warning-cycle flag, the token correction factor and/or the summary (a replay's restore)."""
         changes = {column: value for column, value in (("pressure_warned", warned), ("token_correction", correction),
                                                        ("summary", summary)) if value is not None}
         if not changes:
             return
-        # One UPDATE (on Postgres outside a transaction: no BEGIN and COMMIT round trips), not a row read and written.
+        # One UPDATE (on Postgres outside a transaction, awaited: no BEGIN and COMMIT round trips, the event loop
+        # free meanwhile), not a row read and written; built once per set of columns.
+        statement = _pressure_update(tuple(changes))
+        params = {"p_agent_id": agent_id, **{f"p_{column}": value for column, value in changes.items()}}
+        if (awaited := AwaitedStatements.of(self.engine)) is not None:
+            await awaited.rows(statement, params)
+            return
         with single_statement(self.engine) as conn:
-            conn.execute(update(AgentRow.__table__).where(AgentRow.__table__.c.id == agent_id).values(**changes))
+            conn.execute(statement, params)
 
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
         """Store synthetic tool results and take orphan messages out of the window, in one transaction."""

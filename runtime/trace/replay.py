@@ -121,9 +121,10 @@ async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, ho
     agent.monitor.concurrent = False  # a flush's model calls in the order the trace holds their answers
     snapshot = trace.header.snapshot
     state = snapshot.agent_state
-    agent.window.restore([snapshot_message(m) for m in snapshot.messages], snapshot.summary,
-                         warned=bool(state.get("pressure_warned", False)),
-                         correction=float(state.get("token_correction", 1.0)), recall_count=snapshot.recall_count)
+    await agent.window.restore([snapshot_message(m) for m in snapshot.messages], snapshot.summary,
+                               warned=bool(state.get("pressure_warned", False)),
+                               correction=float(state.get("token_correction", 1.0)),
+                               recall_count=snapshot.recall_count)
     agent.memory = CoreMemory([b.to_block(b.value) for b in spec.blocks])  # the snapshot's blocks (`_spec`)
     return agent
 
