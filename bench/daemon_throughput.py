@@ -7,7 +7,8 @@ messages — one agent's messages one after another (a user waits for the reply)
 `--inflight` requests — and reports:
 
 - turns/s and model steps/s (the stub counts the completions it served);
-- the turn's latency as the client sees it, less the model's (steps × latency): the daemon's own overhead,
+- the turn's latency as the client sees it, less the model's (steps × the stub's own time per completion, which
+  its timers keep ~1 ms over `--latency-ms`): the daemon's own overhead,
   HTTP and queueing included, per turn and per step (p50, p95);
 - the daemon process's CPU seconds per step (user + system, from /proc) and its RSS after the run with every
   agent loaded and idle, per agent over the RSS before the first message.
@@ -195,27 +196,33 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
                     else:
                         latencies.append(elapsed * 1000)
 
-            async def completions() -> int:
+            async def stub_stats() -> tuple[int, float]:
+                """The stub's completions so far, and the seconds they took there in all."""
                 async with session.get(f"{stub.rsplit('/v1', 1)[0]}/stats") as response:
-                    return (await response.json())["completions"]
+                    stats = await response.json()
+                return stats["completions"], stats["service_s"]
 
-            steps_before = await completions()
+            steps_before, service_before = await stub_stats()
             cpu_before, machine_before = cpu_seconds(serve.pid), machine_jiffies()
             started = time.perf_counter()
             await asyncio.gather(*(converse(n) for n in names))
             wall = time.perf_counter() - started
             cpu = cpu_seconds(serve.pid) - cpu_before
             busy = machine_busy(machine_before, machine_jiffies())
-            steps = await completions() - steps_before
+            steps_after, service_after = await stub_stats()
+            steps = steps_after - steps_before
             rss_after = rss_mb(serve.pid)
-        model_ms = STEPS_PER_TURN * latency_ms
+        # The model's latency is what the stub took per completion (its sleep overshoots `latency_ms` by its timers'
+        # millisecond rounding, ~1 ms): not the daemon's time.
+        step_model_ms = 1000 * (service_after - service_before) / max(1, steps)
+        model_ms = STEPS_PER_TURN * step_model_ms
         overhead = [latency - model_ms for latency in latencies]
         return {"agents": agents, "turns": len(latencies), "failures": failures, "wall_s": wall,
                 "turns_s": len(latencies) / wall, "steps_s": steps / wall, "create_s": create_s,
                 "p50": percentile(overhead, 50), "p95": percentile(overhead, 95),
                 "p50_step": percentile(overhead, 50) / STEPS_PER_TURN, "cpu_ms_step": 1000 * cpu / max(1, steps),
                 "rss_mb": rss_after, "rss_kb_agent": 1024 * (rss_after - rss_before) / agents, "rss_before": rss_before,
-                "load": os.getloadavg()[0], "retried": retried[0], "busy": busy}
+                "load": os.getloadavg()[0], "retried": retried[0], "busy": busy, "model_ms": step_model_ms}
     finally:
         serve.send_signal(signal.SIGTERM)
         try:
@@ -228,13 +235,13 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
 def table(rows: list[dict[str, float]]) -> str:
     head = ("| db | agents | turns | failed | turns/s | model steps/s | own overhead p50 / p95 per turn (ms) | "
             "per step p50 (ms) | daemon CPU per step (ms) | RSS (MB) | RSS per agent (KB) | creating N (s) | load | "
-            "retried | machine busy |\n"
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+            "retried | machine busy | model ms per step |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
     return head + "\n".join(
         f"| {r['db']} | {r['agents']:,} | {r['turns']:,} | {r['failures']} | {r['turns_s']:.1f} | {r['steps_s']:.1f} | "
         f"{r['p50']:.1f} / {r['p95']:.1f} | {r['p50_step']:.1f} | {r['cpu_ms_step']:.2f} | {r['rss_mb']:.0f} | "
         f"{r['rss_kb_agent']:.0f} | {r['create_s']:.1f} | {r['load']:.2f} | {r.get('retried', 0)} | "
-        f"{r['busy']:.0%} |" for r in rows)
+        f"{r['busy']:.0%} | {r['model_ms']:.2f} |" for r in rows)
 
 
 def targets(rows: list[dict[str, float]]) -> str:
@@ -279,9 +286,11 @@ async def main() -> None:
                 f"{args.turns} --inflight {args.inflight} --concurrency {args.concurrency}`: a stub model with "
                 f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, "
                 "daemon and stub share the machine's CPUs. Turns: at least one message per agent (one each at "
-                f"{args.turns:,} agents and more). Own overhead = the client's turn latency − steps × model latency "
-                "(HTTP, queueing for the daemon's concurrency and the runtime's work). RSS per agent = (RSS after "
-                "the run − RSS before the first message) / agents; the daemon keeps at most `max_loaded` (1,024) "
+                f"{args.turns:,} agents and more). Own overhead = the client's turn latency − steps × model latency, "
+                "the stub's own time per completion (model ms per step: its timers keep it ~1 ms over the set "
+                "latency); what is left is HTTP, queueing for the daemon's concurrency and the runtime's work. "
+                "Machine busy: every core's busy share over the run (daemon, stub, database, client). RSS per agent "
+                "= (RSS after the run − RSS before the first message) / agents; the daemon keeps at most `max_loaded` (1,024) "
                 "agents loaded, so above that the rest cost only their rows. Retried: requests sent again after a "
                 "transport error (agents: 409 then means made; messages carry an idempotency key).\n\n" + table(rows)
                 + "\n\n" + targets(rows))

@@ -7,7 +7,9 @@ block (a memory edit; the block's size does not grow with the number of turns), 
 server on asyncio (keep-alive, Content-Length bodies): a framework would cost the benchmark's shared CPU more
 than the daemon it measures. A request with `stream: true` is answered as server-sent events, a few characters a
 chunk, one chunk per write (chunked transfer encoding), as a provider streams. `GET /stats` reports the number of
-completions served, and how many of them streamed.
+completions served, how many of them streamed, and the seconds they took here in all (`service_s`: from the request
+read to the answer written; the fixed latency, as the event loop's timers keep it, plus the answer's making), the
+model's latency as a client of this server sees it, less the network.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 import uuid
 
 served = 0
 streamed = 0
+service_s = 0.0  # the time the completions took here, from the request read to the answer written (the model's latency)
 
 
 def answer(body: dict) -> dict:
@@ -41,7 +45,7 @@ def answer(body: dict) -> dict:
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, latency: float) -> None:
     """Serve requests on one connection until the client closes it."""
-    global served, streamed
+    global served, streamed, service_s
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -49,7 +53,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lat
             method, path, _ = lines[0].split(" ", 2)
             headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
             raw = await reader.readexactly(int(headers.get("content-length", "0")))
-            if method == "POST" and path.endswith("/chat/completions"):
+            started = time.perf_counter()
+            completion = method == "POST" and path.endswith("/chat/completions")
+            if completion:
                 await asyncio.sleep(latency)
                 served += 1
                 request = json.loads(raw or b"{}")
@@ -57,15 +63,18 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lat
                 if request.get("stream"):
                     streamed += 1
                     await stream(writer, payload)
+                    service_s += time.perf_counter() - started
                     continue
             elif path == "/stats":
-                status, payload = 200, {"completions": served, "streamed": streamed}
+                status, payload = 200, {"completions": served, "streamed": streamed, "service_s": service_s}
             else:
                 status, payload = 404, {"error": {"message": f"no route {path}"}}
             data = json.dumps(payload).encode()
             writer.write(f"HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n"
                          f"connection: keep-alive\r\n\r\n".encode() + data)
             await writer.drain()
+            if completion:
+                service_s += time.perf_counter() - started
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
         pass
     finally:
