@@ -16,7 +16,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import utcnow
 from tests.daemon_support import ledger_model, markers, write_agents
 from tests.test_daemon_core import make_daemon
-from tests.test_daemon_wakeup import spy
+from tests.test_daemon_wakeup import scans_over, spy
 
 
 @pytest.fixture
@@ -54,11 +54,7 @@ async def test_a_message_sent_through_another_daemon_runs_on_the_lingering_one_a
     await there.start()
     try:
         for daemon in (here, there):  # each start-up scan is over, so only the arrival path can take msg 1
-            await daemon.wakeups.listening.wait()
-            await scanned[daemon].wait()
-            if daemon.dispatcher.wake.is_set():  # the scan a (re)connect asks for is still to run: let it run
-                scanned[daemon].clear()
-                await scanned[daemon].wait()
+            await scans_over(daemon, scanned[daemon])
         first = await here.submit("alice", "msg 1")
         assert (await here.wait(first.run_id, 60)).state == "done"
         worker = here.dispatcher.workers[first.agent_id]

@@ -55,6 +55,17 @@ def spy(daemon: Daemon) -> tuple[list[str], list[list[int]], asyncio.Event]:
     return by_arrival, scans, scanned
 
 
+async def scans_over(daemon: Daemon, scanned: asyncio.Event) -> None:
+    """Until the scans a start asks for are over (on Postgres also the one the notices' (re)connect asks for), so
+    that what is submitted next can only be taken by its arrival."""
+    if daemon.wakeups is not None:
+        await daemon.wakeups.listening.wait()
+    await scanned.wait()
+    if daemon.dispatcher.wake.is_set():  # the scan a (re)connect asks for is still to run: let it run first
+        scanned.clear()
+        await scanned.wait()
+
+
 @pytest.fixture
 def folder(tmp_path) -> Path:
     return write_agents(tmp_path / "agents", ("alice", "bob"))
@@ -65,7 +76,7 @@ async def test_a_message_accepted_in_process_is_claimed_by_its_wakeup_not_a_scan
     by_arrival, scans, scanned = spy(daemon)
     await daemon.start()
     try:
-        await scanned.wait()  # the start's scan is over (it found nothing): what follows is the arrival's
+        await scans_over(daemon, scanned)  # the start's scan found nothing: what follows is the arrival's
         items = [await daemon.submit("alice", f"msg {n}") for n in (1, 2, 3)]
         done = [await daemon.wait(item.run_id, timeout=30) for item in items]
     finally:
@@ -86,11 +97,7 @@ async def test_a_message_submitted_by_another_process_is_claimed_by_its_notice(d
     by_arrival, scans, scanned = spy(serving)
     await serving.start()
     try:
-        await serving.wakeups.listening.wait()
-        await scanned.wait()
-        if serving.dispatcher.wake.is_set():  # the scan a (re)connect asks for is still to run: let it run first
-            scanned.clear()
-            await scanned.wait()
+        await scans_over(serving, scanned)
         item = await client.submit("bob", "msg 5")
         done = await serving.wait(item.run_id, timeout=30)
     finally:
@@ -114,7 +121,7 @@ async def test_an_arrival_with_every_slot_busy_waits_for_the_scan_when_a_worker_
         return ledger_step(request)
 
     daemon = make_daemon(database_url, folder, FunctionModel(by_purpose(step)), concurrency=1, linger_s=linger_s)
-    by_arrival, scans, _ = spy(daemon)
+    by_arrival, scans, scanned = spy(daemon)
     looked = asyncio.Event()
     take_arrived = daemon.dispatcher._take_arrived
 
@@ -126,6 +133,7 @@ async def test_an_arrival_with_every_slot_busy_waits_for_the_scan_when_a_worker_
     daemon.dispatcher._take_arrived = take
     await daemon.start()
     try:
+        await scans_over(daemon, scanned)  # else the start's scan may take alice's item before her arrival does
         first = await daemon.submit("alice", "msg 1")
         await started.wait()
         second = await daemon.submit("bob", "msg 2")

@@ -22,23 +22,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
-import psycopg
-from psycopg.rows import dict_row, namedtuple_row, tuple_row
-from sqlalchemy import exc as sa_exc
+from sqlalchemy import event, exc as sa_exc
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql import ClauseElement
 
 from pagemind.runtime.state.engine import clean_parameters
+from pagemind.runtime.state.held import hung_off
 
-ROW_SHAPES = {"tuple": tuple_row, "mapping": dict_row, "named": namedtuple_row}
+if TYPE_CHECKING:
+    import psycopg
+
+# psycopg is imported with the first engine on Postgres, not with this module: a SQLite process never needs it
+# (+10 MB, 50 ms).
+ROW_SHAPES = {"tuple": "tuple_row", "mapping": "dict_row", "named": "namedtuple_row"}  # psycopg.rows factories
 POOL_SIZE = 8  # connections per event loop and engine: statements beyond this many in flight wait for one
-_ATTRIBUTE = "_pagemind_awaited_statements"  # hangs off the engine, as `state.held` does (see there why)
-_guard = threading.Lock()
+_ATTRIBUTE = "_pagemind_awaited_statements"  # hangs off the engine, as `state.held`'s connections do (see there)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class _Pool:
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        import psycopg
+
         async with self._slots:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
@@ -96,29 +100,23 @@ class AwaitedStatements:
     """One Postgres engine's statements, awaited (see the module docstring). One per engine; `of` makes it."""
 
     def __init__(self, engine: Engine):
+        import psycopg.rows
+
         self.engine = engine
+        self._row_factories = {shape: getattr(psycopg.rows, name) for shape, name in ROW_SHAPES.items()}
         args, kwargs = engine.dialect.create_connect_args(engine.url)  # what the engine's own connections get
         self._connect_args = (tuple(args), {**kwargs, "autocommit": True})
         self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool]" = weakref.WeakKeyDictionary()
         # Weakly: a statement built per call would otherwise be kept, compiled, for ever. Build them once.
         self._compiled: "weakref.WeakKeyDictionary[ClauseElement, _Compiled]" = weakref.WeakKeyDictionary()
-        from sqlalchemy import event  # the engine's dispose ends these sessions too
-
-        event.listen(engine, "engine_disposed", lambda _engine: self.close())
+        event.listen(engine, "engine_disposed", lambda _engine: self.close())  # dispose ends these sessions too
 
     @classmethod
     def of(cls, engine: Engine) -> "AwaitedStatements | None":
         """The engine's awaited statements, or None when its database is not Postgres."""
         if engine.dialect.name != "postgresql":
             return None
-        statements = getattr(engine, _ATTRIBUTE, None)
-        if statements is None:
-            with _guard:
-                statements = getattr(engine, _ATTRIBUTE, None)
-                if statements is None:
-                    statements = cls(engine)
-                    setattr(engine, _ATTRIBUTE, statements)
-        return statements
+        return hung_off(engine, _ATTRIBUTE, cls)
 
     def close(self) -> None:
         """Close the idle connections of every event loop."""
@@ -130,7 +128,7 @@ class AwaitedStatements:
         """Run one statement (its own transaction) and return its rows, shaped as `ROW_SHAPES` says: tuples,
         "mapping"s (dicts by column name) or "named" tuples (attributes by column name, as SQLAlchemy's rows)."""
         sql, values = self._prepared(statement, params)
-        return await run_to_end(self._run(sql, values, ROW_SHAPES[shape]))
+        return await run_to_end(self._run(sql, values, self._row_factories[shape]))
 
     async def first(self, statement: str | ClauseElement, params: Mapping[str, Any], *,
                     shape: str = "tuple") -> Any | None:
@@ -147,6 +145,8 @@ class AwaitedStatements:
         return compiled.sql, clean_parameters(compiled.parameters(params))
 
     def _pool(self) -> _Pool:
+        import psycopg
+
         loop = asyncio.get_running_loop()
         pool = self._pools.get(loop)
         if pool is None:
@@ -156,6 +156,8 @@ class AwaitedStatements:
         return pool
 
     async def _run(self, sql: str, values: dict[str, Any], row_factory: Any) -> list[Any]:
+        import psycopg
+
         try:
             async with self._pool().connection() as conn:
                 async with conn.cursor(row_factory=row_factory) as cursor:
@@ -180,6 +182,8 @@ class AwaitedSession:
         return await run_to_end(self._scalar(sql, clean_parameters(dict(params))))
 
     async def _scalar(self, sql: str, values: dict[str, Any]) -> Any:
+        import psycopg
+
         try:
             if self._conn is None or self._conn.closed:
                 args, kwargs = self._statements._connect_args

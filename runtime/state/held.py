@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
@@ -46,14 +46,7 @@ class HeldConnections:
     @classmethod
     def of(cls, engine: Engine) -> "HeldConnections":
         """The held connections of `engine` (one set per engine in a process)."""
-        held = getattr(engine, _ATTRIBUTE, None)
-        if held is None:
-            with _held_guard:
-                held = getattr(engine, _ATTRIBUTE, None)
-                if held is None:
-                    held = cls(engine)
-                    setattr(engine, _ATTRIBUTE, held)
-        return held
+        return hung_off(engine, _ATTRIBUTE, cls)
 
     def _mine(self) -> dict[str, Connection]:
         thread = threading.current_thread()
@@ -129,6 +122,22 @@ class HeldConnections:
         """Close this thread's connections."""
         self._drop("writer")
         self._drop("reader")
+
+
+T = TypeVar("T")
+
+
+def hung_off(engine: Engine, attribute: str, make: Callable[[Engine], T]) -> T:
+    """The engine's one `make(engine)`, kept as its `attribute` and made at the first call (under a lock): hung off
+    the engine rather than kept in a table keyed by it, which would keep the engine alive (see above)."""
+    found = getattr(engine, attribute, None)
+    if found is None:
+        with _held_guard:
+            found = getattr(engine, attribute, None)
+            if found is None:
+                found = make(engine)
+                setattr(engine, attribute, found)
+    return found
 
 
 def _close(conn: Connection) -> None:

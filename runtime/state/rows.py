@@ -9,14 +9,16 @@ RETURNING ids come back in parameter order) and builds the stored `Message` from
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Awaitable, Callable
 
-from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy.engine import Connection
 
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import aware
-from pagemind.runtime.state.tables import BlockRow, MessageRow, StepRow, TurnKeyRow, archival_revisions
+from pagemind.runtime.state.tables import AgentRow, BlockRow, MessageRow, StepRow, TurnKeyRow, archival_revisions
 from pagemind.tools import ToolCall
 
 
@@ -85,3 +87,26 @@ def stored_message(message: Message, message_id: int, step_id: int | None) -> Me
     """`message` as the store now holds it: its id (and step), a UTC time, and a fresh memo."""
     return dataclasses.replace(message, id=message_id, step_id=step_id, created_at=aware(message.created_at),
                                memo={})
+
+
+@functools.cache
+def pressure_update(columns: tuple[str, ...]) -> Any:
+    """`UPDATE agents SET <columns> WHERE id = :p_agent_id`, with a bound parameter `p_<column>` for each."""
+    agents = AgentRow.__table__
+    return update(agents).where(agents.c.id == bindparam("p_agent_id")).values(
+        **{column: bindparam(f"p_{column}") for column in columns})
+
+
+def freshness_of(rows: list[Any]) -> Freshness:
+    """The `Freshness` that the `FRESHNESS` read's rows (one per block, at least one) say."""
+    *newest, revision, _, _ = rows[0]
+    versions = {label: version for *_, label, version in rows if label is not None}
+    return Freshness(max(value or 0 for value in newest), versions, int(revision or 0))
+
+
+def rows_on(conn: Connection) -> Callable[[Any, dict[str, Any]], Awaitable[list[Any]]]:
+    """Runs a statement on `conn` and returns its rows, awaitably (the interface `state.agent_load` reads through)."""
+    async def rows_of(statement: Any, params: dict[str, Any]) -> list[Any]:
+        return conn.execute(statement, params).all()
+
+    return rows_of

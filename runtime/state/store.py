@@ -6,12 +6,11 @@ or none. The tables are defined in `state.tables`; `make_engine` (state.engine) 
 
 from __future__ import annotations
 
-import functools
 import json
 from datetime import datetime
-from typing import Any, Awaitable, Callable, ContextManager, Iterable
+from typing import ContextManager, Iterable
 
-from sqlalchemy import bindparam, func, insert, update
+from sqlalchemy import func, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
@@ -21,6 +20,7 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits
 from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
@@ -28,45 +28,13 @@ from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord
 from pagemind.runtime.state.locks import turn_lock
 from pagemind.runtime.state.step_commit import accept_pg, store_step_pg
 from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
-                                         NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, blocks_table, message_from_row,
-                                         messages_table, stored_message, values_of)
+                                         NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, freshness_of, message_from_row,
+                                         messages_table, pressure_update, rows_on, stored_message, values_of)
 from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
-
-
-@functools.cache
-def _pressure_update(columns: tuple[str, ...]) -> Any:
-    """`UPDATE agents SET <columns> WHERE id = :p_agent_id`, with a bound parameter `p_<column>` for each."""
-    agents = AgentRow.__table__
-    return update(agents).where(agents.c.id == bindparam("p_agent_id")).values(
-        **{column: bindparam(f"p_{column}") for column in columns})
-
-
-def freshness_of(rows: list[Any]) -> Freshness:
-    """The `Freshness` that the `FRESHNESS` read's rows (one per block, at least one) say."""
-    *newest, revision, _, _ = rows[0]
-    versions = {label: version for *_, label, version in rows if label is not None}
-    return Freshness(max(value or 0 for value in newest), versions, int(revision or 0))
-
-
-def rows_on(conn: Connection) -> Callable[[Any, dict[str, Any]], Awaitable[list[Any]]]:
-    """Runs a statement on `conn` and returns its rows, awaitably (the interface `state.agent_load` reads through)."""
-    async def rows_of(statement: Any, params: dict[str, Any]) -> list[Any]:
-        return conn.execute(statement, params).all()
-
-    return rows_of
 
 
 class AgentNameTaken(ValueError):
     """Another agent already has the name."""
-
-
-class StaleBlocks(RuntimeError):
-    """A block write was computed from a version another writer has replaced since (nothing was stored)."""
-
-    def __init__(self, labels: list[str]):
-        super().__init__(f"core memory block(s) {', '.join(labels)} changed since this agent read them (another "
-                         "process edited them during this turn); nothing from this step was stored")
-        self.labels = labels
 
 
 class StateStore:
@@ -339,7 +307,7 @@ class StateStore:
             return
         # One UPDATE (on Postgres outside a transaction, awaited: no BEGIN and COMMIT round trips, the event loop
         # free meanwhile), not a row read and written; built once per set of columns.
-        statement = _pressure_update(tuple(changes))
+        statement = pressure_update(tuple(changes))
         params = {"p_agent_id": agent_id, **{f"p_{column}": value for column, value in changes.items()}}
         if (awaited := AwaitedStatements.of(self.engine)) is not None:
             await awaited.rows(statement, params)
@@ -382,7 +350,7 @@ class StateStore:
                 crash_point("commit.step_flushed")
                 stored = self._insert_messages(conn, agent_id, messages, step_id)
                 crash_point("commit.messages_flushed")
-                written = self._apply_edits(conn, agent_id, step_id, edits, versions)
+                written = apply_edits(conn, agent_id, step_id, edits, versions)
                 crash_point("commit.before_commit")
         crash_point("commit.after_commit")
         if versions is not None:
@@ -393,36 +361,8 @@ class StateStore:
         """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the
         same compare-and-set on each block's version as a step's edits (`StaleBlocks` if one moved meanwhile)."""
         with self.engine.begin() as conn:
-            written = self._apply_edits(conn, agent_id, None, edits, versions)
+            written = apply_edits(conn, agent_id, None, edits, versions)
         versions.update(written)
-
-    @staticmethod
-    def _apply_edits(conn: Connection, agent_id: int, step_id: int | None, edits: list[BlockEdit],
-                     versions: dict[str, int] | None) -> dict[str, int]:
-        """Write each edit as a compare-and-set on the block's version (one UPDATE … WHERE version = read), so the
-        check holds even against a writer that bypassed the turn lock. Returns the versions written; raises
-        `StaleBlocks` (the caller's transaction rolls back) when a version moved."""
-        if not edits:
-            return {}
-        written: dict[str, int] = {}
-        stale: list[str] = []
-        conn.execute(insert(BlockVersionRow.__table__), [  # type: ignore[attr-defined]
-            {"agent_id": agent_id, "label": e.label, "step_id": step_id, "operation": e.operation,
-             "old_value": e.old_value, "new_value": e.new_value, "created_at": e.at} for e in edits])
-        for edit in edits:
-            where = [blocks_table.c.agent_id == agent_id, blocks_table.c.label == edit.label]
-            read = written.get(edit.label, versions.get(edit.label) if versions is not None else None)
-            if read is not None:
-                where.append(blocks_table.c.version == read)
-            result = conn.execute(update(blocks_table).where(*where).values(
-                value=edit.new_value, updated_at=edit.at, version=blocks_table.c.version + 1))
-            if result.rowcount != 1:
-                stale.append(edit.label)
-            elif read is not None:
-                written[edit.label] = read + 1
-        if stale:
-            raise StaleBlocks(sorted(set(stale)))
-        return written
 
     def steps(self, agent_id: int) -> list[StepRow]:
         """The agent's step records, oldest first."""
