@@ -236,7 +236,7 @@ def table(rows: list[dict[str, float]]) -> str:
     head = ("| db | agents | turns | failed | turns/s | model steps/s | own overhead p50 / p95 per turn (ms) | "
             "per step p50 (ms) | daemon CPU per step (ms) | RSS (MB) | RSS per agent (KB) | creating N (s) | load | "
             "retried | machine busy | model ms per step |\n"
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+            "| --- |" + " ---: |" * 15 + "\n")
     return head + "\n".join(
         f"| {r['db']} | {r['agents']:,} | {r['turns']:,} | {r['failures']} | {r['turns_s']:.1f} | {r['steps_s']:.1f} | "
         f"{r['p50']:.1f} / {r['p95']:.1f} | {r['p50_step']:.1f} | {r['cpu_ms_step']:.2f} | {r['rss_mb']:.0f} | "
@@ -290,10 +290,10 @@ async def main() -> None:
                 "the stub's own time per completion (model ms per step: its timers keep it ~1 ms over the set "
                 "latency); what is left is HTTP, queueing for the daemon's concurrency and the runtime's work. "
                 "Machine busy: every core's busy share over the run (daemon, stub, database, client). RSS per agent "
-                "= (RSS after the run − RSS before the first message) / agents; the daemon keeps at most `max_loaded` (1,024) "
-                "agents loaded, so above that the rest cost only their rows. Retried: requests sent again after a "
-                "transport error (agents: 409 then means made; messages carry an idempotency key).\n\n" + table(rows)
-                + "\n\n" + targets(rows))
+                "= (RSS after the run − RSS before the first message) / agents; the daemon keeps at most "
+                "`max_loaded` (1,024) agents loaded, so above that the rest cost only their rows. Retried: requests "
+                "sent again after a transport error (agents: 409 then means made; messages carry an idempotency "
+                "key).\n\n" + table(rows) + "\n\n" + targets(rows))
 
     try:
         for db in args.db:

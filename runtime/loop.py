@@ -109,7 +109,7 @@ async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | N
     from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
     message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`."""
-    begun = await begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or the stored turn a retry resumes)
+    begun = await begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or the turn a retry resumes)
     if isinstance(begun, TurnResult):
         return begun
     turn_id, messages, first = begun

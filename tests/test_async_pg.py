@@ -121,11 +121,12 @@ async def test_a_timeout_during_a_statement_is_still_the_timeouts_own(engine):
 async def test_errors_are_sqlalchemy_s_and_the_connection_serves_again(engine):
     awaited = AwaitedStatements.of(engine)
     await awaited.first(INSERT, {"p_text": "once", "p_detail": None})
+    (pid,) = await awaited.first("SELECT pg_backend_pid()", {})
     with pytest.raises(IntegrityError):
         await awaited.first(INSERT, {"p_text": "once", "p_detail": None})
     with pytest.raises(DataError):
         await awaited.first("SELECT CAST('x' AS int)", {})
-    assert (await awaited.first("SELECT 1", {})) == (1,)
+    assert (await awaited.first("SELECT pg_backend_pid()", {})) == (pid,)  # the same connection, not a new one
 
 
 @on_postgres

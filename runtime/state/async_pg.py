@@ -75,13 +75,11 @@ class _Pool:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
-            except psycopg.OperationalError:  # the connection may be gone: a new one next time
-                _close(conn)
-                raise
-            if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                _close(conn)
-            else:
-                self._idle.append(conn)
+            finally:  # a statement's error leaves the connection usable (autocommit); a lost one is replaced
+                if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    _close(conn)
+                else:
+                    self._idle.append(conn)
 
     def close(self) -> None:
         """Close every idle connection now (no await: also from `engine.dispose()` on any thread)."""
