@@ -32,6 +32,7 @@ from pagemind.runtime.model_request import ModelRequest  # noqa: F401 (re-export
 from pagemind.runtime.model_stream import STREAM_OPTIONS, DeltaSink, post_streamed, refuses_streaming
 from pagemind.runtime.model_pool import Endpoint, shared_client, take_loop_clients
 from pagemind.runtime.model_post import close_poster, poster_for
+from pagemind.runtime.settings import SettingsError
 from pagemind.runtime.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -254,7 +255,8 @@ class OpenAIModelClient:
         timeout = spec.request_timeout_s
         http = env.get("PAGEMIND_HTTP_CLIENT") or "httpx"
         if http not in HTTP_CLIENTS:
-            raise ValueError(f"PAGEMIND_HTTP_CLIENT={http!r}: use one of {', '.join(HTTP_CLIENTS)}")
+            raise SettingsError(f"PAGEMIND_HTTP_CLIENT={http!r} names no HTTP client: use one of "
+                                f"{', '.join(HTTP_CLIENTS)}")
         # Local servers take any key; the SDK insists on one.
         endpoint = Endpoint(base_url, api_key or "not-needed", timeout, min(10.0, timeout), http)
         kwargs.setdefault("request_timeout_s", timeout)

@@ -163,9 +163,10 @@ class LeanPost(_DirectPost):
 
 class AiohttpPost(_DirectPost):
     """`LeanPost`'s POST sent on an aiohttp session instead of httpx's pool (`PAGEMIND_HTTP_CLIENT=aiohttp`, the
-    daemon's default): the request as httpx builds it (the SDK's headers, cookies, the URL), then aiohttp, whose
-    HTTP/1.1 and connection pool cost a fifth of httpcore's CPU per call (`bench/RESULTS.md`, "The model call on
-    aiohttp"), and an `httpx.Response` back, as the other posters give. aiohttp follows redirects and keeps cookies
+    daemon's default): the request as the SDK's httpx client builds it (its headers and the SDK's, the URL), built
+    once, then aiohttp, whose HTTP/1.1 and connection pool cost a third to a half of httpx's CPU per call
+    (`bench/RESULTS.md`, "Daemon CPU per step, fifth pass"), and an `httpx.Response` back, as the other posters
+    give. aiohttp follows redirects and keeps cookies
     itself; its errors become the SDK's (`APITimeoutError`, `APIConnectionError`), and while a streamed body is read,
     httpx's (`ReadTimeout`, `ReadError`), as `model_stream` expects. The session belongs to the event loop of the
     first call, as the SDK client does (`model_pool`); `aclose` ends it. aiohttp is imported here, at the first

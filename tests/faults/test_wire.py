@@ -139,3 +139,14 @@ def test_the_proxy_comes_from_the_environment_as_httpx_reads_it(monkeypatch):
     assert environment_proxy(httpx.URL("https://api.example.com/v1")) == "http://proxy.internal:3128"
     assert environment_proxy(httpx.URL("https://llm.corp/v1")) is None
     assert environment_proxy(httpx.URL("http://api.example.com/v1")) is None  # no HTTP_PROXY
+
+
+def test_the_http_client_comes_from_the_environment_and_a_bad_name_is_a_clear_error():
+    from pagemind.runtime.settings import SettingsError
+    from pagemind.runtime.spec import ModelSpec
+
+    env = {"OPENAI_BASE_URL": "http://x/v1"}
+    assert OpenAIModelClient.from_spec(ModelSpec(name="m"), env).http == "httpx"
+    assert OpenAIModelClient.from_spec(ModelSpec(name="m"), {**env, "PAGEMIND_HTTP_CLIENT": "aiohttp"}).http == "aiohttp"
+    with pytest.raises(SettingsError, match="PAGEMIND_HTTP_CLIENT='curl' names no HTTP client: use one of httpx"):
+        OpenAIModelClient.from_spec(ModelSpec(name="m"), {**env, "PAGEMIND_HTTP_CLIENT": "curl"})
