@@ -104,7 +104,7 @@ class _Server:
 
 def serving_loop() -> asyncio.AbstractEventLoop:
     """The daemon's event loop: uvloop's where it is installed (every platform but Windows), else asyncio's. Its
-    sockets, transports and timers are C: the daemon spent ×0.91–0.93 of the CPU per step on it
+    sockets, transports and timers are C: the daemon spent ×0.89–0.94 of the CPU per step on it
     (`bench/RESULTS.md`, "Postgres statements awaited")."""
     try:
         import uvloop
