@@ -104,7 +104,7 @@ async def test_a_timeout_during_a_statement_is_still_the_timeouts_own(engine):
         async with asyncio.timeout(None) as scope:
             scopes.append(scope)
             rows.append(await awaited.first("SELECT pg_advisory_xact_lock(%(k)s), 7", {"k": lock.key}))
-            await asyncio.sleep(3600)
+            await asyncio.sleep(30)  # the timeout fires here at once; were it lost, the block would end without it
 
     task = asyncio.create_task(bounded())
     await lock.until_waiting()
