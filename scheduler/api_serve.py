@@ -105,7 +105,7 @@ class _Server:
 def serving_loop() -> asyncio.AbstractEventLoop:
     """The daemon's event loop: uvloop's where it is installed (every platform but Windows), else asyncio's. Its
     sockets, transports and timers are C: the daemon spent ×0.89–0.94 of the CPU per step on it
-    (`bench/RESULTS.md`, "Postgres statements awaited")."""
+    (`bench/RESULTS.md`, "Daemon CPU per step, fifth pass")."""
     try:
         import uvloop
     except ImportError:

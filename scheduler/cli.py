@@ -40,7 +40,7 @@ def add_parsers(sub: Any) -> None:
     serve.add_argument("--workers", type=int, default=1, metavar="N",
                        help="daemon processes sharing the port, to use N cores (PostgreSQL only; default 1)")
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker of --workers
-    serve.set_defaults(handler=cmd_serve, loop_factory=serving_loop)
+    serve.set_defaults(handler=cmd_serve, loop_factory=serve_loop)
     send = sub.add_parser("send", help="send a message to an agent a daemon serves, print the reply")
     send.add_argument("agent", help="the agent's name")
     send.add_argument("text")
@@ -80,11 +80,12 @@ def check_binding(host: str, token: str | None) -> str | None:
     return None
 
 
-def serving_loop() -> Any:
-    """A new event loop for `serve` (`scheduler.api_serve.serving_loop`: uvloop where installed)."""
-    from pagemind.scheduler.api_serve import serving_loop as new_loop
+def serve_loop() -> Any:
+    """`serve`'s event loop, `scheduler.api_serve.serving_loop`, imported only when `serve` runs (the CLI's start
+    loads no daemon module: tests/test_cli_startup.py)."""
+    from pagemind.scheduler.api_serve import serving_loop
 
-    return new_loop()
+    return serving_loop()
 
 
 async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:

@@ -2,8 +2,8 @@
 
 A synchronous statement on the event loop's thread holds the whole loop until the server answers: its round trip,
 the server's work and, for a write, its commit. A daemon on Postgres spent a third of its loop's time so, while
-other agents' turns waited to compile a context or read a model's answer (`bench/RESULTS.md`, "Postgres
-statements awaited"). The statements of a turn and of the daemon's inbox that are each their own transaction run
+other agents' turns waited to compile a context or read a model's answer (`bench/RESULTS.md`, "Daemon CPU per
+step, fifth pass"). The statements of a turn and of the daemon's inbox that are each their own transaction run
 here instead: on psycopg `AsyncConnection`s in autocommit mode, a few per event loop, so the loop runs other work
 while a statement is at the server, and several statements can be in flight at once. SQLite is not affected: a
 SQLite statement is work in this process, with nothing to wait for (`AwaitedStatements.of` is None there).

@@ -42,6 +42,7 @@ class StateStore:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        self.awaited = AwaitedStatements.of(engine)  # Postgres: the turn's statements awaited (`state.async_pg`)
 
     def _session(self) -> Session:
         # Rows are read back right after commit (ids); expiring them would cost one SELECT per row.
@@ -49,9 +50,9 @@ class StateStore:
 
     def one_statement(self) -> ContextManager[Connection]:
         """A connection in autocommit mode for a `with` block of work that is one statement (or reads that need no
-        common snapshot): the per-turn reads and on Postgres the pressure state, each its own transaction there,
-        with no BEGIN and COMMIT/ROLLBACK round trips (a step's commit and a turn's accepted message are awaited
-        there instead: `state.step_commit`, `state.async_pg`). On Postgres the thread's
+        common snapshot), each its own transaction on Postgres, with no BEGIN and COMMIT/ROLLBACK round trips: the
+        synchronous reads (a turn's hot statements are awaited there instead: `state.async_pg`). On Postgres the
+        thread's
         held connection (`state.held`: no checkout, no switch to autocommit and back per block). SQLite sends no
         BEGIN for reads anyway, and switching its isolation level there and back would cost more than the reads
         (about 0.1 ms of CPU a turn): a pooled connection."""
@@ -112,7 +113,7 @@ class StateStore:
     async def unchanged_agent(self, spec: AgentSpec) -> StoredAgent | None:
         """The agent's state for loading, when nothing of `spec` needs storing (`state.agent_load`); else None.
         On Postgres the three reads are awaited (`state.async_pg`)."""
-        if (awaited := AwaitedStatements.of(self.engine)) is not None:
+        if (awaited := self.awaited) is not None:
             return await read_unchanged(lambda statement, params: awaited.rows(statement, params, shape="named"), spec)
         with self.one_statement() as conn:
             return await read_unchanged(rows_on(conn), spec)
@@ -184,7 +185,7 @@ class StateStore:
     async def freshness(self, agent_id: int) -> Freshness:
         """`last_message_id`, `block_versions` and the archival revision in one statement: what a turn reads to
         see whether another process changed the agent since it loaded it (awaited on Postgres)."""
-        if (awaited := AwaitedStatements.of(self.engine)) is not None:
+        if (awaited := self.awaited) is not None:
             return freshness_of(await awaited.rows(FRESHNESS, {"p_agent_id": agent_id}))
         with self.one_statement() as conn:
             return freshness_of(conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all())
@@ -222,7 +223,7 @@ class StateStore:
 
     async def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
         """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
-        if (awaited := AwaitedStatements.of(self.engine)) is not None:  # one statement, awaited (`state.step_commit`)
+        if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
             message_id = await accept_pg(awaited, agent_id, message, key)
         else:
             with self.engine.begin() as conn:
@@ -309,7 +310,7 @@ class StateStore:
         # free meanwhile), not a row read and written; built once per set of columns.
         statement = pressure_update(tuple(changes))
         params = {"p_agent_id": agent_id, **{f"p_{column}": value for column, value in changes.items()}}
-        if (awaited := AwaitedStatements.of(self.engine)) is not None:
+        if (awaited := self.awaited) is not None:
             await awaited.rows(statement, params)
             return
         with single_statement(self.engine) as conn:
@@ -341,7 +342,7 @@ class StateStore:
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
-        if (awaited := AwaitedStatements.of(self.engine)) is not None:  # one statement, awaited (`state.step_commit`)
+        if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
             step_id, stored, written = await store_step_pg(awaited, agent_id, step, messages, edits, versions,
                                                            StaleBlocks)
         else:
