@@ -169,7 +169,11 @@ class Daemon:
         # The notice names this daemon as the source only when it takes the agent itself; otherwise every daemon
         # hearing it may (`_heard_of_work`), so that one with room runs it while this one is full.
         source = self.owner if self.started and self.dispatcher.can_take(agent_id) else ""
-        item, new = await self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), source)
+        # A worker of ours on the agent holds its lease: no other daemon could take the item, so no notice (each
+        # one wakes every daemon's listener, this one's too, and costs the database a signal per listener).
+        held_here = self.started and self.dispatcher.holds(agent_id)
+        item, new = await self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), source,
+                                            announce=not held_here)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
         if new:  # this process takes the agent at once (a worker already on it claims the item next anyway)

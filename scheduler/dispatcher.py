@@ -132,6 +132,10 @@ class Dispatcher:
         self._arrived.setdefault(agent_id, name)
         self.wake.arrival()
 
+    def holds(self, agent_id: int) -> bool:
+        """Whether a worker here is on the agent, its lease not known to be taken over (running or lingering)."""
+        return agent_id in self.workers and agent_id not in self._lost
+
     def can_take(self, agent_id: int) -> bool:
         """Whether an arrival for the agent would be taken here now: a worker of ours is on it, or a slot is free."""
         if agent_id in self.workers:

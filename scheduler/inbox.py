@@ -106,11 +106,13 @@ class _Statements:
     """The submit and finish statements of one dialect (on Postgres they NOTIFY from inside the statement)."""
 
     def __init__(self, engine: Engine):
-        self.submit = inbox.insert().values(
+        insert = inbox.insert().values(
             run_id=bindparam("p_run_id"), agent_id=bindparam("p_agent_id"), kind=bindparam("p_kind"),
             content=bindparam("p_content"), idempotency_key=bindparam("p_key"), state=PENDING, attempts=0,
             created_at=bindparam("p_now"),
-        ).returning(*inbox.c, *notifying(engine, INBOX_CHANNEL, bindparam("p_source")))
+        )
+        self.submit = insert.returning(*inbox.c, *notifying(engine, INBOX_CHANNEL, bindparam("p_source")))
+        self.submit_unannounced = insert.returning(*inbox.c)
         # `more`: the agent's other open items, so that its worker need not claim again to learn it has none.
         # Parameters, not correlated columns: RETURNING names the target's columns unqualified, so inside the
         # subquery `agent_id` would be the subquery's own.
@@ -140,22 +142,26 @@ class Inbox:
         self._statements = _Statements(engine)
 
     async def submit(self, agent_id: int, name: str, kind: str, content: str, key: str | None,
-                     now: datetime, source: str = "") -> tuple[InboxItem, bool]:
+                     now: datetime, source: str = "", *, announce: bool = True) -> tuple[InboxItem, bool]:
         """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
-        woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once."""
+        woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once.
+        `announce=False`: no notice (the submitting daemon's own worker holds the agent's lease, so no other
+        daemon could take the item, and that worker is woken in process)."""
         params = {  # NUL: as the runtime's engine does for every statement
             "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind, "p_content": without_nul(content),
-            "p_key": without_nul(key) if key is not None else None, "p_now": now,
-            "p_source": arrival_notice(source, agent_id, name)}
+            "p_key": without_nul(key) if key is not None else None, "p_now": now}
+        if announce:
+            params["p_source"] = arrival_notice(source, agent_id, name)
+        statement = self._statements.submit if announce else self._statements.submit_unannounced
         try:
-            row = await self._one_statement(self._statements.submit, params)
+            row = await self._one_statement(statement, params)
         except IntegrityError:
             if key is None:
                 raise
             existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
             if existing is None:  # the other insert was rolled back meanwhile: try once more
-                return await self.submit(agent_id, name, kind, content, key, now, source)
+                return await self.submit(agent_id, name, kind, content, key, now, source, announce=announce)
             return existing, False
         return _item(row, name), True
 

@@ -139,3 +139,35 @@ async def test_a_first_attempt_skips_the_key_lookup_and_a_reused_key_still_canno
             assert again.reply == "ack 1" and looked_up == [done.turn_key]
     finally:
         await daemon.stop()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_a_submission_for_an_agent_held_here_sends_no_notice_and_others_do(database_url, tmp_path):
+    """A worker of this daemon on the agent holds its lease, so no other daemon could take the item: the
+    submission is not announced (each notice wakes every daemon's listener). Any other submission is."""
+    import psycopg
+
+    from pagemind.scheduler.sql import INBOX_CHANNEL
+    from pagemind.scheduler.wakeup import read_arrival
+
+    folder = write_agents(tmp_path / "agents", ("alice", "bob"))
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600)
+    listener = await psycopg.AsyncConnection.connect(database_url.replace("postgresql+psycopg://", "postgresql://"),
+                                                     autocommit=True)
+    await listener.execute(f"LISTEN {INBOX_CHANNEL}")
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")  # no worker on alice yet: announced
+        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        assert daemon.dispatcher.holds(first.agent_id)  # its worker lingers
+        second = await daemon.submit("alice", "msg 2")
+        assert (await daemon.wait(second.run_id, 60)).state == "done"
+        other = await daemon.submit("bob", "msg 1")  # no worker on bob: announced
+        assert (await daemon.wait(other.run_id, 60)).state == "done"
+        heard = []
+        async for notice in listener.notifies(timeout=1.0):
+            heard.append(notice.payload)
+        assert [read_arrival(payload)[1] for payload in heard] == [first.agent_id, other.agent_id]
+    finally:
+        await daemon.stop(grace_s=0)
+        await listener.close()

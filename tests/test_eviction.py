@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pagemind.runtime.pressure.eviction import atomic_groups, plan_eviction
+from pagemind.runtime.pressure.eviction import atomic_groups, newest_group_start, plan_eviction
 from pagemind.runtime.messages import Message
 from pagemind.tools import ToolCall
 
@@ -57,3 +57,16 @@ def test_plan_eviction_table(spec, tokens, need, expected):
     kept = messages[plan.count:]
     kept_calls = {c.id for m in kept for c in m.tool_calls}
     assert all(m.tool_call_id in kept_calls for m in kept if m.role == "tool")
+
+
+@pytest.mark.parametrize("spec", ["", "u", "u a", "u A1 t", "u A2 t t", "u A2 t", "A1 t", "A2 t t",
+                                  "u A2 t t a u A1 t", "A1 t u A3 t t t", "u A1", "u A1 t +t", "A2 t +t"])
+def test_newest_group_start_is_the_last_groups_start(spec):
+    """Read from the end, as atomic_groups reads from the start; `+t` is a result of no call before it."""
+    messages = build(spec.replace(" +t", ""))
+    if "+t" in spec:
+        messages.append(Message("tool", "r", T, tool_call_id="orphan"))
+    if not messages:
+        assert newest_group_start(messages) == 0
+        return
+    assert newest_group_start(messages) == atomic_groups(messages)[-1][0]

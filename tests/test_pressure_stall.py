@@ -106,3 +106,34 @@ async def test_a_window_whose_pinned_part_leaves_no_room_flushes_rarely_and_says
 def _tokens(request: ModelRequest) -> int:
     from pagemind.runtime.compiler import request_tokens
     return request_tokens(request.messages, request.tools)
+
+
+async def test_the_room_a_flush_could_buy_is_every_group_but_the_newest(sqlite_url, clock):
+    """`room` takes the messages' tokens from the compiled context instead of summing the window again: the same
+    figure as summing every atomic group but the newest, a clipped message and a trailing tool group included."""
+    from pagemind.runtime.budget import squeeze
+    from pagemind.runtime.compiler import message_tokens
+    from pagemind.runtime.tokens import DEFAULT_ENCODING
+    from pagemind.runtime.pressure.eviction import atomic_groups
+    from pagemind.tools import ToolCall
+
+    spec = AgentSpec.model_validate(spec_data(model_name="m", context_window=4000, max_output_tokens=500))
+    agent = await Agent.load(spec, model=replying(), clock=clock,
+                             settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url))
+    await agent.window.accept(Message("user", "The whole manual: " + "lorem ipsum dolor " * 3000, clock()))
+    for i in range(6):
+        await agent.window.accept(Message("user", f"Note {i} " + "about gardening " * 40, clock()))
+    calls = (ToolCall("c1", "archival_search", "{}"), ToolCall("c2", "archival_search", "{}"))
+    newest = [Message("assistant", None, clock(), tool_calls=calls),
+              Message("tool", "found " * 50, clock(), tool_call_id="c1"),
+              Message("tool", "found " * 70, clock(), tool_call_id="c2")]
+    agent.window.messages.extend(newest)  # in memory only: what the monitor reads
+
+    compiled = agent.compile()
+    reading = read_pressure(compiled.total_tokens, agent.window.correction, spec)
+    messages = agent.window.messages
+    evictable = sum(message_tokens(m, spec.model.encoding or DEFAULT_ENCODING, max_message_tokens(spec))
+                    for start, end in atomic_groups(messages)[:-1] for m in messages[start:end])
+    expected = squeeze(reading, reading.tokens - math.ceil(evictable * agent.window.correction), spec)
+    assert agent.monitor.room(reading, compiled) == expected
+    assert evictable < compiled.sections["messages"]  # the newest group is left out of it

@@ -29,7 +29,7 @@ from pagemind.runtime.events import (
     ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Salience, SalienceEvent,
     Squeezed,
 )
-from pagemind.runtime.pressure.eviction import EvictionPlan, atomic_groups, plan_eviction
+from pagemind.runtime.pressure.eviction import EvictionPlan, newest_group_start, plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
 from pagemind.runtime.pressure.flush_work import FlushOutcome, FlushWork, WorkSettings
 from pagemind.runtime.pressure.history_repair import ValidityMemo, repair_history
@@ -146,7 +146,7 @@ class PressureMonitor:
             return await self.flush(step, reading, forced=True) or compiled
         if reading.level is Pressure.OK:
             return compiled
-        room = self.room(reading)
+        room = self.room(reading, compiled)
         if room.squeezed:
             self._say_squeezed(step, reading, room, compiled)
         if reading.tokens >= (room.hard_at if room.squeezed else reading.flush_at):
@@ -161,10 +161,13 @@ class PressureMonitor:
         self.prepare(step, reading)
         return compiled
 
-    def room(self, reading: PressureReading) -> Squeeze:
-        """How much room a flush could buy now: everything but the evictable messages is the floor."""
-        groups = atomic_groups(self.window.messages)[:-1]  # the newest group never leaves
-        evictable = sum(self._tokens(m) for start, end in groups for m in self.window.messages[start:end])
+    def room(self, reading: PressureReading, compiled: CompiledContext) -> Squeeze:
+        """How much room a flush could buy now: everything but the evictable messages is the floor. `compiled` is
+        the window's context as compiled now: its messages' tokens are the sum, less the newest group's (which never
+        leaves), so nothing is summed again over the whole window."""
+        messages = self.window.messages
+        newest = sum(self._tokens(m) for m in messages[newest_group_start(messages):])
+        evictable = compiled.sections.get("messages", 0) - newest if messages else 0
         return squeeze(reading, reading.tokens - math.ceil(evictable * self.window.correction), self.spec)
 
     def _tokens(self, message: Message) -> int:
