@@ -34,7 +34,7 @@ from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
 from pagemind.scheduler.fanout import RunFanout
-from pagemind.scheduler.inbox import Inbox, InboxItem
+from pagemind.scheduler.inbox import RUNNING, Inbox, InboxItem
 from pagemind.scheduler.leases import Leases, new_owner_id
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.relay import RelayStore
@@ -172,11 +172,19 @@ class Daemon:
         # A worker of ours on the agent holds its lease: no other daemon could take the item, so no notice (each
         # one wakes every daemon's listener, this one's too, and costs the database a signal per listener).
         held_here = self.started and self.dispatcher.holds(agent_id)
-        item, new = await self.inbox.submit(agent_id, agent, kind, content, idempotency_key, utcnow(), source,
-                                            announce=not held_here)
+        # A worker lingering here on the agent gets the item claimed for it by the insert itself (no claim after).
+        lingering = self.dispatcher.take_lingering(agent_id) if held_here else None
+        now, item, new = utcnow(), None, False
+        try:
+            item, new = await self.inbox.submit(
+                agent_id, agent, kind, content, idempotency_key, now, source, announce=not held_here,
+                claim_for=(self.owner, self.leases.until(now)) if lingering is not None else None)
+        finally:
+            if lingering is not None:
+                self.dispatcher.hand(lingering, item if new and item is not None and item.state == RUNNING else None)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
-        if new:  # this process takes the agent at once (a worker already on it claims the item next anyway)
+        if new and lingering is None:  # this process takes the agent at once (a busy worker claims it next anyway)
             self.dispatcher.arrived(agent_id, agent)
         return item
 

@@ -62,6 +62,16 @@ class Wake(asyncio.Event):
         super().set()
 
 
+class Linger(asyncio.Event):
+    """A lingering worker's wake-up. `item`: an item a submission claimed for it (`Dispatcher.take_lingering`);
+    None: claim the next item itself. `taken`: a submission is claiming one for it now (it will be handed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.item: InboxItem | None = None
+        self.taken = False
+
+
 class Dispatcher:
     """The workers of one daemon process (see the module docstring)."""
 
@@ -75,7 +85,7 @@ class Dispatcher:
         self.workers: dict[int, asyncio.Task[None]] = {}
         self._lost: set[int] = set()  # agents whose lease another daemon took over (a stall): stop after the item
         self._busy: dict[int, float] = {}  # agents a turn outside the daemon holds, and when to look again
-        self._lingering: dict[int, asyncio.Event] = {}  # idle workers keeping their agent for `linger_s`: set = work
+        self._lingering: dict[int, Linger] = {}  # idle workers keeping their agent for `linger_s`: set = work
 
     def _active(self) -> int:
         """Workers running items (a lingering one holds no slot: it only waits)."""
@@ -172,24 +182,44 @@ class Dispatcher:
         if event is not None:
             event.set()
 
-    async def _linger(self, agent_id: int) -> bool:
+    def take_lingering(self, agent_id: int) -> Linger | None:
+        """The agent's lingering worker, kept from ending its linger, for a submission that claims its item for it
+        in the insert itself (one statement instead of two); `hand` must follow. None if no worker lingers on it."""
+        event = self._lingering.pop(agent_id, None)
+        if event is not None:
+            event.taken = True
+        return event
+
+    def hand(self, event: Linger, item: InboxItem | None) -> None:
+        """Give a worker taken by `take_lingering` the item claimed for it (None: it claims the next one itself)."""
+        event.item = item
+        event.set()
+
+    async def _linger(self, agent_id: int) -> Linger | None:
         """Keep an agent whose inbox is empty (its lease, its turn lock, its loaded state) for `linger_s`, and
         say whether work came for it meanwhile. A user's next message usually comes right after the reply: a worker
         that kept the agent claims it at once, instead of giving the lease and lock back and taking them again (six
         statements, two of them commits) and reading the agent's state again. Lingering workers hold no slot of
-        `concurrency`, and at most `concurrency` of them linger at once."""
+        `concurrency`, and at most `concurrency` of them linger at once. Returns the wake-up (None: the linger
+        ended with no work, or the daemon stops)."""
         if self.config.linger_s <= 0 or self.stopping or len(self._lingering) >= self.config.concurrency:
-            return False
-        event = self._lingering[agent_id] = asyncio.Event()
+            return None
+        event = self._lingering[agent_id] = Linger()
         if self.wake.scan:  # work left waiting for a slot (an arrival deferred): this worker's slot is free now
             self.wake.set()
         try:
-            await asyncio.wait_for(event.wait(), self.config.linger_s)
+            await self._linger_wait(event)
         except TimeoutError:
-            return False
+            if not event.taken:
+                return None
+            await event.wait()  # a submission is claiming an item for this worker: it hands it over next
         finally:
             self._lingering.pop(agent_id, None)
-        return not self.stopping
+        return event if not self.stopping else None
+
+    async def _linger_wait(self, event: Linger) -> None:
+        """Wait for the wake-up; TimeoutError after `linger_s`."""
+        await asyncio.wait_for(event.wait(), self.config.linger_s)
 
     async def _work(self, agent_id: int, first: InboxItem | None = None) -> None:
         """Run the agent's items until its inbox is empty; `first`: an item claimed already, with the agent's lease
@@ -212,7 +242,9 @@ class Dispatcher:
                 else:  # the last finish said nothing else waits: no empty claim (claim again after a linger)
                     item, more = None, True
                 if item is None:
-                    if await self._linger(agent_id):
+                    woken = await self._linger(agent_id)
+                    if woken is not None:
+                        first = woken.item  # claimed for it by the submission, or None: claim it
                         continue
                     await self.held.release(agent_id)
                     # An item submitted between the empty claim and the release found this agent leased: look again.

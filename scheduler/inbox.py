@@ -102,6 +102,33 @@ _CLAIM = update(inbox).where(inbox.c.id == _HEAD).values(
     *inbox.c, select(agents.c.name).where(agents.c.id == bindparam("p_agent_id")).scalar_subquery().label("name"))
 
 
+def _submit_claimed() -> Any:
+    """The submission for an agent whose worker lingers here, claimed for it in the same statement: running, with
+    the worker's owner and lease, unless the agent has an older open item (which then runs first: the new one
+    waits, pending, as any other)."""
+    other = inbox.alias("other")
+    head = select(exists().where(other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state))
+                  .label("busy")).subquery("head")
+
+    def claimed(value: Any, pending: Any = None) -> Any:
+        return case((head.c.busy, pending), else_=value)
+
+    columns = {
+        "run_id": bindparam("p_run_id", type_=inbox.c.run_id.type),
+        "agent_id": bindparam("p_agent_id", type_=inbox.c.agent_id.type),
+        "kind": bindparam("p_kind", type_=inbox.c.kind.type),
+        "content": bindparam("p_content", type_=inbox.c.content.type),
+        "idempotency_key": bindparam("p_key", type_=inbox.c.idempotency_key.type),
+        "state": claimed(literal(RUNNING), literal(PENDING)),
+        "owner": claimed(bindparam("p_owner", type_=inbox.c.owner.type)),
+        "lease_expires_at": claimed(bindparam("p_until", type_=inbox.c.lease_expires_at.type)),
+        "attempts": claimed(literal(1), literal(0)),  # a claim counts as an attempt, as `claim_next`'s does
+        "created_at": bindparam("p_now", type_=inbox.c.created_at.type),
+        "started_at": claimed(bindparam("p_now", type_=inbox.c.started_at.type)),
+    }
+    return inbox.insert().from_select(list(columns), select(*columns.values()).select_from(head)).returning(*inbox.c)
+
+
 class _Statements:
     """The submit and finish statements of one dialect (on Postgres they NOTIFY from inside the statement)."""
 
@@ -113,6 +140,7 @@ class _Statements:
         )
         self.submit = insert.returning(*inbox.c, *notifying(engine, INBOX_CHANNEL, bindparam("p_source")))
         self.submit_unannounced = insert.returning(*inbox.c)
+        self.submit_claimed = _submit_claimed()
         # `more`: the agent's other open items, so that its worker need not claim again to learn it has none.
         # Parameters, not correlated columns: RETURNING names the target's columns unqualified, so inside the
         # subquery `agent_id` would be the subquery's own.
@@ -142,18 +170,26 @@ class Inbox:
         self._statements = _Statements(engine)
 
     async def submit(self, agent_id: int, name: str, kind: str, content: str, key: str | None,
-                     now: datetime, source: str = "", *, announce: bool = True) -> tuple[InboxItem, bool]:
+                     now: datetime, source: str = "", *, announce: bool = True,
+                     claim_for: tuple[str, datetime] | None = None) -> tuple[InboxItem, bool]:
         """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
         woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once.
         `announce=False`: no notice (the submitting daemon's own worker holds the agent's lease, so no other
-        daemon could take the item, and that worker is woken in process)."""
+        daemon could take the item, and that worker is woken in process). `claim_for` (owner, lease expiry): that
+        worker lingers, so the item is claimed for it in the same statement (`state` running), unless an older item
+        of the agent is still open (then it stays pending). Never announced."""
         params = {  # NUL: as the runtime's engine does for every statement
             "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind, "p_content": without_nul(content),
             "p_key": without_nul(key) if key is not None else None, "p_now": now}
-        if announce:
+        if claim_for is not None:
+            params["p_owner"], params["p_until"] = claim_for
+            statement = self._statements.submit_claimed
+        elif announce:
             params["p_source"] = arrival_notice(source, agent_id, name)
-        statement = self._statements.submit if announce else self._statements.submit_unannounced
+            statement = self._statements.submit
+        else:
+            statement = self._statements.submit_unannounced
         try:
             row = await self._one_statement(statement, params)
         except IntegrityError:
@@ -161,7 +197,8 @@ class Inbox:
                 raise
             existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
             if existing is None:  # the other insert was rolled back meanwhile: try once more
-                return await self.submit(agent_id, name, kind, content, key, now, source, announce=announce)
+                return await self.submit(agent_id, name, kind, content, key, now, source, announce=announce,
+                                         claim_for=claim_for)
             return existing, False
         return _item(row, name), True
 

@@ -1,0 +1,128 @@
+"""A message for an agent whose worker lingers here is claimed for that worker by its own insert (issue 12,
+throughput: one statement a turn fewer): it is stored running, with the worker's lease, and runs without a claim.
+An older open item of the agent still runs first; a linger that runs out while the insert is in flight still gets
+the item; a key used before hands the worker nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_support import ledger_model, markers, write_agents
+from tests.test_daemon_core import make_daemon
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    return write_agents(tmp_path / "agents")
+
+
+def count_claims(daemon) -> list[int]:
+    """Record the agent of every `claim_next` the daemon's workers make."""
+    claims: list[int] = []
+    real = daemon.inbox.claim_next
+
+    async def claim_next(agent_id, *args):
+        claims.append(agent_id)
+        return await real(agent_id, *args)
+
+    daemon.inbox.claim_next = claim_next
+    return claims
+
+
+async def test_a_message_for_a_lingering_worker_is_stored_claimed_and_runs_without_a_claim(database_url, folder):
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")
+        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        claims = count_claims(daemon)
+        worker = daemon.dispatcher.workers[first.agent_id]
+        second = await daemon.submit("alice", "msg 2")
+        assert (second.state, second.owner, second.attempts) == ("running", daemon.owner, 1)
+        assert second.started_at is not None and second.started_at == second.created_at
+        done = await daemon.wait(second.run_id, 60)
+        assert done.state == "done" and done.result["reply"] == "ack 2" and done.attempts == 1
+        assert daemon.dispatcher.workers[first.agent_id] is worker
+        # Its finish said nothing else waits, so the worker lingers again without an empty claim: none at all.
+        assert claims == []
+    finally:
+        await daemon.stop(grace_s=0)
+    async with daemon.agent("alice") as agent:
+        assert markers(agent.memory.get("human").value) == ["1", "2"]
+
+
+async def test_an_older_open_item_of_the_agent_runs_first(database_url, folder):
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")
+        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        # An item the worker has not heard of (as another daemon's submission whose notice is still on its way).
+        older, _ = await daemon.inbox.submit(first.agent_id, "alice", "message", "msg 2", None,
+                                             first.created_at, announce=False)
+        newer = await daemon.submit("alice", "msg 3")
+        assert newer.state == "pending" and newer.attempts == 0  # not claimed past the older one
+        a, b = await daemon.wait(older.run_id, 60), await daemon.wait(newer.run_id, 60)
+        assert a.state == b.state == "done" and a.finished_at <= b.started_at
+    finally:
+        await daemon.stop(grace_s=0)
+    async with daemon.agent("alice") as agent:
+        assert markers(agent.memory.get("human").value) == ["1", "2", "3"]
+
+
+async def test_a_linger_that_runs_out_while_the_insert_is_in_flight_still_runs_the_item(database_url, folder):
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    dispatcher = daemon.dispatcher
+    linger_over, inserting, insert_may_end = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def linger_wait(event):  # the linger runs out when the test says so
+        await linger_over.wait()
+        raise TimeoutError
+
+    real_submit = daemon.inbox.submit
+
+    async def submit(*args, **kwargs):
+        inserting.set()
+        await insert_may_end.wait()
+        return await real_submit(*args, **kwargs)
+
+    dispatcher._linger_wait = linger_wait
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")
+        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        daemon.inbox.submit = submit
+        claims = count_claims(daemon)
+        sending = asyncio.create_task(daemon.submit("alice", "msg 2"))
+        await inserting.wait()  # the worker was taken for this submission
+        linger_over.set()
+        worker = dispatcher.workers[first.agent_id]
+        assert not worker.done()
+        insert_may_end.set()
+        second = await sending
+        assert second.state == "running"
+        done = await daemon.wait(second.run_id, 60)
+        assert done.state == "done" and done.attempts == 1 and claims == []  # run by the taken worker, unclaimed
+    finally:
+        linger_over.set()
+        await daemon.stop(grace_s=0)
+
+
+async def test_a_key_used_before_hands_the_worker_nothing_and_it_lingers_on(database_url, folder):
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1", idempotency_key="k1")
+        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        worker = daemon.dispatcher.workers[first.agent_id]
+        again = await daemon.submit("alice", "msg 1", idempotency_key="k1")
+        assert again.run_id == first.run_id and again.state == "done"
+        second = await daemon.submit("alice", "msg 2")  # the worker claims it (it may be lingering again already)
+        done = await daemon.wait(second.run_id, 60)
+        assert done.state == "done" and done.result["reply"] == "ack 2" and done.attempts == 1
+        assert daemon.dispatcher.workers[first.agent_id] is worker
+    finally:
+        await daemon.stop(grace_s=0)
