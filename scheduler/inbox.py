@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping
 
-from sqlalchemy import and_, bindparam, case, exists, func, literal, or_, select, update
+from sqlalchemy import Integer, String, and_, bindparam, case, exists, func, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
@@ -35,10 +35,20 @@ TERMINAL = (DONE, FAILED)
 agents = AgentRow.__table__
 
 
+_OPEN_SQL = [literal_column(f"'{state}'", String) for state in OPEN]  # constants of ours, never user input
+
+
 def is_open(column: Any) -> Any:
-    """`column IN ('pending', 'running')` with plain bound values, for the statements built once: an IN over a
-    Python list is an expanding parameter, rendered into the SQL again at every execution."""
-    return column.in_([literal(PENDING), literal(RUNNING)])
+    """`column IN ('pending', 'running')` with the states written into the SQL, for the statements built once: an IN
+    over a Python list is an expanding parameter, rendered into the SQL again at every execution; and as bound
+    values the planner of a prepared statement's generic plan cannot see how rare open items are, so Postgres
+    scanned every finished item of the inbox (which keeps them all) to find an agent's open ones."""
+    return column.in_(_OPEN_SQL)
+
+
+def is_running(column: Any) -> Any:
+    """`column = 'running'`, the state written into the SQL as `is_open` writes them."""
+    return column == _OPEN_SQL[1]
 
 
 @dataclass(frozen=True)
@@ -104,29 +114,25 @@ _CLAIM = update(inbox).where(inbox.c.id == _HEAD).values(
 
 def _submit_claimed() -> Any:
     """The submission for an agent whose worker lingers here, claimed for it in the same statement: running, with
-    the worker's owner and lease, unless the agent has an older open item (which then runs first: the new one
-    waits, pending, as any other)."""
+    the worker's owner and lease; nothing is stored when the agent has an older open item (that one runs first:
+    the caller then submits the new one pending, as any other)."""
     other = inbox.alias("other")
-    head = select(exists().where(other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state))
-                  .label("busy")).subquery("head")
-
-    def claimed(value: Any, pending: Any = None) -> Any:
-        return case((head.c.busy, pending), else_=value)
-
+    now = bindparam("p_now", type_=inbox.c.created_at.type)
     columns = {
         "run_id": bindparam("p_run_id", type_=inbox.c.run_id.type),
         "agent_id": bindparam("p_agent_id", type_=inbox.c.agent_id.type),
         "kind": bindparam("p_kind", type_=inbox.c.kind.type),
         "content": bindparam("p_content", type_=inbox.c.content.type),
         "idempotency_key": bindparam("p_key", type_=inbox.c.idempotency_key.type),
-        "state": claimed(literal(RUNNING), literal(PENDING)),
-        "owner": claimed(bindparam("p_owner", type_=inbox.c.owner.type)),
-        "lease_expires_at": claimed(bindparam("p_until", type_=inbox.c.lease_expires_at.type)),
-        "attempts": claimed(literal(1), literal(0)),  # a claim counts as an attempt, as `claim_next`'s does
-        "created_at": bindparam("p_now", type_=inbox.c.created_at.type),
-        "started_at": claimed(bindparam("p_now", type_=inbox.c.started_at.type)),
+        "state": literal_column(f"'{RUNNING}'", String),
+        "owner": bindparam("p_owner", type_=inbox.c.owner.type),
+        "lease_expires_at": bindparam("p_until", type_=inbox.c.lease_expires_at.type),
+        "attempts": literal_column("1", Integer),  # a claim counts as an attempt, as `claim_next`'s does
+        "created_at": now,
+        "started_at": now,
     }
-    return inbox.insert().from_select(list(columns), select(*columns.values()).select_from(head)).returning(*inbox.c)
+    idle = ~exists().where(other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state))
+    return inbox.insert().from_select(list(columns), select(*columns.values()).where(idle)).returning(*inbox.c)
 
 
 class _Statements:
@@ -156,7 +162,7 @@ class _Statements:
         # item (if one does) who watches, so it starts relaying the run's events at once.
         watcher = bindparam("p_watcher")
         # Only an open item: a stream of a finished run (a replay, a late GET) writes nothing and wakes nobody.
-        self.watch = update(inbox).where(inbox.c.run_id == bindparam("p_run_id"), inbox.c.state.in_(OPEN)).values(
+        self.watch = update(inbox).where(inbox.c.run_id == bindparam("p_run_id"), is_open(inbox.c.state)).values(
             watcher=case((or_(inbox.c.watcher.is_(None), inbox.c.watcher == watcher), watcher), else_="*"),
         ).returning(inbox.c.state, *notifying(engine, WATCH_CHANNEL, inbox.c.run_id + " " + watcher))
 
@@ -178,20 +184,18 @@ class Inbox:
         `announce=False`: no notice (the submitting daemon's own worker holds the agent's lease, so no other
         daemon could take the item, and that worker is woken in process). `claim_for` (owner, lease expiry): that
         worker lingers, so the item is claimed for it in the same statement (`state` running), unless an older item
-        of the agent is still open (then it stays pending). Never announced."""
+        of the agent is still open (then it is stored pending, by a second statement). Never announced."""
         params = {  # NUL: as the runtime's engine does for every statement
             "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind, "p_content": without_nul(content),
             "p_key": without_nul(key) if key is not None else None, "p_now": now}
         if claim_for is not None:
-            params["p_owner"], params["p_until"] = claim_for
-            statement = self._statements.submit_claimed
+            statement, extra = self._statements.submit_claimed, {"p_owner": claim_for[0], "p_until": claim_for[1]}
         elif announce:
-            params["p_source"] = arrival_notice(source, agent_id, name)
-            statement = self._statements.submit
+            statement, extra = self._statements.submit, {"p_source": arrival_notice(source, agent_id, name)}
         else:
-            statement = self._statements.submit_unannounced
+            statement, extra = self._statements.submit_unannounced, {}
         try:
-            row = await self._one_statement(statement, params)
+            row = await self._one_statement(statement, {**params, **extra})
         except IntegrityError:
             if key is None:
                 raise
@@ -200,6 +204,8 @@ class Inbox:
                 return await self.submit(agent_id, name, kind, content, key, now, source, announce=announce,
                                          claim_for=claim_for)
             return existing, False
+        if row is None:  # not claimed: an older item of the agent is open, so this one waits its turn, pending
+            return await self.submit(agent_id, name, kind, content, key, now, source, announce=False)
         return _item(row, name), True
 
     async def _one_statement(self, statement: Any, params: dict[str, Any]) -> Any:
@@ -290,7 +296,7 @@ class Inbox:
     def fail_open(self, agent_id: int, error: str, now: datetime) -> int:
         """Fail every open item of an agent (it was deleted); returns how many."""
         with write_transaction(self.engine) as conn:
-            done = conn.execute(update(inbox).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
+            done = conn.execute(update(inbox).where(inbox.c.agent_id == agent_id, is_open(inbox.c.state))
                                 .values(state=FAILED, error=error, finished_at=now, lease_expires_at=None))
             notify(conn, DONE_CHANNEL)
             return done.rowcount
@@ -298,7 +304,7 @@ class Inbox:
     def release(self, owner: str, item_id: int | None = None) -> int:
         """Put `owner`'s running items (or one of them) back to pending, to run again by whoever takes the agent
         (a shutdown that could not finish them, a turn that found the agent busy); returns how many."""
-        where = [inbox.c.owner == owner, inbox.c.state == RUNNING]
+        where = [inbox.c.owner == owner, is_running(inbox.c.state)]
         if item_id is not None:
             where.append(inbox.c.id == item_id)
         with write_transaction(self.engine) as conn:
@@ -312,18 +318,18 @@ class Inbox:
             return []
         with read_connection(self.engine) as conn:
             return list(conn.execute(select(inbox.c.agent_id).where(
-                inbox.c.agent_id.in_(agent_ids), inbox.c.state.in_(OPEN)).distinct()).scalars())
+                inbox.c.agent_id.in_(agent_ids), is_open(inbox.c.state)).distinct()).scalars())
 
     def open_count(self, agent_id: int) -> int:
         """How many items the agent has still to run."""
         with read_connection(self.engine) as conn:
-            return conn.execute(select(func.count()).where(inbox.c.agent_id == agent_id, inbox.c.state.in_(OPEN))
+            return conn.execute(select(func.count()).where(inbox.c.agent_id == agent_id, is_open(inbox.c.state))
                                 ).scalar_one()
 
     def open_counts(self) -> dict[int, int]:
         """Open items per agent id (agents with none are left out)."""
         with read_connection(self.engine) as conn:
-            rows = conn.execute(select(inbox.c.agent_id, func.count()).where(inbox.c.state.in_(OPEN))
+            rows = conn.execute(select(inbox.c.agent_id, func.count()).where(is_open(inbox.c.state))
                                 .group_by(inbox.c.agent_id))
             return {agent_id: count for agent_id, count in rows}
 

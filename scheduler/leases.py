@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection, Engine
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.tables import agent_leases, daemons, inbox
-from pagemind.scheduler.inbox import is_open
+from pagemind.scheduler.inbox import is_open, is_running
 
 log = structlog.get_logger("pagemind.scheduler")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -151,7 +151,7 @@ class Leases:
             kept = set(conn.execute(update(agent_leases).where(
                 agent_leases.c.owner == self.owner, agent_leases.c.agent_id.in_(sorted(agent_ids)))
                 .values(expires_at=until).returning(agent_leases.c.agent_id)).scalars())
-            conn.execute(update(inbox).where(inbox.c.owner == self.owner, inbox.c.state == "running")
+            conn.execute(update(inbox).where(inbox.c.owner == self.owner, is_running(inbox.c.state))
                          .values(lease_expires_at=until))
         return agent_ids - kept
 
