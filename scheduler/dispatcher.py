@@ -7,7 +7,8 @@ take the leases of as many agents with work as there are free slots (`concurrenc
 worker task that claims its oldest open item, runs it (a message as a turn with the idempotency key
 `inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes on until the agent's inbox is
 empty; then it lingers `linger_s` (the user's next message usually follows the reply: an arrival for the agent
-wakes it, with no lease or lock to take again) and gives the lease back. A message that arrives while its agent is busy
+wakes it, with no lease or lock to take again; a submission in this process hands it the item, claimed for it by
+the insert itself) and gives the lease back. A message that arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
 A run's events go to the fanout (`scheduler.fanout`), which relays them when a daemon elsewhere watches the run:
 what is left of them, and the end row, is written before the item is marked finished.
