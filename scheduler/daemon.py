@@ -58,8 +58,9 @@ class DaemonConfig(BaseModel):
     max_loaded: int = Field(1024, gt=0, description="agents kept loaded at most (least recently used go first)")
     max_attempts: int = Field(5, gt=0, description="claims of one item before it fails (a daemon died each time)")
     turn_wait_s: float = Field(30, ge=0, description="how long a turn waits for a turn run outside the daemon")
-    linger_s: float = Field(1.0, ge=0, description="an agent whose inbox is empty is kept (lease, turn lock) this long "
-                            "for its next message before it is given back (`scheduler.dispatcher`)")
+    linger_s: float = Field(10.0, ge=0, description="an agent whose inbox is empty is kept (lease, turn lock) this "
+                            "long for its next message before it is given back, at most `max_loaded` agents at once "
+                            "(`scheduler.dispatcher`)")
     url: str = Field("", description="the URL this daemon answers on, for `pagemind run` (the API sets it)")
     relay_interval_s: float = Field(0.05, ge=0, description="a relayed run's events are written at most this often "
                                     "(batched meanwhile) for watchers in other processes (Postgres)")

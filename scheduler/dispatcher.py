@@ -87,10 +87,23 @@ class Dispatcher:
         self._lost: set[int] = set()  # agents whose lease another daemon took over (a stall): stop after the item
         self._busy: dict[int, float] = {}  # agents a turn outside the daemon holds, and when to look again
         self._lingering: dict[int, Linger] = {}  # idle workers keeping their agent for `linger_s`: set = work
+        self._queued: set[int] = set()  # workers woken from their linger, waiting for a slot of `concurrency`
+        self._slot_freed = asyncio.Event()
 
     def _active(self) -> int:
-        """Workers running items (a lingering one holds no slot: it only waits)."""
-        return len(self.workers) - len(self._lingering)
+        """Workers running items (a lingering one holds no slot: it only waits; nor does one queued for a slot)."""
+        return len(self.workers) - len(self._lingering) - len(self._queued)
+
+    async def _take_slot(self, agent_id: int) -> None:
+        """A worker woken from its linger (queued by `poke` or `take_lingering`) runs within `concurrency` like any
+        other: up to `max_loaded` linger, so their wake-ups may outnumber the slots; the rest wait for one (a worker
+        lingering or ending frees one)."""
+        try:
+            while not self.stopping and self._active() >= self.config.concurrency:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+        finally:
+            self._queued.discard(agent_id)
 
     async def run(self) -> None:
         """Take agents with work until `stopping`: first those named by an arrival (`arrived`), then, when woken
@@ -179,8 +192,9 @@ class Dispatcher:
 
     def poke(self, agent_id: int) -> None:
         """Wake the agent's worker if it lingers (it claims the new item at once)."""
-        event = self._lingering.pop(agent_id, None)  # counted as active at once: no slot is handed out twice
+        event = self._lingering.pop(agent_id, None)
         if event is not None:
+            self._queued.add(agent_id)  # woken, and holding no slot until it takes one
             event.set()
 
     def take_lingering(self, agent_id: int) -> Linger | None:
@@ -188,6 +202,7 @@ class Dispatcher:
         in the insert itself (one statement instead of two); `hand` must follow. None if no worker lingers on it."""
         event = self._lingering.pop(agent_id, None)
         if event is not None:
+            self._queued.add(agent_id)
             event.taken = True
         return event
 
@@ -201,22 +216,26 @@ class Dispatcher:
         say whether work came for it meanwhile. A user's next message usually comes right after the reply: a worker
         that kept the agent claims it at once, instead of giving the lease and lock back and taking them again (six
         statements, two of them commits) and reading the agent's state again. Lingering workers hold no slot of
-        `concurrency`, and at most `concurrency` of them linger at once. Returns the wake-up (None: the linger
+        `concurrency` (woken, they take one: `_take_slot`), and at most `max_loaded` of them linger at once. Returns the wake-up (None: the linger
         ended with no work, or the daemon stops)."""
-        if self.config.linger_s <= 0 or self.stopping or len(self._lingering) >= self.config.concurrency:
+        if self.config.linger_s <= 0 or self.stopping or len(self._lingering) >= self.config.max_loaded:
             return None
         event = self._lingering[agent_id] = Linger()
+        self._slot_freed.set()
         if self.wake.scan:  # work left waiting for a slot (an arrival deferred): this worker's slot is free now
             self.wake.set()
         try:
             await self._linger_wait(event)
         except TimeoutError:
-            if not event.taken:
+            if not (event.taken or event.is_set()):
                 return None
             await event.wait()  # a submission is claiming an item for this worker: it hands it over next
         finally:
             self._lingering.pop(agent_id, None)
-        return event if not self.stopping else None
+        if self.stopping:
+            self._queued.discard(agent_id)
+            return None
+        return event
 
     async def _linger_wait(self, event: Linger) -> None:
         """Wait for the wake-up; TimeoutError after `linger_s`."""
@@ -245,6 +264,7 @@ class Dispatcher:
                 if item is None:
                     woken = await self._linger(agent_id)
                     if woken is not None:
+                        await self._take_slot(agent_id)
                         first = woken.item  # claimed for it by the submission, or None: claim it
                         continue
                     await self.held.release(agent_id)
@@ -268,7 +288,9 @@ class Dispatcher:
         finally:
             await self.held.release(agent_id)
             self._lost.discard(agent_id)
+            self._queued.discard(agent_id)  # woken, then cancelled before it took a slot
             self.workers.pop(agent_id, None)
+            self._slot_freed.set()
             # Only a freed slot can start work the loop left waiting (a full house, or an arrival deferred for want
             # of a slot: `wake.scan`); otherwise newer work wakes the loop itself, or this worker found it.
             if failed or self.wake.scan or self._active() + 1 >= self.config.concurrency or self.stopping:
@@ -357,6 +379,7 @@ class Dispatcher:
         cancelled (their items go back to pending when the daemon gives its leases back)."""
         self.stopping = True
         self.wake.set()
+        self._slot_freed.set()
         for event in self._lingering.values():
             event.set()
         running = list(self.workers.values())

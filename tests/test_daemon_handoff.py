@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_support import ledger_model, markers, write_agents
+from pagemind.runtime.testing import FunctionModel, by_purpose
+from tests.daemon_support import ledger_model, ledger_step, markers, write_agents
 from tests.test_daemon_core import make_daemon
 
 
@@ -124,5 +125,38 @@ async def test_a_key_used_before_hands_the_worker_nothing_and_it_lingers_on(data
         done = await daemon.wait(second.run_id, 60)
         assert done.state == "done" and done.result["reply"] == "ack 2" and done.attempts == 1
         assert daemon.dispatcher.workers[first.agent_id] is worker
+    finally:
+        await daemon.stop(grace_s=0)
+
+
+async def test_lingering_workers_woken_together_run_within_concurrency(database_url, tmp_path):
+    """Up to `max_loaded` workers linger, more than `concurrency`: woken at once, they still run at most
+    `concurrency` turns at a time, and every one of them runs its item."""
+    names = ("alice", "bob", "carol", "dave")
+    folder = write_agents(tmp_path / "agents", names)
+    in_flight, most = 0, 0
+
+    async def step(request):
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        for _ in range(50):
+            await asyncio.sleep(0)  # let another turn run here, if the daemon allowed one
+        in_flight -= 1
+        return ledger_step(request)
+
+    daemon = make_daemon(database_url, folder, FunctionModel(by_purpose(step)), concurrency=2, linger_s=3600,
+                         poll_s=3600)
+    await daemon.start()
+    try:
+        for name in names:  # one after the other: each worker then lingers
+            first = await daemon.submit(name, "msg 1")
+            assert (await daemon.wait(first.run_id, 60)).state == "done"
+        assert len(daemon.dispatcher.workers) == len(names)
+        most = 0
+        second = await asyncio.gather(*(daemon.submit(name, "msg 2") for name in names))
+        done = [await daemon.wait(item.run_id, 60) for item in second]
+        assert [item.state for item in done] == ["done"] * len(names)
+        assert most <= 2
     finally:
         await daemon.stop(grace_s=0)
