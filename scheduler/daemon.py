@@ -59,8 +59,11 @@ class DaemonConfig(BaseModel):
     max_attempts: int = Field(5, gt=0, description="claims of one item before it fails (a daemon died each time)")
     turn_wait_s: float = Field(30, ge=0, description="how long a turn waits for a turn run outside the daemon")
     linger_s: float = Field(10.0, ge=0, description="an agent whose inbox is empty is kept (lease, turn lock) this "
-                            "long for its next message before it is given back, at most `max_loaded` agents at once "
-                            "(`scheduler.dispatcher`)")
+                            "long for its next message before it is given back (`scheduler.dispatcher`)")
+    # Each lingering agent holds its turn lock, a Postgres advisory lock: a daemon holds up to max_lingering +
+    # concurrency of them, and Postgres' lock table has max_locks_per_transaction × max_connections slots (6,400
+    # with the defaults) for every daemon on the database together.
+    max_lingering: int = Field(512, ge=0, description="agents that linger at once at most")
     url: str = Field("", description="the URL this daemon answers on, for `pagemind run` (the API sets it)")
     relay_interval_s: float = Field(0.05, ge=0, description="a relayed run's events are written at most this often "
                                     "(batched meanwhile) for watchers in other processes (Postgres)")

@@ -96,8 +96,8 @@ class Dispatcher:
 
     async def _take_slot(self, agent_id: int) -> None:
         """A worker woken from its linger (queued by `poke` or `take_lingering`) runs within `concurrency` like any
-        other: up to `max_loaded` linger, so their wake-ups may outnumber the slots; the rest wait for one (a worker
-        lingering or ending frees one)."""
+        other: up to `max_lingering` linger, so their wake-ups may outnumber the slots; the rest wait for one (a
+        worker lingering or ending frees one)."""
         try:
             while not self.stopping and self._active() >= self.config.concurrency:
                 self._slot_freed.clear()
@@ -216,9 +216,9 @@ class Dispatcher:
         say whether work came for it meanwhile. A user's next message usually comes right after the reply: a worker
         that kept the agent claims it at once, instead of giving the lease and lock back and taking them again (six
         statements, two of them commits) and reading the agent's state again. Lingering workers hold no slot of
-        `concurrency` (woken, they take one: `_take_slot`), and at most `max_loaded` of them linger at once. Returns the wake-up (None: the linger
-        ended with no work, or the daemon stops)."""
-        if self.config.linger_s <= 0 or self.stopping or len(self._lingering) >= self.config.max_loaded:
+        `concurrency` (woken, they take one: `_take_slot`), and at most `max_lingering` of them linger at once.
+        Returns the wake-up (None: the linger ended with no work, or the daemon stops)."""
+        if self.config.linger_s <= 0 or self.stopping or len(self._lingering) >= self.config.max_lingering:
             return None
         event = self._lingering[agent_id] = Linger()
         self._slot_freed.set()

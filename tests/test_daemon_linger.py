@@ -171,3 +171,23 @@ async def test_a_submission_for_an_agent_held_here_sends_no_notice_and_others_do
     finally:
         await daemon.stop(grace_s=0)
         await listener.close()
+
+
+async def test_at_most_max_lingering_workers_linger(database_url, tmp_path):
+    """Each lingering agent holds its lease and its turn lock (an advisory lock on Postgres, from a lock table
+    all daemons share): past `max_lingering`, a worker whose inbox empties gives its agent back at once."""
+    folder = write_agents(tmp_path / "agents", ("alice", "bob"))
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, max_lingering=1)
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")
+        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        other = await daemon.submit("bob", "msg 1")
+        assert (await daemon.wait(other.run_id, 60)).state == "done"
+        ending = daemon.dispatcher.workers.get(other.agent_id)
+        if ending is not None:  # bob's worker ends (it may have already): no room to linger
+            await asyncio.wait_for(ending, 60)
+        assert set(daemon.dispatcher.workers) == {first.agent_id}
+        assert daemon.leases.holders() == {first.agent_id: daemon.owner}
+    finally:
+        await daemon.stop(grace_s=0)
