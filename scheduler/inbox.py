@@ -35,7 +35,7 @@ TERMINAL = (DONE, FAILED)
 agents = AgentRow.__table__
 
 
-_OPEN_SQL = [literal_column(f"'{state}'", String) for state in OPEN]  # constants of ours, never user input
+_STATE_SQL = {state: literal_column(f"'{state}'", String) for state in OPEN}  # constants of ours, never user input
 
 
 def is_open(column: Any) -> Any:
@@ -43,12 +43,12 @@ def is_open(column: Any) -> Any:
     over a Python list is an expanding parameter, rendered into the SQL again at every execution; and as bound
     values the planner of a prepared statement's generic plan cannot see how rare open items are, so Postgres
     scanned every finished item of the inbox (which keeps them all) to find an agent's open ones."""
-    return column.in_(_OPEN_SQL)
+    return column.in_([_STATE_SQL[state] for state in OPEN])
 
 
 def is_running(column: Any) -> Any:
     """`column = 'running'`, the state written into the SQL as `is_open` writes them."""
-    return column == _OPEN_SQL[1]
+    return column == _STATE_SQL[RUNNING]
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def _submit_claimed() -> Any:
         "kind": bindparam("p_kind", type_=inbox.c.kind.type),
         "content": bindparam("p_content", type_=inbox.c.content.type),
         "idempotency_key": bindparam("p_key", type_=inbox.c.idempotency_key.type),
-        "state": literal_column(f"'{RUNNING}'", String),
+        "state": _STATE_SQL[RUNNING],
         "owner": bindparam("p_owner", type_=inbox.c.owner.type),
         "lease_expires_at": bindparam("p_until", type_=inbox.c.lease_expires_at.type),
         "attempts": literal_column("1", Integer),  # a claim counts as an attempt, as `claim_next`'s does

@@ -40,16 +40,16 @@ def atomic_groups(messages: Sequence[Message]) -> list[tuple[int, int]]:
 def newest_group_start(messages: Sequence[Message]) -> int:
     """Where the newest atomic group begins (`atomic_groups(messages)[-1][0]`), read from the end: the pressure
     monitor asks on every step above the warning line, and walking the whole window for it grew with the window."""
-    last = len(messages) - 1
-    start = last
+    if not messages:
+        return 0
+    last = start = len(messages) - 1
     while start > 0 and messages[start].role == "tool":
         start -= 1
-    head = messages[start] if last >= 0 else None
-    if head is None or start == last or head.role != "assistant" or not head.tool_calls:
-        return max(last, 0)
+    head = messages[start]
+    if start == last or head.role != "assistant" or not head.tool_calls:
+        return last
     call_ids = {c.id for c in head.tool_calls}
-    answered = all(m.tool_call_id in call_ids for m in messages[start + 1:])
-    return start if answered else last
+    return start if all(m.tool_call_id in call_ids for m in messages[start + 1:]) else last
 
 
 def plan_eviction(messages: Sequence[Message], tokens: Sequence[int], need: int) -> EvictionPlan:
