@@ -20,6 +20,18 @@ def folder(tmp_path) -> Path:
     return write_agents(tmp_path / "agents")
 
 
+def lingering_daemon(database_url: str, folder: Path):
+    """A daemon whose workers linger an hour (and that polls as rarely): only a submission wakes them."""
+    return make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+
+
+async def first_turn(daemon, name: str = "alice", **submit):
+    """Submit a first message and wait for it: afterwards the agent's worker lingers."""
+    first = await daemon.submit(name, "msg 1", **submit)
+    assert (await daemon.wait(first.run_id, 60)).state == "done"
+    return first
+
+
 def count_claims(daemon) -> list[int]:
     """Record the agent of every `claim_next` the daemon's workers make."""
     claims: list[int] = []
@@ -34,11 +46,10 @@ def count_claims(daemon) -> list[int]:
 
 
 async def test_a_message_for_a_lingering_worker_is_stored_claimed_and_runs_without_a_claim(database_url, folder):
-    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    daemon = lingering_daemon(database_url, folder)
     await daemon.start()
     try:
-        first = await daemon.submit("alice", "msg 1")
-        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        first = await first_turn(daemon)
         claims = count_claims(daemon)
         worker = daemon.dispatcher.workers[first.agent_id]
         second = await daemon.submit("alice", "msg 2")
@@ -56,11 +67,10 @@ async def test_a_message_for_a_lingering_worker_is_stored_claimed_and_runs_witho
 
 
 async def test_an_older_open_item_of_the_agent_runs_first(database_url, folder):
-    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    daemon = lingering_daemon(database_url, folder)
     await daemon.start()
     try:
-        first = await daemon.submit("alice", "msg 1")
-        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        first = await first_turn(daemon)
         # An item the worker has not heard of (as another daemon's submission whose notice is still on its way).
         older, _ = await daemon.inbox.submit(first.agent_id, "alice", "message", "msg 2", None,
                                              first.created_at, announce=False)
@@ -75,7 +85,7 @@ async def test_an_older_open_item_of_the_agent_runs_first(database_url, folder):
 
 
 async def test_a_linger_that_runs_out_while_the_insert_is_in_flight_still_runs_the_item(database_url, folder):
-    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    daemon = lingering_daemon(database_url, folder)
     dispatcher = daemon.dispatcher
     linger_over, inserting, insert_may_end = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
@@ -93,8 +103,7 @@ async def test_a_linger_that_runs_out_while_the_insert_is_in_flight_still_runs_t
     dispatcher._linger_wait = linger_wait
     await daemon.start()
     try:
-        first = await daemon.submit("alice", "msg 1")
-        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        first = await first_turn(daemon)
         daemon.inbox.submit = submit
         claims = count_claims(daemon)
         sending = asyncio.create_task(daemon.submit("alice", "msg 2"))
@@ -113,11 +122,10 @@ async def test_a_linger_that_runs_out_while_the_insert_is_in_flight_still_runs_t
 
 
 async def test_a_key_used_before_hands_the_worker_nothing_and_it_lingers_on(database_url, folder):
-    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    daemon = lingering_daemon(database_url, folder)
     await daemon.start()
     try:
-        first = await daemon.submit("alice", "msg 1", idempotency_key="k1")
-        assert (await daemon.wait(first.run_id, 60)).state == "done"
+        first = await first_turn(daemon, idempotency_key="k1")
         worker = daemon.dispatcher.workers[first.agent_id]
         again = await daemon.submit("alice", "msg 1", idempotency_key="k1")
         assert again.run_id == first.run_id and again.state == "done"
@@ -150,8 +158,7 @@ async def test_lingering_workers_woken_together_run_within_concurrency(database_
     await daemon.start()
     try:
         for name in names:  # one after the other: each worker then lingers
-            first = await daemon.submit(name, "msg 1")
-            assert (await daemon.wait(first.run_id, 60)).state == "done"
+            await first_turn(daemon, name)
         assert len(daemon.dispatcher.workers) == len(names)
         most = 0
         second = await asyncio.gather(*(daemon.submit(name, "msg 2") for name in names))

@@ -58,13 +58,20 @@ async def test_one_bad_extracted_item_is_skipped_and_the_flush_commits(tmp_path,
     assert (await reloaded.send("and now?")) is not None  # later turns work
 
 
-async def test_eviction_counts_a_clipped_message_as_the_compiler_does(sqlite_url, clock):
+async def manual_and_notes(sqlite_url: str, clock, notes: int) -> tuple[AgentSpec, Agent]:
+    """A 4,000-token agent whose window holds a manual far longer than a message may be (clipped in the prompt)
+    and `notes` shorter user messages."""
     spec = AgentSpec.model_validate(spec_data(model_name="m", context_window=4000, max_output_tokens=500))
     agent = await Agent.load(spec, model=replying(), clock=clock,
                              settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url))
     await agent.window.accept(Message("user", "Here is the whole manual: " + "lorem ipsum dolor " * 3000, clock()))
-    for i in range(28):
+    for i in range(notes):
         await agent.window.accept(Message("user", f"Note {i} " + "about gardening " * 40, clock()))
+    return spec, agent
+
+
+async def test_eviction_counts_a_clipped_message_as_the_compiler_does(sqlite_url, clock):
+    spec, agent = await manual_and_notes(sqlite_url, clock, 28)
     compiled = agent.compile()
     assert compiled.sections["messages"] < 29 * max_message_tokens(spec)  # the manual is clipped in the prompt
     events = agent.observer = Events()
@@ -117,12 +124,7 @@ async def test_the_room_a_flush_could_buy_is_every_group_but_the_newest(sqlite_u
     from pagemind.runtime.pressure.eviction import atomic_groups
     from pagemind.tools import ToolCall
 
-    spec = AgentSpec.model_validate(spec_data(model_name="m", context_window=4000, max_output_tokens=500))
-    agent = await Agent.load(spec, model=replying(), clock=clock,
-                             settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url))
-    await agent.window.accept(Message("user", "The whole manual: " + "lorem ipsum dolor " * 3000, clock()))
-    for i in range(6):
-        await agent.window.accept(Message("user", f"Note {i} " + "about gardening " * 40, clock()))
+    spec, agent = await manual_and_notes(sqlite_url, clock, 6)
     calls = (ToolCall("c1", "archival_search", "{}"), ToolCall("c2", "archival_search", "{}"))
     newest = [Message("assistant", None, clock(), tool_calls=calls),
               Message("tool", "found " * 50, clock(), tool_call_id="c1"),
