@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
-import gc
 import json
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.agent_memory import memory as rss  # noqa: E402
 from bench.common import machine_note, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,17 +44,6 @@ COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "mo
               "choices": [{"index": 0, "finish_reason": "stop",
                            "message": {"role": "assistant", "content": "Hello."}}],
               "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
-
-
-def rss() -> dict[str, float]:
-    """This process's RSS and its anonymous part, in MB, after a garbage collection."""
-    gc.collect()
-    fields = {}
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
-        name, _, rest = line.partition(":")
-        if name in ("Rss", "Anonymous"):
-            fields[name.lower()] = int(rest.split()[0]) / 1024
-    return fields
 
 
 def trim() -> None:
