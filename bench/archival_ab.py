@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -31,35 +31,40 @@ ROOT = Path(__file__).resolve().parent.parent
 SWEEP_EF = (160, 256, 400, 600, 800)
 
 
-def ef_sweep(backend: Any, like_memories: np.ndarray, model_queries: np.ndarray, agent_id: int = 1) -> list[dict]:
-    """Per hnsw_ef: mean recall@10 of the dense index against exact search (queries like the memories / the model's
-    query vectors) and the median CPU ms of one such search (limit 10; rescoring as configured)."""
+def ef_sweep(backend: Any, like_memories: np.ndarray, model_queries: np.ndarray, agent_id: int = 1,
+             points: Sequence[tuple[int, float]] | None = None, also_limit: int | None = None) -> list[dict]:
+    """Per (hnsw_ef, oversampling) in `points` (default: `SWEEP_EF` at the plan's oversampling): mean recall@10 of the
+    dense index against exact search (queries like the memories / the model's query vectors) and the median CPU ms
+    of one such search (limit 10, rescored with the originals), plus one of `also_limit` when given."""
     from pagemind.runtime.memory.edge import _edge_filter
     from pagemind.runtime.memory.records import DENSE, MemoryFilter
 
     qe, plan = backend.qe, backend.plan
     flt = _edge_filter(agent_id, MemoryFilter())
 
-    def ids(vector: np.ndarray, params: Any) -> set:
-        request = qe.QueryRequest(limit=10, query=qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(),
+    def ids(vector: np.ndarray, params: Any, limit: int = 10) -> set:
+        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(),
                                   using=DENSE), filter=flt, with_payload=False, with_vector=False, params=params)
         return {p.id for p in backend.shard.query(request)}
 
     exact = [[ids(v, qe.SearchParams(exact=True)) for v in vectors] for vectors in (like_memories, model_queries)]
     rows = []
-    for ef in SWEEP_EF:
+    for ef, oversampling in points or [(ef, plan.oversampling) for ef in SWEEP_EF]:
         params = qe.SearchParams(hnsw_ef=ef, quantization=qe.QuantizationSearchParams(
-            rescore=True, oversampling=plan.oversampling))
+            rescore=True, oversampling=oversampling))
         found, cpu = [], []
         for vectors, truth in zip((like_memories, model_queries), exact):
             share = []
             for vector, want in zip(vectors, truth):
                 started = time.process_time()
                 got = ids(vector, params)
+                if also_limit is not None:
+                    ids(vector, params, also_limit)
                 cpu.append((time.process_time() - started) * 1000)
                 share.append(len(got & want) / max(1, len(want)))
             found.append(float(np.mean(share)))
-        rows.append({"ef": ef, "recall": found[0], "recall_model": found[1], "cpu_ms": median(cpu)})
+        rows.append({"ef": ef, "oversampling": oversampling, "recall": found[0], "recall_model": found[1],
+                     "cpu_ms": median(cpu)})
     return rows
 
 

@@ -6,7 +6,7 @@ The steps, each the least a library is asked for in pagemind's process:
 - the interpreter with asyncio, ssl and json (what any asyncio HTTP client loads);
 - numpy (vectors);
 - SQLAlchemy and sqlmodel, with pydantic: a SQLite engine and one query;
-- tiktoken's o200k_base (the default encoding), built from the shipped ranks, with tiktoken's Python copy of the
+- tiktoken's o200k_base (the default encoding), from the shipped file, with tiktoken's Python copy of the
   ranks dropped and the C heap trimmed, as lean as `pagemind.runtime.tokens` keeps it;
 - an empty Qdrant Edge shard with pagemind's vectors (384-d dense, int8 copies in RAM; BM25 sparse), payloads
   on disk;
@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import ctypes
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -75,13 +76,13 @@ async def child(url: str, cache: str, home: str) -> list[dict]:
         conn.execute(sqlalchemy.text("SELECT 1")).scalar()
     mark("SQLAlchemy, sqlmodel, pydantic: a SQLite engine, one query")
     import tiktoken
+    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
 
-    source = json.loads(Path(cache).read_text())
-    ranks = {bytes.fromhex(k): v for k, v in source["ranks"].items()}
-    del source
-    encoding = tiktoken.Encoding("o200k_base", pat_str=PAT_O200K, mergeable_ranks=ranks,
-                                 special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018})
-    del ranks, encoding._mergeable_ranks
+    os.environ["TIKTOKEN_CACHE_DIR"] = cache  # seeded from the shipped file by the parent: no download
+    fields = ENCODING_CONSTRUCTORS["o200k_base"]()
+    encoding = tiktoken.Encoding("o200k_base", pat_str=fields["pat_str"], mergeable_ranks=fields["mergeable_ranks"],
+                                 special_tokens=fields["special_tokens"])
+    del fields, encoding._mergeable_ranks
     assert encoding.encode("hello world") == [24912, 2375]
     trim()
     mark("tiktoken o200k_base (Python ranks dropped)")
@@ -115,32 +116,6 @@ async def child(url: str, cache: str, home: str) -> list[dict]:
     return steps
 
 
-# tiktoken_ext.openai_public's o200k_base pattern (the constructor there would download; the ranks come from the
-# shipped file instead)
-PAT_O200K = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
-
-
-def write_ranks(path: Path) -> None:
-    """The shipped o200k_base ranks as hex → rank JSON, read by the child without pagemind."""
-    import base64
-    import gzip
-
-    data = gzip.decompress((ROOT / "runtime" / "data" / "tiktoken" / "o200k_base.tiktoken.gz").read_bytes())
-    ranks = {}
-    for line in data.splitlines():
-        token, rank = line.split()
-        ranks[base64.b64decode(token).hex()] = int(rank)
-    path.write_text(json.dumps({"ranks": ranks}))
-
-
 class Completion(BaseHTTPRequestHandler):
     """An OpenAI-compatible chat completion that answers at once."""
 
@@ -166,17 +141,19 @@ def main() -> None:
     if args.child:
         print(json.dumps(asyncio.run(child(*args.child))))
         return
+    # the parent only: the child runs no pagemind code
+    from pagemind.runtime.tokens import _seed_cache as seed_tiktoken_cache
+
     server = ThreadingHTTPServer(("127.0.0.1", 0), Completion)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     runs = []
     with tempfile.TemporaryDirectory() as scratch:
-        ranks = Path(scratch) / "o200k.json"
-        write_ranks(ranks)
+        seed_tiktoken_cache("o200k_base", Path(scratch))  # where tiktoken looks for its download
         for n in range(args.runs):
             home = Path(scratch) / f"run{n}"
             home.mkdir()
-            out = subprocess.run([sys.executable, __file__, "--child", url, str(ranks), str(home)], check=True,
+            out = subprocess.run([sys.executable, __file__, "--child", url, scratch, str(home)], check=True,
                                  capture_output=True, text=True).stdout
             runs.append(json.loads(out.strip().splitlines()[-1]))
     server.shutdown()

@@ -13,7 +13,6 @@ quantization differs.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -24,12 +23,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.archival_ab import ef_sweep  # noqa: E402
 from bench.archival_latency import DIM, T0, WordVectors, bulk_load  # noqa: E402
 from bench.common import machine_note, write_section  # noqa: E402
 from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
-from pagemind.runtime.memory.edge import EdgeBackend, _edge_filter  # noqa: E402
+from pagemind.runtime.memory.edge import EdgeBackend  # noqa: E402
 from pagemind.runtime.memory.embeddings import CachedEmbedder, FastEmbedEmbedder  # noqa: E402
-from pagemind.runtime.memory.records import DENSE, MemoryFilter  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.testing import ManualClock  # noqa: E402
 
@@ -63,34 +62,6 @@ def build(kind: type[EdgeBackend], home: Path, words: WordVectors, model: FastEm
     return backend, time.perf_counter() - started
 
 
-def sweep(backend: EdgeBackend, queries: tuple[np.ndarray, np.ndarray], points: list[tuple[int, float]]) -> list[str]:
-    """One table row per (hnsw_ef, oversampling)."""
-    qe, flt = backend.qe, _edge_filter(1, MemoryFilter())
-
-    def ids(vector: np.ndarray, params: Any, limit: int = 10) -> set:
-        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(np.asarray(vector, np.float32).tolist(),
-                                  using=DENSE), filter=flt, with_payload=False, with_vector=False, params=params)
-        return {p.id for p in backend.shard.query(request)}
-
-    exact = [[ids(v, qe.SearchParams(exact=True)) for v in vectors] for vectors in queries]
-    rows = []
-    for ef, oversampling in points:
-        params = qe.SearchParams(hnsw_ef=ef, quantization=qe.QuantizationSearchParams(rescore=True,
-                                                                                       oversampling=oversampling))
-        recall, cpu = [], []
-        for vectors, truth in zip(queries, exact):
-            found = []
-            for vector, want in zip(vectors, truth):
-                started = time.process_time()
-                got = ids(vector, params)
-                ids(vector, params, 50)
-                cpu.append((time.process_time() - started) * 1000)
-                found.append(len(got & want) / max(1, len(want)))
-            recall.append(statistics.mean(found))
-        rows.append(f"{ef} | {oversampling:g} | {recall[0]:.3f} / {recall[1]:.3f} | {statistics.median(cpu):.2f}")
-    return rows
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=100_000)
@@ -107,7 +78,9 @@ def main() -> None:
     for (name, points), kind in zip(SWEEP.items(), (EdgeBackend, BinaryBackend)):
         with tempfile.TemporaryDirectory() as home:
             backend, build_s = build(kind, Path(home), words, model, args.size)
-            lines += [f"| {name} | {row} | {build_s:.0f} |" for row in sweep(backend, queries, points)]
+            rows = ef_sweep(backend, *queries, points=points, also_limit=50)
+            lines += [f"| {name} | {r['ef']} | {r['oversampling']:g} | {r['recall']:.3f} / {r['recall_model']:.3f} | "
+                      f"{r['cpu_ms']:.2f} | {build_s:.0f} |" for r in rows]
             backend.close()
     body = (f"{note}; `python bench/quantization_probe.py --size {args.size}`: two agents × {args.size:,} memories "
             "(bench/archival_latency.py's), the plan's graph (m 0, payload_m 32, ef_construct from the plan); 100 "
