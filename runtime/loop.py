@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Protocol
+from typing import Callable, Protocol
 
 import structlog
 
@@ -30,6 +30,7 @@ from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.records import StepRecord
+from pagemind.runtime.state.step_commit import StepRider
 from pagemind.runtime.window import Window
 from pagemind.tools import Tool, ToolContext, ToolResult, dispatch_tool_calls
 
@@ -91,6 +92,20 @@ StepOutcome = RunAgain | Replied | Stopped
 
 
 @dataclass(frozen=True)
+class TurnEnd:
+    """How a turn ends, known before its last step commits: what a `StepRider` committed with that step records."""
+
+    turn_id: str
+    reply: str | None
+    stop_reason: StopReason
+    steps: int
+
+
+# Given the turn's end, another write to commit with its last step (the daemon's inbox finish), or None.
+EndWrite = Callable[[TurnEnd], StepRider | None]
+
+
+@dataclass(frozen=True)
 class TurnResult:
     """The outcome of one user turn."""
 
@@ -102,13 +117,15 @@ class TurnResult:
 
 
 async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | None = None, *,
-                   new_key: bool = False) -> TurnResult:
+                   new_key: bool = False, on_end: EndWrite | None = None) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
     With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
     from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
-    message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`."""
+    message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`. `on_end`: called
+    once the last step's outcome is known, before it commits; the write it returns commits with that step (a turn
+    that returns as stored, or fails, commits no last step: nothing is called then)."""
     begun = await begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or the turn a retry resumes)
     if isinstance(begun, TurnResult):
         return begun
@@ -116,7 +133,7 @@ async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | N
     async with turn_deadline(agent.spec.model.turn_deadline_s):
         await agent.prefetch(user_message)
         for step in itertools.count(first):
-            outcome = await run_step(agent, turn_id, step)
+            outcome = await run_step(agent, turn_id, step, on_end)
             messages += outcome.messages
             match outcome:
                 case Replied(reason=reason, reply=reply):
@@ -126,8 +143,9 @@ async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | N
     raise AssertionError("unreachable: itertools.count never ends")
 
 
-async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
-    """One step: compile and relieve the context, call the model, dispatch its tool calls, commit atomically."""
+async def run_step(agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite | None = None) -> StepOutcome:
+    """One step: compile and relieve the context, call the model, dispatch its tool calls, commit atomically (with
+    `on_end`'s write when the step ends the turn)."""
     started_at, started = agent.now(), time.perf_counter()
     compiled, response = await call_model(agent, step)  # 2. compile, 3. pressure, 4. model
     working = agent.memory.copy()
@@ -140,7 +158,8 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
     record = StepRecord(turn_id, step, agent.spec.model.name, response.prompt_tokens, response.completion_tokens,
                         reason.value if reason else None, started_at, response.latency_ms,
                         (time.perf_counter() - started) * 1000)
-    stored = await commit(agent, step, record, step_messages(agent, turn_id, response, results), working)  # 6.
+    rider = on_end(TurnEnd(turn_id, reply, reason, step)) if on_end is not None and reason is not None else None
+    stored = await commit(agent, step, record, step_messages(agent, turn_id, response, results), working, rider)  # 6.
     log.info("step", agent=agent.name, turn=turn_id, step=step, tool_calls=len(results),
              stop_reason=record.stop_reason, prompt_tokens=response.prompt_tokens, total_ms=round(record.total_ms, 2))
     if reason is None:
@@ -182,11 +201,12 @@ async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working
 
 
 async def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
-                 working: CoreMemory) -> list[Message]:
-    """Step 6: store the step's record, messages and block edits in one transaction, then adopt the edits."""
+                 working: CoreMemory, rider: StepRider | None = None) -> list[Message]:
+    """Step 6: store the step's record, messages and block edits in one transaction (with `rider`'s write), then
+    adopt the edits."""
     edits = list(working.pending)
     crash_point("commit.before")
-    _, stored = await agent.window.commit_step(record, messages, edits)
+    _, stored = await agent.window.commit_step(record, messages, edits, rider)
     crash_point("commit.before_adopt_memory")
     working.clear_pending()
     agent.memory = working

@@ -18,6 +18,7 @@ from pagemind.runtime.compiler import WireCache
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, StepRecord
+from pagemind.runtime.state.step_commit import StepRider
 from pagemind.runtime.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -85,13 +86,14 @@ class Window:
         self._adopt(stored)
         return stored
 
-    async def commit_step(self, record: StepRecord, messages: list[Message],
-                          edits: list[BlockEdit]) -> tuple[int, list[Message]]:
-        """Store a step's record, messages and block edits in one transaction, then put the messages in view.
+    async def commit_step(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit],
+                          rider: StepRider | None = None) -> tuple[int, list[Message]]:
+        """Store a step's record, messages and block edits in one transaction (with `rider`'s write, if given),
+        then put the messages in view.
 
         Block edits are written only at the versions in `block_versions` (`StaleBlocks` otherwise)."""
         step_id, stored = await self.store.commit_step(self.agent_id, record, messages, edits,
-                                                       self.block_versions)
+                                                       self.block_versions, rider)
         crash_point("window.before_adopt")
         self._adopt(stored)
         return step_id, stored

@@ -5,8 +5,8 @@ The dispatcher wakes on a submission in this process, a Postgres notice from ano
 its oldest item, lease and claim in one commit (`scheduler.arrivals`). Anything else makes it scan the inbox and
 take the leases of as many agents with work as there are free slots (`concurrency`). Each taken agent gets a
 worker task that claims its oldest open item, runs it (a message as a turn with the idempotency key
-`inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes on until the agent's inbox is
-empty; then it lingers `linger_s` (the user's next message usually follows the reply: an arrival for the agent
+`inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed (a turn's done commits with its last
+step: `FinishWithLastStep`), and goes on until the agent's inbox is empty; then it lingers `linger_s` (the user's next message usually follows the reply: an arrival for the agent
 wakes it, with no lease or lock to take again; a submission in this process hands it the item, claimed for it by
 the insert itself) and gives the lease back. A message that arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
@@ -15,23 +15,26 @@ what is left of them, and the end row, is written before the item is marked fini
 
 Exactly once: the turn's idempotency key makes a re-run of an item whose daemon died after the turn committed
 return the stored turn, and a re-run of one killed mid-turn resume after its last committed step
-(`runtime.loop.begin_turn`); the item is then marked done once (`Inbox.finish` only moves an open item).
+(`runtime.loop.begin_turn`); the item is then marked done once (`Inbox.finish` only moves an open item). A turn
+whose item finished with its last step is over in one commit: a kill after it leaves nothing to run again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import structlog
 
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.loop import run_turn
+from pagemind.runtime.loop import StopReason, TurnEnd, run_turn
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
+from pagemind.runtime.state.step_commit import StepRider
 from pagemind.scheduler.arrivals import Arrivals
 from pagemind.scheduler.errors import UnknownAgent
 from pagemind.scheduler.fanout import RunFanout
@@ -71,6 +74,38 @@ class Linger(asyncio.Event):
         super().__init__()
         self.item: InboxItem | None = None
         self.taken = False
+
+
+def turn_result(turn_id: str, reply: str | None, stop_reason: StopReason, steps: int) -> dict[str, Any]:
+    """A message item's `result`: what `GET /v1/runs/{id}` shows of its turn."""
+    return {"reply": reply, "stop_reason": stop_reason.value, "steps": steps, "turn_id": turn_id}
+
+
+class FinishWithLastStep:
+    """A message item's finish, committed with its turn's last step (`runtime.loop.EndWrite`): one round trip less a
+    turn, and the turn's end and the item's are one commit (a kill between them can no longer leave a finished
+    turn's item running). Not while a daemon in another process watches the run: its relayed events, the last
+    step's among them, are written before the item's end (`RunFanout.settle`), so that item is finished apart."""
+
+    def __init__(self, dispatcher: "Dispatcher", item: InboxItem):
+        self.dispatcher, self.item = dispatcher, item
+        self.rider: StepRider | None = None
+
+    def __call__(self, end: TurnEnd) -> StepRider | None:
+        """The finish to commit with the last step, or None (finish apart)."""
+        if self.dispatcher.fanout.relayed(self.item.run_id):
+            return None
+        self.rider = self.dispatcher.inbox.finish_rider(
+            self.item, self.dispatcher.leases.owner, utcnow(), turn_result(end.turn_id, end.reply, end.stop_reason,
+                                                                           end.steps))
+        return self.rider
+
+    def outcome(self) -> InboxItem | None:
+        """After the turn returned: the item as its finish left it, or None if it was not finished with the turn
+        (a stored turn returned again, a watched run)."""
+        if self.rider is None:
+            return None
+        return self.dispatcher.inbox.finished(self.item, self.rider.row)
 
 
 class Dispatcher:
@@ -304,20 +339,23 @@ class Dispatcher:
                 return await self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped "
                                                 "while running it each time")
             log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
+            finished = None
             try:
-                result, error = await self._execute(item, refresh)
+                result, error, finished = await self._execute(item, refresh)
             except UnknownAgent as exc:
                 result, error = None, str(exc)
             except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
                 log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
                 result, error = None, f"{type(exc).__name__}: {exc}"
             crash_point("daemon.turn_done")
-            return await self._finish(item, result, error)
+            return await self._finish(item, result, error, finished)
         finally:
             self.fanout.forget(item.run_id)  # given back unfinished (a stop, a failing store): the next attempt relays
 
-    async def _execute(self, item: InboxItem, refresh: bool) -> tuple[dict[str, Any] | None, str | None]:
-        """Run the item with the agent's turn lock held (`self.held`, taken with the lease). The first item after
+    async def _execute(self, item: InboxItem,
+                       refresh: bool) -> tuple[dict[str, Any] | None, str | None, InboxItem | None]:
+        """Run the item with the agent's turn lock held (`self.held`, taken with the lease): (its result, its error,
+        the item as finished when its finish committed with the turn's last step, else None). The first item after
         taking the lock reads again whatever another process changed since this one last looked; later ones need
         not (no one else can run the agent meanwhile), unless this process lent the agent out (`Daemon.agent`)."""
         async with self.pool.hold(item.agent_name) as agent:
@@ -329,27 +367,35 @@ class Dispatcher:
                     await agent.refresh()
                 if item.kind == "message":
                     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
+                    finish = FinishWithLastStep(self, item)
                     turn = await run_turn(agent, item.content, idempotency_key=item.turn_key,
-                                          new_key=item.attempts == 1)
-                    await self._queue_reflection(item, agent)
-                    return {"reply": turn.reply, "stop_reason": turn.stop_reason.value, "steps": turn.steps,
-                            "turn_id": turn.turn_id}, None
+                                          new_key=item.attempts == 1, on_end=finish)
+                    finished = finish.outcome()
+                    if await self._queue_reflection(item, agent) and finished is not None:
+                        finished = replace(finished, more=True)  # the job came after the finish: claim it next
+                    return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps), None, finished
                 result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
-                return result, result.get("error")
+                return result, result.get("error"), None
             finally:
                 agent.observer = NullObserver()
 
-    async def _queue_reflection(self, item: InboxItem, agent: Any) -> None:
+    async def _queue_reflection(self, item: InboxItem, agent: Any) -> bool:
         """`memory.reflection.every_turns`: a `reflect` job behind this turn when one is due (serial with the
-        agent's turns, off the user's path; keyed, so a job already waiting is not queued again)."""
+        agent's turns, off the user's path; keyed, so a job already waiting is not queued again). Returns whether
+        one was due."""
         key = due_reflection(agent)
         if key is not None:
             await self.inbox.submit(agent.record.id, item.agent_name, "job", "reflect", key, utcnow(),
                                     self.leases.owner)
+        return key is not None
 
-    async def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> bool | None:
+    async def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None,
+                      stored: InboxItem | None = None) -> bool | None:
+        """Mark the item finished, unless it was already (`stored`: its finish committed with the turn's last
+        step); end the run's streams and waiters; return `InboxItem.more`."""
         self.fanout.settle(item.run_id, last=True)  # every relayed event is written before the end is
-        stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
+        if stored is None:
+            stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
         crash_point("daemon.item_finished")
         log.info("item_end", agent=item.agent_name, run_id=item.run_id, state=stored.state,
                  latency_ms=round((stored.finished_at - stored.created_at).total_seconds() * 1000, 1)

@@ -101,6 +101,12 @@ class RunFanout:
         """Whether this process runs `run_id` now."""
         return run_id in self._runs
 
+    def relayed(self, run_id: str) -> bool:
+        """Whether the run's events are written for a watcher in another process now (`settle` writes the rest of
+        them, and its end row, before its item is marked finished)."""
+        run = self._runs.get(run_id)
+        return run is not None and run.relay
+
     def listening(self, run_id: str) -> bool:
         """Whether anyone reads the run's events now: a subscriber here, or a watcher elsewhere it is relayed to."""
         run = self._runs.get(run_id)

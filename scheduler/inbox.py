@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import aware, without_nul
+from pagemind.runtime.state.step_commit import StepRider
 from pagemind.runtime.state.tables import AgentRow, inbox
 from pagemind.scheduler.sql import DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying
 from pagemind.scheduler.wakeup import arrival_notice
@@ -97,6 +98,13 @@ def _item(row: Row | Mapping[str, Any], name: str | None = None) -> InboxItem:
         finished_at=_maybe(m["finished_at"]), result=m["result"], error=m["error"], watcher=m["watcher"],
         more=m.get("more"),
     )
+
+
+def _finish_parameters(item: InboxItem, owner: str, now: datetime, result: dict[str, Any] | None,
+                       error: str | None) -> dict[str, Any]:
+    return {"p_id": item.id, "p_agent_id": item.agent_id, "p_state": FAILED if error is not None else DONE,
+            "p_owner": owner, "p_now": now, "p_result": result,
+            "p_error": without_nul(error) if error is not None else None}
 
 
 _SELECT = select(inbox, agents.c.name).join(agents, agents.c.id == inbox.c.agent_id)
@@ -267,10 +275,17 @@ class Inbox:
         """Mark a running item done (with `result`) or failed (with `error`); an item already finished (by an
         owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored, with
         `more` (whether the agent had other open items when it finished; None if this call did not finish it)."""
-        row = await self._one_statement(self._statements.finish, {
-            "p_id": item.id, "p_agent_id": item.agent_id, "p_state": FAILED if error is not None else DONE,
-            "p_owner": owner, "p_now": now, "p_result": result,
-            "p_error": without_nul(error) if error is not None else None})
+        row = await self._one_statement(self._statements.finish, _finish_parameters(item, owner, now, result, error))
+        return self.finished(item, row)
+
+    def finish_rider(self, item: InboxItem, owner: str, now: datetime, result: dict[str, Any]) -> StepRider:
+        """`finish` (done, with `result`) as a write to commit with the turn's last step (`runtime.loop.EndWrite`):
+        the turn's end and its item's end are one commit, and one round trip less. `finished(item, rider.row)`
+        then reads the outcome."""
+        return StepRider(self._statements.finish, _finish_parameters(item, owner, now, result, None))
+
+    def finished(self, item: InboxItem, row: Mapping[str, Any] | None) -> InboxItem:
+        """The item as a finish returned it (`row`; None: it was finished already, so it is read as stored)."""
         return _item(row, item.agent_name) if row is not None else self.get(item.run_id)  # type: ignore[return-value]
 
     def watch(self, run_id: str, watcher: str) -> str | None:

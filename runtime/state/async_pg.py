@@ -125,7 +125,7 @@ class AwaitedStatements:
                    shape: str = "tuple") -> list[Any]:
         """Run one statement (its own transaction) and return its rows, shaped as `ROW_SHAPES` says: tuples,
         "mapping"s (dicts by column name) or "named" tuples (attributes by column name, as SQLAlchemy's rows)."""
-        sql, values = self._prepared(statement, params)
+        sql, values = self.prepared(statement, params)
         return await run_to_end(self._run(sql, values, self._row_factories[shape]))
 
     async def first(self, statement: str | ClauseElement, params: Mapping[str, Any], *,
@@ -134,7 +134,8 @@ class AwaitedStatements:
         found = await self.rows(statement, params, shape=shape)
         return found[0] if found else None
 
-    def _prepared(self, statement: str | ClauseElement, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    def prepared(self, statement: str | ClauseElement, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The statement as psycopg runs it: its SQL text (a Core statement compiled once) and its values."""
         if isinstance(statement, str):
             return statement, clean_parameters(dict(params))
         compiled = self._compiled.get(statement)

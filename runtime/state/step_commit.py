@@ -12,14 +12,20 @@ fails the statement (a cast of 'stale blocks' to an integer), so nothing is stor
 before. (Filtered on, not merely selected from: a CTE's column that nothing reads is never computed.)
 Several edits of one block in a step are one UPDATE here (its last value, its version moved by the number of
 edits), which is what the edits applied one by one leave.
+
+A `StepRider` is another write that commits with the step, in the same statement (a data-modifying CTE): the
+daemon marks its inbox item done with the turn's last step, so a turn costs one round trip less and its end and
+its item's end are one commit.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from sqlalchemy.exc import DataError
+from sqlalchemy.sql import ClauseElement
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.crashpoints import crash_point
@@ -42,8 +48,12 @@ _MESSAGES = """, msgs AS (
   FROM step, json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
        tool_calls json, tool_call_id text, name text, is_error bool, in_context bool, created_at timestamptz)
   ORDER BY m.ord
-  RETURNING id)
-SELECT (SELECT id FROM step), array(SELECT id FROM msgs ORDER BY id)"""
+  RETURNING id)"""
+_RESULT = "\nSELECT (SELECT id FROM step), array(SELECT id FROM msgs ORDER BY id)"
+# With a rider: its CTE, and its returned row's columns beside the step's (NULLs when it touched no row).
+_RIDDEN = """, rider AS ({rider})
+SELECT (SELECT id FROM step) AS pm_step_id, array(SELECT id FROM msgs ORDER BY id) AS pm_message_ids, rider.*
+FROM (SELECT 1) AS one LEFT JOIN rider ON true"""
 # Without edits: the step, then its messages (ids are drawn in insertion order: sorted, they are in `ord` order).
 PLAIN = f"WITH step AS (INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({_STEP_VALUES}) RETURNING id){_MESSAGES}"
 # With edits: the blocks first (compare-and-set), the check every insert reads, the versions, then as above.
@@ -60,6 +70,19 @@ vers AS (
   FROM step, json_to_recordset(%(edits)s::json) AS v(ord int, label text, operation text, old_value text,
        new_value text, created_at timestamptz)
   ORDER BY v.ord){_MESSAGES}"""
+
+
+
+
+@dataclass
+class StepRider:
+    """Another write that commits with a step, in its transaction (see the module docstring): a Core statement with
+    RETURNING (an UPDATE or INSERT of one row), and its parameters. `row` is what it returned, once the step is
+    stored: a dict of its columns, or None when it touched no row."""
+
+    statement: ClauseElement
+    params: dict[str, Any]
+    row: dict[str, Any] | None = None
 
 
 # A turn's incoming message and its idempotency key (`StateStore.accept_message`), likewise in one statement.
@@ -118,7 +141,8 @@ def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tup
 
 def step_statement(agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
                    versions: dict[str, int] | None) -> tuple[str, dict[str, Any], dict[str, int]]:
-    """The step's statement (`EDITING` or `PLAIN`), its parameters, and the block versions that storing it leaves."""
+    """The step's CTEs (`EDITING` or `PLAIN`, without the final SELECT), its parameters, and the block versions that
+    storing it leaves."""
     params = {"agent_id": agent_id, **step.__dict__, "messages": _messages_json(messages)}
     if not edits:
         return PLAIN, params, {}
@@ -129,18 +153,33 @@ def step_statement(agent_id: int, step: StepRecord, messages: list[Message], edi
     return EDITING, params, written
 
 
+async def _run_step(awaited: AwaitedStatements, ctes: str, params: dict[str, Any],
+                    rider: StepRider | None) -> tuple[int, list[int]]:
+    """Run the step's statement, with the rider's CTE when there is one (its row goes to `rider.row`); returns the
+    step id and its messages' ids."""
+    if rider is None:
+        step_id, ids = await awaited.first(ctes + _RESULT, params)
+        return step_id, ids
+    rider_sql, rider_values = awaited.prepared(rider.statement, rider.params)
+    row = await awaited.first(ctes + _RIDDEN.format(rider=rider_sql), {**params, **rider_values}, shape="mapping")
+    step_id, ids = row.pop("pm_step_id"), row.pop("pm_message_ids")
+    rider.row = row if any(value is not None for value in row.values()) else None
+    return step_id, ids
+
+
 async def store_step_pg(awaited: AwaitedStatements, agent_id: int, step: StepRecord, messages: list[Message],
                         edits: list[BlockEdit], versions: dict[str, int] | None,
-                        stale: Callable[[list[str]], Exception]) -> tuple[int, list[Message], dict[str, int]]:
+                        stale: Callable[[list[str]], Exception],
+                        rider: StepRider | None = None) -> tuple[int, list[Message], dict[str, int]]:
     """`StateStore.commit_step` on Postgres, one statement (its own transaction): (the step id, the stored messages,
-    the block versions written); raises `stale(labels)` when a block's version moved (nothing is stored then). The
-    transaction's crash points all come before the statement: a kill at any of them stores nothing, as a kill
-    inside the transaction would."""
+    the block versions written); raises `stale(labels)` when a block's version moved (nothing is stored then, the
+    rider's write neither). The transaction's crash points all come before the statement: a kill at any of them
+    stores nothing, as a kill inside the transaction would."""
     for point in ("commit.step_flushed", "commit.messages_flushed", "commit.before_commit"):
         crash_point(point)
     sql, params, written = step_statement(agent_id, step, messages, edits, versions)
     try:
-        step_id, ids = await awaited.first(sql, params)
+        step_id, ids = await _run_step(awaited, sql, params, rider)
     except DataError as exc:
         if STALE not in str(exc.orig):
             raise

@@ -26,7 +26,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
-from pagemind.runtime.state.step_commit import accept_pg, store_step_pg
+from pagemind.runtime.state.step_commit import StepRider, accept_pg, store_step_pg
 from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, freshness_of, message_from_row,
                                          messages_table, pressure_update, rows_on, stored_message, values_of)
@@ -334,17 +334,18 @@ class StateStore:
 
     async def commit_step(
         self, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
-        versions: dict[str, int] | None = None,
+        versions: dict[str, int] | None = None, rider: StepRider | None = None,
     ) -> tuple[int, list[Message]]:
         """Store one step atomically: its record, its messages and its block edits. Returns the step id and
         the stored messages.
 
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
-        written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
+        written. Without `versions` the edits are written unchecked (the caller vouches for its values).
+        `rider`: another write committed in the same transaction (`state.step_commit.StepRider`)."""
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
             step_id, stored, written = await store_step_pg(awaited, agent_id, step, messages, edits, versions,
-                                                           StaleBlocks)
+                                                           StaleBlocks, rider)
         else:
             with self.engine.begin() as conn:
                 step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **step.__dict__}]).scalar_one()
@@ -352,6 +353,9 @@ class StateStore:
                 stored = self._insert_messages(conn, agent_id, messages, step_id)
                 crash_point("commit.messages_flushed")
                 written = apply_edits(conn, agent_id, step_id, edits, versions)
+                if rider is not None:
+                    row = conn.execute(rider.statement, rider.params).first()
+                    rider.row = dict(row._mapping) if row is not None else None
                 crash_point("commit.before_commit")
         crash_point("commit.after_commit")
         if versions is not None:
