@@ -30,7 +30,7 @@ from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.spec import AgentSpec
 from pagemind.runtime.state.records import StepRecord
-from pagemind.runtime.state.step_commit import StepRider
+from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.window import Window
 from pagemind.tools import Tool, ToolContext, ToolResult, dispatch_tool_calls
 
@@ -93,7 +93,7 @@ StepOutcome = RunAgain | Replied | Stopped
 
 @dataclass(frozen=True)
 class TurnEnd:
-    """How a turn ends, known before its last step commits: what a `StepRider` committed with that step records."""
+    """How a turn ends, known before its last step commits: what a `LinkedWrite` committed with that step records."""
 
     turn_id: str
     reply: str | None
@@ -102,7 +102,7 @@ class TurnEnd:
 
 
 # Given the turn's end, another write to commit with its last step (the daemon's inbox finish), or None.
-EndWrite = Callable[[TurnEnd], StepRider | None]
+EndWrite = Callable[[TurnEnd], LinkedWrite | None]
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,8 @@ class TurnResult:
 
 
 async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | None = None, *,
-                   new_key: bool = False, on_end: EndWrite | None = None) -> TurnResult:
+                   new_key: bool = False, on_end: EndWrite | None = None,
+                   accepted: Message | None = None) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
     With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
@@ -125,8 +126,9 @@ async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | N
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
     message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`. `on_end`: called
     once the last step's outcome is known, before it commits; the write it returns commits with that step (a turn
-    that returns as stored, or fails, commits no last step: nothing is called then)."""
-    begun = await begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or the turn a retry resumes)
+    that returns as stored, or fails, commits no last step: nothing is called then). `accepted`: see
+    `begin_turn`."""
+    begun = await begin_turn(agent, user_message, idempotency_key, new_key, accepted)  # 1. inbox (or a retry's turn)
     if isinstance(begun, TurnResult):
         return begun
     turn_id, messages, first = begun
@@ -201,7 +203,7 @@ async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working
 
 
 async def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
-                 working: CoreMemory, rider: StepRider | None = None) -> list[Message]:
+                 working: CoreMemory, rider: LinkedWrite | None = None) -> list[Message]:
     """Step 6: store the step's record, messages and block edits in one transaction (with `rider`'s write), then
     adopt the edits."""
     edits = list(working.pending)
@@ -221,8 +223,8 @@ class IdempotencyKeyReused(ValueError):
     """An idempotency key came back with a different message than the turn it names."""
 
 
-async def begin_turn(agent: LoopAgent, text: str, key: str | None,
-                     new_key: bool = False) -> TurnResult | tuple[str, list[Message], int]:
+async def begin_turn(agent: LoopAgent, text: str, key: str | None, new_key: bool = False,
+                     accepted: Message | None = None) -> TurnResult | tuple[str, list[Message], int]:
     """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
     or the finished turn's result when `key` names one (nothing is stored then).
 
@@ -231,7 +233,14 @@ async def begin_turn(agent: LoopAgent, text: str, key: str | None,
     and its turn (a failed turn stores nothing but its user message before its first step commits).
 
     `new_key`: the caller knows `key` was never used (the daemon's first attempt at an inbox item), so its lookup,
-    a round trip, is skipped; were it used after all, storing it again fails on its primary key: never a double."""
+    a round trip, is skipped; were it used after all, storing it again fails on its primary key: never a double.
+
+    `accepted`: the turn's user message, stored already with `key` (the daemon's submission for an agent whose
+    worker waited for it stores it with the inbox item, one statement for both): it is only put in view."""
+    if accepted is not None:
+        agent.observer.on_event(TurnEvent(step=0, turn_id=accepted.turn_id, user_message=text))
+        agent.window.adopt_accepted(accepted)
+        return accepted.turn_id, [accepted], 1
     store, agent_id = agent.window.store, agent.window.agent_id
     turn_id = store.turn_for_key(agent_id, key) if key is not None and not new_key else None
     if turn_id is None and (pending := agent.window.unanswered(text)) is not None:

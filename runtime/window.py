@@ -18,7 +18,7 @@ from pagemind.runtime.compiler import WireCache
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, StepRecord
-from pagemind.runtime.state.step_commit import StepRider
+from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class Window:
         return stored
 
     async def commit_step(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit],
-                          rider: StepRider | None = None) -> tuple[int, list[Message]]:
+                          rider: LinkedWrite | None = None) -> tuple[int, list[Message]]:
         """Store a step's record, messages and block edits in one transaction (with `rider`'s write, if given),
         then put the messages in view.
 
@@ -97,6 +97,12 @@ class Window:
         crash_point("window.before_adopt")
         self._adopt(stored)
         return step_id, stored
+
+    def adopt_accepted(self, message: Message) -> None:
+        """Put in view a turn's incoming message that was stored for it elsewhere (with its inbox item), unless
+        this window has read it from the store already (it was loaded or reloaded since)."""
+        if message.id is not None and message.id > self.seen:
+            self._adopt([message])
 
     def unanswered(self, text: str) -> Message | None:
         """The user message with this text that a failed turn left unanswered at the end of the window (nothing

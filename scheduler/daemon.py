@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from datetime import datetime
 from typing import Any, AsyncContextManager, AsyncIterator, Callable
 
@@ -24,6 +25,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelClient, close_shared_clients
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.spec import AgentSpec
@@ -78,7 +80,7 @@ class Daemon:
         self.catalog, self.settings, self.config = catalog, settings, config or DaemonConfig()
         self.clock = clock
         self.store = catalog.store
-        self.inbox = Inbox(self.store.engine)
+        self.inbox = Inbox(self.store.engine, self.store)
         self.leases = Leases(self.store.engine, new_owner_id(), self.config.lease_s)
         self.pool = AgentPool(catalog, settings, model=model, clock=clock, max_loaded=self.config.max_loaded,
                               idle_unload_s=self.config.idle_unload_s)
@@ -182,7 +184,8 @@ class Daemon:
         try:
             item, new = await self.inbox.submit(
                 agent_id, agent, kind, content, idempotency_key, now, source, announce=not held_here,
-                claim_for=(self.owner, self.leases.until(now)) if lingering is not None else None)
+                claim_for=(self.owner, self.leases.until(now)) if lingering is not None else None,
+                accept=self._incoming(agent, content) if lingering is not None and kind == "message" else None)
         finally:
             if lingering is not None:
                 self.dispatcher.hand(lingering, item if new and item.state == RUNNING else None)
@@ -191,6 +194,15 @@ class Daemon:
         if new and lingering is None:  # this process takes the agent at once (a busy worker claims it next anyway)
             self.dispatcher.arrived(agent_id, agent)
         return item
+
+    def _incoming(self, agent: str, content: str) -> Message | None:
+        """The turn's user message, to store with a message item claimed for the worker lingering here on `agent`
+        (`Inbox.submit`'s `accept`: one statement for both), or None: the agent is not loaded here, or a failed
+        turn left this very message unanswered (its retry reuses it: `runtime.loop.begin_turn`)."""
+        loaded = self.pool.loaded(agent)
+        if loaded is None or loaded.window.unanswered(content) is not None:
+            return None
+        return Message("user", content, loaded.now(), turn_id=uuid.uuid4().hex)
 
     def run(self, run_id: str) -> InboxItem | None:
         """The item with this run id, as stored now (None if there is none)."""

@@ -23,24 +23,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import structlog
 
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.loop import StopReason, TurnEnd, run_turn
 from pagemind.runtime.observer import NullObserver
-from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.step_commit import StepRider
 from pagemind.scheduler.arrivals import Arrivals
 from pagemind.scheduler.errors import UnknownAgent
 from pagemind.scheduler.fanout import RunFanout
 from pagemind.scheduler.inbox import Inbox, InboxItem
 from pagemind.scheduler.jobs import run_job
 from pagemind.scheduler.leases import Leases
+from pagemind.scheduler.message_turn import run_message
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.triggers import fired_by_idle
 from pagemind.scheduler.turnlocks import HeldAgents
@@ -74,38 +71,6 @@ class Linger(asyncio.Event):
         super().__init__()
         self.item: InboxItem | None = None
         self.taken = False
-
-
-def turn_result(turn_id: str, reply: str | None, stop_reason: StopReason, steps: int) -> dict[str, Any]:
-    """A message item's `result`: what `GET /v1/runs/{id}` shows of its turn."""
-    return {"reply": reply, "stop_reason": stop_reason.value, "steps": steps, "turn_id": turn_id}
-
-
-class FinishWithLastStep:
-    """A message item's finish, committed with its turn's last step (`runtime.loop.EndWrite`): one round trip less a
-    turn, and the turn's end and the item's are one commit (a kill between them can no longer leave a finished
-    turn's item running). Not while a daemon in another process watches the run: its relayed events, the last
-    step's among them, are written before the item's end (`RunFanout.settle`), so that item is finished apart."""
-
-    def __init__(self, dispatcher: "Dispatcher", item: InboxItem):
-        self.dispatcher, self.item = dispatcher, item
-        self.rider: StepRider | None = None
-
-    def __call__(self, end: TurnEnd) -> StepRider | None:
-        """The finish to commit with the last step, or None (finish apart)."""
-        if self.dispatcher.fanout.relayed(self.item.run_id):
-            return None
-        self.rider = self.dispatcher.inbox.finish_rider(
-            self.item, self.dispatcher.leases.owner, utcnow(), turn_result(end.turn_id, end.reply, end.stop_reason,
-                                                                           end.steps))
-        return self.rider
-
-    def outcome(self) -> InboxItem | None:
-        """After the turn returned: the item as its finish left it, or None if it was not finished with the turn
-        (a stored turn returned again, a watched run)."""
-        if self.rider is None:
-            return None
-        return self.dispatcher.inbox.finished(self.item, self.rider.row)
 
 
 class Dispatcher:
@@ -366,28 +331,12 @@ class Dispatcher:
                     self.pool.lent.discard(item.agent_name)
                     await agent.refresh()
                 if item.kind == "message":
-                    # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
-                    finish = FinishWithLastStep(self, item)
-                    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key,
-                                          new_key=item.attempts == 1, on_end=finish)
-                    finished = finish.outcome()
-                    if await self._queue_reflection(item, agent) and finished is not None:
-                        finished = replace(finished, more=True)  # the job came after the finish: claim it next
-                    return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps), None, finished
+                    result, finished = await run_message(agent, item, self.inbox, self.fanout, self.leases.owner)
+                    return result, None, finished
                 result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
                 return result, result.get("error"), None
             finally:
                 agent.observer = NullObserver()
-
-    async def _queue_reflection(self, item: InboxItem, agent: Any) -> bool:
-        """`memory.reflection.every_turns`: a `reflect` job behind this turn when one is due (serial with the
-        agent's turns, off the user's path; keyed, so a job already waiting is not queued again). Returns whether
-        one was due."""
-        key = due_reflection(agent)
-        if key is not None:
-            await self.inbox.submit(agent.record.id, item.agent_name, "job", "reflect", key, utcnow(),
-                                    self.leases.owner)
-        return key is not None
 
     async def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None,
                       stored: InboxItem | None = None) -> bool | None:

@@ -13,7 +13,7 @@ completes exactly once whatever the kill point.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Mapping
 
@@ -22,10 +22,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
+from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import aware, without_nul
-from pagemind.runtime.state.step_commit import StepRider
+from pagemind.runtime.state.step_commit import LinkedWrite
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import AgentRow, inbox
 from pagemind.scheduler.sql import DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying
 from pagemind.scheduler.wakeup import arrival_notice
@@ -73,6 +75,7 @@ class InboxItem:
     error: str | None
     watcher: str | None = None  # who streams its events: a daemon id, "*" for several (`scheduler.relay`)
     more: bool | None = None  # as `finish` returned it: whether the agent had other open items then (None: unknown)
+    accepted: Message | None = None  # its turn's user message, stored with it by `submit` (`accept`); None: not yet
 
     @property
     def finished(self) -> bool:
@@ -178,21 +181,25 @@ class _Statements:
 class Inbox:
     """Reads and writes the `inbox` table (the only code that does)."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    def __init__(self, engine: Engine, store: StateStore | None = None):
+        self.engine, self.store = engine, store  # `store` (on `engine`): for submissions that `accept` a message
         self.awaited = AwaitedStatements.of(engine)
         self._statements = _Statements(engine)
 
     async def submit(self, agent_id: int, name: str, kind: str, content: str, key: str | None,
                      now: datetime, source: str = "", *, announce: bool = True,
-                     claim_for: tuple[str, datetime] | None = None) -> tuple[InboxItem, bool]:
+                     claim_for: tuple[str, datetime] | None = None,
+                     accept: Message | None = None) -> tuple[InboxItem, bool]:
         """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
         woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once.
         `announce=False`: no notice (the submitting daemon's own worker holds the agent's lease, so no other
         daemon could take the item, and that worker is woken in process). `claim_for` (owner, lease expiry): that
         worker lingers, so the item is claimed for it in the same statement (`state` running), unless an older item
-        of the agent is still open (then it is stored pending, by a second statement). Never announced."""
+        of the agent is still open (then it is stored pending, by a second statement). Never announced.
+        `accept` (with `claim_for`, a message item's turn's user message): stored with the claimed item, in its
+        transaction, with the turn's key (`InboxItem.turn_key`); the item returned carries it as `accepted`, for
+        its turn to begin with (`runtime.loop.begin_turn`). A pending item stores none."""
         params = {  # NUL: as the runtime's engine does for every statement
             "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind, "p_content": without_nul(content),
             "p_key": without_nul(key) if key is not None else None, "p_now": now}
@@ -202,19 +209,25 @@ class Inbox:
             statement, extra = self._statements.submit, {"p_source": arrival_notice(source, agent_id, name)}
         else:
             statement, extra = self._statements.submit_unannounced, {}
+        accepted = None
         try:
-            row = await self._one_statement(statement, {**params, **extra})
+            if accept is not None and claim_for is not None and self.store is not None:
+                claimed = LinkedWrite(statement, {**params, **extra})
+                accepted = await self.store.accept_after(claimed, agent_id, accept, "inbox:" + params["p_run_id"])
+                row = claimed.row
+            else:
+                row = await self._one_statement(statement, {**params, **extra})
         except IntegrityError:
             if key is None:
                 raise
             existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
             if existing is None:  # the other insert was rolled back meanwhile: try once more
                 return await self.submit(agent_id, name, kind, content, key, now, source, announce=announce,
-                                         claim_for=claim_for)
+                                         claim_for=claim_for, accept=accept)
             return existing, False
         if row is None:  # not claimed: an older item of the agent is open, so this one waits its turn, pending
             return await self.submit(agent_id, name, kind, content, key, now, source, announce=False)
-        return _item(row, name), True
+        return replace(_item(row, name), accepted=accepted), True
 
     async def _one_statement(self, statement: Any, params: dict[str, Any]) -> Any:
         """The first row (a mapping) of a statement that is its own transaction: awaited on Postgres
@@ -278,11 +291,11 @@ class Inbox:
         row = await self._one_statement(self._statements.finish, _finish_parameters(item, owner, now, result, error))
         return self.finished(item, row)
 
-    def finish_rider(self, item: InboxItem, owner: str, now: datetime, result: dict[str, Any]) -> StepRider:
+    def finish_rider(self, item: InboxItem, owner: str, now: datetime, result: dict[str, Any]) -> LinkedWrite:
         """`finish` (done, with `result`) as a write to commit with the turn's last step (`runtime.loop.EndWrite`):
         the turn's end and its item's end are one commit, and one round trip less. `finished(item, rider.row)`
         then reads the outcome."""
-        return StepRider(self._statements.finish, _finish_parameters(item, owner, now, result, None))
+        return LinkedWrite(self._statements.finish, _finish_parameters(item, owner, now, result, None))
 
     def finished(self, item: InboxItem, row: Mapping[str, Any] | None) -> InboxItem:
         """The item as a finish returned it (`row`; None: it was finished already, so it is read as stored)."""

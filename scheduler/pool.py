@@ -89,6 +89,11 @@ class AgentPool:
         self._loaded.move_to_end(name)
         return agent
 
+    def loaded(self, name: str) -> Agent | None:
+        """The agent `name` if it is loaded (whoever holds it), without loading it or waiting for it."""
+        entry = self._loaded.get(name)
+        return entry.agent if entry is not None else None
+
     def forget(self, name: str) -> None:
         """Drop an agent (it was deleted or renamed, or is being unloaded) and stop its flush work ahead, which
         nothing would use (it was never stored: a later load prepares it again)."""

@@ -1,12 +1,14 @@
-"""A message item's finish commits with its turn's last step (issue 12, own overhead per step): one round trip less
-a turn, and the turn's end and its item's end are one commit. `StepRider` is the store's part (any write committed
-with a step, all or nothing with it); `FinishWithLastStep` the daemon's (not for a run watched from another
-process, whose relayed events must be written before its end)."""
+"""A message item's finish commits with its turn's last step, and its user message with its submission when a
+worker lingers for it (issue 12, own overhead per step): two round trips less a turn, and the turn's end and its
+item's end are one commit. `LinkedWrite` is the store's part (a write committed with a step or a message, all or
+nothing with it); `FinishWithLastStep` and `Daemon._incoming` the daemon's (no finish with the step for a run
+watched from another process, whose relayed events must be written before its end)."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,18 +16,20 @@ import pytest
 from sqlalchemy import bindparam, select, update
 
 from pagemind.runtime.loop import StopReason, TurnEnd
+from pagemind.runtime.messages import Message
 from pagemind.runtime.model_client import ModelRequest
 from pagemind.runtime.settings import Settings
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.state.step_commit import StepRider
+from pagemind.runtime.state.records import utcnow
+from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.state.store import StaleBlocks, StateStore
 from pagemind.runtime.state.tables import AgentRow
 from pagemind.runtime.testing import FunctionModel, by_purpose
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
-from pagemind.scheduler.dispatcher import FinishWithLastStep
+from pagemind.scheduler.message_turn import FinishWithLastStep
 from pagemind.scheduler.fanout import RunFanout
-from tests.daemon_support import ledger_step, markers, write_agents
+from tests.daemon_support import ledger_model, ledger_step, markers, write_agents
 from tests.test_daemon_crash import _run_child, zygote  # noqa: F401  (the fixture, shared)
 from tests.test_daemon_core import make_daemon
 from tests.test_step_commit import edit, prepared, record
@@ -42,12 +46,12 @@ def summary(store: StateStore, agent_id: int) -> str:
 
 async def test_a_rider_commits_with_its_step_and_returns_its_row(database_url):
     store, agent_id, versions = prepared(database_url)
-    rider = StepRider(RENAME, {"p_agent": agent_id, "p_summary": "rode along"})
+    rider = LinkedWrite(RENAME, {"p_agent": agent_id, "p_summary": "rode along"})
     step_id, _ = await store.commit_step(agent_id, record(1), [], [edit("human", "", "a")], versions, rider)
     assert rider.row == {"id": agent_id, "summary": "rode along"}
     assert summary(store, agent_id) == "rode along" and [s.id for s in store.steps(agent_id)] == [step_id]
 
-    missing = StepRider(RENAME, {"p_agent": agent_id + 1000, "p_summary": "nobody"})  # touches no row
+    missing = LinkedWrite(RENAME, {"p_agent": agent_id + 1000, "p_summary": "nobody"})  # touches no row
     await store.commit_step(agent_id, record(2), [], [], versions, missing)
     assert missing.row is None and len(store.steps(agent_id)) == 2
 
@@ -55,7 +59,7 @@ async def test_a_rider_commits_with_its_step_and_returns_its_row(database_url):
 async def test_a_rider_is_not_written_when_its_step_is_not(database_url):
     store, agent_id, versions = prepared(database_url)
     await store.commit_step(agent_id, record(1), [], [edit("human", "", "elsewhere")], dict(versions))  # moved
-    rider = StepRider(RENAME, {"p_agent": agent_id, "p_summary": "must not land"})
+    rider = LinkedWrite(RENAME, {"p_agent": agent_id, "p_summary": "must not land"})
     with pytest.raises(StaleBlocks):
         await store.commit_step(agent_id, record(2), [], [edit("human", "", "mine")], versions, rider)
     assert rider.row is None and summary(store, agent_id) == "" and len(store.steps(agent_id)) == 1
@@ -103,17 +107,17 @@ async def test_a_turns_item_is_finished_by_its_last_step_and_a_failed_one_apart(
 def test_a_run_watched_from_another_process_is_finished_apart():
     fanout = RunFanout("here", relay=SimpleNamespace())
     item = SimpleNamespace(run_id="run-1", id=1, agent_id=1, agent_name="alice")
-    inbox = SimpleNamespace(finish_rider=lambda *args: "the rider", finished=lambda item, row: ("finished", row))
-    dispatcher = SimpleNamespace(fanout=fanout, inbox=inbox, leases=SimpleNamespace(owner="here"))
+    rider = SimpleNamespace(row={"state": "done"})
+    inbox = SimpleNamespace(finish_rider=lambda *args: rider, finished=lambda item, row: ("finished", row))
     end = TurnEnd("turn-1", "hi", StopReason.SEND_MESSAGE, 2)
 
     fanout.begin("run-1", 1, watcher="there")  # relayed: its events go to `run_events` before its end
-    watched = FinishWithLastStep(dispatcher, item)
+    watched = FinishWithLastStep(inbox, fanout, "here", item)
     assert watched(end) is None and watched.outcome() is None
 
     fanout.begin("run-1", 1, watcher="here")  # read in this process only
-    unwatched = FinishWithLastStep(dispatcher, item)
-    assert unwatched(end) == "the rider"
+    unwatched = FinishWithLastStep(inbox, fanout, "here", item)
+    assert unwatched(end) is rider and unwatched.outcome() == ("finished", {"state": "done"})
 
 
 def test_a_kill_after_the_last_steps_commit_leaves_the_item_done(zygote, tmp_path, database_url):  # noqa: F811
@@ -137,3 +141,60 @@ def test_a_kill_after_the_last_steps_commit_leaves_the_item_done(zygote, tmp_pat
     human = {b.label: b.value for b in client.store.load_blocks(record.id, client.catalog.spec_for("alice"))}
     assert markers(human["human"]) == ["1", "2"]
     assert [m.content for m in client.store.all_messages(record.id) if m.role == "user"] == ["msg 1", "msg 2"]
+
+
+async def test_a_message_for_a_lingering_worker_is_stored_with_its_item(database_url, tmp_path):
+    """The other end of the turn: a submission claimed for the worker lingering on the agent also stores the turn's
+    user message (one statement for both), and the turn begins with it; a message a failed turn left unanswered is
+    not stored again (its retry reuses it)."""
+    daemon = make_daemon(database_url, write_agents(tmp_path / "agents"), FunctionModel(by_purpose(down_for_boom)),
+                         linger_s=3600)
+    accepts: list[str] = []
+    accept = daemon.store.accept_message
+
+    async def counted(agent_id, message, key=None):
+        accepts.append(message.content)
+        return await accept(agent_id, message, key)
+
+    daemon.store.accept_message = counted
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")  # nobody lingers yet: stored by the turn
+        assert first.accepted is None and (await daemon.wait(first.run_id, 60)).state == "done"
+        second = await daemon.submit("alice", "msg 2")
+        assert second.state == "running" and second.accepted is not None and second.accepted.id is not None
+        done = await daemon.wait(second.run_id, 60)
+        assert (done.state, done.attempts, done.result["turn_id"]) == ("done", 1, second.accepted.turn_id)
+        assert accepts == ["msg 1"]
+
+        failing = await daemon.submit("alice", "boom")
+        assert (await daemon.wait(failing.run_id, 60)).state == "failed"
+        again = await daemon.submit("alice", "boom")  # unanswered at the end of the window: the turn reuses it
+        assert again.accepted is None and (await daemon.wait(again.run_id, 60)).state == "failed"
+    finally:
+        await daemon.stop(grace_s=30)
+    agent_id = daemon.catalog.agent_id("alice")
+    users = [m.content for m in daemon.store.all_messages(agent_id) if m.role == "user"]
+    assert users == ["msg 1", "msg 2", "boom"]
+    async with daemon.agent("alice") as agent:
+        assert markers(agent.memory.get("human").value) == ["1", "2"]
+
+
+async def test_a_message_stored_with_its_item_is_resumed_by_the_next_daemon(database_url, tmp_path):
+    """A daemon killed after such a submission committed leaves the item running with its turn's message stored:
+    the next daemon claims it again and resumes that turn, storing the message no second time."""
+    daemon = make_daemon(database_url, write_agents(tmp_path / "agents"), ledger_model())
+    await daemon.catalog.read_origin("alice")
+    agent_id = daemon.catalog.agent_id("alice")
+    message = Message("user", "msg 7", utcnow(), turn_id="turn-of-the-dead")
+    gone = ("a-daemon-that-died", utcnow() - timedelta(seconds=1))
+    item, new = await daemon.inbox.submit(agent_id, "alice", "message", "msg 7", "key-7", utcnow(), claim_for=gone,
+                                          accept=message)
+    assert new and item.state == "running" and item.accepted.turn_id == "turn-of-the-dead"
+    await daemon.start()
+    try:
+        done = await daemon.wait(item.run_id, 60)
+    finally:
+        await daemon.stop(grace_s=30)
+    assert (done.state, done.attempts, done.result["turn_id"]) == ("done", 2, "turn-of-the-dead")
+    assert [m.content for m in daemon.store.all_messages(agent_id) if m.role == "user"] == ["msg 7"]

@@ -13,9 +13,10 @@ before. (Filtered on, not merely selected from: a CTE's column that nothing read
 Several edits of one block in a step are one UPDATE here (its last value, its version moved by the number of
 edits), which is what the edits applied one by one leave.
 
-A `StepRider` is another write that commits with the step, in the same statement (a data-modifying CTE): the
+A `LinkedWrite` is another write that commits with the step, in the same statement (a data-modifying CTE): the
 daemon marks its inbox item done with the turn's last step, so a turn costs one round trip less and its end and
-its item's end are one commit.
+its item's end are one commit. Likewise a turn's incoming message can ride on a write (`accept_after_pg`): the
+daemon's submission for an agent whose worker waits for it stores the item and the turn's user message at once.
 """
 
 from __future__ import annotations
@@ -75,29 +76,41 @@ vers AS (
 
 
 @dataclass
-class StepRider:
-    """Another write that commits with a step, in its transaction (see the module docstring): a Core statement with
-    RETURNING (an UPDATE or INSERT of one row), and its parameters. `row` is what it returned, once the step is
-    stored: a dict of its columns, or None when it touched no row."""
+class LinkedWrite:
+    """A write committed in one transaction with a step (riding on it: see the module docstring), or with a turn's
+    incoming message (which rides on it: `accept_after_pg`): a Core statement with RETURNING that writes at most one
+    row, and its parameters. `row` is what it returned once stored: a dict of its columns, or None when it wrote
+    no row."""
 
     statement: ClauseElement
     params: dict[str, Any]
     row: dict[str, Any] | None = None
 
 
-# A turn's incoming message and its idempotency key (`StateStore.accept_message`), likewise in one statement.
-ACCEPT = """WITH msg AS (
+def _accept_ctes(after: str = "") -> str:
+    """The CTEs that store a turn's incoming message and its idempotency key; `after`: a CTE whose row must exist
+    for them to store anything (the write they ride on)."""
+    source, only_if = (f"{after}, ", f" FROM {after}") if after else ("", "")
+    return f"""msg AS (
   INSERT INTO messages (agent_id, turn_id, step_id, role, content, tool_calls, tool_call_id, name, is_error,
                         in_context, created_at)
   SELECT %(agent_id)s, m.turn_id, %(step_id)s::int, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error,
          m.in_context, m.created_at
-  FROM json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
+  FROM {source}json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
        tool_calls json, tool_call_id text, name text, is_error bool, in_context bool, created_at timestamptz)
   RETURNING id),
 turn_key AS (
   INSERT INTO turn_keys (agent_id, key, turn_id, created_at)
-  SELECT %(agent_id)s, %(key)s::text, %(turn_id)s::text, %(created_at)s::timestamptz WHERE %(key)s::text IS NOT NULL)
-SELECT id FROM msg"""
+  SELECT %(agent_id)s, %(key)s::text, %(turn_id)s::text, %(created_at)s::timestamptz{only_if}
+  WHERE %(key)s::text IS NOT NULL)"""
+
+
+# A turn's incoming message and its idempotency key (`StateStore.accept_message`), likewise in one statement.
+ACCEPT = f"WITH {_accept_ctes()}\nSELECT id FROM msg"
+# The same after another write of one row (`StateStore.accept_after`): its row, and the message's id (NULLs: none).
+ACCEPT_AFTER = """WITH first AS ({first}),
+{accept}
+SELECT first.*, (SELECT id FROM msg) AS pm_message_id FROM (SELECT 1) AS one LEFT JOIN first ON true"""
 
 
 def accept_parameters(agent_id: int, message: Message, key: str | None) -> dict[str, Any]:
@@ -111,6 +124,19 @@ async def accept_pg(awaited: AwaitedStatements, agent_id: int, message: Message,
     message's id. A key used already fails it on the key's primary key (`IntegrityError`)."""
     crash_point("accept.before_commit")  # as in the transaction this replaces: before anything is stored
     (message_id,) = await awaited.first(ACCEPT, accept_parameters(agent_id, message, key))
+    return message_id
+
+
+async def accept_after_pg(awaited: AwaitedStatements, first: LinkedWrite, agent_id: int, message: Message,
+                          key: str | None) -> int | None:
+    """`first`'s write and then, if it wrote its row, a turn's incoming message and its key, in one statement (its
+    own transaction); `first.row` gets its row. Returns the message's id (None: nothing was stored)."""
+    crash_point("accept.before_commit")
+    sql, values = awaited.prepared(first.statement, first.params)
+    row = await awaited.first(ACCEPT_AFTER.format(first=sql, accept=_accept_ctes("first")),
+                              {**values, **accept_parameters(agent_id, message, key)}, shape="mapping")
+    message_id = row.pop("pm_message_id")
+    first.row = row if message_id is not None else None
     return message_id
 
 
@@ -154,7 +180,7 @@ def step_statement(agent_id: int, step: StepRecord, messages: list[Message], edi
 
 
 async def _run_step(awaited: AwaitedStatements, ctes: str, params: dict[str, Any],
-                    rider: StepRider | None) -> tuple[int, list[int]]:
+                    rider: LinkedWrite | None) -> tuple[int, list[int]]:
     """Run the step's statement, with the rider's CTE when there is one (its row goes to `rider.row`); returns the
     step id and its messages' ids."""
     if rider is None:
@@ -170,7 +196,7 @@ async def _run_step(awaited: AwaitedStatements, ctes: str, params: dict[str, Any
 async def store_step_pg(awaited: AwaitedStatements, agent_id: int, step: StepRecord, messages: list[Message],
                         edits: list[BlockEdit], versions: dict[str, int] | None,
                         stale: Callable[[list[str]], Exception],
-                        rider: StepRider | None = None) -> tuple[int, list[Message], dict[str, int]]:
+                        rider: LinkedWrite | None = None) -> tuple[int, list[Message], dict[str, int]]:
     """`StateStore.commit_step` on Postgres, one statement (its own transaction): (the step id, the stored messages,
     the block versions written); raises `stale(labels)` when a block's version moved (nothing is stored then, the
     rider's write neither). The transaction's crash points all come before the statement: a kill at any of them

@@ -26,7 +26,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
-from pagemind.runtime.state.step_commit import StepRider, accept_pg, store_step_pg
+from pagemind.runtime.state.step_commit import LinkedWrite, accept_after_pg, accept_pg, store_step_pg
 from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, freshness_of, message_from_row,
                                          messages_table, pressure_update, rows_on, stored_message, values_of)
@@ -235,6 +235,27 @@ class StateStore:
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
+    async def accept_after(self, first: LinkedWrite, agent_id: int, message: Message, key: str) -> Message | None:
+        """`first`'s write, then a turn's incoming message and its idempotency key if `first` wrote its row (else
+        nothing), in one transaction (one statement on Postgres): the message as stored, or None. `first.row` gets
+        `first`'s row."""
+        if (awaited := self.awaited) is not None:
+            message_id = await accept_after_pg(awaited, first, agent_id, message, key)
+        else:
+            with self.engine.begin() as conn:
+                row = conn.execute(first.statement, first.params).first()
+                first.row = dict(row._mapping) if row is not None else None
+                if row is None:
+                    return None
+                message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
+                conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
+                                               "created_at": message.created_at})
+                crash_point("accept.before_commit")
+        if message_id is None:
+            return None
+        crash_point("accept.after_commit")
+        return stored_message(message, message_id, message.step_id)
+
     def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
         """Record that `key` names the (already stored) turn `turn_id`."""
         with self.engine.begin() as conn:
@@ -334,7 +355,7 @@ class StateStore:
 
     async def commit_step(
         self, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
-        versions: dict[str, int] | None = None, rider: StepRider | None = None,
+        versions: dict[str, int] | None = None, rider: LinkedWrite | None = None,
     ) -> tuple[int, list[Message]]:
         """Store one step atomically: its record, its messages and its block edits. Returns the step id and
         the stored messages.
@@ -342,7 +363,7 @@ class StateStore:
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values).
-        `rider`: another write committed in the same transaction (`state.step_commit.StepRider`)."""
+        `rider`: another write committed in the same transaction (`state.step_commit.LinkedWrite`)."""
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
             step_id, stored, written = await store_step_pg(awaited, agent_id, step, messages, edits, versions,
                                                            StaleBlocks, rider)
