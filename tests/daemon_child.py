@@ -5,7 +5,10 @@ from the zygote below.
 It serves an agents folder over a database with the ledger model (tests/daemon_support.py) and:
 - `drain`: runs until the inbox has no open item, then stops and exits 0;
 - `until:N`: runs until N items are finished, then stops and exits 0;
-- `serve`: runs until SIGTERM or SIGINT, then stops gracefully (`Daemon.stop`) and exits 0.
+- `serve`: runs until SIGTERM or SIGINT, then stops gracefully (`Daemon.stop`) and exits 0;
+- `converse:AGENT:FIRST:LAST`: submits "msg N" to AGENT for N from FIRST to LAST, one at a time in this process,
+  each after the last one's turn (so from the second on, the agent's worker lingers here: the submission stores
+  the turn's user message), appending N to HOME/accepted once its submission returned; then as `drain`.
 
 The zygote (`python -m tests.daemon_child zygote`, started with PAGEMIND_KILL_AT set to a placeholder) imports
 pagemind once with its crash points armed; for each line of JSON arguments on stdin it forks a child that arms its
@@ -54,10 +57,12 @@ async def _main(home: str, database_url: str, folder: str, mode: str, config: di
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await daemon.start()
+    if mode.startswith("converse:"):
+        await _converse(daemon, home, mode)
     if mode == "serve":
         await stop.wait()
     else:
-        expect = int(mode.partition(":")[2] or 0)
+        expect = int(mode.partition(":")[2] or 0) if mode.startswith("until:") else 0
         while not stop.is_set():
             if expect:
                 if sum(1 for item in daemon.inbox.items() if item.state in TERMINAL) >= expect:
@@ -66,6 +71,19 @@ async def _main(home: str, database_url: str, folder: str, mode: str, config: di
                 break
             await asyncio.sleep(0.05)
     await daemon.stop()
+
+
+async def _converse(daemon, home: str, mode: str) -> None:
+    """`converse:AGENT:FIRST:LAST` (see the module docstring)."""
+    from pathlib import Path
+
+    _, agent, first, last = mode.split(":")
+    Path(home).mkdir(parents=True, exist_ok=True)
+    for number in range(int(first), int(last) + 1):
+        item = await daemon.submit(agent, f"msg {number}")
+        with (Path(home) / "accepted").open("a") as accepted:
+            accepted.write(f"{number}\n")
+        await daemon.wait(item.run_id, 60)
 
 
 def zygote() -> None:

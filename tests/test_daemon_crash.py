@@ -12,6 +12,9 @@ pid that is gone) and dies at its own point. A last child runs with no point and
   twice or lost would show);
 - each agent's stored user messages are its inbox's messages, once each, in order.
 
+A second suite kills children that submit messages themselves, one after another's turn, so that the agent's
+worker lingers in the submitting daemon and each submission stores the turn's user message with its item.
+
 Children are forked from a zygote that has imported pagemind once (tests/daemon_child.py).
 """
 
@@ -43,6 +46,10 @@ POINTS = [
     "daemon.turn_done@1", "daemon.turn_done@2", "daemon.item_finished@1", "daemon.item_finished@3",
     "daemon.lease_released@1", "daemon.item_claimed@3",
 ]
+# The points on the path of a message submitted to the daemon whose worker lingers on its agent (the submission
+# stores the turn's user message with the item): a child's first message finds no worker lingering, the rest do.
+LINGERING_POINTS = ["accept.before_commit@2", "accept.after_commit@2", "accept.after_commit@3", "daemon.item_claimed@2",
+                    "turn.prefetch@3", "step.before_model@4", "commit.after_commit@4", "window.before_adopt@6"]
 AGENTS = ("alice", "u1")
 ROOT = Path(__file__).parent.parent
 
@@ -58,8 +65,8 @@ def zygote():
     process.wait(timeout=30)
 
 
-def _run_child(zygote, home: Path, url: str, folder: Path, point: str = "") -> int:
-    zygote.stdin.write(json.dumps([str(home), url, str(folder), "drain", point]) + "\n")
+def _run_child(zygote, home: Path, url: str, folder: Path, point: str = "", mode: str = "drain") -> int:
+    zygote.stdin.write(json.dumps([str(home), url, str(folder), mode, point]) + "\n")
     zygote.stdin.flush()
     return int(zygote.stdout.readline())
 
@@ -96,9 +103,39 @@ def test_every_accepted_message_is_done_exactly_once_after_kills(zygote, tmp_pat
         assert users == [f"msg {n}" for n in accepted[name]], name
 
 
+def test_messages_stored_with_their_submission_are_done_exactly_once_after_kills(zygote, tmp_path, database_url):
+    """Each child submits four messages to alice in its own process, one after another's turn (tests/daemon_child.py
+    `converse`), and dies at its point; a last child drains. Every message in the inbox — those whose submission
+    returned, and one that committed as its daemon died — is done once, with its edit and user message once each."""
+    make_engine(database_url).dispose()
+    folder = write_agents(tmp_path / "agents")
+    home = tmp_path / "home"
+    for round_, point in enumerate(LINGERING_POINTS):
+        first = 4 * round_
+        code = _run_child(zygote, home, database_url, folder, point, mode=f"converse:alice:{first}:{first + 3}")
+        assert code == -signal.SIGKILL, f"{point}: exit code {code} (the point was never reached?)"
+    assert _run_child(zygote, home, database_url, folder) == 0
+
+    settings = Settings.from_env({"PAGEMIND_HOME": str(home), "DATABASE_URL": database_url})
+    client = Daemon(AgentCatalog(folder, StateStore.open(settings.database_url)), settings)  # never started
+    items = client.inbox.items()
+    contents = [item.content for item in items]
+    assert all(item.state == "done" for item in items), [(i.content, i.state) for i in items]
+    assert all(item.result["reply"] == "ack " + item.content.split()[1] for item in items)
+    accepted = [f"msg {n}" for n in (home / "accepted").read_text().split()]
+    assert set(accepted) <= set(contents) and len(contents) <= len(accepted) + len(LINGERING_POINTS)
+    # Item and user message are one commit: killed before it, msg 1 left nothing; after it, msg 5 left both and ran.
+    assert "msg 1" not in contents and "msg 5" in contents and "msg 5" not in accepted
+    assert any(item.attempts > 1 for item in items)  # the kills did interrupt items
+    record = client.store.get_agent("alice")
+    human = {b.label: b.value for b in client.store.load_blocks(record.id, client.catalog.spec_for("alice"))}["human"]
+    assert markers(human) == [content.split()[1] for content in contents]
+    assert [m.content for m in client.store.all_messages(record.id) if m.role == "user"] == contents
+
+
 def test_every_seeded_point_is_in_the_code():
     """A renamed point would make its round die elsewhere or not at all: each name appears in the code."""
     root = Path(__file__).parent.parent
     source = "".join(p.read_text() for folder in ("runtime", "scheduler") for p in (root / folder).rglob("*.py"))
-    assert all(f'crash_point("{point.split("@")[0]}")' in source for point in POINTS)
+    assert all(f'crash_point("{point.split("@")[0]}")' in source for point in POINTS + LINGERING_POINTS)
     assert len(POINTS) >= 20
