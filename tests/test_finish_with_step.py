@@ -161,11 +161,13 @@ async def test_a_message_for_a_lingering_worker_is_stored_with_its_item(database
     try:
         first = await daemon.submit("alice", "msg 1")  # nobody lingers yet: stored by the turn
         assert first.accepted is None and (await daemon.wait(first.run_id, 60)).state == "done"
-        second = await daemon.submit("alice", "msg 2")
+        second = await daemon.submit("alice", "msg 2", idempotency_key="k2")
         assert second.state == "running" and second.accepted is not None and second.accepted.id is not None
         done = await daemon.wait(second.run_id, 60)
         assert (done.state, done.attempts, done.result["turn_id"]) == ("done", 1, second.accepted.turn_id)
         assert accepts == ["msg 1"]
+        retried = await daemon.submit("alice", "msg 2", idempotency_key="k2")  # the worker lingers: same run, no turn
+        assert (retried.run_id, retried.accepted) == (second.run_id, None)
 
         failing = await daemon.submit("alice", "boom")
         assert (await daemon.wait(failing.run_id, 60)).state == "failed"
