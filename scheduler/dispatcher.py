@@ -88,6 +88,7 @@ class Dispatcher:
         self._busy: dict[int, float] = {}  # agents a turn outside the daemon holds, and when to look again
         self._lingering: dict[int, Linger] = {}  # idle workers keeping their agent for `linger_s`: set = work
         self._queued: set[int] = set()  # workers woken from their linger, waiting for a slot of `concurrency`
+        self._poked: set[int] = set()  # busy workers poked by a submission: claim again before lingering
         self._slot_freed = asyncio.Event()
 
     def _active(self) -> int:
@@ -191,8 +192,12 @@ class Dispatcher:
             self.workers[agent_id] = asyncio.create_task(self._work(agent_id, item), name=f"agent-{agent_id}")
 
     def poke(self, agent_id: int) -> None:
-        """Wake the agent's worker if it lingers (it claims the new item at once)."""
+        """Wake the agent's worker if it lingers (it claims the new item at once); if it is busy, have it claim
+        again after its item instead of lingering: the finish's `more` can predate a submission that committed
+        while that statement ran."""
         event = self._lingering.pop(agent_id, None)
+        if event is None and agent_id in self.workers:
+            self._poked.add(agent_id)
         if event is not None:
             self._queued.add(agent_id)  # woken, and holding no slot until it takes one
             event.set()
@@ -256,7 +261,8 @@ class Dispatcher:
             while not self.stopping and agent_id not in self._lost:
                 if first is not None:
                     item, first = first, None
-                elif more:
+                elif more or agent_id in self._poked:
+                    self._poked.discard(agent_id)  # this claim finds what the poke announced
                     now = utcnow()
                     item = await self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
                 else:  # the last finish said nothing else waits: no empty claim (claim again after a linger)
@@ -288,6 +294,7 @@ class Dispatcher:
         finally:
             await self.held.release(agent_id)
             self._lost.discard(agent_id)
+            self._poked.discard(agent_id)
             self._queued.discard(agent_id)  # woken, then cancelled before it took a slot
             self.workers.pop(agent_id, None)
             self._slot_freed.set()

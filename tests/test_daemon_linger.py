@@ -6,6 +6,7 @@ directly; the finish says whether more items wait; idle pooled connections are p
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ import sqlalchemy
 from pagemind.runtime.state import engine as engine_module
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import utcnow
-from tests.daemon_support import ledger_model, markers, write_agents
+from pagemind.runtime.testing import FunctionModel, by_purpose
+from tests.daemon_support import ledger_model, ledger_step, markers, write_agents
 from tests.test_daemon_core import make_daemon
 from tests.test_daemon_wakeup import scans_over, spy
 
@@ -191,3 +193,33 @@ async def test_at_most_max_lingering_workers_linger(database_url, tmp_path):
         assert daemon.leases.holders() == {first.agent_id: daemon.owner}
     finally:
         await daemon.stop(grace_s=0)
+
+
+async def test_a_message_submitted_while_its_agents_turn_ends_runs_without_waiting_for_a_poll(database_url, folder):
+    """A message submitted while its agent's worker runs a turn is stored pending, and the worker learns of it from
+    the finish's `more`; when it commits after that statement began, `more` says nothing waits. The submission's
+    poke (the worker was busy, not lingering) is kept, so the worker claims again instead of lingering until the
+    poll (here an hour) finds the item."""
+    gate, entered = asyncio.Event(), asyncio.Event()
+
+    async def held(request):
+        if [m["content"] for m in request.messages if m["role"] == "user"][-1] == "msg 1" and not gate.is_set():
+            entered.set()
+            await gate.wait()
+        return ledger_step(request)
+
+    daemon = make_daemon(database_url, folder, FunctionModel(by_purpose(held)), linger_s=3600, poll_s=3600)
+    finished = daemon.inbox.finished
+    daemon.inbox.finished = lambda item, row: replace(finished(item, row), more=False)  # the late snapshot
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")
+        await asyncio.wait_for(entered.wait(), 60)
+        second = await daemon.submit("alice", "msg 2")
+        assert second.state == "pending"  # its worker is busy: no claim for it by the insert
+        gate.set()
+        assert (await daemon.wait(first.run_id, 60)).more is False
+        done = await daemon.wait(second.run_id, 30)
+        assert (done.state, done.result["reply"]) == ("done", "ack 2")
+    finally:
+        await daemon.stop(grace_s=30)
