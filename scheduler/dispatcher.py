@@ -6,9 +6,10 @@ its oldest item, lease and claim in one commit (`scheduler.arrivals`). Anything 
 take the leases of as many agents with work as there are free slots (`concurrency`). Each taken agent gets a
 worker task that claims its oldest open item, runs it (a message as a turn with the idempotency key
 `inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed (a turn's done commits with its last
-step: `FinishWithLastStep`), and goes on until the agent's inbox is empty; then it lingers `linger_s` (the user's next message usually follows the reply: an arrival for the agent
-wakes it, with no lease or lock to take again; a submission in this process hands it the item, claimed for it by
-the insert itself) and gives the lease back. A message that arrives while its agent is busy
+step: `scheduler.message_turn`), and goes on until the agent's inbox is empty; then it lingers `linger_s` (the
+user's next message usually follows the reply: an arrival for the agent wakes it, with no lease or lock to take
+again; a submission in this process hands it the item, claimed for it by the insert itself, with the turn's user
+message) and gives the lease back. A message that arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
 A run's events go to the fanout (`scheduler.fanout`), which relays them when a daemon elsewhere watches the run:
 what is left of them, and the end row, is written before the item is marked finished.
@@ -196,11 +197,12 @@ class Dispatcher:
         again after its item instead of lingering: the finish's `more` can predate a submission that committed
         while that statement ran."""
         event = self._lingering.pop(agent_id, None)
-        if event is None and agent_id in self.workers:
-            self._poked.add(agent_id)
-        if event is not None:
-            self._queued.add(agent_id)  # woken, and holding no slot until it takes one
-            event.set()
+        if event is None:
+            if agent_id in self.workers:
+                self._poked.add(agent_id)
+            return
+        self._queued.add(agent_id)  # woken, and holding no slot until it takes one
+        event.set()
 
     def take_lingering(self, agent_id: int) -> Linger | None:
         """The agent's lingering worker, kept from ending its linger, for a submission that claims its item for it
