@@ -209,9 +209,12 @@ class Inbox:
             statement, extra = self._statements.submit, {"p_source": arrival_notice(source, agent_id, name)}
         else:
             statement, extra = self._statements.submit_unannounced, {}
+        if accept is not None and (claim_for is None or self.store is None):
+            # A pending item's turn stores its own message (`begin_turn`): one stored here would be a second.
+            raise ValueError("accept needs claim_for (the item claimed by the insert) and an Inbox with a store")
         accepted = None
         try:
-            if accept is not None and claim_for is not None and self.store is not None:
+            if accept is not None:
                 claimed = LinkedWrite(statement, {**params, **extra})
                 accepted = await self.store.accept_after(claimed, agent_id, accept, "inbox:" + params["p_run_id"])
                 row = claimed.row

@@ -29,13 +29,14 @@ from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.message_turn import FinishWithLastStep
 from pagemind.scheduler.fanout import RunFanout
+from pagemind.scheduler.inbox import Inbox
 from tests.daemon_support import ledger_model, ledger_step, markers, write_agents
 from tests.test_daemon_crash import _run_child, zygote  # noqa: F401  (the fixture, shared)
 from tests.test_daemon_core import make_daemon
 from tests.test_step_commit import edit, prepared, record
 
 agents = AgentRow.__table__
-RENAME = (update(agents).where(agents.c.id == bindparam("p_agent")).values(summary=bindparam("p_summary"))
+SET_SUMMARY = (update(agents).where(agents.c.id == bindparam("p_agent")).values(summary=bindparam("p_summary"))
           .returning(agents.c.id, agents.c.summary))
 
 
@@ -46,12 +47,12 @@ def summary(store: StateStore, agent_id: int) -> str:
 
 async def test_a_rider_commits_with_its_step_and_returns_its_row(database_url):
     store, agent_id, versions = prepared(database_url)
-    rider = LinkedWrite(RENAME, {"p_agent": agent_id, "p_summary": "rode along"})
+    rider = LinkedWrite(SET_SUMMARY, {"p_agent": agent_id, "p_summary": "rode along"})
     step_id, _ = await store.commit_step(agent_id, record(1), [], [edit("human", "", "a")], versions, rider)
     assert rider.row == {"id": agent_id, "summary": "rode along"}
     assert summary(store, agent_id) == "rode along" and [s.id for s in store.steps(agent_id)] == [step_id]
 
-    missing = LinkedWrite(RENAME, {"p_agent": agent_id + 1000, "p_summary": "nobody"})  # touches no row
+    missing = LinkedWrite(SET_SUMMARY, {"p_agent": agent_id + 1000, "p_summary": "nobody"})  # touches no row
     await store.commit_step(agent_id, record(2), [], [], versions, missing)
     assert missing.row is None and len(store.steps(agent_id)) == 2
 
@@ -59,7 +60,7 @@ async def test_a_rider_commits_with_its_step_and_returns_its_row(database_url):
 async def test_a_rider_is_not_written_when_its_step_is_not(database_url):
     store, agent_id, versions = prepared(database_url)
     await store.commit_step(agent_id, record(1), [], [edit("human", "", "elsewhere")], dict(versions))  # moved
-    rider = LinkedWrite(RENAME, {"p_agent": agent_id, "p_summary": "must not land"})
+    rider = LinkedWrite(SET_SUMMARY, {"p_agent": agent_id, "p_summary": "must not land"})
     with pytest.raises(StaleBlocks):
         await store.commit_step(agent_id, record(2), [], [edit("human", "", "mine")], versions, rider)
     assert rider.row is None and summary(store, agent_id) == "" and len(store.steps(agent_id)) == 1
@@ -200,3 +201,18 @@ async def test_a_message_stored_with_its_item_is_resumed_by_the_next_daemon(data
         await daemon.stop(grace_s=30)
     assert (done.state, done.attempts, done.result["turn_id"]) == ("done", 2, "turn-of-the-dead")
     assert [m.content for m in daemon.store.all_messages(agent_id) if m.role == "user"] == ["msg 7"]
+
+
+async def test_a_message_is_stored_with_an_item_only_when_the_insert_claims_it(database_url, tmp_path):
+    """A pending item's turn stores its own user message, so one stored with it would be a second: `accept` without
+    a claim (or without the store to write it) is refused, and nothing is stored."""
+    daemon = make_daemon(database_url, write_agents(tmp_path / "agents"), ledger_model())
+    await daemon.catalog.read_origin("alice")
+    agent_id = daemon.catalog.agent_id("alice")
+    message = Message("user", "msg 1", utcnow(), turn_id="t1")
+    with pytest.raises(ValueError, match="claim_for"):
+        await daemon.inbox.submit(agent_id, "alice", "message", "msg 1", None, utcnow(), accept=message)
+    with pytest.raises(ValueError, match="store"):
+        await Inbox(daemon.store.engine).submit(agent_id, "alice", "message", "msg 1", None, utcnow(),
+                                                claim_for=("here", utcnow()), accept=message)
+    assert daemon.inbox.items() == [] and daemon.store.all_messages(agent_id) == []

@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError
 from sqlalchemy.sql import ClauseElement
 
@@ -85,6 +86,13 @@ class LinkedWrite:
     statement: ClauseElement
     params: dict[str, Any]
     row: dict[str, Any] | None = None
+
+    def execute(self, conn: Connection) -> dict[str, Any] | None:
+        """Run it inside the caller's transaction (SQLite: Postgres puts it in the statement it rides with); sets
+        and returns `row`."""
+        found = conn.execute(self.statement, self.params).first()
+        self.row = dict(found._mapping) if found is not None else None
+        return self.row
 
 
 def _accept_ctes(after: str = "") -> str:

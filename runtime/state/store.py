@@ -227,11 +227,7 @@ class StateStore:
             message_id = await accept_pg(awaited, agent_id, message, key)
         else:
             with self.engine.begin() as conn:
-                message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
-                if key is not None:
-                    conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
-                                                   "created_at": message.created_at})
-                crash_point("accept.before_commit")
+                message_id = _insert_accepted(conn, agent_id, message, key)
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
@@ -243,14 +239,9 @@ class StateStore:
             message_id = await accept_after_pg(awaited, first, agent_id, message, key)
         else:
             with self.engine.begin() as conn:
-                row = conn.execute(first.statement, first.params).first()
-                first.row = dict(row._mapping) if row is not None else None
-                if row is None:
+                if first.execute(conn) is None:
                     return None
-                message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
-                conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
-                                               "created_at": message.created_at})
-                crash_point("accept.before_commit")
+                message_id = _insert_accepted(conn, agent_id, message, key)
         if message_id is None:
             return None
         crash_point("accept.after_commit")
@@ -375,8 +366,7 @@ class StateStore:
                 crash_point("commit.messages_flushed")
                 written = apply_edits(conn, agent_id, step_id, edits, versions)
                 if rider is not None:
-                    row = conn.execute(rider.statement, rider.params).first()
-                    rider.row = dict(row._mapping) if row is not None else None
+                    rider.execute(conn)
                 crash_point("commit.before_commit")
         crash_point("commit.after_commit")
         if versions is not None:
@@ -394,3 +384,14 @@ class StateStore:
         """The agent's step records, oldest first."""
         with self._session() as session:
             return list(session.exec(select(StepRow).where(StepRow.agent_id == agent_id).order_by(StepRow.id)))
+
+
+def _insert_accepted(conn: Connection, agent_id: int, message: Message, key: str | None) -> int:
+    """A turn's incoming message and, if given, its idempotency key, inside the caller's transaction (SQLite's
+    accept; Postgres runs `state.step_commit.ACCEPT`); returns the message's id."""
+    message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
+    if key is not None:
+        conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
+                                       "created_at": message.created_at})
+    crash_point("accept.before_commit")
+    return message_id
