@@ -8,6 +8,7 @@ the median of each figure over the rounds and the ratios to the other checkout, 
 bench/RESULTS.md unless --no-write.
 
     python bench/daemon_ab.py --base /path/to/main-checkout [--rounds 3] [--agents 10 100] [--workers 2]
+                              [--inflight 64]
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ FIELDS = ("db", "agents", "turns", "failed", "turns_s", "steps_s", "overhead", "
           "rss_kb_agent", "create_s", "load")
 
 
-def measure(checkout: Path, db: str, agents: int, turns: int, workers: int) -> dict[str, float]:
+def measure(checkout: Path, db: str, agents: int, turns: int, workers: int, inflight: int) -> dict[str, float]:
     """One row of this checkout's daemon_throughput.py run with `checkout`'s interpreter, whose editable install
     serves that checkout's daemon: both variants are driven by the same client (the bench's own CPU, on the cores
     the daemon shares, would otherwise differ between them)."""
     python = checkout / ".venv" / "bin" / "python"
     command = [str(python), str(ROOT / "bench" / "daemon_throughput.py"), "--agents", str(agents), "--db", db,
-               "--turns", str(turns), "--no-write"]
+               "--turns", str(turns), "--inflight", str(inflight), "--no-write"]
     if workers > 1:
         command += ["--workers", str(workers)]
     out = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=True, timeout=1800).stdout
@@ -52,6 +53,8 @@ def main() -> None:
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2, help="also this checkout with --workers N (Postgres)")
+    parser.add_argument("--inflight", type=int, default=64,
+                        help="client requests in flight (1 with --agents 1: the own overhead at low load)")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--section", default="Daemon throughput, main against this branch (bench/daemon_ab.py)",
                         help="the bench/RESULTS.md section to write")
@@ -66,7 +69,7 @@ def main() -> None:
                 if db == "postgres" and args.workers > 1:
                     order = [*order, (f"branch --workers {args.workers}", ROOT, args.workers)]
                 for name, checkout, workers in order:
-                    row = measure(checkout, db, agents, args.turns, workers)
+                    row = measure(checkout, db, agents, args.turns, workers, args.inflight)
                     results.setdefault((name, db, agents), []).append(row)
                     print(f"round {round_ + 1} {db} {agents} {name}: {row}", flush=True)
     lines = ["| db | agents | variant | model steps/s | own overhead p50 per step (ms) | daemon CPU per step (ms) | "
@@ -88,8 +91,9 @@ def main() -> None:
                              f"{int(sum(r['failed'] for r in rows))} | {loads} |")
     body = (f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python bench/daemon_ab.py --base "
             f"<main checkout> --rounds {args.rounds} --agents {' '.join(map(str, args.agents))} --turns {args.turns} "
-            f"--workers {args.workers}`: bench/daemon_throughput.py (50 ms stub model, 2 steps a turn, 64 requests in "
-            f"flight) of main and of this branch, alternating which runs first, {args.rounds} rounds; medians over "
+            f"--workers {args.workers} --inflight {args.inflight}`: bench/daemon_throughput.py (50 ms stub model, 2 "
+            f"steps a turn, {args.inflight} requests in flight) of main and of this branch, alternating which runs "
+            f"first, {args.rounds} rounds; medians over "
             "the rounds, ratios to main's medians (steps/s: higher is better; CPU: lower is better).\n\n"
             + "\n".join(lines))
     print(body)

@@ -256,6 +256,11 @@ class WireCache:
     encoded: list[bytes] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
 
+    def rebind(self, copies: dict[int, Message]) -> None:
+        """Messages replaced by equal copies (a held step's, by their stored copies: `Window.hold`), keyed by the
+        replaced message's `id()`: their wire form stays, under the copies."""
+        self.messages = tuple(copies.get(id(m), m) for m in self.messages)
+
     def update(self, messages: tuple[Message, ...], limit: int | None,
                encoding: str) -> tuple[list[dict[str, Any]], list[bytes], int]:
         """The wire dicts of `messages`, their JSON and their tokens, as `compile_context` renders them (the lists

@@ -5,6 +5,12 @@ A turn (1) takes the user message into the inbox, durably, and then runs steps u
 provider's `context_length_exceeded` forces a flush and one retry — (5) dispatches the tool calls, whose errors
 go back to the model as results, and (6) commits the step's messages, block edits and record in one
 transaction. Every step ends in a typed outcome: run again, a reply, or stopped with a reason.
+
+A step that runs again and whose tools' effects all commit with it (core-memory edits, reads: `Tool.effects_in_step`)
+is held instead (`Window.hold`): in view, and stored by the turn's next commit in the same transaction, one round
+trip for both. Such a step has nothing outside the database to redo, so losing it to a crash or a failed turn is
+the same as losing it before its commit: the turn redoes it from its start. At most one step is held at a time, so
+the held step is the newest group of the window and no flush can evict it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Callable, Protocol
 
 import structlog
 
-from pagemind.blocks import CoreMemory
+from pagemind.blocks import BlockEdit, CoreMemory
 from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
@@ -134,14 +140,22 @@ async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | N
     turn_id, messages, first = begun
     async with turn_deadline(agent.spec.model.turn_deadline_s):
         await agent.prefetch(user_message)
-        for step in itertools.count(first):
-            outcome = await run_step(agent, turn_id, step, on_end)
-            messages += outcome.messages
-            match outcome:
-                case Replied(reason=reason, reply=reply):
-                    return TurnResult(turn_id, reply, reason, step, messages)
-                case Stopped(reason=reason):
-                    return TurnResult(turn_id, None, reason, step, messages)
+        stored_memory = agent.memory  # core memory as stored: what a failure with a held step goes back to
+        try:
+            for step in itertools.count(first):
+                if not agent.window.held:
+                    stored_memory = agent.memory
+                outcome = await run_step(agent, turn_id, step, on_end)
+                messages += outcome.messages
+                match outcome:
+                    case Replied(reason=reason, reply=reply):
+                        return TurnResult(turn_id, reply, reason, step, messages)
+                    case Stopped(reason=reason):
+                        return TurnResult(turn_id, None, reason, step, messages)
+        except BaseException:
+            if agent.window.drop_held():  # never stored: out of view, and its edits out of memory
+                agent.memory = stored_memory
+            raise
     raise AssertionError("unreachable: itertools.count never ends")
 
 
@@ -161,7 +175,11 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite |
                         reason.value if reason else None, started_at, response.latency_ms,
                         (time.perf_counter() - started) * 1000)
     rider = on_end(TurnEnd(turn_id, reply, reason, step)) if on_end is not None and reason is not None else None
-    stored = await commit(agent, step, record, step_messages(agent, turn_id, response, results), working, rider)  # 6.
+    messages = step_messages(agent, turn_id, response, results)
+    if reason is None and may_hold(agent, results):  # 6. with the next step's commit
+        stored = hold(agent, step, record, messages, working)
+    else:  # 6.
+        stored = await commit(agent, step, record, messages, working, rider)
     log.info("step", agent=agent.name, turn=turn_id, step=step, tool_calls=len(results),
              stop_reason=record.stop_reason, prompt_tokens=response.prompt_tokens, total_ms=round(record.total_ms, 2))
     if reason is None:
@@ -204,19 +222,41 @@ async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working
 
 async def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
                  working: CoreMemory, rider: LinkedWrite | None = None) -> list[Message]:
-    """Step 6: store the step's record, messages and block edits in one transaction (with `rider`'s write), then
-    adopt the edits."""
+    """Step 6: store the step's record, messages and block edits in one transaction (with `rider`'s write, and
+    after a held step), then adopt the edits. Returns every message stored (a held step's first)."""
     edits = list(working.pending)
     crash_point("commit.before")
     _, stored = await agent.window.commit_step(record, messages, edits, rider)
     crash_point("commit.before_adopt_memory")
+    adopt(agent, step, record, edits, working)
+    return stored
+
+
+def may_hold(agent: LoopAgent, results: list[ToolResult]) -> bool:
+    """Whether a step that runs again may be held for the next step's commit: no step is held already, and each
+    of its calls changed nothing outside its commit (a tool flagged so, or an unknown one, which never ran)."""
+    return not agent.window.held and all(
+        (tool := agent.tools.get(result.name)) is None or tool.effects_in_step for result in results)
+
+
+def hold(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
+         working: CoreMemory) -> list[Message]:
+    """Step 6, deferred: the step in view and its edits adopted, stored by the turn's next commit (the module
+    docstring says when). Returns nothing stored: that commit returns this step's messages with its own."""
+    edits = list(working.pending)
+    agent.window.hold(record, messages, edits)
+    adopt(agent, step, record, edits, working)
+    return []
+
+
+def adopt(agent: LoopAgent, step: int, record: StepRecord, edits: list[BlockEdit], working: CoreMemory) -> None:
+    """The step's edits become the agent's core memory; its edits and its end go to the observer."""
     working.clear_pending()
     agent.memory = working
     for edit in edits:
         agent.observer.on_event(MemoryEditEvent.from_edit(step, edit))
     agent.observer.on_event(StepEndEvent(step=step, stop_reason=record.stop_reason))
     crash_point("step.end")
-    return stored
 
 
 class IdempotencyKeyReused(ValueError):

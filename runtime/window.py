@@ -3,8 +3,10 @@
 What the model sees besides its core blocks lives here: the messages in view, the recursive summary of what
 left the view, the warning-cycle flag, the per-agent token correction and the number of messages in recall
 memory. Every change is written through the state store first and adopted in memory only once it is stored,
-so the in-memory window never runs ahead of the database. The pressure monitor decides *when* to change the
-window (policy); this module is *how* (mechanism).
+so the in-memory window never runs ahead of the database, with one exception: a step the loop holds (`hold`) is
+in view before it is stored, and is stored first by the next commit of its turn, in the same transaction, or taken
+back out of view when the turn fails (`drop_held`). The pressure monitor decides *when* to change the window
+(policy); this module is *how* (mechanism).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pagemind.runtime.compiler import WireCache
 from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, StepRecord
-from pagemind.runtime.state.step_commit import LinkedWrite
+from pagemind.runtime.state.step_commit import LinkedWrite, StepWrite
 from pagemind.runtime.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -47,6 +49,8 @@ class Window:
     archival_revision: int | None = None
     # The wire form of the messages last compiled, reused by the next compile for what did not change.
     wire_cache: WireCache = field(default_factory=WireCache, repr=False, compare=False)
+    # Steps of the turn in progress that are in view but not stored yet (`hold`).
+    held: list[StepWrite] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
     def load(cls, store: StateStore, record: AgentRecord) -> "Window":
@@ -81,7 +85,8 @@ class Window:
 
     async def accept(self, message: Message, key: str | None = None) -> list[Message]:
         """Store an incoming message durably (the inbox), with the turn's idempotency key if any, then put it in
-        view."""
+        view. Held steps are stored first, so that ids keep the order of the view."""
+        await self.commit_held()
         stored = [await self.store.accept_message(self.agent_id, message, key)]
         self._adopt(stored)
         return stored
@@ -89,14 +94,47 @@ class Window:
     async def commit_step(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit],
                           rider: LinkedWrite | None = None) -> tuple[int, list[Message]]:
         """Store a step's record, messages and block edits in one transaction (with `rider`'s write, if given),
-        then put the messages in view.
+        then put the messages in view; any held steps are stored before it, in the same transaction. Returns the
+        step's id and every message stored (the held steps' first).
 
         Block edits are written only at the versions in `block_versions` (`StaleBlocks` otherwise)."""
-        step_id, stored = await self.store.commit_step(self.agent_id, record, messages, edits,
-                                                       self.block_versions, rider)
+        step_ids, stored = await self._commit([*self.held, StepWrite(record, messages, edits)], rider)
+        return step_ids[-1], stored
+
+    def hold(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit]) -> None:
+        """Put a step in view without storing it: the turn's next commit stores it first, in its transaction (one
+        round trip for both). For a step whose effects all commit with it (`runtime.loop`): a crash before that
+        commit loses it whole, and the turn redoes it."""
+        self.held.append(StepWrite(record, list(messages), list(edits)))
+        self.messages += messages
+        self.recall_count += len(messages)
+
+    async def commit_held(self) -> None:
+        """Store the held steps now (before a write that must come after them)."""
+        if self.held:
+            await self._commit(list(self.held))
+
+    def drop_held(self) -> bool:
+        """Take the held steps back out of view, unstored (their turn failed before its next commit); returns
+        whether there were any."""
+        if not self.held:
+            return False
+        self._unhold()
+        return True
+
+    async def _commit(self, steps: list[StepWrite],
+                      rider: LinkedWrite | None = None) -> tuple[list[int], list[Message]]:
+        step_ids, stored = await self.store.commit_steps(self.agent_id, steps, self.block_versions, rider)
         crash_point("window.before_adopt")
-        self._adopt(stored)
-        return step_id, stored
+        held = [m for write in self.held for m in write.messages]
+        if held:  # the stored copies take the held messages' places (and their wire forms, unchanged)
+            copies = dict(zip(map(id, held), stored))
+            self.messages = [copies.get(id(m), m) for m in self.messages]
+            self.wire_cache.rebind(copies)
+            self.seen = max([self.seen, *(m.id or 0 for m in stored[:len(held)])])
+            self.held = []
+        self._adopt(stored[len(held):])
+        return step_ids, stored
 
     def adopt_accepted(self, message: Message) -> None:
         """Put in view a turn's incoming message that was stored for it elsewhere (with its inbox item), unless
@@ -159,6 +197,12 @@ class Window:
         self.summary, self.warned, self.correction = summary, warned, correction
         self.recall_count = recall_count
         self.seen = max([self.seen, *(m.id or 0 for m in stored)])
+
+    def _unhold(self) -> None:
+        held = {id(m) for write in self.held for m in write.messages}
+        self.messages = [m for m in self.messages if id(m) not in held]
+        self.recall_count -= len(held)
+        self.held = []
 
     def _adopt(self, stored: list[Message]) -> None:
         self.messages += stored

@@ -48,8 +48,11 @@ POINTS = [
 ]
 # The points on the path of a message submitted to the daemon whose worker lingers on its agent (the submission
 # stores the turn's user message with the item): a child's first message finds no worker lingering, the rest do.
+# A turn here commits once: its memory edit's step is held for the reply's commit (`runtime.loop`); `step.end@3` and
+# `step.before_model@4` kill the second message's turn with that step held, in view and not stored.
 LINGERING_POINTS = ["accept.before_commit@2", "accept.after_commit@2", "accept.after_commit@3", "daemon.item_claimed@2",
-                    "turn.prefetch@3", "step.before_model@4", "commit.after_commit@4", "window.before_adopt@6"]
+                    "turn.prefetch@3", "step.end@3", "step.before_model@4", "commit.after_commit@2",
+                    "window.before_adopt@3"]
 AGENTS = ("alice", "u1")
 ROOT = Path(__file__).parent.parent
 

@@ -129,8 +129,8 @@ def test_a_kill_after_the_last_steps_commit_leaves_the_item_done(zygote, tmp_pat
     settings = Settings.from_env({"PAGEMIND_HOME": str(tmp_path / "home"), "DATABASE_URL": database_url})
     client = Daemon(AgentCatalog(folder, StateStore.open(settings.database_url)), settings)  # never started
     asyncio.run(client.submit("alice", "msg 1"))
-    # The turn's two steps commit at passes 1 and 2; the child dies right after the second.
-    code = _run_child(zygote, tmp_path / "home", database_url, folder, "commit.after_commit@2")
+    # The turn's two steps (a memory edit, held, then the reply) commit together: the child dies right after.
+    code = _run_child(zygote, tmp_path / "home", database_url, folder, "commit.after_commit@1")
     assert code == -signal.SIGKILL
     [item] = client.inbox.items()
     assert (item.state, item.attempts, item.result["reply"]) == ("done", 1, "ack 1")

@@ -108,22 +108,24 @@ def _dump(url: str) -> dict[str, list]:
 async def test_exception_between_model_call_and_commit_leaves_database_as_before_the_step(
     scripted_openai, make_agent, database_url
 ):
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}))
+    # The edit's step is held for the reply's commit (`runtime.loop`): that commit fails, and takes both.
+    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+                        tool_call("send_message", {"message": "noted"}))
     agent = await make_agent(database_url, scripted_openai.client())
-    original_commit = agent.store.commit_step
+    original_commit = agent.store.commit_steps
     snapshots = {}
 
     async def failing_commit(*args, **kwargs):
         snapshots["before"] = _dump(database_url)
         raise RuntimeError("power cut")
 
-    agent.store.commit_step = failing_commit
+    agent.store.commit_steps = failing_commit
     with pytest.raises(RuntimeError, match="power cut"):
         await run_turn(agent, "remember me")
     assert _dump(database_url) == snapshots["before"]
     assert agent.memory.get("human").value == ""  # the in-memory state did not move either
     assert [m.role for m in agent.window.messages] == ["user"]  # the accepted message is kept
 
-    agent.store.commit_step = original_commit
+    agent.store.commit_steps = original_commit
     scripted_openai.add(tool_call("send_message", {"message": "back"}))
     assert (await run_turn(agent, "again")).reply == "back"

@@ -25,10 +25,10 @@ async def test_the_watching_daemon_that_takes_a_run_over_streams_both_attempts(d
         item = await x.submit("alice", "msg 1")
         early = x.events(item.run_id)  # X watches: Y relays its attempt
         await y.start()
-        await y_model.entered.wait()  # step 1 committed, step 2 waits for the model
+        await y_model.entered.wait()  # step 1 held (a memory edit, stored with step 2), step 2 waits for the model
         await y.stop(grace_s=0)  # the step is cancelled, what Y kept is written, the item goes back to pending
         await x.start()  # X takes the run over
-        await x_model.entered.wait()  # the second attempt resumes at step 2 and waits
+        await x_model.entered.wait()  # the second attempt redoes step 1 (never stored) and waits at step 2
         late = x.events(item.run_id)
         x_model.gate.set()
         (got, seqs), (got_late, late_seqs) = await asyncio.gather(collect(early), collect(late))
@@ -37,6 +37,6 @@ async def test_the_watching_daemon_that_takes_a_run_over_streams_both_attempts(d
         await x.stop()
     kinds = [e.type for e in got]
     cut = next(i for i, seq in enumerate(seqs) if seq > first_seq(2))
-    assert kinds[:cut] == TURN[:8] and kinds[cut:] == ["turn"] + TURN[7:]
+    assert kinds[:cut] == TURN[:8] and kinds[cut:] == TURN
     assert all(first_seq(1) < seq < first_seq(2) for seq in seqs[:cut]) and seqs == sorted(set(seqs))
     assert late_seqs == seqs and bodiless(got_late) == bodiless(got)

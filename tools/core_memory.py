@@ -26,7 +26,7 @@ def send_message(message: str) -> str:
     return message
 
 
-@tool
+@tool(commits_with_step=True)
 def core_memory_append(label: str, content: str, context: ToolContext) -> str:
     """Append a line to one of your core memory blocks (always in your prompt). Use it for lasting facts.
 
@@ -38,7 +38,7 @@ def core_memory_append(label: str, content: str, context: ToolContext) -> str:
     return f"Appended. {_usage(context, label)}"
 
 
-@tool
+@tool(commits_with_step=True)
 def core_memory_replace(label: str, old_content: str, new_content: str, context: ToolContext) -> str:
     """Replace text in a core memory block. old_content must match exactly one place in the block.
 
@@ -51,7 +51,7 @@ def core_memory_replace(label: str, old_content: str, new_content: str, context:
     return f"Replaced. {_usage(context, label)}"
 
 
-@tool
+@tool(commits_with_step=True)
 def memory_rethink(label: str, new_value: str, context: ToolContext) -> str:
     """Rewrite a core memory block completely, e.g. to reorganise or condense it.
 
@@ -73,7 +73,7 @@ def _json_object(value: Any) -> Any:
     return value
 
 
-@tool
+@tool(commits_with_step=True)
 def core_memory_update(label: str, changes: Annotated[dict[str, Any], BeforeValidator(_json_object)],
                        context: ToolContext) -> str:
     """Change fields of a structured core memory block (one shown with format="json", such as "profile").

@@ -54,6 +54,13 @@ class Tool:
     terminal: bool
     read_only: bool
     schema: dict[str, Any]
+    commits_with_step: bool = False
+
+    @property
+    def effects_in_step(self) -> bool:
+        """Whether all this tool changes is stored by its step's commit (or it changes nothing): a step that calls
+        only such tools may be held and committed with the turn's next step (`runtime.loop`)."""
+        return self.read_only or self.commits_with_step
 
     @property
     def is_async(self) -> bool:
@@ -114,13 +121,16 @@ def tool(
     name: str | None = None,
     terminal: bool = False,
     read_only: bool = False,
+    commits_with_step: bool = False,
 ) -> Any:
     """Turn a typed, documented function into a `Tool`.
 
     The schema comes from the signature (pydantic) and the docstring (description; `Args:` gives each
     parameter's description). A parameter annotated `ToolContext` receives the agent's context and stays out
     of the schema. `terminal=True` marks a tool whose success ends the turn; `read_only=True` lets dispatch
-    run it concurrently with other read-only calls.
+    run it concurrently with other read-only calls. `commits_with_step=True` marks a tool whose only effects are
+    edits of the core memory in its `ToolContext`, which its step's commit stores (a crash before that commit
+    undoes them, and the step is redone).
     """
 
     def wrap(fn: Callable[..., Any]) -> Tool:
@@ -130,6 +140,7 @@ def tool(
         args_model, context_param = _build_args_model(fn, param_docs)
         tool_name = name or fn.__name__
         schema = _function_schema(tool_name, description, args_model)
-        return Tool(tool_name, description, fn, args_model, context_param, terminal, read_only, schema)
+        return Tool(tool_name, description, fn, args_model, context_param, terminal, read_only, schema,
+                    commits_with_step)
 
     return wrap(function) if function is not None else wrap

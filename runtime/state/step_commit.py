@@ -1,4 +1,5 @@
-"""A step's commit on Postgres as one statement: its record, its messages and its block edits in one round trip.
+"""A step's commit on Postgres as one statement: its record, its messages and its block edits in one round trip
+(and a held step's before it: `StepWrite`, `runtime.loop`).
 
 `StateStore.commit_step` on SQLite runs a transaction of three to five statements (the step, its messages, the
 block versions, an UPDATE per edited block). On Postgres each of those is a round trip and a statement for
@@ -10,8 +11,9 @@ The block edits keep their compare-and-set: each edited block is updated only at
 computed from, and when fewer blocks were updated than were edited, a CTE whose value the step's insert filters on
 fails the statement (a cast of 'stale blocks' to an integer), so nothing is stored; `StaleBlocks` is raised as
 before. (Filtered on, not merely selected from: a CTE's column that nothing reads is never computed.)
-Several edits of one block in a step are one UPDATE here (its last value, its version moved by the number of
-edits), which is what the edits applied one by one leave.
+Several edits of one block in a commit (in one step, or in a held step and the next) are one UPDATE here (its last
+value, its version moved by the number of edits), which is what the edits applied one by one leave; each edit's
+`block_versions` row keeps its own step.
 
 A `LinkedWrite` is another write that commits with the step, in the same statement (a data-modifying CTE): the
 daemon marks its inbox item done with the turn's last step, so a turn costs one round trip less and its end and
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError
@@ -34,45 +36,66 @@ from pagemind.runtime.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.records import StepRecord, without_nul
-from pagemind.runtime.state.rows import stored_message
+from pagemind.runtime.state.block_edits import apply_edits
+from pagemind.runtime.state.rows import INSERT_MESSAGES, INSERT_STEP, stored_message, values_of
 
 STALE = "stale blocks"  # the text whose cast to an integer fails the statement when a block's version moved
 
-_STEP_COLUMNS = ("agent_id, turn_id, step_index, model, prompt_tokens, completion_tokens, stop_reason, started_at, "
-                 "model_ms, total_ms")
-_STEP_VALUES = ("%(agent_id)s, %(turn_id)s, %(step_index)s, %(model)s, %(prompt_tokens)s, %(completion_tokens)s, "
-                "%(stop_reason)s, %(started_at)s, %(model_ms)s, %(total_ms)s")
+_STEPS = """step AS (
+  INSERT INTO steps (agent_id, turn_id, step_index, model, prompt_tokens, completion_tokens, stop_reason, started_at,
+                     model_ms, total_ms)
+  SELECT %(agent_id)s, s.turn_id, s.step_index, s.model, s.prompt_tokens, s.completion_tokens, s.stop_reason,
+         s.started_at, s.model_ms, s.total_ms
+  FROM {gate}json_to_recordset(%(steps)s::json) AS s(ord int, turn_id text, step_index int, model text,
+       prompt_tokens int, completion_tokens int, stop_reason text, started_at timestamptz, model_ms float8,
+       total_ms float8){where}
+  ORDER BY s.ord
+  RETURNING id, step_index)"""
+# Each message joins its step by the step's index (distinct among the steps of one commit, all of one turn).
 _MESSAGES = """, msgs AS (
   INSERT INTO messages (agent_id, turn_id, step_id, role, content, tool_calls, tool_call_id, name, is_error,
                         in_context, created_at)
   SELECT %(agent_id)s, m.turn_id, step.id, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error,
          m.in_context, m.created_at
-  FROM step, json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
-       tool_calls json, tool_call_id text, name text, is_error bool, in_context bool, created_at timestamptz)
+  FROM step JOIN json_to_recordset(%(messages)s::json) AS m(ord int, step_index int, turn_id text, role text,
+       content text, tool_calls json, tool_call_id text, name text, is_error bool, in_context bool,
+       created_at timestamptz) ON m.step_index = step.step_index
   ORDER BY m.ord
   RETURNING id)"""
-_RESULT = "\nSELECT (SELECT id FROM step), array(SELECT id FROM msgs ORDER BY id)"
-# With a rider: its CTE, and its returned row's columns beside the step's (NULLs when it touched no row).
-_RIDDEN = """, rider AS ({rider})
-SELECT (SELECT id FROM step) AS pm_step_id, array(SELECT id FROM msgs ORDER BY id) AS pm_message_ids, rider.*
+_IDS = "array(SELECT id FROM step ORDER BY id) AS pm_step_ids, array(SELECT id FROM msgs ORDER BY id) AS pm_message_ids"
+_RESULT = f"\nSELECT {_IDS}"
+# With a rider: its CTE, and its returned row's columns beside the steps' (NULLs when it touched no row).
+_RIDDEN = f""", rider AS ({{rider}})
+SELECT {_IDS}, rider.*
 FROM (SELECT 1) AS one LEFT JOIN rider ON true"""
-# Without edits: the step, then its messages (ids are drawn in insertion order: sorted, they are in `ord` order).
-PLAIN = f"WITH step AS (INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({_STEP_VALUES}) RETURNING id){_MESSAGES}"
-# With edits: the blocks first (compare-and-set), the check every insert reads, the versions, then as above.
+# Without edits: the steps, then their messages (ids are drawn in insertion order: sorted, they are in `ord` order,
+# and so are the steps').
+PLAIN = "WITH " + _STEPS.format(gate="", where="") + _MESSAGES
+# With edits: the blocks first (compare-and-set), the check every insert reads, the versions, then as above. The
+# edits of all the steps are one UPDATE per block (a statement cannot update a row twice).
 EDITING = f"""WITH upd AS (
   UPDATE blocks AS b SET value = e.new_value, updated_at = e.at, version = b.version + e.n
   FROM json_to_recordset(%(blocks)s::json) AS e(label text, new_value text, at timestamptz, n int, read int)
   WHERE b.agent_id = %(agent_id)s AND b.label = e.label AND (e.read IS NULL OR b.version = e.read)
   RETURNING b.label),
 checked AS (SELECT CAST(CASE WHEN count(*) = %(labels)s THEN '0' ELSE '{STALE}' END AS int) AS ok FROM upd),
-step AS (INSERT INTO steps ({_STEP_COLUMNS}) SELECT {_STEP_VALUES} FROM checked WHERE checked.ok = 0 RETURNING id),
+{_STEPS.format(gate="checked, ", where=" WHERE checked.ok = 0")},
 vers AS (
   INSERT INTO block_versions (agent_id, label, step_id, operation, old_value, new_value, created_at)
   SELECT %(agent_id)s, v.label, step.id, v.operation, v.old_value, v.new_value, v.created_at
-  FROM step, json_to_recordset(%(edits)s::json) AS v(ord int, label text, operation text, old_value text,
-       new_value text, created_at timestamptz)
+  FROM step JOIN json_to_recordset(%(edits)s::json) AS v(ord int, step_index int, label text, operation text,
+       old_value text, new_value text, created_at timestamptz) ON v.step_index = step.step_index
   ORDER BY v.ord){_MESSAGES}"""
 
+
+@dataclass(frozen=True)
+class StepWrite:
+    """One step as a commit stores it: its record, its messages and its block edits. A commit stores one or more
+    steps of a turn, in order (a step the loop held commits with the next one: `runtime.loop`)."""
+
+    record: StepRecord
+    messages: list[Message]
+    edits: list[BlockEdit]
 
 
 
@@ -152,12 +175,15 @@ def _text(value: str | None) -> str | None:
     return without_nul(value) if value is not None else None
 
 
+def _message_row(m: Message, ord_: int) -> dict[str, Any]:
+    return {"ord": ord_, "turn_id": m.turn_id, "role": m.role, "content": _text(m.content),
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None,
+            "tool_call_id": _text(m.tool_call_id), "name": _text(m.name), "is_error": m.is_error,
+            "in_context": m.in_context, "created_at": m.created_at.isoformat()}
+
+
 def _messages_json(messages: list[Message]) -> str:
-    return json.dumps([
-        {"ord": i, "turn_id": m.turn_id, "role": m.role, "content": _text(m.content),
-         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None,
-         "tool_call_id": _text(m.tool_call_id), "name": _text(m.name), "is_error": m.is_error,
-         "in_context": m.in_context, "created_at": m.created_at.isoformat()} for i, m in enumerate(messages)])
+    return json.dumps([_message_row(m, i) for i, m in enumerate(messages)])
 
 
 def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tuple[str, dict[str, int]]:
@@ -173,53 +199,86 @@ def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tup
     return json.dumps(rows), {label: reads[label] + count[label] for label in last if reads[label] is not None}
 
 
-def step_statement(agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
-                   versions: dict[str, int] | None) -> tuple[str, dict[str, Any], dict[str, int]]:
-    """The step's CTEs (`EDITING` or `PLAIN`, without the final SELECT), its parameters, and the block versions that
-    storing it leaves."""
-    params = {"agent_id": agent_id, **step.__dict__, "messages": _messages_json(messages)}
+def steps_statement(agent_id: int, steps: Sequence[StepWrite],
+                    versions: dict[str, int] | None) -> tuple[str, dict[str, Any], dict[str, int]]:
+    """The steps' CTEs (`EDITING` or `PLAIN`, without the final SELECT), their parameters, and the block versions
+    that storing them leaves."""
+    records = [{"ord": i, **w.record.__dict__, "model": without_nul(w.record.model),
+                "turn_id": without_nul(w.record.turn_id), "started_at": w.record.started_at.isoformat()}
+               for i, w in enumerate(steps)]
+    messages = [{**_message_row(m, 0), "step_index": w.record.step_index} for w in steps for m in w.messages]
+    for i, row in enumerate(messages):
+        row["ord"] = i
+    params = {"agent_id": agent_id, "steps": json.dumps(records), "messages": json.dumps(messages)}
+    edits = [(w.record.step_index, e) for w in steps for e in w.edits]
     if not edits:
         return PLAIN, params, {}
-    blocks, written = _blocks_json(edits, versions)
-    params.update(blocks=blocks, labels=len({e.label for e in edits}), edits=json.dumps([
-        {"ord": i, "label": e.label, "operation": e.operation, "old_value": without_nul(e.old_value),
-         "new_value": without_nul(e.new_value), "created_at": e.at.isoformat()} for i, e in enumerate(edits)]))
+    blocks, written = _blocks_json([e for _, e in edits], versions)
+    params.update(blocks=blocks, labels=len({e.label for _, e in edits}), edits=json.dumps([
+        {"ord": i, "step_index": index, "label": e.label, "operation": e.operation,
+         "old_value": without_nul(e.old_value), "new_value": without_nul(e.new_value),
+         "created_at": e.at.isoformat()} for i, (index, e) in enumerate(edits)]))
     return EDITING, params, written
 
 
-async def _run_step(awaited: AwaitedStatements, ctes: str, params: dict[str, Any],
-                    rider: LinkedWrite | None) -> tuple[int, list[int]]:
-    """Run the step's statement, with the rider's CTE when there is one (its row goes to `rider.row`); returns the
-    step id and its messages' ids."""
+async def _run_steps(awaited: AwaitedStatements, ctes: str, params: dict[str, Any],
+                     rider: LinkedWrite | None) -> tuple[list[int], list[int]]:
+    """Run the steps' statement, with the rider's CTE when there is one (its row goes to `rider.row`); returns the
+    steps' ids and their messages' ids, in order."""
     if rider is None:
-        step_id, ids = await awaited.first(ctes + _RESULT, params)
-        return step_id, ids
+        step_ids, ids = await awaited.first(ctes + _RESULT, params)
+        return step_ids, ids
     rider_sql, rider_values = awaited.prepared(rider.statement, rider.params)
     row = await awaited.first(ctes + _RIDDEN.format(rider=rider_sql), {**params, **rider_values}, shape="mapping")
-    step_id, ids = row.pop("pm_step_id"), row.pop("pm_message_ids")
+    step_ids, ids = row.pop("pm_step_ids"), row.pop("pm_message_ids")
     rider.row = row if any(value is not None for value in row.values()) else None
-    return step_id, ids
+    return step_ids, ids
 
 
-async def store_step_pg(awaited: AwaitedStatements, agent_id: int, step: StepRecord, messages: list[Message],
-                        edits: list[BlockEdit], versions: dict[str, int] | None,
-                        stale: Callable[[list[str]], Exception],
-                        rider: LinkedWrite | None = None) -> tuple[int, list[Message], dict[str, int]]:
-    """`StateStore.commit_step` on Postgres, one statement (its own transaction): (the step id, the stored messages,
-    the block versions written); raises `stale(labels)` when a block's version moved (nothing is stored then, the
-    rider's write neither). The transaction's crash points all come before the statement: a kill at any of them
-    stores nothing, as a kill inside the transaction would."""
+async def store_steps_pg(awaited: AwaitedStatements, agent_id: int, steps: Sequence[StepWrite],
+                         versions: dict[str, int] | None, stale: Callable[[list[str]], Exception],
+                         rider: LinkedWrite | None = None) -> tuple[list[int], list[Message], dict[str, int]]:
+    """`StateStore.commit_steps` on Postgres, one statement (its own transaction): (the steps' ids, the stored
+    messages, the block versions written); raises `stale(labels)` when a block's version moved (nothing is stored
+    then, the rider's write neither). The transaction's crash points all come before the statement: a kill at any
+    of them stores nothing, as a kill inside the transaction would."""
     for point in ("commit.step_flushed", "commit.messages_flushed", "commit.before_commit"):
         crash_point(point)
-    sql, params, written = step_statement(agent_id, step, messages, edits, versions)
+    sql, params, written = steps_statement(agent_id, steps, versions)
     try:
-        step_id, ids = await _run_step(awaited, sql, params, rider)
+        step_ids, ids = await _run_steps(awaited, sql, params, rider)
     except DataError as exc:
         if STALE not in str(exc.orig):
             raise
         current = dict(await awaited.rows(BLOCK_VERSIONS, {"agent_id": agent_id}))
-        raise stale(stale_labels(current, edits, versions)) from None
-    return step_id, [stored_message(m, i, step_id) for m, i in zip(messages, ids)], written
+        raise stale(stale_labels(current, [e for w in steps for e in w.edits], versions)) from None
+    owners = [step_id for w, step_id in zip(steps, step_ids) for _ in w.messages]
+    return step_ids, [stored_message(m, i, step_id) for m, i, step_id in
+                      zip((m for w in steps for m in w.messages), ids, owners)], written
+
+
+def write_steps(conn: Connection, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None,
+                rider: LinkedWrite | None = None) -> tuple[list[int], list[Message], dict[str, int]]:
+    """`StateStore.commit_steps` on SQLite, inside the caller's transaction: each step's row, its messages and its
+    edits (each checked at the version the steps before it left), then the rider's write. Returns as
+    `store_steps_pg` does."""
+    step_ids: list[int] = []
+    stored: list[Message] = []
+    written: dict[str, int] = {}
+    for write in steps:
+        step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **write.record.__dict__}]).scalar_one()
+        crash_point("commit.step_flushed")
+        if write.messages:
+            ids = conn.execute(INSERT_MESSAGES, [values_of(agent_id, m, step_id) for m in write.messages]).scalars()
+            stored += [stored_message(m, i, step_id) for m, i in zip(write.messages, ids.all())]
+        crash_point("commit.messages_flushed")
+        written.update(apply_edits(conn, agent_id, step_id, write.edits,
+                                   {**versions, **written} if versions is not None else None))
+        step_ids.append(step_id)
+    if rider is not None:
+        rider.execute(conn)
+    crash_point("commit.before_commit")
+    return step_ids, stored, written
 
 
 BLOCK_VERSIONS = "SELECT label, version FROM blocks WHERE agent_id = %(agent_id)s"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import ContextManager, Iterable
+from typing import ContextManager, Iterable, Sequence
 
 from sqlalchemy import func, update
 from sqlalchemy.engine import Connection, Engine
@@ -26,8 +26,9 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
-from pagemind.runtime.state.step_commit import LinkedWrite, accept_after_pg, accept_pg, store_step_pg
-from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_STEP, INSERT_TURN_KEY,
+from pagemind.runtime.state.step_commit import (LinkedWrite, StepWrite, accept_after_pg, accept_pg, store_steps_pg,
+                                                write_steps)
+from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_TURN_KEY,
                                          NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, freshness_of, message_from_row,
                                          messages_table, pressure_update, rows_on, stored_message, values_of)
 from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
@@ -348,30 +349,28 @@ class StateStore:
         self, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
         versions: dict[str, int] | None = None, rider: LinkedWrite | None = None,
     ) -> tuple[int, list[Message]]:
-        """Store one step atomically: its record, its messages and its block edits. Returns the step id and
-        the stored messages.
+        """Store one step atomically (`commit_steps` with that step alone): its id and its stored messages."""
+        step_ids, stored = await self.commit_steps(agent_id, [StepWrite(step, messages, edits)], versions, rider)
+        return step_ids[-1], stored
+
+    async def commit_steps(self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None = None,
+                           rider: LinkedWrite | None = None) -> tuple[list[int], list[Message]]:
+        """Store steps of one turn atomically, in order: their records, messages and block edits. Returns the steps'
+        ids and all their stored messages, in order.
 
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values).
         `rider`: another write committed in the same transaction (`state.step_commit.LinkedWrite`)."""
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
-            step_id, stored, written = await store_step_pg(awaited, agent_id, step, messages, edits, versions,
-                                                           StaleBlocks, rider)
+            step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks, rider)
         else:
             with self.engine.begin() as conn:
-                step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **step.__dict__}]).scalar_one()
-                crash_point("commit.step_flushed")
-                stored = self._insert_messages(conn, agent_id, messages, step_id)
-                crash_point("commit.messages_flushed")
-                written = apply_edits(conn, agent_id, step_id, edits, versions)
-                if rider is not None:
-                    rider.execute(conn)
-                crash_point("commit.before_commit")
+                step_ids, stored, written = write_steps(conn, agent_id, steps, versions, rider)
         crash_point("commit.after_commit")
         if versions is not None:
             versions.update(written)
-        return step_id, stored
+        return step_ids, stored
 
     def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
         """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the
