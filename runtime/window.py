@@ -51,6 +51,10 @@ class Window:
     wire_cache: WireCache = field(default_factory=WireCache, repr=False, compare=False)
     # Steps of the turn in progress that are in view but not stored yet (`hold`).
     held: list[StepWrite] = field(default_factory=list, repr=False, compare=False)
+    # The stored copies that last took held messages' places, by the held message's `id()`, and a count of such
+    # replacements: caches keyed on the view's objects (the compiler's, the monitor's) move to the copies.
+    copies: dict[int, Message] = field(default_factory=dict, repr=False, compare=False)
+    copied: int = 0
 
     @classmethod
     def load(cls, store: StateStore, record: AgentRecord) -> "Window":
@@ -128,9 +132,9 @@ class Window:
         crash_point("window.before_adopt")
         held = [m for write in self.held for m in write.messages]
         if held:  # the stored copies take the held messages' places (and their wire forms, unchanged)
-            copies = dict(zip(map(id, held), stored))
-            self.messages = [copies.get(id(m), m) for m in self.messages]
-            self.wire_cache.rebind(copies)
+            self.copies, self.copied = dict(zip(map(id, held), stored)), self.copied + 1
+            self.messages = [self.copies.get(id(m), m) for m in self.messages]
+            self.wire_cache.rebind(self.copies)
             self.seen = max([self.seen, *(m.id or 0 for m in stored[:len(held)])])
             self.held = []
         self._adopt(stored[len(held):])

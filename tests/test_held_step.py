@@ -204,3 +204,27 @@ async def test_the_store_writes_several_steps_in_order_in_one_commit(database_ur
             "persona", "append", "p", "q", AT)]), StepWrite(record(4, None), messages(4), [BlockEdit(
                 "human", "append", "a b", "y", AT)])], versions)
     assert len(store.steps(agent_id)) == 2 and len(store.turn_messages(agent_id, "turn-1")) == 4
+
+
+async def test_the_next_turn_reuses_what_was_worked_out_for_the_held_messages(
+    scripted_openai, make_agent, sqlite_url, monkeypatch
+):
+    """The stored copies take the held messages' places in the caches keyed on the view's objects: the next turn
+    renders and checks only its new messages, not the held step's again (nor the whole window)."""
+    from pagemind.runtime import compiler
+    from pagemind.runtime.pressure import history_repair
+
+    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+                        tool_call("send_message", {"message": "Hello Lin"}),
+                        tool_call("send_message", {"message": "Again"}))
+    agent = await make_agent(sqlite_url, scripted_openai.client())
+    await run_turn(agent, "I'm Lin")
+    rendered, checked = [], []
+    wire, valid = compiler._wire_message, history_repair.is_valid
+    monkeypatch.setattr(compiler, "_wire_message", lambda m, *a: rendered.append(m) or wire(m, *a))
+    monkeypatch.setattr(history_repair, "is_valid", lambda ms: checked.append(len(ms)) or valid(ms))
+    await run_turn(agent, "hello again")
+    # New since the last compile: the reply step's two messages (compiled by no request) and the user's; not the
+    # held step's two, nor the whole window.
+    assert [m.role for m in {id(m): m for m in rendered}.values()] == ["assistant", "tool", "user"]
+    assert checked == [3]

@@ -72,6 +72,10 @@ class ValidityMemo:
 
     messages: tuple[Message, ...] = ()
 
+    def rebind(self, copies: dict[int, Message]) -> None:
+        """Messages replaced by equal copies (`Window.copies`): the copies are as valid as what they replace."""
+        self.messages = tuple(copies.get(id(m), m) for m in self.messages)
+
     def is_valid(self, messages: Sequence[Message]) -> bool:
         """`is_valid(messages)`, remembering the answer for the next call."""
         old, new = self.messages, 0

@@ -116,6 +116,7 @@ class PressureMonitor:
     _told_squeezed: bool = field(default=False, init=False)  # said once per loaded agent
     _ahead: FlushWork | None = field(default=None, init=False)  # the next flush's work, prepared in advance
     _valid: ValidityMemo = field(default_factory=ValidityMemo, init=False)  # the last window found valid
+    _copied: int = field(default=0, init=False)  # `Window.copied` as `_valid` last followed it
 
     @property
     def spec(self) -> AgentSpec:
@@ -185,6 +186,9 @@ class PressureMonitor:
 
     def repair(self, step: int) -> None:
         """Repair the in-context history if needed, storing the repair."""
+        if self._copied != self.window.copied:
+            self._copied = self.window.copied
+            self._valid.rebind(self.window.copies)
         if self._valid.is_valid(self.window.messages):  # the common case, checked incrementally
             return
         repair = repair_history(self.window.messages, self.agent.now())
