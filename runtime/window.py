@@ -102,7 +102,7 @@ class Window:
         step's id and every message stored (the held steps' first).
 
         Block edits are written only at the versions in `block_versions` (`StaleBlocks` otherwise)."""
-        step_ids, stored = await self._commit([*self.held, StepWrite(record, messages, edits)], rider)
+        step_ids, stored = await self._commit(StepWrite(record, messages, edits), rider)
         return step_ids[-1], stored
 
     def hold(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit]) -> None:
@@ -116,7 +116,7 @@ class Window:
     async def commit_held(self) -> None:
         """Store the held steps now (before a write that must come after them)."""
         if self.held:
-            await self._commit(list(self.held))
+            await self._commit(None)
 
     def drop_held(self) -> bool:
         """Take the held steps back out of view, unstored (their turn failed before its next commit); returns
@@ -126,8 +126,11 @@ class Window:
         self._unhold()
         return True
 
-    async def _commit(self, steps: list[StepWrite],
+    async def _commit(self, step: StepWrite | None,
                       rider: LinkedWrite | None = None) -> tuple[list[int], list[Message]]:
+        """Store the held steps and then `step` (if any) in one transaction; the stored copies replace the held
+        messages in view, and `step`'s messages join them."""
+        steps = [*self.held, step] if step is not None else list(self.held)
         step_ids, stored = await self.store.commit_steps(self.agent_id, steps, self.block_versions, rider)
         crash_point("window.before_adopt")
         held = [m for write in self.held for m in write.messages]

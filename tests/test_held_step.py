@@ -14,6 +14,7 @@ from pagemind.blocks import BlockEdit
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.messages import Message
+from pagemind.runtime.model_client import ModelRequestRejected
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.step_commit import StepWrite
@@ -99,7 +100,7 @@ async def test_a_failed_turn_takes_the_held_step_back_and_its_retry_redoes_it(
     scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
                         http_error(400, "bad request"))
     agent = await make_agent(database_url, scripted_openai.client())
-    with pytest.raises(Exception):
+    with pytest.raises(ModelRequestRejected):
         await run_turn(agent, "I'm Lin", "key-1")
     store, agent_id = agent.store, agent.record.id
     assert store.steps(agent_id) == [] and store.block_history(agent_id, "human") == []

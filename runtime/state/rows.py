@@ -89,6 +89,15 @@ def stored_message(message: Message, message_id: int, step_id: int | None) -> Me
                                memo={})
 
 
+def insert_messages(conn: Connection, agent_id: int, messages: list[Message],
+                    step_id: int | None = None) -> list[Message]:
+    """Insert messages in one statement inside the caller's transaction; returns them as stored (ids in order)."""
+    if not messages:
+        return []
+    ids = conn.execute(INSERT_MESSAGES, [values_of(agent_id, m, step_id) for m in messages]).scalars().all()
+    return [stored_message(m, i, m.step_id if step_id is None else step_id) for m, i in zip(messages, ids)]
+
+
 @functools.cache
 def pressure_update(columns: tuple[str, ...]) -> Any:
     """`UPDATE agents SET <columns> WHERE id = :p_agent_id`, with a bound parameter `p_<column>` for each."""

@@ -37,7 +37,7 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.records import StepRecord, without_nul
 from pagemind.runtime.state.block_edits import apply_edits
-from pagemind.runtime.state.rows import INSERT_MESSAGES, INSERT_STEP, stored_message, values_of
+from pagemind.runtime.state.rows import INSERT_STEP, insert_messages, stored_message
 
 STALE = "stale blocks"  # the text whose cast to an integer fails the statement when a block's version moved
 
@@ -206,9 +206,8 @@ def steps_statement(agent_id: int, steps: Sequence[StepWrite],
     records = [{"ord": i, **w.record.__dict__, "model": without_nul(w.record.model),
                 "turn_id": without_nul(w.record.turn_id), "started_at": w.record.started_at.isoformat()}
                for i, w in enumerate(steps)]
-    messages = [{**_message_row(m, 0), "step_index": w.record.step_index} for w in steps for m in w.messages]
-    for i, row in enumerate(messages):
-        row["ord"] = i
+    owned = [(w.record.step_index, m) for w in steps for m in w.messages]
+    messages = [{**_message_row(m, i), "step_index": index} for i, (index, m) in enumerate(owned)]
     params = {"agent_id": agent_id, "steps": json.dumps(records), "messages": json.dumps(messages)}
     edits = [(w.record.step_index, e) for w in steps for e in w.edits]
     if not edits:
@@ -252,9 +251,8 @@ async def store_steps_pg(awaited: AwaitedStatements, agent_id: int, steps: Seque
             raise
         current = dict(await awaited.rows(BLOCK_VERSIONS, {"agent_id": agent_id}))
         raise stale(stale_labels(current, [e for w in steps for e in w.edits], versions)) from None
-    owners = [step_id for w, step_id in zip(steps, step_ids) for _ in w.messages]
-    return step_ids, [stored_message(m, i, step_id) for m, i, step_id in
-                      zip((m for w in steps for m in w.messages), ids, owners)], written
+    owned = [(m, step_id) for w, step_id in zip(steps, step_ids) for m in w.messages]
+    return step_ids, [stored_message(m, i, step_id) for (m, step_id), i in zip(owned, ids)], written
 
 
 def write_steps(conn: Connection, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None,
@@ -268,9 +266,7 @@ def write_steps(conn: Connection, agent_id: int, steps: Sequence[StepWrite], ver
     for write in steps:
         step_id = conn.execute(INSERT_STEP, [{"agent_id": agent_id, **write.record.__dict__}]).scalar_one()
         crash_point("commit.step_flushed")
-        if write.messages:
-            ids = conn.execute(INSERT_MESSAGES, [values_of(agent_id, m, step_id) for m in write.messages]).scalars()
-            stored += [stored_message(m, i, step_id) for m, i in zip(write.messages, ids.all())]
+        stored += insert_messages(conn, agent_id, write.messages, step_id)
         crash_point("commit.messages_flushed")
         written.update(apply_edits(conn, agent_id, step_id, write.edits,
                                    {**versions, **written} if versions is not None else None))

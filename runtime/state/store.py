@@ -29,8 +29,9 @@ from pagemind.runtime.state.locks import turn_lock
 from pagemind.runtime.state.step_commit import (LinkedWrite, StepWrite, accept_after_pg, accept_pg, store_steps_pg,
                                                 write_steps)
 from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_TURN_KEY,
-                                         NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, freshness_of, message_from_row,
-                                         messages_table, pressure_update, rows_on, stored_message, values_of)
+                                         NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, freshness_of, insert_messages,
+                                         message_from_row, messages_table, pressure_update, rows_on, stored_message,
+                                         values_of)
 from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
 
 
@@ -211,16 +212,7 @@ class StateStore:
         """Store messages durably (the inbox); returns them with their ids."""
         messages = list(messages)
         with self.engine.begin() as conn:
-            return self._insert_messages(conn, agent_id, messages)
-
-    @staticmethod
-    def _insert_messages(conn: Connection, agent_id: int, messages: list[Message],
-                         step_id: int | None = None) -> list[Message]:
-        """Insert messages in one statement; returns them as stored (ids in order)."""
-        if not messages:
-            return []
-        ids = conn.execute(INSERT_MESSAGES, [values_of(agent_id, m, step_id) for m in messages]).scalars().all()
-        return [stored_message(m, i, m.step_id if step_id is None else step_id) for m, i in zip(messages, ids)]
+            return insert_messages(conn, agent_id, messages)
 
     async def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
         """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
@@ -332,7 +324,7 @@ class StateStore:
     def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
         """Store synthetic tool results and take orphan messages out of the window, in one transaction."""
         with self.engine.begin() as conn:
-            stored = self._insert_messages(conn, agent_id, added)
+            stored = insert_messages(conn, agent_id, added)
             if dropped_ids:
                 conn.execute(update(messages_table).values(in_context=False).where(
                     messages_table.c.agent_id == agent_id, messages_table.c.id.in_(dropped_ids)))
