@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from pagemind.blocks import Block, compact_view
-from pagemind.runtime.messages import Message, encode_json
+from pagemind.runtime.messages import Message, encode_json, rebound
 from pagemind.runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
 from pagemind.runtime.tokens import encoding as tiktoken_encoding
 
@@ -259,7 +259,7 @@ class WireCache:
     def rebind(self, copies: dict[int, Message]) -> None:
         """Messages replaced by equal copies (a held step's, by their stored copies: `Window.hold`), keyed by the
         replaced message's `id()`: their wire form stays, under the copies."""
-        self.messages = tuple(copies.get(id(m), m) for m in self.messages)
+        self.messages = rebound(self.messages, copies)
 
     def update(self, messages: tuple[Message, ...], limit: int | None,
                encoding: str) -> tuple[list[dict[str, Any]], list[bytes], int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Iterable
 
 from pagemind.tools import ToolCall
 
@@ -41,6 +41,12 @@ class Message:
         if self.role == "tool":
             message["tool_call_id"] = self.tool_call_id
         return message
+
+
+def rebound(messages: Iterable[Message], copies: dict[int, Message]) -> tuple[Message, ...]:
+    """`messages` with each one that `copies` names by its `id()` replaced by its copy (a held step's messages by
+    their stored copies: `Window.copies`); the others as they are."""
+    return tuple(copies.get(id(m), m) for m in messages)
 
 
 def encode_json(value: Any) -> bytes:

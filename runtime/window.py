@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.compiler import WireCache
 from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.messages import Message
+from pagemind.runtime.messages import Message, rebound
 from pagemind.runtime.state.records import AgentRecord, StepRecord
 from pagemind.runtime.state.step_commit import LinkedWrite, StepWrite
 from pagemind.runtime.state.store import StateStore
@@ -123,7 +123,10 @@ class Window:
         whether there were any."""
         if not self.held:
             return False
-        self._unhold()
+        held = {id(m) for write in self.held for m in write.messages}
+        self.messages = [m for m in self.messages if id(m) not in held]
+        self.recall_count -= len(held)
+        self.held = []
         return True
 
     async def _commit(self, step: StepWrite | None,
@@ -136,7 +139,7 @@ class Window:
         held = [m for write in self.held for m in write.messages]
         if held:  # the stored copies take the held messages' places (and their wire forms, unchanged)
             self.copies, self.copied = dict(zip(map(id, held), stored)), self.copied + 1
-            self.messages = [self.copies.get(id(m), m) for m in self.messages]
+            self.messages = list(rebound(self.messages, self.copies))
             self.wire_cache.rebind(self.copies)
             self.seen = max([self.seen, *(m.id or 0 for m in stored[:len(held)])])
             self.held = []
@@ -204,12 +207,6 @@ class Window:
         self.summary, self.warned, self.correction = summary, warned, correction
         self.recall_count = recall_count
         self.seen = max([self.seen, *(m.id or 0 for m in stored)])
-
-    def _unhold(self) -> None:
-        held = {id(m) for write in self.held for m in write.messages}
-        self.messages = [m for m in self.messages if id(m) not in held]
-        self.recall_count -= len(held)
-        self.held = []
 
     def _adopt(self, stored: list[Message]) -> None:
         self.messages += stored

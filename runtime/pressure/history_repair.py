@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
-from pagemind.runtime.messages import Message
+from pagemind.runtime.messages import Message, rebound
 
 MISSING_RESULT = (
     "Error: no result was recorded for this tool call (the run was interrupted before it finished). "
@@ -74,7 +74,7 @@ class ValidityMemo:
 
     def rebind(self, copies: dict[int, Message]) -> None:
         """Messages replaced by equal copies (`Window.copies`): the copies are as valid as what they replace."""
-        self.messages = tuple(copies.get(id(m), m) for m in self.messages)
+        self.messages = rebound(self.messages, copies)
 
     def is_valid(self, messages: Sequence[Message]) -> bool:
         """`is_valid(messages)`, remembering the answer for the next call."""

@@ -98,7 +98,6 @@ class StepWrite:
     edits: list[BlockEdit]
 
 
-
 @dataclass
 class LinkedWrite:
     """A write committed in one transaction with a step (riding on it: see the module docstring), or with a turn's
