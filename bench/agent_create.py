@@ -30,8 +30,8 @@ blocks:
 
 def child(url: str, agents: int) -> dict[str, float]:
     """Make `agents` agents with this process's pagemind; ms of wall and CPU time per agent."""
-    from pagemind.runtime.logs import configure_logging
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.logs import configure_logging
+    from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon

@@ -35,9 +35,9 @@ def measure(database_url: str, rounds: int) -> float:
     """Median CPU milliseconds per `Agent.load` of an existing, unchanged agent."""
     from pagemind.runtime.agent import Agent
     from pagemind.runtime.messages import Message
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
-    from pagemind.runtime.testing import build_spec
+    from pagemind.runtime.testing.doubles import build_spec
 
     store, settings = StateStore.open(database_url), Settings.from_env()
     specs = [build_spec(f"agent-{i}") for i in range(AGENTS)]
@@ -56,7 +56,7 @@ def measure(database_url: str, rounds: int) -> float:
 
 def run_here(rounds: int) -> dict[str, float]:
     """{db: ms} measured in this process."""
-    from pagemind.runtime.logs import configure_logging
+    from pagemind.runtime.process.logs import configure_logging
 
     configure_logging()
     out = {}

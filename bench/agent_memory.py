@@ -75,9 +75,9 @@ async def child(agents: int, trace: bool) -> dict:
 
     marks("SQLAlchemy, sqlmodel (with pydantic)")
     from pagemind.runtime.agent import Agent
-    from pagemind.runtime.logs import configure_logging
-    from pagemind.runtime.settings import Settings
-    from pagemind.runtime.spec import load_spec
+    from pagemind.runtime.process.logs import configure_logging
+    from pagemind.runtime.process.settings import Settings
+    from pagemind.runtime.spec.agent import load_spec
     from pagemind.runtime.state.store import StateStore
 
     configure_logging("ERROR")
@@ -151,7 +151,7 @@ def _cpu_per_text(model, text: str, count: int) -> float:  # noqa: ANN001
 async def _concurrent(model) -> float:  # noqa: ANN001
     """RSS after three rounds of ten texts of 10 to 460 words embedded at once, in worker threads as agents do
     (`aembed`): each run in flight holds its own working memory."""
-    from pagemind.runtime.memory.embeddings import aembed
+    from pagemind.runtime.memory.embedding.embedders import aembed
 
     for r in range(3):
         await asyncio.gather(*[aembed(model, [f"{r}.{i} " + "word " * (50 * i + 10)]) for i in range(10)])
@@ -178,7 +178,7 @@ def run_child(python: str, url: str, agents: int, trace: bool = False) -> dict:
 
 def prepare() -> None:
     """Create and migrate the database, as an earlier run of the process would have."""
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
 
     StateStore.open(Settings.from_env().database_url)

@@ -45,9 +45,9 @@ def load(variant: str):  # noqa: ANN201
     """The shipped model as `FastEmbedEmbedder` loads it, run the variant's way."""
     from fastembed import TextEmbedding
 
-    from pagemind.runtime.heap import limit_malloc_arenas, release_free_memory
-    from pagemind.runtime.memory.embeddings import DEFAULT_MODEL_DIR, MINILM
-    from pagemind.runtime.memory.onnx_arena import shrink_after_long_runs
+    from pagemind.runtime.process.heap import limit_malloc_arenas, release_free_memory
+    from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, MINILM
+    from pagemind.runtime.memory.embedding.onnx_arena import shrink_after_long_runs
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     options = {"enable_cpu_mem_arena": False} if variant == "arena off" else {}
@@ -65,7 +65,7 @@ def child(variant: str) -> dict:
     """The measured process: load, a short text, a long one, CPU per text, ten texts at once from threads."""
     import numpy as np
 
-    from pagemind.runtime.heap import release_free_memory
+    from pagemind.runtime.process.heap import release_free_memory
 
     rss_mb()
     model = load(variant)

@@ -36,11 +36,11 @@ def ef_sweep(backend: Any, like_memories: np.ndarray, model_queries: np.ndarray,
     """Per (hnsw_ef, oversampling) in `points` (default: `SWEEP_EF` at the plan's oversampling): mean recall@10 of the
     dense index against exact search (queries like the memories / the model's query vectors) and the median CPU ms
     of one such search (limit 10, rescored with the originals), plus one of `also_limit` when given."""
-    from pagemind.runtime.memory.edge import _edge_filter
-    from pagemind.runtime.memory.records import DENSE, MemoryFilter
+    from pagemind.runtime.memory.vectors.edge import to_edge_filter
+    from pagemind.runtime.memory.vectors.records import DENSE, MemoryFilter
 
     qe, plan = backend.qe, backend.plan
-    flt = _edge_filter(agent_id, MemoryFilter())
+    flt = to_edge_filter(agent_id, MemoryFilter())
 
     def ids(vector: np.ndarray, params: Any, limit: int = 10) -> set:
         request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(),

@@ -33,19 +33,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
-from pagemind.runtime.memory.backend import AgentStore  # noqa: E402
-from pagemind.runtime.memory.edge import EdgeBackend  # noqa: E402
-from pagemind.runtime.memory.embeddings import DEFAULT_MODEL_DIR, CachedEmbedder, FastEmbedEmbedder, normalise  # noqa: E402
-from pagemind.runtime.memory.group_commit import group_commit  # noqa: E402
-from pagemind.runtime.memory.index import PLAN  # noqa: E402
-from pagemind.runtime.memory.keywords import analysed  # noqa: E402
-from pagemind.runtime.memory.records import MemoryFilter, MemoryRecord, StoredPoint  # noqa: E402
-from pagemind.runtime.memory.write_policy import keyword_document  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
+from pagemind.runtime.memory.archival.memory import ArchivalService  # noqa: E402
+from pagemind.runtime.memory.vectors.backend import AgentStore  # noqa: E402
+from pagemind.runtime.memory.vectors.edge import EdgeBackend  # noqa: E402
+from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, FastEmbedEmbedder, normalise  # noqa: E402
+from pagemind.runtime.memory.archival.group_commit import group_commit  # noqa: E402
+from pagemind.runtime.memory.vectors.index import PLAN  # noqa: E402
+from pagemind.runtime.memory.retrieval.keywords import analysed  # noqa: E402
+from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord, StoredPoint  # noqa: E402
+from pagemind.runtime.memory.archival.write_policy import keyword_document  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.state.tables import archival_memories  # noqa: E402
-from pagemind.runtime.testing import ManualClock  # noqa: E402
+from pagemind.runtime.testing.doubles import ManualClock  # noqa: E402
 
 DIM = 384
 T0 = datetime(2026, 11, 29, tzinfo=timezone.utc)
@@ -295,7 +295,7 @@ median CPU ms of one such search (limit 10), per `hnsw_ef`, at {r['size']:,} mem
     write_section("Archival latency (bench/archival_latency.py)", f"""
 {note}, {load} at the end (other helpers' test runs share the 2 cores: quote medians). Qdrant Edge shard on local
 disk, WAL on; SQLite state. Each size = that many memories for the searched agent plus as many for a second agent
-in the same shard. Index (`runtime/memory/index.py`): no global graph (m = 0), one HNSW graph per agent
+in the same shard. Index (`runtime/memory/vectors/index.py`): no global graph (m = 0), one HNSW graph per agent
 (payload_m {PLAN.payload_m}, ef_construct {PLAN.ef_construct}) on the tenant index `agent_id`, int8 scalar
 quantization rescored with the originals ({PLAN.oversampling:g}× oversampling), hnsw_ef {PLAN.hnsw_ef}, payloads in RAM. An agent with fewer
 than {PLAN.exact_below(DIM):,} memories in a segment (full_scan_threshold {PLAN.full_scan_threshold_kb:,} KB of 384-d float32 vectors) is searched

@@ -31,19 +31,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bilingual_data import DISTRACTORS, EN, GROUPS, QUERIES, ZH  # noqa: E402
 from bench.common import machine_note, write_section  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
-from pagemind.runtime.memory.edge import EdgeBackend  # noqa: E402
-from pagemind.runtime.memory.embeddings import CachedEmbedder, build_embedder  # noqa: E402
-from pagemind.runtime.memory.model_profiles import with_model_defaults  # noqa: E402
-from pagemind.runtime.memory.recall import RecallService  # noqa: E402
-from pagemind.runtime.memory_config import ArchivalConfig  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
+from pagemind.runtime.memory.archival.memory import ArchivalService  # noqa: E402
+from pagemind.runtime.memory.vectors.edge import EdgeBackend  # noqa: E402
+from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, build_embedder  # noqa: E402
+from pagemind.runtime.memory.embedding.profiles import with_model_defaults  # noqa: E402
+from pagemind.runtime.memory.recall.memory import RecallService  # noqa: E402
+from pagemind.runtime.spec.memory import ArchivalConfig  # noqa: E402
 from pagemind.runtime.messages import Message  # noqa: E402
-from pagemind.runtime.settings import Settings  # noqa: E402
-from pagemind.runtime.spec import AgentSpec  # noqa: E402
+from pagemind.runtime.process.settings import Settings  # noqa: E402
+from pagemind.runtime.spec.agent import AgentSpec  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.testing import ManualClock  # noqa: E402
+from pagemind.runtime.testing.doubles import ManualClock  # noqa: E402
 
 K = 5
 MODES = ("hybrid", "dense", "bm25")  # hybrid first: its time includes embedding the query

@@ -1,5 +1,5 @@
 """The bilingual retrieval set (hand-written, 2026-11-30): one person's memories in Chinese and English, distractors
-on the same topics, and 106 queries in four groups. Read by bench/bilingual.py and tests/test_bilingual_data.py.
+on the same topics, and 106 queries in four groups. Read by bench/bilingual.py and tests/bench/test_bilingual_data.py.
 
 - `zh-para`: a Chinese query that paraphrases a Chinese memory with no Han character in common (同义改写): only
   meaning can find it.
@@ -116,7 +116,7 @@ DISTRACTORS = [
 ]
 
 QUERIES = [
-    # zh-para: no Han character shared with the memory (tests/test_bilingual_data.py checks it).
+    # zh-para: no Han character shared with the memory (tests/bench/test_bilingual_data.py checks it).
     ("zh-para", "哪种坚果会让皮肤发红发痒？", "zh-peanut"),
     ("zh-para", "近期将迁居哪座城市？", "zh-shanghai"),
     ("zh-para", "孩子念书到了什么阶段？", "zh-daughter"),

@@ -1,6 +1,6 @@
 """The daemon's throughput and its own overhead, end to end over HTTP, on SQLite and on Postgres.
 
-Three processes: a scripted OpenAI-compatible server with a fixed model latency (tests/openai_stub.py: two steps
+Three processes: a scripted OpenAI-compatible server with a fixed model latency (tests/support/openai_stub.py: two steps
 a turn, a memory edit then the reply), `pagemind serve` over a folder holding one template, and this script as
 the client. For each N it creates N agents from the template through the API, then sends every agent its
 messages — one agent's messages one after another (a user waits for the reply), all agents at once up to

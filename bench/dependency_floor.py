@@ -142,7 +142,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(child(*args.child))))
         return
     # the parent only: the child runs no pagemind code
-    from pagemind.runtime.tokens import _seed_cache as seed_tiktoken_cache
+    from pagemind.runtime.tokens import seed_cache as seed_tiktoken_cache
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Completion)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -32,10 +32,10 @@ async def child(url: str, mode: str, jobs: int) -> list[tuple[float, float]]:
     """(ms from the submit call, ms from its return) to the job's start, per job; this process's pagemind."""
     import yaml
 
-    from pagemind.runtime.logs import configure_logging
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.logs import configure_logging
+    from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
-    from pagemind.runtime.testing import FunctionModel, reply_body, spec_data
+    from pagemind.runtime.testing.doubles import FunctionModel, reply_body, spec_data
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon, DaemonConfig
     from pagemind.scheduler.jobs import register_job

@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note  # noqa: E402
-from pagemind.runtime.memory.embeddings import DEFAULT_MODEL_DIR, CachedEmbedder, normalise  # noqa: E402
+from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, normalise  # noqa: E402
 
 # Chinese paraphrase pairs (同义改写, few characters in common) and, for each, an unrelated sentence.
 CHINESE = [

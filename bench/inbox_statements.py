@@ -35,10 +35,10 @@ async def child(url: str, history: int) -> dict[str, dict[str, float]]:
 
     import sqlalchemy as sa
 
-    from pagemind.runtime.logs import configure_logging
+    from pagemind.runtime.process.logs import configure_logging
     from pagemind.runtime.state.records import utcnow
     from pagemind.runtime.state.store import StateStore
-    from pagemind.scheduler.inbox import Inbox
+    from pagemind.scheduler.queue.inbox import Inbox
 
     configure_logging("WARNING")
     store = StateStore.open(url)

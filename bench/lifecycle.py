@@ -43,12 +43,12 @@ from bench.lifecycle_models import SALIENCE_MODEL, calls_by_purpose, respond  # 
 from bench.lifecycle_report import report  # noqa: E402
 from bench.long_conversation import request_size  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.memory.records import MemoryRecord  # noqa: E402
-from pagemind.runtime.model_client import ModelRequest  # noqa: E402
-from pagemind.runtime.settings import Settings  # noqa: E402
-from pagemind.runtime.spec import AgentSpec, load_spec  # noqa: E402
+from pagemind.runtime.memory.vectors.records import MemoryRecord  # noqa: E402
+from pagemind.runtime.model.client import ModelRequest  # noqa: E402
+from pagemind.runtime.process.settings import Settings  # noqa: E402
+from pagemind.runtime.spec.agent import AgentSpec, load_spec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.testing import FunctionModel, ManualClock  # noqa: E402
+from pagemind.runtime.testing.doubles import FunctionModel, ManualClock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT_DAYS = (1, 30, 90)
@@ -290,7 +290,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10 days; print only, leave RESULTS.md alone")
     args = parser.parse_args()
     days = 10 if args.quick else args.days
-    from pagemind.runtime.logs import configure_logging
+    from pagemind.runtime.process.logs import configure_logging
 
     configure_logging("ERROR")
     note = machine_note()

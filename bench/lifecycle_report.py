@@ -15,7 +15,7 @@ def availability(steps: dict[str, Any], scores: dict[str, dict[str, Any]]) -> li
     lines = [f"{part}: {'available' if step else 'not available'}"
              + (f" (`{step.__module__}.{step.__name__}`)" if step else "") for part, step in steps.items()]
     salience = any(s["salience_calls_per_100"] for s in scores.values())
-    from pagemind.runtime.memory_config import MemoryConfig
+    from pagemind.runtime.spec.memory import MemoryConfig
 
     has_config = "salience" in MemoryConfig.model_fields
     lines.append("salience: " + (f"available (small model `{SALIENCE_MODEL}` asked when the rules are unsure)"

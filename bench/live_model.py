@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
 from pagemind.runtime.loop import run_turn  # noqa: E402
-from pagemind.runtime.model_client import OpenAIModelClient  # noqa: E402
+from pagemind.runtime.model.client import OpenAIModelClient  # noqa: E402
 from pagemind.runtime.trace.replay import format_report, replay  # noqa: E402
-from pagemind.runtime.spec import AgentSpec  # noqa: E402
+from pagemind.runtime.spec.agent import AgentSpec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.events import (  # noqa: E402

@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.compiler import _message_tokens, message_tokens  # noqa: E402
+from pagemind.runtime.compiler import message_tokens, wire_message_tokens  # noqa: E402
 from pagemind.runtime.events import RuntimeEventBase  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.model_client import ModelRequest  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
+from pagemind.runtime.model.client import ModelRequest  # noqa: E402
 from pagemind.runtime.observer import NullObserver  # noqa: E402
-from pagemind.runtime.testing import FunctionModel, ManualClock, by_purpose, reply_body, tool_call_body  # noqa: E402
-from pagemind.runtime.spec import AgentSpec, load_spec  # noqa: E402
+from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, by_purpose, reply_body, tool_call_body  # noqa: E402
+from pagemind.runtime.spec.agent import AgentSpec, load_spec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.tokens import count_tokens  # noqa: E402
@@ -177,7 +177,7 @@ p95 of flush turns, ahead / in order: {after / before:.2f}. Target: p95 of flush
 def request_size(request: ModelRequest) -> int:
     """Prompt tokens of a request as sent (messages + tool schemas + priming)."""
     tools = count_tokens(json.dumps(request.tools, sort_keys=True)) if request.tools else 0
-    return sum(_message_tokens(m, "o200k_base") for m in request.messages) + tools + 3
+    return sum(wire_message_tokens(m, "o200k_base") for m in request.messages) + tools + 3
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
-"""The model call's HTTP cost: CPU per request of the lean POST (`runtime.model_post.LeanPost`) against a local
+"""The model call's HTTP cost: CPU per request of the lean POST (`runtime.model.transports.LeanPost`) against a local
 OpenAI-compatible server in another process, at several numbers of calls in flight.
 
-The server is tests/openai_stub.py with a fixed latency (20 ms by default), so that calls overlap as a daemon's
+The server is tests/support/openai_stub.py with a fixed latency (20 ms by default), so that calls overlap as a daemon's
 do. Each measurement is a fresh process: one `LeanPost` on the endpoint's shared SDK client, every connection
 warmed first (two calls per slot), then `--requests` calls with at most N in flight; CPU = the process's
 user + system time over the calls. With `--base CHECKOUT` each measurement also runs with that checkout's
@@ -32,8 +32,8 @@ BODY = json.dumps({"model": "stub", "messages": [{"role": "user", "content": "he
 
 async def cpu_per_request(url: str, requests: int, inflight: int) -> float:
     """CPU milliseconds per call of one `LeanPost`, with at most `inflight` calls at once."""
-    from pagemind.runtime.model_pool import Endpoint, shared_client
-    from pagemind.runtime.model_post import poster_for
+    from pagemind.runtime.model.pool import Endpoint, shared_client
+    from pagemind.runtime.model.transports import poster_for
 
     poster = poster_for(shared_client(Endpoint(url, "sk-bench", 60, 10)))
     slots = asyncio.Semaphore(inflight)
@@ -92,7 +92,7 @@ def main() -> None:
         stub.kill()
         stub.wait()
     body = (f"{note}. `python bench/model_post_cpu.py{' --base <checkout>' if args.base else ''} --inflight "
-            f"{' '.join(map(str, args.inflight))} --requests {args.requests} --repeat {args.repeat}`: tests/openai_stub.py "
+            f"{' '.join(map(str, args.inflight))} --requests {args.requests} --repeat {args.repeat}`: tests/support/openai_stub.py "
             f"with {args.latency_ms:g} ms latency in another process; each measurement a fresh process (connections "
             f"warmed first), medians of {args.repeat} per checkout, alternating which runs first.\n\n"
             + "\n".join(rows))

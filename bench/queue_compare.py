@@ -50,10 +50,10 @@ def summary(name: str, spans: list[tuple[str, int, float, float, float]], wall: 
 # -- ours --------------------------------------------------------------------------------------------------------
 
 async def ours(url: str, name: str, turns: bool = False, remote_client: bool = False) -> dict:
-    from pagemind.runtime.logs import configure_logging
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.logs import configure_logging
+    from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
-    from pagemind.runtime.testing import FunctionModel, reply_body, spec_data
+    from pagemind.runtime.testing.doubles import FunctionModel, reply_body, spec_data
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon, DaemonConfig
     from pagemind.scheduler.jobs import register_job

@@ -35,14 +35,14 @@ import sqlalchemy  # noqa: E402
 from pydantic_core import to_json  # noqa: E402
 
 from bench.common import machine_note, median, write_section  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.settings import Settings  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
+from pagemind.runtime.process.settings import Settings  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.scheduler import relay as relay_module  # noqa: E402
+from pagemind.scheduler.streams import relay as relay_module  # noqa: E402
 from pagemind.scheduler.catalog import AgentCatalog  # noqa: E402
 from pagemind.scheduler.daemon import Daemon, DaemonConfig  # noqa: E402
-from pagemind.scheduler.inbox import Inbox  # noqa: E402
-from tests.daemon_support import ledger_model, write_agents  # noqa: E402
+from pagemind.scheduler.queue.inbox import Inbox  # noqa: E402
+from tests.support.daemon_support import ledger_model, write_agents  # noqa: E402
 
 POSTGRES = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 STEPS_PER_TURN = 2
@@ -90,7 +90,7 @@ class Counters:
 
         store.write, store.read, inbox.watch = counted_write, counted_read, counted_watch
         relay_module.relayed_line = measured_line
-        import pagemind.scheduler.fanout as fanout_module
+        import pagemind.scheduler.streams.fanout as fanout_module
         fanout_module.relayed_line = measured_line
 
     def snapshot(self) -> tuple[float, ...]:

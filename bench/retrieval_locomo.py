@@ -34,17 +34,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import embedding_survey  # noqa: E402
 from bench.common import machine_note, write_section  # noqa: E402
-from pagemind.runtime.memory.archival import ArchivalService  # noqa: E402
-from pagemind.runtime.memory.edge import EdgeBackend  # noqa: E402
-from pagemind.runtime.memory.embeddings import CachedEmbedder, FastEmbedEmbedder  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.memory_config import ArchivalConfig  # noqa: E402
+from pagemind.runtime.memory.archival.memory import ArchivalService  # noqa: E402
+from pagemind.runtime.memory.vectors.edge import EdgeBackend  # noqa: E402
+from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, FastEmbedEmbedder  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
+from pagemind.runtime.spec.memory import ArchivalConfig  # noqa: E402
 from pagemind.runtime.messages import Message  # noqa: E402
-from pagemind.runtime.memory.recall import RecallService  # noqa: E402
-from pagemind.runtime.spec import AgentSpec  # noqa: E402
+from pagemind.runtime.memory.recall.memory import RecallService  # noqa: E402
+from pagemind.runtime.spec.agent import AgentSpec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.testing import ManualClock  # noqa: E402
+from pagemind.runtime.testing.doubles import ManualClock  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

@@ -1,4 +1,4 @@
-"""What a daemon keeps of a run in flight for late subscribers (`scheduler.fanout`): its events so far, the model
+"""What a daemon keeps of a run in flight for late subscribers (`scheduler.streams.fanout`): its events so far, the model
 requests and responses without their bodies (`events.without_body`), against keeping them whole (as before).
 
 A real agent (agents/companion.yaml, SQLite) whose stored conversation already holds `--history` messages of
@@ -24,16 +24,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, write_section  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
 from pagemind.runtime.messages import Message  # noqa: E402
-from pagemind.runtime.model_client import ModelRequest  # noqa: E402
-from pagemind.runtime.spec import load_spec  # noqa: E402
+from pagemind.runtime.model.client import ModelRequest  # noqa: E402
+from pagemind.runtime.spec.agent import load_spec  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.state.records import utcnow  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body  # noqa: E402
-from pagemind.scheduler import fanout as fanout_module  # noqa: E402
-from pagemind.scheduler.fanout import RunFanout  # noqa: E402
+from pagemind.runtime.testing.doubles import FunctionModel, reply_body, tool_call_body  # noqa: E402
+from pagemind.scheduler.streams import fanout as fanout_module  # noqa: E402
+from pagemind.scheduler.streams.fanout import RunFanout  # noqa: E402
 
 KEEP = fanout_module.without_body  # what the fanout keeps now; the "whole" variant swaps in the identity
 LINE = "We talked about the garden, the tea from Yunnan and the trip to Lyon next spring; " * 5

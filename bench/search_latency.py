@@ -26,15 +26,15 @@ import numpy as np
 
 from bench.common import median, percentile
 from bench.retrieval_locomo import DEFAULT_DATA, load
-from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.edge import EdgeBackend
-from pagemind.runtime.memory.embeddings import CachedEmbedder, FastEmbedEmbedder, normalise
-from pagemind.runtime.memory.recall import RecallService
+from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.memory.vectors.edge import EdgeBackend
+from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, FastEmbedEmbedder, normalise
+from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.messages import Message
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing import ManualClock
+from pagemind.runtime.testing.doubles import ManualClock
 
 SIZE = 10_000
 

@@ -36,10 +36,10 @@ HISTORY = 1_000
 async def _worker(turns: int, home: Path) -> dict[str, float]:
     from bench.step_overhead import IN_CONTEXT, seed_history
     from pagemind.runtime.agent import Agent
-    from pagemind.runtime.spec import load_spec
+    from pagemind.runtime.spec.agent import load_spec
     from pagemind.runtime.state.engine import make_engine
     from pagemind.runtime.state.store import StateStore
-    from pagemind.runtime.testing import FunctionModel, tool_call_body
+    from pagemind.runtime.testing.doubles import FunctionModel, tool_call_body
 
     store = StateStore(make_engine(f"sqlite:///{home / 'ab.db'}"))
     model = FunctionModel(lambda request: tool_call_body("send_message", {"message": "ok"}))
@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--worker", action="store_true")
     args = parser.parse_args()
-    from pagemind.runtime.logs import configure_logging
+    from pagemind.runtime.process.logs import configure_logging
 
     configure_logging("ERROR")
     if args.worker:

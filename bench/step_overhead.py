@@ -20,10 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, percentile, write_section  # noqa: E402
 from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
 from pagemind.runtime.messages import Message  # noqa: E402
-from pagemind.runtime.testing import FunctionModel, tool_call_body  # noqa: E402
-from pagemind.runtime.spec import load_spec  # noqa: E402
+from pagemind.runtime.testing.doubles import FunctionModel, tool_call_body  # noqa: E402
+from pagemind.runtime.spec.agent import load_spec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.state.records import utcnow  # noqa: E402

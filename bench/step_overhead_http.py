@@ -99,7 +99,7 @@ async def load(stored: int, window: int, home: Path, model=None):  # noqa: ANN00
     """The companion agent over a fresh database holding `stored` messages, `window` of them in view; `model`
     replaces the HTTP endpoint (the in-process reference row)."""
     from pagemind.runtime.agent import Agent
-    from pagemind.runtime.spec import load_spec
+    from pagemind.runtime.spec.agent import load_spec
     from pagemind.runtime.state.engine import make_engine
     from pagemind.runtime.state.store import StateStore
 
@@ -117,7 +117,7 @@ async def measure(turns: int, url: str, home: Path, profiler: cProfile.Profile |
     own body, so that whatever else loads the machine weighs on every row alike."""
     import httpx
 
-    from pagemind.runtime.testing import FunctionModel
+    from pagemind.runtime.testing.doubles import FunctionModel
 
     agents = [await load(stored, window, home) for stored, window in configs]
     # The reference: the same agent with the model in-process (bench/step_overhead.py's step), in the rotation.
@@ -188,7 +188,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ.update(PAGEMIND_HOME=tmp, OPENAI_BASE_URL=url)
             os.environ.pop("DATABASE_URL", None)
-            from pagemind.runtime.logs import configure_logging
+            from pagemind.runtime.process.logs import configure_logging
 
             configure_logging("ERROR")
             if args.profile:

@@ -74,7 +74,9 @@ def _timed(owner: object, name: str, phase: str) -> None:
 def _install() -> None:
     import httpx
 
-    from pagemind.runtime import agent, loop, model_client
+    from pagemind.runtime import agent, loop
+
+    from pagemind.runtime.model import client as model_client
     from pagemind.runtime.pressure import monitor
 
     _timed(agent.Agent, "refresh", "refresh")
@@ -151,7 +153,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--worker", action="store_true")
     args = parser.parse_args()
-    from pagemind.runtime.logs import configure_logging
+    from pagemind.runtime.process.logs import configure_logging
 
     configure_logging("ERROR")
     stored, window = map(int, args.config.split(":"))

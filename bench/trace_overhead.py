@@ -29,11 +29,11 @@ from pagemind.runtime.agent import Agent  # noqa: E402
 from pagemind.runtime.events import (  # noqa: E402
     ModelRequestEvent, ModelResponseEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
 )
-from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.model_client import ModelRequest, response_from_body  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
+from pagemind.runtime.model.client import ModelRequest, response_from_body  # noqa: E402
 from pagemind.runtime.trace.replay import replay  # noqa: E402
-from pagemind.runtime.testing import FunctionModel, reply_body, tool_call_body  # noqa: E402
-from pagemind.runtime.spec import load_spec  # noqa: E402
+from pagemind.runtime.testing.doubles import FunctionModel, reply_body, tool_call_body  # noqa: E402
+from pagemind.runtime.spec.agent import load_spec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.tools import ToolCall, ToolResult  # noqa: E402

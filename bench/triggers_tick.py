@@ -24,13 +24,13 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, median, write_section  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.settings import Settings  # noqa: E402
-from pagemind.runtime.spec import load_spec  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
+from pagemind.runtime.process.settings import Settings  # noqa: E402
+from pagemind.runtime.spec.agent import load_spec  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.tables import AgentRow, agent_origins, inbox  # noqa: E402
-from pagemind.runtime.testing import ManualClock, spec_data  # noqa: E402
+from pagemind.runtime.testing.doubles import ManualClock, spec_data  # noqa: E402
 from pagemind.scheduler.catalog import AgentCatalog  # noqa: E402
 from pagemind.scheduler.daemon import Daemon  # noqa: E402
 

@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 import sqlalchemy  # noqa: E402
 
-from tests.daemon_support import write_agents  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
-from pagemind.runtime.settings import Settings  # noqa: E402
+from tests.support.daemon_support import write_agents  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
+from pagemind.runtime.process.settings import Settings  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.testing import FunctionModel, by_purpose, tool_call_body  # noqa: E402
+from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body  # noqa: E402
 from pagemind.scheduler.catalog import AgentCatalog  # noqa: E402
 from pagemind.scheduler.daemon import Daemon  # noqa: E402
 

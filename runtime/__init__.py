@@ -13,9 +13,9 @@ from typing import Any
 
 _EXPORTS = {
     "Agent": "pagemind.runtime.agent",
-    "AgentSpec": "pagemind.runtime.spec",
-    "load_spec": "pagemind.runtime.spec",
-    "Settings": "pagemind.runtime.settings",
+    "AgentSpec": "pagemind.runtime.spec.agent",
+    "load_spec": "pagemind.runtime.spec.agent",
+    "Settings": "pagemind.runtime.process.settings",
     "TurnResult": "pagemind.runtime.loop",
     "StopReason": "pagemind.runtime.loop",
 }

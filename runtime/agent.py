@@ -20,21 +20,21 @@ from typing import Callable, ContextManager, Sequence
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
-from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.messages import Message
-from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.salience import PREFETCH_STEP, extraction_gate, lookup_gate
+from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.memory.lifecycle.salience import PREFETCH_STEP, extraction_gate, lookup_gate
 from pagemind.runtime.memory.wiring import build_external_memory
-from pagemind.runtime.model_client import (ModelClient, ModelRequest, ModelResponse, OpenAIModelClient,
+from pagemind.runtime.model.client import (ModelClient, ModelRequest, ModelResponse, OpenAIModelClient,
                                             StreamingModelClient)
 from pagemind.runtime.observer import NullObserver, TurnObserver, wants_deltas
 from pagemind.runtime.reply_stream import ReplyStream
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.pressure.summarizer import summarize
-from pagemind.runtime.settings import Settings
-from pagemind.runtime.spec import AgentSpec, load_spec
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import AgentSpec, load_spec
 from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec.agent import AgentSpec
 
 
 class Pressure(str, Enum):

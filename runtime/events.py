@@ -5,7 +5,7 @@ The loop and the pressure monitor hand each event to `observer.on_event(event)` 
 the trace recorder, the replay comparator, the demo display, the timeline — each take the union apart with one
 `match` that ends in `assert_never`, so a new kind of event is: its class here, added to `Event` (or to
 `RuntimeEvent`, for something the runtime did on its own), and one `case` in each consumer (a type checker, and
-tests/test_events.py at run time, point at a consumer that forgot it).
+tests/runtime/test_events.py at run time, point at a consumer that forgot it).
 
 An event's fields are exactly its trace line's, in the same order. `turn` (1-based within the trace) and `clock`
 (the agent-clock readings taken since the previous event) say where the event sits in a trace: the runtime leaves
@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field
 
 if TYPE_CHECKING:  # annotations only: the model client imports openai, which readers of traces never need
     from pagemind.blocks import BlockEdit
-    from pagemind.runtime.model_client import ModelRequest, ModelResponse
+    from pagemind.runtime.model.client import ModelRequest, ModelResponse
     from pagemind.tools import ToolCall, ToolResult
 
 _STRICT = ConfigDict(extra="forbid")  # read by pydantic when it validates a trace line into these classes
@@ -293,7 +293,7 @@ class PressureSqueezedEvent(RuntimeEventBase):
 
 @dataclass(frozen=True, kw_only=True)
 class Salience:
-    """A salience gate's decision (`runtime/memory/salience.py`): whether a turn, or the turns leaving the window,
+    """A salience gate's decision (`runtime/memory/lifecycle/salience.py`): whether a turn, or the turns leaving the window,
     are worth remembering and worth a memory lookup, with the score, the reason and who decided."""
 
     __pydantic_config__ = _STRICT

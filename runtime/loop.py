@@ -27,14 +27,14 @@ import structlog
 
 from pagemind.blocks import BlockEdit, CoreMemory
 from pagemind.runtime.compiler import CompiledContext
-from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
+from pagemind.runtime.model.client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
 from pagemind.runtime.events import (MemoryEditEvent, ReplyResetEvent, StepEndEvent, ToolCallEvent, ToolResultEvent,
                                      TurnEvent)
 from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.window import Window

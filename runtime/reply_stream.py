@@ -1,4 +1,4 @@
-"""The reply as it is written: the fragments of a streamed step (`runtime.model_stream`) turned into `ReplyDeltaEvent`s
+"""The reply as it is written: the fragments of a streamed step (`runtime.model.stream`) turned into `ReplyDeltaEvent`s
 for whoever watches the turn, and `ReplyResetEvent`s when text already handed out turns out not to be the reply.
 
 Agents reply MemGPT-style, through a terminal tool's call (`send_message(message=…)`), so the reply's tokens arrive

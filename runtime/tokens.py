@@ -14,7 +14,7 @@ from typing import Any
 
 import tiktoken
 
-from pagemind.runtime.heap import release_free_memory
+from pagemind.runtime.process.heap import release_free_memory
 
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -33,7 +33,7 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("PAGEMIND_TIKTOKEN_CACHE") or Path(tempfile.gettempdir()) / "pagemind-tiktoken")
 
 
-def _seed_cache(name: str, cache: Path) -> None:
+def seed_cache(name: str, cache: Path) -> None:
     """Write the shipped encoding where tiktoken looks for its download (file name: sha1 of the URL)."""
     key = hashlib.sha1(_BLOB_URL.format(name=name).encode()).hexdigest()
     target = cache / key
@@ -90,7 +90,7 @@ def load_encoding(name: str) -> LeanEncoding:
         return loaded
     except (OSError, EOFError, ValueError, TypeError, KeyError):
         pass  # not there yet, or unreadable: parse the source and write it again
-    _seed_cache(name, cache)
+    seed_cache(name, cache)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
     from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.compiler import WireCache
-from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.messages import Message, rebound
 from pagemind.runtime.state.records import AgentRecord, StepRecord
 from pagemind.runtime.state.step_commit import LinkedWrite, StepWrite

@@ -26,7 +26,7 @@ import structlog
 from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
-from pagemind.runtime.spec import AgentSpec, SpecError, load_spec
+from pagemind.runtime.spec.agent import AgentSpec, SpecError, load_spec
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.new_agent import insert_agent
 from pagemind.runtime.state.records import AgentRecord, aware

@@ -3,7 +3,7 @@ and `run` sent through a live local daemon instead of fighting it for the stores
 
 The runtime must not import the scheduler, so this module extends the runtime's parser (`runtime.cli.main`)
 rather than the other way round. Like it, it loads only the standard library at module level: `pagemind --help`
-pays for no web framework (tests/test_cli_startup.py).
+pays for no web framework (tests/runtime/cli/test_cli_startup.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pagemind.runtime.cli.main import main as runtime_main
 from pagemind.runtime.cli.shared import CliError, out
 
 if TYPE_CHECKING:
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.settings import Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_PORT = 8283
@@ -81,9 +81,9 @@ def check_binding(host: str, token: str | None) -> str | None:
 
 
 def serve_loop() -> Any:
-    """`serve`'s event loop, `scheduler.api_serve.serving_loop`, imported only when `serve` runs (the CLI's start
-    loads no daemon module: tests/test_cli_startup.py)."""
-    from pagemind.scheduler.api_serve import serving_loop
+    """`serve`'s event loop, `scheduler.api.serve.serving_loop`, imported only when `serve` runs (the CLI's start
+    loads no daemon module: tests/runtime/cli/test_cli_startup.py)."""
+    from pagemind.scheduler.api.serve import serving_loop
 
     return serving_loop()
 
@@ -93,7 +93,7 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import os
 
     token = os.environ.get("PAGEMIND_API_TOKEN") or None
-    # The daemon's model calls go out on aiohttp unless told otherwise (`runtime.model_post.AiohttpPost`).
+    # The daemon's model calls go out on aiohttp unless told otherwise (`runtime.model.transports.AiohttpPost`).
     os.environ.setdefault("PAGEMIND_HTTP_CLIENT", "aiohttp")
     refusal = check_binding(args.host, token)
     if refusal:
@@ -109,11 +109,11 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         if not settings.database_url.startswith("postgresql"):
             raise CliError("--workers needs PostgreSQL (DATABASE_URL=postgresql://…): the workers share the "
                            "database, and SQLite takes one writer at a time and relays no events between processes")
-        from pagemind.scheduler.api_serve import public_url
+        from pagemind.scheduler.api.serve import public_url
         from pagemind.scheduler.workers import supervise
 
         return await supervise(args, public_url(args))
-    from pagemind.scheduler.api_serve import serve
+    from pagemind.scheduler.api.serve import serve
 
     return await serve(args, settings, token)
 
@@ -122,7 +122,7 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _client(url: str) -> Any:
-    from pagemind.scheduler.client import DaemonClient
+    from pagemind.scheduler.api.client import DaemonClient
 
     return DaemonClient(url)
 
@@ -149,7 +149,7 @@ async def cmd_send(args: argparse.Namespace, settings: Settings) -> int:
     """Send one message through a daemon and print the reply."""
     import asyncio
 
-    from pagemind.scheduler.client import ClientError
+    from pagemind.scheduler.api.client import ClientError
 
     if args.timeout <= 0:
         raise CliError("--timeout must be positive")
@@ -171,7 +171,7 @@ async def send_streamed(server: str, agent: str, text: str, key: str | None, tim
     its tokens arrive (`reply_delta`; a `reply_reset` handled as `LiveReply` says), then ended by the
     authoritative run of `done`; the exit code as `print_run`'s."""
     from pagemind.runtime.cli.live_reply import LiveReply
-    from pagemind.scheduler.client import ClientError
+    from pagemind.scheduler.api.client import ClientError
 
     live = LiveReply()
     run: dict[str, Any] | None = None
@@ -203,7 +203,7 @@ async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
         return await commands.cmd_agents(args, settings)
     if args.action or args.names:
         raise CliError("`agents rename` works on the database, not through --server")
-    from pagemind.scheduler.client import ClientError
+    from pagemind.scheduler.api.client import ClientError
 
     with _client(args.server) as client:
         try:
@@ -226,7 +226,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         name = agent_name(args.agent)
         import asyncio
 
-        from pagemind.scheduler.client import ClientError
+        from pagemind.scheduler.api.client import ClientError
 
         with _client(url) as client:
             try:
@@ -249,7 +249,7 @@ def agent_name(target: str) -> str:
 
     path = Path(target)
     if path.suffix in {".yaml", ".yml"} or path.exists():
-        from pagemind.runtime.spec import load_spec
+        from pagemind.runtime.spec.agent import load_spec
 
         return load_spec(path).name
     return target
@@ -257,7 +257,7 @@ def agent_name(target: str) -> str:
 
 def live_daemon(settings: Settings) -> str | None:
     """The URL of a daemon serving this database with a fresh heartbeat, or None."""
-    from pagemind.scheduler.api_serve import live_daemon_url
+    from pagemind.scheduler.api.serve import live_daemon_url
 
     return live_daemon_url(settings)
 

@@ -8,9 +8,9 @@
     await daemon.stop()
 
 Every accepted message is in the inbox (SQL) before `submit` returns; the dispatcher (`scheduler.dispatcher`)
-runs each agent's items oldest first, one at a time, under the agent's lease (`scheduler.leases`), so several
+runs each agent's items oldest first, one at a time, under the agent's lease (`scheduler.queue.leases`), so several
 daemon processes on one Postgres keep each agent's order and never run an item twice. The HTTP API
-(`scheduler.api`) and the triggers (`scheduler.triggers`, through `tick`) are built on this class.
+(`scheduler.api.app`) and the triggers (`scheduler.triggers.rules`, through `tick`) are built on this class.
 """
 
 from __future__ import annotations
@@ -26,24 +26,24 @@ from pydantic import BaseModel, Field
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelClient, close_shared_clients
-from pagemind.runtime.settings import Settings
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.model.client import ModelClient, close_shared_clients
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
-from pagemind.scheduler.fanout import RunFanout
-from pagemind.scheduler.inbox import RUNNING, Inbox, InboxItem
-from pagemind.scheduler.leases import Leases, new_owner_id
+from pagemind.scheduler.streams.fanout import RunFanout
+from pagemind.scheduler.queue.inbox import RUNNING, Inbox, InboxItem
+from pagemind.scheduler.queue.leases import Leases, new_owner_id
 from pagemind.scheduler.pool import AgentPool
-from pagemind.scheduler.relay import RelayStore
-from pagemind.scheduler.run_stream import RunStream
-from pagemind.scheduler.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
-from pagemind.scheduler.trigger_runner import TriggerRunner
-from pagemind.scheduler.wakeup import PgWakeups, read_arrival
+from pagemind.scheduler.streams.relay import RelayStore
+from pagemind.scheduler.streams.run_stream import RunStream
+from pagemind.scheduler.queue.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
+from pagemind.scheduler.triggers.runner import TriggerRunner
+from pagemind.scheduler.queue.wakeup import PgWakeups, read_arrival
 
 log = structlog.get_logger("pagemind.scheduler")
 KINDS = ("message", "job")
@@ -158,7 +158,7 @@ class Daemon:
         log.info("daemon_stopped", owner=self.owner, cancelled=cancelled, released=released)
 
     async def tick(self, now: datetime) -> None:
-        """Submit every trigger firing due at `now` (`scheduler.trigger_runner`); `start` runs a loop that calls it
+        """Submit every trigger firing due at `now` (`scheduler.triggers.runner`); `start` runs a loop that calls it
         whenever the next firing is due, by the daemon's clock."""
         await self.triggers.tick(now)
 
@@ -232,7 +232,7 @@ class Daemon:
     def events(self, run_id: str, after: int = 0) -> RunStream:
         """The run's events (`runtime.events`) as they happen, from its first (or after seq `after`: the stream's
         `last_seq`), each once and in order, ending when the run ends; wherever the run runs: on Postgres a run
-        that another daemon process runs is relayed (`scheduler.relay`). The events so far come first, so a stream
+        that another daemon process runs is relayed (`scheduler.streams.relay`). The events so far come first, so a stream
         that starts late misses none (model request and response events that happened before it started come
         without their bodies, as relayed ones do); of a run over before the stream started it has what was relayed
         (nothing, unless another process watched it)."""

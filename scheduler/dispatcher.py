@@ -2,7 +2,7 @@
 
 The dispatcher wakes on a submission in this process, a Postgres notice from another, a worker ending, or every
 `poll_s` (the safety net). A submission or a notice names its agent (`arrived`): that agent is taken at once with
-its oldest item, lease and claim in one commit (`scheduler.arrivals`). Anything else makes it scan the inbox and
+its oldest item, lease and claim in one commit (`scheduler.queue.arrivals`). Anything else makes it scan the inbox and
 take the leases of as many agents with work as there are free slots (`concurrency`). Each taken agent gets a
 worker task that claims its oldest open item, runs it (a message as a turn with the idempotency key
 `inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed (a turn's done commits with its last
@@ -11,7 +11,7 @@ user's next message usually follows the reply: an arrival for the agent wakes it
 again; a submission in this process hands it the item, claimed for it by the insert itself, with the turn's user
 message) and gives the lease back. A message that arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
-A run's events go to the fanout (`scheduler.fanout`), which relays them when a daemon elsewhere watches the run:
+A run's events go to the fanout (`scheduler.streams.fanout`), which relays them when a daemon elsewhere watches the run:
 what is left of them, and the end row, is written before the item is marked finished.
 
 Exactly once: the turn's idempotency key makes a re-run of an item whose daemon died after the turn committed
@@ -29,19 +29,19 @@ from typing import Any
 
 import structlog
 
-from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.state.records import utcnow
-from pagemind.scheduler.arrivals import Arrivals
+from pagemind.scheduler.queue.arrivals import Arrivals
 from pagemind.scheduler.errors import UnknownAgent
-from pagemind.scheduler.fanout import RunFanout
-from pagemind.scheduler.inbox import Inbox, InboxItem
+from pagemind.scheduler.streams.fanout import RunFanout
+from pagemind.scheduler.queue.inbox import Inbox, InboxItem
 from pagemind.scheduler.jobs import run_job
-from pagemind.scheduler.leases import Leases
+from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.message_turn import run_message
 from pagemind.scheduler.pool import AgentPool
-from pagemind.scheduler.triggers import fired_by_idle
-from pagemind.scheduler.turnlocks import HeldAgents
+from pagemind.scheduler.triggers.rules import fired_by_idle
+from pagemind.scheduler.queue.turnlocks import HeldAgents
 
 log = structlog.get_logger("pagemind.scheduler")
 
@@ -150,7 +150,7 @@ class Dispatcher:
 
     def arrived(self, agent_id: int, name: str | None = None) -> None:
         """Work for this agent was just committed (submitted in this process, or a notice from another named it):
-        take the agent and its oldest item at once (`scheduler.arrivals`), without scanning the inbox. A worker
+        take the agent and its oldest item at once (`scheduler.queue.arrivals`), without scanning the inbox. A worker
         already on the agent claims the item next anyway; an agent that cannot be taken now is left to the scan."""
         if agent_id in self.workers:
             self.poke(agent_id)  # a lingering worker claims it at once; a busy one claims it next anyway

@@ -17,8 +17,8 @@ from pagemind.runtime.loop import StopReason, TurnEnd, run_turn
 from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.step_commit import LinkedWrite
-from pagemind.scheduler.fanout import RunFanout
-from pagemind.scheduler.inbox import Inbox, InboxItem
+from pagemind.scheduler.streams.fanout import RunFanout
+from pagemind.scheduler.queue.inbox import Inbox, InboxItem
 
 
 def turn_result(turn_id: str, reply: str | None, stop_reason: StopReason, steps: int) -> dict[str, Any]:

@@ -23,9 +23,9 @@ from typing import AsyncIterator, Callable
 import structlog
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.model_client import ModelClient
-from pagemind.runtime.settings import Settings
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.model.client import ModelClient
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.scheduler.catalog import AgentCatalog
 
 log = structlog.get_logger("pagemind.scheduler")

@@ -3,7 +3,7 @@ daemon uses all of its cores.
 
 One daemon process runs everything on one event loop, and its database calls block that loop while they wait
 for the server, so a single process uses about one core at best. Daemons on one Postgres already share the work
-safely (`scheduler.leases`: per-agent order, each item once, crash takeover), so `--workers` only starts N
+safely (`scheduler.queue.leases`: per-agent order, each item once, crash takeover), so `--workers` only starts N
 ordinary `pagemind serve` processes that all listen on the same port with `SO_REUSEPORT` (Linux spreads the
 incoming connections over them) and supervises them:
 
@@ -15,7 +15,7 @@ incoming connections over them) and supervises them:
 - the exit status is 0 when every worker stopped cleanly.
 
 A request may reach any worker: each one answers for every agent, and a run another worker executes is waited
-for through the database and its events are relayed (`scheduler.relay`). SQLite has no relay and one writer at a
+for through the database and its events are relayed (`scheduler.streams.relay`). SQLite has no relay and one writer at a
 time, so `--workers` needs Postgres.
 """
 

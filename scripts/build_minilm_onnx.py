@@ -13,7 +13,7 @@ sequence axes, outputs `last_hidden_state` (fastembed does the mean pooling and 
 it dynamically to int8 (`onnxruntime.quantization.quantize_dynamic`, ≈ 23 MB), and copies the tokenizer files
 beside it. Check: the int8 model's first six dimensions for "The user is allergic to peanuts." are about
 [-0.0029, 0.0231, -0.0015, 0.001, -0.0231, -0.0063]; the full-precision one's
-[-0.0077, 0.0246, -0.0021, -0.0036, -0.0301, -0.006] (tests/test_embeddings.py checks the shipped one).
+[-0.0077, 0.0246, -0.0021, -0.0036, -0.0301, -0.006] (tests/runtime/memory/embedding/test_embeddings.py checks the shipped one).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 #   scripts/local-model-server.sh env       # print the variables the live_model test reads
 #
 # Then, in another shell:
-#   PAGEMIND_LIVE_BASE_URL=http://127.0.0.1:8080/v1 .venv/bin/python -m pytest -m live_model -q tests/test_live_model.py
+#   PAGEMIND_LIVE_BASE_URL=http://127.0.0.1:8080/v1 .venv/bin/python -m pytest -m live_model -q tests/runtime/model/test_live_model.py
 #
 # Environment (all optional):
 #   LLAMA_VENV       where the server's own virtual environment lives   (default: ~/.cache/pagemind/llama-venv)

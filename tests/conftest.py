@@ -1,6 +1,6 @@
 """Shared fixtures: a scripted OpenAI endpoint at the HTTP layer (respx), databases, agents.
 
-The test doubles themselves live in `pagemind.runtime.testing`; this file only wires them into pytest.
+The test doubles themselves live in `pagemind.runtime.testing.doubles`; this file only wires them into pytest.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import respx
 import sqlalchemy
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.logs import configure_logging
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing import BASE_URL, ManualClock, ScriptedOpenAI, build_spec
+from pagemind.runtime.testing.doubles import BASE_URL, ManualClock, ScriptedOpenAI, build_spec
 
 POSTGRES_URL = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -95,7 +95,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def spec() -> AgentSpec:
-    """The test agent's spec (`pagemind.runtime.testing.build_spec()`)."""
+    """The test agent's spec (`pagemind.runtime.testing.doubles.build_spec()`)."""
     return build_spec()
 
 

@@ -17,7 +17,7 @@ from pagemind.runtime.cli.trace import start_recording
 
 if TYPE_CHECKING:
     from pagemind.runtime.agent import Agent
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.settings import Settings
 
 
 async def load_agent(target: str, settings: Settings, reset_memory: bool = False) -> Agent:
@@ -32,7 +32,7 @@ def open_memory_stores(agent: Agent) -> None:
     """Open the agent's archival store before a turn stores anything: the embedded Qdrant store has one writer
     process, and a turn that found it held only after storing the user's message left that message unanswered.
     Held: exit 3 (busy), with who holds it and what to do."""
-    from pagemind.runtime.memory.records import StoreError, StoreLocked
+    from pagemind.runtime.memory.vectors.records import StoreError, StoreLocked
 
     if agent.archival is None:
         return

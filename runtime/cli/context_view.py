@@ -6,7 +6,7 @@ from typing import Any
 
 from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.budget import read_pressure, usable_window
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec.agent import AgentSpec
 
 # Section name prefix → (letter, legend). Order is the order in the bar.
 SECTION_KEYS: list[tuple[str, str, str]] = [

@@ -27,13 +27,13 @@ from pagemind.runtime.events import (
     ToolResultEvent, TurnEvent,
 )
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.model_client import ModelRequest
+from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import ObserverGroup
-from pagemind.runtime.testing import (
+from pagemind.runtime.testing.doubles import (
     NO_FACTS, FunctionModel, ManualClock, by_purpose, call, is_pressure_alert, reply_body, tool_calls_body,
 )
-from pagemind.runtime.settings import Settings
-from pagemind.runtime.spec import load_spec
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import load_spec
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.trace.reader import read_trace
@@ -112,7 +112,7 @@ class DemoModelError(RuntimeError):
 
 
 class DemoModel(FunctionModel):
-    """Serves the script (a `FunctionModel` of `pagemind.runtime.testing`): the current turn's steps in order,
+    """Serves the script (a `FunctionModel` of `pagemind.runtime.testing.doubles`): the current turn's steps in order,
     `on_warning` after a pressure alert, summaries and extractions for the runtime's own calls."""
 
     def __init__(self, script: DemoScript):

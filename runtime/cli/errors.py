@@ -11,7 +11,7 @@ import sys
 
 from pagemind.runtime.cli.shared import CliError
 
-_CONFIGURATION_ERRORS = (("pagemind.runtime.settings", "SettingsError"),
+_CONFIGURATION_ERRORS = (("pagemind.runtime.process.settings", "SettingsError"),
                          ("pagemind.runtime.state.engine", "DatabaseOpenError"),
                          ("pagemind.runtime.state.migrate", "SchemaTooNew"),
                          ("pagemind.runtime.trace.replay", "ReplayError"))
@@ -51,8 +51,8 @@ def exit_code(exc: Exception) -> int:
     exit code: 1 model failure, 2 bad input or configuration, 3 agent busy (a CliError carries its own)."""
     # An error of a kernel kind means its module is loaded already: look it up instead of importing it (an import
     # here would configure library logging, or worse, fail).
-    spec = sys.modules.get("pagemind.runtime.spec")
-    model_client = sys.modules.get("pagemind.runtime.model_client")
+    spec = sys.modules.get("pagemind.runtime.spec.agent")
+    model_client = sys.modules.get("pagemind.runtime.model.client")
     if spec is not None and isinstance(exc, spec.SpecError):
         sys.stderr.write(f"error: invalid agent definition\n{exc}\n")
         return 2
@@ -83,7 +83,7 @@ def exit_code(exc: Exception) -> int:
     first = str(exc).splitlines()[0][:300] if str(exc) else ""
     sys.stderr.write(f"error: unexpected {type(exc).__name__}: {first} (this is a bug in pagemind; "
                      "PAGEMIND_LOG_LEVEL=debug shows the traceback)\n")
-    logs = sys.modules.get("pagemind.runtime.logs")
+    logs = sys.modules.get("pagemind.runtime.process.logs")
     if logs is not None:
         logs.structlog.get_logger("pagemind.cli").debug("unexpected_error", exc_info=exc)
     return 1

@@ -3,7 +3,7 @@ reflect, models.
 
 Start-up is part of the interface: this module and the command modules it imports load only the standard
 library, and each command imports what it needs when it runs, so `pagemind --help` pays for no SQL, model SDK,
-tokenizer or vector store (tests/test_cli_startup.py checks it; bench/cli_startup.py measures it).
+tokenizer or vector store (tests/runtime/cli/test_cli_startup.py checks it; bench/cli_startup.py measures it).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def configure_logging() -> None:
         # Checked before the import: importing the module configures library logging, which would warn as well.
         raise CliError(f"PAGEMIND_LOG_LEVEL={level.lower()!r} is not a level; use one of debug, info, warning, "
                        "error, critical")
-    from pagemind.runtime.logs import configure_logging as configure
+    from pagemind.runtime.process.logs import configure_logging as configure
 
     configure(level)
 
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None, *, extend: Extend | None = None) -> 
 
     try:
         configure_logging()
-        from pagemind.runtime.settings import Settings
+        from pagemind.runtime.process.settings import Settings
 
         # A command may bring its own event loop (`serve`: uvloop); the others run on asyncio's.
         with asyncio.Runner(loop_factory=getattr(args, "loop_factory", None)) as runner:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Sequence
 from pagemind.runtime.cli.shared import CliError, clip, open_store, out, resolve_spec
 
 if TYPE_CHECKING:
-    from pagemind.runtime.memory.archival import ArchivalService
-    from pagemind.runtime.settings import Settings
-    from pagemind.runtime.spec import AgentSpec
+    from pagemind.runtime.memory.archival.memory import ArchivalService
+    from pagemind.runtime.process.settings import Settings
+    from pagemind.runtime.spec.agent import AgentSpec
     from pagemind.runtime.state.store import StateStore
 
 SUBCOMMANDS = ("search", "archival", "forget")
@@ -74,7 +74,7 @@ def _resolve(archival: ArchivalService, prefix: str, agent_name: str) -> str:
 
 async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """Print archival and/or recall matches for a query."""
-    from pagemind.runtime.memory.records import StoreError
+    from pagemind.runtime.memory.vectors.records import StoreError
     from pagemind.runtime.memory.wiring import build_external_memory
     from pagemind.runtime.state.records import utcnow
 
@@ -111,7 +111,7 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
         for v in archival.history(memory_id):
             out(f"  {v.at:%Y-%m-%d %H:%M:%S} {v.operation:<10} {clip(repr(v.text))} {v.detail}")
         return 0
-    from pagemind.runtime.memory.decay import hidden_reason
+    from pagemind.runtime.memory.lifecycle.decay import hidden_reason
 
     now, config = archival.clock(), archival.config.expiry
     activity = archival.activity.at(now)
@@ -131,7 +131,7 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     """Delete one archival memory from the vector store and SQL, history included."""
-    from pagemind.runtime.memory.records import StoreError
+    from pagemind.runtime.memory.vectors.records import StoreError
 
     if len(args.id) < MIN_PREFIX:
         raise CliError(f"'{args.id}' is too short to name a memory: give at least {MIN_PREFIX} characters of its id "

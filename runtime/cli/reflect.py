@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pagemind.runtime.cli.shared import out
 
 if TYPE_CHECKING:
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.settings import Settings
 
 LABELS = (("merged", "merged"), ("resolved", "contradictions resolved"), ("insights", "insights"),
           ("done", "marked done"), ("profile", "profile updated"))

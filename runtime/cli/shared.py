@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pagemind.runtime.settings import Settings
-    from pagemind.runtime.spec import AgentSpec
+    from pagemind.runtime.process.settings import Settings
+    from pagemind.runtime.spec.agent import AgentSpec
     from pagemind.runtime.state.store import StateStore
 
 
@@ -51,7 +51,7 @@ def resolve_spec(target: str, store: StateStore) -> AgentSpec:
     """An agent by YAML path, or by name from the database."""
     from pydantic import ValidationError
 
-    from pagemind.runtime.spec import AgentSpec, load_spec
+    from pagemind.runtime.spec.agent import AgentSpec, load_spec
 
     path = Path(target)
     if path.suffix in {".yaml", ".yml"} or path.exists():

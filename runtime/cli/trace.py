@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pagemind.runtime.cli.shared import CliError, out
 
 if TYPE_CHECKING:
-    from pagemind.runtime.settings import Settings
+    from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.trace.reader import Trace
     from pagemind.runtime.trace.recorder import TraceRecorder
 
@@ -91,7 +91,7 @@ def load(target: str, settings: Settings) -> Trace:
 
 
 def _agent_name(target: str) -> str:
-    from pagemind.runtime.spec import SpecError, load_spec
+    from pagemind.runtime.spec.agent import SpecError, load_spec
 
     path = Path(target)
     if path.suffix in {".yaml", ".yml"} or path.exists():
@@ -179,8 +179,8 @@ async def cmd_trace_export(args: argparse.Namespace, settings: Settings) -> int:
 
 @_command
 async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    from pagemind.runtime.model_client import OpenAIModelClient
-    from pagemind.runtime.spec import ModelSpec
+    from pagemind.runtime.model.client import OpenAIModelClient
+    from pagemind.runtime.spec.agent import ModelSpec
     from pagemind.runtime.state.records import utcnow
     from pagemind.runtime.trace.recorder import trace_filename, traces_dir
     from pagemind.runtime.trace.replay import ReplayError, format_report, replay, report_dict

@@ -38,13 +38,13 @@ from typing import Any, Callable, Protocol, Sequence
 
 import structlog
 
-from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.records import MemoryRecord
-from pagemind.runtime.memory_config import EpisodesConfig, EpisodeTier
+from pagemind.runtime.process.crashpoints import crash_point
+from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.memory.vectors.records import MemoryRecord
+from pagemind.runtime.spec.memory import EpisodesConfig, EpisodeTier
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelError, ModelRequest, ModelResponse
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.model.client import ModelError, ModelRequest, ModelResponse
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import AgentRecord
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens, encoding

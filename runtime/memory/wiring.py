@@ -15,14 +15,14 @@ from typing import Callable
 
 from sqlalchemy.engine import Engine
 
-from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.backend import ArchivalBackend
-from pagemind.runtime.memory.stores import open_backend
-from pagemind.runtime.memory.embeddings import CachedEmbedder, build_embedder
-from pagemind.runtime.memory.model_profiles import with_model_defaults
-from pagemind.runtime.memory.recall import RecallService
-from pagemind.runtime.settings import Settings
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.memory.vectors.backend import ArchivalBackend
+from pagemind.runtime.memory.vectors.stores import open_backend
+from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, build_embedder
+from pagemind.runtime.memory.embedding.profiles import with_model_defaults
+from pagemind.runtime.memory.recall.memory import RecallService
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import AgentRecord
 from pagemind.runtime.state.store import StateStore
 

@@ -17,8 +17,8 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelRequest, ModelResponse
-from pagemind.runtime.model_response import without_fence
+from pagemind.runtime.model.client import ModelRequest, ModelResponse
+from pagemind.runtime.model.response import without_fence
 from pagemind.runtime.pressure.summarizer import transcript_line
 from pagemind.tools import ArchivalMemory
 

@@ -29,7 +29,7 @@ import structlog
 
 from pagemind.runtime.events import Salience
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelClient, ModelError, ModelRequest, ModelResponse
+from pagemind.runtime.model.client import ModelClient, ModelError, ModelRequest, ModelResponse
 from pagemind.runtime.pressure.extraction import Extraction, ExtractionReport, extract
 from pagemind.runtime.pressure.summarizer import SummaryResult, summarize
 

@@ -23,7 +23,7 @@ from typing import Protocol, Sequence
 import structlog
 
 from pagemind.runtime.compiler import CompiledContext, message_tokens
-from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.events import (
     Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, ModelRequestEvent,
     ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Salience, SalienceEvent,
@@ -34,11 +34,11 @@ from pagemind.runtime.pressure.extraction import ExtractionReport, store_extract
 from pagemind.runtime.pressure.flush_work import FlushOutcome, FlushWork, WorkSettings
 from pagemind.runtime.pressure.history_repair import ValidityMemo, repair_history
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelClient, ModelError, ModelRequest, ModelResponse
+from pagemind.runtime.model.client import ModelClient, ModelError, ModelRequest, ModelResponse
 from pagemind.runtime.budget import (
     Pressure, PressureReading, Squeeze, max_message_tokens, read_pressure, squeeze, summary_budget, usable_window,
 )
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory
 

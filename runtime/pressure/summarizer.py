@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Sequence
 
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelRequest, ModelResponse
+from pagemind.runtime.model.client import ModelRequest, ModelResponse
 from pagemind.runtime.compiler import clip_text
 from pagemind.runtime.tokens import count_tokens
 

@@ -24,9 +24,9 @@ import structlog
 
 from pagemind.blocks import BlockEditError
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.records import MemoryRecord
+from pagemind.runtime.process.crashpoints import crash_point
+from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.memory.vectors.records import MemoryRecord
 from pagemind.runtime.reflection.profile import apply_profile_patch, patched_value
 from pagemind.runtime.reflection.schema import OutputError, ReflectionOutput
 

@@ -20,11 +20,11 @@ from typing import Any
 from pagemind.blocks import Block
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.compiler import clip_text
-from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.memory.records import MemoryFilter, MemoryRecord
-from pagemind.runtime.memory_config import ReflectionConfig
+from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord
+from pagemind.runtime.spec.memory import ReflectionConfig
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ModelRequest
+from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.reflection.journal import ReflectionRow
 from pagemind.runtime.reflection.schema import response_format
 from pagemind.runtime.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens

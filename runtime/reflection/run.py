@@ -18,8 +18,8 @@ from typing import Any
 import structlog
 
 from pagemind.runtime.agent import DEFAULT_WAIT, Agent
-from pagemind.runtime.memory.archival import ArchivalService
-from pagemind.runtime.model_client import ModelError, ModelRequest, ModelRequestRejected, ModelResponse
+from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.model.client import ModelError, ModelRequest, ModelRequestRejected, ModelResponse
 from pagemind.runtime.reflection.apply import apply_plan, validate
 from pagemind.runtime.reflection.journal import DONE, FAILED, INVALID, Journal, ReflectionRow
 from pagemind.runtime.reflection.request import Gathered, OverBudget, build_request, gather

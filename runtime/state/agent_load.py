@@ -26,7 +26,7 @@ from pagemind.runtime.state.rows import blocks_table, message_from_row, messages
 from pagemind.runtime.state.tables import AgentRow
 
 if TYPE_CHECKING:
-    from pagemind.runtime.spec import AgentSpec, BlockSpec
+    from pagemind.runtime.spec.agent import AgentSpec, BlockSpec
 
 agents_table = AgentRow.__table__  # type: ignore[attr-defined]
 

@@ -204,7 +204,7 @@ class AwaitedSession:
 
 def _compile(statement: ClauseElement, engine: Engine) -> _Compiled:
     """`statement` compiled once for the engine's dialect, with no expanding parameters (an `IN` over a Python list
-    is rendered per execution: statements built once use literal values instead, as `scheduler.inbox.is_open`)."""
+    is rendered per execution: statements built once use literal values instead, as `scheduler.queue.inbox.is_open`)."""
     dialect = engine.dialect
     compiled = statement.compile(dialect=dialect)
     if "POSTCOMPILE" in compiled.string:

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import create_engine, event, exc as sa_exc, make_url
 from sqlalchemy.engine import Engine
 
-from pagemind.runtime import logs as _logs  # noqa: F401  (imported for its effect: logs go to stderr)
+from pagemind.runtime.process import logs as _logs  # noqa: F401  (imported for its effect: logs go to stderr)
 
 from pagemind.runtime.state.migrate import migrate
 from pagemind.runtime.state.records import without_nul

@@ -15,7 +15,7 @@ from datetime import datetime
 from sqlalchemy import insert
 from sqlalchemy.engine import Connection
 
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.tables import AgentRow, BlockRow
 

@@ -32,7 +32,7 @@ from sqlalchemy.exc import DataError
 from sqlalchemy.sql import ClauseElement
 
 from pagemind.blocks import BlockEdit
-from pagemind.runtime.crashpoints import crash_point
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.records import StepRecord, without_nul

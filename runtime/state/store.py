@@ -17,8 +17,8 @@ from sqlmodel import Session, select
 
 from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
-from pagemind.runtime.crashpoints import crash_point
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.process.crashpoints import crash_point
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits
 from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block

@@ -294,7 +294,7 @@ agent_origins = Table(
 
 # When each of an agent's triggers last fired (the trigger's key is stable across restarts: its kind and its
 # definition), so a restart knows what it missed: `fired_at` is the due time of the last firing handled (fired,
-# or skipped by `missed: skip`), or when the trigger was first seen; it only moves forward (scheduler.triggers).
+# or skipped by `missed: skip`), or when the trigger was first seen; it only moves forward (scheduler.triggers.rules).
 trigger_fires = Table(
     "trigger_fires", metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
@@ -315,7 +315,7 @@ daemons = Table(
 )
 
 
-# A run's events, relayed by the daemon that runs it to watchers in other daemon processes (`scheduler.relay`,
+# A run's events, relayed by the daemon that runs it to watchers in other daemon processes (`scheduler.streams.relay`,
 # migration 0007): one row per event, `seq` its place in the run (the attempt in the high 32 bits, so a re-run
 # after a crash follows the first attempt's events), `event` its trace line (`runtime.events`) as JSON text. Rows
 # are written only for runs someone in another process watches, and deleted `events_keep_s` after they were.

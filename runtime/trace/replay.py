@@ -23,10 +23,10 @@ import structlog
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.memory_config import SalienceConfig
-from pagemind.runtime.model_client import ModelClient, ModelRequest, ModelResponse, response_from_body
-from pagemind.runtime.settings import Settings
-from pagemind.runtime.spec import AgentSpec, BlockSpec
+from pagemind.runtime.spec.memory import SalienceConfig
+from pagemind.runtime.model.client import ModelClient, ModelRequest, ModelResponse, response_from_body
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import AgentSpec, BlockSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.trace.comparison import Comparator, Divergence, ReplayClock, TraceEnded
@@ -73,7 +73,8 @@ def _start_time(trace: Trace) -> datetime:
     return trace.header.created_at
 
 
-def _spec(trace: Trace, trust_tools: bool) -> AgentSpec:
+def replay_spec(trace: Trace, trust_tools: bool) -> AgentSpec:
+    """The agent spec a trace's header recorded, validated; its tools imported only when trusted."""
     # Untrusted, the spec's tool references are checked for form only: importing a module runs its code.
     try:
         spec = AgentSpec.model_validate(trace.header.spec, context={"import_tools": trust_tools})
@@ -107,7 +108,7 @@ async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, ho
                         trust_tools: bool = False) -> Agent:
     """The agent as the trace header found it, in fresh stores under `home` (the real ones are never opened).
     Untrusted (the default), only built-in tools run; every other tool call is served its recorded result."""
-    spec = _spec(trace, trust_tools)
+    spec = replay_spec(trace, trust_tools)
     settings = scratch_settings(home)
     store = StateStore(make_engine(settings.database_url))
     if trust_tools:
@@ -125,7 +126,7 @@ async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, ho
                                warned=bool(state.get("pressure_warned", False)),
                                correction=float(state.get("token_correction", 1.0)),
                                recall_count=snapshot.recall_count)
-    agent.memory = CoreMemory([b.to_block(b.value) for b in spec.blocks])  # the snapshot's blocks (`_spec`)
+    agent.memory = CoreMemory([b.to_block(b.value) for b in spec.blocks])  # the snapshot's blocks (`replay_spec`)
     return agent
 
 

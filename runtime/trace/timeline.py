@@ -17,7 +17,7 @@ from pagemind.runtime.events import (
     PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent,
     ToolResultEvent, TurnEvent,
 )
-from pagemind.runtime.spec import AgentSpec
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.trace.format import Header
 

@@ -8,9 +8,9 @@ import httpx
 import openai
 import pytest
 
-from pagemind.runtime.model_client import HTTP_CLIENTS, OpenAIModelClient
-from pagemind.runtime.model_pool import import_model_stack
-from pagemind.runtime.model_post import close_poster
+from pagemind.runtime.model.client import HTTP_CLIENTS, OpenAIModelClient
+from pagemind.runtime.model.pool import import_model_stack
+from pagemind.runtime.model.transports import close_poster
 
 from tests.faults.server import FaultServer
 

@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 
-from pagemind.runtime.model_client import ModelBadResponse, ModelRequest, response_from_body
-from pagemind.runtime.testing import reply_body, tool_call_body
+from pagemind.runtime.model.client import ModelBadResponse, ModelRequest, response_from_body
+from pagemind.runtime.testing.doubles import reply_body, tool_call_body
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 
@@ -106,7 +106,7 @@ def test_odd_but_usable_fields_are_normalised():
 
 async def test_an_html_5xx_page_is_retried_and_reported_on_one_line(scripted_openai):
     scripted_openai.add(*[raw(HTML, status=502, content_type="text/html")] * 2)
-    from pagemind.runtime.model_client import ModelUnavailable
+    from pagemind.runtime.model.client import ModelUnavailable
 
     with pytest.raises(ModelUnavailable, match="failed 2 times; last: HTTP 502") as caught:
         await scripted_openai.client(max_attempts=2).complete(REQUEST)

@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from pagemind.runtime.model_client import (
+from pagemind.runtime.model.client import (
     ContextLengthExceeded,
     ModelDeadlineExceeded,
     ModelRequest,
@@ -15,7 +15,7 @@ from pagemind.runtime.model_client import (
     OpenAIModelClient,
     turn_deadline,
 )
-from pagemind.runtime.testing import BASE_URL, TEST_API_KEY, http_error, reply_body
+from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, http_error, reply_body
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 

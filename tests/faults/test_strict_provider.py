@@ -12,9 +12,9 @@ import pytest
 import respx
 
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model_client import ContextLengthExceeded, ModelBadResponse, OpenAIModelClient
+from pagemind.runtime.model.client import ContextLengthExceeded, ModelBadResponse, OpenAIModelClient
 from pagemind.runtime.state.records import StepRecord
-from pagemind.runtime.testing import BASE_URL, ScriptedOpenAI, http_error, reply_body
+from pagemind.runtime.testing.doubles import BASE_URL, ScriptedOpenAI, http_error, reply_body
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ import json
 import openai
 import pytest
 
-from pagemind.runtime.model_client import (ContextLengthExceeded, ModelBadResponse, ModelRequest, ModelUnavailable,
+from pagemind.runtime.model.client import (ContextLengthExceeded, ModelBadResponse, ModelRequest, ModelUnavailable,
                                            OpenAIModelClient)
-from pagemind.runtime.model_post import AiohttpPost, LeanPost, close_poster, environment_proxy
-from pagemind.runtime.testing import reply_body
+from pagemind.runtime.model.transports import AiohttpPost, LeanPost, close_poster, environment_proxy
+from pagemind.runtime.testing.doubles import reply_body
 from tests.faults.server import Cut, FaultServer, Reply
-from tests.test_model_stream import Watcher, sink
+from tests.runtime.model.test_model_stream import Watcher, sink
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "héllo"}], [], 0.5, 100)
 SHARED = ("authorization", "content-type", "accept", "user-agent", "x-stainless-lang", "x-stainless-retry-count",
@@ -142,8 +142,8 @@ def test_the_proxy_comes_from_the_environment_as_httpx_reads_it(monkeypatch):
 
 
 def test_the_http_client_comes_from_the_environment_and_a_bad_name_is_a_clear_error():
-    from pagemind.runtime.settings import SettingsError
-    from pagemind.runtime.spec import ModelSpec
+    from pagemind.runtime.process.settings import SettingsError
+    from pagemind.runtime.spec.agent import ModelSpec
 
     env = {"OPENAI_BASE_URL": "http://x/v1"}
     assert OpenAIModelClient.from_spec(ModelSpec(name="m"), env).http == "httpx"

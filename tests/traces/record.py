@@ -5,7 +5,7 @@
 
 Each scenario drives the real runtime (SQLite in a temporary folder, compiler, loop, tools, pressure monitor)
 with a scripted model and a fixed clock, and writes `tests/traces/<name>.jsonl`. The test suite
-(tests/test_trace_corpus.py) replays every file here: when a change to the compiler or the loop changes what
+(tests/runtime/trace/test_trace_corpus.py) replays every file here: when a change to the compiler or the loop changes what
 the model would be sent or what the tools do, those tests fail with the first divergence. If the change is
 intended, re-record with this script and commit the new traces along with the change (review `git diff` of the
 prompts it shows: that diff *is* the behaviour change).
@@ -23,14 +23,14 @@ from typing import Any, Awaitable, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.logs import configure_logging  # noqa: E402
+from pagemind.runtime.process.logs import configure_logging  # noqa: E402
 from pagemind.runtime.loop import run_turn  # noqa: E402
-from pagemind.runtime.model_client import ModelRequest  # noqa: E402
-from pagemind.runtime.settings import Settings  # noqa: E402
-from pagemind.runtime.spec import AgentSpec  # noqa: E402
+from pagemind.runtime.model.client import ModelRequest  # noqa: E402
+from pagemind.runtime.process.settings import Settings  # noqa: E402
+from pagemind.runtime.spec.agent import AgentSpec  # noqa: E402
 from pagemind.runtime.state.store import StateStore  # noqa: E402
 from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.testing import (  # noqa: E402
+from pagemind.runtime.testing.doubles import (  # noqa: E402
     FunctionModel, ManualClock, ScriptedModel, by_purpose, call, is_pressure_alert, reply_body, spec_data,
     tool_call_body, tool_calls_body,
 )

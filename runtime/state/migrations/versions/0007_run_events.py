@@ -5,7 +5,7 @@ Revises: 0006
 Create Date: 2026-11-30
 
 - `run_events`: a run's events (run id, seq, when written, the event's trace line as JSON text), written by the
-  daemon that runs it while a daemon in another process watches the run (`scheduler.relay`); UNLOGGED on
+  daemon that runs it while a daemon in another process watches the run (`scheduler.streams.relay`); UNLOGGED on
   Postgres (emptied by a server crash, which costs only streams in flight their events).
 - `inbox.watcher`: who watches the run's events (a daemon id, "*" for several, NULL for none).
 """

@@ -1,0 +1,397 @@
+"""Archival memory for one agent: the write path (date, dedupe, supersede) and hybrid search.
+
+    archival = ArchivalService(agent_id=record.id, engine=..., open_backend=..., embedder=..., config=...)
+    result = await archival.insert("Lin started a new job today", tags=["work"])
+    hits = await archival.search("where does Lin work?")
+
+An agent's memories are keyed by its id (`agents.id`), in SQL and in the vector store alike, so renaming the
+agent keeps them. Vectors and the payload used for filtered search live in Qdrant (`memory.stores`); SQL holds
+the same metadata (`archival_memories`: listings and statistics that work without opening the vector store) and
+every change to a memory (`archival_memory_versions`), so nothing is overwritten without a trace. `forget`
+deletes a memory from both, history included. The write path's decisions are `memory.write_policy`; the order
+of its writes, which keeps SQL and the store agreeing through any crash, is `memory.ledger`, and what a crash
+left half-done is finished or undone by `memory.reconcile` when the store is opened. Counts and searches always
+read the database (a second process or service instance sees every write at once); a cache of the statistics
+is checked against the agent's revision, one primary-key read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any, Callable, ContextManager, Literal
+
+import numpy as np
+import structlog
+from sqlalchemy.engine import Engine
+
+from pagemind.runtime.memory.lifecycle.activity import Activity, ActiveDays
+from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
+from pagemind.runtime.process.crashpoints import crash_point
+from pagemind.runtime.memory.lifecycle.decay import disuse_weight, due_for_seen, search_filter
+from pagemind.runtime.memory.embedding.embedders import Embedder, embed_for_write, query_vector, write_cache_rows
+from pagemind.runtime.memory.lifecycle.expiry import expiry_from_wording
+from pagemind.runtime.memory.archival.filed_from import context_texts, filed_together
+from pagemind.runtime.memory.archival.group_commit import PendingInsert, group_commit
+from pagemind.runtime.memory.vectors.index import PLAN
+from pagemind.runtime.memory.retrieval.keywords import analysed
+from pagemind.runtime.memory.archival.ledger import Ledger, MemoryVersion, new_token
+from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse, importance_factor, recency, usefulness
+from pagemind.runtime.memory.archival.reconcile import reconcile_once
+from pagemind.runtime.memory.retrieval.rounds import refine
+from pagemind.runtime.memory.vectors.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
+from pagemind.runtime.memory.archival.rekey import complete_rekeys
+from pagemind.runtime.memory.archival.stats_cache import StatsCache
+from pagemind.runtime.memory.archival.write_policy import decide, keyword_document, normalise_text
+from pagemind.runtime.spec.memory import ArchivalConfig
+from pagemind.runtime.state.records import utcnow, without_nul
+from pagemind.tools.context import MEMORY_KINDS, ArchivalHit, InsertResult
+
+__all__ = ["ArchivalService", "MemoryVersion"]
+
+log = structlog.get_logger("pagemind.archival")
+
+NEIGHBOURS = 4  # nearest candidates the write path looks through for the nearest settled one
+
+
+class ArchivalService:
+    """Archival memory of one agent (implements `tools.ArchivalMemory`). Scoped at construction: nothing a
+    caller passes can reach another agent's memories."""
+
+    def __init__(self, agent_id: int, *, engine: Engine, open_backend: Callable[[], ArchivalBackend],
+                 embedder: Embedder, config: ArchivalConfig | None = None,
+                 clock: Callable[[], datetime] = utcnow, user_id: str | None = None):
+        self.agent_id = agent_id
+        self.user_id = user_id
+        self.engine = engine
+        self.embedder = embedder
+        self.config = config or ArchivalConfig()
+        self.clock = clock
+        self.ledger = Ledger(agent_id, engine)
+        self._open_backend = open_backend
+        self._store: AgentStore | None = None
+        self._write_lock = asyncio.Lock()
+        self._stats_cache = StatsCache(self.ledger, clock)
+        self._bm25: Any = None
+        self.activity = ActiveDays(agent_id, engine)  # the days disuse is counted in (`memory.decay`)
+
+    @property
+    def context_messages(self) -> int:
+        """How many of the latest messages an insert is filed from (`memory.archival.context_messages`)."""
+        return self.config.context_messages
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+
+    @property
+    def store(self) -> AgentStore:
+        """This agent's view of the vector store, opened on first use: its pending re-keying completed, then what
+        a crash left half-written reconciled (once per process), before any read or write."""
+        if self._store is None:
+            backend = self._open_backend()
+            complete_rekeys(self.engine, backend)
+            store = AgentStore(backend, self.agent_id, self.ledger.origin())
+            reconcile_once(self.ledger, store, backend, restore=self._points, model=self.embedder.model_id)
+            self._store = store
+        return self._store
+
+    def _sparse(self, text: str, query: bool = False) -> Sparse:
+        if self._bm25 is None:
+            from qdrant_edge import Bm25, Bm25Config
+
+            self._bm25 = Bm25(Bm25Config(language="english", avg_len=self.config.keyword_avg_len))
+        vector = self._bm25.embed_query(text) if query else self._bm25.embed_document(text)
+        return Sparse(list(vector.indices), list(vector.values))
+
+    def _points(self, records: list[MemoryRecord]) -> list[StoredPoint]:
+        """Points for memories whose point is missing (see memory.reconcile), embedded again from their text (and
+        the keywords of the conversation they were filed from, from SQL)."""
+        vectors = self.embedder.embed([r.text for r in records])
+        return [StoredPoint(r, v, s) for r, v, s in zip(records, vectors, self._keywords(records))]
+
+    def _keywords(self, records: list[MemoryRecord]) -> list[Sparse]:
+        """The keyword (sparse) vectors of records: text, date and the conversation filed from (`filed_from`)."""
+        context = context_texts(self.engine, self.agent_id, records, self.config.context_messages,
+                                self.config.context_chars)
+        return [self._sparse(keyword_document(r, context.get(r.id, ""))) for r in records]
+
+    # -- write path -------------------------------------------------------------------------------------------
+
+    async def insert(self, content: str, *, kind: str = "fact", tags: list[str] | None = None,
+                     importance: float | None = None, source_message_ids: list[int] | None = None,
+                     expires_at: datetime | None = None) -> InsertResult:
+        """Store a memory: normalise and date it, then refresh a near-duplicate, supersede a contradicted
+        memory, or insert it. Durable, listed and searchable when this returns. Without `expires_at`, time-bound
+        wording sets one ("until Friday": `memory.expiry`)."""
+        now = self.clock()
+        text = normalise_text(content, now)
+        self._validate(text, kind, importance)
+        if expires_at is None and self.config.expiry.from_wording and kind in self.config.expiry.kinds:
+            found = expiry_from_wording(text, now)
+            expires_at = found.at if found else None
+            if found:
+                log.info("archival_expiry", agent_id=self.agent_id, phrase=found.phrase, expires_at=found.at)
+        record = MemoryRecord(
+            agent_id=self.agent_id, user_id=self.user_id, text=text, kind=kind,
+            importance=self.config.default_importance if importance is None else importance,
+            tags=sorted({t.strip().lower() for t in tags or [] if t.strip()}), created_at=now, updated_at=now,
+            source_message_ids=list(source_message_ids or []), expires_at=expires_at)
+        cache_rows: list[dict[str, Any]] = []  # the vector's cache row, written with the memory's row
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
+        async with self._write_lock:  # two inserts of the same fact must not both miss each other
+            neighbour = await asyncio.to_thread(self._nearest, vector, kind, now)
+            decision = decide(text, neighbour, self.config)
+            if decision.action == "duplicate":
+                return await asyncio.to_thread(self._refresh, decision.neighbour, record, vector, cache_rows)
+            return await asyncio.to_thread(self._add, record, vector, decision.neighbour
+                                           if decision.action == "supersede" else None, cache_rows)
+
+    def _validate(self, text: str, kind: str, importance: float | None) -> None:
+        if not text:
+            raise ValueError("the memory is empty")
+        if len(text) > self.config.max_memory_chars:
+            raise ValueError(f"the memory has {len(text)} characters; the limit is {self.config.max_memory_chars}. "
+                             "Store the essentials, or split it into several memories.")
+        if kind not in MEMORY_KINDS:
+            raise ValueError(f"unknown kind '{kind}' (one of {', '.join(MEMORY_KINDS)})")
+        if importance is not None and not 0 <= importance <= 1:
+            raise ValueError("importance must be between 0 and 1")
+
+    def _nearest(self, vector: np.ndarray, kind: str, now: datetime) -> Hit | None:
+        hits = self.store.search_dense(vector, MemoryFilter(kinds=[kind], live_at=now), NEIGHBOURS,
+                                       ef=PLAN.neighbour_ef)
+        live = self.ledger.live_ids([h.record.id for h in hits]) if hits else set()
+        return next((h for h in hits if h.record.id in live), None)
+
+    def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None,
+             cache_rows: list[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> InsertResult:
+        """Insert, in the ledger's order (row 'inserting', point, superseded point, row live), batched with the
+        other agents' concurrent inserts (`memory.group_commit`); answered once the row is live. `extra` goes
+        into the 'insert' version's detail."""
+        old_id = superseded.record.id if superseded else None
+        similarity = round(superseded.score, 4) if superseded else None
+        [point] = self.store.owned([StoredPoint(record, vector, *self._keywords([record]))])
+        detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance} | (extra or {})
+        group_commit(self.store.backend).insert(PendingInsert(
+            self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {}),
+            cache_rows or []))
+        crash_point("archival.insert.completed")
+        action = "superseded" if old_id else "inserted"
+        log.info(f"archival_{'supersede' if old_id else 'insert'}", agent_id=self.agent_id, id=record.id,
+                 kind=record.kind, chars=len(record.text), replaced=old_id)
+        return InsertResult(action=action, id=record.id, text=record.text, kind=record.kind, other_id=old_id,
+                            similarity=similarity)
+
+    def _refresh(self, copy: Hit, new: MemoryRecord, vector: np.ndarray,
+                 cache_rows: list[dict[str, Any]] | None = None) -> InsertResult:
+        """A near-copy was written again: row (new fields, token), point's payload, token cleared."""
+        if cache_rows:
+            with self.engine.begin() as conn:
+                write_cache_rows(conn, cache_rows)
+        old = copy.record
+        token = new_token()
+        fields = self.ledger.begin_refresh(old.id, new, token, copy.score)
+        if fields is None:  # forgotten or superseded since the neighbour was found
+            return self._add(new, vector, None)  # (its cache row was written above)
+        crash_point("archival.refresh.pending")
+        self.store.set_payload(old.id, fields)
+        crash_point("archival.refresh.payload")
+        self.ledger.settle([old.id], token)
+        crash_point("archival.refresh.completed")
+        log.info("archival_dedupe", agent_id=self.agent_id, id=old.id, similarity=round(copy.score, 4))
+        return InsertResult(action="duplicate", id=old.id, text=old.text, kind=old.kind, other_id=old.id,
+                            similarity=round(copy.score, 4))
+
+    async def insert_event(self, record: MemoryRecord, detail: dict[str, Any] | None = None) -> InsertResult:
+        """Store a memory of an event (an episode) as given: its id and dates kept, never deduped or superseding
+        (an event does not repeat another, however alike). An id already stored (in any state) writes nothing and
+        answers 'duplicate', so a record with an id derived from the event is stored once. `detail` goes into its
+        'insert' version."""
+        record = record.model_copy(update={"agent_id": self.agent_id,
+                                           "text": normalise_text(record.text, record.created_at)})
+        self._validate(record.text, record.kind, record.importance)
+        cache_rows: list[dict[str, Any]] = []
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [record.text], cache_rows)
+        async with self._write_lock:
+            if await asyncio.to_thread(self.ledger.rows, [record.id]):
+                return InsertResult(action="duplicate", id=record.id, text=record.text, kind=record.kind,
+                                    other_id=record.id)
+            return await asyncio.to_thread(self._add, record, vector, None, cache_rows, detail)
+
+    async def rewrite(self, memory_id: str, text: str, *, operation: str, detail: dict[str, Any]) -> bool:
+        """Replace a live memory's text in place (same id; new vector and payload), recorded as an `operation`
+        version with `detail` and the new text. The text is stored as given (NUL removed), so a caller's bound on
+        its length holds. False when the memory is not live (forgotten or superseded): nothing changes."""
+        text = without_nul(text).strip()
+        self._validate(text, "fact", None)  # the text's checks (the kind stays what it was)
+        cache_rows: list[dict[str, Any]] = []
+        [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
+        async with self._write_lock:  # an insert deduping against this memory waits for its new vector
+            return await asyncio.to_thread(self._rewrite, memory_id, text, vector, operation, detail, cache_rows)
+
+    def _rewrite(self, memory_id: str, text: str, vector: np.ndarray, operation: str, detail: dict[str, Any],
+                 cache_rows: list[dict[str, Any]]) -> bool:
+        """Row (new text, token, version), point upserted from the row, token cleared: a crash in between leaves
+        a token, and the reconcile upserts the point again from the row (`memory.reconcile`)."""
+        store = self.store  # opened (and reconciled) before the row is touched
+        if cache_rows:
+            with self.engine.begin() as conn:
+                write_cache_rows(conn, cache_rows)
+        token = new_token()
+        record = self.ledger.begin_rewrite(memory_id, text, token, operation, detail, self.clock())
+        if record is None:
+            return False
+        crash_point("archival.rewrite.pending")
+        store.upsert([StoredPoint(record, vector, *self._keywords([record]))])
+        crash_point("archival.rewrite.upserted")
+        self.ledger.settle([memory_id], token)
+        crash_point("archival.rewrite.completed")
+        log.info("archival_rewrite", agent_id=self.agent_id, id=memory_id, operation=operation, chars=len(text))
+        return True
+
+    async def supersede(self, memory_id: str, by: str, detail: dict[str, Any]) -> bool:
+        """Mark a live memory superseded by another existing one, `detail` (a reason, who decided) in its
+        'superseded' version; SQL first, then the point (a crash between: `memory.reconcile` sets the point from
+        the row). False when it is not live or already superseded (nothing changes: safe to repeat)."""
+        now, token = self.clock(), new_token()
+        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
+        if not await asyncio.to_thread(self.ledger.begin_supersede, memory_id, by, token, detail, now):
+            return False
+        crash_point("archival.supersede.pending")
+        await asyncio.to_thread(store.set_payload, memory_id, {"superseded_by": by, "updated_at": now})
+        await asyncio.to_thread(self.ledger.settle, [memory_id], token)
+        log.info("archival_supersede", agent_id=self.agent_id, id=memory_id, by=by, detail=detail)
+        return True
+
+    # -- search -----------------------------------------------------------------------------------------------
+
+    async def search(self, query: str, *, tags: list[str] | None = None, start_date: datetime | None = None,
+                     end_date: datetime | None = None, top_k: int | None = None, page: int = 1,
+                     mode: Literal["hybrid", "bm25", "dense"] = "hybrid", count_hits: bool = True,
+                     seen: bool = False) -> list[ArchivalHit]:
+        """Ranked live memories for a query: dense and BM25 candidates fused, weighed by recency, importance,
+        usefulness and disuse; nothing below the noise floor. Expired and dormant memories only with a date range
+        (`memory.decay`). `page` counts from 1, `top_k` results per page. `count_hits=False` leaves hit counts alone
+        (benchmarks, inspection); `seen=True` with it marks the results used for decay, not for usefulness
+        (prefetch: the model was shown them)."""
+        k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
+        dated = start_date is not None or end_date is not None
+        if not self._stats_cache.may_find(dated):
+            return []  # nothing to find (checked against the database): no need to load the model or open the store
+        now = self.clock()
+        use = "hit" if count_hits else "seen" if seen and self.config.expiry.prefetch_counts else None
+        limit = max(self.config.prefetch, k * max(1, page) * 2)
+        # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
+        results, candidates = await asyncio.to_thread(self._search, query, (tags, start_date, end_date), limit, k,
+                                                      page, mode, now, use)
+        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results),
+                 page=page)
+        return results
+
+    def _search(self, query: str, scope: tuple[list[str] | None, datetime | None, datetime | None], limit: int,
+                k: int, page: int, mode: str, now: datetime, use: str | None) -> tuple[list[ArchivalHit], int]:
+        activity = self.activity.at(now)  # cached: a read only until today is known active
+        tags, start_date, end_date = scope
+        flt = search_filter(now, self.config.expiry, activity, tags=tags, start_date=start_date, end_date=end_date)
+
+        def one_round(text: str) -> list[tuple[float, MemoryRecord]]:
+            vector = query_vector(self.embedder, text)
+            sparse = self._sparse(analysed(text), query=True) if mode != "dense" else None
+            dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
+            live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
+            dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
+            return self._rank(vector, dense_hits, keyword_hits, now, mode, activity)
+
+        ranked = refine(query, one_round(query), one_round, now, self.config)  # a second round, the time boost
+        shown = ranked[(max(1, page) - 1) * k: max(1, page) * k]
+        results = [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
+                               tags=r.tags, importance=r.importance) for s, r in shown]
+        if results and use == "hit":
+            self._count_hits([r.id for r in results], now)
+        elif use == "seen" and (due := due_for_seen([r for _, r in shown], now)):
+            self._count_hits(due, now, count=False)
+        return results, len(ranked)
+
+    def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
+              mode: str, activity: Activity) -> list[tuple[float, MemoryRecord]]:
+        """(score, record) of every candidate that beats noise, best first."""
+        records = {h.record.id: h.record for h in [*dense_hits, *keyword_hits]}
+        if not records:
+            return []
+        ids = list(records)
+        cos = {h.record.id: h.score for h in dense_hits}
+        # keyword hits the dense side did not return: the store scored them (or their vectors are fetched)
+        cos.update({h.record.id: h.cosine for h in keyword_hits if h.cosine is not None and h.record.id not in cos})
+        missing = [i for i in ids if i not in cos]
+        if missing and mode != "bm25":
+            cos.update({i: float(v @ vector) for i, v in self.store.dense_vectors(missing).items()})
+        kw = {h.record.id: h.score for h in keyword_hits}
+        dense = np.array([cos.get(i, 0.0) for i in ids])
+        keyword = np.array([kw.get(i, 0.0) for i in ids])
+        weight = {"hybrid": self.config.dense_weight, "bm25": 0.0, "dense": 1.0}[mode]
+        fused = fuse(keyword, dense, weight)
+        if mode == "hybrid":
+            fused = filed_together(fused, [records[i].created_at for i in ids], self.config.neighbour_seconds,
+                                   self.config.neighbour_weight)
+        keep = beats_noise(keyword, dense, self.config.min_keyword_score, self.config.min_similarity)
+        scored = [(fused[n] * self._prior(records[i], now, activity), records[i]) for n, i in enumerate(ids) if keep[n]]
+        scored.sort(key=lambda pair: -pair[0])
+        return scored
+
+    def _prior(self, record: MemoryRecord, now: datetime, activity: Activity) -> float:
+        c = self.config
+        return (recency(record.created_at, now, c.recency_weight, c.recency_half_life_days)
+                * importance_factor(record.importance, c.importance_weight)
+                * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days)
+                * disuse_weight(record, activity, c.expiry))
+
+    def _count_hits(self, ids: list[str], now: datetime, count: bool = True) -> None:
+        """Usefulness bookkeeping: each returned memory gets a hit, or (not `count`) only its last use moved to
+        now (SQL first, then the payloads)."""
+        token = new_token()
+        fields = self.ledger.begin_hits(ids, now, token, count=count)
+        crash_point("archival.hits.pending")
+        # one store write per distinct set of values (they differ only by hit count): each write is a WAL append
+        same: dict[tuple[tuple[str, Any], ...], list[str]] = {}
+        for memory_id, values in fields.items():
+            same.setdefault(tuple(sorted(values.items())), []).append(memory_id)
+        for values, memory_ids in same.items():
+            self.store.set_payloads(memory_ids, dict(values))
+        crash_point("archival.hits.payload")
+        self.ledger.settle(list(fields), token)
+
+    # -- inspection, statistics, deletion ---------------------------------------------------------------------
+
+    def stats(self) -> tuple[int, tuple[str, ...]]:
+        """(live memories, tags in use by them) now, from SQL: whoever wrote them, whatever expired since.
+        Costs one primary-key read while nothing changed (the agent's revision) and no memory expired; in a turn
+        (`turn_stats`), one such read for the whole turn (`memory.stats_cache`)."""
+        return self._stats_cache.value()
+
+    def turn_stats(self, revision: int | None = None) -> ContextManager[None]:
+        """For one turn (`with`): statistics as of its start plus its own writes, the revision read once (or
+        `revision`, the agent's revision the turn read with its other checks, taken for the first read)."""
+        return self._stats_cache.turn(revision)
+
+    def list(self, include_superseded: bool = False) -> list[MemoryRecord]:
+        """The agent's memories from SQL, newest first (no vector store needed)."""
+        return self.ledger.list(include_superseded)
+
+    def history(self, memory_id: str) -> list[MemoryVersion]:
+        """Every recorded change of one of the agent's memories, oldest first."""
+        return self.ledger.history(memory_id)
+
+    def resolve_id(self, prefix: str) -> str | None:
+        """The full id of the agent's memory whose id starts with `prefix` (unique), or None."""
+        return self.ledger.resolve_id(prefix)
+
+    async def forget(self, memory_id: str) -> bool:
+        """Delete one memory for real, in the ledger's order: row marked, point deleted, row and history deleted."""
+        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
+        found = await asyncio.to_thread(self.ledger.begin_forget, memory_id)
+        crash_point("archival.forget.pending")
+        await asyncio.to_thread(store.delete, [memory_id])
+        crash_point("archival.forget.point_deleted")
+        await asyncio.to_thread(self.ledger.end_forget, memory_id)
+        crash_point("archival.forget.completed")
+        log.info("archival_forget", agent_id=self.agent_id, id=memory_id, found=found)
+        return found

@@ -1,0 +1,196 @@
+"""`pagemind serve`: the daemon and its API in one process, until SIGTERM or SIGINT; and finding a live daemon
+that serves a database (for `pagemind run`).
+
+Shutdown: the first signal stops the daemon taking work and lets the turns in flight finish within the grace
+period (`Daemon.stop`), while uvicorn stops accepting connections and lets the requests in flight end (a waiting
+`sync` request gets its reply, or 202 when the turn was released); then the process exits 0. A second signal
+ends the remaining connections at once. Uvicorn's own signal handling is replaced: it re-raises the signal after
+shutting down, which would end the process with the signal's status instead of 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pagemind.runtime.process.settings import Settings
+    from pagemind.scheduler.catalog import AgentCatalog
+
+LIVE_S = 90.0  # a daemon whose heartbeat is older than this is dead (three default leases: scheduler/queue/leases.py)
+
+
+async def serve(args: argparse.Namespace, settings: Settings, token: str | None) -> int:
+    """Load the folder, start the daemon, serve the API; stop gracefully on a signal. Returns the exit code."""
+    import uvicorn
+
+    from pagemind.runtime.cli.shared import CliError
+    from pagemind.runtime.state.store import StateStore
+    from pagemind.scheduler.api.app import create_app
+    from pagemind.scheduler.catalog import AgentCatalog
+    from pagemind.scheduler.daemon import Daemon, DaemonConfig
+    from pagemind.scheduler.gc_tuning import tune_for_serving
+
+    url = public_url(args)
+    store = StateStore.open(settings.database_url)
+    catalog = AgentCatalog(args.directory, store)
+    load_before_serving(catalog)
+    daemon = Daemon(catalog, settings, config=DaemonConfig(concurrency=args.concurrency, grace_s=args.grace, url=url))
+    app = create_app(daemon, token, max_body=args.max_body)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=max(1, int(args.grace) + 5))
+    stopping: list[asyncio.Task[None]] = []
+
+    def started(server: uvicorn.Server) -> None:
+        tune_for_serving()  # everything made at start lives until exit: out of the collector's sight
+        auth = ("bearer token required (PAGEMIND_API_TOKEN)" if token else
+                "no PAGEMIND_API_TOKEN: loopback only, no authentication")
+        sys.stderr.write(f"pagemind: serving {len(daemon.list_agents())} agent(s) from {args.directory} "
+                         f"on {url} ({auth}); SIGTERM or Ctrl-C stops it\n")
+        sys.stderr.flush()
+
+    server = _Server(config, started)
+    sockets = [_reuse_port_socket(args.host, args.port)] if getattr(args, "reuse_port", False) else None
+
+    def on_signal() -> None:
+        if stopping:
+            server.force_exit = True  # a second signal: stop waiting for open connections
+            return
+        stopping.append(asyncio.ensure_future(daemon.stop(args.grace)))
+        server.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    await daemon.start()
+    try:
+        await server.serve(sockets)
+    except SystemExit:  # uvicorn could not bind (it has logged why)
+        raise CliError(f"cannot listen on {args.host}:{args.port} (in use, or not an address of this machine)")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if stopping:
+            await stopping[0]
+        else:
+            await daemon.stop(args.grace)
+    sys.stderr.write("pagemind: stopped\n")
+    return 0
+
+
+class _Server:
+    """uvicorn's server, with the caller's signal handling and a hook once it listens."""
+
+    def __new__(cls, config: Any, on_started: Callable[[Any], None]) -> Any:
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
+                return contextlib.nullcontext()
+
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                if self.started:
+                    on_started(self)
+
+        return Server(config)
+
+
+def serving_loop() -> asyncio.AbstractEventLoop:
+    """The daemon's event loop: uvloop's where it is installed (every platform but Windows), else asyncio's. Its
+    sockets, transports and timers are C: the daemon spent ×0.89–0.94 of the CPU per step on it
+    (`bench/RESULTS.md`, "Daemon CPU per step, fifth pass")."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def load_before_serving(catalog: AgentCatalog) -> None:
+    """What the first turn would load, loaded before the daemon listens: its first user would otherwise wait for
+    it (the SDK's ~800 modules 0.7 s, a tiktoken encoding 0.2 s of CPU here), and the collector's freeze at start
+    (`scheduler.gc_tuning`) would miss it, so every full collection would walk it again."""
+    import os
+
+    from pagemind.runtime.model.pool import import_model_stack
+    from pagemind.runtime.tokens import DEFAULT_ENCODING, encoding
+
+    import_model_stack(os.environ.get("PAGEMIND_HTTP_CLIENT") or "httpx")
+    for name in {spec.model.encoding or DEFAULT_ENCODING for spec in catalog.folder_specs()} or {DEFAULT_ENCODING}:
+        encoding(name)
+
+
+def public_url(args: argparse.Namespace) -> str:
+    """The URL the daemon is reached at: `--public-url`, or http://HOST:PORT."""
+    return args.public_url or f"http://{_url_host(args.host)}:{args.port}"
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A socket bound with `SO_REUSEPORT`, as each worker of `serve --workers` binds (`scheduler.workers`): the
+    kernel spreads the connections over the workers. Raises `CliError` when the port is taken otherwise."""
+    from pagemind.runtime.cli.shared import CliError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CliError(f"cannot listen on {host}:{port}: {exc}") from None
+    return sock
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        return socket.gethostname()
+    return f"[{host}]" if ":" in host else host
+
+
+def live_daemon_url(settings: Settings, now: datetime | None = None) -> str | None:
+    """The URL of a daemon serving the database of `settings` with a fresh heartbeat (on this host: its process
+    still running), or None. Reads SQL only."""
+    from sqlalchemy import select
+
+    from pagemind.runtime.state.engine import make_engine
+    from pagemind.runtime.state.tables import daemons
+
+    now = now or datetime.now(timezone.utc)
+    engine = make_engine(settings.database_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(select(daemons.c.url, daemons.c.host, daemons.c.pid, daemons.c.heartbeat_at)
+                                .order_by(daemons.c.heartbeat_at.desc())).all()
+    except Exception:  # noqa: BLE001 — no table yet (an old database), or none at all: no daemon
+        return None
+    finally:
+        engine.dispose()
+    here = socket.gethostname()[:255]
+    for row in rows:
+        beat = row.heartbeat_at if row.heartbeat_at.tzinfo else row.heartbeat_at.replace(tzinfo=timezone.utc)
+        if now - beat > timedelta(seconds=LIVE_S):
+            continue
+        if row.host == here and not _alive(row.pid):
+            continue
+        return row.url
+    return None
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,169 @@
+"""A message for an agent whose worker lingers here is claimed for that worker by its own insert (issue 12,
+throughput: one statement a turn fewer): it is stored running, with the worker's lease, and runs without a claim.
+An older open item of the agent still runs first; a linger that runs out while the insert is in flight still gets
+the item; a key used before hands the worker nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
+from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents
+from tests.scheduler.test_daemon_core import make_daemon
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    return write_agents(tmp_path / "agents")
+
+
+def lingering_daemon(database_url: str, folder: Path):
+    """A daemon whose workers linger an hour (and that polls as rarely): only a submission wakes them."""
+    return make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+
+
+async def first_turn(daemon, name: str = "alice", **submit):
+    """Submit a first message and wait for it: afterwards the agent's worker lingers."""
+    first = await daemon.submit(name, "msg 1", **submit)
+    assert (await daemon.wait(first.run_id, 60)).state == "done"
+    return first
+
+
+def count_claims(daemon) -> list[int]:
+    """Record the agent of every `claim_next` the daemon's workers make."""
+    claims: list[int] = []
+    real = daemon.inbox.claim_next
+
+    async def claim_next(agent_id, *args):
+        claims.append(agent_id)
+        return await real(agent_id, *args)
+
+    daemon.inbox.claim_next = claim_next
+    return claims
+
+
+async def test_a_message_for_a_lingering_worker_is_stored_claimed_and_runs_without_a_claim(database_url, folder):
+    daemon = lingering_daemon(database_url, folder)
+    await daemon.start()
+    try:
+        first = await first_turn(daemon)
+        claims = count_claims(daemon)
+        worker = daemon.dispatcher.workers[first.agent_id]
+        second = await daemon.submit("alice", "msg 2")
+        assert (second.state, second.owner, second.attempts) == ("running", daemon.owner, 1)
+        assert second.started_at is not None and second.started_at == second.created_at
+        done = await daemon.wait(second.run_id, 60)
+        assert done.state == "done" and done.result["reply"] == "ack 2" and done.attempts == 1
+        assert daemon.dispatcher.workers[first.agent_id] is worker
+        # Its finish said nothing else waits, so the worker lingers again without an empty claim: none at all.
+        assert claims == []
+    finally:
+        await daemon.stop(grace_s=0)
+    async with daemon.agent("alice") as agent:
+        assert markers(agent.memory.get("human").value) == ["1", "2"]
+
+
+async def test_an_older_open_item_of_the_agent_runs_first(database_url, folder):
+    daemon = lingering_daemon(database_url, folder)
+    await daemon.start()
+    try:
+        first = await first_turn(daemon)
+        # An item the worker has not heard of (as another daemon's submission whose notice is still on its way).
+        older, _ = await daemon.inbox.submit(first.agent_id, "alice", "message", "msg 2", None,
+                                             first.created_at, announce=False)
+        newer = await daemon.submit("alice", "msg 3")
+        assert newer.state == "pending" and newer.attempts == 0  # not claimed past the older one
+        a, b = await daemon.wait(older.run_id, 60), await daemon.wait(newer.run_id, 60)
+        assert a.state == b.state == "done" and a.finished_at <= b.started_at
+    finally:
+        await daemon.stop(grace_s=0)
+    async with daemon.agent("alice") as agent:
+        assert markers(agent.memory.get("human").value) == ["1", "2", "3"]
+
+
+async def test_a_linger_that_runs_out_while_the_insert_is_in_flight_still_runs_the_item(database_url, folder):
+    daemon = lingering_daemon(database_url, folder)
+    dispatcher = daemon.dispatcher
+    linger_over, inserting, insert_may_end = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def linger_wait(event):  # the linger runs out when the test says so
+        await linger_over.wait()
+        raise TimeoutError
+
+    real_submit = daemon.inbox.submit
+
+    async def submit(*args, **kwargs):
+        inserting.set()
+        await insert_may_end.wait()
+        return await real_submit(*args, **kwargs)
+
+    dispatcher._linger_wait = linger_wait
+    await daemon.start()
+    try:
+        first = await first_turn(daemon)
+        daemon.inbox.submit = submit
+        claims = count_claims(daemon)
+        sending = asyncio.create_task(daemon.submit("alice", "msg 2"))
+        await inserting.wait()  # the worker was taken for this submission
+        linger_over.set()
+        worker = dispatcher.workers[first.agent_id]
+        assert not worker.done()
+        insert_may_end.set()
+        second = await sending
+        assert second.state == "running"
+        done = await daemon.wait(second.run_id, 60)
+        assert done.state == "done" and done.attempts == 1 and claims == []  # run by the taken worker, unclaimed
+    finally:
+        linger_over.set()
+        await daemon.stop(grace_s=0)
+
+
+async def test_a_key_used_before_hands_the_worker_nothing_and_it_lingers_on(database_url, folder):
+    daemon = lingering_daemon(database_url, folder)
+    await daemon.start()
+    try:
+        first = await first_turn(daemon, idempotency_key="k1")
+        worker = daemon.dispatcher.workers[first.agent_id]
+        again = await daemon.submit("alice", "msg 1", idempotency_key="k1")
+        assert again.run_id == first.run_id and again.state == "done"
+        second = await daemon.submit("alice", "msg 2")  # the worker claims it (it may be lingering again already)
+        done = await daemon.wait(second.run_id, 60)
+        assert done.state == "done" and done.result["reply"] == "ack 2" and done.attempts == 1
+        assert daemon.dispatcher.workers[first.agent_id] is worker
+    finally:
+        await daemon.stop(grace_s=0)
+
+
+async def test_lingering_workers_woken_together_run_within_concurrency(database_url, tmp_path):
+    """Up to `max_loaded` workers linger, more than `concurrency`: woken at once, they still run at most
+    `concurrency` turns at a time, and every one of them runs its item."""
+    names = ("alice", "bob", "carol", "dave")
+    folder = write_agents(tmp_path / "agents", names)
+    in_flight, most = 0, 0
+
+    async def step(request):
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        for _ in range(50):
+            await asyncio.sleep(0)  # let another turn run here, if the daemon allowed one
+        in_flight -= 1
+        return ledger_step(request)
+
+    daemon = make_daemon(database_url, folder, FunctionModel(by_purpose(step)), concurrency=2, linger_s=3600,
+                         poll_s=3600)
+    await daemon.start()
+    try:
+        for name in names:  # one after the other: each worker then lingers
+            await first_turn(daemon, name)
+        assert len(daemon.dispatcher.workers) == len(names)
+        most = 0
+        second = await asyncio.gather(*(daemon.submit(name, "msg 2") for name in names))
+        done = [await daemon.wait(item.run_id, 60) for item in second]
+        assert [item.state for item in done] == ["done"] * len(names)
+        assert most <= 2
+    finally:
+        await daemon.stop(grace_s=0)
