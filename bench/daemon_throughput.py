@@ -276,7 +276,7 @@ async def main() -> None:
                         help="the bench/RESULTS.md section to write")
     args = parser.parse_args()
     note = machine_note()
-    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_stub.py"), "--latency-ms",
+    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "openai_stub.py"), "--latency-ms",
                              str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
     port = int(stub.stdout.readline().split()[-1])
     rows = []

@@ -72,7 +72,7 @@ def main() -> None:
     note = machine_note()
     checkouts = checkout_pythons(args.base)
     port = free_port()
-    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_stub.py"), "--port", str(port),
+    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "openai_stub.py"), "--port", str(port),
                              "--latency-ms", str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
     try:
         stub.stdout.readline()  # "listening on …": it accepts connections

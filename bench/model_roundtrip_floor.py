@@ -73,7 +73,7 @@ async def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md")
     args = parser.parse_args()
     note = machine_note()
-    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_stub.py"), "--latency-ms",
+    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "openai_stub.py"), "--latency-ms",
                              str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{int(stub.stdout.readline().split()[-1])}"
     results: dict[str, list[dict[str, float]]] = {"aiohttp": [], "httpx": []}

@@ -4,5 +4,15 @@ from pagemind.blocks.block import Block, BlockEdit, BlockEditError, CoreMemory, 
 from pagemind.blocks.schema import BlockSchema
 from pagemind.blocks.structured import checked_json, compact_view, dump_json, merge_patch
 
-__all__ = ["Block", "BlockEdit", "BlockEditError", "BlockSchema", "CoreMemory", "checked_json", "compact_view",
-           "dump_json", "merge_patch", "updated_value"]
+__all__ = [
+    "Block",
+    "BlockEdit",
+    "BlockEditError",
+    "BlockSchema",
+    "CoreMemory",
+    "checked_json",
+    "compact_view",
+    "dump_json",
+    "merge_patch",
+    "updated_value",
+]

@@ -69,8 +69,10 @@ def appended_value(block: Block, content: str) -> str:
     if not content:
         raise BlockEditError("Nothing to append: content is empty.")
     if block.schema is not None and block.value:
-        raise BlockEditError(f"Block '{block.label}' is structured (JSON with fixed fields): appending text would "
-                             "break it. Use core_memory_update to set or add fields.")
+        raise BlockEditError(
+            f"Block '{block.label}' is structured (JSON with fixed fields): appending text would "
+            "break it. Use core_memory_update to set or add fields."
+        )
     new_value = f"{block.value}\n{content}" if block.value else content
     return _checked(block, new_value)
 
@@ -104,8 +106,10 @@ def updated_value(block: Block, changes: dict[str, Any]) -> str:
     null is removed; objects merge; lists and other values replace). Raises BlockEditError naming the field that
     would break the schema, or when the block is read-only, over its limit or not structured."""
     if block.schema is None:
-        raise BlockEditError(f"Block '{block.label}' is plain text, not structured; edit it with "
-                             "core_memory_append, core_memory_replace or memory_rethink.")
+        raise BlockEditError(
+            f"Block '{block.label}' is plain text, not structured; edit it with "
+            "core_memory_append, core_memory_replace or memory_rethink."
+        )
     if block.read_only:
         raise BlockEditError(f"Block '{block.label}' is read-only; it cannot be edited.")
     return _checked(block, patched_json(block.label, block.value, changes))
@@ -163,6 +167,6 @@ class CoreMemory:
         edits, self.pending = self.pending, []
         return edits
 
-    def copy(self) -> "CoreMemory":
+    def copy(self) -> CoreMemory:
         """An independent working copy (blocks are immutable, so a shallow list copy suffices)."""
         return CoreMemory(list(self.blocks), list(self.pending))

@@ -28,11 +28,14 @@ class CompanionProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, description="what the user likes to be called")
-    preferences: dict[str, str] = Field(default_factory=dict,
-                                        description="topic → what they like or dislike, e.g. drinks: green tea")
+    preferences: dict[str, str] = Field(
+        default_factory=dict, description="topic → what they like or dislike, e.g. drinks: green tea"
+    )
     people: dict[str, Person] = Field(default_factory=dict, description="people who matter, keyed by name")
     dates: dict[str, Date] = Field(default_factory=dict, description="event → date, YYYY-MM-DD (MM-DD if yearly)")
-    health: dict[str, str] = Field(default_factory=dict,
-                                   description="allergies, conditions, medication, limits → detail")
-    situations: dict[str, str] = Field(default_factory=dict,
-                                       description="ongoing situations (job search, exams, a move) → where it stands")
+    health: dict[str, str] = Field(
+        default_factory=dict, description="allergies, conditions, medication, limits → detail"
+    )
+    situations: dict[str, str] = Field(
+        default_factory=dict, description="ongoing situations (job search, exams, a move) → where it stands"
+    )

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -44,7 +45,7 @@ class BlockSchema:
     model: type[BaseModel] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def inline(cls, schema: Mapping[str, Any]) -> "BlockSchema":
+    def inline(cls, schema: Mapping[str, Any]) -> BlockSchema:
         """An inline JSON Schema; raises ValueError if it is not a valid JSON Schema (2020-12)."""
         from jsonschema import Draft202012Validator, SchemaError
 
@@ -56,22 +57,25 @@ class BlockSchema:
         return cls(json.dumps(schema, sort_keys=True, ensure_ascii=False), schema)
 
     @classmethod
-    def from_model(cls, model: type[BaseModel], reference: str | None = None) -> "BlockSchema":
+    def from_model(cls, model: type[BaseModel], reference: str | None = None) -> BlockSchema:
         """A pydantic model's schema (validated by the model itself)."""
         return cls(reference or f"{model.__module__}:{model.__qualname__}", model.model_json_schema(), model)
 
     @classmethod
-    def resolve(cls, reference: str) -> "BlockSchema":
+    def resolve(cls, reference: str) -> BlockSchema:
         """The pydantic model named `package.module:Model`, imported; raises ValueError saying what is wrong."""
         module_name, colon, attribute = reference.partition(":")
         if not (colon and module_name and attribute):
-            raise ValueError(f"'{reference}' is not a schema reference: give an inline JSON Schema (a mapping) or "
-                             "'package.module:Model' naming a pydantic model")
+            raise ValueError(
+                f"'{reference}' is not a schema reference: give an inline JSON Schema (a mapping) or "
+                "'package.module:Model' naming a pydantic model"
+            )
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:
-            raise ValueError(f"cannot import module '{module_name}' for schema '{reference}': "
-                             f"{type(exc).__name__}: {exc}") from None
+            raise ValueError(
+                f"cannot import module '{module_name}' for schema '{reference}': {type(exc).__name__}: {exc}"
+            ) from None
         target = getattr(module, attribute, None)
         if not (isinstance(target, type) and issubclass(target, BaseModel)):
             what = "has no attribute" if target is None else "has no pydantic model"

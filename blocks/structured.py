@@ -27,7 +27,8 @@ def parse_json(label: str, text: str) -> Any:
     except json.JSONDecodeError as exc:
         raise BlockEditError(
             f"Edit refused: block '{label}' holds JSON, and the new value is not valid JSON ({exc.msg} at line "
-            f"{exc.lineno} column {exc.colno}). Change its fields with core_memory_update instead.") from None
+            f"{exc.lineno} column {exc.colno}). Change its fields with core_memory_update instead."
+        ) from None
 
 
 def checked_json(label: str, schema: BlockSchema, text: str) -> str:
@@ -36,8 +37,10 @@ def checked_json(label: str, schema: BlockSchema, text: str) -> str:
     data = parse_json(label, text)
     problems = schema.problems(data)
     if problems:
-        raise BlockEditError(f"Edit refused: block '{label}' must match its schema; the new value breaks it at "
-                             f"{schema.explain(problems)} Nothing was changed.")
+        raise BlockEditError(
+            f"Edit refused: block '{label}' must match its schema; the new value breaks it at "
+            f"{schema.explain(problems)} Nothing was changed."
+        )
     return dump_json(data)
 
 
@@ -59,13 +62,17 @@ def patched_json(label: str, current: str, changes: Any) -> str:
     """The JSON after merging `changes` into `current` (not yet checked against the schema: the caller's edit
     check does that, once); raises BlockEditError when `changes` or `current` cannot be merged."""
     if not isinstance(changes, dict):
-        raise BlockEditError(f"changes must be a JSON object of the fields to set (null removes a field), e.g. "
-                             f'{{"name": "Mia"}}; got {type(changes).__name__}.')
+        raise BlockEditError(
+            f"changes must be a JSON object of the fields to set (null removes a field), e.g. "
+            f'{{"name": "Mia"}}; got {type(changes).__name__}.'
+        )
     try:
         base = json.loads(current) if current.strip() else {}
     except json.JSONDecodeError:  # text stored before the block had a schema
-        raise BlockEditError(f"Block '{label}' holds text that is not JSON (written before it had a schema), so it "
-                             "cannot be patched; rewrite it whole as JSON with memory_rethink.") from None
+        raise BlockEditError(
+            f"Block '{label}' holds text that is not JSON (written before it had a schema), so it "
+            "cannot be patched; rewrite it whole as JSON with memory_rethink."
+        ) from None
     return dump_json(merge_patch(base, changes))
 
 

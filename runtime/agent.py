@@ -11,29 +11,35 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, ContextManager, Sequence
+from typing import ContextManager
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
 from pagemind.runtime.loop import TurnResult, run_turn
-from pagemind.runtime.messages import Message
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.lifecycle.salience import PREFETCH_STEP, extraction_gate, lookup_gate
 from pagemind.runtime.memory.wiring import build_external_memory
-from pagemind.runtime.model.client import (ModelClient, ModelRequest, ModelResponse, OpenAIModelClient,
-                                            StreamingModelClient)
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model.client import (
+    ModelClient,
+    ModelRequest,
+    ModelResponse,
+    OpenAIModelClient,
+    StreamingModelClient,
+)
 from pagemind.runtime.observer import NullObserver, TurnObserver, wants_deltas
-from pagemind.runtime.reply_stream import ReplyStream
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.pressure.summarizer import summarize
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.reply_stream import ReplyStream
 from pagemind.runtime.spec.agent import AgentSpec, load_spec
 from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
@@ -55,7 +61,7 @@ class StepContext:
     recall: RecallMemory | None = None
     tool_call_id: str | None = None  # set per call by dispatch (`for_call`): a side effect's idempotency key
 
-    def for_call(self, call_id: str) -> "StepContext":
+    def for_call(self, call_id: str) -> StepContext:
         """This context for one tool call."""
         return dataclasses.replace(self, tool_call_id=call_id)
 
@@ -100,7 +106,7 @@ class Agent:
         store: StateStore | None = None,
         reset_memory: bool = False,
         clock: Callable[[], datetime] = utcnow,
-    ) -> "Agent":
+    ) -> Agent:
         """Load the agent defined by a YAML file (or a spec), creating its stored state on first use.
 
         `model` replaces the configured endpoint (tests, replays); `store` shares an open database.
@@ -117,8 +123,16 @@ class Agent:
             blocks, window.block_versions = store.load_core(record.id, spec)
         archival, recall = build_external_memory(spec, record, store, settings, clock)
         return cls(
-            spec=spec, record=record, store=store, memory=CoreMemory(blocks), window=window,
-            tools=spec.resolved_tools(), model_override=model, clock=clock, archival=archival, recall=recall,
+            spec=spec,
+            record=record,
+            store=store,
+            memory=CoreMemory(blocks),
+            window=window,
+            tools=spec.resolved_tools(),
+            model_override=model,
+            clock=clock,
+            archival=archival,
+            recall=recall,
         )
 
     @property
@@ -141,8 +155,9 @@ class Agent:
         See `run_turn` for `idempotency_key` and `wait`."""
         return (await self.run_turn(text, idempotency_key=idempotency_key, wait=wait)).reply
 
-    async def run_turn(self, text: str, *, idempotency_key: str | None = None,
-                       wait: float = DEFAULT_WAIT) -> TurnResult:
+    async def run_turn(
+        self, text: str, *, idempotency_key: str | None = None, wait: float = DEFAULT_WAIT
+    ) -> TurnResult:
         """Run one turn with a user message to its end; the full result (reply, stop reason, steps, messages).
 
         The turn holds the agent's lock from start to end, so turns of one agent never overlap, whichever task or
@@ -176,10 +191,16 @@ class Agent:
         window = self.window
         stats = MemoryStats(self.clock(), window.recall_count, len(window.messages), archival_count, archival_tags)
         inputs = ContextInputs(
-            system=self.spec.system, blocks=tuple(self.memory.blocks), messages=tuple(window.messages),
-            stats=stats, tools=tuple(t.openai_schema() for t in self.tools.values()),
-            summary=window.summary, encoding=self.spec.model.encoding or DEFAULT_ENCODING,
-            max_message_tokens=max_message_tokens(self.spec), retrieved=self.retrieved, wire_cache=window.wire_cache,
+            system=self.spec.system,
+            blocks=tuple(self.memory.blocks),
+            messages=tuple(window.messages),
+            stats=stats,
+            tools=tuple(t.openai_schema() for t in self.tools.values()),
+            summary=window.summary,
+            encoding=self.spec.model.encoding or DEFAULT_ENCODING,
+            max_message_tokens=max_message_tokens(self.spec),
+            retrieved=self.retrieved,
+            wire_cache=window.wire_cache,
         )
         return compile_context(inputs)
 
@@ -191,9 +212,17 @@ class Agent:
         """
         crash_point("turn.prefetch")  # the user message is in the inbox; no step has run
         top_k = self.spec.memory.prefetch_top_k
-        if (self.archival is None or top_k == 0 or not user_message.strip()
-                or not await lookup_gate(user_message, self.spec.memory.salience, report=self.report,
-                                         model=lambda request: self.call_model(request, PREFETCH_STEP))):
+        if (
+            self.archival is None
+            or top_k == 0
+            or not user_message.strip()
+            or not await lookup_gate(
+                user_message,
+                self.spec.memory.salience,
+                report=self.report,
+                model=lambda request: self.call_model(request, PREFETCH_STEP),
+            )
+        ):
             self.retrieved = ()
             return
         # Shown, not used: no hit counted, but the memories count as retrieved for decay (memory.decay).
@@ -217,8 +246,9 @@ class Agent:
         output reserve asks for a shorter reply)."""
         model = self.spec.model
         reply = max_reply_tokens(self.spec, math.ceil(context.total_tokens * self.window.correction))
-        return ModelRequest(model.name, context.messages, context.tools, model.temperature, reply,
-                            encoded_messages=context.encoded)
+        return ModelRequest(
+            model.name, context.messages, context.tools, model.temperature, reply, encoded_messages=context.encoded
+        )
 
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
         """Every model call (steps, summaries, extraction) goes through here, so observers see them all.
@@ -241,10 +271,15 @@ class Agent:
         `memory.summarizer_model`, else the agent's): the recursive summary's prompt and chunking
         (`pressure.summarizer`), each call through `call_model`. Raises ModelError or ValueError (empty answer)."""
         spec = self.spec
-        result = await summarize(lambda request: self.call_model(request, 0),
-                                 model=model or spec.memory.summarizer_model or spec.model.name, old_summary="",
-                                 evicted=messages, budget=budget, window=usable_window(spec),
-                                 encoding=spec.model.encoding or DEFAULT_ENCODING)
+        result = await summarize(
+            lambda request: self.call_model(request, 0),
+            model=model or spec.memory.summarizer_model or spec.model.name,
+            old_summary="",
+            evicted=messages,
+            budget=budget,
+            window=usable_window(spec),
+            encoding=spec.model.encoding or DEFAULT_ENCODING,
+        )
         return result.text
 
     def tool_context(self, working: CoreMemory) -> StepContext:

@@ -90,8 +90,12 @@ def squeeze(reading: PressureReading, floor: int, spec: AgentSpec) -> Squeeze:
     """The room a flush could buy from `reading` when `floor` tokens cannot be evicted; several turns need half
     the normal swing from the flush line down to the target."""
     hard_at = spec.model.context_window - min(MIN_REPLY_TOKENS, spec.model.max_output_tokens)
-    return Squeeze(floor=floor, room=reading.flush_at - floor, needed=(reading.flush_at - reading.target) // 2,
-                   hard_at=max(reading.flush_at, hard_at))
+    return Squeeze(
+        floor=floor,
+        room=reading.flush_at - floor,
+        needed=(reading.flush_at - reading.target) // 2,
+        hard_at=max(reading.flush_at, hard_at),
+    )
 
 
 def read_pressure(total_tokens: int, correction: float, spec: AgentSpec) -> PressureReading:
@@ -99,6 +103,9 @@ def read_pressure(total_tokens: int, correction: float, spec: AgentSpec) -> Pres
     usable = usable_window(spec)
     lines = spec.memory.pressure
     return PressureReading(
-        tokens=math.ceil(total_tokens * correction), usable=usable, warn_at=int(usable * lines.warn),
-        flush_at=int(usable * lines.flush), target=int(usable * lines.target),
+        tokens=math.ceil(total_tokens * correction),
+        usable=usable,
+        warn_at=int(usable * lines.warn),
+        flush_at=int(usable * lines.flush),
+        target=int(usable * lines.target),
     )

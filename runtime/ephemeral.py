@@ -23,8 +23,11 @@ log = structlog.get_logger("pagemind.ephemeral")
 def _clears(agent: Agent) -> list[BlockEdit]:
     seeds = {b.label: b.value for b in agent.spec.blocks if b.ephemeral}
     now = agent.now()
-    return [BlockEdit(b.label, "clear", b.value, seeds[b.label], now)
-            for b in agent.memory.blocks if b.label in seeds and b.value != seeds[b.label]]
+    return [
+        BlockEdit(b.label, "clear", b.value, seeds[b.label], now)
+        for b in agent.memory.blocks
+        if b.label in seeds and b.value != seeds[b.label]
+    ]
 
 
 async def clear_ephemeral(agent: Agent) -> dict[str, Any]:
@@ -41,7 +44,8 @@ async def clear_ephemeral(agent: Agent) -> dict[str, Any]:
         edits = _clears(agent)
         agent.store.commit_edits(agent.record.id, edits, agent.window.block_versions)
     cleared = {e.label: e.new_value for e in edits}
-    agent.memory.blocks[:] = [replace(b, value=cleared[b.label]) if b.label in cleared else b
-                              for b in agent.memory.blocks]
+    agent.memory.blocks[:] = [
+        replace(b, value=cleared[b.label]) if b.label in cleared else b for b in agent.memory.blocks
+    ]
     log.info("ephemeral_cleared", agent=agent.name, labels=sorted(cleared))
     return {"job": "clear_ephemeral", "cleared": sorted(cleared)}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -66,7 +66,7 @@ class ModelRequestEvent(_Event):
     compact: bool = False
 
     @classmethod
-    def from_request(cls, step: int, request: "ModelRequest") -> "ModelRequestEvent":
+    def from_request(cls, step: int, request: ModelRequest) -> ModelRequestEvent:
         """The event for a request about to be sent."""
         return cls(step=step, purpose=request.purpose, body=request.body())
 
@@ -82,10 +82,15 @@ class ModelResponseEvent(_Event):
     completion_tokens: int | None = None
 
     @classmethod
-    def from_response(cls, step: int, response: "ModelResponse") -> "ModelResponseEvent":
+    def from_response(cls, step: int, response: ModelResponse) -> ModelResponseEvent:
         """The event for a response that arrived."""
-        return cls(step=step, body=response.raw, latency_ms=round(response.latency_ms, 3),
-                   prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens)
+        return cls(
+            step=step,
+            body=response.raw,
+            latency_ms=round(response.latency_ms, 3),
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,7 +103,7 @@ class ToolCallEvent(_Event):
     arguments: str
 
     @classmethod
-    def from_call(cls, step: int, call: "ToolCall") -> "ToolCallEvent":
+    def from_call(cls, step: int, call: ToolCall) -> ToolCallEvent:
         """The event for a tool about to be called."""
         return cls(step=step, call_id=call.id, name=call.name, arguments=call.arguments)
 
@@ -115,10 +120,16 @@ class ToolResultEvent(_Event):
     terminal: bool = False
 
     @classmethod
-    def from_result(cls, step: int, result: "ToolResult") -> "ToolResultEvent":
+    def from_result(cls, step: int, result: ToolResult) -> ToolResultEvent:
         """The event for a tool's answer."""
-        return cls(step=step, call_id=result.call_id, name=result.name, content=result.content,
-                   is_error=result.is_error, terminal=result.terminal)
+        return cls(
+            step=step,
+            call_id=result.call_id,
+            name=result.name,
+            content=result.content,
+            is_error=result.is_error,
+            terminal=result.terminal,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,10 +144,11 @@ class MemoryEditEvent(_Event):
     at: datetime
 
     @classmethod
-    def from_edit(cls, step: int, edit: "BlockEdit") -> "MemoryEditEvent":
+    def from_edit(cls, step: int, edit: BlockEdit) -> MemoryEditEvent:
         """The event for a committed edit."""
-        return cls(step=step, label=edit.label, operation=edit.operation, old=edit.old_value, new=edit.new_value,
-                   at=edit.at)
+        return cls(
+            step=step, label=edit.label, operation=edit.operation, old=edit.old_value, new=edit.new_value, at=edit.at
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -315,14 +327,23 @@ class SalienceEvent(RuntimeEventBase):
     data: Salience
 
 
-RuntimeEvent = Annotated[Union[HistoryRepairEvent, PressureWarningEvent, FlushEvent, FlushAheadEvent,
-                               PressureSqueezedEvent, SalienceEvent],
-                         Field(discriminator="kind")]
+RuntimeEvent = Annotated[
+    HistoryRepairEvent | PressureWarningEvent | FlushEvent | FlushAheadEvent | PressureSqueezedEvent | SalienceEvent,
+    Field(discriminator="kind"),
+]
 """Something the runtime did on its own, between the model's moves."""
 
 Event = Annotated[
-    Union[TurnEvent, ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent, MemoryEditEvent,
-          RuntimeEvent, StepEndEvent, ReplyDeltaEvent, ReplyResetEvent],
+    TurnEvent
+    | ModelRequestEvent
+    | ModelResponseEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | MemoryEditEvent
+    | RuntimeEvent
+    | StepEndEvent
+    | ReplyDeltaEvent
+    | ReplyResetEvent,
     Field(discriminator="type"),
 ]
 """Every event of a turn, in the order they happen: what observers receive and what a trace holds."""

@@ -18,22 +18,29 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Callable, Protocol
+from typing import Protocol
 
 import structlog
 
 from pagemind.blocks import BlockEdit, CoreMemory
 from pagemind.runtime.compiler import CompiledContext
-from pagemind.runtime.process.crashpoints import crash_point
+from pagemind.runtime.events import (
+    MemoryEditEvent,
+    ReplyResetEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
+)
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
-from pagemind.runtime.events import (MemoryEditEvent, ReplyResetEvent, StepEndEvent, ToolCallEvent, ToolResultEvent,
-                                     TurnEvent)
 from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.step_commit import LinkedWrite
@@ -122,9 +129,15 @@ class TurnResult:
     messages: list[Message]
 
 
-async def run_turn(agent: LoopAgent, user_message: str, idempotency_key: str | None = None, *,
-                   new_key: bool = False, on_end: EndWrite | None = None,
-                   accepted: Message | None = None) -> TurnResult:
+async def run_turn(
+    agent: LoopAgent,
+    user_message: str,
+    idempotency_key: str | None = None,
+    *,
+    new_key: bool = False,
+    on_end: EndWrite | None = None,
+    accepted: Message | None = None,
+) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
     With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
@@ -166,22 +179,42 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite |
     compiled, response = await call_model(agent, step)  # 2. compile, 3. pressure, 4. model
     working = agent.memory.copy()
     results = await dispatch(agent, step, response, working)  # 5. tools
-    reason = next_action(bool(response.tool_calls), any(r.terminal and not r.is_error for r in results),
-                         step, agent.spec.max_steps_per_turn)
+    reason = next_action(
+        bool(response.tool_calls),
+        any(r.terminal and not r.is_error for r in results),
+        step,
+        agent.spec.max_steps_per_turn,
+    )
     reply = reply_of(response, results) if reason not in (None, StopReason.MAX_STEPS) else None
     if response.streamed and response.streamed != reply:  # e.g. send_message failed: the turn goes on
         agent.observer.on_event(ReplyResetEvent(step=step, reason="the streamed text did not end the turn"))
-    record = StepRecord(turn_id, step, agent.spec.model.name, response.prompt_tokens, response.completion_tokens,
-                        reason.value if reason else None, started_at, response.latency_ms,
-                        (time.perf_counter() - started) * 1000)
+    record = StepRecord(
+        turn_id,
+        step,
+        agent.spec.model.name,
+        response.prompt_tokens,
+        response.completion_tokens,
+        reason.value if reason else None,
+        started_at,
+        response.latency_ms,
+        (time.perf_counter() - started) * 1000,
+    )
     rider = on_end(TurnEnd(turn_id, reply, reason, step)) if on_end is not None and reason is not None else None
     messages = step_messages(agent, turn_id, response, results)
     if reason is None and may_hold(agent, results):  # 6. with the next step's commit
         stored = hold(agent, step, record, messages, working)
     else:  # 6.
         stored = await commit(agent, step, record, messages, working, rider)
-    log.info("step", agent=agent.name, turn=turn_id, step=step, tool_calls=len(results),
-             stop_reason=record.stop_reason, prompt_tokens=response.prompt_tokens, total_ms=round(record.total_ms, 2))
+    log.info(
+        "step",
+        agent=agent.name,
+        turn=turn_id,
+        step=step,
+        tool_calls=len(results),
+        stop_reason=record.stop_reason,
+        prompt_tokens=response.prompt_tokens,
+        total_ms=round(record.total_ms, 2),
+    )
     if reason is None:
         return RunAgain(stored)
     if reason is StopReason.MAX_STEPS:
@@ -220,8 +253,14 @@ async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working
     return results
 
 
-async def commit(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
-                 working: CoreMemory, rider: LinkedWrite | None = None) -> list[Message]:
+async def commit(
+    agent: LoopAgent,
+    step: int,
+    record: StepRecord,
+    messages: list[Message],
+    working: CoreMemory,
+    rider: LinkedWrite | None = None,
+) -> list[Message]:
     """Step 6: store the step's record, messages and block edits in one transaction (with `rider`'s write, and
     after a held step), then adopt the edits. Returns every message stored (a held step's first)."""
     edits = list(working.pending)
@@ -236,11 +275,13 @@ def may_hold(agent: LoopAgent, results: list[ToolResult]) -> bool:
     """Whether a step that runs again may be held for the next step's commit: no step is held already, and each
     of its calls changed nothing outside its commit (a tool flagged so, or an unknown one, which never ran)."""
     return not agent.window.held and all(
-        (tool := agent.tools.get(result.name)) is None or tool.effects_in_step for result in results)
+        (tool := agent.tools.get(result.name)) is None or tool.effects_in_step for result in results
+    )
 
 
-def hold(agent: LoopAgent, step: int, record: StepRecord, messages: list[Message],
-         working: CoreMemory) -> list[Message]:
+def hold(
+    agent: LoopAgent, step: int, record: StepRecord, messages: list[Message], working: CoreMemory
+) -> list[Message]:
     """Step 6, deferred: the step in view and its edits adopted, stored by the turn's next commit (the module
     docstring says when). Returns nothing stored: that commit returns this step's messages with its own."""
     edits = list(working.pending)
@@ -263,8 +304,9 @@ class IdempotencyKeyReused(ValueError):
     """An idempotency key came back with a different message than the turn it names."""
 
 
-async def begin_turn(agent: LoopAgent, text: str, key: str | None, new_key: bool = False,
-                     accepted: Message | None = None) -> TurnResult | tuple[str, list[Message], int]:
+async def begin_turn(
+    agent: LoopAgent, text: str, key: str | None, new_key: bool = False, accepted: Message | None = None
+) -> TurnResult | tuple[str, list[Message], int]:
     """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
     or the finished turn's result when `key` names one (nothing is stored then).
 
@@ -307,8 +349,14 @@ def stored_reply(agent: LoopAgent, reason: StopReason, messages: list[Message]) 
     if reason is StopReason.PLAIN_REPLY:
         return next((m.content for m in reversed(messages) if m.role == "assistant"), None)
     if reason is StopReason.SEND_MESSAGE:
-        return next((m.content for m in reversed(messages) if m.role == "tool" and not m.is_error
-                     and m.name in agent.tools and agent.tools[m.name].terminal), None)
+        return next(
+            (
+                m.content
+                for m in reversed(messages)
+                if m.role == "tool" and not m.is_error and m.name in agent.tools and agent.tools[m.name].terminal
+            ),
+            None,
+        )
     return None
 
 

@@ -10,7 +10,8 @@ must not keep the session's working notes alive, nor stop the reflection).
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -22,8 +23,11 @@ from pagemind.runtime.reflection.run import reflect
 log = structlog.get_logger("pagemind.session_end")
 
 Step = Callable[[Agent], Awaitable[dict[str, Any]]]
-STEPS: tuple[tuple[str, Step], ...] = (("episodes", make_episodes), ("ephemeral", clear_ephemeral),
-                                       ("reflection", reflect))
+STEPS: tuple[tuple[str, Step], ...] = (
+    ("episodes", make_episodes),
+    ("ephemeral", clear_ephemeral),
+    ("reflection", reflect),
+)
 
 
 async def close_session(agent: Agent, *, reflect_after: bool = True) -> dict[str, Any]:
@@ -37,7 +41,7 @@ async def close_session(agent: Agent, *, reflect_after: bool = True) -> dict[str
             continue
         try:
             results[name] = await step(agent)
-        except Exception as exc:  # noqa: BLE001 — one step's failure must not stop the others
+        except Exception as exc:
             log.exception("session_end_step_failed", agent=agent.name, step=name)
             results[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         if "error" in results[name]:

@@ -11,14 +11,15 @@ back out of view when the turn fails (`drop_held`). The pressure monitor decides
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.compiler import WireCache
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.messages import Message, rebound
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.records import AgentRecord, StepRecord
 from pagemind.runtime.state.step_commit import LinkedWrite, StepWrite
 from pagemind.runtime.state.store import StateStore
@@ -57,29 +58,43 @@ class Window:
     copied: int = 0
 
     @classmethod
-    def load(cls, store: StateStore, record: AgentRecord) -> "Window":
+    def load(cls, store: StateStore, record: AgentRecord) -> Window:
         """The window as stored for the agent `record` names."""
         seen = store.last_message_id(record.id)  # read first: a message stored meanwhile reads as "stale", not lost
         return cls(
-            store=store, agent_id=record.id, messages=context_order(store.in_context_messages(record.id)),
-            summary=record.summary, warned=record.pressure_warned, correction=record.token_correction,
-            recall_count=store.message_count(record.id), seen=seen,
+            store=store,
+            agent_id=record.id,
+            messages=context_order(store.in_context_messages(record.id)),
+            summary=record.summary,
+            warned=record.pressure_warned,
+            correction=record.token_correction,
+            recall_count=store.message_count(record.id),
+            seen=seen,
         )
 
     @classmethod
-    def from_stored(cls, store: StateStore, stored: StoredAgent) -> "Window":
+    def from_stored(cls, store: StateStore, stored: StoredAgent) -> Window:
         """The window from what `state.agent_load.read_unchanged` read (the same state as `load`)."""
         record = stored.record
-        return cls(store=store, agent_id=record.id, messages=context_order(stored.messages), summary=record.summary,
-                   warned=record.pressure_warned, correction=record.token_correction,
-                   recall_count=stored.message_count, seen=stored.newest, block_versions=stored.versions)
+        return cls(
+            store=store,
+            agent_id=record.id,
+            messages=context_order(stored.messages),
+            summary=record.summary,
+            warned=record.pressure_warned,
+            correction=record.token_correction,
+            recall_count=stored.message_count,
+            seen=stored.newest,
+            block_versions=stored.versions,
+        )
 
     async def is_stale(self) -> bool:
         """Whether another process stored a message or edited a block since this window read its state."""
         fresh = await self.store.freshness(self.agent_id)
         self.archival_revision = fresh.archival_revision
-        return (fresh.newest != self.seen
-                or any(fresh.versions.get(label) != version for label, version in self.block_versions.items()))
+        return fresh.newest != self.seen or any(
+            fresh.versions.get(label) != version for label, version in self.block_versions.items()
+        )
 
     def reload(self) -> None:
         """Read the window again from the store, in place (the caller reloads the blocks and their versions)."""
@@ -95,8 +110,9 @@ class Window:
         self._adopt(stored)
         return stored
 
-    async def commit_step(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit],
-                          rider: LinkedWrite | None = None) -> tuple[int, list[Message]]:
+    async def commit_step(
+        self, record: StepRecord, messages: list[Message], edits: list[BlockEdit], rider: LinkedWrite | None = None
+    ) -> tuple[int, list[Message]]:
         """Store a step's record, messages and block edits in one transaction (with `rider`'s write, if given),
         then put the messages in view; any held steps are stored before it, in the same transaction. Returns the
         step's id and every message stored (the held steps' first).
@@ -129,8 +145,9 @@ class Window:
         self.held = []
         return True
 
-    async def _commit(self, step: StepWrite | None,
-                      rider: LinkedWrite | None = None) -> tuple[list[int], list[Message]]:
+    async def _commit(
+        self, step: StepWrite | None, rider: LinkedWrite | None = None
+    ) -> tuple[list[int], list[Message]]:
         """Store the held steps and then `step` (if any) in one transaction; the stored copies replace the held
         messages in view, and `step`'s messages join them."""
         steps = [*self.held, step] if step is not None else list(self.held)
@@ -141,9 +158,9 @@ class Window:
             self.copies, self.copied = dict(zip(map(id, held), stored)), self.copied + 1
             self.messages = list(rebound(self.messages, self.copies))
             self.wire_cache.rebind(self.copies)
-            self.seen = max([self.seen, *(m.id or 0 for m in stored[:len(held)])])
+            self.seen = max([self.seen, *(m.id or 0 for m in stored[: len(held)])])
             self.held = []
-        self._adopt(stored[len(held):])
+        self._adopt(stored[len(held) :])
         return step_ids, stored
 
     def adopt_accepted(self, message: Message) -> None:
@@ -168,8 +185,9 @@ class Window:
         The messages stay in recall memory. Returns the evicted messages.
         """
         evicted = self.messages[:count]
-        self.store.evict(self.agent_id, [m.id for m in evicted if m.id is not None], summary, tokens_before,
-                         tokens_after, at)
+        self.store.evict(
+            self.agent_id, [m.id for m in evicted if m.id is not None], summary, tokens_before, tokens_after, at
+        )
         self.messages = self.messages[count:]
         self.summary, self.warned = summary, False
         return evicted
@@ -198,8 +216,9 @@ class Window:
         await self.store.set_pressure_state(self.agent_id, correction=correction)
         self.correction = correction
 
-    async def restore(self, messages: Sequence[Message], summary: str, warned: bool, correction: float,
-                      recall_count: int) -> None:
+    async def restore(
+        self, messages: Sequence[Message], summary: str, warned: bool, correction: float, recall_count: int
+    ) -> None:
         """Put a recorded window in place (replays rebuild the agent a trace started from in a scratch store)."""
         stored = self.store.append_messages(self.agent_id, messages)
         await self.store.set_pressure_state(self.agent_id, warned=warned, correction=correction, summary=summary)

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import structlog
 from sqlalchemy import bindparam, delete, select
@@ -38,8 +39,11 @@ log = structlog.get_logger("pagemind.scheduler")
 agents = AgentRow.__table__
 ORIGIN_TTL_S = 2.0  # how long an agent made through the daemon is taken to exist without asking the database
 # Built once (a statement built per call costs more CPU than running it); read on an autocommit connection.
-ORIGIN = (select(agent_origins.c.agent_id, agent_origins.c.template)
-          .join(agents, agents.c.id == agent_origins.c.agent_id).where(agents.c.name == bindparam("p_name")))
+ORIGIN = (
+    select(agent_origins.c.agent_id, agent_origins.c.template)
+    .join(agents, agents.c.id == agent_origins.c.agent_id)
+    .where(agents.c.name == bindparam("p_name"))
+)
 
 
 @dataclass(frozen=True)
@@ -219,8 +223,15 @@ class AgentCatalog:
 
     # -- agents made through the daemon -------------------------------------------------------------------------
 
-    def create(self, name: str, now: datetime, *, template: str | None = None, spec: AgentSpec | None = None,
-               blocks: dict[str, str] | None = None) -> AgentInfo:
+    def create(
+        self,
+        name: str,
+        now: datetime,
+        *,
+        template: str | None = None,
+        spec: AgentSpec | None = None,
+        blocks: dict[str, str] | None = None,
+    ) -> AgentInfo:
         """Make an agent from a template (by name) or a spec, with `blocks` as its first block values; raises
         `AgentExists`, `UnknownTemplate`, or `DaemonError` for a block the spec lacks or a value over its limit."""
         if (template is None) == (spec is None):
@@ -236,14 +247,18 @@ class AgentCatalog:
         try:  # a new name (the usual case): the agent, its blocks and its origin in one commit
             with self.store.engine.begin() as conn:
                 record = insert_agent(conn, seeded, now)
-                conn.execute(agent_origins.insert().values(agent_id=record.id, template=template,
-                                                           blocks=blocks or {}, created_at=now))
+                conn.execute(
+                    agent_origins.insert().values(
+                        agent_id=record.id, template=template, blocks=blocks or {}, created_at=now
+                    )
+                )
         except IntegrityError:  # the name is taken: by one of ours, by `pagemind run`, or by a half-made one
             return self._create_over(name, now, template, seeded, blocks)
         return self._created(name, template, record)
 
-    def _create_over(self, name: str, now: datetime, template: str | None, seeded: AgentSpec,
-                     blocks: dict[str, str] | None) -> AgentInfo:
+    def _create_over(
+        self, name: str, now: datetime, template: str | None, seeded: AgentSpec, blocks: dict[str, str] | None
+    ) -> AgentInfo:
         if self._origin(name) is not None:
             raise AgentExists(name)
         existing = self.store.get_agent(name)
@@ -251,8 +266,11 @@ class AgentCatalog:
             raise AgentExists(name)  # stored by something else (`pagemind run`); a half-made one of ours matches
         record = existing or self.store.ensure_agent(seeded)
         with self.store.engine.begin() as conn:
-            conn.execute(agent_origins.insert().values(agent_id=record.id, template=template, blocks=blocks or {},
-                                                       created_at=now))
+            conn.execute(
+                agent_origins.insert().values(
+                    agent_id=record.id, template=template, blocks=blocks or {}, created_at=now
+                )
+            )
         return self._created(name, template, record)
 
     def _created(self, name: str, template: str | None, record: AgentRecord) -> AgentInfo:
@@ -283,29 +301,53 @@ class AgentCatalog:
         entry = self._files.get(name)
         if entry is not None and not entry.spec.template:
             record = self.store.get_agent(name)
-            return AgentInfo(name, None, aware(record.created_at) if record else None,
-                             open_items(record.id) if record else 0, "yaml")
+            return AgentInfo(
+                name, None, aware(record.created_at) if record else None, open_items(record.id) if record else 0, "yaml"
+            )
         origin = self._origin(name)
         if origin is None:
             raise UnknownAgent(name)
         record = self.store.agent_record(origin.agent_id)
-        return AgentInfo(name, origin.template, aware(record.created_at), open_items(origin.agent_id),
-                         "template" if origin.template else "spec")
+        return AgentInfo(
+            name,
+            origin.template,
+            aware(record.created_at),
+            open_items(origin.agent_id),
+            "template" if origin.template else "spec",
+        )
 
     def list(self, pending: dict[int, int]) -> list[AgentInfo]:
         """Every agent served: YAML agents and agents made through the daemon, by name (`pending`: open items per
         agent id)."""
         with self.store.engine.connect() as conn:
-            rows = conn.execute(select(agents.c.id, agents.c.name, agents.c.created_at, agent_origins.c.template,
-                                       agent_origins.c.agent_id.label("origin"))
-                                .outerjoin(agent_origins, agent_origins.c.agent_id == agents.c.id)).all()
+            rows = conn.execute(
+                select(
+                    agents.c.id,
+                    agents.c.name,
+                    agents.c.created_at,
+                    agent_origins.c.template,
+                    agent_origins.c.agent_id.label("origin"),
+                ).outerjoin(agent_origins, agent_origins.c.agent_id == agents.c.id)
+            ).all()
         stored = {r.name: r for r in rows}
-        infos = [AgentInfo(name, None, aware(stored[name].created_at) if name in stored else None,
-                           pending.get(stored[name].id, 0) if name in stored else 0, "yaml")
-                 for name, entry in self._files.items() if not entry.spec.template]
-        infos += [AgentInfo(r.name, r.template, aware(r.created_at), pending.get(r.id, 0),
-                            "template" if r.template else "spec")
-                  for r in rows if r.origin is not None and r.name not in self._files]
+        infos = [
+            AgentInfo(
+                name,
+                None,
+                aware(stored[name].created_at) if name in stored else None,
+                pending.get(stored[name].id, 0) if name in stored else 0,
+                "yaml",
+            )
+            for name, entry in self._files.items()
+            if not entry.spec.template
+        ]
+        infos += [
+            AgentInfo(
+                r.name, r.template, aware(r.created_at), pending.get(r.id, 0), "template" if r.template else "spec"
+            )
+            for r in rows
+            if r.origin is not None and r.name not in self._files
+        ]
         return sorted(infos, key=lambda info: info.name)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.main import main as runtime_main
@@ -27,18 +28,37 @@ def add_parsers(sub: Any) -> None:
     """The daemon's commands, and `--server` on `agents`; `run` learns to go through a local daemon."""
     serve = sub.add_parser("serve", help="serve every agent YAML in a folder over HTTP (the daemon)")
     serve.add_argument("directory", help="folder of agent and template YAML files")
-    serve.add_argument("--host", default="127.0.0.1",
-                       help="address to bind (anything but loopback needs PAGEMIND_API_TOKEN; default 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (anything but loopback needs PAGEMIND_API_TOKEN; default 127.0.0.1)",
+    )
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     serve.add_argument("--concurrency", type=int, default=64, help="agents running turns at once (default 64)")
-    serve.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
-                       help="on SIGTERM/SIGINT, how long turns in flight may take to finish (default 30)")
-    serve.add_argument("--max-body", type=int, default=1024 * 1024, metavar="BYTES",
-                       help="largest request body accepted (default 1 MiB)")
-    serve.add_argument("--public-url", metavar="URL",
-                       help="the URL other processes reach this daemon at (default http://HOST:PORT)")
-    serve.add_argument("--workers", type=int, default=1, metavar="N",
-                       help="daemon processes sharing the port, to use N cores (PostgreSQL only; default 1)")
+    serve.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, how long turns in flight may take to finish (default 30)",
+    )
+    serve.add_argument(
+        "--max-body",
+        type=int,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="largest request body accepted (default 1 MiB)",
+    )
+    serve.add_argument(
+        "--public-url", metavar="URL", help="the URL other processes reach this daemon at (default http://HOST:PORT)"
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="daemon processes sharing the port, to use N cores (PostgreSQL only; default 1)",
+    )
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker of --workers
     serve.set_defaults(handler=cmd_serve, loop_factory=serve_loop)
     send = sub.add_parser("send", help="send a message to an agent a daemon serves, print the reply")
@@ -46,8 +66,9 @@ def add_parsers(sub: Any) -> None:
     send.add_argument("text")
     _add_server(send, required=True)
     send.add_argument("--key", metavar="KEY", help="idempotency key: the same key again returns the first reply")
-    send.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
-                      help="how long to wait for the reply (default 300)")
+    send.add_argument(
+        "--timeout", type=float, default=300.0, metavar="SECONDS", help="how long to wait for the reply (default 300)"
+    )
     send.set_defaults(handler=cmd_send)
     agents = sub.choices["agents"]
     _add_server(agents, required=False)
@@ -59,9 +80,13 @@ def _add_server(parser: argparse.ArgumentParser, *, required: bool) -> None:
     import os
 
     default = os.environ.get("PAGEMIND_SERVER") or None
-    parser.add_argument("--server", metavar="URL", default=default, required=required and default is None,
-                        help="a daemon's URL, e.g. http://127.0.0.1:8283 (default $PAGEMIND_SERVER); the token is "
-                             "$PAGEMIND_API_TOKEN")
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        default=default,
+        required=required and default is None,
+        help="a daemon's URL, e.g. http://127.0.0.1:8283 (default $PAGEMIND_SERVER); the token is $PAGEMIND_API_TOKEN",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,8 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def check_binding(host: str, token: str | None) -> str | None:
     """Why the daemon must not bind to `host` (None: it may): without a token only this machine may reach it."""
     if token is None and host not in LOOPBACK:
-        return (f"refusing to serve on {host} without PAGEMIND_API_TOKEN: anyone who reaches that address could "
-                "read and drive every agent. Set PAGEMIND_API_TOKEN, or bind to 127.0.0.1")
+        return (
+            f"refusing to serve on {host} without PAGEMIND_API_TOKEN: anyone who reaches that address could "
+            "read and drive every agent. Set PAGEMIND_API_TOKEN, or bind to 127.0.0.1"
+        )
     return None
 
 
@@ -102,13 +129,14 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     if not Path(args.directory).is_dir():
         raise CliError(f"{args.directory} is not a folder of agent YAML files")
-    if (args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0 or not 0 < args.port < 65536
-            or args.workers <= 0):
+    if args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0 or not 0 < args.port < 65536 or args.workers <= 0:
         raise CliError("--port, --concurrency, --max-body and --workers must be positive, --grace not negative")
     if args.workers > 1:
         if not settings.database_url.startswith("postgresql"):
-            raise CliError("--workers needs PostgreSQL (DATABASE_URL=postgresql://…): the workers share the "
-                           "database, and SQLite takes one writer at a time and relays no events between processes")
+            raise CliError(
+                "--workers needs PostgreSQL (DATABASE_URL=postgresql://…): the workers share the "
+                "database, and SQLite takes one writer at a time and relays no events between processes"
+            )
         from pagemind.scheduler.api.serve import public_url
         from pagemind.scheduler.workers import supervise
 
@@ -140,8 +168,9 @@ def print_run(run: dict[str, Any]) -> int:
     if run["state"] == "failed":
         sys.stderr.write(f"error: the turn failed: {run.get('error')}\n")
         return 1
-    sys.stderr.write(f"error: the turn has not finished ({run['state']}); its result will be at "
-                     f"/v1/runs/{run['run_id']}\n")
+    sys.stderr.write(
+        f"error: the turn has not finished ({run['state']}); its result will be at /v1/runs/{run['run_id']}\n"
+    )
     return 1
 
 
@@ -159,8 +188,9 @@ async def cmd_send(args: argparse.Namespace, settings: Settings) -> int:
         return await send_streamed(args.server, args.agent, args.text, args.key, min(args.timeout, 600.0))
     with _client(args.server) as client:
         try:
-            run = await asyncio.to_thread(client.send, args.agent, args.text, idempotency_key=args.key,
-                                          timeout_s=min(args.timeout, 600.0))
+            run = await asyncio.to_thread(
+                client.send, args.agent, args.text, idempotency_key=args.key, timeout_s=min(args.timeout, 600.0)
+            )
         except ClientError as exc:
             raise _client_error(exc) from None
     return print_run(run)

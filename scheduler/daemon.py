@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any, AsyncContextManager, AsyncIterator, Callable
+from typing import Any, AsyncContextManager
 
 import structlog
 from pydantic import BaseModel, Field
@@ -35,15 +36,15 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
-from pagemind.scheduler.streams.fanout import RunFanout
+from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.queue.inbox import RUNNING, Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases, new_owner_id
-from pagemind.scheduler.pool import AgentPool
+from pagemind.scheduler.queue.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
+from pagemind.scheduler.queue.wakeup import PgWakeups, read_arrival
+from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.scheduler.streams.relay import RelayStore
 from pagemind.scheduler.streams.run_stream import RunStream
-from pagemind.scheduler.queue.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
 from pagemind.scheduler.triggers.runner import TriggerRunner
-from pagemind.scheduler.queue.wakeup import PgWakeups, read_arrival
 
 log = structlog.get_logger("pagemind.scheduler")
 KINDS = ("message", "job")
@@ -60,30 +61,51 @@ class DaemonConfig(BaseModel):
     max_loaded: int = Field(1024, gt=0, description="agents kept loaded at most (least recently used go first)")
     max_attempts: int = Field(5, gt=0, description="claims of one item before it fails (a daemon died each time)")
     turn_wait_s: float = Field(30, ge=0, description="how long a turn waits for a turn run outside the daemon")
-    linger_s: float = Field(10.0, ge=0, description="an agent whose inbox is empty is kept (lease, turn lock) this "
-                            "long for its next message before it is given back (`scheduler.dispatcher`)")
+    linger_s: float = Field(
+        10.0,
+        ge=0,
+        description="an agent whose inbox is empty is kept (lease, turn lock) this "
+        "long for its next message before it is given back (`scheduler.dispatcher`)",
+    )
     # Each lingering agent holds its turn lock, a Postgres advisory lock: a daemon holds up to max_lingering +
     # concurrency of them, and Postgres' lock table has max_locks_per_transaction × max_connections slots (6,400
     # with the defaults) for every daemon on the database together.
     max_lingering: int = Field(512, ge=0, description="agents that linger at once at most")
     url: str = Field("", description="the URL this daemon answers on, for `pagemind run` (the API sets it)")
-    relay_interval_s: float = Field(0.05, ge=0, description="a relayed run's events are written at most this often "
-                                    "(batched meanwhile) for watchers in other processes (Postgres)")
+    relay_interval_s: float = Field(
+        0.05,
+        ge=0,
+        description="a relayed run's events are written at most this often "
+        "(batched meanwhile) for watchers in other processes (Postgres)",
+    )
     events_keep_s: float = Field(3600, gt=0, description="relayed events are deleted this long after written")
 
 
 class Daemon:
     """Serves the agents of one catalog (see the module docstring)."""
 
-    def __init__(self, catalog: AgentCatalog, settings: Settings, *, config: DaemonConfig | None = None,
-                 model: ModelClient | None = None, clock: Callable[[], datetime] = utcnow):
+    def __init__(
+        self,
+        catalog: AgentCatalog,
+        settings: Settings,
+        *,
+        config: DaemonConfig | None = None,
+        model: ModelClient | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ):
         self.catalog, self.settings, self.config = catalog, settings, config or DaemonConfig()
         self.clock = clock
         self.store = catalog.store
         self.inbox = Inbox(self.store.engine, self.store)
         self.leases = Leases(self.store.engine, new_owner_id(), self.config.lease_s)
-        self.pool = AgentPool(catalog, settings, model=model, clock=clock, max_loaded=self.config.max_loaded,
-                              idle_unload_s=self.config.idle_unload_s)
+        self.pool = AgentPool(
+            catalog,
+            settings,
+            model=model,
+            clock=clock,
+            max_loaded=self.config.max_loaded,
+            idle_unload_s=self.config.idle_unload_s,
+        )
         self.relay = RelayStore(self.store.engine) if RelayStore.supported(self.store.engine) else None
         self.fanout = RunFanout(self.owner, self.relay, interval_s=self.config.relay_interval_s)
         self.dispatcher = Dispatcher(self.inbox, self.leases, self.pool, self.fanout, self.config)
@@ -106,16 +128,28 @@ class Daemon:
         self.leases.register(self.config.url, now)
         swept = self.leases.sweep(now)
         if self.store.engine.dialect.name == "postgresql":
-            self.wakeups = PgWakeups(self.store.engine, {
-                INBOX_CHANNEL: self._heard_of_work, DONE_CHANNEL: self.fanout.finished_elsewhere,
-                WATCH_CHANNEL: self.fanout.watched, EVENTS_CHANNEL: self.fanout.heard_events}, self._listening)
+            self.wakeups = PgWakeups(
+                self.store.engine,
+                {
+                    INBOX_CHANNEL: self._heard_of_work,
+                    DONE_CHANNEL: self.fanout.finished_elsewhere,
+                    WATCH_CHANNEL: self.fanout.watched,
+                    EVENTS_CHANNEL: self.fanout.heard_events,
+                },
+                self._listening,
+            )
             self._tasks.append(asyncio.create_task(self.wakeups.run(), name="pagemind-listen"))
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="pagemind-dispatch"))
         self._tasks.append(asyncio.create_task(self.dispatcher.heartbeat(), name="pagemind-heartbeat"))
         self._tasks.append(asyncio.create_task(self.triggers.run(self.clock), name="pagemind-triggers"))
         self.started = True
-        log.info("daemon_started", owner=self.owner, database=self.store.engine.dialect.name, swept=swept,
-                 concurrency=self.config.concurrency)
+        log.info(
+            "daemon_started",
+            owner=self.owner,
+            database=self.store.engine.dialect.name,
+            swept=swept,
+            concurrency=self.config.concurrency,
+        )
 
     def _listening(self) -> None:
         """The notices are heard (again): catch up on the work and the watches that came meanwhile (a stream reads
@@ -164,8 +198,9 @@ class Daemon:
 
     # -- work -----------------------------------------------------------------------------------------------------
 
-    async def submit(self, agent: str, content: str, *, idempotency_key: str | None = None,
-                     kind: str = "message") -> InboxItem:
+    async def submit(
+        self, agent: str, content: str, *, idempotency_key: str | None = None, kind: str = "message"
+    ) -> InboxItem:
         """Accept a message (or a job, by name) for `agent`: committed to the inbox when this returns. The same
         `idempotency_key` again returns the first item (`KeyReused` if its content differs); `UnknownAgent`."""
         if kind not in KINDS:
@@ -183,9 +218,17 @@ class Daemon:
         now, item, new = utcnow(), None, False
         try:
             item, new = await self.inbox.submit(
-                agent_id, agent, kind, content, idempotency_key, now, source, announce=not held_here,
+                agent_id,
+                agent,
+                kind,
+                content,
+                idempotency_key,
+                now,
+                source,
+                announce=not held_here,
                 claim_for=(self.owner, self.leases.until(now)) if lingering is not None else None,
-                accept=self._incoming(agent, content) if lingering is not None and kind == "message" else None)
+                accept=self._incoming(agent, content) if lingering is not None and kind == "message" else None,
+            )
         finally:
             if lingering is not None:
                 self.dispatcher.hand(lingering, item if new and item.state == RUNNING else None)
@@ -240,8 +283,14 @@ class Daemon:
 
     # -- agents ---------------------------------------------------------------------------------------------------
 
-    def create_agent(self, name: str, *, template: str | None = None, spec: AgentSpec | None = None,
-                     blocks: dict[str, str] | None = None) -> AgentInfo:
+    def create_agent(
+        self,
+        name: str,
+        *,
+        template: str | None = None,
+        spec: AgentSpec | None = None,
+        blocks: dict[str, str] | None = None,
+    ) -> AgentInfo:
         """Make an agent from a template (by name) or a spec; `AgentExists`, `UnknownTemplate`."""
         return self.catalog.create(name, utcnow(), template=template, spec=spec, blocks=blocks)
 
@@ -277,4 +326,3 @@ class Daemon:
                     yield agent
             finally:
                 self.pool.lent.add(name)  # the caller may have written through the store: the next turn re-reads
-

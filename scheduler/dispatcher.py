@@ -29,19 +29,19 @@ from typing import Any
 
 import structlog
 
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.observer import NullObserver
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.records import utcnow
-from pagemind.scheduler.queue.arrivals import Arrivals
 from pagemind.scheduler.errors import UnknownAgent
-from pagemind.scheduler.streams.fanout import RunFanout
-from pagemind.scheduler.queue.inbox import Inbox, InboxItem
 from pagemind.scheduler.jobs import run_job
-from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.message_turn import run_message
 from pagemind.scheduler.pool import AgentPool
-from pagemind.scheduler.triggers.rules import fired_by_idle
+from pagemind.scheduler.queue.arrivals import Arrivals
+from pagemind.scheduler.queue.inbox import Inbox, InboxItem
+from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.queue.turnlocks import HeldAgents
+from pagemind.scheduler.streams.fanout import RunFanout
+from pagemind.scheduler.triggers.rules import fired_by_idle
 
 log = structlog.get_logger("pagemind.scheduler")
 
@@ -167,8 +167,7 @@ class Dispatcher:
         if agent_id in self.workers:
             return True
         queued = sum(1 for queued_id in self._arrived if queued_id not in self.workers)  # arrivals not yet taken
-        return (not self.stopping and agent_id not in self._busy
-                and self._active() + queued < self.config.concurrency)
+        return not self.stopping and agent_id not in self._busy and self._active() + queued < self.config.concurrency
 
     async def _take_arrived(self, arrived: dict[int, str | None]) -> None:
         for agent_id, name in arrived.items():
@@ -310,8 +309,11 @@ class Dispatcher:
         self.fanout.begin(item.run_id, item.attempts, item.watcher)  # in the claim's synchronous stretch
         try:
             if item.attempts > self.config.max_attempts:
-                return await self._finish(item, None, f"gave up after {item.attempts - 1} attempts: the daemon stopped "
-                                                "while running it each time")
+                return await self._finish(
+                    item,
+                    None,
+                    f"gave up after {item.attempts - 1} attempts: the daemon stopped while running it each time",
+                )
             log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
             finished = None
             try:
@@ -326,8 +328,9 @@ class Dispatcher:
         finally:
             self.fanout.forget(item.run_id)  # given back unfinished (a stop, a failing store): the next attempt relays
 
-    async def _execute(self, item: InboxItem,
-                       refresh: bool) -> tuple[dict[str, Any] | None, str | None, InboxItem | None]:
+    async def _execute(
+        self, item: InboxItem, refresh: bool
+    ) -> tuple[dict[str, Any] | None, str | None, InboxItem | None]:
         """Run the item with the agent's turn lock held (`self.held`, taken with the lease): (its result, its error,
         the item as finished when its finish committed with the turn's last step, else None). The first item after
         taking the lock reads again whatever another process changed since this one last looked; later ones need
@@ -347,17 +350,24 @@ class Dispatcher:
             finally:
                 agent.observer = NullObserver()
 
-    async def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None,
-                      stored: InboxItem | None = None) -> bool | None:
+    async def _finish(
+        self, item: InboxItem, result: dict[str, Any] | None, error: str | None, stored: InboxItem | None = None
+    ) -> bool | None:
         """Mark the item finished, unless it was already (`stored`: its finish committed with the turn's last
         step); end the run's streams and waiters; return `InboxItem.more`."""
         self.fanout.settle(item.run_id, last=True)  # every relayed event is written before the end is
         if stored is None:
             stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
         crash_point("daemon.item_finished")
-        log.info("item_end", agent=item.agent_name, run_id=item.run_id, state=stored.state,
-                 latency_ms=round((stored.finished_at - stored.created_at).total_seconds() * 1000, 1)
-                 if stored.finished_at else None)
+        log.info(
+            "item_end",
+            agent=item.agent_name,
+            run_id=item.run_id,
+            state=stored.state,
+            latency_ms=round((stored.finished_at - stored.created_at).total_seconds() * 1000, 1)
+            if stored.finished_at
+            else None,
+        )
         self.fanout.finish(item.run_id, stored.watcher, stored)
         return stored.more
 

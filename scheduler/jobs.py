@@ -10,7 +10,8 @@ after restart.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -44,8 +45,12 @@ async def compact(agent: Agent) -> dict[str, Any]:
     reading = read_pressure(agent.compile().total_tokens, agent.window.correction, agent.spec)
     after = await agent.monitor.flush(0, reading, forced=True)
     evicted = before - len(agent.window.messages)
-    return {"job": "compact", "evicted": evicted, "tokens_before": reading.tokens,
-            "tokens_after": after.total_tokens if after is not None else reading.tokens}
+    return {
+        "job": "compact",
+        "evicted": evicted,
+        "tokens_before": reading.tokens,
+        "tokens_after": after.total_tokens if after is not None else reading.tokens,
+    }
 
 
 @register_job("reflect")

@@ -17,8 +17,8 @@ from pagemind.runtime.loop import StopReason, TurnEnd, run_turn
 from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.step_commit import LinkedWrite
-from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.scheduler.queue.inbox import Inbox, InboxItem
+from pagemind.scheduler.streams.fanout import RunFanout
 
 
 def turn_result(turn_id: str, reply: str | None, stop_reason: StopReason, steps: int) -> dict[str, Any]:
@@ -52,14 +52,21 @@ class FinishWithLastStep:
         return self.inbox.finished(self.item, self.rider.row)
 
 
-async def run_message(agent: Agent, item: InboxItem, inbox: Inbox, fanout: RunFanout,
-                      owner: str) -> tuple[dict[str, Any], InboxItem | None]:
+async def run_message(
+    agent: Agent, item: InboxItem, inbox: Inbox, fanout: RunFanout, owner: str
+) -> tuple[dict[str, Any], InboxItem | None]:
     """Run a claimed message item as the agent's turn (owner: the daemon holding its lease): (its result, the item
     as finished with the turn's last step, or None when it is still to be finished apart)."""
     finish = FinishWithLastStep(inbox, fanout, owner, item)
     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
-    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key, new_key=item.attempts == 1,
-                          on_end=finish, accepted=item.accepted)
+    turn = await run_turn(
+        agent,
+        item.content,
+        idempotency_key=item.turn_key,
+        new_key=item.attempts == 1,
+        on_end=finish,
+        accepted=item.accepted,
+    )
     finished = finish.outcome()
     if await queue_reflection(agent, item, inbox, owner) and finished is not None:
         finished = replace(finished, more=True)  # the job came after the finish: claim it next

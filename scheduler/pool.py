@@ -16,9 +16,9 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import AsyncIterator, Callable
 
 import structlog
 
@@ -42,8 +42,16 @@ class _Loaded:
 class AgentPool:
     """Loaded agents by name, with a lock each."""
 
-    def __init__(self, catalog: AgentCatalog, settings: Settings, *, model: ModelClient | None,
-                 clock: Callable[[], datetime], max_loaded: int, idle_unload_s: float):
+    def __init__(
+        self,
+        catalog: AgentCatalog,
+        settings: Settings,
+        *,
+        model: ModelClient | None,
+        clock: Callable[[], datetime],
+        max_loaded: int,
+        idle_unload_s: float,
+    ):
         self.catalog, self.settings, self.model, self.clock = catalog, settings, model, clock
         self.max_loaded, self.idle_unload_s = max_loaded, idle_unload_s
         self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
@@ -79,8 +87,9 @@ class AgentPool:
         if entry is not None and entry.spec_hash == spec_hash:
             entry.spec = spec
             return entry.agent
-        agent = await Agent.load(spec, model=self.model, settings=self.settings, store=self.catalog.store,
-                                 clock=self.clock)
+        agent = await Agent.load(
+            spec, model=self.model, settings=self.settings, store=self.catalog.store, clock=self.clock
+        )
         if entry is not None:
             entry.agent.monitor.cancel()  # the old instance's flush work ahead would only be thrown away
             log.info("agent_spec_changed", agent=name, spec_hash=spec_hash)

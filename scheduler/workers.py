@@ -34,9 +34,26 @@ RESTART_DELAY_S = 1.0  # between a worker's death and its restart (a crash loop 
 
 def worker_argv(args: argparse.Namespace, url: str) -> list[str]:
     """The command line of one worker: the same `serve`, one process, binding with `SO_REUSEPORT`."""
-    return [sys.executable, "-m", "pagemind.scheduler.cli", "serve", str(args.directory), "--host", args.host,
-            "--port", str(args.port), "--concurrency", str(args.concurrency), "--grace", str(args.grace),
-            "--max-body", str(args.max_body), "--public-url", url, "--reuse-port"]
+    return [
+        sys.executable,
+        "-m",
+        "pagemind.scheduler.cli",
+        "serve",
+        str(args.directory),
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+        "--concurrency",
+        str(args.concurrency),
+        "--grace",
+        str(args.grace),
+        "--max-body",
+        str(args.max_body),
+        "--public-url",
+        url,
+        "--reuse-port",
+    ]
 
 
 async def supervise(args: argparse.Namespace, url: str) -> int:
@@ -62,8 +79,9 @@ async def supervise(args: argparse.Namespace, url: str) -> int:
     try:
         for slot in range(args.workers):
             await start(slot)
-        sys.stderr.write(f"pagemind: {args.workers} workers on {url} (pids "
-                         f"{', '.join(str(p.pid) for p, _ in workers.values())})\n")
+        sys.stderr.write(
+            f"pagemind: {args.workers} workers on {url} (pids {', '.join(str(p.pid) for p, _ in workers.values())})\n"
+        )
         sys.stderr.flush()
         waits = {slot: asyncio.ensure_future(process.wait()) for slot, (process, _) in workers.items()}
         while waits:

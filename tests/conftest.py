@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import respx
@@ -17,9 +18,11 @@ import sqlalchemy
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.spec.agent import AgentSpec
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import BASE_URL, ManualClock, ScriptedOpenAI, build_spec
+
+pytest_plugins = ["tests.support.zygote"]  # the crash suites' daemon child factory (`zygote`)
 
 POSTGRES_URL = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -75,8 +78,13 @@ def database_url(request, tmp_path) -> str:
     # a suite that opens hundreds of databases would otherwise run into the server's max_connections.
     yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}&application_name={schema}"
     with admin.begin() as conn:
-        conn.execute(sqlalchemy.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                     "WHERE application_name = :name AND pid <> pg_backend_pid()"), {"name": schema})
+        conn.execute(
+            sqlalchemy.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = :name AND pid <> pg_backend_pid()"
+            ),
+            {"name": schema},
+        )
         conn.execute(sqlalchemy.text(f"DROP SCHEMA {schema} CASCADE"))
     admin.dispose()
 
@@ -105,7 +113,6 @@ def make_agent(clock) -> Callable[..., Any]:
 
     async def make(database_url: str, model: Any, spec: AgentSpec | None = None, **kwargs: Any) -> Agent:
         store = StateStore(make_engine(database_url))
-        return await Agent.load(spec or build_spec(), model=model, store=store,
-                                clock=clock, **kwargs)
+        return await Agent.load(spec or build_spec(), model=model, store=store, clock=clock, **kwargs)
 
     return make

@@ -2,14 +2,28 @@
 
 from pagemind.tools.archival import archival_memory_insert, archival_search, conversation_search
 from pagemind.tools.context import ArchivalMemory, RecallMemory, ToolContext
-from pagemind.tools.core_memory import (core_memory_append, core_memory_replace, core_memory_update, memory_rethink,
-                                        send_message)
+from pagemind.tools.core_memory import (
+    core_memory_append,
+    core_memory_replace,
+    core_memory_update,
+    memory_rethink,
+    send_message,
+)
 from pagemind.tools.dispatch import ToolCall, ToolError, ToolResult, dispatch_tool_calls
 from pagemind.tools.registry import Tool, tool
 
 BUILTIN_TOOLS: dict[str, Tool] = {
-    t.name: t for t in (send_message, core_memory_append, core_memory_replace, memory_rethink, core_memory_update,
-                        archival_memory_insert, archival_search, conversation_search)
+    t.name: t
+    for t in (
+        send_message,
+        core_memory_append,
+        core_memory_replace,
+        memory_rethink,
+        core_memory_update,
+        archival_memory_insert,
+        archival_search,
+        conversation_search,
+    )
 }
 """Built-in tools by name; later memory tiers register theirs here."""
 

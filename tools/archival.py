@@ -6,12 +6,13 @@ scopes to the calling agent: no argument names an agent, so none can reach anoth
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from pagemind.tools.context import MEMORY_KINDS, ToolContext
 from pagemind.tools.dispatch import ToolError
 from pagemind.tools.registry import tool
+
 
 def _when(value: str | None, end: bool = False) -> datetime | None:
     """An ISO date or date-time from the model; a bare date covers its whole day."""
@@ -21,11 +22,11 @@ def _when(value: str | None, end: bool = False) -> datetime | None:
     try:
         if len(text) == 10:
             day = date.fromisoformat(text)
-            return datetime.combine(day, time.max if end else time.min, tzinfo=timezone.utc)
+            return datetime.combine(day, time.max if end else time.min, tzinfo=UTC)
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise ToolError(f"'{value}' is not a date; use YYYY-MM-DD (or an ISO date-time)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _archival(context: ToolContext) -> Any:
@@ -51,8 +52,9 @@ async def _filed_from(context: ToolContext) -> list[int]:
 
 
 @tool
-async def archival_memory_insert(content: str, context: ToolContext, tags: list[str] | None = None,
-                                 importance: float | None = None) -> str:
+async def archival_memory_insert(
+    content: str, context: ToolContext, tags: list[str] | None = None, importance: float | None = None
+) -> str:
     """Save a lasting memory to archival memory (long-term storage outside your prompt; search it with archival_search).
     Write one self-contained fact per call, in the third person, with names and dates ("Sam's sister Mei lives in Oslo").
     Relative dates like "today" are dated automatically. A near-copy of an existing memory refreshes it instead of
@@ -68,8 +70,13 @@ async def archival_memory_insert(content: str, context: ToolContext, tags: list[
     kinds = [t.lower() for t in labels if t.lower() in MEMORY_KINDS]
     kind = kinds[0] if kinds else "fact"
     try:
-        result = await _archival(context).insert(content, kind=kind, tags=labels, importance=importance,
-                                                 source_message_ids=await _filed_from(context) or None)
+        result = await _archival(context).insert(
+            content,
+            kind=kind,
+            tags=labels,
+            importance=importance,
+            source_message_ids=await _filed_from(context) or None,
+        )
     except ValueError as exc:
         raise ToolError(str(exc)) from None
     if result.action == "duplicate":
@@ -80,9 +87,15 @@ async def archival_memory_insert(content: str, context: ToolContext, tags: list[
 
 
 @tool(read_only=True)
-async def archival_search(query: str, context: ToolContext, tags: list[str] | None = None,
-                          start_date: str | None = None, end_date: str | None = None, top_k: int | None = None,
-                          page: int = 1) -> str:
+async def archival_search(
+    query: str,
+    context: ToolContext,
+    tags: list[str] | None = None,
+    start_date: str | None = None,
+    end_date: str | None = None,
+    top_k: int | None = None,
+    page: int = 1,
+) -> str:
     """Search your archival memory (facts and notes you saved earlier) by meaning and keywords.
     Returns the best matches with date, kind and score; nothing if nothing is relevant.
 
@@ -94,8 +107,14 @@ async def archival_search(query: str, context: ToolContext, tags: list[str] | No
         top_k: How many results per page (default 5).
         page: Which page of results, from 1, to see more.
     """
-    hits = await _archival(context).search(query, tags=tags, start_date=_when(start_date),
-                                           end_date=_when(end_date, end=True), top_k=top_k, page=max(1, page))
+    hits = await _archival(context).search(
+        query,
+        tags=tags,
+        start_date=_when(start_date),
+        end_date=_when(end_date, end=True),
+        top_k=top_k,
+        page=max(1, page),
+    )
     if not hits:
         return f"No archival memories match '{query}'" + (" on this page." if page > 1 else ".")
     lines = [f"Archival memories for '{query}' (page {page}):"]
@@ -104,9 +123,15 @@ async def archival_search(query: str, context: ToolContext, tags: list[str] | No
 
 
 @tool(read_only=True)
-async def conversation_search(context: ToolContext, query: str | None = None, roles: list[str] | None = None,
-                              start_date: str | None = None, end_date: str | None = None, limit: int | None = None,
-                              page: int = 1) -> str:
+async def conversation_search(
+    context: ToolContext,
+    query: str | None = None,
+    roles: list[str] | None = None,
+    start_date: str | None = None,
+    end_date: str | None = None,
+    limit: int | None = None,
+    page: int = 1,
+) -> str:
     """Search the whole past conversation with the user, including messages no longer in your context window.
     With a query: the best matching messages. Without one: the most recent messages (use dates to look at a period).
 
@@ -118,8 +143,14 @@ async def conversation_search(context: ToolContext, query: str | None = None, ro
         limit: How many messages per page (default 5).
         page: Which page of results, from 1, to see more.
     """
-    hits = await _recall(context).search(query, roles=roles, start_date=_when(start_date),
-                                         end_date=_when(end_date, end=True), limit=limit, page=max(1, page))
+    hits = await _recall(context).search(
+        query,
+        roles=roles,
+        start_date=_when(start_date),
+        end_date=_when(end_date, end=True),
+        limit=limit,
+        page=max(1, page),
+    )
     if not hits:
         return "No messages found" + (f" for '{query}'" if query else "") + (" on this page." if page > 1 else ".")
     header = f"Messages matching '{query}'" if query else "Messages, newest first"

@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 
 from pagemind.blocks import CoreMemory
 
-
 MEMORY_KINDS = ("fact", "preference", "progress", "todo", "episode", "constraint", "reflection")
 
 
@@ -142,7 +141,7 @@ class ToolContext(Protocol):
         step is resumed from a trace; the id is stable per call). None outside a call."""
         ...
 
-    def for_call(self, call_id: str) -> "ToolContext":
+    def for_call(self, call_id: str) -> ToolContext:
         """This context for one call (`tool_call_id` set); dispatch gives each call its own."""
         ...
 

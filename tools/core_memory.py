@@ -74,8 +74,9 @@ def _json_object(value: Any) -> Any:
 
 
 @tool(commits_with_step=True)
-def core_memory_update(label: str, changes: Annotated[dict[str, Any], BeforeValidator(_json_object)],
-                       context: ToolContext) -> str:
+def core_memory_update(
+    label: str, changes: Annotated[dict[str, Any], BeforeValidator(_json_object)], context: ToolContext
+) -> str:
     """Change fields of a structured core memory block (one shown with format="json", such as "profile").
 
     Send only what changes, as a JSON merge patch: a field you give is set; a nested object is merged field by

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import structlog
 from pydantic import BaseModel, ValidationError
@@ -51,9 +52,7 @@ def render_output(value: Any) -> str:
 
 
 def _validation_message(tool: Tool, error: ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in error.errors()
-    )
+    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in error.errors())
     expected = ", ".join(tool.args_model.model_fields) or "no arguments"
     return f"Error: invalid arguments for {tool.name} ({problems}). Expected: {expected}."
 

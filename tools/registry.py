@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, get_type_hints
+from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -140,7 +141,8 @@ def tool(
         args_model, context_param = _build_args_model(fn, param_docs)
         tool_name = name or fn.__name__
         schema = _function_schema(tool_name, description, args_model)
-        return Tool(tool_name, description, fn, args_model, context_param, terminal, read_only, schema,
-                    commits_with_step)
+        return Tool(
+            tool_name, description, fn, args_model, context_param, terminal, read_only, schema, commits_with_step
+        )
 
     return wrap(function) if function is not None else wrap

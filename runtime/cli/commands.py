@@ -96,7 +96,7 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
                         out(f"{agent.name}> {reply}")
                     else:
                         live.finish(reply)
-                except Exception as exc:  # noqa: BLE001 — one failed turn must not end the session
+                except Exception as exc:
                     if live is not None:
                         live.abandon()
                     exit_code(exc)  # reports it in one line, as the CLI reports any failure
@@ -140,8 +140,10 @@ async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:
         out("")
         out("history:" if history else "history: no edits")
         for v in history:
-            out(f"  {v.created_at:%Y-%m-%d %H:%M:%S} step {v.step_id or '-'} {v.label} {v.operation}: "
-                f"{v.old_value!r} -> {v.new_value!r}")
+            out(
+                f"  {v.created_at:%Y-%m-%d %H:%M:%S} step {v.step_id or '-'} {v.label} {v.operation}: "
+                f"{v.old_value!r} -> {v.new_value!r}"
+            )
     return 0
 
 
@@ -160,7 +162,9 @@ async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
         out(f"--- {message['role']} ---")
         out(message.get("content") or json.dumps(message.get("tool_calls")))
     out("")
-    out(f"window: {agent.spec.model.context_window} tokens, usable {usable_window(agent.spec)} after the output reserve")
+    out(
+        f"window: {agent.spec.model.context_window} tokens, usable {usable_window(agent.spec)} after the output reserve"
+    )
     out(render_bar(compiled, agent.spec, correction))
     out(render_legend(compiled, agent.spec))
     return 0
@@ -176,7 +180,9 @@ async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
     if not agents:
         out("no agents yet: `pagemind run agents/companion.yaml -m 'hi'` creates one")
     for a in agents:
-        out(f"{a.name:<24} spec {a.spec_hash}  created {a.created_at:%Y-%m-%d %H:%M}  updated {a.updated_at:%Y-%m-%d %H:%M}")
+        out(
+            f"{a.name:<24} spec {a.spec_hash}  created {a.created_at:%Y-%m-%d %H:%M}  updated {a.updated_at:%Y-%m-%d %H:%M}"
+        )
     return 0
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.budget import read_pressure, usable_window
+from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.spec.agent import AgentSpec
 
 # Section name prefix → (letter, legend). Order is the order in the bar.
@@ -26,8 +26,11 @@ def grouped_sections(compiled: CompiledContext) -> dict[str, int]:
     """Section tokens grouped for display (all core blocks together), in bar order."""
     grouped: dict[str, int] = {}
     for prefix, _, legend in SECTION_KEYS:
-        total = sum(t for name, t in compiled.sections.items() if name == prefix or
-                    (prefix.endswith(":") and name.startswith(prefix)))
+        total = sum(
+            t
+            for name, t in compiled.sections.items()
+            if name == prefix or (prefix.endswith(":") and name.startswith(prefix))
+        )
         if total:
             grouped[legend] = grouped.get(legend, 0) + total
     return grouped
@@ -36,10 +39,18 @@ def grouped_sections(compiled: CompiledContext) -> dict[str, int]:
 def context_report(compiled: CompiledContext, spec: AgentSpec, correction: float = 1.0) -> dict[str, Any]:
     """The numbers behind the bar, for `--json`."""
     reading = read_pressure(compiled.total_tokens, correction, spec)
-    return {"tokens": reading.tokens, "usable": reading.usable, "context_window": spec.model.context_window,
-            "warn_at": reading.warn_at, "flush_at": reading.flush_at, "target": reading.target,
-            "level": reading.level.value, "correction": correction, "sections": compiled.sections,
-            "grouped": grouped_sections(compiled)}
+    return {
+        "tokens": reading.tokens,
+        "usable": reading.usable,
+        "context_window": spec.model.context_window,
+        "warn_at": reading.warn_at,
+        "flush_at": reading.flush_at,
+        "target": reading.target,
+        "level": reading.level.value,
+        "correction": correction,
+        "sections": compiled.sections,
+        "grouped": grouped_sections(compiled),
+    }
 
 
 def render_bar(compiled: CompiledContext, spec: AgentSpec, correction: float = 1.0, width: int = 60) -> str:
@@ -62,8 +73,12 @@ def render_bar(compiled: CompiledContext, spec: AgentSpec, correction: float = 1
 def render_legend(compiled: CompiledContext, spec: AgentSpec) -> str:
     """Tokens per section with its budget where one applies."""
     budgets = spec.memory.budgets
-    budget_of = {"system": budgets.system, "core blocks": budgets.core, "summary": budgets.summary,
-                 "retrieved": budgets.retrieved}
+    budget_of = {
+        "system": budgets.system,
+        "core blocks": budgets.core,
+        "summary": budgets.summary,
+        "retrieved": budgets.retrieved,
+    }
     letters = {legend: letter for _, letter, legend in SECTION_KEYS}
     lines = []
     for legend, tokens in grouped_sections(compiled).items():

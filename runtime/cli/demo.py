@@ -12,38 +12,62 @@ from __future__ import annotations
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, assert_never
+from typing import Any, assert_never
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.events import (
-    Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent,
-    ToolResultEvent, TurnEvent,
+    Event,
+    FlushAheadEvent,
+    FlushEvent,
+    HistoryRepairEvent,
+    MemoryEditEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    PressureSqueezedEvent,
+    PressureWarningEvent,
+    ReplyDeltaEvent,
+    ReplyResetEvent,
+    SalienceEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
 )
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import ObserverGroup
-from pagemind.runtime.testing.doubles import (
-    NO_FACTS, FunctionModel, ManualClock, by_purpose, call, is_pressure_alert, reply_body, tool_calls_body,
-)
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import load_spec
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import (
+    NO_FACTS,
+    FunctionModel,
+    ManualClock,
+    by_purpose,
+    call,
+    is_pressure_alert,
+    reply_body,
+    tool_calls_body,
+)
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.timeline import BarScale, TimelineRenderer
 
-FIRST_LINE = ("pagemind demo: the model's responses below are a script written for this demo (no model is called, "
-              "no network);")
-SECOND_LINE = ("everything else is the real runtime: SQLite state, context compiler, pressure monitor, archival "
-               "memory (embedded Qdrant, local embeddings), recall memory, tools, trace recorder.")
+FIRST_LINE = (
+    "pagemind demo: the model's responses below are a script written for this demo (no model is called, no network);"
+)
+SECOND_LINE = (
+    "everything else is the real runtime: SQLite state, context compiler, pressure monitor, archival "
+    "memory (embedded Qdrant, local embeddings), recall memory, tools, trace recorder."
+)
 
 
 # -- the script ---------------------------------------------------------------------------------------------------
@@ -121,11 +145,15 @@ class DemoModel(FunctionModel):
         self.steps: list[DemoStep] = []
         self.warning_steps = list(script.on_warning)
         summaries, extractions = list(script.summaries), list(script.extractions)
-        super().__init__(by_purpose(
-            self._step,
-            summarize=lambda _: reply_body(summaries.pop(0) if summaries else "Earlier conversation with the user."),
-            extract=lambda _: reply_body(extractions.pop(0) if extractions else NO_FACTS),
-        ))
+        super().__init__(
+            by_purpose(
+                self._step,
+                summarize=lambda _: reply_body(
+                    summaries.pop(0) if summaries else "Earlier conversation with the user."
+                ),
+                extract=lambda _: reply_body(extractions.pop(0) if extractions else NO_FACTS),
+            )
+        )
 
     def start_turn(self, index: int, turn: DemoTurn) -> None:
         """The next turn's steps become current."""
@@ -135,8 +163,10 @@ class DemoModel(FunctionModel):
         if self.warning_steps and is_pressure_alert(request):
             return self.warning_steps.pop(0).body(f"w{len(self.warning_steps)}")
         if not self.steps:
-            raise DemoModelError(f"the demo script has no response left for turn {self.turn_index + 1} "
-                                 f"({self.turn.at if self.turn else '?'}): it no longer fits the runtime")
+            raise DemoModelError(
+                f"the demo script has no response left for turn {self.turn_index + 1} "
+                f"({self.turn.at if self.turn else '?'}): it no longer fits the runtime"
+            )
         step = self.steps.pop(0)
         return step.body(f"t{self.turn_index + 1}s{len(self.turn.model) - len(self.steps)}")
 
@@ -179,8 +209,14 @@ class DemoDisplay:
                     return
             case MemoryEditEvent():
                 self._count("edits")
-            case (HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
-                  | PressureSqueezedEvent() | SalienceEvent()):
+            case (
+                HistoryRepairEvent()
+                | PressureWarningEvent()
+                | FlushEvent()
+                | FlushAheadEvent()
+                | PressureSqueezedEvent()
+                | SalienceEvent()
+            ):
                 self._count(event.kind)
             case StepEndEvent():
                 return  # the next step or turn speaks for itself
@@ -197,14 +233,16 @@ class DemoDisplay:
 # -- running ----------------------------------------------------------------------------------------------------
 
 
-async def _run_week(out: Callable[[str], None], script: DemoScript, folder: Path, home: Path,
-                    width: int) -> tuple[Agent, DemoDisplay, Path]:
+async def _run_week(
+    out: Callable[[str], None], script: DemoScript, folder: Path, home: Path, width: int
+) -> tuple[Agent, DemoDisplay, Path]:
     spec = load_spec(folder / script.agent)
     clock = ManualClock(script.turns[0].at)
     model = DemoModel(script)
     settings = Settings(home=home, database_url=f"sqlite:///{home / 'pagemind.db'}")  # nothing from the environment
-    agent = await Agent.load(spec, model=model, store=StateStore(make_engine(settings.database_url)),
-                             settings=settings, clock=clock)
+    agent = await Agent.load(
+        spec, model=model, store=StateStore(make_engine(settings.database_url)), settings=settings, clock=clock
+    )
     display = DemoDisplay(out, BarScale.from_spec(spec), script.user_name, agent.name, width)
     trace_path = home / "traces" / agent.name / "demo-week.jsonl"
     recorder = record(agent, path=trace_path)
@@ -231,8 +269,10 @@ def _epilogue(out: Callable[[str], None], agent: Agent, display: DemoDisplay, wi
         for line in textwrap.wrap(block.value, width - 6) or ["(empty)"]:
             out(f"      {line}")
     in_window = len(agent.window.messages)
-    out(f"recall memory: {agent.window.recall_count} messages stored, {in_window} in the window, "
-        f"{agent.window.recall_count - in_window} evicted (still searchable)")
+    out(
+        f"recall memory: {agent.window.recall_count} messages stored, {in_window} in the window, "
+        f"{agent.window.recall_count - in_window} evicted (still searchable)"
+    )
     if agent.archival is not None:
         count, tags = agent.archival.stats()
         out(f"archival memory: {count} memories (tags: {', '.join(tags) or 'none'})")
@@ -241,12 +281,15 @@ def _epilogue(out: Callable[[str], None], agent: Agent, display: DemoDisplay, wi
         for line in textwrap.wrap(agent.window.summary, width - 6):
             out(f"      {line}")
     counts = display.counts
-    out(f"pressure: {counts.get('pressure_warning', 0)} warning(s), {counts.get('flush', 0)} flush(es); "
-        f"{counts.get('edits', 0)} core-memory edit(s); {display.errors} tool error(s)")
+    out(
+        f"pressure: {counts.get('pressure_warning', 0)} warning(s), {counts.get('flush', 0)} flush(es); "
+        f"{counts.get('edits', 0)} core-memory edit(s); {display.errors} tool error(s)"
+    )
 
 
-async def run_demo(out: Callable[[str], None], home: Path | None = None, script: Path | None = None,
-                   width: int = 100) -> int:
+async def run_demo(
+    out: Callable[[str], None], home: Path | None = None, script: Path | None = None, width: int = 100
+) -> int:
     """Run the demo, printing through `out`; returns the exit code."""
     started = time.perf_counter()
     demo, folder = load_script(script)
@@ -254,16 +297,23 @@ async def run_demo(out: Callable[[str], None], home: Path | None = None, script:
     out(SECOND_LINE)
     with tempfile.TemporaryDirectory(prefix="pagemind-demo-") as tmp:
         state = home or Path(tmp)
-        out(f"{demo.title}: {len(demo.turns)} messages over {(demo.turns[-1].at - demo.turns[0].at).days + 1} "
-            f"days · agent '{folder / demo.agent}' · state in {state}")
+        out(
+            f"{demo.title}: {len(demo.turns)} messages over {(demo.turns[-1].at - demo.turns[0].at).days + 1} "
+            f"days · agent '{folder / demo.agent}' · state in {state}"
+        )
         agent, display, trace_path = await _run_week(out, demo, folder, state, width)
         _epilogue(out, agent, display, width)
         agent.store.engine.dispose()
         trace = read_trace(trace_path)
-        where = (f"{trace_path} (see it with `pagemind trace show {trace_path}`)" if home else
-                 "in the temporary folder (keep it with --home DIR)")
+        where = (
+            f"{trace_path} (see it with `pagemind trace show {trace_path}`)"
+            if home
+            else "in the temporary folder (keep it with --home DIR)"
+        )
         out(f"trace: {len(trace.events)} events over {len(trace.steps)} steps, recorded {where}")
-    out(f"({time.perf_counter() - started:.1f} s.) Talk to the agent with a real model: "
-        "OPENAI_API_KEY=sk-... pagemind chat agents/companion.yaml")
+    out(
+        f"({time.perf_counter() - started:.1f} s.) Talk to the agent with a real model: "
+        "OPENAI_API_KEY=sk-... pagemind chat agents/companion.yaml"
+    )
     out("(or any OpenAI-compatible server: OPENAI_BASE_URL=http://127.0.0.1:8080/v1 pagemind chat …)")
     return 0

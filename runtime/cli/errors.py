@@ -11,10 +11,12 @@ import sys
 
 from pagemind.runtime.cli.shared import CliError
 
-_CONFIGURATION_ERRORS = (("pagemind.runtime.process.settings", "SettingsError"),
-                         ("pagemind.runtime.state.engine", "DatabaseOpenError"),
-                         ("pagemind.runtime.state.migrate", "SchemaTooNew"),
-                         ("pagemind.runtime.trace.replay", "ReplayError"))
+_CONFIGURATION_ERRORS = (
+    ("pagemind.runtime.process.settings", "SettingsError"),
+    ("pagemind.runtime.state.engine", "DatabaseOpenError"),
+    ("pagemind.runtime.state.migrate", "SchemaTooNew"),
+    ("pagemind.runtime.trace.replay", "ReplayError"),
+)
 
 
 def _is_configuration_error(exc: Exception) -> bool:
@@ -81,8 +83,10 @@ def exit_code(exc: Exception) -> int:
         return 2
     # A bug, not the user's doing: one line that says so; the traceback goes to the log at debug level.
     first = str(exc).splitlines()[0][:300] if str(exc) else ""
-    sys.stderr.write(f"error: unexpected {type(exc).__name__}: {first} (this is a bug in pagemind; "
-                     "PAGEMIND_LOG_LEVEL=debug shows the traceback)\n")
+    sys.stderr.write(
+        f"error: unexpected {type(exc).__name__}: {first} (this is a bug in pagemind; "
+        "PAGEMIND_LOG_LEVEL=debug shows the traceback)\n"
+    )
     logs = sys.modules.get("pagemind.runtime.process.logs")
     if logs is not None:
         logs.structlog.get_logger("pagemind.cli").debug("unexpected_error", exc_info=exc)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pagemind.runtime.cli import commands
+from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
 from pagemind.runtime.cli.models import add_parser as add_models_parser
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
-from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.shared import CliError
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
 
@@ -30,8 +31,9 @@ def configure_logging() -> None:
     level = (os.environ.get("PAGEMIND_LOG_LEVEL") or "WARNING").strip().upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         # Checked before the import: importing the module configures library logging, which would warn as well.
-        raise CliError(f"PAGEMIND_LOG_LEVEL={level.lower()!r} is not a level; use one of debug, info, warning, "
-                       "error, critical")
+        raise CliError(
+            f"PAGEMIND_LOG_LEVEL={level.lower()!r} is not a level; use one of debug, info, warning, error, critical"
+        )
     from pagemind.runtime.process.logs import configure_logging as configure
 
     configure(level)
@@ -50,9 +52,12 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     run.add_argument("agent", help="agent YAML file or stored agent name")
     run.add_argument("-m", "--message", required=True)
     run.add_argument("--reset-memory", action="store_true", help="re-seed core blocks from the YAML")
-    run.add_argument("--idempotency-key", metavar="KEY",
-                     help="the same key again returns the first turn's reply and stores nothing new "
-                          "(a turn a crash interrupted is completed)")
+    run.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="the same key again returns the first turn's reply and stores nothing new "
+        "(a turn a crash interrupted is completed)",
+    )
     _add_wait(run)
     run.set_defaults(handler=commands.cmd_run)
     chat = sub.add_parser("chat", help="interactive conversation")
@@ -60,8 +65,11 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     chat.add_argument("--reset-memory", action="store_true")
     _add_wait(chat)
     chat.set_defaults(handler=commands.cmd_chat)
-    memory = sub.add_parser("memory", help="core blocks with chars/limit and edit history; "
-                            "also `memory search|archival|forget AGENT …` for external memory")
+    memory = sub.add_parser(
+        "memory",
+        help="core blocks with chars/limit and edit history; "
+        "also `memory search|archival|forget AGENT …` for external memory",
+    )
     memory.add_argument("agent")
     memory.add_argument("--history", nargs="?", const="*", help="list edits (of one block, or all)")
     memory.set_defaults(handler=commands.cmd_memory)
@@ -82,9 +90,14 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
 
 
 def _add_wait(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
-                        help="how long a turn waits while another process runs a turn of the same agent, "
-                             "before exiting 3 (agent busy) with nothing stored (default 30)")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a turn waits while another process runs a turn of the same agent, "
+        "before exiting 3 (agent busy) with nothing stored (default 30)",
+    )
 
 
 def main(argv: Sequence[str] | None = None, *, extend: Extend | None = None) -> int:

@@ -12,7 +12,8 @@ The parser is built at every start, so this module imports the memory services o
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pagemind.runtime.cli.shared import CliError, clip, open_store, out, resolve_spec
 
@@ -44,8 +45,11 @@ def memory_parser() -> argparse.ArgumentParser:
     search.set_defaults(handler=cmd_search)
     archival = memory.add_parser("archival", help="list archival memories with kind, date and importance")
     archival.add_argument("agent")
-    archival.add_argument("--all", action="store_true",
-                          help="include superseded, expired and dormant memories (marked), which searches leave out")
+    archival.add_argument(
+        "--all",
+        action="store_true",
+        help="include superseded, expired and dormant memories (marked), which searches leave out",
+    )
     archival.add_argument("--history", metavar="ID", help="one memory's history (id or unique prefix)")
     archival.set_defaults(handler=cmd_archival)
     forget = memory.add_parser("forget", help="delete one archival memory for real (vector store and SQL)")
@@ -79,8 +83,10 @@ async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     from pagemind.runtime.state.records import utcnow
 
     if not args.query.strip():
-        raise CliError("the search query is empty; give some words to look for, e.g. "
-                       "`pagemind memory search AGENT \"peanut allergy\"`")
+        raise CliError(
+            "the search query is empty; give some words to look for, e.g. "
+            '`pagemind memory search AGENT "peanut allergy"`'
+        )
     if args.limit <= 0:
         raise CliError(f"--limit {args.limit}: give a positive number of results")
     archival, store, spec = _open(args.agent, settings)
@@ -118,14 +124,18 @@ async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
     memories = [(m, hidden_reason(m, now, config, activity)) for m in archival.list(include_superseded=args.all)]
     count, tags = archival.stats()
     hidden = sum(1 for _, why in memories if why and not why.startswith("superseded"))
-    out(f"{count} live archival memories; tags: {', '.join(tags) or 'none'}"
-        + (f" ({hidden} expired or dormant, listed with --all)" if hidden and not args.all else ""))
+    out(
+        f"{count} live archival memories; tags: {', '.join(tags) or 'none'}"
+        + (f" ({hidden} expired or dormant, listed with --all)" if hidden and not args.all else "")
+    )
     for m, why in memories:
         if why and not args.all:
             continue
         flag = f"  [{why}]" if why else f"  [expires {m.expires_at:%Y-%m-%d %H:%M}]" if m.expires_at else ""
-        out(f"{m.id[:8]} {m.created_at:%Y-%m-%d} {m.kind:<10} importance {m.importance:.2f} hits {m.hit_count}"
-            f"{' tags ' + ','.join(m.tags) if m.tags else ''}{flag}\n    {clip(m.text)}")
+        out(
+            f"{m.id[:8]} {m.created_at:%Y-%m-%d} {m.kind:<10} importance {m.importance:.2f} hits {m.hit_count}"
+            f"{' tags ' + ','.join(m.tags) if m.tags else ''}{flag}\n    {clip(m.text)}"
+        )
     return 0
 
 
@@ -134,8 +144,10 @@ async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     from pagemind.runtime.memory.vectors.records import StoreError
 
     if len(args.id) < MIN_PREFIX:
-        raise CliError(f"'{args.id}' is too short to name a memory: give at least {MIN_PREFIX} characters of its id "
-                       "(see `pagemind memory archival AGENT`)")
+        raise CliError(
+            f"'{args.id}' is too short to name a memory: give at least {MIN_PREFIX} characters of its id "
+            "(see `pagemind memory archival AGENT`)"
+        )
     archival, _, spec = _open(args.agent, settings)
     memory_id = _resolve(archival, args.id, spec.name)
     if not args.yes and not _confirm(f"forget {memory_id} of '{spec.name}' for good? [y/N] "):

@@ -52,11 +52,20 @@ async def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     configured = configured_profile(settings)
     for profile in PROFILES.values():
         folder = profile.folder(directory)
-        state = "shipped" if profile.shipped else ("installed" if (folder / "model.onnx").exists() else
-                                                   f"not installed (pagemind models install {profile.name})")
+        state = (
+            "shipped"
+            if profile.shipped
+            else (
+                "installed"
+                if (folder / "model.onnx").exists()
+                else f"not installed (pagemind models install {profile.name})"
+            )
+        )
         mark = "*" if profile is configured else " "
         out(f"{mark} {profile.name:<24} {state}  {folder}")
     if configured is None:
-        out(f"* endpoint model {settings.embedding_model or 'text-embedding-3-small'} "
-            f"({settings.embedding_base_url or 'OpenAI'})")
+        out(
+            f"* endpoint model {settings.embedding_model or 'text-embedding-3-small'} "
+            f"({settings.embedding_base_url or 'OpenAI'})"
+        )
     return 0

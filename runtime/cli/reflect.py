@@ -19,19 +19,33 @@ from pagemind.runtime.cli.shared import out
 if TYPE_CHECKING:
     from pagemind.runtime.process.settings import Settings
 
-LABELS = (("merged", "merged"), ("resolved", "contradictions resolved"), ("insights", "insights"),
-          ("done", "marked done"), ("profile", "profile updated"))
+LABELS = (
+    ("merged", "merged"),
+    ("resolved", "contradictions resolved"),
+    ("insights", "insights"),
+    ("done", "marked done"),
+    ("profile", "profile updated"),
+)
 
 
 def add_parser(sub: Any) -> None:
     """Add `reflect` to the CLI's subparsers."""
-    reflect = sub.add_parser("reflect", help="consolidate the agent's memories now (merge, resolve, insights, "
-                             "profile, done todos)")
+    reflect = sub.add_parser(
+        "reflect", help="consolidate the agent's memories now (merge, resolve, insights, profile, done todos)"
+    )
     reflect.add_argument("agent", help="agent YAML file or stored agent name")
-    reflect.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
-                         help="how long to wait while a turn of the agent runs elsewhere (default 30)")
-    reflect.add_argument("--end-session", action="store_true",
-                         help="end the session first, as the daemon's idle trigger does (episodes, ephemeral blocks)")
+    reflect.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait while a turn of the agent runs elsewhere (default 30)",
+    )
+    reflect.add_argument(
+        "--end-session",
+        action="store_true",
+        help="end the session first, as the daemon's idle trigger does (episodes, ephemeral blocks)",
+    )
     reflect.set_defaults(handler=cmd_reflect)
 
 
@@ -72,6 +86,8 @@ async def _end_session(agent: Any, wait: float) -> dict[str, Any]:
         steps = await close_session(agent)
     episodes, cleared = steps.get("episodes", {}), steps.get("ephemeral", {})
     made = "failed: " + episodes["error"] if "error" in episodes else f"{episodes.get('episodes', 0)} new"
-    out(f"session ended: episodes {made}, {episodes.get('faded', 0)} faded; "
-        f"ephemeral blocks cleared: {', '.join(cleared.get('cleared', [])) or 'none'}")
+    out(
+        f"session ended: episodes {made}, {episodes.get('faded', 0)} faded; "
+        f"ephemeral blocks cleared: {', '.join(cleared.get('cleared', [])) or 'none'}"
+    )
     return steps.get("reflection", {})

@@ -71,8 +71,15 @@ def find_trace(target: str, settings: Settings) -> Path:
         return path
     root = settings.home / "traces"
     stem = path.name.removesuffix(TRACE_SUFFIX)
-    matches = sorted(p for p in root.glob(f"*/*{TRACE_SUFFIX}") if p.stem.startswith(stem) or
-                     p.stem.split("-")[-1].startswith(stem)) if root.exists() else []
+    matches = (
+        sorted(
+            p
+            for p in root.glob(f"*/*{TRACE_SUFFIX}")
+            if p.stem.startswith(stem) or p.stem.split("-")[-1].startswith(stem)
+        )
+        if root.exists()
+        else []
+    )
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -112,10 +119,15 @@ def _summary_row(trace: Trace) -> str:
     tokens = sum((e.prompt_tokens or 0) + (e.completion_tokens or 0) for e in responses)
     ends = [e.stop_reason for e in trace.events if isinstance(e, StepEndEvent) and e.stop_reason]
     stop = ends[-1] if trace.complete and ends else f"truncated after step {len(trace.steps)}"
-    fork = f"  (fork of {Path(trace.header.parent.trace).stem} at step {trace.header.parent.from_step})" \
-        if trace.header.parent else ""
-    return (f"{trace.path.stem:<26} {trace.header.created_at:%Y-%m-%d %H:%M:%S}  {len(trace.turns):>5} "
-            f"{len(trace.steps):>5} {tokens if tokens else '-':>8}  {stop}{fork}")
+    fork = (
+        f"  (fork of {Path(trace.header.parent.trace).stem} at step {trace.header.parent.from_step})"
+        if trace.header.parent
+        else ""
+    )
+    return (
+        f"{trace.path.stem:<26} {trace.header.created_at:%Y-%m-%d %H:%M:%S}  {len(trace.turns):>5} "
+        f"{len(trace.steps):>5} {tokens if tokens else '-':>8}  {stop}{fork}"
+    )
 
 
 @_command
@@ -151,6 +163,7 @@ async def cmd_trace_show(args: argparse.Namespace, settings: Settings) -> int:
         out("(redacted copy: user and memory text are placeholders)")
     if not trace.complete:
         from pagemind.runtime.trace.replay import trace_end_note
+
         out(f"truncated: {trace_end_note(trace)}")
     return 0
 
@@ -165,6 +178,7 @@ async def cmd_trace_export(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"{target} exists; choose another path with -o")
     if args.redact:
         from pagemind.runtime.trace.redaction import redact_trace
+
         redactor = redact_trace(trace, target)
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(redactor.counts.items())) or "nothing"
         out(f"wrote {target} (redacted: {kinds} text(s) replaced by placeholders)")
@@ -187,16 +201,22 @@ async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
     trace = load(args.trace, settings)
     if args.live != (args.from_step is not None):
-        raise CliError("--live and --from-step N go together (fork: recorded responses before step N, then the "
-                       "configured model)")
+        raise CliError(
+            "--live and --from-step N go together (fork: recorded responses before step N, then the configured model)"
+        )
     live, record_to = None, None
     if args.live:
         live = OpenAIModelClient.from_spec(ModelSpec.model_validate(trace.header.spec["model"]))
-        record_to = Path(args.out) if args.out else traces_dir(settings.home, trace.header.agent) / \
-            trace_filename(trace.header.agent, utcnow(), uuid.uuid4().hex)
+        record_to = (
+            Path(args.out)
+            if args.out
+            else traces_dir(settings.home, trace.header.agent)
+            / trace_filename(trace.header.agent, utcnow(), uuid.uuid4().hex)
+        )
     try:
-        report = await replay(trace, live=live, from_step=args.from_step, record_to=record_to,
-                              trust_tools=args.trust_tools)
+        report = await replay(
+            trace, live=live, from_step=args.from_step, record_to=record_to, trust_tools=args.trust_tools
+        )
     except ReplayError as exc:
         raise CliError(str(exc)) from None
     out(json.dumps(report_dict(report), indent=2) if args.json else format_report(report))
@@ -210,8 +230,12 @@ async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from pagemind.runtime.cli.demo import run_demo
 
-    return await run_demo(out, home=Path(args.home) if args.home else None,
-                          script=Path(args.script) if args.script else None, width=args.width)
+    return await run_demo(
+        out,
+        home=Path(args.home) if args.home else None,
+        script=Path(args.script) if args.script else None,
+        width=args.width,
+    )
 
 
 # -- wiring -----------------------------------------------------------------------------------------------------
@@ -221,8 +245,9 @@ def add_parsers(sub: Any) -> None:
     """Add `trace`, `replay` and `demo` to the CLI, and `--trace PATH` to run and chat."""
     for name in ("run", "chat"):
         if name in sub.choices:
-            sub.choices[name].add_argument("--trace", metavar="PATH",
-                                           help="write the trace here (default: $PAGEMIND_HOME/traces/AGENT/)")
+            sub.choices[name].add_argument(
+                "--trace", metavar="PATH", help="write the trace here (default: $PAGEMIND_HOME/traces/AGENT/)"
+            )
     trace = sub.add_parser("trace", help="recorded traces: ls, show, export")
     verbs = trace.add_subparsers(dest="trace_command", required=True)
     ls = verbs.add_parser("ls", help="an agent's recorded turns: when, steps, tokens, stop reason")
@@ -243,9 +268,12 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument("--from-step", type=int, metavar="N", help="the trace's step where the live model takes over")
     rep.add_argument("--out", help="where a fork's new trace goes (default: $PAGEMIND_HOME/traces/AGENT/)")
     rep.add_argument("--json", action="store_true", help="the outcome as JSON")
-    rep.add_argument("--trust-tools", action="store_true",
-                     help="import and run the custom tools the trace names (default: serve their recorded results; "
-                          "a trace can name any module, so only for a trace you trust)")
+    rep.add_argument(
+        "--trust-tools",
+        action="store_true",
+        help="import and run the custom tools the trace names (default: serve their recorded results; "
+        "a trace can name any module, so only for a trace you trust)",
+    )
     rep.set_defaults(handler=cmd_replay)
     demo = sub.add_parser("demo", help="watch the virtual-context OS work: a scripted week, no network")
     demo.add_argument("--home", help="keep the demo's state here (default: a temporary folder)")

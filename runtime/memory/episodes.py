@@ -33,18 +33,19 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import structlog
 
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.records import MemoryRecord
-from pagemind.runtime.spec.memory import EpisodesConfig, EpisodeTier
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelError, ModelRequest, ModelResponse
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.memory import EpisodesConfig, EpisodeTier
 from pagemind.runtime.state.records import AgentRecord
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens, encoding
@@ -132,8 +133,9 @@ async def end_session(agent: EpisodeAgent) -> dict[str, Any]:
     for session in sessions[: config.max_sessions_per_run]:
         if user_words(session) < config.min_session_words:
             chit_chat += 1
-            log.info("episode_not_worth_keeping", agent=agent.record.name, first=session[0].id,
-                     words=user_words(session))
+            log.info(
+                "episode_not_worth_keeping", agent=agent.record.name, first=session[0].id, words=user_words(session)
+            )
             continue
         memory_id = await _make_episode(agent, archival, config, session)
         if memory_id is None:
@@ -141,15 +143,21 @@ async def end_session(agent: EpisodeAgent) -> dict[str, Any]:
             break  # a later episode would move the watermark past this session: wait for the next run
         made.append(memory_id)
     faded = await fade_episodes(agent)
-    result = {"episodes": len(made), "episode_ids": made, "chit_chat": chit_chat, "sessions": len(sessions),
-              "faded": faded["faded"]}
+    result = {
+        "episodes": len(made),
+        "episode_ids": made,
+        "chit_chat": chit_chat,
+        "sessions": len(sessions),
+        "faded": faded["faded"],
+    }
     if failed is not None:
         result["error"] = f"the session from message {failed} could not become an episode (retried next run)"
     return result
 
 
-async def _make_episode(agent: EpisodeAgent, archival: ArchivalService, config: EpisodesConfig,
-                        session: list[Message]) -> str | None:
+async def _make_episode(
+    agent: EpisodeAgent, archival: ArchivalService, config: EpisodesConfig, session: list[Message]
+) -> str | None:
     """The session's episode (its id), or None when the model failed or it could not be stored (logged)."""
     first, last = session[0], session[-1]
     assert first.id is not None and last.id is not None  # stored messages
@@ -162,11 +170,20 @@ async def _make_episode(agent: EpisodeAgent, archival: ArchivalService, config: 
         return None
     crash_point("episodes.summarized")
     now = agent.clock()
-    record = MemoryRecord(id=memory_id, agent_id=agent.record.id, text=text[: archival.config.max_memory_chars],
-                          kind=EPISODE, created_at=first.created_at, updated_at=now,
-                          source_message_ids=[m.id for m in session if m.id is not None])
-    detail = {"session_start": first.created_at.isoformat(), "session_end": last.created_at.isoformat(),
-              "messages": len(session)}
+    record = MemoryRecord(
+        id=memory_id,
+        agent_id=agent.record.id,
+        text=text[: archival.config.max_memory_chars],
+        kind=EPISODE,
+        created_at=first.created_at,
+        updated_at=now,
+        source_message_ids=[m.id for m in session if m.id is not None],
+    )
+    detail = {
+        "session_start": first.created_at.isoformat(),
+        "session_end": last.created_at.isoformat(),
+        "messages": len(session),
+    }
     try:
         result = await archival.insert_event(record, detail)
     except ValueError as exc:
@@ -175,8 +192,15 @@ async def _make_episode(agent: EpisodeAgent, archival: ArchivalService, config: 
     if result.action == "duplicate" and memory_id not in {m.id for m in _episodes(archival)}:
         log.warning("episode_unsettled", agent=agent.record.name, id=memory_id)  # another writer's, not yet live
         return None
-    log.info("episode", agent=agent.record.name, id=memory_id, action=result.action, messages=len(session),
-             start=first.created_at.isoformat(), end=last.created_at.isoformat())
+    log.info(
+        "episode",
+        agent=agent.record.name,
+        id=memory_id,
+        action=result.action,
+        messages=len(session),
+        start=first.created_at.isoformat(),
+        end=last.created_at.isoformat(),
+    )
     return memory_id
 
 
@@ -208,9 +232,15 @@ def fade_request(model: str, record: MemoryRecord, budget: int) -> ModelRequest:
     """The summarizer's request to shorten one episode to `budget` tokens."""
     return ModelRequest(
         model=model,
-        messages=[{"role": "system", "content": FADE_INSTRUCTIONS.format(budget=budget)},
-                  {"role": "user", "content": f"Episode of {record.created_at:%Y-%m-%d}:\n{record.text}"}],
-        tools=[], temperature=0.0, max_tokens=budget, purpose="summarize")
+        messages=[
+            {"role": "system", "content": FADE_INSTRUCTIONS.format(budget=budget)},
+            {"role": "user", "content": f"Episode of {record.created_at:%Y-%m-%d}:\n{record.text}"},
+        ],
+        tools=[],
+        temperature=0.0,
+        max_tokens=budget,
+        purpose="summarize",
+    )
 
 
 async def fade_episodes(agent: EpisodeAgent) -> dict[str, Any]:
@@ -239,8 +269,15 @@ async def fade_episodes(agent: EpisodeAgent) -> dict[str, Any]:
     return {"faded": faded, "failed": failed}
 
 
-async def _fade(agent: EpisodeAgent, archival: ArchivalService, record: MemoryRecord, budget: int, tokens: int,
-                model: str, encoding_name: str) -> bool:
+async def _fade(
+    agent: EpisodeAgent,
+    archival: ArchivalService,
+    record: MemoryRecord,
+    budget: int,
+    tokens: int,
+    model: str,
+    encoding_name: str,
+) -> bool:
     try:
         response = await agent.call_model(fade_request(model, record, budget), 0)
     except ModelError as exc:
@@ -251,8 +288,16 @@ async def _fade(agent: EpisodeAgent, archival: ArchivalService, record: MemoryRe
         log.error("episode_fade_failed", agent=agent.record.name, id=record.id, error="empty answer")
         return False
     crash_point("episodes.fade_answered")
-    done = await archival.rewrite(record.id, text, operation="faded",
-                                  detail={"resolution": budget, "previous_tokens": tokens})
-    log.info("episode_faded", agent=agent.record.name, id=record.id, resolution=budget, previous_tokens=tokens,
-             tokens=count_tokens(text, encoding_name), rewritten=done)
+    done = await archival.rewrite(
+        record.id, text, operation="faded", detail={"resolution": budget, "previous_tokens": tokens}
+    )
+    log.info(
+        "episode_faded",
+        agent=agent.record.name,
+        id=record.id,
+        resolution=budget,
+        previous_tokens=tokens,
+        tokens=count_tokens(text, encoding_name),
+        rewritten=done,
+    )
     return done

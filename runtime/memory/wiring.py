@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.vectors.backend import ArchivalBackend
-from pagemind.runtime.memory.vectors.stores import open_backend
 from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, build_embedder
 from pagemind.runtime.memory.embedding.profiles import with_model_defaults
 from pagemind.runtime.memory.recall.memory import RecallService
+from pagemind.runtime.memory.vectors.backend import ArchivalBackend
+from pagemind.runtime.memory.vectors.stores import open_backend
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import AgentRecord
@@ -29,7 +29,7 @@ from pagemind.runtime.state.store import StateStore
 ARCHIVAL_TOOLS = frozenset({"archival_memory_insert", "archival_search"})
 
 
-_EMBEDDERS: "weakref.WeakKeyDictionary[Engine, dict[tuple[object, ...], CachedEmbedder]]" = weakref.WeakKeyDictionary()
+_EMBEDDERS: weakref.WeakKeyDictionary[Engine, dict[tuple[object, ...], CachedEmbedder]] = weakref.WeakKeyDictionary()
 _EMBEDDERS_LOCK = threading.Lock()
 
 
@@ -37,8 +37,14 @@ def shared_embedder(settings: Settings, engine: Engine) -> CachedEmbedder:
     """The process's cached embedder for this database and embedding configuration, built on first use. Its
     in-process cache (up to 20,000 vectors, ~30 MB when full) is then paid once, not once per agent; it goes
     when the engine does (a test's database, say)."""
-    key = (settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key, settings.embedding_dim,
-           settings.models_dir, settings.home)
+    key = (
+        settings.embedding_model,
+        settings.embedding_base_url,
+        settings.embedding_api_key,
+        settings.embedding_dim,
+        settings.models_dir,
+        settings.home,
+    )
     with _EMBEDDERS_LOCK:
         embedders = _EMBEDDERS.get(engine)
         if embedders is None:
@@ -51,12 +57,14 @@ def shared_embedder(settings: Settings, engine: Engine) -> CachedEmbedder:
 
 def backend_opener(settings: Settings, embedder: CachedEmbedder) -> Callable[[], ArchivalBackend]:
     """A function that opens (once per process) the vector store configured by `settings` for this embedder."""
-    return lambda: open_backend(settings.home, embedder.dim, embedder.model_id, settings.qdrant_url,
-                                settings.qdrant_api_key)
+    return lambda: open_backend(
+        settings.home, embedder.dim, embedder.model_id, settings.qdrant_url, settings.qdrant_api_key
+    )
 
 
-def build_external_memory(spec: AgentSpec, record: AgentRecord, store: StateStore, settings: Settings,
-                          clock: Callable[[], datetime]) -> tuple[ArchivalService | None, RecallService]:
+def build_external_memory(
+    spec: AgentSpec, record: AgentRecord, store: StateStore, settings: Settings, clock: Callable[[], datetime]
+) -> tuple[ArchivalService | None, RecallService]:
     """(archival, recall) for an agent. Archival memory exists when the spec enables it and lists an archival
     tool; recall memory (the message log) always does. Thresholds the YAML leaves at their defaults are the
     embedding model's own (`model_profiles.with_model_defaults`)."""
@@ -68,12 +76,24 @@ def build_external_memory(spec: AgentSpec, record: AgentRecord, store: StateStor
     return archival_service(spec, store, settings, clock, embedder, record), recall
 
 
-def archival_service(spec: AgentSpec, store: StateStore, settings: Settings, clock: Callable[[], datetime],
-                     embedder: CachedEmbedder | None = None, record: AgentRecord | None = None) -> ArchivalService:
+def archival_service(
+    spec: AgentSpec,
+    store: StateStore,
+    settings: Settings,
+    clock: Callable[[], datetime],
+    embedder: CachedEmbedder | None = None,
+    record: AgentRecord | None = None,
+) -> ArchivalService:
     """The agent's archival memory, whatever its tools (inspection and deletion from the CLI), keyed by the
     agent's id: `record`, or the stored agent named in `spec` (created if it was never run)."""
     embedder = embedder or shared_embedder(settings, store.engine)
     record = record or store.get_agent(spec.name) or store.ensure_agent(spec)
     config = with_model_defaults(spec.memory.archival, getattr(embedder, "thresholds", {}))
-    return ArchivalService(record.id, engine=store.engine, open_backend=backend_opener(settings, embedder),
-                           embedder=embedder, config=config, clock=clock)
+    return ArchivalService(
+        record.id,
+        engine=store.engine,
+        open_backend=backend_opener(settings, embedder),
+        embedder=embedder,
+        config=config,
+        clock=clock,
+    )

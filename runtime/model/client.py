@@ -12,14 +12,17 @@ import dataclasses
 import os
 import random
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from tenacity.wait import wait_base
 
+from pagemind.runtime.model.pool import Endpoint, shared_client, take_loop_clients
+from pagemind.runtime.model.request import ModelRequest
 from pagemind.runtime.model.response import (  # noqa: F401 (re-exported: the errors and the response live there)
     ModelBadResponse,
     ModelError,
@@ -28,9 +31,7 @@ from pagemind.runtime.model.response import (  # noqa: F401 (re-exported: the er
     response_from_body,
     response_from_http,
 )
-from pagemind.runtime.model.request import ModelRequest  # noqa: F401 (re-exported: built and sent here)
 from pagemind.runtime.model.stream import STREAM_OPTIONS, DeltaSink, post_streamed, refuses_streaming
-from pagemind.runtime.model.pool import Endpoint, shared_client, take_loop_clients
 from pagemind.runtime.model.transports import close_poster, poster_for
 from pagemind.runtime.process.settings import SettingsError
 from pagemind.runtime.spec.agent import ModelSpec
@@ -184,9 +185,13 @@ def _is_context_length(exc: openai.BadRequestError) -> bool:
 
 def _log_retry(state: RetryCallState) -> None:
     exc = state.outcome.exception() if state.outcome else None
-    log.warning("model_retry", attempt=state.attempt_number, error=type(exc).__name__,
-                status=getattr(exc, "status_code", None),
-                wait_s=round(state.next_action.sleep, 3) if state.next_action else None)
+    log.warning(
+        "model_retry",
+        attempt=state.attempt_number,
+        error=type(exc).__name__,
+        status=getattr(exc, "status_code", None),
+        wait_s=round(state.next_action.sleep, 3) if state.next_action else None,
+    )
 
 
 def missing_endpoint_message(api_key_env: str) -> str:
@@ -244,7 +249,7 @@ class OpenAIModelClient:
         return shared_client(self._client) if isinstance(self._client, Endpoint) else self._client
 
     @classmethod
-    def from_spec(cls, spec: ModelSpec, environ: dict[str, str] | None = None, **kwargs: Any) -> "OpenAIModelClient":
+    def from_spec(cls, spec: ModelSpec, environ: dict[str, str] | None = None, **kwargs: Any) -> OpenAIModelClient:
         """A client for the spec's endpoint: base URL from the spec or OPENAI_BASE_URL, key from `api_key_env`.
         Clients of one endpoint share one connection pool per event loop (`runtime.model.pool`)."""
         env = os.environ if environ is None else environ
@@ -255,8 +260,9 @@ class OpenAIModelClient:
         timeout = spec.request_timeout_s
         http = env.get("PAGEMIND_HTTP_CLIENT") or "httpx"
         if http not in HTTP_CLIENTS:
-            raise SettingsError(f"PAGEMIND_HTTP_CLIENT={http!r} names no HTTP client: use one of "
-                                f"{', '.join(HTTP_CLIENTS)}")
+            raise SettingsError(
+                f"PAGEMIND_HTTP_CLIENT={http!r} names no HTTP client: use one of {', '.join(HTTP_CLIENTS)}"
+            )
         # Local servers take any key; the SDK insists on one.
         endpoint = Endpoint(base_url, api_key or "not-needed", timeout, min(10.0, timeout), http)
         kwargs.setdefault("request_timeout_s", timeout)
@@ -284,8 +290,14 @@ class OpenAIModelClient:
     async def _call(self, request: ModelRequest, sink: DeltaSink | None) -> ModelResponse:
         deadline = current_turn_deadline()
         stop = _StopRetrying(self.max_attempts, deadline)
-        retrying = AsyncRetrying(stop=stop, wait=self.wait, retry=retry_if_exception(_retryable), sleep=self.sleep,
-                                 before_sleep=_log_retry, reraise=True)
+        retrying = AsyncRetrying(
+            stop=stop,
+            wait=self.wait,
+            retry=retry_if_exception(_retryable),
+            sleep=self.sleep,
+            before_sleep=_log_retry,
+            reraise=True,
+        )
         started = time.perf_counter()
         try:
             response = await retrying(self._attempt, request, deadline, sink)
@@ -298,8 +310,9 @@ class OpenAIModelClient:
             raise typed from exc
         return dataclasses.replace(response, latency_ms=(time.perf_counter() - started) * 1000)
 
-    async def _attempt(self, request: ModelRequest, deadline: TurnDeadline | None,
-                       sink: DeltaSink | None) -> ModelResponse:
+    async def _attempt(
+        self, request: ModelRequest, deadline: TurnDeadline | None, sink: DeltaSink | None
+    ) -> ModelResponse:
         try:
             return await self._bounded(request, deadline, sink)
         except BaseException as exc:  # what this attempt streamed is void, whether or not another follows
@@ -307,8 +320,9 @@ class OpenAIModelClient:
                 sink.discard(f"the model call failed ({type(exc).__name__}); its partial reply is discarded")
             raise
 
-    async def _bounded(self, request: ModelRequest, deadline: TurnDeadline | None,
-                       sink: DeltaSink | None) -> ModelResponse:
+    async def _bounded(
+        self, request: ModelRequest, deadline: TurnDeadline | None, sink: DeltaSink | None
+    ) -> ModelResponse:
         limit = self.request_timeout_s
         if deadline is not None:
             limit = min(limit, deadline.remaining())
@@ -338,8 +352,9 @@ class OpenAIModelClient:
 
         attempts = f"{stop.attempts} attempt{'s' if stop.attempts != 1 else ''}"
         if stop.deadline_hit and _retryable(exc):
-            return ModelDeadlineExceeded(f"{_turn_deadline_message(stop.deadline)}; gave up after {attempts}, "
-                                         f"last: {_describe(exc)}")
+            return ModelDeadlineExceeded(
+                f"{_turn_deadline_message(stop.deadline)}; gave up after {attempts}, last: {_describe(exc)}"
+            )
         if isinstance(exc, ModelBadResponse):
             if exc.transient:
                 return ModelBadResponse(f"no usable response from the model endpoint in {attempts}; last: {exc}")
@@ -347,16 +362,19 @@ class OpenAIModelClient:
         if isinstance(exc, ModelError):
             return exc
         if isinstance(exc, (_AttemptTimedOut, openai.APITimeoutError)):  # httpx's timeouts are request_timeout_s too
-            return ModelDeadlineExceeded(f"model endpoint gave no complete answer within request_timeout_s = "
-                                         f"{self.request_timeout_s:g} s in {attempts}; last: {_describe(exc)}")
+            return ModelDeadlineExceeded(
+                f"model endpoint gave no complete answer within request_timeout_s = "
+                f"{self.request_timeout_s:g} s in {attempts}; last: {_describe(exc)}"
+            )
         if isinstance(exc, openai.BadRequestError):
             if _is_context_length(exc):
                 return ContextLengthExceeded(one_line(str(exc), 500))
             return ModelRequestRejected(f"model request rejected (HTTP 400): {_describe(exc)}")
         if isinstance(exc, openai.APIStatusError):
             if _retryable(exc):
-                return ModelUnavailable(f"model endpoint failed {stop.attempts} times; last: HTTP {exc.status_code} "
-                                        f"{_describe(exc)}")
+                return ModelUnavailable(
+                    f"model endpoint failed {stop.attempts} times; last: HTTP {exc.status_code} {_describe(exc)}"
+                )
             return ModelRequestRejected(f"model request rejected (HTTP {exc.status_code}): {_describe(exc)}")
         if isinstance(exc, openai.APIConnectionError):
             return ModelUnavailable(f"model endpoint unreachable after {attempts}: {_describe(exc)}")

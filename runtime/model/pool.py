@@ -31,7 +31,7 @@ class Endpoint:
     connect_timeout_s: float
     http: str = "httpx"  # the HTTP client the calls go out on: "httpx" or "aiohttp" (`model_post.poster_for`)
 
-    def build(self) -> "openai.AsyncOpenAI":
+    def build(self) -> openai.AsyncOpenAI:
         """A new SDK client for this endpoint (no SDK retries: the model client retries with tenacity)."""
         import openai
 
@@ -39,16 +39,22 @@ class Endpoint:
         # The SDK's public default client (its limits and redirects), given explicitly: the one it builds itself
         # schedules its own closing on whatever loop runs when it is collected, which fails for a pool whose loop
         # has closed (see `shared_client`).
-        return openai.AsyncOpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=timeout,
-                                  http_client=openai.DefaultAsyncHttpxClient(timeout=timeout))
+        return openai.AsyncOpenAI(
+            api_key=self.api_key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=openai.DefaultAsyncHttpxClient(timeout=timeout),
+        )
 
 
-_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Endpoint, openai.AsyncOpenAI]]" = (
-    weakref.WeakKeyDictionary())
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Endpoint, openai.AsyncOpenAI]] = (
+    weakref.WeakKeyDictionary()
+)
 _LOCK = threading.Lock()  # loops may run in several threads (a daemon's workers, tests' threads)
 
 
-def shared_client(endpoint: Endpoint) -> "openai.AsyncOpenAI":
+def shared_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
     """The running loop's client for `endpoint`, built on first use. Outside a running loop (a client inspected
     from synchronous code) a fresh, unshared client: no loop exists yet to bind a shared one to."""
     try:
@@ -69,7 +75,7 @@ def shared_client(endpoint: Endpoint) -> "openai.AsyncOpenAI":
         return client
 
 
-def take_loop_clients() -> list["openai.AsyncOpenAI"]:
+def take_loop_clients() -> list[openai.AsyncOpenAI]:
     """The running loop's shared clients, forgotten here (the caller closes them: a daemon's stop)."""
     loop = asyncio.get_running_loop()
     with _LOCK:

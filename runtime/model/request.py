@@ -33,8 +33,12 @@ class ModelRequest:
 
     def body(self) -> dict[str, Any]:
         """The JSON body (without transport details)."""
-        body: dict[str, Any] = {"model": self.model, "messages": self.messages,
-                                "temperature": self.temperature, "max_tokens": self.max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
         if self.tools:
             body["tools"] = self.tools
             body["tool_choice"] = "auto"
@@ -51,10 +55,14 @@ class ModelRequest:
             return encode_json({**body, **extra} if extra else body)
         # Compact JSON of an object is its members joined by commas: the body is written member by member, in the
         # order of `body()`, the big ones joined in from bytes encoded before.
-        messages = b"".join((b"[", b",".join(self.encoded_messages or ()), b"]")) if joined else \
-            encode_json(self.messages)
-        members = [_members({"model": self.model}), b'"messages":' + messages,
-                   _members({"temperature": self.temperature, "max_tokens": self.max_tokens})]
+        messages = (
+            b"".join((b"[", b",".join(self.encoded_messages or ()), b"]")) if joined else encode_json(self.messages)
+        )
+        members = [
+            _members({"model": self.model}),
+            b'"messages":' + messages,
+            _members({"temperature": self.temperature, "max_tokens": self.max_tokens}),
+        ]
         if self.tools:
             members += [b'"tools":' + tools_json(self.tools), b'"tool_choice":"auto"']
         tail = {"response_format": self.response_format} if self.response_format is not None else {}

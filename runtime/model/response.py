@@ -96,9 +96,13 @@ def response_from_body(body: Any, latency_ms: float = 0.0) -> ModelResponse:
         raise ModelBadResponse("the assistant message has neither content nor tool calls", transient=True)
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     return ModelResponse(
-        content=content, tool_calls=calls, prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")), finish_reason=choice.get("finish_reason"),
-        latency_ms=latency_ms, raw=body,
+        content=content,
+        tool_calls=calls,
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        finish_reason=choice.get("finish_reason"),
+        latency_ms=latency_ms,
+        raw=body,
     )
 
 
@@ -122,8 +126,9 @@ def _tool_call(raw: Any) -> ToolCall:
         arguments = json.dumps(arguments, ensure_ascii=False)
     # A server that omits call ids gets unique ones: a reused id would pair results with the wrong call.
     call_id = raw.get("id")
-    return ToolCall(str(call_id) if call_id else f"call_{uuid.uuid4().hex[:12]}", str(function.get("name") or ""),
-                    arguments)
+    return ToolCall(
+        str(call_id) if call_id else f"call_{uuid.uuid4().hex[:12]}", str(function.get("name") or ""), arguments
+    )
 
 
 def _count(value: Any) -> int | None:
@@ -140,8 +145,10 @@ def response_from_http(response: httpx.Response, latency_ms: float = 0.0) -> Mod
     except ValueError:
         text = data.decode("utf-8", "replace")
         if "html" in response.headers.get("content-type", "") or text.lstrip().startswith("<"):
-            raise ModelBadResponse(f"the endpoint returned an HTML page (HTTP {response.status_code}), not JSON: "
-                                   f"{one_line(text, 120)}", transient=True) from None
+            raise ModelBadResponse(
+                f"the endpoint returned an HTML page (HTTP {response.status_code}), not JSON: {one_line(text, 120)}",
+                transient=True,
+            ) from None
         # Transient: a body cut short by a proxy or a dropped connection.
         raise ModelBadResponse(f"the endpoint returned malformed JSON: {one_line(text, 120)}", transient=True) from None
     return response_from_body(body, latency_ms)

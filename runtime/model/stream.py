@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pagemind.runtime.model.response import ModelBadResponse, ModelResponse, one_line, response_from_body, \
-    response_from_http
+from pagemind.runtime.model.response import (
+    ModelBadResponse,
+    ModelResponse,
+    one_line,
+    response_from_body,
+    response_from_http,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -129,9 +135,14 @@ class ChunkAssembler:
         if self.calls:
             message["tool_calls"] = [
                 {"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": "".join(c.arguments)}}
-                for _, c in sorted(self.calls.items())]
-        body: dict[str, Any] = {"id": self.head.get("id", ""), "object": "chat.completion",
-                                "created": self.head.get("created", 0), "model": self.head.get("model", "")}
+                for _, c in sorted(self.calls.items())
+            ]
+        body: dict[str, Any] = {
+            "id": self.head.get("id", ""),
+            "object": "chat.completion",
+            "created": self.head.get("created", 0),
+            "model": self.head.get("model", ""),
+        }
         if "system_fingerprint" in self.head:
             body["system_fingerprint"] = self.head["system_fingerprint"]
         body["choices"] = [{"index": 0, "message": message, "finish_reason": self.finish_reason}]
@@ -199,8 +210,10 @@ async def read_streamed(response: httpx.Response, sink: DeltaSink | None) -> Mod
                 chunk = {"error": chunk}
             assembler.add(chunk)
     except httpx.TransportError as exc:  # the connection dropped, or went silent past the read timeout
-        raise ModelBadResponse(f"the stream broke after {assembler.chunks} chunks: {type(exc).__name__}: "
-                               f"{one_line(str(exc), 120)}", transient=True) from exc
+        raise ModelBadResponse(
+            f"the stream broke after {assembler.chunks} chunks: {type(exc).__name__}: {one_line(str(exc), 120)}",
+            transient=True,
+        ) from exc
     if not done and assembler.finish_reason is None:
         raise ModelBadResponse(f"the stream stopped after {assembler.chunks} chunks, before its end", transient=True)
     return response_from_body(assembler.body())

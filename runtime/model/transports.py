@@ -38,7 +38,8 @@ SDK's post would.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -60,7 +61,7 @@ class Poster(Protocol):
 class SdkPost:
     """The SDK's generic `post`, for clients that need its per-call hooks."""
 
-    def __init__(self, client: "openai.AsyncOpenAI"):
+    def __init__(self, client: openai.AsyncOpenAI):
         self.client = client
 
     async def post(self, content: bytes, *, stream: bool = False) -> httpx.Response:
@@ -71,7 +72,7 @@ class SdkPost:
 class _DirectPost:
     """What the direct posters share: the SDK's headers, built once per client, and the SDK's status errors."""
 
-    def __init__(self, client: "openai.AsyncOpenAI"):
+    def __init__(self, client: openai.AsyncOpenAI):
         self.client = client
         self.url = client._prepare_url(PATH)
         self.headers: httpx.Headers | None = None
@@ -100,7 +101,7 @@ class _DirectPost:
 class LeanPost(_DirectPost):
     """The POST of `client.post(PATH, content=…, cast_to=httpx.Response)`, with the headers taken once."""
 
-    def __init__(self, client: "openai.AsyncOpenAI"):
+    def __init__(self, client: openai.AsyncOpenAI):
         super().__init__(client)
         self.direct = plain_transport(self.own) is not None  # sent on the transport itself, and copied
         self._http: list[httpx.AsyncClient | None] = [self.own, *[None] * (SHARDS - 1 if self.direct else 0)]
@@ -116,12 +117,20 @@ class LeanPost(_DirectPost):
         shard = self._in_flight.index(min(self._in_flight))  # the least busy, the first among equals
         http = self._http[shard] or self._copy(shard)
         jar = self.own.cookies if http is not self.own and self.own.cookies else None
-        request = http.build_request("POST", self.url, headers=headers, content=content, cookies=jar,
-                                     timeout=self.client.timeout, extensions=self.extensions)
+        request = http.build_request(
+            "POST",
+            self.url,
+            headers=headers,
+            content=content,
+            cookies=jar,
+            timeout=self.client.timeout,
+            extensions=self.extensions,
+        )
         self._in_flight[shard] += 1
         try:
-            response = await (self._send_direct(http, request, stream) if self.direct
-                              else http.send(request, stream=stream))
+            response = await (
+                self._send_direct(http, request, stream) if self.direct else http.send(request, stream=stream)
+            )
         except httpx.TimeoutException as exc:
             raise openai.APITimeoutError(request=request) from exc
         except openai.OpenAIError:
@@ -173,7 +182,7 @@ class AiohttpPost(_DirectPost):
     call: the SDK imports it in every process once `httpx-aiohttp` is installed (+12 MB, +0.13 s), so that package
     is not used."""
 
-    def __init__(self, client: "openai.AsyncOpenAI"):
+    def __init__(self, client: openai.AsyncOpenAI):
         super().__init__(client)
         self._session: Any = None
         self._proxy: str | None = None
@@ -210,11 +219,19 @@ class AiohttpPost(_DirectPost):
 
     async def _send(self, request: httpx.Request, content: bytes, stream: bool) -> httpx.Response:
         answer = await self._open().post(
-            str(request.url), data=content, headers=self._wire, auto_decompress=False, timeout=self._timeout,
-            allow_redirects=self.own.follow_redirects, server_hostname=self._server_hostname, proxy=self._proxy)
+            str(request.url),
+            data=content,
+            headers=self._wire,
+            auto_decompress=False,
+            timeout=self._timeout,
+            allow_redirects=self.own.follow_redirects,
+            server_hostname=self._server_hostname,
+            proxy=self._proxy,
+        )
         if stream:
-            return httpx.Response(answer.status, headers=answer.raw_headers, stream=_AiohttpBody(answer),
-                                  request=request)
+            return httpx.Response(
+                answer.status, headers=answer.raw_headers, stream=_AiohttpBody(answer), request=request
+            )
         try:
             body = await answer.read()
         finally:
@@ -279,12 +296,30 @@ def plain_transport(http: httpx.AsyncClient) -> httpx.AsyncHTTPTransport | None:
     try:
         transport = http._transport
         pool = transport._pool  # type: ignore[attr-defined]
-        plain = (type(transport) is httpx.AsyncHTTPTransport and not http._mounts and http.auth is None
-                 and not any(http.event_hooks.values()) and not http.params and not http.cookies
-                 and pool._uds is None and pool._local_address is None and pool._socket_options is None
-                 and pool._retries == 0 and callable(getattr(http, "_build_redirect_request", None))
-                 and all(hasattr(pool, name) for name in ("_ssl_context", "_http1", "_http2", "_max_connections",
-                                                          "_max_keepalive_connections", "_keepalive_expiry")))
+        plain = (
+            type(transport) is httpx.AsyncHTTPTransport
+            and not http._mounts
+            and http.auth is None
+            and not any(http.event_hooks.values())
+            and not http.params
+            and not http.cookies
+            and pool._uds is None
+            and pool._local_address is None
+            and pool._socket_options is None
+            and pool._retries == 0
+            and callable(getattr(http, "_build_redirect_request", None))
+            and all(
+                hasattr(pool, name)
+                for name in (
+                    "_ssl_context",
+                    "_http1",
+                    "_http2",
+                    "_max_connections",
+                    "_max_keepalive_connections",
+                    "_keepalive_expiry",
+                )
+            )
+        )
         return transport if plain else None
     except AttributeError:  # another httpx or httpcore
         return None
@@ -293,15 +328,25 @@ def plain_transport(http: httpx.AsyncClient) -> httpx.AsyncHTTPTransport | None:
 def copy_of(http: httpx.AsyncClient) -> httpx.AsyncClient:
     """A new client with the settings of `http`, a plain client (`plain_transport`): a pool of its own."""
     pool = http._transport._pool  # type: ignore[attr-defined]
-    limits = httpx.Limits(max_connections=pool._max_connections,
-                          max_keepalive_connections=pool._max_keepalive_connections,
-                          keepalive_expiry=pool._keepalive_expiry)
-    return httpx.AsyncClient(verify=pool._ssl_context, http1=pool._http1, http2=pool._http2, limits=limits,
-                             timeout=http.timeout, headers=http.headers, follow_redirects=http.follow_redirects,
-                             max_redirects=http.max_redirects, trust_env=False)
+    limits = httpx.Limits(
+        max_connections=pool._max_connections,
+        max_keepalive_connections=pool._max_keepalive_connections,
+        keepalive_expiry=pool._keepalive_expiry,
+    )
+    return httpx.AsyncClient(
+        verify=pool._ssl_context,
+        http1=pool._http1,
+        http2=pool._http2,
+        limits=limits,
+        timeout=http.timeout,
+        headers=http.headers,
+        follow_redirects=http.follow_redirects,
+        max_redirects=http.max_redirects,
+        trust_env=False,
+    )
 
 
-def sdk_headers(client: "openai.AsyncOpenAI") -> httpx.Headers:
+def sdk_headers(client: openai.AsyncOpenAI) -> httpx.Headers:
     """The headers the SDK's `post` sends, built by the SDK (auth, defaults, its retry count and read timeout)."""
     from openai._models import FinalRequestOptions
 
@@ -316,12 +361,17 @@ def is_plain(client: Any) -> bool:
         from openai._models import FinalRequestOptions  # noqa: F401 (what `sdk_headers` builds the headers from)
 
         uses = ("_build_headers", "_prepare_url", "_make_status_error_from_response", "platform_headers")
-        return (type(client) is openai.AsyncOpenAI and isinstance(client._client, httpx.AsyncClient)
-                and all(callable(getattr(client, name, None)) for name in uses)
-                and getattr(client, "_provider_runtime", None) is None
-                and getattr(client, "_workload_identity_auth", None) is None
-                and getattr(client, "_api_key_provider", None) is None
-                and client.custom_auth is None and client._idempotency_header is None and not client.default_query)
+        return (
+            type(client) is openai.AsyncOpenAI
+            and isinstance(client._client, httpx.AsyncClient)
+            and all(callable(getattr(client, name, None)) for name in uses)
+            and getattr(client, "_provider_runtime", None) is None
+            and getattr(client, "_workload_identity_auth", None) is None
+            and getattr(client, "_api_key_provider", None) is None
+            and client.custom_auth is None
+            and client._idempotency_header is None
+            and not client.default_query
+        )
     except (AttributeError, ImportError):  # another SDK version: keep to its public post
         return False
 
@@ -332,7 +382,7 @@ def is_plain(client: Any) -> bool:
 _ATTRIBUTE = "_pagemind_poster"
 
 
-def poster_for(client: "openai.AsyncOpenAI", http: str = "httpx") -> Poster:
+def poster_for(client: openai.AsyncOpenAI, http: str = "httpx") -> Poster:
     """The poster of `client`, made once per client (so its headers are built once for every agent sharing it):
     `http` "aiohttp" posts on an aiohttp session (`AiohttpPost`), "httpx" on the client's httpx pool (`LeanPost`);
     a client that needs the SDK's per-call hooks gets the SDK's own post either way (`SdkPost`)."""
@@ -346,7 +396,7 @@ def poster_for(client: "openai.AsyncOpenAI", http: str = "httpx") -> Poster:
     return poster
 
 
-async def close_poster(client: "openai.AsyncOpenAI") -> None:
+async def close_poster(client: openai.AsyncOpenAI) -> None:
     """Close what the client's poster holds beside the SDK client (an aiohttp session, httpx copies), if any."""
     poster = getattr(client, _ATTRIBUTE, None)
     if poster is not None and hasattr(poster, "aclose"):

@@ -7,8 +7,8 @@ group always stays (it is what the model is working on).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from pagemind.runtime.messages import Message
 
@@ -49,7 +49,7 @@ def newest_group_start(messages: Sequence[Message]) -> int:
     if start == last or head.role != "assistant" or not head.tool_calls:
         return last
     call_ids = {c.id for c in head.tool_calls}
-    return start if all(m.tool_call_id in call_ids for m in messages[start + 1:]) else last
+    return start if all(m.tool_call_id in call_ids for m in messages[start + 1 :]) else last
 
 
 def plan_eviction(messages: Sequence[Message], tokens: Sequence[int], need: int) -> EvictionPlan:

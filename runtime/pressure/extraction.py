@@ -7,11 +7,11 @@ logged as such and never reported as success.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 import datetime as dt
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Awaitable, Callable, Sequence
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -74,7 +74,6 @@ class ExtractionReport:
     error: str | None = None
 
 
-
 def parse_extraction(text: str | None) -> Extraction:
     """Parse the model's answer (tolerating a Markdown code fence); raises ValueError when it is not usable."""
     raw = without_fence(text)
@@ -89,9 +88,14 @@ def extraction_request(model: str, messages: Sequence[Message], now: datetime) -
     transcript = "\n".join(transcript_line(m) for m in messages)
     return ModelRequest(
         model=model,
-        messages=[{"role": "system", "content": EXTRACTION_INSTRUCTIONS.format(today=now.date().isoformat())},
-                  {"role": "user", "content": transcript}],
-        tools=[], temperature=0.0, max_tokens=1024, purpose="extract",
+        messages=[
+            {"role": "system", "content": EXTRACTION_INSTRUCTIONS.format(today=now.date().isoformat())},
+            {"role": "user", "content": transcript},
+        ],
+        tools=[],
+        temperature=0.0,
+        max_tokens=1024,
+        purpose="extract",
     )
 
 
@@ -117,8 +121,9 @@ async def extract(
     return extraction
 
 
-async def store_extraction(archival: ArchivalMemory, extraction: Extraction | ExtractionReport,
-                           messages: Sequence[Message]) -> ExtractionReport:
+async def store_extraction(
+    archival: ArchivalMemory, extraction: Extraction | ExtractionReport, messages: Sequence[Message]
+) -> ExtractionReport:
     """Store what `extract` proposed through the archival write path (dedupe, supersede); a report passes through."""
     if isinstance(extraction, ExtractionReport):
         return extraction

@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Awaitable, Callable, Sequence
 
 import structlog
 
@@ -96,8 +96,11 @@ class FlushWork:
 
     def fits(self, messages: Sequence[Message], summary: str) -> bool:
         """Whether this work still describes the oldest messages of a window showing `messages` and `summary`."""
-        return (summary == self.old_summary and len(messages) > self.count
-                and tuple(m.id for m in messages[: self.count]) == self.ids)
+        return (
+            summary == self.old_summary
+            and len(messages) > self.count
+            and tuple(m.id for m in messages[: self.count]) == self.ids
+        )
 
     def start(self, model: ModelClient) -> None:
         """Run ahead, in the background: both calls at once, outside any turn (no turn's deadline applies; each
@@ -124,8 +127,9 @@ class FlushWork:
         """Both calls at once, straight to `model`; the calls are kept in `calls` (summary first) for reporting."""
         summary_calls: list[ModelCall] = []
         extraction_calls: list[ModelCall] = []
-        summary, extraction = await asyncio.gather(self.summary(_kept(model, summary_calls)),
-                                                   self.extraction(_kept(model, extraction_calls)))
+        summary, extraction = await asyncio.gather(
+            self.summary(_kept(model, summary_calls)), self.extraction(_kept(model, extraction_calls))
+        )
         self.calls = summary_calls + extraction_calls
         return FlushOutcome(summary, extraction)
 
@@ -139,13 +143,22 @@ class FlushWork:
         must still shrink)."""
         settings, evicted = self.settings, self.evicted
         try:
-            return await summarize(call, model=settings.model, old_summary=self.old_summary, evicted=evicted,
-                                   budget=settings.summary_budget, window=settings.window, encoding=settings.encoding)
+            return await summarize(
+                call,
+                model=settings.model,
+                old_summary=self.old_summary,
+                evicted=evicted,
+                budget=settings.summary_budget,
+                window=settings.window,
+                encoding=settings.encoding,
+            )
         except (ModelError, ValueError) as exc:
             log.error("summary_failed", error=str(exc)[:300])
             first, last = evicted[0].created_at, evicted[-1].created_at
-            note = (f"[{len(evicted)} messages from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} left the window "
-                    "without a summary; search them with conversation_search.]")
+            note = (
+                f"[{len(evicted)} messages from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} left the window "
+                "without a summary; search them with conversation_search.]"
+            )
             return SummaryResult(f"{self.old_summary}\n{note}".strip(), chunks=0, truncated=False)
 
     async def extraction(self, call: Call) -> Extraction | ExtractionReport:
@@ -167,8 +180,12 @@ class FlushWork:
         if (error := task.exception()) is not None:
             log.error("flush_ahead_failed", error=repr(error)[:300])
             return
-        log.info("flush_ahead_ready", evicting=self.count, calls=len(self.calls),
-                 ms=round((time.perf_counter() - self.started) * 1000, 1))
+        log.info(
+            "flush_ahead_ready",
+            evicting=self.count,
+            calls=len(self.calls),
+            ms=round((time.perf_counter() - self.started) * 1000, 1),
+        )
 
 
 def _kept(model: ModelClient, calls: list[ModelCall]) -> Call:

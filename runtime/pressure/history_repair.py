@@ -11,9 +11,9 @@ model's mouth; it stays in recall memory. An agent can never be bricked by its o
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence
 
 from pagemind.runtime.messages import Message, rebound
 

@@ -16,28 +16,48 @@ import asyncio
 import dataclasses
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import structlog
 
+from pagemind.runtime.budget import (
+    Pressure,
+    PressureReading,
+    Squeeze,
+    max_message_tokens,
+    read_pressure,
+    squeeze,
+    summary_budget,
+    usable_window,
+)
 from pagemind.runtime.compiler import CompiledContext, message_tokens
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.events import (
-    Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, ModelRequestEvent,
-    ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, Salience, SalienceEvent,
+    Event,
+    Flush,
+    FlushAhead,
+    FlushAheadEvent,
+    FlushEvent,
+    HistoryRepair,
+    HistoryRepairEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    PressureSqueezedEvent,
+    PressureWarning,
+    PressureWarningEvent,
+    Salience,
+    SalienceEvent,
     Squeezed,
 )
+from pagemind.runtime.messages import Message
+from pagemind.runtime.model.client import ModelClient, ModelError, ModelRequest, ModelResponse
 from pagemind.runtime.pressure.eviction import EvictionPlan, newest_group_start, plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
 from pagemind.runtime.pressure.flush_work import FlushOutcome, FlushWork, WorkSettings
 from pagemind.runtime.pressure.history_repair import ValidityMemo, repair_history
-from pagemind.runtime.messages import Message
-from pagemind.runtime.model.client import ModelClient, ModelError, ModelRequest, ModelResponse
-from pagemind.runtime.budget import (
-    Pressure, PressureReading, Squeeze, max_message_tokens, read_pressure, squeeze, summary_budget, usable_window,
-)
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory
@@ -59,8 +79,11 @@ class ContextOverflow(ModelError):
 
 def pinned_tokens(compiled: CompiledContext) -> dict[str, int]:
     """The parts of the prompt no eviction can shrink: instructions, core blocks, tool schemas, closing line."""
-    return {name: tokens for name, tokens in compiled.sections.items()
-            if name in PINNED_SECTIONS or name.startswith("block:")}
+    return {
+        name: tokens
+        for name, tokens in compiled.sections.items()
+        if name in PINNED_SECTIONS or name.startswith("block:")
+    }
 
 
 def check_pinned_fits(compiled: CompiledContext, spec: AgentSpec) -> None:
@@ -167,7 +190,7 @@ class PressureMonitor:
         the window's context as compiled now: its messages' tokens are the sum, less the newest group's (which never
         leaves), so nothing is summed again over the whole window."""
         messages = self.window.messages
-        newest = sum(self._tokens(m) for m in messages[newest_group_start(messages):])
+        newest = sum(self._tokens(m) for m in messages[newest_group_start(messages) :])
         evictable = compiled.sections.get("messages", 0) - newest if messages else 0
         return squeeze(reading, reading.tokens - math.ceil(evictable * self.window.correction), self.spec)
 
@@ -178,10 +201,22 @@ class PressureMonitor:
         if self._told_squeezed:
             return
         self._told_squeezed = True
-        told = Squeezed(tokens=reading.tokens, usable=reading.usable, flush_at=reading.flush_at, hard_at=room.hard_at,
-                        floor=room.floor, room=room.room, needed=room.needed, pinned=pinned_tokens(compiled))
-        log.warning("pressure_squeezed", agent_id=self.window.agent_id,
-                    advice="raise model.context_window, drop tools or shrink core blocks", **dataclasses.asdict(told))
+        told = Squeezed(
+            tokens=reading.tokens,
+            usable=reading.usable,
+            flush_at=reading.flush_at,
+            hard_at=room.hard_at,
+            floor=room.floor,
+            room=room.room,
+            needed=room.needed,
+            pinned=pinned_tokens(compiled),
+        )
+        log.warning(
+            "pressure_squeezed",
+            agent_id=self.window.agent_id,
+            advice="raise model.context_window, drop tools or shrink core blocks",
+            **dataclasses.asdict(told),
+        )
         self.agent.report(PressureSqueezedEvent(step=step, data=told))
 
     def repair(self, step: int) -> None:
@@ -196,18 +231,29 @@ class PressureMonitor:
             return
         stored = self.window.repair(repair.messages, repair.added, repair.dropped)
         log.warning("history_repaired", agent_id=self.window.agent_id, problems=repair.problems)
-        self.agent.report(HistoryRepairEvent(step=step, data=HistoryRepair(
-            problems=repair.problems, added=len(stored), dropped=len(repair.dropped))))
+        self.agent.report(
+            HistoryRepairEvent(
+                step=step, data=HistoryRepair(problems=repair.problems, added=len(stored), dropped=len(repair.dropped))
+            )
+        )
 
     async def warn(self, step: int, reading: PressureReading) -> None:
         """Give the model its one warning of this cycle."""
         percent = round(100 * reading.tokens / reading.usable)
         await self.window.accept(Message("system", WARNING_TEXT.format(percent=percent), self.agent.now()))
         await self.window.mark_warned()
-        log.info("pressure_warning", agent_id=self.window.agent_id, tokens=reading.tokens, usable=reading.usable,
-                 percent=percent)
-        self.agent.report(PressureWarningEvent(step=step, data=PressureWarning(
-            tokens=reading.tokens, usable=reading.usable, percent=percent)))
+        log.info(
+            "pressure_warning",
+            agent_id=self.window.agent_id,
+            tokens=reading.tokens,
+            usable=reading.usable,
+            percent=percent,
+        )
+        self.agent.report(
+            PressureWarningEvent(
+                step=step, data=PressureWarning(tokens=reading.tokens, usable=reading.usable, percent=percent)
+            )
+        )
 
     def prepare(self, step: int, reading: PressureReading) -> None:
         """Above the warning line: make sure the work for a flush at the flush line is under way, in the background
@@ -228,8 +274,9 @@ class PressureMonitor:
         self._ahead = work
         crash_point("flush.ahead_started")  # the background work is under way; nothing of it is stored
         log.info("flush_ahead_started", agent_id=self.window.agent_id, evicting=work.count, tokens=plan.freed_tokens)
-        self.agent.report(FlushAheadEvent(step=step, data=FlushAhead(action="started", evicting=work.count,
-                                                                     tokens=plan.freed_tokens)))
+        self.agent.report(
+            FlushAheadEvent(step=step, data=FlushAhead(action="started", evicting=work.count, tokens=plan.freed_tokens))
+        )
 
     async def settle(self) -> None:
         """Wait until work prepared in the background has its answers (a caller putting the agent away
@@ -261,8 +308,7 @@ class PressureMonitor:
                 need = max(need, sum(self._tokens(m) for m in self.window.messages) // 2)
             plan = self._plan(need)
             if plan.count == 0:
-                log.warning("flush_nothing_evictable", agent_id=self.window.agent_id, tokens=reading.tokens,
-                            need=need)
+                log.warning("flush_nothing_evictable", agent_id=self.window.agent_id, tokens=reading.tokens, need=need)
                 return None
             work = self._work(plan)
         waiting = time.perf_counter()
@@ -276,10 +322,19 @@ class PressureMonitor:
         self.window.evict(work.count, outcome.summary.text, reading.tokens, estimated_after, self.agent.now())
         after = self.agent.compile()
         summary = outcome.summary
-        done = Flush(evicted=work.count, tokens_before=reading.tokens, tokens_after=after.total_tokens,
-                     summary_tokens=after.sections.get("summary", 0), summary_chunks=summary.chunks,
-                     summary_truncated=summary.truncated, extraction=report.status, extracted=report.stored,
-                     enough=work.enough, ahead=work.ahead, waited_ms=round(waited_ms, 3))
+        done = Flush(
+            evicted=work.count,
+            tokens_before=reading.tokens,
+            tokens_after=after.total_tokens,
+            summary_tokens=after.sections.get("summary", 0),
+            summary_chunks=summary.chunks,
+            summary_truncated=summary.truncated,
+            extraction=report.status,
+            extracted=report.stored,
+            enough=work.enough,
+            ahead=work.ahead,
+            waited_ms=round(waited_ms, 3),
+        )
         log.info("flush", agent_id=self.window.agent_id, **dataclasses.asdict(done))
         self.agent.report(FlushEvent(step=step, data=done))
         return after
@@ -296,13 +351,24 @@ class PressureMonitor:
 
     def _work(self, plan: EvictionPlan, ahead: bool = False) -> FlushWork:
         spec = self.spec
-        settings = WorkSettings(model=spec.memory.summarizer_model or spec.model.name,
-                                summary_budget=summary_budget(spec), window=usable_window(spec),
-                                encoding=self.encoding,
-                                extract=spec.memory.extraction and self.agent.archival is not None)
+        settings = WorkSettings(
+            model=spec.memory.summarizer_model or spec.model.name,
+            summary_budget=summary_budget(spec),
+            window=usable_window(spec),
+            encoding=self.encoding,
+            extract=spec.memory.extraction and self.agent.archival is not None,
+        )
         evicted = tuple(self.window.messages[: plan.count])
-        return FlushWork(evicted, self.window.summary, plan.freed_tokens, plan.enough, self.agent.now(), settings,
-                         ahead=ahead, salience=self.agent.extraction_gate(evicted) if settings.extract else None)
+        return FlushWork(
+            evicted,
+            self.window.summary,
+            plan.freed_tokens,
+            plan.enough,
+            self.agent.now(),
+            settings,
+            ahead=ahead,
+            salience=self.agent.extraction_gate(evicted) if settings.extract else None,
+        )
 
     def _take_ahead(self, step: int, reading: PressureReading) -> FlushWork | None:
         """The work prepared ahead, if it still fits the window and evicting it buys at least half the room a flush
@@ -328,8 +394,12 @@ class PressureMonitor:
             return
         work.cancel()
         log.info("flush_ahead_discarded", agent_id=self.window.agent_id, reason=reason, evicting=work.count)
-        self.agent.report(FlushAheadEvent(step=step, data=FlushAhead(action="discarded", evicting=work.count,
-                                                                     tokens=work.freed_tokens, reason=reason)))
+        self.agent.report(
+            FlushAheadEvent(
+                step=step,
+                data=FlushAhead(action="discarded", evicting=work.count, tokens=work.freed_tokens, reason=reason),
+            )
+        )
 
     async def _finish(self, step: int, work: FlushWork) -> FlushOutcome:
         """The work's outcome, its model calls reported as they were made (summary first, then extraction),

@@ -6,12 +6,12 @@ summary so far, so no summarizer request ever overflows.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Sequence
 
+from pagemind.runtime.compiler import clip_text
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelRequest, ModelResponse
-from pagemind.runtime.compiler import clip_text
 from pagemind.runtime.tokens import count_tokens
 
 SUMMARIZER_INSTRUCTIONS = """\
@@ -24,6 +24,7 @@ Where details were left out, add a short lookup hint naming words to search for 
 (e.g. "search: 'passport number'").
 Write plain prose or terse bullet points, with absolute dates. Stay under {budget} tokens. Reply with the new \
 summary only."""
+
 
 @dataclass(frozen=True)
 class SummaryResult:
@@ -68,9 +69,14 @@ def summary_request(model: str, old_summary: str, lines: Sequence[str], budget: 
     user = f"Current summary:\n{previous}\n\nMessages leaving the window:\n" + "\n".join(lines)
     return ModelRequest(
         model=model,
-        messages=[{"role": "system", "content": SUMMARIZER_INSTRUCTIONS.format(budget=budget)},
-                  {"role": "user", "content": user}],
-        tools=[], temperature=0.0, max_tokens=budget, purpose="summarize",
+        messages=[
+            {"role": "system", "content": SUMMARIZER_INSTRUCTIONS.format(budget=budget)},
+            {"role": "user", "content": user},
+        ],
+        tools=[],
+        temperature=0.0,
+        max_tokens=budget,
+        purpose="summarize",
     )
 
 

@@ -18,7 +18,6 @@ import ctypes.util
 import sys
 from typing import Any
 
-
 MALLOC_ARENAS = 2
 """Arenas once the embedding model loads: the main thread's and one for the worker threads (most of whose C
 work is onnxruntime's, one run at a time per thread, or runs under the GIL)."""

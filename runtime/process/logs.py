@@ -26,8 +26,9 @@ def level_number(level: str | None = None) -> int:
     """The numeric level for `level` (or PAGEMIND_LOG_LEVEL, default WARNING); raises LogLevelError if unknown."""
     name = (level or os.environ.get("PAGEMIND_LOG_LEVEL") or "WARNING").strip().upper()
     if name not in LEVELS:
-        raise LogLevelError(f"PAGEMIND_LOG_LEVEL={name.lower()!r} is not a level; use one of "
-                            f"{', '.join(n.lower() for n in LEVELS)}")
+        raise LogLevelError(
+            f"PAGEMIND_LOG_LEVEL={name.lower()!r} is not a level; use one of {', '.join(n.lower() for n in LEVELS)}"
+        )
     return logging.getLevelName(name)
 
 

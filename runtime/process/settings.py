@@ -39,7 +39,7 @@ class Settings(BaseModel):
     models_dir: Path | None = None  # converted local embedding models; None: home/models
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Settings from PAGEMIND_HOME, DATABASE_URL, QDRANT_URL, QDRANT_API_KEY, PAGEMIND_EMBEDDING_* and
         PAGEMIND_MODELS_DIR. _MODEL names a local model (all-MiniLM-L6-v2, the default, or multilingual-e5-small;
         converted ones live in PAGEMIND_MODELS_DIR, default $PAGEMIND_HOME/models) or an OpenAI-compatible

@@ -24,9 +24,9 @@ import structlog
 
 from pagemind.blocks import BlockEditError
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.records import MemoryRecord
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.reflection.profile import apply_profile_patch, patched_value
 from pagemind.runtime.reflection.schema import OutputError, ReflectionOutput
 
@@ -40,8 +40,9 @@ def derived_id(reflection_id: str, role: str, index: int) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"pagemind:reflection:{reflection_id}:{role}:{index}"))
 
 
-def validate(output: ReflectionOutput, offered: dict[str, MemoryRecord], agent: Agent, profile_label: str,
-             max_chars: int) -> None:
+def validate(
+    output: ReflectionOutput, offered: dict[str, MemoryRecord], agent: Agent, profile_label: str, max_chars: int
+) -> None:
     """Raise OutputError when the plan cannot be applied as a whole (see the module docstring; an insight
     longer than `max_chars`, archival memory's limit, too)."""
     named = [(f"merges[{n}].keep", m.keep) for n, m in enumerate(output.merges)]
@@ -54,8 +55,11 @@ def validate(output: ReflectionOutput, offered: dict[str, MemoryRecord], agent: 
     if unknown:
         raise OutputError(f"unknown memory id(s), not among those offered: {'; '.join(unknown[:5])}")
     kept = {m.keep for m in output.merges} | {c.winner for c in output.contradictions}
-    retired = ([i for m in output.merges for i in m.drop] + [i for c in output.contradictions for i in c.losers]
-               + [d.id for d in output.done])
+    retired = (
+        [i for m in output.merges for i in m.drop]
+        + [i for c in output.contradictions for i in c.losers]
+        + [d.id for d in output.done]
+    )
     both = sorted(kept & set(retired)) + sorted(i for i, n in Counter(retired).items() if n > 1)
     if both:
         raise OutputError(f"memory id(s) given two roles (kept and retired, or retired twice): {', '.join(both)}")
@@ -72,8 +76,9 @@ def validate(output: ReflectionOutput, offered: dict[str, MemoryRecord], agent: 
             raise OutputError(f"the profile patch cannot apply: {exc}") from exc
 
 
-async def apply_plan(agent: Agent, archival: ArchivalService, reflection_id: str, output: ReflectionOutput,
-                     profile_label: str) -> dict[str, int]:
+async def apply_plan(
+    agent: Agent, archival: ArchivalService, reflection_id: str, output: ReflectionOutput, profile_label: str
+) -> dict[str, int]:
     """Make the plan's changes (see the module docstring); the counts of changes made by this call."""
     counts: Counter[str] = Counter()
     for merge in output.merges:
@@ -87,8 +92,9 @@ async def apply_plan(agent: Agent, archival: ArchivalService, reflection_id: str
             counts["resolved"] += await archival.supersede(memory_id, resolution.winner, note)
             crash_point("reflection.applied")
     for n, insight in enumerate(output.insights):
-        counts["insights"] += await _insight(archival, reflection_id, n, insight.text, insight.importance,
-                                             insight.source_ids)
+        counts["insights"] += await _insight(
+            archival, reflection_id, n, insight.text, insight.importance, insight.source_ids
+        )
         crash_point("reflection.applied")
     for n, done in enumerate(output.done):
         counts["done"] += await _done(archival, reflection_id, n, done.id, done.reason)
@@ -101,22 +107,39 @@ async def apply_plan(agent: Agent, archival: ArchivalService, reflection_id: str
     return {key: count for key, count in counts.items() if count}
 
 
-async def _insert(archival: ArchivalService, memory_id: str, text: str, kind: str, importance: float,
-                  message_ids: list[int], detail: dict[str, Any]) -> bool:
+async def _insert(
+    archival: ArchivalService,
+    memory_id: str,
+    text: str,
+    kind: str,
+    importance: float,
+    message_ids: list[int],
+    detail: dict[str, Any],
+) -> bool:
     """A memory under a derived id, as given (no dedupe: the plan decided); False when that id is stored already."""
     now = archival.clock()
-    record = MemoryRecord(id=memory_id, agent_id=archival.agent_id, text=text, kind=kind, importance=importance,
-                          created_at=now, updated_at=now, source_message_ids=message_ids)
+    record = MemoryRecord(
+        id=memory_id,
+        agent_id=archival.agent_id,
+        text=text,
+        kind=kind,
+        importance=importance,
+        created_at=now,
+        updated_at=now,
+        source_message_ids=message_ids,
+    )
     return (await archival.insert_event(record, detail)).action == "inserted"
 
 
-async def _insight(archival: ArchivalService, reflection_id: str, n: int, text: str, importance: float,
-                   source_ids: list[str]) -> bool:
+async def _insight(
+    archival: ArchivalService, reflection_id: str, n: int, text: str, importance: float, source_ids: list[str]
+) -> bool:
     sources = archival.ledger.rows(source_ids) if source_ids else []
     message_ids = sorted({i for row in sources for i in row["source_message_ids"] or []})
     detail: dict[str, Any] = {"reason": "insight", "reflection_id": reflection_id, "source_ids": source_ids}
-    return await _insert(archival, derived_id(reflection_id, "insight", n), text, "reflection", importance,
-                         message_ids, detail)
+    return await _insert(
+        archival, derived_id(reflection_id, "insight", n), text, "reflection", importance, message_ids, detail
+    )
 
 
 async def _done(archival: ArchivalService, reflection_id: str, n: int, memory_id: str, reason: str) -> bool:
@@ -125,7 +148,7 @@ async def _done(archival: ArchivalService, reflection_id: str, n: int, memory_id
         return False  # forgotten since the plan was made
     old = rows[0]
     note = {"reason": reason, "reflection_id": reflection_id, "action": "done", "done": old["id"]}
-    text = f"Done ({archival.clock():%Y-%m-%d}): {old['text']}"[:archival.config.max_memory_chars]
+    text = f"Done ({archival.clock():%Y-%m-%d}): {old['text']}"[: archival.config.max_memory_chars]
     done_id = derived_id(reflection_id, "done", n)
     await _insert(archival, done_id, text, "progress", old["importance"], list(old["source_message_ids"] or []), note)
     return await archival.supersede(memory_id, done_id, note)

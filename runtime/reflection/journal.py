@@ -39,10 +39,17 @@ class ReflectionRow:
 
 
 def _row(data: Any) -> ReflectionRow:
-    return ReflectionRow(id=data["id"], agent_id=data["agent_id"], started_at=aware(data["started_at"]),
-                         last_message_id=int(data["last_message_id"]), status=data["status"],
-                         counts=dict(data["counts"] or {}), plan=data["plan"],
-                         finished_at=aware(data["finished_at"]) if data["finished_at"] else None, error=data["error"])
+    return ReflectionRow(
+        id=data["id"],
+        agent_id=data["agent_id"],
+        started_at=aware(data["started_at"]),
+        last_message_id=int(data["last_message_id"]),
+        status=data["status"],
+        counts=dict(data["counts"] or {}),
+        plan=data["plan"],
+        finished_at=aware(data["finished_at"]) if data["finished_at"] else None,
+        error=data["error"],
+    )
 
 
 class Journal:
@@ -68,12 +75,17 @@ class Journal:
         """Every reflection of the agent, oldest first."""
         query = select(reflections).where(reflections.c.agent_id == self.agent_id)
         with self.engine.connect() as conn:
-            return [_row(r) for r in conn.execute(query.order_by(reflections.c.started_at, reflections.c.id))
-                    .mappings()]
+            return [
+                _row(r) for r in conn.execute(query.order_by(reflections.c.started_at, reflections.c.id)).mappings()
+            ]
 
     def _newest(self, condition: Any) -> ReflectionRow | None:
-        query = (select(reflections).where(reflections.c.agent_id == self.agent_id, condition)
-                 .order_by(reflections.c.started_at.desc(), reflections.c.id.desc()).limit(1))
+        query = (
+            select(reflections)
+            .where(reflections.c.agent_id == self.agent_id, condition)
+            .order_by(reflections.c.started_at.desc(), reflections.c.id.desc())
+            .limit(1)
+        )
         with self.engine.connect() as conn:
             found = conn.execute(query).mappings().first()
         return _row(found) if found else None
@@ -81,19 +93,37 @@ class Journal:
     def start(self, reflection_id: str, started_at: datetime, last_message_id: int) -> None:
         """Record a reflection as running; reflections an earlier process left running are abandoned (failed)."""
         with self.engine.begin() as conn:
-            conn.execute(update(reflections).where(reflections.c.agent_id == self.agent_id,
-                                                   reflections.c.status == RUNNING)
-                         .values(status=FAILED, error="abandoned: the process stopped before the model answered"))
-            conn.execute(reflections.insert(), [{
-                "id": reflection_id, "agent_id": self.agent_id, "started_at": started_at,
-                "last_message_id": last_message_id, "status": RUNNING, "counts": {}}])
+            conn.execute(
+                update(reflections)
+                .where(reflections.c.agent_id == self.agent_id, reflections.c.status == RUNNING)
+                .values(status=FAILED, error="abandoned: the process stopped before the model answered")
+            )
+            conn.execute(
+                reflections.insert(),
+                [
+                    {
+                        "id": reflection_id,
+                        "agent_id": self.agent_id,
+                        "started_at": started_at,
+                        "last_message_id": last_message_id,
+                        "status": RUNNING,
+                        "counts": {},
+                    }
+                ],
+            )
 
     def plan(self, reflection_id: str, plan: dict[str, Any]) -> None:
         """The validated plan, stored before any of it is applied."""
         self._set(reflection_id, status=APPLYING, plan=plan)
 
-    def finish(self, reflection_id: str, status: str, at: datetime, counts: dict[str, int] | None = None,
-               error: str | None = None) -> None:
+    def finish(
+        self,
+        reflection_id: str,
+        status: str,
+        at: datetime,
+        counts: dict[str, int] | None = None,
+        error: str | None = None,
+    ) -> None:
         """End a reflection: its status, counts and error (the plan is dropped once done: the changes carry it)."""
         values: dict[str, Any] = {"status": status, "finished_at": at, "counts": counts or {}, "error": error}
         if status == DONE:
@@ -106,5 +136,8 @@ class Journal:
 
     def _set(self, reflection_id: str, **values: Any) -> None:
         with self.engine.begin() as conn:
-            conn.execute(update(reflections).where(reflections.c.agent_id == self.agent_id,
-                                                   reflections.c.id == reflection_id).values(**values))
+            conn.execute(
+                update(reflections)
+                .where(reflections.c.agent_id == self.agent_id, reflections.c.id == reflection_id)
+                .values(**values)
+            )

@@ -72,9 +72,16 @@ async def _plan(agent: Agent, archival: ArchivalService, gathered: Gathered, ref
     config = agent.spec.memory.reflection
     model = config.model or agent.spec.memory.summarizer_model or agent.spec.model.name
     built = build_request(gathered, model, config, agent.spec.model.encoding or DEFAULT_ENCODING)
-    log.info("reflection_request", agent=agent.name, reflection_id=reflection_id, tokens=built.tokens,
-             messages=len(built.message_ids), memories=len(built.memories),
-             dropped_messages=built.dropped_messages, dropped_memories=built.dropped_memories)
+    log.info(
+        "reflection_request",
+        agent=agent.name,
+        reflection_id=reflection_id,
+        tokens=built.tokens,
+        messages=len(built.message_ids),
+        memories=len(built.memories),
+        dropped_messages=built.dropped_messages,
+        dropped_memories=built.dropped_memories,
+    )
     output = parse_output((await _ask(agent, built.request)).content)
     validate(output, built.memories, agent, config.profile_block, archival.config.max_memory_chars)
     return output
@@ -85,11 +92,13 @@ async def _resume(agent: Agent, archival: ArchivalService, journal: Journal, row
     log.warning("reflection_resumed", agent=agent.name, reflection_id=row.id)
     output = ReflectionOutput.model_validate(row.plan or {})
     return {"job": "reflect", "reflection_id": row.id, "resumed": True} | await _apply(
-        agent, archival, journal, row.id, output)
+        agent, archival, journal, row.id, output
+    )
 
 
-async def _apply(agent: Agent, archival: ArchivalService, journal: Journal, reflection_id: str,
-                 output: ReflectionOutput) -> dict[str, Any]:
+async def _apply(
+    agent: Agent, archival: ArchivalService, journal: Journal, reflection_id: str, output: ReflectionOutput
+) -> dict[str, Any]:
     try:
         counts = await apply_plan(agent, archival, reflection_id, output, agent.spec.memory.reflection.profile_block)
     except Exception as exc:  # left applying: the next reflection finishes it from the same plan
@@ -147,6 +156,6 @@ async def reflect_if_due(agent: Agent, wait: float = DEFAULT_WAIT) -> dict[str, 
         return None
     try:
         return await reflect_now(agent, wait)
-    except Exception as exc:  # noqa: BLE001 — the turn itself succeeded
+    except Exception as exc:
         log.exception("reflection_after_turn_failed", agent=agent.name)
         return {"job": "reflect", "status": FAILED, "error": str(exc)[:300]}

@@ -56,8 +56,10 @@ class ReflectionOutput(BaseModel):
 def response_format() -> dict[str, Any]:
     """The chat-completions `response_format` asking for this schema. Not `strict`: OpenAI's strict mode wants
     every field required and no open objects, and the profile patch is an open object."""
-    return {"type": "json_schema",
-            "json_schema": {"name": "reflection", "schema": ReflectionOutput.model_json_schema(), "strict": False}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "reflection", "schema": ReflectionOutput.model_json_schema(), "strict": False},
+    }
 
 
 _FENCED = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
@@ -75,7 +77,7 @@ def parse_output(text: str | None) -> ReflectionOutput:
     if not raw:
         raise OutputError("the answer is empty")
     fenced = _FENCED.search(raw)
-    candidates = [raw] + ([fenced.group(1)] if fenced else []) + [raw[raw.find("{"): raw.rfind("}") + 1]]
+    candidates = [raw] + ([fenced.group(1)] if fenced else []) + [raw[raw.find("{") : raw.rfind("}") + 1]]
     error = "no JSON object in the answer"
     for candidate in candidates:
         try:

@@ -13,5 +13,13 @@ from pagemind.runtime.spec.agent import (
     parse_spec,
 )
 
-__all__ = ["DEFAULT_TOOLS", "SHIPPED_ENCODINGS", "AgentSpec", "BlockSpec", "ModelSpec", "SpecError", "load_spec",
-           "parse_spec"]
+__all__ = [
+    "DEFAULT_TOOLS",
+    "SHIPPED_ENCODINGS",
+    "AgentSpec",
+    "BlockSpec",
+    "ModelSpec",
+    "SpecError",
+    "load_spec",
+    "parse_spec",
+]

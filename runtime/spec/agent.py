@@ -11,8 +11,16 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from pagemind.blocks import Block, BlockSchema, dump_json
 from pagemind.runtime.spec.memory import MemoryConfig
@@ -92,11 +100,13 @@ class ModelSpec(BaseModel):
     turn_deadline_s: float = Field(300.0, gt=0, description="a whole turn: every attempt, retry and tool call")
 
     @model_validator(mode="after")
-    def _fits(self) -> "ModelSpec":
+    def _fits(self) -> ModelSpec:
         # Checked at load, not at the first compile: a window the reply reserve fills has no room for a prompt.
         if self.context_window <= self.max_output_tokens:
-            raise ValueError(f"context_window: {self.context_window} leaves no room for the prompt after the "
-                             f"output reserve (max_output_tokens {self.max_output_tokens}); make it larger")
+            raise ValueError(
+                f"context_window: {self.context_window} leaves no room for the prompt after the "
+                f"output reserve (max_output_tokens {self.max_output_tokens}); make it larger"
+            )
         if self.encoding is not None and self.encoding not in SHIPPED_ENCODINGS:
             raise ValueError(f"encoding: unknown encoding {self.encoding!r}; shipped: {', '.join(SHIPPED_ENCODINGS)}")
         return self
@@ -114,15 +124,19 @@ def later_defaults(model: BaseModel) -> dict[Any, Any]:
     still at their defaults, at any depth: the spec's fingerprint leaves them out, so adding a field changes no
     existing agent's `spec_hash`."""
     fields = type(model).model_fields
-    exclude: dict[Any, Any] = {name: True for name in getattr(model, "LATER_FIELDS", ())
-                               if getattr(model, name) == _later_default(type(model), name)}
+    exclude: dict[Any, Any] = {
+        name: True
+        for name in getattr(model, "LATER_FIELDS", ())
+        if getattr(model, name) == _later_default(type(model), name)
+    }
     for name in fields.keys() - exclude.keys():
         value = getattr(model, name)
         if isinstance(value, BaseModel):
             inner = later_defaults(value)
         elif isinstance(value, list):
-            inner = {i: e for i, item in enumerate(value)
-                     if isinstance(item, BaseModel) and (e := later_defaults(item))}
+            inner = {
+                i: e for i, item in enumerate(value) if isinstance(item, BaseModel) and (e := later_defaults(item))
+            }
         else:
             continue
         if inner:
@@ -141,8 +155,11 @@ class BlockSpec(BaseModel):
     description: str = ""
     read_only: bool = False
     schema_: dict[str, Any] | str | None = Field(
-        None, alias="schema", description="makes the block structured: its value is JSON matching this inline JSON "
-        "Schema, or the pydantic model named `package.module:Model`")
+        None,
+        alias="schema",
+        description="makes the block structured: its value is JSON matching this inline JSON "
+        "Schema, or the pydantic model named `package.module:Model`",
+    )
     ephemeral: bool = Field(False, description="working notes: reset to `value` when a session ends")
     _schema: BlockSchema | None = PrivateAttr(None)
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("schema_", "ephemeral")  # see `later_defaults`
@@ -156,7 +173,7 @@ class BlockSpec(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _value_fits(self, info: ValidationInfo) -> "BlockSpec":
+    def _value_fits(self, info: ValidationInfo) -> BlockSpec:
         self.value = self.value.strip()  # YAML block scalars end with a newline that is not memory
         trusted = not (isinstance(info.context, dict) and info.context.get("import_tools") is False)
         if self.schema_ is not None and (trusted or isinstance(self.schema_, dict)):
@@ -170,8 +187,9 @@ class BlockSpec(BaseModel):
         try:
             data = json.loads(self.value or "{}")
         except json.JSONDecodeError as exc:
-            raise ValueError(f"value: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); a block with "
-                             "a schema holds JSON") from None
+            raise ValueError(
+                f"value: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); a block with a schema holds JSON"
+            ) from None
         problems = schema.problems(data)
         if problems:
             raise ValueError(f"value: does not match the block's schema: {schema.explain(problems)}")
@@ -183,8 +201,11 @@ class BlockSpec(BaseModel):
         if self.schema_ is None or self._schema is not None:
             return self._schema
         try:
-            resolved = (BlockSchema.inline(self.schema_) if isinstance(self.schema_, dict)
-                        else BlockSchema.resolve(self.schema_))
+            resolved = (
+                BlockSchema.inline(self.schema_)
+                if isinstance(self.schema_, dict)
+                else BlockSchema.resolve(self.schema_)
+            )
         except ValueError as exc:
             raise ValueError(f"schema: {exc}") from None
         self._schema = resolved
@@ -192,8 +213,9 @@ class BlockSpec(BaseModel):
 
     def to_block(self, value: str) -> Block:
         """The block this definition describes, holding `value` (a stored value, or the seed)."""
-        return Block(self.label, value, self.limit, self.description, self.read_only, self.block_schema(),
-                     self.ephemeral)
+        return Block(
+            self.label, value, self.limit, self.description, self.read_only, self.block_schema(), self.ephemeral
+        )
 
 
 class AgentSpec(BaseModel):
@@ -214,11 +236,12 @@ class AgentSpec(BaseModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     schedule: list[ScheduleTrigger] = Field(default_factory=list, description="cron / every triggers (the daemon)")
     idle: IdleTrigger | None = Field(None, description="fired once after the agent has been idle this long")
-    template: bool = Field(False, description="a template for agents made through the daemon (`pagemind serve`), "
-                                              "not an agent of its own")
+    template: bool = Field(
+        False, description="a template for agents made through the daemon (`pagemind serve`), not an agent of its own"
+    )
 
     @model_validator(mode="after")
-    def _unique_labels(self) -> "AgentSpec":
+    def _unique_labels(self) -> AgentSpec:
         seen: dict[str, int] = {}
         for index, block in enumerate(self.blocks):
             if block.label in seen:
@@ -316,13 +339,17 @@ class _DuplicateKey(Exception):
 def _parse(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-        return root, yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        return root, yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 1
         raise SpecError([f"{path}:{line} YAML syntax: {exc.problem or exc}"]) from None
     except _DuplicateKey as exc:
-        raise SpecError([f"{path}:{exc.line} {exc.key}: duplicate key '{exc.key}' (first at line {exc.first}); "
-                         "a key may appear once"]) from None
+        raise SpecError(
+            [
+                f"{path}:{exc.line} {exc.key}: duplicate key '{exc.key}' (first at line {exc.first}); "
+                "a key may appear once"
+            ]
+        ) from None
     except RecursionError:
         raise SpecError([f"{path}: YAML nested too deeply to be an agent definition"]) from None
     except yaml.YAMLError as exc:
@@ -338,8 +365,12 @@ def load_spec(path: str | Path) -> AgentSpec:
         raise SpecError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise SpecError([f"{path}:{line} not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-                         "save the file as UTF-8"]) from None
+        raise SpecError(
+            [
+                f"{path}:{line} not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                "save the file as UTF-8"
+            ]
+        ) from None
     return parse_spec(text, path)
 
 

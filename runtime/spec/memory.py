@@ -17,7 +17,7 @@ class PressureConfig(BaseModel):
     target: float = Field(0.50, gt=0, lt=1)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "PressureConfig":
+    def _ordered(self) -> PressureConfig:
         if not self.target < self.flush:
             raise ValueError(f"target ({self.target}) must be below flush ({self.flush})")
         if not self.warn < self.flush:
@@ -44,27 +44,46 @@ class ExpiryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    from_wording: bool = Field(True, description="when the writer gives no expiry, read one from time-bound wording "
-                                                 "('tomorrow', 'this week', 'until Friday', '下周', '三天内')")
-    kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "progress", "todo", "constraint",
-                                                      "reflection"],
-                             description="kinds whose wording can expire them (episodes are history: never)")
-    decay_after_days: float = Field(30.0, gt=0, description="ACTIVE days (dates on which the agent received a user "
-                                    "message) without retrieval after which ranking weight falls; days nobody talked "
-                                    "to the agent do not count, so an agent left alone forgets nothing")
-    decay_weight: float = Field(0.3, ge=0, le=1, description="score × (1 − w·f), f rising linearly from 0 at "
-                                                            "decay_after_days to 1 at hide_after_days")
-    hide_after_days: float | None = Field(90.0, gt=0, description="ACTIVE days (as decay_after_days) without "
-                                          "retrieval after which a memory leaves default results; a date range or "
-                                          "--all still finds it (null: never)")
-    prefetch_counts: bool = Field(True, description="a memory prefetch shows the model counts as retrieved for "
-                                                    "decay (its hit count is left alone)")
+    from_wording: bool = Field(
+        True,
+        description="when the writer gives no expiry, read one from time-bound wording "
+        "('tomorrow', 'this week', 'until Friday', '下周', '三天内')",
+    )
+    kinds: list[str] = Field(
+        default_factory=lambda: ["fact", "preference", "progress", "todo", "constraint", "reflection"],
+        description="kinds whose wording can expire them (episodes are history: never)",
+    )
+    decay_after_days: float = Field(
+        30.0,
+        gt=0,
+        description="ACTIVE days (dates on which the agent received a user "
+        "message) without retrieval after which ranking weight falls; days nobody talked "
+        "to the agent do not count, so an agent left alone forgets nothing",
+    )
+    decay_weight: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="score × (1 − w·f), f rising linearly from 0 at decay_after_days to 1 at hide_after_days",
+    )
+    hide_after_days: float | None = Field(
+        90.0,
+        gt=0,
+        description="ACTIVE days (as decay_after_days) without "
+        "retrieval after which a memory leaves default results; a date range or "
+        "--all still finds it (null: never)",
+    )
+    prefetch_counts: bool = Field(
+        True,
+        description="a memory prefetch shows the model counts as retrieved for decay (its hit count is left alone)",
+    )
 
     @model_validator(mode="after")
-    def _ordered(self) -> "ExpiryConfig":
+    def _ordered(self) -> ExpiryConfig:
         if self.hide_after_days is not None and not self.decay_after_days < self.hide_after_days:
-            raise ValueError(f"decay_after_days ({self.decay_after_days}) must be below hide_after_days "
-                             f"({self.hide_after_days})")
+            raise ValueError(
+                f"decay_after_days ({self.decay_after_days}) must be below hide_after_days ({self.hide_after_days})"
+            )
         return self
 
 
@@ -75,10 +94,15 @@ class TemporalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    range_boost: float = Field(0.3, ge=0, le=5, description="score × (1 + b) for results dated inside the period "
-                                                            "the question names (0: off)")
-    when_boost: float = Field(0.2, ge=0, le=5, description="score × (1 + b) for results that mention a time when "
-                                                           "the question asks when (0: off)")
+    range_boost: float = Field(
+        0.3, ge=0, le=5, description="score × (1 + b) for results dated inside the period the question names (0: off)"
+    )
+    when_boost: float = Field(
+        0.2,
+        ge=0,
+        le=5,
+        description="score × (1 + b) for results that mention a time when the question asks when (0: off)",
+    )
 
 
 class MultiHopConfig(BaseModel):
@@ -104,7 +128,9 @@ class ArchivalConfig(BaseModel):
     # Hybrid ranking: keyword (BM25) and dense scores, each divided by its best in the candidate set, mixed.
     dense_weight: float = Field(0.5, ge=0, le=1, description="share of the dense score in the fused score")
     min_similarity: float = Field(0.30, ge=-1, le=1, description="nothing beats noise: a result needs this cosine")
-    min_keyword_score: float = Field(0.0, ge=0, description="... or a BM25 score above this (0: any non-stop-word match)")
+    min_keyword_score: float = Field(
+        0.0, ge=0, description="... or a BM25 score above this (0: any non-stop-word match)"
+    )
     prefetch: int = Field(50, gt=0, le=1000, description="candidates fetched per retriever before fusion")
     top_k: int = Field(5, gt=0, le=50, description="results per page when the caller gives none")
     max_top_k: int = Field(50, gt=0, le=200)
@@ -113,41 +139,80 @@ class ArchivalConfig(BaseModel):
     recency_half_life_days: float = Field(180.0, gt=0)
     importance_weight: float = Field(0.2, ge=0, le=1, description="score × (1 + w·(importance − 0.5))")
     default_importance: float = Field(0.5, ge=0, le=1)
-    hit_boost: float = Field(0.05, ge=0, le=1,
-                             description="score × (1 + b·log(1 + hit count)), fading with time since the last hit")
+    hit_boost: float = Field(
+        0.05, ge=0, le=1, description="score × (1 + b·log(1 + hit count)), fading with time since the last hit"
+    )
     # Write path.
     dedupe_threshold: float = Field(0.92, gt=0, le=1, description="cosine at which a same-kind memory is a copy")
-    supersede_threshold: float = Field(0.80, gt=0, le=1,
-                                       description="cosine above which a same-kind memory that differs is replaced")
-    supersede_kinds: list[str] = Field(default_factory=lambda: ["fact", "preference", "constraint", "progress", "todo"],
-                                       description="kinds that state something that can change (episodes do not)")
+    supersede_threshold: float = Field(
+        0.80, gt=0, le=1, description="cosine above which a same-kind memory that differs is replaced"
+    )
+    supersede_kinds: list[str] = Field(
+        default_factory=lambda: ["fact", "preference", "constraint", "progress", "todo"],
+        description="kinds that state something that can change (episodes do not)",
+    )
     max_memory_chars: int = Field(4000, gt=0)
     # The conversation a memory was filed from (`memory.filed_from`): keywords only, never shown.
-    context_messages: int = Field(2, ge=0, le=10, description="first source messages (the conversation a memory was "
-                                  "filed from) whose words the keyword index adds, never shown (0: off)")
-    context_chars: int = Field(400, gt=0, le=10000, description="characters of each such message indexed (a long "
-                               "reply must not outweigh the memory's own words)")
-    keyword_avg_len: float = Field(48.0, gt=0, le=1000, description="BM25's average keyword-document length in "
-                                   "terms (memory, date and its context; 24 suited memories without context); "
-                                   "applies to memories written afterwards")
-    neighbour_weight: float = Field(0.0, ge=0, le=1, description="share of the better score of the memories filed "
-                                    "just before and after a result (within neighbour_seconds) added to its own "
-                                    "(0: off; on LoCoMo dev 0.2 moved the conversations both ways)")
-    neighbour_seconds: float = Field(600.0, gt=0, description="memories filed this close in time count as filed "
-                                     "together (one stretch of conversation)")
+    context_messages: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="first source messages (the conversation a memory was "
+        "filed from) whose words the keyword index adds, never shown (0: off)",
+    )
+    context_chars: int = Field(
+        400,
+        gt=0,
+        le=10000,
+        description="characters of each such message indexed (a long reply must not outweigh the memory's own words)",
+    )
+    keyword_avg_len: float = Field(
+        48.0,
+        gt=0,
+        le=1000,
+        description="BM25's average keyword-document length in "
+        "terms (memory, date and its context; 24 suited memories without context); "
+        "applies to memories written afterwards",
+    )
+    neighbour_weight: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of the better score of the memories filed "
+        "just before and after a result (within neighbour_seconds) added to its own "
+        "(0: off; on LoCoMo dev 0.2 moved the conversations both ways)",
+    )
+    neighbour_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="memories filed this close in time count as filed together (one stretch of conversation)",
+    )
     # Recall (conversation_search): each message is keyed with the message before it.
     recall_dense: bool = Field(True, description="add dense similarity to conversation_search's full-text ranking")
     recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
     recall_next_weight: float = Field(0.2, ge=0, le=1, description="share of the next message's score added")
-    recall_context_messages: int = Field(2, ge=0, le=5, description="messages before each one (same session) whose "
-                                         "words conversation_search's keyword index adds to it; the dense index "
-                                         "keys it with the one just before (0: none); applies to messages "
-                                         "indexed afterwards")
+    recall_context_messages: int = Field(
+        2,
+        ge=0,
+        le=5,
+        description="messages before each one (same session) whose "
+        "words conversation_search's keyword index adds to it; the dense index "
+        "keys it with the one just before (0: none); applies to messages "
+        "indexed afterwards",
+    )
     recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
-    recall_speaker_boost: float = Field(0.3, ge=0, le=5, description="score × (1 + b) for turns whose speaker label "
-                                                                     "(\"Caroline: …\") the query names (0: off)")
-    recall_diversity: float = Field(0.4, ge=0, le=1, description="re-order the head for variety: score × (1 − w·max "
-                                                                 "cosine to the results above) (0: off)")
+    recall_speaker_boost: float = Field(
+        0.3,
+        ge=0,
+        le=5,
+        description='score × (1 + b) for turns whose speaker label ("Caroline: …") the query names (0: off)',
+    )
+    recall_diversity: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        description="re-order the head for variety: score × (1 − w·max cosine to the results above) (0: off)",
+    )
     recall_diversity_depth: int = Field(30, gt=0, le=200, description="results re-ordered for variety")
     # Expiry and decay (README: "Expiry and decay").
     expiry: ExpiryConfig = Field(default_factory=ExpiryConfig)
@@ -156,10 +221,20 @@ class ArchivalConfig(BaseModel):
     multihop: MultiHopConfig = Field(default_factory=MultiHopConfig)
 
     # Added after agents existed: left out of the spec's fingerprint while at their defaults (`spec.later_defaults`).
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("expiry", "temporal", "multihop", "recall_speaker_boost",
-                                               "recall_diversity", "recall_diversity_depth", "context_messages",
-                                               "context_chars", "neighbour_weight", "neighbour_seconds",
-                                               "keyword_avg_len", "recall_context_messages")
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = (
+        "expiry",
+        "temporal",
+        "multihop",
+        "recall_speaker_boost",
+        "recall_diversity",
+        "recall_diversity_depth",
+        "context_messages",
+        "context_chars",
+        "neighbour_weight",
+        "neighbour_seconds",
+        "keyword_avg_len",
+        "recall_context_messages",
+    )
 
 
 class EpisodeTier(BaseModel):
@@ -177,18 +252,24 @@ class EpisodesConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    min_session_words: int = Field(10, ge=0, description="a session whose user messages hold fewer words (each CJK "
-                                   "character counts as one) is chit-chat: no episode")
+    min_session_words: int = Field(
+        10,
+        ge=0,
+        description="a session whose user messages hold fewer words (each CJK "
+        "character counts as one) is chit-chat: no episode",
+    )
     max_tokens: int = Field(512, gt=0, description="a fresh episode's length")
     tiers: list[EpisodeTier] = Field(
         default_factory=lambda: [EpisodeTier(after_days=7, max_tokens=256), EpisodeTier(after_days=30, max_tokens=64)],
-        description="older tiers hold fewer tokens")
+        description="older tiers hold fewer tokens",
+    )
     model: str | None = Field(None, description="default: memory.summarizer_model, else the agent's model")
-    max_sessions_per_run: int = Field(20, gt=0, description="sessions turned into episodes per run (the oldest first; "
-                                      "the rest wait for the next run)")
+    max_sessions_per_run: int = Field(
+        20, gt=0, description="sessions turned into episodes per run (the oldest first; the rest wait for the next run)"
+    )
 
     @model_validator(mode="after")
-    def _fading(self) -> "EpisodesConfig":
+    def _fading(self) -> EpisodesConfig:
         self.tiers = sorted(self.tiers, key=lambda t: t.after_days)
         budgets = [self.max_tokens] + [t.max_tokens for t in self.tiers]
         if any(older > younger for younger, older in zip(budgets, budgets[1:])):
@@ -224,7 +305,7 @@ class MemoryConfig(BaseModel):
     prefetch_top_k: int = Field(3, ge=0, le=20, description="archival memories fetched into the prompt per turn")
     archival: ArchivalConfig = Field(default_factory=ArchivalConfig)
     episodes: EpisodesConfig = Field(default_factory=EpisodesConfig)
-    salience: "SalienceConfig" = Field(default_factory=lambda: SalienceConfig())
+    salience: SalienceConfig = Field(default_factory=lambda: SalienceConfig())
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
 
     # Fields added after agents existed: left out of the spec's fingerprint while at their defaults, so adding
@@ -239,7 +320,9 @@ class SalienceWeights(BaseModel):
 
     base: float = Field(0.25, ge=0, le=1, description="any message that is not chit-chat")
     length: float = Field(0.15, ge=0, le=1, description="added in proportion to length, in full at `long_chars`")
-    life_event: float = Field(0.5, ge=0, le=1, description="job, exam, move, break-up, allergy, birthday … (工作, 考试 …)")
+    life_event: float = Field(
+        0.5, ge=0, le=1, description="job, exam, move, break-up, allergy, birthday … (工作, 考试 …)"
+    )
     recall_question: float = Field(0.5, ge=0, le=1, description="'do you remember', 'what did I say', 上次, 还记得")
     emotion: float = Field(0.3, ge=0, le=1, description="emotion words (sad, anxious, 难过, 焦虑 …)")
     preference: float = Field(0.3, ge=0, le=1, description="'I like/hate/prefer', 'my favourite', 我喜欢, 我讨厌")
@@ -262,8 +345,12 @@ class SalienceConfig(BaseModel):
     remember_above: float = Field(0.5, ge=0, le=1, description="a score at or above this is worth both")
     min_chars: int = Field(4, ge=0, description="shorter messages with no signal score as too short (a CJK char is 3)")
     long_chars: int = Field(200, gt=0, description="length at which the length bonus is full (a CJK char is 3)")
-    small_talk_chars: int = Field(60, ge=0, description="a message shorter than this with no signal at all is small "
-                                  "talk: worth neither, no model call (a CJK char is 3; 0: off)")
+    small_talk_chars: int = Field(
+        60,
+        ge=0,
+        description="a message shorter than this with no signal at all is small "
+        "talk: worth neither, no model call (a CJK char is 3; 0: off)",
+    )
     keywords: list[str] = Field(default_factory=list, description="extra life-event keywords (any language)")
     chitchat: list[str] = Field(default_factory=list, description="extra chit-chat phrases ('roger', '收到啦')")
     model: str | None = Field(None, description="model asked when the rules are unsure; none: unsure is worth it")
@@ -271,7 +358,7 @@ class SalienceConfig(BaseModel):
     weights: SalienceWeights = Field(default_factory=SalienceWeights)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "SalienceConfig":
+    def _ordered(self) -> SalienceConfig:
         if self.skip_below > self.remember_above:
             raise ValueError(f"skip_below ({self.skip_below}) must not exceed remember_above ({self.remember_above})")
         return self

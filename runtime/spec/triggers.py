@@ -46,8 +46,9 @@ def _duration(text: str) -> str:
 
 def _cron(expression: str) -> str:
     if not croniter.is_valid(expression):
-        raise ValueError(f"not a cron expression: {expression!r} (five fields: minute hour day month weekday, "
-                         "e.g. '0 9 * * *')")
+        raise ValueError(
+            f"not a cron expression: {expression!r} (five fields: minute hour day month weekday, e.g. '0 9 * * *')"
+        )
     if len(expression.split()) > 5:
         raise ValueError(f"cron {expression!r} has a seconds field; use five fields (minute resolution)")
     return expression
@@ -78,10 +79,11 @@ class _Action(BaseModel):
     message: str | None = Field(None, min_length=1)
     run: Annotated[str, AfterValidator(_job)] | None = None
     missed: Literal["once", "skip"] = Field(
-        "once", description="firings due while no daemon ran: fire the most recent one once at start, or skip them")
+        "once", description="firings due while no daemon ran: fire the most recent one once at start, or skip them"
+    )
 
     @model_validator(mode="after")
-    def _one_action(self) -> "_Action":
+    def _one_action(self) -> _Action:
         if (self.message is None) == (self.run is None):
             raise ValueError("give exactly one of 'message' (a turn) or 'run' (a maintenance job)")
         return self
@@ -111,7 +113,7 @@ class ScheduleTrigger(_Action):
     timezone: Annotated[str, AfterValidator(_timezone)] | None = None
 
     @model_validator(mode="after")
-    def _one_clock(self) -> "ScheduleTrigger":
+    def _one_clock(self) -> ScheduleTrigger:
         if (self.cron is None) == (self.every is None):
             raise ValueError("give exactly one of 'cron' (e.g. '0 9 * * *') or 'every' (e.g. 30m)")
         if self.every is not None and self.timezone is not None:

@@ -14,8 +14,9 @@ takes the writing path.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, func, select
 
@@ -35,25 +36,39 @@ agents_table = AgentRow.__table__  # type: ignore[attr-defined]
 AGENT_AND_LOG = select(
     agents_table,
     *(newest.label(f"newest_{i}") for i, newest in enumerate(newest_message_ids(agents_table.c.id))),
-    select(func.count()).select_from(messages_table).where(messages_table.c.agent_id == agents_table.c.id)
-    .scalar_subquery().label("message_count"),
+    select(func.count())
+    .select_from(messages_table)
+    .where(messages_table.c.agent_id == agents_table.c.id)
+    .scalar_subquery()
+    .label("message_count"),
 ).where(agents_table.c.name == bindparam("p_name"))
 BLOCKS = select(blocks_table).where(blocks_table.c.agent_id == bindparam("p_agent_id"))
-IN_CONTEXT = (select(messages_table)
-              .where(messages_table.c.agent_id == bindparam("p_agent_id"), messages_table.c.in_context.is_(True))
-              .order_by(messages_table.c.id))
+IN_CONTEXT = (
+    select(messages_table)
+    .where(messages_table.c.agent_id == bindparam("p_agent_id"), messages_table.c.in_context.is_(True))
+    .order_by(messages_table.c.id)
+)
 
 
 def record_of(row: Any) -> AgentRecord:
     """The `AgentRecord` an `agents` row (ORM object or Core row) holds."""
-    return AgentRecord(row.id, row.name, row.spec_hash, row.summary, aware(row.created_at), aware(row.updated_at),
-                       row.pressure_warned, row.token_correction)
+    return AgentRecord(
+        row.id,
+        row.name,
+        row.spec_hash,
+        row.summary,
+        aware(row.created_at),
+        aware(row.updated_at),
+        row.pressure_warned,
+        row.token_correction,
+    )
 
 
 def stored_block(row: Any, spec: BlockSpec) -> Block:
     """A stored block with what only its definition knows (its schema, whether it is ephemeral)."""
-    return Block(row.label, row.value, row.char_limit, row.description, row.read_only, spec.block_schema(),
-                 spec.ephemeral)
+    return Block(
+        row.label, row.value, row.char_limit, row.description, row.read_only, spec.block_schema(), spec.ephemeral
+    )
 
 
 def core_of(rows: dict[str, Any], spec: AgentSpec) -> tuple[list[Block], dict[str, int]]:
@@ -92,11 +107,15 @@ async def read_unchanged(rows_of: Rows, spec: AgentSpec) -> StoredAgent | None:
         return None
     messages = [message_from_row(row) for row in await rows_of(IN_CONTEXT, {"p_agent_id": agent.id})]
     blocks, versions = core_of(rows, spec)
-    return StoredAgent(record_of(agent), blocks, versions, max(agent.newest_0 or 0, agent.newest_1 or 0),
-                       agent.message_count, messages)
+    return StoredAgent(
+        record_of(agent), blocks, versions, max(agent.newest_0 or 0, agent.newest_1 or 0), agent.message_count, messages
+    )
 
 
 def _matches(row: Any, spec: BlockSpec) -> bool:
     """Whether the stored block needs no write for `spec` (what `StateStore.ensure_agent` would set is set)."""
-    return row is not None and (row.char_limit, row.description, row.read_only) == (spec.limit, spec.description,
-                                                                                   spec.read_only)
+    return row is not None and (row.char_limit, row.description, row.read_only) == (
+        spec.limit,
+        spec.description,
+        spec.read_only,
+    )

@@ -23,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import event, exc as sa_exc
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql import ClauseElement
 
@@ -104,13 +106,13 @@ class AwaitedStatements:
         self._row_factories = {shape: getattr(psycopg.rows, name) for shape, name in ROW_SHAPES.items()}
         args, kwargs = engine.dialect.create_connect_args(engine.url)  # what the engine's own connections get
         self._connect_args = (tuple(args), {**kwargs, "autocommit": True})
-        self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool]" = weakref.WeakKeyDictionary()
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool] = weakref.WeakKeyDictionary()
         # Weakly: a statement built per call would otherwise be kept, compiled, for ever. Build them once.
-        self._compiled: "weakref.WeakKeyDictionary[ClauseElement, _Compiled]" = weakref.WeakKeyDictionary()
+        self._compiled: weakref.WeakKeyDictionary[ClauseElement, _Compiled] = weakref.WeakKeyDictionary()
         event.listen(engine, "engine_disposed", lambda _engine: self.close())  # dispose ends these sessions too
 
     @classmethod
-    def of(cls, engine: Engine) -> "AwaitedStatements | None":
+    def of(cls, engine: Engine) -> AwaitedStatements | None:
         """The engine's awaited statements, or None when its database is not Postgres."""
         if engine.dialect.name != "postgresql":
             return None
@@ -121,15 +123,17 @@ class AwaitedStatements:
         for pool in list(self._pools.values()):
             pool.close()
 
-    async def rows(self, statement: str | ClauseElement, params: Mapping[str, Any], *,
-                   shape: str = "tuple") -> list[Any]:
+    async def rows(
+        self, statement: str | ClauseElement, params: Mapping[str, Any], *, shape: str = "tuple"
+    ) -> list[Any]:
         """Run one statement (its own transaction) and return its rows, shaped as `ROW_SHAPES` says: tuples,
         "mapping"s (dicts by column name) or "named" tuples (attributes by column name, as SQLAlchemy's rows)."""
         sql, values = self.prepared(statement, params)
         return await run_to_end(self._run(sql, values, self._row_factories[shape]))
 
-    async def first(self, statement: str | ClauseElement, params: Mapping[str, Any], *,
-                    shape: str = "tuple") -> Any | None:
+    async def first(
+        self, statement: str | ClauseElement, params: Mapping[str, Any], *, shape: str = "tuple"
+    ) -> Any | None:
         """The first row of `rows` (None when there is none)."""
         found = await self.rows(statement, params, shape=shape)
         return found[0] if found else None
@@ -163,8 +167,7 @@ class AwaitedStatements:
                     await cursor.execute(sql, values)
                     return await cursor.fetchall() if cursor.description is not None else []
         except psycopg.Error as exc:
-            raise sa_exc.DBAPIError.instance(sql, values, exc, psycopg.Error,
-                                             dialect=self.engine.dialect) from exc
+            raise sa_exc.DBAPIError.instance(sql, values, exc, psycopg.Error, dialect=self.engine.dialect) from exc
 
 
 class AwaitedSession:
@@ -192,8 +195,9 @@ class AwaitedSession:
             return row[0] if row is not None else None
         except psycopg.Error as exc:
             self.close()
-            raise sa_exc.DBAPIError.instance(sql, values, exc, psycopg.Error,
-                                             dialect=self._statements.engine.dialect) from exc
+            raise sa_exc.DBAPIError.instance(
+                sql, values, exc, psycopg.Error, dialect=self._statements.engine.dialect
+            ) from exc
 
     def close(self) -> None:
         """End the session now (the server lets go of what it held)."""

@@ -20,13 +20,16 @@ class StaleBlocks(RuntimeError):
     """A block write was computed from a version another writer has replaced since (nothing was stored)."""
 
     def __init__(self, labels: list[str]):
-        super().__init__(f"core memory block(s) {', '.join(labels)} changed since this agent read them (another "
-                         "process edited them during this turn); nothing from this step was stored")
+        super().__init__(
+            f"core memory block(s) {', '.join(labels)} changed since this agent read them (another "
+            "process edited them during this turn); nothing from this step was stored"
+        )
         self.labels = labels
 
 
-def apply_edits(conn: Connection, agent_id: int, step_id: int | None, edits: list[BlockEdit],
-                versions: dict[str, int] | None) -> dict[str, int]:
+def apply_edits(
+    conn: Connection, agent_id: int, step_id: int | None, edits: list[BlockEdit], versions: dict[str, int] | None
+) -> dict[str, int]:
     """Write each edit as a compare-and-set on the block's version (one UPDATE … WHERE version = read), so the
     check holds even against a writer that bypassed the turn lock. Returns the versions written; raises
     `StaleBlocks` (the caller's transaction rolls back) when a version moved."""
@@ -34,16 +37,31 @@ def apply_edits(conn: Connection, agent_id: int, step_id: int | None, edits: lis
         return {}
     written: dict[str, int] = {}
     stale: list[str] = []
-    conn.execute(insert(BlockVersionRow.__table__), [  # type: ignore[attr-defined]
-        {"agent_id": agent_id, "label": e.label, "step_id": step_id, "operation": e.operation,
-         "old_value": e.old_value, "new_value": e.new_value, "created_at": e.at} for e in edits])
+    conn.execute(
+        insert(BlockVersionRow.__table__),
+        [  # type: ignore[attr-defined]
+            {
+                "agent_id": agent_id,
+                "label": e.label,
+                "step_id": step_id,
+                "operation": e.operation,
+                "old_value": e.old_value,
+                "new_value": e.new_value,
+                "created_at": e.at,
+            }
+            for e in edits
+        ],
+    )
     for edit in edits:
         where = [blocks_table.c.agent_id == agent_id, blocks_table.c.label == edit.label]
         read = written.get(edit.label, versions.get(edit.label) if versions is not None else None)
         if read is not None:
             where.append(blocks_table.c.version == read)
-        result = conn.execute(update(blocks_table).where(*where).values(
-            value=edit.new_value, updated_at=edit.at, version=blocks_table.c.version + 1))
+        result = conn.execute(
+            update(blocks_table)
+            .where(*where)
+            .values(value=edit.new_value, updated_at=edit.at, version=blocks_table.c.version + 1)
+        )
         if result.rowcount != 1:
             stale.append(edit.label)
         elif read is not None:

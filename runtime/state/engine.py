@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, exc as sa_exc, make_url
+from sqlalchemy import create_engine, event, make_url
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.process import logs as _logs  # noqa: F401  (imported for its effect: logs go to stderr)
-
 from pagemind.runtime.state.migrate import migrate
 from pagemind.runtime.state.records import without_nul
 
@@ -41,8 +41,9 @@ def clean_parameters(value: Any) -> Any:
     return value
 
 
-def _without_nul(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
-                 _executemany: bool) -> tuple[str, Any]:
+def _without_nul(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _executemany: bool
+) -> tuple[str, Any]:
     # Here rather than per column: raw SQL (the recall index) and WHERE parameters get the same rule as the ORM.
     return statement, clean_parameters(parameters)
 
@@ -110,8 +111,10 @@ def _check_sqlite_file(path: Path) -> None:
         try:
             if path.exists():
                 if path.is_file() and path.stat().st_size == 0:
-                    raise DatabaseOpenError(f"database file {path} is empty (0 bytes), not a pagemind database: "
-                                            "restore it from a backup, or delete it to start with no agents")
+                    raise DatabaseOpenError(
+                        f"database file {path} is empty (0 bytes), not a pagemind database: "
+                        "restore it from a backup, or delete it to start with no agents"
+                    )
                 return
             try:
                 connection = sqlite3.connect(path)
@@ -138,9 +141,11 @@ def make_engine(database_url: str) -> Engine:
             engine = create_engine(database_url)
             _ping_if_idle(engine)
     except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ValueError) as exc:
-        raise DatabaseOpenError(f"DATABASE_URL {_shown(database_url)!r} is not a database URL pagemind can use "
-                                f"({_first_line(exc)}); e.g. postgresql://user@host:5432/db or "
-                                "sqlite:///path/to/pagemind.db") from None
+        raise DatabaseOpenError(
+            f"DATABASE_URL {_shown(database_url)!r} is not a database URL pagemind can use "
+            f"({_first_line(exc)}); e.g. postgresql://user@host:5432/db or "
+            "sqlite:///path/to/pagemind.db"
+        ) from None
     except OSError as exc:
         raise DatabaseOpenError(f"cannot create the database folder for {_shown(database_url)}: {exc}") from None
     event.listen(engine, "before_cursor_execute", _without_nul, retval=True)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
@@ -39,12 +40,13 @@ class HeldConnections:
         self.sqlite = engine.dialect.name == "sqlite"
         # Per thread, in a table the collector sees, not a `threading.local`: a live thread's locals are a root,
         # so the main thread's connections would keep the engine alive for ever. A thread's entry goes with it.
-        self._by_thread: "weakref.WeakKeyDictionary[threading.Thread, dict[str, Connection]]" = (
-            weakref.WeakKeyDictionary())
+        self._by_thread: weakref.WeakKeyDictionary[threading.Thread, dict[str, Connection]] = (
+            weakref.WeakKeyDictionary()
+        )
         event.listen(engine, "engine_disposed", self._close_every)
 
     @classmethod
-    def of(cls, engine: Engine) -> "HeldConnections":
+    def of(cls, engine: Engine) -> HeldConnections:
         """The held connections of `engine` (one set per engine in a process)."""
         return hung_off(engine, _ATTRIBUTE, cls)
 
@@ -148,16 +150,16 @@ def _close(conn: Connection) -> None:
         conn.close()
 
 
-def write_transaction(engine: Engine):  # noqa: ANN201 (a context manager of a Connection)
+def write_transaction(engine: Engine):
     """`HeldConnections.of(engine).write()`."""
     return HeldConnections.of(engine).write()
 
 
-def read_connection(engine: Engine):  # noqa: ANN201 (a context manager of a Connection)
+def read_connection(engine: Engine):
     """`HeldConnections.of(engine).read()`."""
     return HeldConnections.of(engine).read()
 
 
-def single_statement(engine: Engine):  # noqa: ANN201 (a context manager of a Connection)
+def single_statement(engine: Engine):
     """`HeldConnections.of(engine).statement()`."""
     return HeldConnections.of(engine).statement()

@@ -21,8 +21,8 @@ import fcntl
 import os
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 import structlog
 from sqlalchemy import text
@@ -44,8 +44,10 @@ class AgentBusy(RuntimeError):
     """Another turn held the agent for longer than the caller would wait."""
 
     def __init__(self, agent: str | int, waited: float):
-        super().__init__(f"agent busy: another turn of '{agent}' has held it for {waited:g} s "
-                         "(wait longer with --wait SECONDS); nothing was stored")
+        super().__init__(
+            f"agent busy: another turn of '{agent}' has held it for {waited:g} s "
+            "(wait longer with --wait SECONDS); nothing was stored"
+        )
         self.agent, self.waited = agent, waited
 
 

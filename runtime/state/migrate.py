@@ -20,8 +20,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import structlog
 from sqlalchemy import create_engine, event, inspect, text
@@ -113,8 +114,10 @@ def _upgrade(conn: Connection) -> None:
     if before == head_revision():
         return  # another process migrated while this one waited for the lock
     if before is not None and before > head_revision():
-        raise SchemaTooNew(f"the database is at schema revision {before}, newer than this pagemind knows "
-                           f"({head_revision()}): upgrade pagemind to open it")
+        raise SchemaTooNew(
+            f"the database is at schema revision {before}, newer than this pagemind knows "
+            f"({head_revision()}): upgrade pagemind to open it"
+        )
     if before is None and inspect(conn).has_table("agents"):
         log.info("schema_adopt", detail="a database made before migrations: revision 0001 adopts it")
     command.upgrade(alembic_config(conn), "head")

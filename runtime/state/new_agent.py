@@ -27,12 +27,34 @@ def insert_agent(conn: Connection, spec: AgentSpec, now: datetime) -> AgentRecor
     """Insert the agent named in `spec` and its blocks (seeded from the spec) on `conn`; not committed. Raises
     `IntegrityError` when the name is taken."""
     spec_hash = spec.spec_hash()
-    row = conn.execute(_INSERT_AGENT, {
-        "name": spec.name, "spec_hash": spec_hash, "spec_json": spec.model_dump_json(), "summary": "",
-        "pressure_warned": False, "token_correction": 1.0, "created_at": now, "updated_at": now}).one()
+    row = conn.execute(
+        _INSERT_AGENT,
+        {
+            "name": spec.name,
+            "spec_hash": spec_hash,
+            "spec_json": spec.model_dump_json(),
+            "summary": "",
+            "pressure_warned": False,
+            "token_correction": 1.0,
+            "created_at": now,
+            "updated_at": now,
+        },
+    ).one()
     if spec.blocks:
-        conn.execute(insert(_blocks), [
-            {"agent_id": row.id, "label": b.label, "value": b.value, "char_limit": b.limit,
-             "description": b.description, "read_only": b.read_only, "updated_at": now, "version": 0}
-            for b in spec.blocks])
+        conn.execute(
+            insert(_blocks),
+            [
+                {
+                    "agent_id": row.id,
+                    "label": b.label,
+                    "value": b.value,
+                    "char_limit": b.limit,
+                    "description": b.description,
+                    "read_only": b.read_only,
+                    "updated_at": now,
+                    "version": 0,
+                }
+                for b in spec.blocks
+            ],
+        )
     return AgentRecord(row.id, spec.name, spec_hash, "", aware(row.created_at), aware(now))

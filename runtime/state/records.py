@@ -6,8 +6,7 @@ No SQL here (the CLI and the trace recorder import these without loading SQLAlch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
-
+from datetime import UTC, datetime
 
 NUL_REPLACEMENT = "\ufffd"
 
@@ -27,12 +26,12 @@ def without_nul(text: str) -> str:
 
 def utcnow() -> datetime:
     """Timezone-aware now, the only clock the store uses for bookkeeping columns."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def aware(value: datetime) -> datetime:
     """A datetime read back from the database, as UTC (SQLite hands datetimes back naive; all we store is UTC)."""
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)

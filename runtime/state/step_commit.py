@@ -24,19 +24,20 @@ daemon's submission for an agent whose worker waits for it stores the item and t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError
 from sqlalchemy.sql import ClauseElement
 
 from pagemind.blocks import BlockEdit
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.messages import Message
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.async_pg import AwaitedStatements
-from pagemind.runtime.state.records import StepRecord, without_nul
 from pagemind.runtime.state.block_edits import apply_edits
+from pagemind.runtime.state.records import StepRecord, without_nul
 from pagemind.runtime.state.rows import INSERT_STEP, insert_messages, stored_message
 
 STALE = "stale blocks"  # the text whose cast to an integer fails the statement when a block's version moved
@@ -145,8 +146,14 @@ SELECT first.*, (SELECT id FROM msg) AS pm_message_id FROM (SELECT 1) AS one LEF
 
 def accept_parameters(agent_id: int, message: Message, key: str | None) -> dict[str, Any]:
     """`ACCEPT`'s parameters: a turn's incoming message (no step yet) and its idempotency key."""
-    return {"agent_id": agent_id, "messages": _messages_json([message]), "key": key, "turn_id": message.turn_id,
-            "created_at": message.created_at, "step_id": message.step_id}
+    return {
+        "agent_id": agent_id,
+        "messages": _messages_json([message]),
+        "key": key,
+        "turn_id": message.turn_id,
+        "created_at": message.created_at,
+        "step_id": message.step_id,
+    }
 
 
 async def accept_pg(awaited: AwaitedStatements, agent_id: int, message: Message, key: str | None) -> int:
@@ -157,14 +164,18 @@ async def accept_pg(awaited: AwaitedStatements, agent_id: int, message: Message,
     return message_id
 
 
-async def accept_after_pg(awaited: AwaitedStatements, first: LinkedWrite, agent_id: int, message: Message,
-                          key: str | None) -> int | None:
+async def accept_after_pg(
+    awaited: AwaitedStatements, first: LinkedWrite, agent_id: int, message: Message, key: str | None
+) -> int | None:
     """`first`'s write and then, if it wrote its row, a turn's incoming message and its key, in one statement (its
     own transaction); `first.row` gets its row. Returns the message's id (None: nothing was stored)."""
     crash_point("accept.before_commit")
     sql, values = awaited.prepared(first.statement, first.params)
-    row = await awaited.first(ACCEPT_AFTER.format(first=sql, accept=_accept_ctes("first")),
-                              {**values, **accept_parameters(agent_id, message, key)}, shape="mapping")
+    row = await awaited.first(
+        ACCEPT_AFTER.format(first=sql, accept=_accept_ctes("first")),
+        {**values, **accept_parameters(agent_id, message, key)},
+        shape="mapping",
+    )
     message_id = row.pop("pm_message_id")
     first.row = row if message_id is not None else None
     return message_id
@@ -175,10 +186,18 @@ def _text(value: str | None) -> str | None:
 
 
 def _message_row(m: Message, ord_: int) -> dict[str, Any]:
-    return {"ord": ord_, "turn_id": m.turn_id, "role": m.role, "content": _text(m.content),
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None,
-            "tool_call_id": _text(m.tool_call_id), "name": _text(m.name), "is_error": m.is_error,
-            "in_context": m.in_context, "created_at": m.created_at.isoformat()}
+    return {
+        "ord": ord_,
+        "turn_id": m.turn_id,
+        "role": m.role,
+        "content": _text(m.content),
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None,
+        "tool_call_id": _text(m.tool_call_id),
+        "name": _text(m.name),
+        "is_error": m.is_error,
+        "in_context": m.in_context,
+        "created_at": m.created_at.isoformat(),
+    }
 
 
 def _messages_json(messages: list[Message]) -> str:
@@ -193,18 +212,34 @@ def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tup
         last[edit.label] = edit
         count[edit.label] = count.get(edit.label, 0) + 1
     reads = {label: versions.get(label) if versions is not None else None for label in last}
-    rows = [{"label": label, "new_value": without_nul(e.new_value), "at": e.at.isoformat(), "n": count[label],
-             "read": reads[label]} for label, e in last.items()]
+    rows = [
+        {
+            "label": label,
+            "new_value": without_nul(e.new_value),
+            "at": e.at.isoformat(),
+            "n": count[label],
+            "read": reads[label],
+        }
+        for label, e in last.items()
+    ]
     return json.dumps(rows), {label: reads[label] + count[label] for label in last if reads[label] is not None}
 
 
-def steps_statement(agent_id: int, steps: Sequence[StepWrite],
-                    versions: dict[str, int] | None) -> tuple[str, dict[str, Any], dict[str, int]]:
+def steps_statement(
+    agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None
+) -> tuple[str, dict[str, Any], dict[str, int]]:
     """The steps' CTEs (`EDITING` or `PLAIN`, without the final SELECT), their parameters, and the block versions
     that storing them leaves."""
-    records = [{"ord": i, **w.record.__dict__, "model": without_nul(w.record.model),
-                "turn_id": without_nul(w.record.turn_id), "started_at": w.record.started_at.isoformat()}
-               for i, w in enumerate(steps)]
+    records = [
+        {
+            "ord": i,
+            **w.record.__dict__,
+            "model": without_nul(w.record.model),
+            "turn_id": without_nul(w.record.turn_id),
+            "started_at": w.record.started_at.isoformat(),
+        }
+        for i, w in enumerate(steps)
+    ]
     owned = [(w.record.step_index, m) for w in steps for m in w.messages]
     messages = [{**_message_row(m, i), "step_index": index} for i, (index, m) in enumerate(owned)]
     params = {"agent_id": agent_id, "steps": json.dumps(records), "messages": json.dumps(messages)}
@@ -212,15 +247,30 @@ def steps_statement(agent_id: int, steps: Sequence[StepWrite],
     if not edits:
         return PLAIN, params, {}
     blocks, written = _blocks_json([e for _, e in edits], versions)
-    params.update(blocks=blocks, labels=len({e.label for _, e in edits}), edits=json.dumps([
-        {"ord": i, "step_index": index, "label": e.label, "operation": e.operation,
-         "old_value": without_nul(e.old_value), "new_value": without_nul(e.new_value),
-         "created_at": e.at.isoformat()} for i, (index, e) in enumerate(edits)]))
+    params.update(
+        blocks=blocks,
+        labels=len({e.label for _, e in edits}),
+        edits=json.dumps(
+            [
+                {
+                    "ord": i,
+                    "step_index": index,
+                    "label": e.label,
+                    "operation": e.operation,
+                    "old_value": without_nul(e.old_value),
+                    "new_value": without_nul(e.new_value),
+                    "created_at": e.at.isoformat(),
+                }
+                for i, (index, e) in enumerate(edits)
+            ]
+        ),
+    )
     return EDITING, params, written
 
 
-async def _run_steps(awaited: AwaitedStatements, ctes: str, params: dict[str, Any],
-                     rider: LinkedWrite | None) -> tuple[list[int], list[int]]:
+async def _run_steps(
+    awaited: AwaitedStatements, ctes: str, params: dict[str, Any], rider: LinkedWrite | None
+) -> tuple[list[int], list[int]]:
     """Run the steps' statement, with the rider's CTE when there is one (its row goes to `rider.row`); returns the
     steps' ids and their messages' ids, in order."""
     if rider is None:
@@ -233,9 +283,14 @@ async def _run_steps(awaited: AwaitedStatements, ctes: str, params: dict[str, An
     return step_ids, ids
 
 
-async def store_steps_pg(awaited: AwaitedStatements, agent_id: int, steps: Sequence[StepWrite],
-                         versions: dict[str, int] | None, stale: Callable[[list[str]], Exception],
-                         rider: LinkedWrite | None = None) -> tuple[list[int], list[Message], dict[str, int]]:
+async def store_steps_pg(
+    awaited: AwaitedStatements,
+    agent_id: int,
+    steps: Sequence[StepWrite],
+    versions: dict[str, int] | None,
+    stale: Callable[[list[str]], Exception],
+    rider: LinkedWrite | None = None,
+) -> tuple[list[int], list[Message], dict[str, int]]:
     """`StateStore.commit_steps` on Postgres, one statement (its own transaction): (the steps' ids, the stored
     messages, the block versions written); raises `stale(labels)` when a block's version moved (nothing is stored
     then, the rider's write neither). The transaction's crash points all come before the statement: a kill at any
@@ -254,8 +309,13 @@ async def store_steps_pg(awaited: AwaitedStatements, agent_id: int, steps: Seque
     return step_ids, [stored_message(m, i, step_id) for (m, step_id), i in zip(owned, ids)], written
 
 
-def write_steps(conn: Connection, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None,
-                rider: LinkedWrite | None = None) -> tuple[list[int], list[Message], dict[str, int]]:
+def write_steps(
+    conn: Connection,
+    agent_id: int,
+    steps: Sequence[StepWrite],
+    versions: dict[str, int] | None,
+    rider: LinkedWrite | None = None,
+) -> tuple[list[int], list[Message], dict[str, int]]:
     """`StateStore.commit_steps` on SQLite, inside the caller's transaction: each step's row, its messages and its
     edits (each checked at the version the steps before it left), then the rider's write. Returns as
     `store_steps_pg` does."""
@@ -267,8 +327,9 @@ def write_steps(conn: Connection, agent_id: int, steps: Sequence[StepWrite], ver
         crash_point("commit.step_flushed")
         stored += insert_messages(conn, agent_id, write.messages, step_id)
         crash_point("commit.messages_flushed")
-        written.update(apply_edits(conn, agent_id, step_id, write.edits,
-                                   {**versions, **written} if versions is not None else None))
+        written.update(
+            apply_edits(conn, agent_id, step_id, write.edits, {**versions, **written} if versions is not None else None)
+        )
         step_ids.append(step_id)
     if rider is not None:
         rider.execute(conn)
@@ -283,6 +344,10 @@ def stale_labels(current: dict[str, int], edits: list[BlockEdit], versions: dict
     """The edited blocks whose version (`current`: label → version now) is no longer the one read (all of them if
     that changed back meanwhile)."""
     labels = sorted({e.label for e in edits})
-    stale = [label for label in labels if label not in current
-             or (versions is not None and versions.get(label) is not None and current[label] != versions[label])]
+    stale = [
+        label
+        for label in labels
+        if label not in current
+        or (versions is not None and versions.get(label) is not None and current[label] != versions[label])
+    ]
     return stale or labels

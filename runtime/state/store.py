@@ -7,8 +7,9 @@ or none. The tables are defined in `state.tables`; `make_engine` (state.engine) 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import ContextManager, Iterable, Sequence
+from typing import ContextManager
 
 from sqlalchemy import func, update
 from sqlalchemy.engine import Connection, Engine
@@ -19,19 +20,37 @@ from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits
-from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
-from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.locks import turn_lock
-from pagemind.runtime.state.step_commit import (LinkedWrite, StepWrite, accept_after_pg, accept_pg, store_steps_pg,
-                                                write_steps)
-from pagemind.runtime.state.rows import (FRESHNESS, INSERT_MESSAGES, INSERT_TURN_KEY,
-                                         NEWEST_MESSAGE_IDS, TURN_FOR_KEY, Freshness, freshness_of, insert_messages,
-                                         message_from_row, messages_table, pressure_update, rows_on, stored_message,
-                                         values_of)
+from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
+from pagemind.runtime.state.rows import (
+    FRESHNESS,
+    INSERT_MESSAGES,
+    INSERT_TURN_KEY,
+    NEWEST_MESSAGE_IDS,
+    TURN_FOR_KEY,
+    Freshness,
+    freshness_of,
+    insert_messages,
+    message_from_row,
+    messages_table,
+    pressure_update,
+    rows_on,
+    stored_message,
+    values_of,
+)
+from pagemind.runtime.state.step_commit import (
+    LinkedWrite,
+    StepWrite,
+    accept_after_pg,
+    accept_pg,
+    store_steps_pg,
+    write_steps,
+)
 from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
 
 
@@ -63,7 +82,7 @@ class StateStore:
         return read_connection(self.engine)
 
     @classmethod
-    def open(cls, database_url: str) -> "StateStore":
+    def open(cls, database_url: str) -> StateStore:
         """Open (and create if needed) the database at `database_url`."""
         return cls(make_engine(database_url))
 
@@ -102,14 +121,33 @@ class StateStore:
         for block_spec in spec.blocks:
             row = stored.get(block_spec.label)
             if row is None:
-                session.add(BlockRow(agent_id=agent_id, label=block_spec.label, value=block_spec.value,
-                                     char_limit=block_spec.limit, description=block_spec.description,
-                                     read_only=block_spec.read_only))
+                session.add(
+                    BlockRow(
+                        agent_id=agent_id,
+                        label=block_spec.label,
+                        value=block_spec.value,
+                        char_limit=block_spec.limit,
+                        description=block_spec.description,
+                        read_only=block_spec.read_only,
+                    )
+                )
                 continue
-            row.char_limit, row.description, row.read_only = block_spec.limit, block_spec.description, block_spec.read_only
+            row.char_limit, row.description, row.read_only = (
+                block_spec.limit,
+                block_spec.description,
+                block_spec.read_only,
+            )
             if reset and row.value != block_spec.value:
-                session.add(BlockVersionRow(agent_id=agent_id, label=row.label, operation="reset",
-                                            old_value=row.value, new_value=block_spec.value, created_at=now))
+                session.add(
+                    BlockVersionRow(
+                        agent_id=agent_id,
+                        label=row.label,
+                        operation="reset",
+                        old_value=row.value,
+                        new_value=block_spec.value,
+                        created_at=now,
+                    )
+                )
                 row.value, row.updated_at, row.version = block_spec.value, now, row.version + 1
 
     async def unchanged_agent(self, spec: AgentSpec) -> StoredAgent | None:
@@ -192,7 +230,7 @@ class StateStore:
         with self.one_statement() as conn:
             return freshness_of(conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all())
 
-    def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):  # noqa: ANN201 (async ctx)
+    def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):
         """Hold the agent's turn lock for an `async with` block, across tasks and processes (`state.locks`);
         raises `AgentBusy` after waiting `wait` seconds."""
         return turn_lock(self.engine, agent_id, wait, label)
@@ -204,7 +242,9 @@ class StateStore:
             if label:
                 query = query.where(BlockVersionRow.label == label)
             rows = session.exec(query.order_by(BlockVersionRow.id)).all()
-        return [BlockVersion(r.label, r.operation, r.old_value, r.new_value, r.step_id, aware(r.created_at)) for r in rows]
+        return [
+            BlockVersion(r.label, r.operation, r.old_value, r.new_value, r.step_id, aware(r.created_at)) for r in rows
+        ]
 
     # -- messages -----------------------------------------------------------------------------------------------
 
@@ -276,7 +316,9 @@ class StateStore:
     def message_count(self, agent_id: int) -> int:
         """How many messages recall memory holds for the agent."""
         with self._session() as session:
-            return session.exec(select(func.count()).select_from(MessageRow).where(MessageRow.agent_id == agent_id)).one()
+            return session.exec(
+                select(func.count()).select_from(MessageRow).where(MessageRow.agent_id == agent_id)
+            ).one()
 
     def all_messages(self, agent_id: int) -> list[Message]:
         """The agent's whole history, oldest first (for inspection and export, not the hot path)."""
@@ -288,27 +330,48 @@ class StateStore:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.id > after_id)
             return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
 
-    def evict(self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int,
-              at: datetime) -> None:
+    def evict(
+        self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int, at: datetime
+    ) -> None:
         """Take messages out of the window and install the new summary, in one transaction (they stay in recall)."""
         with self._session() as session:
             # Two UPDATEs, not a row read and written back per message: a flush commits on the user's path.
-            session.exec(update(MessageRow).where(MessageRow.agent_id == agent_id,  # type: ignore[call-overload]
-                                                  MessageRow.id.in_(message_ids))  # type: ignore[union-attr]
-                         .values(in_context=False))
-            session.exec(update(AgentRow).where(AgentRow.id == agent_id)  # type: ignore[call-overload]
-                         .values(summary=summary, pressure_warned=False))
-            session.add(SummaryRow(agent_id=agent_id, text=summary, evicted_count=len(message_ids),
-                                   first_message_id=min(message_ids, default=None),
-                                   last_message_id=max(message_ids, default=None),
-                                   tokens_before=tokens_before, tokens_after=tokens_after, created_at=at))
+            session.exec(
+                update(MessageRow)
+                .where(
+                    MessageRow.agent_id == agent_id,  # type: ignore[call-overload]
+                    MessageRow.id.in_(message_ids),
+                )  # type: ignore[union-attr]
+                .values(in_context=False)
+            )
+            session.exec(
+                update(AgentRow)
+                .where(AgentRow.id == agent_id)  # type: ignore[call-overload]
+                .values(summary=summary, pressure_warned=False)
+            )
+            session.add(
+                SummaryRow(
+                    agent_id=agent_id,
+                    text=summary,
+                    evicted_count=len(message_ids),
+                    first_message_id=min(message_ids, default=None),
+                    last_message_id=max(message_ids, default=None),
+                    tokens_before=tokens_before,
+                    tokens_after=tokens_after,
+                    created_at=at,
+                )
+            )
             session.commit()
 
-    async def set_pressure_state(self, agent_id: int, *, warned: bool | None = None,
-                                 correction: float | None = None, summary: str | None = None) -> None:
+    async def set_pressure_state(
+        self, agent_id: int, *, warned: bool | None = None, correction: float | None = None, summary: str | None = None
+    ) -> None:
         """Persist the warning-cycle flag, the token correction factor and/or the summary (a replay's restore)."""
-        changes = {column: value for column, value in (("pressure_warned", warned), ("token_correction", correction),
-                                                       ("summary", summary)) if value is not None}
+        changes = {
+            column: value
+            for column, value in (("pressure_warned", warned), ("token_correction", correction), ("summary", summary))
+            if value is not None
+        }
         if not changes:
             return
         # One UPDATE (on Postgres outside a transaction, awaited: no BEGIN and COMMIT round trips, the event loop
@@ -326,8 +389,11 @@ class StateStore:
         with self.engine.begin() as conn:
             stored = insert_messages(conn, agent_id, added)
             if dropped_ids:
-                conn.execute(update(messages_table).values(in_context=False).where(
-                    messages_table.c.agent_id == agent_id, messages_table.c.id.in_(dropped_ids)))
+                conn.execute(
+                    update(messages_table)
+                    .values(in_context=False)
+                    .where(messages_table.c.agent_id == agent_id, messages_table.c.id.in_(dropped_ids))
+                )
             return stored
 
     def summaries(self, agent_id: int) -> list[SummaryRow]:
@@ -338,15 +404,25 @@ class StateStore:
     # -- steps --------------------------------------------------------------------------------------------------
 
     async def commit_step(
-        self, agent_id: int, step: StepRecord, messages: list[Message], edits: list[BlockEdit],
-        versions: dict[str, int] | None = None, rider: LinkedWrite | None = None,
+        self,
+        agent_id: int,
+        step: StepRecord,
+        messages: list[Message],
+        edits: list[BlockEdit],
+        versions: dict[str, int] | None = None,
+        rider: LinkedWrite | None = None,
     ) -> tuple[int, list[Message]]:
         """Store one step atomically (`commit_steps` with that step alone): its id and its stored messages."""
         step_ids, stored = await self.commit_steps(agent_id, [StepWrite(step, messages, edits)], versions, rider)
         return step_ids[-1], stored
 
-    async def commit_steps(self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None = None,
-                           rider: LinkedWrite | None = None) -> tuple[list[int], list[Message]]:
+    async def commit_steps(
+        self,
+        agent_id: int,
+        steps: Sequence[StepWrite],
+        versions: dict[str, int] | None = None,
+        rider: LinkedWrite | None = None,
+    ) -> tuple[list[int], list[Message]]:
         """Store steps of one turn atomically, in order: their records, messages and block edits. Returns the steps'
         ids and all their stored messages, in order.
 
@@ -382,7 +458,9 @@ def _insert_accepted(conn: Connection, agent_id: int, message: Message, key: str
     accept; Postgres runs `state.step_commit.ACCEPT`); returns the message's id."""
     message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
     if key is not None:
-        conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": message.turn_id,
-                                       "created_at": message.created_at})
+        conn.execute(
+            INSERT_TURN_KEY,
+            {"agent_id": agent_id, "key": key, "turn_id": message.turn_id, "created_at": message.created_at},
+        )
     crash_point("accept.before_commit")
     return message_id

@@ -31,8 +31,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (JSON, BigInteger, Column, DateTime, Float, Index, Integer, LargeBinary, String, Table, Text,
-                        UniqueConstraint)
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 from sqlmodel import Field, SQLModel
 
 from pagemind.runtime.state.records import utcnow
@@ -154,7 +166,8 @@ class TurnKeyRow(SQLModel, table=True):
 # -- archival memory --------------------------------------------------------------------------------------------
 
 archival_memories = Table(
-    "archival_memories", metadata,
+    "archival_memories",
+    metadata,
     Column("id", String(36), primary_key=True),
     Column("agent_id", Integer, nullable=False, index=True),
     Column("user_id", String(128), nullable=True),
@@ -181,7 +194,8 @@ archival_memories = Table(
 )
 
 archival_memory_versions = Table(
-    "archival_memory_versions", metadata,
+    "archival_memory_versions",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("agent_id", Integer, nullable=False, index=True),
     Column("memory_id", String(36), nullable=False, index=True),
@@ -195,7 +209,8 @@ archival_memory_versions = Table(
 # becoming live, refreshed, superseded or forgotten): `ArchivalService.stats` reads this one row to know whether
 # its cached count and tags still hold, whichever process or service instance wrote.
 archival_revisions = Table(
-    "archival_revisions", metadata,
+    "archival_revisions",
+    metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
     Column("revision", BigInteger, nullable=False),
 )
@@ -204,7 +219,8 @@ archival_revisions = Table(
 # carries it as `origin`, so a reconcile deletes a point without a row only when it is provably this database's
 # (a store shared by two databases, by mistake, loses nothing).
 database_identity = Table(
-    "database_identity", metadata,
+    "database_identity",
+    metadata,
     Column("id", String(36), primary_key=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
@@ -213,13 +229,15 @@ database_identity = Table(
 # records each name with the id that replaces it; `memory.rekey` re-keys a store's points when it first opens
 # the store, then marks the store done. Rows stay: another store (another embedding model's) may still need them.
 archival_rekeys = Table(
-    "archival_rekeys", metadata,
+    "archival_rekeys",
+    metadata,
     Column("old_key", String(128), primary_key=True),
     Column("agent_id", Integer, nullable=False),
 )
 
 archival_rekeyed_stores = Table(
-    "archival_rekeyed_stores", metadata,
+    "archival_rekeyed_stores",
+    metadata,
     Column("store", String(512), primary_key=True),
     Column("at", DateTime(timezone=True), nullable=False),
 )
@@ -228,7 +246,8 @@ archival_rekeyed_stores = Table(
 # -- embeddings and recall --------------------------------------------------------------------------------------
 
 embedding_cache = Table(
-    "embedding_cache", metadata,
+    "embedding_cache",
+    metadata,
     Column("model", String(128), primary_key=True),
     Column("text_hash", String(64), primary_key=True),
     Column("dim", Integer, nullable=False),
@@ -236,7 +255,8 @@ embedding_cache = Table(
 )
 
 recall_watermarks = Table(
-    "recall_watermarks", metadata,
+    "recall_watermarks",
+    metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
     Column("message_id", BigInteger, nullable=False),
 )
@@ -249,7 +269,8 @@ recall_watermarks = Table(
 # arrival order, and an agent's work runs in that order, one item at a time. (agent_id, idempotency_key) is
 # unique, so a retried submission finds the first one.
 inbox = Table(
-    "inbox", metadata,
+    "inbox",
+    metadata,
     Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
     Column("run_id", String(32), nullable=False, unique=True),
     Column("agent_id", Integer, nullable=False),
@@ -276,7 +297,8 @@ inbox = Table(
 # Which daemon process runs an agent's work now, until when: the one owner that keeps an agent's order across
 # processes. A lease past `expires_at` may be taken by anyone (its owner died).
 agent_leases = Table(
-    "agent_leases", metadata,
+    "agent_leases",
+    metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
     Column("owner", String(64), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
@@ -285,7 +307,8 @@ agent_leases = Table(
 # An agent made through the API from a template: its spec is the template's (renamed), read again on each turn,
 # so a change to the template reaches it; `blocks` holds the initial values given at creation.
 agent_origins = Table(
-    "agent_origins", metadata,
+    "agent_origins",
+    metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
     Column("template", String(128), nullable=True),
     Column("blocks", JSON, nullable=False),
@@ -296,7 +319,8 @@ agent_origins = Table(
 # definition), so a restart knows what it missed: `fired_at` is the due time of the last firing handled (fired,
 # or skipped by `missed: skip`), or when the trigger was first seen; it only moves forward (scheduler.triggers.rules).
 trigger_fires = Table(
-    "trigger_fires", metadata,
+    "trigger_fires",
+    metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
     Column("trigger_key", String(200), primary_key=True),
     Column("fired_at", DateTime(timezone=True), nullable=False),
@@ -305,7 +329,8 @@ trigger_fires = Table(
 # The daemon processes serving this database, with the URL they answer on: `pagemind run` sends through a live
 # one instead of fighting it for the stores.
 daemons = Table(
-    "daemons", metadata,
+    "daemons",
+    metadata,
     Column("id", String(64), primary_key=True),
     Column("url", String(512), nullable=False),
     Column("pid", Integer, nullable=False),
@@ -321,7 +346,8 @@ daemons = Table(
 # are written only for runs someone in another process watches, and deleted `events_keep_s` after they were.
 # Migration 0007 creates it UNLOGGED on Postgres (no WAL: a write commits without waiting for a flush).
 run_events = Table(
-    "run_events", metadata,
+    "run_events",
+    metadata,
     Column("run_id", String(32), primary_key=True),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("at", DateTime(timezone=True), nullable=False),
@@ -337,7 +363,8 @@ run_events = Table(
 # (the model call failed). "Since the last reflection" is after the newest message a done reflection covered
 # (`last_message_id`).
 reflections = Table(
-    "reflections", metadata,
+    "reflections",
+    metadata,
     Column("id", String(36), primary_key=True),
     Column("agent_id", Integer, nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),

@@ -42,20 +42,21 @@ import inspect
 import json
 import threading
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import numpy as np
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import StepContext
-from pagemind.tools.context import ArchivalHit, InsertResult
 from pagemind.runtime.model.client import ModelRequest, ModelResponse, OpenAIModelClient, response_from_body
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.testing.sse import streamed_response
 from pagemind.tools import ArchivalMemory, RecallMemory
+from pagemind.tools.context import ArchivalHit, InsertResult
 
 # -- responses --------------------------------------------------------------------------------------------------
 
@@ -74,8 +75,11 @@ def _body(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
 def call(name: str, arguments: dict[str, Any] | str | None = None, call_id: str | None = None) -> dict[str, Any]:
     """One tool call entry; `arguments` may be a raw (even broken) JSON string."""
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
-    return {"id": call_id or f"call_{uuid.uuid4().hex[:10]}", "type": "function",
-            "function": {"name": name, "arguments": raw}}
+    return {
+        "id": call_id or f"call_{uuid.uuid4().hex[:10]}",
+        "type": "function",
+        "function": {"name": name, "arguments": raw},
+    }
 
 
 def tool_calls_body(*calls: dict[str, Any], content: str | None = None) -> dict[str, Any]:
@@ -83,8 +87,9 @@ def tool_calls_body(*calls: dict[str, Any], content: str | None = None) -> dict[
     return _body({"role": "assistant", "content": content, "tool_calls": list(calls)}, "tool_calls")
 
 
-def tool_call_body(name: str, arguments: dict[str, Any] | str | None = None,
-                   call_id: str | None = None) -> dict[str, Any]:
+def tool_call_body(
+    name: str, arguments: dict[str, Any] | str | None = None, call_id: str | None = None
+) -> dict[str, Any]:
     """A chat-completions body with a single tool call."""
     return tool_calls_body(call(name, arguments, call_id))
 
@@ -137,8 +142,12 @@ class FunctionModel:
         return response_from_body(await answer if inspect.isawaitable(answer) else answer)
 
 
-def by_purpose(step: Respond, *, summarize: str | Respond = "Summary of the earlier conversation.",
-               extract: str | Respond = NO_FACTS) -> Respond:
+def by_purpose(
+    step: Respond,
+    *,
+    summarize: str | Respond = "Summary of the earlier conversation.",
+    extract: str | Respond = NO_FACTS,
+) -> Respond:
     """A `Respond` for `FunctionModel` that answers the runtime's own calls apart from the agent's steps.
 
     `summarize` answers the recursive summary's requests and `extract` the fact extraction's (a string is a
@@ -165,8 +174,9 @@ BASE_URL = "http://scripted.test/v1"
 TEST_API_KEY = "sk-test-DO-NOT-LEAK-1234567890"
 
 
-def http_error(status: int, message: str = "error", code: str | None = None,
-               headers: dict[str, str] | None = None) -> httpx.Response:
+def http_error(
+    status: int, message: str = "error", code: str | None = None, headers: dict[str, str] | None = None
+) -> httpx.Response:
     """A scripted HTTP error with an OpenAI-shaped body."""
     body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
     return httpx.Response(status, json=body, headers=headers or {})
@@ -192,7 +202,7 @@ class ScriptedOpenAI:
     stream_size: int = 3
     stream_cut: int = 5
 
-    def add(self, *items: Any) -> "ScriptedOpenAI":
+    def add(self, *items: Any) -> ScriptedOpenAI:
         """Queue response bodies (dicts), httpx.Responses, or exceptions to raise at the transport."""
         self.script.extend(items)
         return self
@@ -233,7 +243,7 @@ class ScriptedOpenAI:
 
 # -- the clock --------------------------------------------------------------------------------------------------
 
-DEFAULT_START = datetime(2026, 11, 29, 15, 0, tzinfo=timezone.utc)
+DEFAULT_START = datetime(2026, 11, 29, 15, 0, tzinfo=UTC)
 
 
 class ManualClock:
@@ -265,8 +275,14 @@ class FakeEmbedder:
     model_id: str = "fake"
     dim: int = 64
 
-    def __init__(self, vectors: dict[str, np.ndarray] | None = None, *, dim: int | None = None,
-                 model_id: str | None = None, barrier: threading.Barrier | None = None):
+    def __init__(
+        self,
+        vectors: dict[str, np.ndarray] | None = None,
+        *,
+        dim: int | None = None,
+        model_id: str | None = None,
+        barrier: threading.Barrier | None = None,
+    ):
         self.vectors = dict(vectors or {})
         self.dim = dim or self.dim
         self.model_id = model_id or self.model_id
@@ -288,7 +304,7 @@ class FakeEmbedder:
             return self.vectors[text]
         seed = int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
         v = np.zeros(self.dim, dtype=np.float32)
-        v[self.dim // 2:] = np.random.default_rng(seed).normal(size=self.dim - self.dim // 2)
+        v[self.dim // 2 :] = np.random.default_rng(seed).normal(size=self.dim - self.dim // 2)
         return v / np.linalg.norm(v)
 
 
@@ -307,18 +323,38 @@ class RecordingArchival:
     def __init__(self) -> None:
         self.inserted: list[dict[str, Any]] = []
 
-    async def insert(self, content: str, *, kind: str = "fact", tags: list[str] | None = None,
-                     importance: float | None = None, source_message_ids: list[int] | None = None,
-                     expires_at: datetime | None = None) -> InsertResult:
+    async def insert(
+        self,
+        content: str,
+        *,
+        kind: str = "fact",
+        tags: list[str] | None = None,
+        importance: float | None = None,
+        source_message_ids: list[int] | None = None,
+        expires_at: datetime | None = None,
+    ) -> InsertResult:
         """Keep the memory; it is always new."""
-        given = {"tags": tags, "importance": importance, "source_message_ids": source_message_ids,
-                 "expires_at": expires_at}
+        given = {
+            "tags": tags,
+            "importance": importance,
+            "source_message_ids": source_message_ids,
+            "expires_at": expires_at,
+        }
         self.inserted.append({"content": content, "kind": kind, **{k: v for k, v in given.items() if v is not None}})
         return InsertResult(action="inserted", id=str(len(self.inserted)), text=content, kind=kind)
 
-    async def search(self, query: str, *, tags: list[str] | None = None, start_date: datetime | None = None,
-                     end_date: datetime | None = None, top_k: int | None = None, page: int = 1,
-                     count_hits: bool = True, seen: bool = False) -> list[ArchivalHit]:
+    async def search(
+        self,
+        query: str,
+        *,
+        tags: list[str] | None = None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        top_k: int | None = None,
+        page: int = 1,
+        count_hits: bool = True,
+        seen: bool = False,
+    ) -> list[ArchivalHit]:
         """Nothing is ever found."""
         return []
 
@@ -327,23 +363,42 @@ class RecordingArchival:
         return len(self.inserted), ()
 
 
-def tool_context(agent_name: str = "tester", *, core_memory: CoreMemory | None = None,
-                 clock: Callable[[], datetime] | None = None, archival: ArchivalMemory | None = None,
-                 recall: RecallMemory | None = None) -> StepContext:
+def tool_context(
+    agent_name: str = "tester",
+    *,
+    core_memory: CoreMemory | None = None,
+    clock: Callable[[], datetime] | None = None,
+    archival: ArchivalMemory | None = None,
+    recall: RecallMemory | None = None,
+) -> StepContext:
     """What a tool sees during a step (a `tools.ToolContext`), for calling tools without an agent: no core blocks
     and a `ManualClock` unless given."""
-    return StepContext(agent_name=agent_name, core_memory=core_memory or CoreMemory([]), clock=clock or ManualClock(),
-                       archival=archival, recall=recall)
+    return StepContext(
+        agent_name=agent_name,
+        core_memory=core_memory or CoreMemory([]),
+        clock=clock or ManualClock(),
+        archival=archival,
+        recall=recall,
+    )
 
 
 # -- agent specs ------------------------------------------------------------------------------------------------
 
 
-def spec_data(name: str = "tester", *, system: str = "You are a test agent.",
-              persona: str = "I am a careful tester.", human: str = "", human_limit: int = 100,
-              constraints: str = "Never suggest peanuts.", model_name: str = "gpt-4o-mini",
-              context_window: int = 8192, max_output_tokens: int = 256, max_steps_per_turn: int = 4,
-              **fields: Any) -> dict[str, Any]:
+def spec_data(
+    name: str = "tester",
+    *,
+    system: str = "You are a test agent.",
+    persona: str = "I am a careful tester.",
+    human: str = "",
+    human_limit: int = 100,
+    constraints: str = "Never suggest peanuts.",
+    model_name: str = "gpt-4o-mini",
+    context_window: int = 8192,
+    max_output_tokens: int = 256,
+    max_steps_per_turn: int = 4,
+    **fields: Any,
+) -> dict[str, Any]:
     """A small agent spec as YAML would give it (a fresh dict each call): three blocks (persona, human and a
     read-only constraints block), the default tools. `fields` add or replace top-level keys (`tools`, `memory`,
     even `blocks` or `model` whole).

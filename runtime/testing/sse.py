@@ -12,19 +12,24 @@ just ends, or with `broken=True` the transport fails).
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 
 
 def _chunk(body: dict[str, Any], delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-    return {"id": body.get("id", "chatcmpl-stream"), "object": "chat.completion.chunk",
-            "created": body.get("created", 0), "model": body.get("model", "scripted"),
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+    return {
+        "id": body.get("id", "chatcmpl-stream"),
+        "object": "chat.completion.chunk",
+        "created": body.get("created", 0),
+        "model": body.get("model", "scripted"),
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
 
 
 def _pieces(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def stream_chunks(body: dict[str, Any], size: int = 3) -> list[dict[str, Any]]:
@@ -36,8 +41,21 @@ def stream_chunks(body: dict[str, Any], size: int = 3) -> list[dict[str, Any]]:
         chunks.append(_chunk(body, {"content": piece}))
     for index, call in enumerate(message.get("tool_calls") or ()):
         function = call["function"]
-        chunks.append(_chunk(body, {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                                    "function": {"name": function["name"], "arguments": ""}}]}))
+        chunks.append(
+            _chunk(
+                body,
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": function["name"], "arguments": ""},
+                        }
+                    ]
+                },
+            )
+        )
         for piece in _pieces(function.get("arguments") or "", size):
             chunks.append(_chunk(body, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
     chunks.append(_chunk(body, {}, choice.get("finish_reason") or "stop"))
@@ -59,16 +77,18 @@ class _Pieces(httpx.AsyncByteStream):
         self.data, self.cut, self.stop_after, self.broken = data, cut, stop_after, broken
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        data = self.data if self.stop_after is None else self.data[:self.stop_after]
+        data = self.data if self.stop_after is None else self.data[: self.stop_after]
         for start in range(0, len(data), self.cut):
-            yield data[start:start + self.cut]
+            yield data[start : start + self.cut]
         if self.stop_after is not None and self.broken:
             raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
 
 
-def streamed_response(body: dict[str, Any], *, size: int = 3, cut: int = 5, stop_after: int | None = None,
-                      broken: bool = False) -> httpx.Response:
+def streamed_response(
+    body: dict[str, Any], *, size: int = 3, cut: int = 5, stop_after: int | None = None, broken: bool = False
+) -> httpx.Response:
     """The HTTP response of a provider streaming `body` (see the module docstring)."""
     data = sse_bytes(stream_chunks(body, size))
-    return httpx.Response(200, headers={"content-type": "text/event-stream; charset=utf-8"},
-                          stream=_Pieces(data, cut, stop_after, broken))
+    return httpx.Response(
+        200, headers={"content-type": "text/event-stream; charset=utf-8"}, stream=_Pieces(data, cut, stop_after, broken)
+    )

@@ -12,9 +12,23 @@ from typing import Any, NoReturn, assert_never
 import structlog
 
 from pagemind.runtime.events import (
-    Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, RuntimeEventBase, SalienceEvent,
-    StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    Event,
+    FlushAheadEvent,
+    FlushEvent,
+    HistoryRepairEvent,
+    MemoryEditEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    PressureSqueezedEvent,
+    PressureWarningEvent,
+    ReplyDeltaEvent,
+    ReplyResetEvent,
+    RuntimeEventBase,
+    SalienceEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
 )
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.trace.ids import IdMap
@@ -101,8 +115,9 @@ def _field_diff(expected: dict[str, Any], actual: dict[str, Any], ids: IdMap) ->
 
 def _request_diff(expected: dict[str, Any], actual: dict[str, Any], ids: IdMap) -> tuple[str, str] | None:
     if not ids.same(expected.get("messages"), actual.get("messages")):
-        return "the prompt differs", unified(render_prompt(expected.get("messages") or []),
-                                             render_prompt(actual.get("messages") or []))
+        return "the prompt differs", unified(
+            render_prompt(expected.get("messages") or []), render_prompt(actual.get("messages") or [])
+        )
     if not ids.same(expected.get("tools"), actual.get("tools")):
         dump = lambda tools: json.dumps(tools, indent=1, sort_keys=True).splitlines()  # noqa: E731
         return "the tool schemas differ", unified(dump(expected.get("tools")), dump(actual.get("tools")))
@@ -123,13 +138,29 @@ def _compared(event: Event) -> dict[str, Any] | None:
         case ToolCallEvent():
             return {"call_id": event.call_id, "name": event.name, "arguments": event.arguments}
         case ToolResultEvent():
-            return {"call_id": event.call_id, "name": event.name, "content": event.content,
-                    "is_error": event.is_error, "terminal": event.terminal}
+            return {
+                "call_id": event.call_id,
+                "name": event.name,
+                "content": event.content,
+                "is_error": event.is_error,
+                "terminal": event.terminal,
+            }
         case MemoryEditEvent():
-            return {"label": event.label, "operation": event.operation, "old": event.old, "new": event.new,
-                    "at": event.at}
-        case (HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
-              | PressureSqueezedEvent() | SalienceEvent()):
+            return {
+                "label": event.label,
+                "operation": event.operation,
+                "old": event.old,
+                "new": event.new,
+                "at": event.at,
+            }
+        case (
+            HistoryRepairEvent()
+            | PressureWarningEvent()
+            | FlushEvent()
+            | FlushAheadEvent()
+            | PressureSqueezedEvent()
+            | SalienceEvent()
+        ):
             # timings (`…_ms`) are the machine's, not the agent's behaviour
             return {k: v for k, v in dataclasses.asdict(event.data).items() if not k.endswith("_ms")}
         case StepEndEvent():
@@ -191,13 +222,27 @@ class Comparator:
         if self.position >= len(events):
             if not self.trace.complete:
                 self._fail(TraceEnded(self._where(actual)))
-            self._fail(Divergence(self.position, None, self._where(actual), "the replay went on past the end of "
-                                  f"the recording: {describe(actual)}", ""))
+            self._fail(
+                Divergence(
+                    self.position,
+                    None,
+                    self._where(actual),
+                    f"the replay went on past the end of the recording: {describe(actual)}",
+                    "",
+                )
+            )
         expected = events[self.position]
         problem = compare(expected, actual, self.ids)
         if problem is not None:
-            self._fail(Divergence(self.position, self.trace.line_of(self.position), self._where(expected),
-                                  f"{describe(expected)}: {problem[0]}", problem[1]))
+            self._fail(
+                Divergence(
+                    self.position,
+                    self.trace.line_of(self.position),
+                    self._where(expected),
+                    f"{describe(expected)}: {problem[0]}",
+                    problem[1],
+                )
+            )
         self.position += 1
         self.steps += isinstance(expected, StepEndEvent)
         self.clock.load(events[self.position].clock if self.position < len(events) else ())
@@ -207,17 +252,27 @@ class Comparator:
         events = self.trace.events
         expected = events[self.position] if self.position < len(events) else None
         if not isinstance(expected, ModelResponseEvent):
-            self._fail(TraceEnded("no recorded response") if expected is None and not self.trace.complete else
-                       Divergence(self.position, None, "model call", "the recording has no response here", ""))
+            self._fail(
+                TraceEnded("no recorded response")
+                if expected is None and not self.trace.complete
+                else Divergence(self.position, None, "model call", "the recording has no response here", "")
+            )
         return expected
 
     def finish(self) -> None:
         """After the last turn: every recorded event must have been used."""
         if not self.live and self.position < len(self.trace.events):
             left = self.trace.events[self.position]
-            self._fail(Divergence(self.position, self.trace.line_of(self.position), self._where(left),
-                                  f"the replay ended but the recording goes on with {describe(left)} "
-                                  f"({len(self.trace.events) - self.position} recorded event(s) left unused)", ""))
+            self._fail(
+                Divergence(
+                    self.position,
+                    self.trace.line_of(self.position),
+                    self._where(left),
+                    f"the replay ended but the recording goes on with {describe(left)} "
+                    f"({len(self.trace.events) - self.position} recorded event(s) left unused)",
+                    "",
+                )
+            )
 
     def _maybe_go_live(self, step: int) -> None:
         key = (self.turn, step)

@@ -10,7 +10,7 @@ same clock values. `LINE_ADAPTER` validates any line, the header included, into 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import to_json
@@ -92,7 +92,7 @@ class Header(_Strict):
     redacted: bool = False  # user and memory text replaced by placeholders (`pagemind trace export --redact`)
 
 
-TraceLine = Annotated[Union[Header, Event], Field(discriminator="type")]
+TraceLine = Annotated[Header | Event, Field(discriminator="type")]
 LINE_ADAPTER: TypeAdapter[Any] = TypeAdapter(TraceLine)
 """Validates (and dumps) any trace line: the header or an event."""
 

@@ -45,18 +45,30 @@ def _public_spec(agent: Any) -> dict[str, Any]:
 def message_snapshot(message: Message) -> MessageSnapshot:
     """A stored message in trace form."""
     return MessageSnapshot(
-        role=message.role, content=message.content, created_at=message.created_at,
+        role=message.role,
+        content=message.content,
+        created_at=message.created_at,
         tool_calls=[ToolCallData(id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls],
-        tool_call_id=message.tool_call_id, name=message.name, is_error=message.is_error, turn_id=message.turn_id,
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+        is_error=message.is_error,
+        turn_id=message.turn_id,
     )
 
 
 def snapshot_message(snapshot: MessageSnapshot) -> Message:
     """A trace message back in runtime form (not yet stored)."""
     calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in snapshot.tool_calls)
-    return Message(snapshot.role, snapshot.content, snapshot.created_at, tool_calls=calls,
-                   tool_call_id=snapshot.tool_call_id, name=snapshot.name, is_error=snapshot.is_error,
-                   turn_id=snapshot.turn_id)
+    return Message(
+        snapshot.role,
+        snapshot.content,
+        snapshot.created_at,
+        tool_calls=calls,
+        tool_call_id=snapshot.tool_call_id,
+        name=snapshot.name,
+        is_error=snapshot.is_error,
+        turn_id=snapshot.turn_id,
+    )
 
 
 def take_snapshot(agent: Any) -> Snapshot:
@@ -65,10 +77,14 @@ def take_snapshot(agent: Any) -> Snapshot:
     window = agent.window
     state = {"pressure_warned": window.warned, "token_correction": window.correction}
     return Snapshot(
-        blocks=[BlockSnapshot(label=b.label, value=b.value, limit=b.limit, description=b.description,
-                              read_only=b.read_only) for b in agent.memory.blocks],
+        blocks=[
+            BlockSnapshot(label=b.label, value=b.value, limit=b.limit, description=b.description, read_only=b.read_only)
+            for b in agent.memory.blocks
+        ],
         messages=[message_snapshot(m) for m in window.messages],
-        summary=window.summary, recall_count=window.recall_count, archival_count=archival_count,
+        summary=window.summary,
+        recall_count=window.recall_count,
+        archival_count=archival_count,
         agent_state=json.loads(json.dumps(state, default=str)),
     )
 
@@ -77,7 +93,13 @@ def make_header(agent: Any, parent: Parent | None = None, trace_id: str | None =
     """The header for a trace that starts now, from the agent as it stands."""
     model = _public_spec(agent)["model"]
     return Header(
-        trace_id=trace_id or uuid.uuid4().hex, created_at=utcnow(), agent=agent.name,
-        spec_hash=agent.spec.spec_hash(), spec=_public_spec(agent), runtime_version=runtime_version(),
-        model=model, snapshot=take_snapshot(agent), parent=parent,
+        trace_id=trace_id or uuid.uuid4().hex,
+        created_at=utcnow(),
+        agent=agent.name,
+        spec_hash=agent.spec.spec_hash(),
+        spec=_public_spec(agent),
+        runtime_version=runtime_version(),
+        model=model,
+        snapshot=take_snapshot(agent),
+        parent=parent,
     )

@@ -64,12 +64,13 @@ def _parse_header(path: Path, raw: bytes) -> Header:
     except RecursionError:
         raise TraceFormatError(f"{path}:1: JSON nested too deeply to be a trace header") from None
     if not isinstance(data, dict) or data.get("type") != "header":
-        raise TraceFormatError(f"{path}:1: the first line must be the trace header (type \"header\")")
+        raise TraceFormatError(f'{path}:1: the first line must be the trace header (type "header")')
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise TraceFormatError(
             f"{path}:1: unknown schema_version {version!r}; this pagemind ({runtime_version()}) reads "
-            f"schema_version {SCHEMA_VERSION}")
+            f"schema_version {SCHEMA_VERSION}"
+        )
     try:
         return Header.model_validate(data)
     except ValidationError as exc:
@@ -83,8 +84,7 @@ def _parse_line(path: Path, number: int, raw: bytes) -> Any:
         kind = "not valid JSON" if exc.errors()[0]["type"] == "json_invalid" else "invalid event"
         raise TraceFormatError(f"{path}:{number}: {kind}: {_problem(exc)}") from None
     if isinstance(event, Header):
-        raise TraceFormatError(f"{path}:{number}: a second header (one trace has one; two traces joined "
-                               "together?)")
+        raise TraceFormatError(f"{path}:{number}: a second header (one trace has one; two traces joined together?)")
     if isinstance(event, ModelResponseEvent):
         problem = response_shape_problem(event.body)
         if problem:
@@ -103,8 +103,9 @@ def response_shape_problem(body: dict[str, Any]) -> str | None:
         if not isinstance(message, dict):
             return f"choices[{index}].message must be an object"
         calls = message.get("tool_calls") or []
-        if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("function", {}), dict)
-                                                  for c in calls):
+        if not isinstance(calls, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("function", {}), dict) for c in calls
+        ):
             return f"choices[{index}].message.tool_calls must be a list of objects with a `function` object"
     usage = body.get("usage")
     if usage is not None and not isinstance(usage, dict):
@@ -119,8 +120,10 @@ def _expand(path: Path, events: list[Any], lines: list[int]) -> None:
         if not isinstance(event, ModelRequestEvent):
             continue
         if not isinstance(event.body.get("messages"), list):
-            raise TraceFormatError(f"{path}:{number}: invalid {'compact ' if event.compact else ''}request: "
-                                   "its body has no `messages` list")
+            raise TraceFormatError(
+                f"{path}:{number}: invalid {'compact ' if event.compact else ''}request: "
+                "its body has no `messages` list"
+            )
         if event.compact:
             try:
                 body = expand_body(event.body, previous.get(event.purpose))

@@ -34,14 +34,22 @@ def custom_tools(references: list[str]) -> list[str]:
 
 def _recorded_schemas(trace: Trace) -> dict[str, dict[str, Any]]:
     for event in trace.events:
-        if isinstance(event, ModelRequestEvent) and event.purpose == "step" and isinstance(event.body.get("tools"), list):
-            return {s["function"]["name"]: s for s in event.body["tools"]
-                    if isinstance(s, dict) and isinstance(s.get("function"), dict) and "name" in s["function"]}
+        if (
+            isinstance(event, ModelRequestEvent)
+            and event.purpose == "step"
+            and isinstance(event.body.get("tools"), list)
+        ):
+            return {
+                s["function"]["name"]: s
+                for s in event.body["tools"]
+                if isinstance(s, dict) and isinstance(s.get("function"), dict) and "name" in s["function"]
+            }
     return {}
 
 
-def _stand_in(name: str, reference: str, schema: dict[str, Any] | None, results: deque[ToolResultEvent],
-              terminal: bool) -> Tool:
+def _stand_in(
+    name: str, reference: str, schema: dict[str, Any] | None, results: deque[ToolResultEvent], terminal: bool
+) -> Tool:
     async def serve(**_: Any) -> str:
         if not results:
             raise ToolError(f"{name} was not run: the trace records no more results for it ({TRUST_HINT})")
@@ -50,12 +58,25 @@ def _stand_in(name: str, reference: str, schema: dict[str, Any] | None, results:
             raise ToolError(recorded.content.removeprefix("Error: "))
         return recorded.content
 
-    schema = schema or {"type": "function", "function": {
-        "name": name, "description": f"{reference} (not imported: replay serves recorded results)",
-        "parameters": {"type": "object", "properties": {}}}}
+    schema = schema or {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{reference} (not imported: replay serves recorded results)",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
     description = str(schema.get("function", {}).get("description", ""))
-    return Tool(name=name, description=description, function=serve, args_model=_AnyArguments, context_param=None,
-                terminal=terminal, read_only=False, schema=schema)
+    return Tool(
+        name=name,
+        description=description,
+        function=serve,
+        args_model=_AnyArguments,
+        context_param=None,
+        terminal=terminal,
+        read_only=False,
+        schema=schema,
+    )
 
 
 def replay_tools(trace: Trace, references: list[str]) -> dict[str, Tool]:

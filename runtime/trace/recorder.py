@@ -9,16 +9,30 @@ readable trace up to the last complete step, and the request that was in flight.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, NamedTuple, assert_never
+from typing import IO, Any, NamedTuple, assert_never
 
 import structlog
 
 from pagemind.runtime.events import (
-    Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent,
-    ToolResultEvent, TurnEvent,
+    Event,
+    FlushAheadEvent,
+    FlushEvent,
+    HistoryRepairEvent,
+    MemoryEditEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    PressureSqueezedEvent,
+    PressureWarningEvent,
+    ReplyDeltaEvent,
+    ReplyResetEvent,
+    SalienceEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
 )
 from pagemind.runtime.observer import joined
 from pagemind.runtime.trace.compaction import compact_body
@@ -130,7 +144,7 @@ class TraceRecorder:
         self.failed = False
         self._scheduled_write: asyncio.Handle | None = None
 
-    def attach(self, agent: Any) -> "TraceRecorder":
+    def attach(self, agent: Any) -> TraceRecorder:
         """Observe `agent` (alongside any observer it has) and note its clock readings — the agent's own, and
         those of its memory services that share its clock."""
         self.agent = agent
@@ -195,8 +209,11 @@ class TraceRecorder:
             self.write_pending()
             return
         if self._scheduled_write is None:
-            self._scheduled_write = (loop.call_later(self.write_request_after, self.write_pending)
-                                     if self.write_request_after > 0 else loop.call_soon(self.write_pending))
+            self._scheduled_write = (
+                loop.call_later(self.write_request_after, self.write_pending)
+                if self.write_request_after > 0
+                else loop.call_soon(self.write_pending)
+            )
 
     def on_event(self, event: Event) -> None:
         """Note the event; a turn may start a new file, a step's end writes the step."""
@@ -214,9 +231,18 @@ class TraceRecorder:
             case StepEndEvent():
                 self._note(event)
                 self.write_pending()
-            case (ModelResponseEvent() | ToolCallEvent() | ToolResultEvent() | MemoryEditEvent()
-                  | HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
-                  | PressureSqueezedEvent() | SalienceEvent()):
+            case (
+                ModelResponseEvent()
+                | ToolCallEvent()
+                | ToolResultEvent()
+                | MemoryEditEvent()
+                | HistoryRepairEvent()
+                | PressureWarningEvent()
+                | FlushEvent()
+                | FlushAheadEvent()
+                | PressureSqueezedEvent()
+                | SalienceEvent()
+            ):
                 self._note(event)
             case ReplyDeltaEvent() | ReplyResetEvent():
                 pass  # not recorded: the streamed reply is recorded whole, as its response (replays do not stream)
@@ -235,7 +261,8 @@ class TraceRecorder:
                 self._stop(self.writer.path, exc)
 
 
-def record(agent: Any, *, path: Path | None = None, directory: Path | None = None,
-           parent: Parent | None = None) -> TraceRecorder:
+def record(
+    agent: Any, *, path: Path | None = None, directory: Path | None = None, parent: Parent | None = None
+) -> TraceRecorder:
     """Record `agent`'s turns: into the file `path`, or one file per turn under `directory`."""
     return TraceRecorder(path=path, directory=directory, parent=parent).attach(agent)

@@ -11,20 +11,49 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pagemind.runtime.trace.format import LINE_ADAPTER
 from pagemind.runtime.trace.reader import Trace
 from pagemind.runtime.trace.recorder import TraceWriter
 
 # Fields that carry structure, not user text: never rewritten (a user who types "user" must not break roles).
-PROTECTED = frozenset({
-    "type", "role", "name", "id", "call_id", "tool_call_id", "label", "operation", "kind", "model", "object",
-    "finish_reason", "trace_id", "agent", "spec_hash", "runtime_version", "turn_id", "stop_reason", "api_key_env",
-    "encoding", "tool_choice", "tools", "clock", "created_at", "at", "schema_version", "system", "description",
-    "base_url", "parent",
-})
+PROTECTED = frozenset(
+    {
+        "type",
+        "role",
+        "name",
+        "id",
+        "call_id",
+        "tool_call_id",
+        "label",
+        "operation",
+        "kind",
+        "model",
+        "object",
+        "finish_reason",
+        "trace_id",
+        "agent",
+        "spec_hash",
+        "runtime_version",
+        "turn_id",
+        "stop_reason",
+        "api_key_env",
+        "encoding",
+        "tool_choice",
+        "tools",
+        "clock",
+        "created_at",
+        "at",
+        "schema_version",
+        "system",
+        "description",
+        "base_url",
+        "parent",
+    }
+)
 _MIN_EMBEDDED = 3  # shorter texts are replaced only where they are a whole field
 
 
@@ -54,8 +83,10 @@ class Redactor:
     def _regex(self) -> re.Pattern[str]:
         if self._pattern is None:
             texts = sorted((t for t in self.placeholders if len(t) >= _MIN_EMBEDDED), key=len, reverse=True)
-            parts = [(r"(?<!\w)" if t[0].isalnum() else "") + re.escape(t) + (r"(?!\w)" if t[-1].isalnum() else "")
-                     for t in texts]
+            parts = [
+                (r"(?<!\w)" if t[0].isalnum() else "") + re.escape(t) + (r"(?!\w)" if t[-1].isalnum() else "")
+                for t in texts
+            ]
             self._pattern = re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
         return self._pattern
 
@@ -111,8 +142,9 @@ def _collect(redactor: Redactor, event: dict[str, Any]) -> None:
     collectors: dict[str, Callable[[dict[str, Any]], None]] = {
         "header": lambda e: _collect_header(redactor, e),
         "turn": lambda e: redactor.add(e["user_message"], "user"),
-        "model_response": lambda e: [_collect_message(redactor, (c.get("message") or {}))
-                                     for c in e["body"].get("choices") or []],
+        "model_response": lambda e: [
+            _collect_message(redactor, (c.get("message") or {})) for c in e["body"].get("choices") or []
+        ],
         "tool_call": lambda e: redactor.add_arguments(e["arguments"]),
         "tool_result": lambda e: redactor.add(e["content"], "text"),
         "memory_edit": lambda e: (redactor.add(e["old"], "memory"), redactor.add(e["new"], "memory")),

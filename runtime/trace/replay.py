@@ -23,10 +23,10 @@ import structlog
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.spec.memory import SalienceConfig
 from pagemind.runtime.model.client import ModelClient, ModelRequest, ModelResponse, response_from_body
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec, BlockSpec
+from pagemind.runtime.spec.memory import SalienceConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.trace.comparison import Comparator, Divergence, ReplayClock, TraceEnded
@@ -85,10 +85,13 @@ def replay_spec(trace: Trace, trust_tools: bool) -> AgentSpec:
     # Seed blocks with the snapshot's exact values (model_construct: no stripping, no re-validation).
     # What the snapshot does not hold (a block's schema, whether it is ephemeral) comes from the recorded spec.
     # Untrusted, a schema named by a module outside the package is left off (importing it would run its code).
-    recorded = {b.label: {"schema_": b.schema_ if trust_tools or _shipped_schema(b.schema_) else None,
-                          "ephemeral": b.ephemeral} for b in spec.blocks}
-    blocks = [BlockSpec.model_construct(**b.model_dump(), **recorded.get(b.label, {}))
-              for b in trace.header.snapshot.blocks]
+    recorded = {
+        b.label: {"schema_": b.schema_ if trust_tools or _shipped_schema(b.schema_) else None, "ephemeral": b.ephemeral}
+        for b in spec.blocks
+    }
+    blocks = [
+        BlockSpec.model_construct(**b.model_dump(), **recorded.get(b.label, {})) for b in trace.header.snapshot.blocks
+    ]
     return spec.model_copy(update={"blocks": blocks})
 
 
@@ -100,12 +103,19 @@ def _shipped_schema(schema: dict[str, Any] | str | None) -> bool:
 def scratch_settings(home: Path) -> Settings:
     """Settings that keep every store of a replay under `home`: SQLite there, the embedded vector store there
     (never QDRANT_URL); the configured embedder stays, so archival rankings come out as they did."""
-    return Settings.from_env().model_copy(update={
-        "home": home, "database_url": f"sqlite:///{home / 'replay.db'}", "qdrant_url": None, "qdrant_api_key": None})
+    return Settings.from_env().model_copy(
+        update={
+            "home": home,
+            "database_url": f"sqlite:///{home / 'replay.db'}",
+            "qdrant_url": None,
+            "qdrant_api_key": None,
+        }
+    )
 
 
-async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, home: Path,
-                        trust_tools: bool = False) -> Agent:
+async def scratch_agent(
+    trace: Trace, model: ModelClient, clock: ReplayClock, home: Path, trust_tools: bool = False
+) -> Agent:
     """The agent as the trace header found it, in fresh stores under `home` (the real ones are never opened).
     Untrusted (the default), only built-in tools run; every other tool call is served its recorded result."""
     spec = replay_spec(trace, trust_tools)
@@ -116,16 +126,20 @@ async def scratch_agent(trace: Trace, model: ModelClient, clock: ReplayClock, ho
     else:
         # Loaded with its built-in tools only (Agent.load imports every tool it is given), then given stand-ins.
         builtins = [ref for ref in spec.tools if ref not in custom_tools(spec.tools)]
-        agent = await Agent.load(spec.model_copy(update={"tools": builtins}), model=model, store=store,
-                                 settings=settings, clock=clock)
+        agent = await Agent.load(
+            spec.model_copy(update={"tools": builtins}), model=model, store=store, settings=settings, clock=clock
+        )
         agent.spec, agent.tools = spec, replay_tools(trace, spec.tools)
     agent.monitor.concurrent = False  # a flush's model calls in the order the trace holds their answers
     snapshot = trace.header.snapshot
     state = snapshot.agent_state
-    await agent.window.restore([snapshot_message(m) for m in snapshot.messages], snapshot.summary,
-                               warned=bool(state.get("pressure_warned", False)),
-                               correction=float(state.get("token_correction", 1.0)),
-                               recall_count=snapshot.recall_count)
+    await agent.window.restore(
+        [snapshot_message(m) for m in snapshot.messages],
+        snapshot.summary,
+        warned=bool(state.get("pressure_warned", False)),
+        correction=float(state.get("token_correction", 1.0)),
+        recall_count=snapshot.recall_count,
+    )
     agent.memory = CoreMemory([b.to_block(b.value) for b in spec.blocks])  # the snapshot's blocks (`replay_spec`)
     return agent
 
@@ -154,12 +168,20 @@ def _check_from_step(trace: Trace, from_step: int | None, live: ModelClient | No
     if (from_step is None) != (live is None):
         raise ReplayError("a fork needs both a live model and --from-step")
     if from_step is not None and not 1 <= from_step <= len(trace.steps) + 1:
-        raise ReplayError(f"--from-step {from_step}: the trace has {len(trace.steps)} complete step(s); "
-                          f"choose 1 to {len(trace.steps) + 1}")
+        raise ReplayError(
+            f"--from-step {from_step}: the trace has {len(trace.steps)} complete step(s); "
+            f"choose 1 to {len(trace.steps) + 1}"
+        )
 
 
-async def replay(trace: Trace, *, live: ModelClient | None = None, from_step: int | None = None,
-                 record_to: Path | None = None, trust_tools: bool = False) -> ReplayReport:
+async def replay(
+    trace: Trace,
+    *,
+    live: ModelClient | None = None,
+    from_step: int | None = None,
+    record_to: Path | None = None,
+    trust_tools: bool = False,
+) -> ReplayReport:
     """Replay `trace` in a scratch state. With `live` and `from_step`, fork: the live model takes over at that
     step of the trace; `record_to` records the new run (its header names the parent). `trust_tools` imports and
     runs the custom tools the trace names; without it they are never imported and serve their recorded results."""
@@ -183,8 +205,9 @@ async def replay(trace: Trace, *, live: ModelClient | None = None, from_step: in
             agent.store.engine.dispose()
 
 
-async def _drive(trace: Trace, agent: Agent, comparator: Comparator, forking: bool,
-                 record_to: Path | None) -> ReplayReport:
+async def _drive(
+    trace: Trace, agent: Agent, comparator: Comparator, forking: bool, record_to: Path | None
+) -> ReplayReport:
     try:
         for turn in trace.turns:
             await run_turn(agent, turn.user_message)
@@ -216,8 +239,10 @@ def format_report(report: ReplayReport) -> str:
     """The user-facing text for a replay's outcome (and which custom tools it did not run)."""
     text = _outcome(report)
     if report.untrusted:
-        text += (f"\n(not run: {', '.join(report.untrusted)} served recorded results; {TRUST_HINT} — only for "
-                 f"a trace you trust)")
+        text += (
+            f"\n(not run: {', '.join(report.untrusted)} served recorded results; {TRUST_HINT} — only for "
+            f"a trace you trust)"
+        )
     return text
 
 
@@ -229,11 +254,15 @@ def _outcome(report: ReplayReport) -> str:
         text = f"DIVERGED at event {d.index + 1} of {len(trace.events)}{where}, {d.where}: {d.what}"
         return text + (f"\n{d.detail}" if d.detail else "")
     if report.status == "forked":
-        return (f"forked: {report.steps} recorded step(s) replayed identically, then the live model; "
-                f"new trace: {report.new_trace}")
+        return (
+            f"forked: {report.steps} recorded step(s) replayed identically, then the live model; "
+            f"new trace: {report.new_trace}"
+        )
     if report.status == "truncated":
-        return (f"truncated trace: {trace_end_note(trace)}. Replayed {report.steps} step(s) up to there: "
-                f"identical to the recording.")
+        return (
+            f"truncated trace: {trace_end_note(trace)}. Replayed {report.steps} step(s) up to there: "
+            f"identical to the recording."
+        )
     turns = len(trace.turns)
     return f"identical: {turns} turn(s), {report.steps} step(s) replayed offline match {name}"
 
@@ -241,8 +270,14 @@ def _outcome(report: ReplayReport) -> str:
 def report_dict(report: ReplayReport) -> dict[str, Any]:
     """The outcome as JSON-friendly data."""
     d = report.divergence
-    divergence = ({"event": d.index + 1, "line": d.line, "where": d.where, "what": d.what, "detail": d.detail}
-                  if d else None)
-    return {"status": report.status, "steps": report.steps, "exit_code": report.exit_code,
-            "divergence": divergence, "new_trace": str(report.new_trace) if report.new_trace else None,
-            "untrusted_tools": list(report.untrusted)}
+    divergence = (
+        {"event": d.index + 1, "line": d.line, "where": d.where, "what": d.what, "detail": d.detail} if d else None
+    )
+    return {
+        "status": report.status,
+        "steps": report.steps,
+        "exit_code": report.exit_code,
+        "divergence": divergence,
+        "new_trace": str(report.new_trace) if report.new_trace else None,
+        "untrusted_tools": list(report.untrusted),
+    }

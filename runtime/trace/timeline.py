@@ -7,15 +7,29 @@ import dataclasses
 import json
 import re
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, assert_never
+from typing import Any, assert_never
 
 from pagemind.runtime.budget import usable_window
 from pagemind.runtime.compiler import request_tokens, tool_schema_tokens, wire_message_tokens
 from pagemind.runtime.events import (
-    Event, FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent,
-    ToolResultEvent, TurnEvent,
+    Event,
+    FlushAheadEvent,
+    FlushEvent,
+    HistoryRepairEvent,
+    MemoryEditEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    PressureSqueezedEvent,
+    PressureWarningEvent,
+    ReplyDeltaEvent,
+    ReplyResetEvent,
+    SalienceEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
 )
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
@@ -73,13 +87,13 @@ class BarScale:
     encoding: str = DEFAULT_ENCODING
 
     @classmethod
-    def from_spec(cls, spec: AgentSpec) -> "BarScale":
+    def from_spec(cls, spec: AgentSpec) -> BarScale:
         """The scale for an agent."""
         lines = spec.memory.pressure
         return cls(usable_window(spec), lines.warn, lines.flush, spec.model.encoding or DEFAULT_ENCODING)
 
     @classmethod
-    def from_header(cls, header: Header) -> "BarScale | None":
+    def from_header(cls, header: Header) -> BarScale | None:
         """The scale for a recorded agent; None when its recorded spec no longer loads."""
         try:
             return cls.from_spec(AgentSpec.model_validate(header.spec))
@@ -116,7 +130,7 @@ def _change(old: str, new: str, limit: int) -> str:
     suffix = 0
     while suffix < min(len(old), len(new)) - prefix and old[-1 - suffix] == new[-1 - suffix]:
         suffix += 1
-    removed, added = old[prefix:len(old) - suffix], new[prefix:len(new) - suffix]
+    removed, added = old[prefix : len(old) - suffix], new[prefix : len(new) - suffix]
     parts = [f"- {short(removed, limit // 2)!r}"] if removed else []
     parts += [f"+ {short(added, limit // 2)!r}"] if added else []
     return " ".join(parts) or "(unchanged)"
@@ -161,28 +175,38 @@ class TimelineRenderer:
                 return [f"    memory ✎ {event.label} ({event.operation}): {change}"]
             case PressureWarningEvent():
                 d = event.data
-                return [f"    ! pressure warning: the window is {d.percent}% full ({d.tokens:,} / {d.usable:,} "
-                        "tokens); the model is told to save what matters"]
+                return [
+                    f"    ! pressure warning: the window is {d.percent}% full ({d.tokens:,} / {d.usable:,} "
+                    "tokens); the model is told to save what matters"
+                ]
             case FlushEvent():
                 f = event.data
-                return [f"    ⇣ flush: {f.evicted} message(s) evicted to recall memory, {f.tokens_before:,} → "
-                        f"{f.tokens_after:,} tokens; summary {f.summary_tokens:,} tokens; extraction "
-                        f"{f.extraction} ({f.extracted} stored)" + ("; prepared ahead" if f.ahead else "")]
+                return [
+                    f"    ⇣ flush: {f.evicted} message(s) evicted to recall memory, {f.tokens_before:,} → "
+                    f"{f.tokens_after:,} tokens; summary {f.summary_tokens:,} tokens; extraction "
+                    f"{f.extraction} ({f.extracted} stored)" + ("; prepared ahead" if f.ahead else "")
+                ]
             case FlushAheadEvent():
                 a = event.data
                 why = f" ({a.reason})" if a.reason else ""
-                return [f"    ⇡ flush ahead {a.action}{why}: summary of the oldest {a.evicting} message(s), "
-                        f"{a.tokens:,} tokens"]
+                return [
+                    f"    ⇡ flush ahead {a.action}{why}: summary of the oldest {a.evicting} message(s), "
+                    f"{a.tokens:,} tokens"
+                ]
             case PressureSqueezedEvent():
                 q = event.data
-                return [f"    ! pressure squeezed: {q.floor:,} of {q.usable:,} usable tokens cannot be evicted; a "
-                        f"flush would buy {q.room:,} (several turns need {q.needed:,}), so flushes wait for "
-                        f"{q.hard_at:,}"]
+                return [
+                    f"    ! pressure squeezed: {q.floor:,} of {q.usable:,} usable tokens cannot be evicted; a "
+                    f"flush would buy {q.room:,} (several turns need {q.needed:,}), so flushes wait for "
+                    f"{q.hard_at:,}"
+                ]
             case SalienceEvent():
                 s = event.data
                 verdict = f"remember {'yes' if s.remember else 'no'}, lookup {'yes' if s.lookup else 'no'}"
-                return [f"    ? salience ({s.gate}, {s.source}): {verdict}, score {s.score:.2f}: "
-                        + short(s.reason, self.text_width)]
+                return [
+                    f"    ? salience ({s.gate}, {s.source}): {verdict}, score {s.score:.2f}: "
+                    + short(s.reason, self.text_width)
+                ]
             case HistoryRepairEvent():
                 details = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event.data).items())
                 return [f"    ! {event.kind}: {short(details, self.text_width)}"]
@@ -200,13 +224,16 @@ class TimelineRenderer:
         blocks = ", ".join(f"{b.label} {len(b.value)}/{b.limit}" for b in snap.blocks) or "none"
         parent = f"\nforked from {e.parent.trace} at step {e.parent.from_step}" if e.parent else ""
         no_bar = "" if self.scale else "\n(the recorded agent spec no longer loads: no context bars)"
-        return [f"trace {e.trace_id[:8]} · agent {e.agent} (spec {e.spec_hash}) · pagemind {e.runtime_version} · "
-                f"schema {e.schema_version}{parent}",
-                f"recorded {e.created_at:%Y-%m-%d %H:%M:%S} UTC · model {e.model.get('name')} · window "
-                f"{e.model.get('context_window'):,} tokens",
-                f"at the start: core blocks {blocks}; {len(snap.messages)} message(s) in the window, "
-                f"{snap.recall_count} in recall"
-                + (f", {snap.archival_count} archival" if snap.archival_count is not None else "") + no_bar]
+        return [
+            f"trace {e.trace_id[:8]} · agent {e.agent} (spec {e.spec_hash}) · pagemind {e.runtime_version} · "
+            f"schema {e.schema_version}{parent}",
+            f"recorded {e.created_at:%Y-%m-%d %H:%M:%S} UTC · model {e.model.get('name')} · window "
+            f"{e.model.get('context_window'):,} tokens",
+            f"at the start: core blocks {blocks}; {len(snap.messages)} message(s) in the window, "
+            f"{snap.recall_count} in recall"
+            + (f", {snap.archival_count} archival" if snap.archival_count is not None else "")
+            + no_bar,
+        ]
 
     def _turn(self, e: TurnEvent) -> list[str]:
         when = f" · {e.clock[0]:%a %Y-%m-%d %H:%M}" if e.clock else ""
@@ -231,7 +258,7 @@ class TimelineRenderer:
         return [f"    {kind} ({tokens:,} prompt tokens)"]
 
     def _model_response(self, e: ModelResponseEvent) -> list[str]:
-        message = ((e.body.get("choices") or [{}])[0].get("message") or {})
+        message = (e.body.get("choices") or [{}])[0].get("message") or {}
         content = message.get("content")
         usage = f"{e.latency_ms:,.0f} ms" if e.latency_ms else ""
         if e.prompt_tokens:
@@ -252,7 +279,7 @@ def render_trace(header: Header, events: Iterable[Event], width: int = 100) -> l
     events = list(events)
     for index, event in enumerate(events):
         if isinstance(event, TurnEvent) and not event.clock:
-            later = next((e.clock[0] for e in events[index + 1:] if e.clock), None)
+            later = next((e.clock[0] for e in events[index + 1 :] if e.clock), None)
             event = dataclasses.replace(event, clock=(later,)) if later else event
         lines += renderer.render(event)
     return lines

@@ -56,12 +56,25 @@ async def get_agent(name: str, daemon: DaemonDep) -> AgentOut:
     return find_agent(daemon, name)
 
 
-@router.post("/agents", tags=["agents"], status_code=201, summary="create an agent from a template or a YAML body",
-             responses={409: {"description": "an agent of that name exists"},
-                        422: {"description": "invalid body, unknown template or invalid YAML"}},
-             openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": {"$ref": "#/components/schemas/CreateAgent"}},
-                 "application/yaml": {"schema": {"type": "string", "description": "an agent YAML, as in agents/"}}}}})
+@router.post(
+    "/agents",
+    tags=["agents"],
+    status_code=201,
+    summary="create an agent from a template or a YAML body",
+    responses={
+        409: {"description": "an agent of that name exists"},
+        422: {"description": "invalid body, unknown template or invalid YAML"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/CreateAgent"}},
+                "application/yaml": {"schema": {"type": "string", "description": "an agent YAML, as in agents/"}},
+            },
+        }
+    },
+)
 async def create_agent(request: Request, daemon: DaemonDep) -> AgentOut:
     """`{"template", "name", "blocks"}` makes an agent with its own memory and the template's spec (a later
     change of the template reaches it); a YAML body (`Content-Type: application/yaml`) is a whole agent
@@ -97,17 +110,30 @@ def api_spec(raw: bytes) -> Any:
         raise ApiError(422, "invalid_yaml", str(exc)) from None
     custom = [t for t in spec.tools if t not in BUILTIN_TOOLS]
     if custom:
-        raise ApiError(422, "forbidden_field", f"tools {custom}: an agent posted to the API may use built-in tools "
-                       "only; put an agent with custom tools in the served folder")
+        raise ApiError(
+            422,
+            "forbidden_field",
+            f"tools {custom}: an agent posted to the API may use built-in tools "
+            "only; put an agent with custom tools in the served folder",
+        )
     default = ModelSpec(name="x")
     if spec.model.base_url is not None or spec.model.api_key_env != default.api_key_env:
-        raise ApiError(422, "forbidden_field", "model.base_url / model.api_key_env: an agent posted to the API uses "
-                       "the daemon's endpoint and key; put an agent with its own in the served folder")
+        raise ApiError(
+            422,
+            "forbidden_field",
+            "model.base_url / model.api_key_env: an agent posted to the API uses "
+            "the daemon's endpoint and key; put an agent with its own in the served folder",
+        )
     return spec
 
 
-@router.delete("/agents/{name}", tags=["agents"], status_code=204, summary="delete an agent",
-               responses={404: {"description": "unknown agent"}})
+@router.delete(
+    "/agents/{name}",
+    tags=["agents"],
+    status_code=204,
+    summary="delete an agent",
+    responses={404: {"description": "unknown agent"}},
+)
 async def delete_agent(name: str, daemon: DaemonDep) -> Response:
     """Forget an agent made through the API (its memory with it)."""
     daemon.delete_agent(name)
@@ -118,9 +144,15 @@ async def delete_agent(name: str, daemon: DaemonDep) -> Response:
 # -- messages and runs --------------------------------------------------------------------------------------------
 
 
-@router.post("/agents/{name}/messages", tags=["messages"], summary="send a message",
-             responses={202: {"model": RunOut, "description": "accepted, not finished (async, or past timeout_s)"},
-                        404: {"description": "unknown agent"}})
+@router.post(
+    "/agents/{name}/messages",
+    tags=["messages"],
+    summary="send a message",
+    responses={
+        202: {"model": RunOut, "description": "accepted, not finished (async, or past timeout_s)"},
+        404: {"description": "unknown agent"},
+    },
+)
 async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOut:
     """Commits the message to the agent's inbox, then (sync) waits up to `timeout_s` for the turn: 200 with the
     reply when it ended, 202 with the run to poll (`GET /v1/runs/{run_id}`) when it did not, or at once with
@@ -131,8 +163,11 @@ async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOu
     run = RunOut.of(item)
     if run.state in ("done", "failed"):
         return run
-    return JSONResponse(run.model_dump(mode="json"), status_code=202,  # type: ignore[return-value]
-                        headers={"location": f"/v1/runs/{run.run_id}"})
+    return JSONResponse(
+        run.model_dump(mode="json"),
+        status_code=202,  # type: ignore[return-value]
+        headers={"location": f"/v1/runs/{run.run_id}"},
+    )
 
 
 async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[Any, AsyncIterable[Any] | None]:
@@ -142,11 +177,16 @@ async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[An
     return item, None if item.finished else daemon.events(item.run_id)  # a retried key's run may be over
 
 
-@router.post("/agents/{name}/messages/stream", tags=["messages"], response_class=EventSourceResponse,
-             summary="send a message and stream its turn as server-sent events",
-             responses={404: {"description": "unknown agent"}})
-async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncIterable[Any] | None], Depends(submitted)],
-                         daemon: DaemonDep) -> AsyncIterable[ServerSentEvent]:
+@router.post(
+    "/agents/{name}/messages/stream",
+    tags=["messages"],
+    response_class=EventSourceResponse,
+    summary="send a message and stream its turn as server-sent events",
+    responses={404: {"description": "unknown agent"}},
+)
+async def stream_message(
+    body: SendMessage, started: Annotated[tuple[Any, AsyncIterable[Any] | None], Depends(submitted)], daemon: DaemonDep
+) -> AsyncIterable[ServerSentEvent]:
     """`accepted` (the run id), then the turn as it happens — `turn_start`, `step_start`, `reply_delta` (the
     reply's text as the model writes it) and `reply_reset`, `tool_call`, `tool_result`, `memory_edit`,
     `step_end`, `runtime` — then `reply` (or `error`) and `done` with the run
@@ -159,8 +199,9 @@ async def stream_message(body: SendMessage, started: Annotated[tuple[Any, AsyncI
         yield sse
 
 
-@router.get("/runs/{run_id}", tags=["runs"], summary="a run's state and result",
-            responses={404: {"description": "unknown run"}})
+@router.get(
+    "/runs/{run_id}", tags=["runs"], summary="a run's state and result", responses={404: {"description": "unknown run"}}
+)
 async def get_run(run_id: str, daemon: DaemonDep) -> RunOut:
     """pending → running → done (with the reply) or failed (with the error)."""
     item = daemon.run(run_id)
@@ -179,8 +220,9 @@ def resume_point(run_id: str, last_event_id: str | None) -> int:
     except ValueError:
         after = -1
     if after < 0:
-        raise ApiError(400, "bad_last_event_id",
-                       f"Last-Event-ID {last_event_id[:40]!r} is not an event id of this run's stream")
+        raise ApiError(
+            400, "bad_last_event_id", f"Last-Event-ID {last_event_id[:40]!r} is not an event id of this run's stream"
+        )
     return after
 
 
@@ -196,13 +238,18 @@ async def watched(run_id: str, request: Request, daemon: DaemonDep) -> tuple[Any
     return item, daemon.events(run_id), after
 
 
-@router.get("/runs/{run_id}/events", tags=["runs"], response_class=EventSourceResponse,
-            summary="a run's events as server-sent events, resumable with Last-Event-ID",
-            responses={400: {"description": "a Last-Event-ID that is not a seq"}, 404: {"description": "unknown run"}})
-async def run_events(watch: Annotated[tuple[Any, AsyncIterable[Any] | None, int], Depends(watched)],
-                     daemon: DaemonDep,
-                     timeout_s: Annotated[float, Query(gt=0, le=3600, description="stop streaming after")] = 600.0,
-                     ) -> AsyncIterable[ServerSentEvent]:
+@router.get(
+    "/runs/{run_id}/events",
+    tags=["runs"],
+    response_class=EventSourceResponse,
+    summary="a run's events as server-sent events, resumable with Last-Event-ID",
+    responses={400: {"description": "a Last-Event-ID that is not a seq"}, 404: {"description": "unknown run"}},
+)
+async def run_events(
+    watch: Annotated[tuple[Any, AsyncIterable[Any] | None, int], Depends(watched)],
+    daemon: DaemonDep,
+    timeout_s: Annotated[float, Query(gt=0, le=3600, description="stop streaming after")] = 600.0,
+) -> AsyncIterable[ServerSentEvent]:
     """The events of the turn (as `POST /v1/agents/{name}/messages/stream` sends them, `id: <seq>` each; no
     `accepted`) after the `Last-Event-ID` header's seq (all of them without it), then `reply` (or `error`) and
     `done`, which carry no id (a client that reconnects after them gets them again).

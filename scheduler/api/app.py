@@ -38,11 +38,18 @@ OPEN_PATHS = frozenset({"/health", "/ready"})  # load balancers probe these with
 
 def create_app(daemon: Daemon, token: str | None = None, *, max_body: int = MAX_BODY) -> FastAPI:
     """The API over a started `daemon`. `token` None: no auth (the caller binds to loopback only)."""
-    from pagemind.scheduler.api import agents as api_agents, memory as api_memory
+    from pagemind.scheduler.api import agents as api_agents
+    from pagemind.scheduler.api import memory as api_memory
 
-    app = FastAPI(title="pagemind", version="1", description="Agents with memory, served by a pagemind daemon.",
-                  responses={401: {"description": "missing or wrong bearer token"},
-                             413: {"description": "request body too large"}})
+    app = FastAPI(
+        title="pagemind",
+        version="1",
+        description="Agents with memory, served by a pagemind daemon.",
+        responses={
+            401: {"description": "missing or wrong bearer token"},
+            413: {"description": "request body too large"},
+        },
+    )
     app.state.daemon = daemon
     app.include_router(api_agents.router)
     app.include_router(api_memory.router)
@@ -63,8 +70,9 @@ def _add_health(app: FastAPI) -> None:
         """Readiness: the daemon is started and not stopping (503 while it drains, so a balancer moves on)."""
         daemon = request.app.state.daemon
         if not daemon.started:
-            return JSONResponse(error_body("not_ready", "the daemon is not running (starting, or stopping)"),
-                                status_code=503)
+            return JSONResponse(
+                error_body("not_ready", "the daemon is not running (starting, or stopping)"), status_code=503
+            )
         broken = {str(path): why for path, why in daemon.catalog.errors.items()}
         return JSONResponse({"status": "ready", "agents_folder_errors": broken})
 
@@ -94,8 +102,9 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error("api_unexpected_error", path=request.url.path, error=type(exc).__name__, exc_info=exc)
-        return JSONResponse(error_body("internal", f"unexpected {type(exc).__name__}; see the daemon's log"),
-                            status_code=500)
+        return JSONResponse(
+            error_body("internal", f"unexpected {type(exc).__name__}; see the daemon's log"), status_code=500
+        )
 
 
 class Guard:
@@ -110,9 +119,14 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if self.token is not None and scope["path"] not in OPEN_PATHS and not self._authorized(headers):
-            await _answer(send, 401, error_body("unauthorized", "missing or wrong bearer token "
-                                                "(send `Authorization: Bearer $PAGEMIND_API_TOKEN`)"),
-                          {"www-authenticate": "Bearer"})
+            await _answer(
+                send,
+                401,
+                error_body(
+                    "unauthorized", "missing or wrong bearer token (send `Authorization: Bearer $PAGEMIND_API_TOKEN`)"
+                ),
+                {"www-authenticate": "Bearer"},
+            )
             return
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 
@@ -22,9 +23,15 @@ class ClientError(RuntimeError):
 class DaemonClient:
     """One daemon's API at `url` (e.g. `http://127.0.0.1:8283`)."""
 
-    def __init__(self, url: str, token: str | None = None, *, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None,
-                 async_transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ):
         token = token if token is not None else os.environ.get("PAGEMIND_API_TOKEN") or None
         self.headers = {"authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
@@ -36,7 +43,7 @@ class DaemonClient:
         """Close the connection pool."""
         self.http.close()
 
-    def __enter__(self) -> "DaemonClient":
+    def __enter__(self) -> DaemonClient:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -52,8 +59,9 @@ class DaemonClient:
             raise self._refusal(response)
         return None if response.status_code == 204 else response.json()
 
-    def send(self, agent: str, content: str, *, idempotency_key: str | None = None,
-             timeout_s: float = 300.0) -> dict[str, Any]:
+    def send(
+        self, agent: str, content: str, *, idempotency_key: str | None = None, timeout_s: float = 300.0
+    ) -> dict[str, Any]:
         """Send a message and wait up to `timeout_s` for the turn; the run (state `done` with the reply, `failed`
         with the error, or still `pending`/`running` past the timeout)."""
         body = {"content": content, "mode": "sync", "timeout_s": timeout_s}
@@ -61,8 +69,9 @@ class DaemonClient:
             body["idempotency_key"] = idempotency_key
         return self.request("POST", f"/v1/agents/{agent}/messages", json=body, timeout=timeout_s + 30)
 
-    async def stream_send(self, agent: str, content: str, *, idempotency_key: str | None = None,
-                          timeout_s: float = 300.0) -> AsyncIterator[tuple[str, Any]]:
+    async def stream_send(
+        self, agent: str, content: str, *, idempotency_key: str | None = None, timeout_s: float = 300.0
+    ) -> AsyncIterator[tuple[str, Any]]:
         """Send a message through the event-stream route and yield its server-sent events as (event, data)
         pairs as they arrive (`scheduler/api/sse.py` lists them; the last is `done` with the run). A refusal or no
         answer is a ClientError, as for `request`."""
@@ -70,8 +79,9 @@ class DaemonClient:
         if idempotency_key:
             body["idempotency_key"] = idempotency_key
         timeout = httpx.Timeout(self.timeout, read=timeout_s + 30)
-        async with httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout,
-                                     transport=self.async_transport) as http:
+        async with httpx.AsyncClient(
+            base_url=self.url, headers=self.headers, timeout=timeout, transport=self.async_transport
+        ) as http:
             try:
                 async with http.stream("POST", f"/v1/agents/{agent}/messages/stream", json=body) as response:
                     if response.status_code >= 400:

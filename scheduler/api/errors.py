@@ -6,8 +6,15 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from pagemind.scheduler.errors import (AgentExists, DaemonError, KeyReused, NotDeletable, UnknownAgent, UnknownRun,
-                                       UnknownTemplate)
+from pagemind.scheduler.errors import (
+    AgentExists,
+    DaemonError,
+    KeyReused,
+    NotDeletable,
+    UnknownAgent,
+    UnknownRun,
+    UnknownTemplate,
+)
 
 
 class ApiError(HTTPException):
@@ -37,5 +44,6 @@ _DAEMON_ERRORS: tuple[tuple[type[DaemonError], int, str], ...] = (
 
 def status_of_daemon_error(exc: DaemonError) -> tuple[int, str]:
     """(HTTP status, code) for an error the daemon raised."""
-    return next(((status, code) for kind, status, code in _DAEMON_ERRORS if isinstance(exc, kind)),
-                (400, "daemon_error"))
+    return next(
+        ((status, code) for kind, status, code in _DAEMON_ERRORS if isinstance(exc, kind)), (400, "daemon_error")
+    )

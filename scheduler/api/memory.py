@@ -13,8 +13,17 @@ from fastapi import APIRouter, Query, Response
 
 from pagemind.scheduler.api.agents import DaemonDep
 from pagemind.scheduler.api.errors import ApiError
-from pagemind.scheduler.api.models import (ArchivalHitOut, ArchivalInsertIn, ArchivalList, ArchivalMemoryOut, BlockOut,
-                                           ContextOut, MemoryOut, PatchBlock, RecallHitOut)
+from pagemind.scheduler.api.models import (
+    ArchivalHitOut,
+    ArchivalInsertIn,
+    ArchivalList,
+    ArchivalMemoryOut,
+    BlockOut,
+    ContextOut,
+    MemoryOut,
+    PatchBlock,
+    RecallHitOut,
+)
 
 log = structlog.get_logger("pagemind.api")
 router = APIRouter(prefix="/v1/agents/{name}", responses={404: {"description": "unknown agent"}})
@@ -24,8 +33,14 @@ SearchText = Annotated[str, Query(min_length=1, max_length=2000, description="wh
 
 def block_out(block: Any) -> BlockOut:
     """From a core-memory `Block`."""
-    return BlockOut(label=block.label, value=block.value, chars=block.chars, limit=block.limit,
-                    description=block.description, read_only=block.read_only)
+    return BlockOut(
+        label=block.label,
+        value=block.value,
+        chars=block.chars,
+        limit=block.limit,
+        description=block.description,
+        read_only=block.read_only,
+    )
 
 
 @router.get("/memory", tags=["memory"], summary="core memory blocks")
@@ -35,9 +50,16 @@ async def get_memory(name: str, daemon: DaemonDep) -> MemoryOut:
         return MemoryOut(agent=agent.name, blocks=[block_out(b) for b in agent.memory.blocks])
 
 
-@router.patch("/memory/blocks/{label}", tags=["memory"], summary="set a core block's value",
-              responses={404: {"description": "unknown agent or block"}, 409: {"description": "read-only block"},
-                         422: {"description": "over the block's limit, or not matching its schema"}})
+@router.patch(
+    "/memory/blocks/{label}",
+    tags=["memory"],
+    summary="set a core block's value",
+    responses={
+        404: {"description": "unknown agent or block"},
+        409: {"description": "read-only block"},
+        422: {"description": "over the block's limit, or not matching its schema"},
+    },
+)
 async def patch_block(name: str, label: str, body: PatchBlock, daemon: DaemonDep) -> BlockOut:
     """Rewrite one block (recorded in its history as operation `api`); the block's limit holds, and a read-only
     block is changed in its YAML, not here."""
@@ -48,8 +70,11 @@ async def patch_block(name: str, label: str, body: PatchBlock, daemon: DaemonDep
     async with daemon.agent(name) as agent:
         index = next((i for i, b in enumerate(agent.memory.blocks) if b.label == label), None)
         if index is None:
-            raise ApiError(404, "unknown_block", f"agent '{name}' has no block '{label}'; blocks: "
-                           f"{', '.join(agent.memory.labels()) or 'none'}")
+            raise ApiError(
+                404,
+                "unknown_block",
+                f"agent '{name}' has no block '{label}'; blocks: {', '.join(agent.memory.labels()) or 'none'}",
+            )
         old, value = agent.memory.blocks[index], body.value
         if old.read_only:
             raise ApiError(409, "read_only", f"block '{label}' is read-only; change it in the agent's YAML")
@@ -58,8 +83,9 @@ async def patch_block(name: str, label: str, body: PatchBlock, daemon: DaemonDep
         except BlockEditError as exc:
             raise ApiError(422, "schema", str(exc)) from None
         if len(value) > old.limit:
-            raise ApiError(422, "over_limit", f"block '{label}' holds at most {old.limit} characters; "
-                           f"the value has {len(value)}")
+            raise ApiError(
+                422, "over_limit", f"block '{label}' holds at most {old.limit} characters; the value has {len(value)}"
+            )
         edit = BlockEdit(label, "api", old.value, value, agent.clock())
         agent.store.commit_edits(agent.record.id, [edit], agent.window.block_versions)
         agent.memory.blocks[index] = replace(old, value=value)
@@ -69,24 +95,45 @@ async def patch_block(name: str, label: str, body: PatchBlock, daemon: DaemonDep
 
 def _archival(agent: Any) -> Any:
     if agent.archival is None:
-        raise ApiError(404, "no_archival", f"agent '{agent.name}' has no archival memory (its spec lists no "
-                       "archival tool, or disables it)")
+        raise ApiError(
+            404,
+            "no_archival",
+            f"agent '{agent.name}' has no archival memory (its spec lists no archival tool, or disables it)",
+        )
     return agent.archival
 
 
 @router.get("/memory/archival", tags=["memory"], summary="archival memories, newest first")
-async def list_archival(name: str, daemon: DaemonDep, superseded: bool = False,
-                        limit: Annotated[int, Query(ge=1, le=1000)] = 100, offset: Annotated[int, Query(ge=0)] = 0,
-                        ) -> ArchivalList:
+async def list_archival(
+    name: str,
+    daemon: DaemonDep,
+    superseded: bool = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> ArchivalList:
     """Live memories (and superseded ones with `superseded=true`), read from SQL."""
     async with daemon.agent(name) as agent:
         archival = _archival(agent)
         count, tags = archival.stats()
-        memories = archival.list(include_superseded=superseded)[offset:offset + limit]
-    return ArchivalList(count=count, tags=list(tags), memories=[
-        ArchivalMemoryOut(id=m.id, text=m.text, kind=m.kind, tags=m.tags, importance=m.importance,
-                          created_at=m.created_at, hit_count=m.hit_count, superseded_by=m.superseded_by,
-                          expires_at=m.expires_at) for m in memories])
+        memories = archival.list(include_superseded=superseded)[offset : offset + limit]
+    return ArchivalList(
+        count=count,
+        tags=list(tags),
+        memories=[
+            ArchivalMemoryOut(
+                id=m.id,
+                text=m.text,
+                kind=m.kind,
+                tags=m.tags,
+                importance=m.importance,
+                created_at=m.created_at,
+                hit_count=m.hit_count,
+                superseded_by=m.superseded_by,
+                expires_at=m.expires_at,
+            )
+            for m in memories
+        ],
+    )
 
 
 @router.get("/memory/archival/search", tags=["memory"], summary="search archival memory")
@@ -102,15 +149,21 @@ async def insert_archival(name: str, body: ArchivalInsertIn, daemon: DaemonDep) 
     """Through the agent's write path: a near-duplicate is refreshed, a contradicted memory superseded."""
     async with daemon.agent(name) as agent:
         try:
-            result = await _archival(agent).insert(body.content, kind=body.kind, tags=body.tags,
-                                                   importance=body.importance)
+            result = await _archival(agent).insert(
+                body.content, kind=body.kind, tags=body.tags, importance=body.importance
+            )
         except ValueError as exc:  # the write policy's refusal (blank, oversize …)
             raise ApiError(422, "refused", str(exc)) from None
     return result.model_dump()
 
 
-@router.delete("/memory/archival/{memory_id}", tags=["memory"], status_code=204,
-               summary="delete an archival memory for good", responses={404: {"description": "unknown memory"}})
+@router.delete(
+    "/memory/archival/{memory_id}",
+    tags=["memory"],
+    status_code=204,
+    summary="delete an archival memory for good",
+    responses={404: {"description": "unknown memory"}},
+)
 async def delete_archival(name: str, memory_id: str, daemon: DaemonDep) -> Response:
     """Deleted from the vector store and SQL, history included (the id in full)."""
     async with daemon.agent(name) as agent:
@@ -123,9 +176,14 @@ async def delete_archival(name: str, memory_id: str, daemon: DaemonDep) -> Respo
 
 
 @router.get("/memory/recall/search", tags=["memory"], summary="search the conversation (recall memory)")
-async def search_recall(name: str, daemon: DaemonDep, q: Annotated[str | None, Query(max_length=2000)] = None,
-                        roles: Annotated[list[str] | None, Query()] = None, limit: Limit = 10,
-                        page: Annotated[int, Query(ge=1)] = 1) -> list[RecallHitOut]:
+async def search_recall(
+    name: str,
+    daemon: DaemonDep,
+    q: Annotated[str | None, Query(max_length=2000)] = None,
+    roles: Annotated[list[str] | None, Query()] = None,
+    limit: Limit = 10,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> list[RecallHitOut]:
     """Every stored message, evicted from the window or not, ranked for `q` (newest first without one)."""
     async with daemon.agent(name) as agent:
         hits = await agent.recall.search(q, roles=roles, limit=limit, page=page)

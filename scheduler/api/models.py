@@ -47,10 +47,12 @@ class SendMessage(_Request):
     """A user's message to an agent."""
 
     content: str = Field(min_length=1, max_length=200_000)
-    idempotency_key: str | None = Field(None, min_length=1, max_length=200,
-                                        description="the same key again returns the first run, and runs nothing")
-    mode: Literal["sync", "async"] = Field("sync", description="sync: wait for the reply (up to timeout_s); "
-                                           "async: answer 202 with the run id at once")
+    idempotency_key: str | None = Field(
+        None, min_length=1, max_length=200, description="the same key again returns the first run, and runs nothing"
+    )
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: wait for the reply (up to timeout_s); async: answer 202 with the run id at once"
+    )
     timeout_s: float = Field(60.0, gt=0, le=600, description="sync: how long to wait before answering 202")
 
 
@@ -75,14 +77,27 @@ class RunOut(BaseModel):
     error: str | None = None
 
     @classmethod
-    def of(cls, item: Any) -> "RunOut":
+    def of(cls, item: Any) -> RunOut:
         """From the daemon's `InboxItem`."""
         result = item.result or {}
-        return cls(run_id=item.run_id, agent=item.agent_name, kind=item.kind, state=item.state, content=item.content,
-                   idempotency_key=item.idempotency_key, attempts=item.attempts, created_at=item.created_at,
-                   started_at=item.started_at, finished_at=item.finished_at, reply=result.get("reply"),
-                   stop_reason=result.get("stop_reason"), steps=result.get("steps"), turn_id=result.get("turn_id"),
-                   result=item.result, error=item.error)
+        return cls(
+            run_id=item.run_id,
+            agent=item.agent_name,
+            kind=item.kind,
+            state=item.state,
+            content=item.content,
+            idempotency_key=item.idempotency_key,
+            attempts=item.attempts,
+            created_at=item.created_at,
+            started_at=item.started_at,
+            finished_at=item.finished_at,
+            reply=result.get("reply"),
+            stop_reason=result.get("stop_reason"),
+            steps=result.get("steps"),
+            turn_id=result.get("turn_id"),
+            result=item.result,
+            error=item.error,
+        )
 
 
 class BlockOut(BaseModel):

@@ -16,8 +16,9 @@ import contextlib
 import signal
 import socket
 import sys
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pagemind.runtime.process.settings import Settings
@@ -43,16 +44,28 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     load_before_serving(catalog)
     daemon = Daemon(catalog, settings, config=DaemonConfig(concurrency=args.concurrency, grace_s=args.grace, url=url))
     app = create_app(daemon, token, max_body=args.max_body)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=max(1, int(args.grace) + 5))
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=max(1, int(args.grace) + 5),
+    )
     stopping: list[asyncio.Task[None]] = []
 
     def started(server: uvicorn.Server) -> None:
         tune_for_serving()  # everything made at start lives until exit: out of the collector's sight
-        auth = ("bearer token required (PAGEMIND_API_TOKEN)" if token else
-                "no PAGEMIND_API_TOKEN: loopback only, no authentication")
-        sys.stderr.write(f"pagemind: serving {len(daemon.list_agents())} agent(s) from {args.directory} "
-                         f"on {url} ({auth}); SIGTERM or Ctrl-C stops it\n")
+        auth = (
+            "bearer token required (PAGEMIND_API_TOKEN)"
+            if token
+            else "no PAGEMIND_API_TOKEN: loopback only, no authentication"
+        )
+        sys.stderr.write(
+            f"pagemind: serving {len(daemon.list_agents())} agent(s) from {args.directory} "
+            f"on {url} ({auth}); SIGTERM or Ctrl-C stops it\n"
+        )
         sys.stderr.flush()
 
     server = _Server(config, started)
@@ -163,19 +176,22 @@ def live_daemon_url(settings: Settings, now: datetime | None = None) -> str | No
     from pagemind.runtime.state.engine import make_engine
     from pagemind.runtime.state.tables import daemons
 
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     engine = make_engine(settings.database_url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(select(daemons.c.url, daemons.c.host, daemons.c.pid, daemons.c.heartbeat_at)
-                                .order_by(daemons.c.heartbeat_at.desc())).all()
-    except Exception:  # noqa: BLE001 — no table yet (an old database), or none at all: no daemon
+            rows = conn.execute(
+                select(daemons.c.url, daemons.c.host, daemons.c.pid, daemons.c.heartbeat_at).order_by(
+                    daemons.c.heartbeat_at.desc()
+                )
+            ).all()
+    except Exception:
         return None
     finally:
         engine.dispose()
     here = socket.gethostname()[:255]
     for row in rows:
-        beat = row.heartbeat_at if row.heartbeat_at.tzinfo else row.heartbeat_at.replace(tzinfo=timezone.utc)
+        beat = row.heartbeat_at if row.heartbeat_at.tzinfo else row.heartbeat_at.replace(tzinfo=UTC)
         if now - beat > timedelta(seconds=LIVE_S):
             continue
         if row.host == here and not _alive(row.pid):

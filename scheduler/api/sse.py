@@ -41,10 +41,23 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 from fastapi.sse import ServerSentEvent
 
-from pagemind.runtime.events import (FlushAheadEvent, FlushEvent, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
-                                     ModelResponseEvent, PressureSqueezedEvent, PressureWarningEvent, ReplyDeltaEvent,
-                                     ReplyResetEvent, SalienceEvent, StepEndEvent, ToolCallEvent, ToolResultEvent,
-                                     TurnEvent)
+from pagemind.runtime.events import (
+    FlushAheadEvent,
+    FlushEvent,
+    HistoryRepairEvent,
+    MemoryEditEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    PressureSqueezedEvent,
+    PressureWarningEvent,
+    ReplyDeltaEvent,
+    ReplyResetEvent,
+    SalienceEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
+)
 from pagemind.scheduler.api.models import RunOut
 
 if TYPE_CHECKING:
@@ -81,29 +94,59 @@ def sse_of(event: Any) -> ServerSentEvent | None:
         case ModelRequestEvent():
             return ServerSentEvent(event="step_start", data={"step": event.step}) if event.purpose == "step" else None
         case ModelResponseEvent():
-            return ServerSentEvent(event="model_done", data={
-                "step": event.step, "latency_ms": event.latency_ms, "prompt_tokens": event.prompt_tokens,
-                "completion_tokens": event.completion_tokens})
+            return ServerSentEvent(
+                event="model_done",
+                data={
+                    "step": event.step,
+                    "latency_ms": event.latency_ms,
+                    "prompt_tokens": event.prompt_tokens,
+                    "completion_tokens": event.completion_tokens,
+                },
+            )
         case ToolCallEvent():
-            return ServerSentEvent(event="tool_call", data={"step": event.step, "call_id": event.call_id,
-                                                             "name": event.name, "arguments": event.arguments})
+            return ServerSentEvent(
+                event="tool_call",
+                data={"step": event.step, "call_id": event.call_id, "name": event.name, "arguments": event.arguments},
+            )
         case ToolResultEvent():
-            return ServerSentEvent(event="tool_result", data={
-                "step": event.step, "call_id": event.call_id, "name": event.name, "content": event.content,
-                "is_error": event.is_error})
+            return ServerSentEvent(
+                event="tool_result",
+                data={
+                    "step": event.step,
+                    "call_id": event.call_id,
+                    "name": event.name,
+                    "content": event.content,
+                    "is_error": event.is_error,
+                },
+            )
         case MemoryEditEvent():
-            return ServerSentEvent(event="memory_edit", data={"step": event.step, "label": event.label,
-                                                                "operation": event.operation, "old": event.old,
-                                                                "new": event.new})
+            return ServerSentEvent(
+                event="memory_edit",
+                data={
+                    "step": event.step,
+                    "label": event.label,
+                    "operation": event.operation,
+                    "old": event.old,
+                    "new": event.new,
+                },
+            )
         case StepEndEvent():
             return ServerSentEvent(event="step_end", data={"step": event.step, "stop_reason": event.stop_reason})
-        case (HistoryRepairEvent() | PressureWarningEvent() | FlushEvent() | FlushAheadEvent()
-              | PressureSqueezedEvent() | SalienceEvent()):
-            return ServerSentEvent(event="runtime", data={"step": event.step, "kind": event.kind,
-                                                            "data": dataclasses.asdict(event.data)})
+        case (
+            HistoryRepairEvent()
+            | PressureWarningEvent()
+            | FlushEvent()
+            | FlushAheadEvent()
+            | PressureSqueezedEvent()
+            | SalienceEvent()
+        ):
+            return ServerSentEvent(
+                event="runtime", data={"step": event.step, "kind": event.kind, "data": dataclasses.asdict(event.data)}
+            )
         case ReplyDeltaEvent():
-            return ServerSentEvent(event="reply_delta", data={"step": event.step, "text": event.text,
-                                                               "source": event.source})
+            return ServerSentEvent(
+                event="reply_delta", data={"step": event.step, "text": event.text, "source": event.source}
+            )
         case ReplyResetEvent():
             return ServerSentEvent(event="reply_reset", data={"step": event.step, "reason": event.reason})
         case _:
@@ -127,8 +170,9 @@ def ending(run: RunOut) -> list[ServerSentEvent]:
     return events
 
 
-async def turn_sse(item: Any, events: "RunStream | None", daemon: "Daemon", timeout_s: float,
-                   after: int = 0) -> AsyncIterator[ServerSentEvent]:
+async def turn_sse(
+    item: Any, events: RunStream | None, daemon: Daemon, timeout_s: float, after: int = 0
+) -> AsyncIterator[ServerSentEvent]:
     """The SSE of a run's stream (`Daemon.events`; None: a run over before it, whose events are not kept): each
     event after seq `after` as it happens, until the run ends or `timeout_s` passes, then `ending` from the run's
     row. A client that goes away (the generator closed) stops the stream, never the turn."""

@@ -25,23 +25,35 @@ from sqlalchemy.engine import Engine
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import write_transaction
 from pagemind.runtime.state.tables import agent_leases, inbox
-from pagemind.scheduler.queue.inbox import CLAIM_HEAD, HEAD_ITEM, RUNNING, InboxItem, item_from_row, is_open
+from pagemind.scheduler.queue.inbox import CLAIM_HEAD, HEAD_ITEM, RUNNING, InboxItem, is_open, item_from_row
 from pagemind.scheduler.queue.leases import Leases, taking
 
 OPEN_WORK = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
 
 
-def _postgres_claim():  # noqa: ANN202 (an UPDATE … RETURNING construct)
+def _postgres_claim():
     """WITH lease AS (INSERT … SELECT … WHERE <open work> ON CONFLICT DO UPDATE … WHERE <expired or ours>
     RETURNING agent_id) UPDATE inbox SET running … WHERE id = <head> AND EXISTS (SELECT FROM lease) RETURNING …"""
-    values = select(bindparam("p_agent_id", type_=agent_leases.c.agent_id.type),
-                    bindparam("p_owner", type_=agent_leases.c.owner.type),
-                    bindparam("p_until", type_=agent_leases.c.expires_at.type)).where(OPEN_WORK)
+    values = select(
+        bindparam("p_agent_id", type_=agent_leases.c.agent_id.type),
+        bindparam("p_owner", type_=agent_leases.c.owner.type),
+        bindparam("p_until", type_=agent_leases.c.expires_at.type),
+    ).where(OPEN_WORK)
     insert = postgresql.insert(agent_leases).from_select(["agent_id", "owner", "expires_at"], values)
     lease = taking(insert).returning(agent_leases.c.agent_id).cte("lease")
-    return update(inbox).where(inbox.c.id == HEAD_ITEM, exists(select(literal(1)).select_from(lease))).values(
-        state=RUNNING, owner=bindparam("p_owner"), lease_expires_at=bindparam("p_until"),
-        started_at=bindparam("p_now"), attempts=inbox.c.attempts + 1).returning(*inbox.c).add_cte(lease)
+    return (
+        update(inbox)
+        .where(inbox.c.id == HEAD_ITEM, exists(select(literal(1)).select_from(lease)))
+        .values(
+            state=RUNNING,
+            owner=bindparam("p_owner"),
+            lease_expires_at=bindparam("p_until"),
+            started_at=bindparam("p_now"),
+            attempts=inbox.c.attempts + 1,
+        )
+        .returning(*inbox.c)
+        .add_cte(lease)
+    )
 
 
 _PG_CLAIM = _postgres_claim()
@@ -61,8 +73,7 @@ class Arrivals:
     async def claim(self, agent_id: int, name: str, now: datetime) -> InboxItem | None:
         """Take the agent's lease and claim its oldest open item for this owner, committed on return; None when it
         has no open item or another daemon holds its lease (nothing is written then)."""
-        params = {"p_agent_id": agent_id, "p_owner": self.leases.owner, "p_until": self.leases.until(now),
-                  "p_now": now}
+        params = {"p_agent_id": agent_id, "p_owner": self.leases.owner, "p_until": self.leases.until(now), "p_now": now}
         if self.awaited is not None:  # one statement, its own transaction: one round trip, awaited
             row = await self.awaited.first(_PG_CLAIM, params, shape="mapping")
             return item_from_row(row, name) if row is not None else None

@@ -13,9 +13,10 @@ completes exactly once whatever the kill point.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from sqlalchemy import Integer, String, and_, bindparam, case, exists, func, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -96,32 +97,66 @@ def item_from_row(row: Row | Mapping[str, Any], name: str | None = None) -> Inbo
     """An inbox row (or a returned mapping of one) as an `InboxItem`."""
     m = row._mapping if isinstance(row, Row) else row
     return InboxItem(
-        id=m["id"], run_id=m["run_id"], agent_id=m["agent_id"], agent_name=name or m["name"], kind=m["kind"],
-        content=m["content"], idempotency_key=m["idempotency_key"], state=m["state"], owner=m["owner"],
-        attempts=m["attempts"], created_at=aware(m["created_at"]), started_at=_maybe(m["started_at"]),
-        finished_at=_maybe(m["finished_at"]), result=m["result"], error=m["error"], watcher=m["watcher"],
+        id=m["id"],
+        run_id=m["run_id"],
+        agent_id=m["agent_id"],
+        agent_name=name or m["name"],
+        kind=m["kind"],
+        content=m["content"],
+        idempotency_key=m["idempotency_key"],
+        state=m["state"],
+        owner=m["owner"],
+        attempts=m["attempts"],
+        created_at=aware(m["created_at"]),
+        started_at=_maybe(m["started_at"]),
+        finished_at=_maybe(m["finished_at"]),
+        result=m["result"],
+        error=m["error"],
+        watcher=m["watcher"],
         more=m.get("more"),
     )
 
 
-def _finish_parameters(item: InboxItem, owner: str, now: datetime, result: dict[str, Any] | None,
-                       error: str | None) -> dict[str, Any]:
-    return {"p_id": item.id, "p_agent_id": item.agent_id, "p_state": FAILED if error is not None else DONE,
-            "p_owner": owner, "p_now": now, "p_result": result,
-            "p_error": without_nul(error) if error is not None else None}
+def _finish_parameters(
+    item: InboxItem, owner: str, now: datetime, result: dict[str, Any] | None, error: str | None
+) -> dict[str, Any]:
+    return {
+        "p_id": item.id,
+        "p_agent_id": item.agent_id,
+        "p_state": FAILED if error is not None else DONE,
+        "p_owner": owner,
+        "p_now": now,
+        "p_result": result,
+        "p_error": without_nul(error) if error is not None else None,
+    }
 
 
 _SELECT = select(inbox, agents.c.name).join(agents, agents.c.id == inbox.c.agent_id)
 # The per-run statements, built once with bound parameters: a statement built per call costs more CPU (building
 # it, then its cache key) than running it does. `p_` names: a column's own name is reserved in SET and VALUES.
 _GET = _SELECT.where(inbox.c.run_id == bindparam("p_run_id"))
-HEAD_ITEM = (select(inbox.c.id).where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
-         .order_by(inbox.c.id).limit(1).scalar_subquery())
+HEAD_ITEM = (
+    select(inbox.c.id)
+    .where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
+    .order_by(inbox.c.id)
+    .limit(1)
+    .scalar_subquery()
+)
 # The claim returns the agent's name too (the worker knows only its id): no second query, and never a stale name.
-CLAIM_HEAD = update(inbox).where(inbox.c.id == HEAD_ITEM).values(
-    state=RUNNING, owner=bindparam("p_owner"), lease_expires_at=bindparam("p_until"), started_at=bindparam("p_now"),
-    attempts=inbox.c.attempts + 1).returning(
-    *inbox.c, select(agents.c.name).where(agents.c.id == bindparam("p_agent_id")).scalar_subquery().label("name"))
+CLAIM_HEAD = (
+    update(inbox)
+    .where(inbox.c.id == HEAD_ITEM)
+    .values(
+        state=RUNNING,
+        owner=bindparam("p_owner"),
+        lease_expires_at=bindparam("p_until"),
+        started_at=bindparam("p_now"),
+        attempts=inbox.c.attempts + 1,
+    )
+    .returning(
+        *inbox.c, select(agents.c.name).where(agents.c.id == bindparam("p_agent_id")).scalar_subquery().label("name")
+    )
+)
 
 
 def submit_claimed_statement() -> Any:
@@ -152,8 +187,13 @@ class _Statements:
 
     def __init__(self, engine: Engine):
         insert = inbox.insert().values(
-            run_id=bindparam("p_run_id"), agent_id=bindparam("p_agent_id"), kind=bindparam("p_kind"),
-            content=bindparam("p_content"), idempotency_key=bindparam("p_key"), state=PENDING, attempts=0,
+            run_id=bindparam("p_run_id"),
+            agent_id=bindparam("p_agent_id"),
+            kind=bindparam("p_kind"),
+            content=bindparam("p_content"),
+            idempotency_key=bindparam("p_key"),
+            state=PENDING,
+            attempts=0,
             created_at=bindparam("p_now"),
         )
         self.submit = insert.returning(*inbox.c, *notifying(engine, INBOX_CHANNEL, bindparam("p_source")))
@@ -163,20 +203,34 @@ class _Statements:
         # Parameters, not correlated columns: RETURNING names the target's columns unqualified, so inside the
         # subquery `agent_id` would be the subquery's own.
         other = inbox.alias("other")
-        more = exists().where(other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state),
-                              other.c.id != bindparam("p_id"))
-        self.finish = update(inbox).where(inbox.c.id == bindparam("p_id"), is_open(inbox.c.state)).values(
-            state=bindparam("p_state"), owner=bindparam("p_owner"), finished_at=bindparam("p_now"),
-            result=bindparam("p_result", type_=inbox.c.result.type), error=bindparam("p_error"),
-            lease_expires_at=None,
-        ).returning(*inbox.c, more.label("more"), *notifying(engine, DONE_CHANNEL, inbox.c.run_id))
+        more = exists().where(
+            other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state), other.c.id != bindparam("p_id")
+        )
+        self.finish = (
+            update(inbox)
+            .where(inbox.c.id == bindparam("p_id"), is_open(inbox.c.state))
+            .values(
+                state=bindparam("p_state"),
+                owner=bindparam("p_owner"),
+                finished_at=bindparam("p_now"),
+                result=bindparam("p_result", type_=inbox.c.result.type),
+                error=bindparam("p_error"),
+                lease_expires_at=None,
+            )
+            .returning(*inbox.c, more.label("more"), *notifying(engine, DONE_CHANNEL, inbox.c.run_id))
+        )
         # One watcher keeps its id; a second, different one makes it "*". The notice tells the daemon running the
         # item (if one does) who watches, so it starts relaying the run's events at once.
         watcher = bindparam("p_watcher")
         # Only an open item: a stream of a finished run (a replay, a late GET) writes nothing and wakes nobody.
-        self.watch = update(inbox).where(inbox.c.run_id == bindparam("p_run_id"), is_open(inbox.c.state)).values(
-            watcher=case((or_(inbox.c.watcher.is_(None), inbox.c.watcher == watcher), watcher), else_="*"),
-        ).returning(inbox.c.state, *notifying(engine, WATCH_CHANNEL, inbox.c.run_id + " " + watcher))
+        self.watch = (
+            update(inbox)
+            .where(inbox.c.run_id == bindparam("p_run_id"), is_open(inbox.c.state))
+            .values(
+                watcher=case((or_(inbox.c.watcher.is_(None), inbox.c.watcher == watcher), watcher), else_="*"),
+            )
+            .returning(inbox.c.state, *notifying(engine, WATCH_CHANNEL, inbox.c.run_id + " " + watcher))
+        )
 
 
 class Inbox:
@@ -187,10 +241,20 @@ class Inbox:
         self.awaited = AwaitedStatements.of(engine)
         self._statements = _Statements(engine)
 
-    async def submit(self, agent_id: int, name: str, kind: str, content: str, key: str | None,
-                     now: datetime, source: str = "", *, announce: bool = True,
-                     claim_for: tuple[str, datetime] | None = None,
-                     accept: Message | None = None) -> tuple[InboxItem, bool]:
+    async def submit(
+        self,
+        agent_id: int,
+        name: str,
+        kind: str,
+        content: str,
+        key: str | None,
+        now: datetime,
+        source: str = "",
+        *,
+        announce: bool = True,
+        claim_for: tuple[str, datetime] | None = None,
+        accept: Message | None = None,
+    ) -> tuple[InboxItem, bool]:
         """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
         woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once.
@@ -202,8 +266,13 @@ class Inbox:
         transaction, with the turn's key (`InboxItem.turn_key`); the item returned carries it as `accepted`, for
         its turn to begin with (`runtime.loop.begin_turn`). A pending item stores none."""
         params = {  # NUL: as the runtime's engine does for every statement
-            "p_run_id": uuid.uuid4().hex, "p_agent_id": agent_id, "p_kind": kind, "p_content": without_nul(content),
-            "p_key": without_nul(key) if key is not None else None, "p_now": now}
+            "p_run_id": uuid.uuid4().hex,
+            "p_agent_id": agent_id,
+            "p_kind": kind,
+            "p_content": without_nul(content),
+            "p_key": without_nul(key) if key is not None else None,
+            "p_now": now,
+        }
         if claim_for is not None:
             statement, extra = self._statements.submit_claimed, {"p_owner": claim_for[0], "p_until": claim_for[1]}
         elif announce:
@@ -226,8 +295,18 @@ class Inbox:
                 raise
             existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
             if existing is None:  # the other insert was rolled back meanwhile: try once more
-                return await self.submit(agent_id, name, kind, content, key, now, source, announce=announce,
-                                         claim_for=claim_for, accept=accept)
+                return await self.submit(
+                    agent_id,
+                    name,
+                    kind,
+                    content,
+                    key,
+                    now,
+                    source,
+                    announce=announce,
+                    claim_for=claim_for,
+                    accept=accept,
+                )
             return existing, False
         if row is None:  # not claimed: an older item of the agent is open, so this one waits its turn, pending
             return await self.submit(agent_id, name, kind, content, key, now, source, announce=False)
@@ -248,13 +327,24 @@ class Inbox:
         of 10,000 agents is one insert, not 10,000 transactions. `source` as for `submit`."""
         if not items:
             return
-        rows = [{"run_id": uuid.uuid4().hex, "agent_id": agent_id, "kind": kind, "content": without_nul(content),
-                 "idempotency_key": without_nul(key), "state": PENDING, "attempts": 0, "created_at": now}
-                for agent_id, kind, content, key in items]
+        rows = [
+            {
+                "run_id": uuid.uuid4().hex,
+                "agent_id": agent_id,
+                "kind": kind,
+                "content": without_nul(content),
+                "idempotency_key": without_nul(key),
+                "state": PENDING,
+                "attempts": 0,
+                "created_at": now,
+            }
+            for agent_id, kind, content, key in items
+        ]
         insert = (postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert)(inbox)
         with write_transaction(self.engine) as conn:
-            conn.execute(insert.on_conflict_do_nothing(index_elements=[inbox.c.agent_id, inbox.c.idempotency_key]),
-                         rows)
+            conn.execute(
+                insert.on_conflict_do_nothing(index_elements=[inbox.c.agent_id, inbox.c.idempotency_key]), rows
+            )
             notify(conn, INBOX_CHANNEL, source)
 
     def _one(self, where: Any, conn: Connection | None = None) -> InboxItem | None:
@@ -283,12 +373,20 @@ class Inbox:
         One statement (`UPDATE … WHERE id = (the oldest open id) RETURNING …`). The caller holds the agent's lease,
         so no one else claims its items; an item left running by a dead owner is the oldest and is claimed again
         (its `attempts` counts every claim)."""
-        row = await self._one_statement(CLAIM_HEAD, {"p_agent_id": agent_id, "p_owner": owner, "p_until": lease_until,
-                                                 "p_now": now})
+        row = await self._one_statement(
+            CLAIM_HEAD, {"p_agent_id": agent_id, "p_owner": owner, "p_until": lease_until, "p_now": now}
+        )
         return item_from_row(row) if row is not None else None
 
-    async def finish(self, item: InboxItem, owner: str, now: datetime, *, result: dict[str, Any] | None = None,
-                     error: str | None = None) -> InboxItem:
+    async def finish(
+        self,
+        item: InboxItem,
+        owner: str,
+        now: datetime,
+        *,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> InboxItem:
         """Mark a running item done (with `result`) or failed (with `error`); an item already finished (by an
         owner that lost its lease and still ran it) keeps its first outcome. Returns the item as stored, with
         `more` (whether the agent had other open items when it finished; None if this call did not finish it)."""
@@ -321,15 +419,19 @@ class Inbox:
         if not run_ids:
             return {}
         with read_connection(self.engine) as conn:
-            rows = conn.execute(select(inbox.c.run_id, inbox.c.watcher).where(inbox.c.run_id.in_(run_ids),
-                                                                              inbox.c.watcher.is_not(None)))
+            rows = conn.execute(
+                select(inbox.c.run_id, inbox.c.watcher).where(inbox.c.run_id.in_(run_ids), inbox.c.watcher.is_not(None))
+            )
             return {run_id: watcher for run_id, watcher in rows}
 
     def fail_open(self, agent_id: int, error: str, now: datetime) -> int:
         """Fail every open item of an agent (it was deleted); returns how many."""
         with write_transaction(self.engine) as conn:
-            done = conn.execute(update(inbox).where(inbox.c.agent_id == agent_id, is_open(inbox.c.state))
-                                .values(state=FAILED, error=error, finished_at=now, lease_expires_at=None))
+            done = conn.execute(
+                update(inbox)
+                .where(inbox.c.agent_id == agent_id, is_open(inbox.c.state))
+                .values(state=FAILED, error=error, finished_at=now, lease_expires_at=None)
+            )
             notify(conn, DONE_CHANNEL)
             return done.rowcount
 
@@ -349,20 +451,25 @@ class Inbox:
         if not agent_ids:
             return []
         with read_connection(self.engine) as conn:
-            return list(conn.execute(select(inbox.c.agent_id).where(
-                inbox.c.agent_id.in_(agent_ids), is_open(inbox.c.state)).distinct()).scalars())
+            return list(
+                conn.execute(
+                    select(inbox.c.agent_id).where(inbox.c.agent_id.in_(agent_ids), is_open(inbox.c.state)).distinct()
+                ).scalars()
+            )
 
     def open_count(self, agent_id: int) -> int:
         """How many items the agent has still to run."""
         with read_connection(self.engine) as conn:
-            return conn.execute(select(func.count()).where(inbox.c.agent_id == agent_id, is_open(inbox.c.state))
-                                ).scalar_one()
+            return conn.execute(
+                select(func.count()).where(inbox.c.agent_id == agent_id, is_open(inbox.c.state))
+            ).scalar_one()
 
     def open_counts(self) -> dict[int, int]:
         """Open items per agent id (agents with none are left out)."""
         with read_connection(self.engine) as conn:
-            rows = conn.execute(select(inbox.c.agent_id, func.count()).where(is_open(inbox.c.state))
-                                .group_by(inbox.c.agent_id))
+            rows = conn.execute(
+                select(inbox.c.agent_id, func.count()).where(is_open(inbox.c.state)).group_by(inbox.c.agent_id)
+            )
             return {agent_id: count for agent_id, count in rows}
 
     def items(self, agent_id: int | None = None) -> list[InboxItem]:

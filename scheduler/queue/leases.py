@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -37,7 +37,7 @@ from pagemind.runtime.state.tables import agent_leases, daemons, inbox
 from pagemind.scheduler.queue.inbox import is_open, is_running
 
 log = structlog.get_logger("pagemind.scheduler")
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def new_owner_id() -> str:
@@ -64,21 +64,28 @@ class _Statements:
     def __init__(self, engine: Engine):
         postgres = engine.dialect.name == "postgresql"
         insert = (postgresql.insert if postgres else sqlite.insert)(agent_leases).values(
-            agent_id=bindparam("p_agent_id"), owner=bindparam("p_owner"), expires_at=bindparam("p_until"))
+            agent_id=bindparam("p_agent_id"), owner=bindparam("p_owner"), expires_at=bindparam("p_until")
+        )
         self.take = taking(insert).returning(agent_leases.c.agent_id)
-        self.release = delete(agent_leases).where(agent_leases.c.owner == bindparam("p_owner"),
-                                                  agent_leases.c.agent_id == bindparam("p_agent_id"))
+        self.release = delete(agent_leases).where(
+            agent_leases.c.owner == bindparam("p_owner"), agent_leases.c.agent_id == bindparam("p_agent_id")
+        )
         self.has_open = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
         self.release_looking = self.release.returning(self.has_open)
         self.has_open_read = select(self.has_open)
         older = inbox.alias("older")
         head = ~exists().where(older.c.agent_id == inbox.c.agent_id, is_open(older.c.state), older.c.id < inbox.c.id)
-        held = exists().where(agent_leases.c.agent_id == inbox.c.agent_id,
-                              agent_leases.c.expires_at >= bindparam("p_now"),
-                              agent_leases.c.owner != bindparam("p_owner"))
-        heads = (select(inbox.c.agent_id).where(is_open(inbox.c.state), head, ~held,
-                                                inbox.c.agent_id.not_in(bindparam("p_exclude", expanding=True)))
-                 .order_by(inbox.c.id).limit(bindparam("p_limit")))
+        held = exists().where(
+            agent_leases.c.agent_id == inbox.c.agent_id,
+            agent_leases.c.expires_at >= bindparam("p_now"),
+            agent_leases.c.owner != bindparam("p_owner"),
+        )
+        heads = (
+            select(inbox.c.agent_id)
+            .where(is_open(inbox.c.state), head, ~held, inbox.c.agent_id.not_in(bindparam("p_exclude", expanding=True)))
+            .order_by(inbox.c.id)
+            .limit(bindparam("p_limit"))
+        )
         # On Postgres two daemons looking at once skip each other's rows instead of racing for the same agents.
         self.heads = heads.with_for_update(of=inbox, skip_locked=True) if postgres else heads
 
@@ -96,8 +103,13 @@ class Leases:
         return now + timedelta(seconds=self.lease_s)
 
     def _take(self, conn: Connection, agent_id: int, now: datetime) -> bool:
-        return conn.execute(self._statements.take, {"p_agent_id": agent_id, "p_owner": self.owner,
-                                                    "p_until": self.until(now), "p_now": now}).first() is not None
+        return (
+            conn.execute(
+                self._statements.take,
+                {"p_agent_id": agent_id, "p_owner": self.owner, "p_until": self.until(now), "p_now": now},
+            ).first()
+            is not None
+        )
 
     def claim_agents(self, limit: int, exclude: set[int], now: datetime) -> list[int]:
         """Take the leases of up to `limit` agents with open work that no one else holds, oldest work first;
@@ -105,8 +117,14 @@ class Leases:
         if limit <= 0:
             return []
         with write_transaction(self.engine) as conn:
-            candidates = list(dict.fromkeys(conn.execute(self._statements.heads, {
-                "p_now": now, "p_owner": self.owner, "p_exclude": sorted(exclude), "p_limit": limit}).scalars()))
+            candidates = list(
+                dict.fromkeys(
+                    conn.execute(
+                        self._statements.heads,
+                        {"p_now": now, "p_owner": self.owner, "p_exclude": sorted(exclude), "p_limit": limit},
+                    ).scalars()
+                )
+            )
             return [agent_id for agent_id in candidates if self._take(conn, agent_id, now)]
 
     def take(self, agent_id: int, now: datetime) -> bool:
@@ -148,11 +166,19 @@ class Leases:
             return set()
         until = self.until(now)
         with write_transaction(self.engine) as conn:
-            kept = set(conn.execute(update(agent_leases).where(
-                agent_leases.c.owner == self.owner, agent_leases.c.agent_id.in_(sorted(agent_ids)))
-                .values(expires_at=until).returning(agent_leases.c.agent_id)).scalars())
-            conn.execute(update(inbox).where(inbox.c.owner == self.owner, is_running(inbox.c.state))
-                         .values(lease_expires_at=until))
+            kept = set(
+                conn.execute(
+                    update(agent_leases)
+                    .where(agent_leases.c.owner == self.owner, agent_leases.c.agent_id.in_(sorted(agent_ids)))
+                    .values(expires_at=until)
+                    .returning(agent_leases.c.agent_id)
+                ).scalars()
+            )
+            conn.execute(
+                update(inbox)
+                .where(inbox.c.owner == self.owner, is_running(inbox.c.state))
+                .values(lease_expires_at=until)
+            )
         return agent_ids - kept
 
     # -- the daemons registry ------------------------------------------------------------------------------------
@@ -160,8 +186,16 @@ class Leases:
     def register(self, url: str, now: datetime) -> None:
         """Add this process to `daemons`."""
         with write_transaction(self.engine) as conn:
-            conn.execute(daemons.insert().values(id=self.owner, url=url, pid=os.getpid(),
-                                                 host=socket.gethostname()[:255], started_at=now, heartbeat_at=now))
+            conn.execute(
+                daemons.insert().values(
+                    id=self.owner,
+                    url=url,
+                    pid=os.getpid(),
+                    host=socket.gethostname()[:255],
+                    started_at=now,
+                    heartbeat_at=now,
+                )
+            )
 
     def heartbeat(self, now: datetime) -> None:
         """Say this process is alive."""
@@ -179,10 +213,17 @@ class Leases:
         older than three leases; returns how many daemons were swept."""
         host, stale = socket.gethostname()[:255], now - timedelta(seconds=3 * self.lease_s)
         with read_connection(self.engine) as conn:
-            rows = conn.execute(select(daemons.c.id, daemons.c.host, daemons.c.pid, daemons.c.heartbeat_at)
-                                .where(daemons.c.id != self.owner)).all()
-        dead = [r.id for r in rows if (r.host == host and not _alive(r.pid))
-                or (r.heartbeat_at.replace(tzinfo=r.heartbeat_at.tzinfo or timezone.utc) < stale)]
+            rows = conn.execute(
+                select(daemons.c.id, daemons.c.host, daemons.c.pid, daemons.c.heartbeat_at).where(
+                    daemons.c.id != self.owner
+                )
+            ).all()
+        dead = [
+            r.id
+            for r in rows
+            if (r.host == host and not _alive(r.pid))
+            or (r.heartbeat_at.replace(tzinfo=r.heartbeat_at.tzinfo or UTC) < stale)
+        ]
         if dead:
             with write_transaction(self.engine) as conn:
                 conn.execute(update(agent_leases).where(agent_leases.c.owner.in_(dead)).values(expires_at=EPOCH))
@@ -204,4 +245,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # someone else's process: alive
         return True
     return True
-

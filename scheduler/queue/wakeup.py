@@ -18,11 +18,10 @@ a scan.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 import structlog
 from sqlalchemy.engine import Engine
-
 
 log = structlog.get_logger("pagemind.scheduler")
 

@@ -13,9 +13,10 @@ subscribers' streams. Runs finished by another daemon process are heard of throu
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 import structlog
 
@@ -59,7 +60,7 @@ class _RunLog:
 class RunObserver:
     """The `TurnObserver` of one run: passes each event to the run's subscribers (implements the protocol)."""
 
-    def __init__(self, fanout: "RunFanout", run_id: str):
+    def __init__(self, fanout: RunFanout, run_id: str):
         self.fanout, self.run_id = fanout, run_id
 
     @property
@@ -77,8 +78,14 @@ class RunFanout:
     """Subscribers, waiters and running runs' events, in one process (one event loop). `owner` is this daemon's id;
     `relay` is None where events are not relayed (SQLite); `interval_s` spaces a run's relay writes."""
 
-    def __init__(self, owner: str = "", relay: RelayStore | None = None, *, interval_s: float = 0.05,
-                 clock: Callable[[], datetime] = utcnow):
+    def __init__(
+        self,
+        owner: str = "",
+        relay: RelayStore | None = None,
+        *,
+        interval_s: float = 0.05,
+        clock: Callable[[], datetime] = utcnow,
+    ):
         self.owner, self.relay, self.interval_s, self.clock = owner, relay, interval_s, clock
         self._subs: dict[str, list[Subscription]] = {}
         self._waiters: dict[str, list[asyncio.Event]] = {}
@@ -137,13 +144,14 @@ class RunFanout:
         if self.relay is None or (run.written == len(run.events) and not last):
             return
         try:
-            batch = [(seq, relayed_line(event)) for seq, event in run.events[run.written:]]
+            batch = [(seq, relayed_line(event)) for seq, event in run.events[run.written :]]
             if last:
                 batch.append((run.base + len(run.events) + 1, END_LINE))
             self.relay.write(run.run_id, batch, self.clock())
         except Exception as exc:
-            log.warning("relay_write_failed", run_id=run.run_id, events=len(run.events) - run.written,
-                        error=str(exc)[:200])
+            log.warning(
+                "relay_write_failed", run_id=run.run_id, events=len(run.events) - run.written, error=str(exc)[:200]
+            )
             return
         run.written = len(run.events)
         run.last_write = asyncio.get_running_loop().time()
@@ -213,7 +221,7 @@ class RunFanout:
                 sub.more = True
                 sub.queue.put_nowait(MORE)
 
-    def waiter(self, run_id: str) -> "Waiter":
+    def waiter(self, run_id: str) -> Waiter:
         """An event set when the run is heard to end (register before reading the run's state: no end is missed);
         its `item` is the finished item when the run ended in this process."""
         event = Waiter()

@@ -56,10 +56,13 @@ END_LINE = "end"  # the `event` of a run's last row: every event of the run is w
 _WRITE = text(
     "WITH written AS (INSERT INTO run_events (run_id, seq, at, event) "
     "SELECT :run_id, s, :at, e FROM unnest(CAST(:seqs AS bigint[]), CAST(:events AS text[])) AS u(s, e)) "
-    "SELECT pg_notify(:channel, :run_id)")
-_READ = (select(run_events.c.seq, run_events.c.event)
-         .where(run_events.c.run_id == bindparam("p_run_id"), run_events.c.seq > bindparam("p_after"))
-         .order_by(run_events.c.seq))
+    "SELECT pg_notify(:channel, :run_id)"
+)
+_READ = (
+    select(run_events.c.seq, run_events.c.event)
+    .where(run_events.c.run_id == bindparam("p_run_id"), run_events.c.seq > bindparam("p_after"))
+    .order_by(run_events.c.seq)
+)
 _PRUNE = delete(run_events).where(run_events.c.at < bindparam("p_before"))
 
 
@@ -94,8 +97,16 @@ class RelayStore:
     def write(self, run_id: str, batch: list[tuple[int, str]], now: datetime) -> None:
         """Write a batch of (seq, JSON) and notify watchers, in one statement, committed on return."""
         with single_statement(self.engine) as conn:
-            conn.execute(_WRITE, {"run_id": run_id, "at": now, "seqs": [seq for seq, _ in batch],
-                                  "events": [line for _, line in batch], "channel": EVENTS_CHANNEL})
+            conn.execute(
+                _WRITE,
+                {
+                    "run_id": run_id,
+                    "at": now,
+                    "seqs": [seq for seq, _ in batch],
+                    "events": [line for _, line in batch],
+                    "channel": EVENTS_CHANNEL,
+                },
+            )
 
     def read(self, run_id: str, after: int) -> tuple[list[tuple[int, Event]], int, bool]:
         """The run's relayed events after `after`, in order; the last seq read; whether the end row was read. An

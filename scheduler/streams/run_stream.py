@@ -22,8 +22,8 @@ from collections import deque
 import structlog
 
 from pagemind.runtime.events import Event
-from pagemind.scheduler.streams.fanout import END, END_ELSEWHERE, MORE, RunFanout
 from pagemind.scheduler.queue.inbox import TERMINAL, Inbox
+from pagemind.scheduler.streams.fanout import END, END_ELSEWHERE, MORE, RunFanout
 from pagemind.scheduler.streams.relay import attempt_of, first_seq
 
 log = structlog.get_logger("pagemind.scheduler")
@@ -55,7 +55,7 @@ class RunStream:
                 if not self.watching:  # over (or unknown): what was relayed, then the end
                     self._ended()
 
-    def __aiter__(self) -> "RunStream":
+    def __aiter__(self) -> RunStream:
         return self
 
     async def __anext__(self) -> Event:

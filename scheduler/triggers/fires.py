@@ -7,8 +7,8 @@ firing, or an older decision arriving late, never move a trigger back to fire ag
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Iterable
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -25,7 +25,7 @@ _CHUNK = 500  # agent ids per query (SQLite caps bound parameters; Postgres plan
 def _chunks(ids: Iterable[int]) -> Iterable[list[int]]:
     ids = sorted(set(ids))
     for start in range(0, len(ids), _CHUNK):
-        yield ids[start:start + _CHUNK]
+        yield ids[start : start + _CHUNK]
 
 
 class TriggerFires:
@@ -64,16 +64,23 @@ class TriggerFires:
         are left out. Jobs and the messages idle triggers sent do not count: they would re-arm the idle trigger
         that caused them."""
         activity: dict[int, datetime] = {}
-        counted = and_(inbox.c.kind == "message",
-                       or_(inbox.c.idempotency_key.is_(None),
-                           ~inbox.c.idempotency_key.like(f"trigger:{IDLE_KEY_PREFIX}%")))
+        counted = and_(
+            inbox.c.kind == "message",
+            or_(inbox.c.idempotency_key.is_(None), ~inbox.c.idempotency_key.like(f"trigger:{IDLE_KEY_PREFIX}%")),
+        )
         with self.engine.connect() as conn:
             for chunk in _chunks(agent_ids):
-                latest = (select(func.max(inbox.c.id).label("id"))
-                          .where(inbox.c.agent_id.in_(chunk), counted).group_by(inbox.c.agent_id).subquery())
-                rows = conn.execute(select(inbox.c.agent_id, inbox.c.state, inbox.c.finished_at)
-                                    .join(latest, latest.c.id == inbox.c.id))
+                latest = (
+                    select(func.max(inbox.c.id).label("id"))
+                    .where(inbox.c.agent_id.in_(chunk), counted)
+                    .group_by(inbox.c.agent_id)
+                    .subquery()
+                )
+                rows = conn.execute(
+                    select(inbox.c.agent_id, inbox.c.state, inbox.c.finished_at).join(latest, latest.c.id == inbox.c.id)
+                )
                 for agent_id, state, finished_at in rows:
-                    activity[agent_id] = now if finished_at is None or state in ("pending", "running") \
-                        else aware(finished_at)
+                    activity[agent_id] = (
+                        now if finished_at is None or state in ("pending", "running") else aware(finished_at)
+                    )
         return activity

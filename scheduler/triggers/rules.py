@@ -21,23 +21,24 @@ The rules:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from croniter import croniter
 
 from pagemind.runtime.spec.triggers import IdleTrigger, ScheduleTrigger
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 IDLE_KEY_PREFIX = "idle-"
 
 
 def as_utc(moment: datetime) -> datetime:
     """An aware UTC datetime; a naive one (SQLite returns them) is taken as UTC."""
-    if moment.tzinfo is timezone.utc:  # the usual case, and called for every trigger of every agent each tick
+    if moment.tzinfo is UTC:  # the usual case, and called for every trigger of every agent each tick
         return moment
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def idempotency_key(trigger_key: str, due: datetime) -> str:
@@ -118,8 +119,15 @@ class Plan:
             self.next_due = moment
 
 
-def plan(schedule: list[ScheduleTrigger], idle: IdleTrigger | None, fired: Mapping[str, datetime], *,
-         last_activity: datetime | None, now: datetime, started: datetime) -> Plan:
+def plan(
+    schedule: list[ScheduleTrigger],
+    idle: IdleTrigger | None,
+    fired: Mapping[str, datetime],
+    *,
+    last_activity: datetime | None,
+    now: datetime,
+    started: datetime,
+) -> Plan:
     """What is due for one agent at `now` (see the module's rules); `fired` maps trigger keys to the due time of
     the last firing handled, `last_activity` is when the last message ended (`now` while one is pending or
     running; None if the agent never had one)."""
@@ -146,8 +154,7 @@ def plan(schedule: list[ScheduleTrigger], idle: IdleTrigger | None, fired: Mappi
     return result
 
 
-def _decide(result: Plan, key: str, trigger: ScheduleTrigger | IdleTrigger, due: datetime,
-            started: datetime) -> None:
+def _decide(result: Plan, key: str, trigger: ScheduleTrigger | IdleTrigger, due: datetime, started: datetime) -> None:
     missed = due < started
     if missed and trigger.missed == "skip":
         result.records[key] = due

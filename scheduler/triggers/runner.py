@@ -15,9 +15,10 @@ daemon's clock and `asyncio.sleep` unless a test passes its own, so trigger test
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy import select
@@ -62,8 +63,14 @@ class TriggerRunner:
     """Ticks the triggers of every agent one daemon serves; `started` is when that daemon process started (by its
     clock): firings due before it were missed while no daemon ran (`scheduler.triggers.rules`)."""
 
-    def __init__(self, daemon: Submitter, started: datetime, *, max_sleep: timedelta = MAX_SLEEP,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+    def __init__(
+        self,
+        daemon: Submitter,
+        started: datetime,
+        *,
+        max_sleep: timedelta = MAX_SLEEP,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
         self.daemon, self.started, self.max_sleep = daemon, as_utc(started), max_sleep
         self.sleep = sleep  # what the loop waits with; a test swaps in one that moves its clock instead
         self.fires = TriggerFires(daemon.catalog.store.engine)
@@ -104,34 +111,46 @@ class TriggerRunner:
         plans: list[Plan] = []
         recorded: list[tuple[int, str, datetime]] = []
         for target in targets:
-            decided = plan(target.spec.schedule, target.spec.idle, fired.get(target.agent_id, {}),
-                           last_activity=activity.get(target.agent_id), now=now, started=self.started)
+            decided = plan(
+                target.spec.schedule,
+                target.spec.idle,
+                fired.get(target.agent_id, {}),
+                last_activity=activity.get(target.agent_id),
+                now=now,
+                started=self.started,
+            )
             plans.append(decided)
             recorded += [(target.agent_id, key, at) for key, at in decided.records.items()]
         self.fires.record(recorded)  # first sightings and skipped firings: nothing to submit first
         due = [(target, firing) for target, decided in zip(targets, plans) for firing in decided.firings]
         for start in range(0, len(due), BATCH):
-            batch = due[start:start + BATCH]
+            batch = due[start : start + BATCH]
             await self.submit(batch)
             # Recorded after the submission: a crash in between re-decides these firings, and their idempotency
             # keys find the items already in the inbox.
             self.fires.record([(target.agent_id, f.trigger_key, f.due) for target, f in batch])
             self.fired_count += len(batch)
             for target, firing in batch:
-                log.info("trigger_fired", agent=target.name, trigger=firing.trigger_key, kind=firing.kind,
-                         due=firing.due.isoformat(), missed=firing.missed)
+                log.info(
+                    "trigger_fired",
+                    agent=target.name,
+                    trigger=firing.trigger_key,
+                    kind=firing.kind,
+                    due=firing.due.isoformat(),
+                    missed=firing.missed,
+                )
             await asyncio.sleep(0)  # the daemon's other work runs between batches
         return wake_at(plans, now, self.max_sleep)
 
     async def submit(self, batch: list[tuple[Target, Firing]]) -> None:
         """Put a batch of firings in their agents' inboxes, in one transaction (an item whose idempotency key is
         already there stays as it is), and wake the dispatcher."""
-        self.daemon.inbox.submit_many([(t.agent_id, f.kind, f.content, f.idempotency_key) for t, f in batch],
-                                      utcnow(), self.daemon.owner)
+        self.daemon.inbox.submit_many(
+            [(t.agent_id, f.kind, f.content, f.idempotency_key) for t, f in batch], utcnow(), self.daemon.owner
+        )
         self.daemon.dispatcher.wake.set()
 
-    async def run(self, clock: Callable[[], datetime],
-                  sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
+    async def run(self, clock: Callable[[], datetime], sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
         """Tick now and whenever the next firing is due, until cancelled or the daemon stops (a daemon draining its
         work before exit takes none from its triggers); a failed tick is logged and retried."""
         sleep = sleep or self.sleep
@@ -141,7 +160,7 @@ class TriggerRunner:
                 wake = await self.tick(now)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 — the loop must outlive a database hiccup
+            except Exception as exc:
                 log.error("trigger_tick_failed", error=f"{type(exc).__name__}: {exc}")
                 wake = now + _RETRY
             await sleep(max((wake - as_utc(clock())).total_seconds(), 0.0))

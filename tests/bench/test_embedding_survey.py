@@ -20,8 +20,16 @@ def prefixed_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder.mkdir()
     for item in DEFAULT_MODEL_DIR.iterdir():
         (folder / item.name).symlink_to(item)
-    (folder / "survey.json").write_text(json.dumps({"model_id": "minilm-prefixed", "query_prefix": "query: ",
-                                                    "passage_prefix": "passage: ", "licence": "Apache-2.0"}))
+    (folder / "survey.json").write_text(
+        json.dumps(
+            {
+                "model_id": "minilm-prefixed",
+                "query_prefix": "query: ",
+                "passage_prefix": "passage: ",
+                "licence": "Apache-2.0",
+            }
+        )
+    )
     return folder
 
 

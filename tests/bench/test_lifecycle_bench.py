@@ -12,12 +12,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.lifecycle import live_records, mentions, score, simulate, turn_text  # noqa: E402
-from bench.lifecycle_data import CHAT, START, Correction, Day, FactTruth, History, Plan, Turn, generate  # noqa: E402
-from bench.lifecycle_models import memory_of, reflect_answer, salience_answer  # noqa: E402
-from bench.lifecycle_report import report  # noqa: E402
-from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.model.client import ModelRequest  # noqa: E402
+from bench.lifecycle import live_records, mentions, score, simulate, turn_text
+from bench.lifecycle_data import CHAT, START, Correction, Day, FactTruth, History, Plan, Turn, generate
+from bench.lifecycle_models import memory_of, reflect_answer, salience_answer
+from bench.lifecycle_report import report
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.model.client import ModelRequest
 
 
 def test_the_history_is_seeded_and_its_ground_truth_matches_its_turns():
@@ -54,14 +54,16 @@ def test_the_companion_files_facts_and_plans_and_skips_chit_chat():
 
 def test_the_small_salience_model_says_worth_it_for_what_the_companion_would_file():
     def verdict(text: str) -> dict:
-        request = ModelRequest("m", [{"role": "user", "content": json.dumps({"user": text})}], [], 0.0, 20,
-                               purpose="salience")
+        request = ModelRequest(
+            "m", [{"role": "user", "content": json.dumps({"user": text})}], [], 0.0, 20, purpose="salience"
+        )
         return json.loads(salience_answer(request)["choices"][0]["message"]["content"])
 
     assert verdict("I joined Globex.") == {"remember": True, "lookup": True}
     assert verdict("the weather is lovely today") == {"remember": False, "lookup": False}
-    asked = ModelRequest("m", [{"role": "user", "content": json.dumps({"user": "嗯嗯"})}], [], 0.0, 20,
-                         purpose="salience")
+    asked = ModelRequest(
+        "m", [{"role": "user", "content": json.dumps({"user": "嗯嗯"})}], [], 0.0, 20, purpose="salience"
+    )
     assert turn_text(asked) == "嗯嗯"  # how the report tells a salience call on chit-chat
     assert turn_text(ModelRequest("m", [{"role": "user", "content": "not json"}], [], 0.0, 20)) == ""
 
@@ -78,7 +80,8 @@ def _memory(memory_id: str, kind: str, day: int, text: str) -> dict:
 
 def test_the_reflector_lets_the_newer_statement_win_merges_copies_and_closes_past_todos():
     memories = [
-        _memory("a", "fact", 5, "The user lives in Lisbon."), _memory("b", "fact", 20, "The user moved to Berlin."),
+        _memory("a", "fact", 5, "The user lives in Lisbon."),
+        _memory("b", "fact", 20, "The user moved to Berlin."),
         _memory("c", "fact", 6, "The user's sister is called Mei."),
         _memory("d", "fact", 7, "The user's sister is called Mei!"),
         _memory("e", "todo", 7, "Dentist tomorrow (2026-01-08)."),
@@ -88,35 +91,63 @@ def test_the_reflector_lets_the_newer_statement_win_merges_copies_and_closes_pas
     output = json.loads(body["choices"][0]["message"]["content"])
     assert output["merges"] == [{"keep": "d", "drop": ["c"], "reason": "near-duplicate text"}]
     assert output["contradictions"] == [
-        {"winner": "b", "losers": ["a"], "reason": "newer statement about the user's home"}]
+        {"winner": "b", "losers": ["a"], "reason": "newer statement about the user's home"}
+    ]
     assert [d["id"] for d in output["done"]] == ["e"]
-    assert json.loads(reflect_answer(ModelRequest("m", [{"role": "user", "content": "not json"}], [], 0.0, 9))
-                      ["choices"][0]["message"]["content"])["contradictions"] == []
+    assert (
+        json.loads(
+            reflect_answer(ModelRequest("m", [{"role": "user", "content": "not json"}], [], 0.0, 9))["choices"][0][
+                "message"
+            ]["content"]
+        )["contradictions"]
+        == []
+    )
 
 
 def _tiny_history() -> History:
     at = START + timedelta(hours=9)
-    plan = Plan("plan1", 1, "I have a dentist appointment with Dr. Lee tomorrow.", "Lee",
-                "dentist appointment with Dr. Lee", (START + timedelta(days=1)).date())
+    plan = Plan(
+        "plan1",
+        1,
+        "I have a dentist appointment with Dr. Lee tomorrow.",
+        "Lee",
+        "dentist appointment with Dr. Lee",
+        (START + timedelta(days=1)).date(),
+    )
     days = [
-        Day(1, START.date(), [Turn(at, "good morning"),
-                              Turn(at + timedelta(hours=1), "I live in Lisbon.", "fact", "city"),
-                              Turn(at + timedelta(hours=2), plan.text, "plan", plan.id),
-                              Turn(at + timedelta(hours=3), "My sister's name is Mei.", "fact", "sister")]),
-        Day(2, (START + timedelta(days=1)).date(),
-            [Turn(at + timedelta(days=1), "Actually I moved to Berlin last month.", "correction", "city"),
-             Turn(at + timedelta(days=1, hours=1), "嗯嗯")]),
+        Day(
+            1,
+            START.date(),
+            [
+                Turn(at, "good morning"),
+                Turn(at + timedelta(hours=1), "I live in Lisbon.", "fact", "city"),
+                Turn(at + timedelta(hours=2), plan.text, "plan", plan.id),
+                Turn(at + timedelta(hours=3), "My sister's name is Mei.", "fact", "sister"),
+            ],
+        ),
+        Day(
+            2,
+            (START + timedelta(days=1)).date(),
+            [
+                Turn(at + timedelta(days=1), "Actually I moved to Berlin last month.", "correction", "city"),
+                Turn(at + timedelta(days=1, hours=1), "嗯嗯"),
+            ],
+        ),
         Day(3, (START + timedelta(days=2)).date(), [Turn(at + timedelta(days=2), "haha")]),
     ]
-    facts = {"city": FactTruth("city", "Which city does the user live in?", [(1, "Lisbon"), (2, "Berlin")]),
-             "sister": FactTruth("sister", "What is the user's sister's name?", [(1, "Mei")])}
+    facts = {
+        "city": FactTruth("city", "Which city does the user live in?", [(1, "Lisbon"), (2, "Berlin")]),
+        "sister": FactTruth("sister", "What is the user's sister's name?", [(1, "Mei")]),
+    }
     return History(1, 2, days, facts, [Correction("city", 2, "Lisbon", "Berlin")], [plan])
 
 
 async def _stand_in_reflection(agent: Agent) -> None:
     """A reflection stand-in: the contract's request through the agent's model; losers forgotten."""
-    memories = [{"id": r.id, "kind": r.kind, "at": r.created_at.isoformat(), "text": r.text,
-                 "importance": r.importance} for r in agent.archival.list()]
+    memories = [
+        {"id": r.id, "kind": r.kind, "at": r.created_at.isoformat(), "text": r.text, "importance": r.importance}
+        for r in agent.archival.list()
+    ]
     request = _reflection(agent.now().isoformat(), memories)
     output = json.loads((await agent.call_model(request, 0)).content)
     for resolution in output["contradictions"]:
@@ -140,8 +171,9 @@ async def test_the_report_counts_what_the_simulated_days_left(tmp_path, reflecti
     result = await score(run, history)
 
     assert result["turns"] == 7 and run.session_errors == (["episodes: fading failed"] if reflection else [])
-    assert result["session_status"] == ({"episodes": {"stored": 2, "error": 1}, "reflection": {"ok": 3}}
-                                        if reflection else {})
+    assert result["session_status"] == (
+        {"episodes": {"stored": 2, "error": 1}, "reflection": {"ok": 3}} if reflection else {}
+    )
     assert set(result["tokens_by_day"]) == {1, 3}
     assert len(run.tokens_by_day[1]) == 4 and min(run.tokens_by_day[1]) > 500  # system prompt and tools at least
     now = run.agent.now()

@@ -1,15 +1,14 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from pagemind.blocks import Block, BlockEditError, CoreMemory
 
-T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def memory() -> CoreMemory:
     return CoreMemory([Block("human", "Name: Lin\nLikes tea\nLikes tea", 40), Block("rules", "x", 10, read_only=True)])
-
 
 
 def test_append_over_limit_is_refused_with_sizes():
@@ -30,7 +29,11 @@ def test_replace_requires_exactly_one_occurrence():
     mem.replace("human", "Name: Lin", "Name: Lin Wei", T)
     assert mem.get("human").value.startswith("Name: Lin Wei\n")
     edit = mem.pending[-1]
-    assert (edit.operation, edit.old_value, edit.new_value.splitlines()[0]) == ("replace", "Name: Lin\nLikes tea\nLikes tea", "Name: Lin Wei")
+    assert (edit.operation, edit.old_value, edit.new_value.splitlines()[0]) == (
+        "replace",
+        "Name: Lin\nLikes tea\nLikes tea",
+        "Name: Lin Wei",
+    )
 
 
 def test_read_only_and_unknown_blocks_refuse_edits():

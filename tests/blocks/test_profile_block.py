@@ -1,7 +1,7 @@
 """Structured core blocks (`schema:` in the block YAML): checked seeds, checked edits, merge patches, rendering."""
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,17 +14,24 @@ from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.spec.agent import SpecError, load_spec, parse_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (ScriptedModel, build_spec, spec_data, tool_call_body as tool_call,
-                                      tool_context)
+from pagemind.runtime.testing.doubles import ScriptedModel, build_spec, spec_data, tool_context
+from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import format_report, replay
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
-T = datetime(2026, 5, 1, tzinfo=timezone.utc)
-INLINE = {"type": "object", "additionalProperties": False, "required": ["name"],
-          "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0},
-                         "likes": {"type": "array", "items": {"type": "string"}}}}
+T = datetime(2026, 5, 1, tzinfo=UTC)
+INLINE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer", "minimum": 0},
+        "likes": {"type": "array", "items": {"type": "string"}},
+    },
+}
 COMPANION = "pagemind.blocks.profiles:CompanionProfile"
 
 
@@ -45,16 +52,19 @@ def refused(block: Block, changes: dict) -> str:
 # -- merge patches and checked edits ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target, patch, result", [  # RFC 7386, appendix A
-    ({"a": "b"}, {"a": "c"}, {"a": "c"}),
-    ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
-    ({"a": "b"}, {"a": None}, {}),
-    ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
-    ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
-    (["a", "b"], {"a": "c"}, {"a": "c"}),
-    ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
-    ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
-])
+@pytest.mark.parametrize(
+    "target, patch, result",
+    [  # RFC 7386, appendix A
+        ({"a": "b"}, {"a": "c"}, {"a": "c"}),
+        ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
+        ({"a": "b"}, {"a": None}, {}),
+        ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
+        ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
+        (["a", "b"], {"a": "c"}, {"a": "c"}),
+        ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
+        ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
+    ],
+)
 def test_merge_patch_follows_rfc_7386(target, patch, result):
     before = json.dumps(target)
     assert merge_patch(target, patch) == result
@@ -85,9 +95,12 @@ def test_a_patch_that_breaks_a_pydantic_model_names_the_field():
     assert "people.Ann.relation: Field required" in refused(block, {"people": {"Ann": {"notes": "neighbour"}}})
     assert "dates.exam: String should match pattern" in refused(block, {"dates": {"exam": "next Friday"}})
     assert "nickname: Extra inputs are not permitted" in refused(block, {"nickname": "M"})
-    value = updated_value(block, {"name": "Mia", "people": {"Leo": {"relation": "brother"}},
-                                  "dates": {"Leo's birthday": "03-14"}})
-    patched = updated_value(Block("profile", value, 2000, schema=block.schema), {"people": {"Ann": {"relation": "aunt"}}})
+    value = updated_value(
+        block, {"name": "Mia", "people": {"Leo": {"relation": "brother"}}, "dates": {"Leo's birthday": "03-14"}}
+    )
+    patched = updated_value(
+        Block("profile", value, 2000, schema=block.schema), {"people": {"Ann": {"relation": "aunt"}}}
+    )
     assert CompanionProfile.model_validate_json(patched).people.keys() == {"Leo", "Ann"}  # Leo kept
 
 
@@ -121,8 +134,10 @@ def test_a_block_holding_text_from_before_its_schema_asks_for_a_rewrite():
 
 async def test_the_tool_takes_changes_sent_as_a_json_string():
     context = tool_context(core_memory=CoreMemory([profile_block()]))
-    calls = [ToolCall("c1", "core_memory_update", json.dumps({"label": "profile", "changes": '{"name": "Mia"}'})),
-             ToolCall("c2", "core_memory_update", json.dumps({"label": "profile", "changes": "Mia"}))]
+    calls = [
+        ToolCall("c1", "core_memory_update", json.dumps({"label": "profile", "changes": '{"name": "Mia"}'})),
+        ToolCall("c2", "core_memory_update", json.dumps({"label": "profile", "changes": "Mia"})),
+    ]
     ok, bad = await dispatch_tool_calls(calls, BUILTIN_TOOLS, context)
     assert not ok.is_error and context.core_memory.get("profile").value == '{"name":"Mia"}'
     assert bad.is_error and "changes: Input should be a valid dictionary" in bad.content
@@ -160,7 +175,8 @@ def test_both_schema_forms_load_and_seeds_become_compact_json():
 def test_bad_schemas_and_seeds_are_spec_errors_naming_file_line_and_field():
     assert "agent.yaml:7 blocks[1].schema: cannot import module 'no_such_mod'" in spec_problems("no_such_mod:Model")
     assert "blocks[1].schema: module 'pagemind.blocks.profiles' has no attribute 'Nope'" in spec_problems(
-        "pagemind.blocks.profiles:Nope")
+        "pagemind.blocks.profiles:Nope"
+    )
     assert "has no pydantic model 'Date'" in spec_problems("pagemind.blocks.profiles:Date")
     assert "blocks[1].schema: 'profiles' is not a schema reference" in spec_problems("profiles")
     assert "blocks[1].schema: not a valid JSON Schema at type" in spec_problems('{"type": "thing"}')
@@ -181,8 +197,10 @@ def test_structure_fields_leave_existing_fingerprints_alone():
     plain = build_spec()
     structured = build_spec(blocks=[{"label": "profile", "schema": COMPANION}])
     assert plain.spec_hash() == "3efac6040d76d9d2" != structured.spec_hash()  # as before blocks had these fields
-    assert build_spec(blocks=[{"label": "notes", "ephemeral": True}]).spec_hash() != build_spec(
-        blocks=[{"label": "notes"}]).spec_hash()
+    assert (
+        build_spec(blocks=[{"label": "notes", "ephemeral": True}]).spec_hash()
+        != build_spec(blocks=[{"label": "notes"}]).spec_hash()
+    )
     dumped = json.loads(structured.model_dump_json())["blocks"][0]
     assert dumped["schema"] == COMPANION  # stored specs use the YAML's key
     assert parse_spec(json.dumps(json.loads(structured.model_dump_json()))).spec_hash() == structured.spec_hash()
@@ -192,15 +210,23 @@ def test_structure_fields_leave_existing_fingerprints_alone():
 
 
 def test_a_structured_block_renders_compactly_with_its_fields():
-    value = json.dumps({"name": "Mia", "preferences": {}, "people": {"Leo": {"relation": "brother", "notes": None}},
-                        "health": {"peanuts": "severe allergy"}, "situations": {}})
+    value = json.dumps(
+        {
+            "name": "Mia",
+            "preferences": {},
+            "people": {"Leo": {"relation": "brother", "notes": None}},
+            "health": {"peanuts": "severe allergy"},
+            "situations": {},
+        }
+    )
     stored = updated_value(profile_block(), json.loads(value))
     text = render_block(profile_block(stored))
     assert f'chars="{len(stored)}/2000" format="json"' in text
     assert "<fields>\nname: string — what the user likes to be called\n" in text
     assert "people: {key: {relation, notes}} — people who matter, keyed by name" in text
-    assert ('<value>\nname: Mia\npeople: {"Leo":{"relation":"brother"}}\nhealth: {"peanuts":"severe allergy"}\n'
-            "</value>") in text
+    assert (
+        '<value>\nname: Mia\npeople: {"Leo":{"relation":"brother"}}\nhealth: {"peanuts":"severe allergy"}\n</value>'
+    ) in text
     assert "null" not in text.split("<value>")[1]
     assert compact_view("{}") == "{}" and compact_view("[1, null]") == "[1]" and compact_view("not json") == "not json"
 
@@ -217,19 +243,25 @@ def test_compiled_prompt_holds_the_compact_value():
 
 
 def structured_spec(**extra):
-    blocks = [{"label": "persona", "value": "I am kind.", "limit": 200},
-              {"label": "profile", "schema": COMPANION, "limit": 600, "value": {"name": "Mia"}}]
+    blocks = [
+        {"label": "persona", "value": "I am kind.", "limit": 200},
+        {"label": "profile", "schema": COMPANION, "limit": 600, "value": {"name": "Mia"}},
+    ]
     tools = ["send_message", "core_memory_update", "memory_rethink"]
     return build_spec(blocks=blocks, tools=tools, **extra)
 
 
 async def test_a_bad_update_is_a_tool_error_naming_the_field_and_the_turn_goes_on(make_agent, database_url):
-    model = ScriptedModel([
-        tool_call("core_memory_update", {"label": "profile", "changes": {"dates": {"exam": "soon"}}}),
-        tool_call("core_memory_update", {"label": "profile", "changes": {"dates": {"exam": "2026-06-02"},
-                                                                         "situations": {"exams": "revising"}}}),
-        tool_call("send_message", {"message": "Good luck!"}),
-    ])
+    model = ScriptedModel(
+        [
+            tool_call("core_memory_update", {"label": "profile", "changes": {"dates": {"exam": "soon"}}}),
+            tool_call(
+                "core_memory_update",
+                {"label": "profile", "changes": {"dates": {"exam": "2026-06-02"}, "situations": {"exams": "revising"}}},
+            ),
+            tool_call("send_message", {"message": "Good luck!"}),
+        ]
+    )
     agent = await make_agent(database_url, model, structured_spec())
     result = await run_turn(agent, "My exam is on June 2nd.")
     assert (result.reply, result.stop_reason) == ("Good luck!", StopReason.SEND_MESSAGE)
@@ -258,11 +290,13 @@ async def test_the_shipped_companion_loads_with_a_profile_and_a_session_block(ma
 
 
 async def test_a_turn_that_updates_a_structured_block_replays_identically(make_agent, sqlite_url, tmp_path):
-    model = ScriptedModel([
-        tool_call("core_memory_update", {"label": "profile", "changes": {"health": {"peanuts": "allergic"}}}),
-        tool_call("core_memory_update", {"label": "profile", "changes": {"health": "none"}}),  # refused
-        tool_call("send_message", {"message": "Noted."}),
-    ])
+    model = ScriptedModel(
+        [
+            tool_call("core_memory_update", {"label": "profile", "changes": {"health": {"peanuts": "allergic"}}}),
+            tool_call("core_memory_update", {"label": "profile", "changes": {"health": "none"}}),  # refused
+            tool_call("send_message", {"message": "Noted."}),
+        ]
+    )
     agent = await make_agent(sqlite_url, model, structured_spec())
     recorder = record(agent, path=tmp_path / "turn.jsonl")
     await run_turn(agent, "I'm allergic to peanuts.")
@@ -282,7 +316,6 @@ def test_the_memory_command_marks_structured_and_ephemeral_blocks(tmp_path):
     assert by_name.returncode == 0 and 'format=\\"json\\"' in by_name.stdout
 
 
-
 def test_an_untrusted_replay_leaves_off_a_schema_module_from_elsewhere(tmp_path):
     from types import SimpleNamespace
 
@@ -290,7 +323,11 @@ def test_an_untrusted_replay_leaves_off_a_schema_module_from_elsewhere(tmp_path)
     from pagemind.runtime.trace.replay import replay_spec
 
     data = spec_data(blocks=[{"label": "profile", "schema": COMPANION}, {"label": "notes", "schema": "elsewhere:M"}])
-    snapshot = SimpleNamespace(blocks=[BlockSnapshot(label=label, value="{}", limit=100, description="",
-                                                     read_only=False) for label in ("profile", "notes")])
+    snapshot = SimpleNamespace(
+        blocks=[
+            BlockSnapshot(label=label, value="{}", limit=100, description="", read_only=False)
+            for label in ("profile", "notes")
+        ]
+    )
     trace = SimpleNamespace(path=tmp_path / "t.jsonl", header=SimpleNamespace(spec=data, snapshot=snapshot))
     assert [b.schema_ for b in replay_spec(trace, trust_tools=False).blocks] == [COMPANION, None]

@@ -30,26 +30,44 @@ from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.memory.vectors.records import MemoryFilter
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
-from tests.support.archival_crash_child import HEAVY, child
 from tests.runtime.memory.archival.test_archival import ALICE, DIM, T0, at_cosine, unit
+from tests.support.archival_crash_child import HEAVY, child
 
 LYON = unit(1)
-VECTORS = {"Lin lives in Lyon": LYON, "Lin lives in Paris": at_cosine(LYON, 0.9, 1),
-           "Lin plays the cello": unit(0, 0, 1), "Lin drinks green tea": unit(0, 0, 0, 1),
-           "Lin adopted a cat named Miso": unit(0, 0, 0, 0, 1)}
+VECTORS = {
+    "Lin lives in Lyon": LYON,
+    "Lin lives in Paris": at_cosine(LYON, 0.9, 1),
+    "Lin plays the cello": unit(0, 0, 1),
+    "Lin drinks green tea": unit(0, 0, 0, 1),
+    "Lin adopted a cat named Miso": unit(0, 0, 0, 0, 1),
+}
 
 # Every write of the scenario, in order: the insert points count _add calls (1 Lyon, 2 cello, 3 tea, 4 Paris,
 # which supersedes Lyon, 5 Miso); the store's set_payload calls are 1 the supersede mark, 2 the refresh.
 POINTS = [
-    "archival.insert.in_transaction@1", "archival.insert.pending@1", "edge.upsert.unflushed@1",
-    "archival.insert.upserted@1", "archival.complete.in_transaction@1", "archival.insert.completed@1",
-    "archival.insert.in_transaction@4", "archival.insert.pending@4", "edge.upsert.unflushed@4",
-    "archival.insert.upserted@4", "edge.set_payload.unflushed@1", "archival.insert.superseded@1",
-    "archival.complete.in_transaction@4", "archival.insert.completed@4",
-    "archival.refresh.pending@1", "edge.set_payload.unflushed@2", "archival.refresh.payload@1",
+    "archival.insert.in_transaction@1",
+    "archival.insert.pending@1",
+    "edge.upsert.unflushed@1",
+    "archival.insert.upserted@1",
+    "archival.complete.in_transaction@1",
+    "archival.insert.completed@1",
+    "archival.insert.in_transaction@4",
+    "archival.insert.pending@4",
+    "edge.upsert.unflushed@4",
+    "archival.insert.upserted@4",
+    "edge.set_payload.unflushed@1",
+    "archival.insert.superseded@1",
+    "archival.complete.in_transaction@4",
+    "archival.insert.completed@4",
+    "archival.refresh.pending@1",
+    "edge.set_payload.unflushed@2",
+    "archival.refresh.payload@1",
     "archival.refresh.completed@1",
-    "archival.hits.pending@1", "archival.hits.payload@1",
-    "archival.forget.pending@1", "edge.delete.unflushed@1", "archival.forget.point_deleted@1",
+    "archival.hits.pending@1",
+    "archival.hits.payload@1",
+    "archival.forget.pending@1",
+    "edge.delete.unflushed@1",
+    "archival.forget.point_deleted@1",
     "archival.forget.completed@1",
 ]
 # (the write the first child dies in, the reconcile step the second child dies in)
@@ -69,8 +87,9 @@ NEW_VECTORS = {text: unit(*([0] * (20 + n) + [1])) for n, text in enumerate(VECT
 
 def make_service(backend: EdgeBackend, database_url: str, new_model: bool = False) -> ArchivalService:
     embedder = FakeEmbedder(NEW_VECTORS, model_id="fake-new") if new_model else FakeEmbedder(VECTORS)
-    return ArchivalService(ALICE, engine=make_engine(database_url), open_backend=lambda: backend,
-                           embedder=embedder, clock=ManualClock(T0))
+    return ArchivalService(
+        ALICE, engine=make_engine(database_url), open_backend=lambda: backend, embedder=embedder, clock=ManualClock(T0)
+    )
 
 
 async def scenario(service: ArchivalService, ack) -> None:

@@ -21,14 +21,8 @@ Children are forked from a zygote that has imported pagemind once (tests/support
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
@@ -36,42 +30,51 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 from tests.support.daemon_support import TEMPLATE, markers, write_agents
+from tests.support.zygote import run_child
 
 # The points, one per round, in the daemon (scheduler/dispatcher.py) and in the turn it runs (runtime/).
 POINTS = [
-    "daemon.agents_leased@1", "daemon.item_claimed@1", "daemon.item_claimed@2", "turn.begin@2", "accept.before_commit@1",
-    "accept.after_commit@2", "turn.prefetch@1", "step.before_model@2", "step.after_model@3",
-    "dispatch.before_tools@1", "dispatch.after_tools@2", "commit.before_commit@1", "commit.after_commit@1",
-    "commit.after_commit@2", "commit.before_adopt_memory@3", "window.before_adopt@4", "step.end@2",
-    "daemon.turn_done@1", "daemon.turn_done@2", "daemon.item_finished@1", "daemon.item_finished@3",
-    "daemon.lease_released@1", "daemon.item_claimed@3",
+    "daemon.agents_leased@1",
+    "daemon.item_claimed@1",
+    "daemon.item_claimed@2",
+    "turn.begin@2",
+    "accept.before_commit@1",
+    "accept.after_commit@2",
+    "turn.prefetch@1",
+    "step.before_model@2",
+    "step.after_model@3",
+    "dispatch.before_tools@1",
+    "dispatch.after_tools@2",
+    "commit.before_commit@1",
+    "commit.after_commit@1",
+    "commit.after_commit@2",
+    "commit.before_adopt_memory@3",
+    "window.before_adopt@4",
+    "step.end@2",
+    "daemon.turn_done@1",
+    "daemon.turn_done@2",
+    "daemon.item_finished@1",
+    "daemon.item_finished@3",
+    "daemon.lease_released@1",
+    "daemon.item_claimed@3",
 ]
 # The points on the path of a message submitted to the daemon whose worker lingers on its agent (the submission
 # stores the turn's user message with the item): a child's first message finds no worker lingering, the rest do.
 # A turn here commits once: its memory edit's step is held for the reply's commit (`runtime.loop`); `step.end@3` and
 # `step.before_model@4` kill the second message's turn with that step held, in view and not stored.
-LINGERING_POINTS = ["accept.before_commit@2", "accept.after_commit@2", "accept.after_commit@3", "daemon.item_claimed@2",
-                    "turn.prefetch@3", "step.end@3", "step.before_model@4", "commit.after_commit@2",
-                    "window.before_adopt@3"]
+LINGERING_POINTS = [
+    "accept.before_commit@2",
+    "accept.after_commit@2",
+    "accept.after_commit@3",
+    "daemon.item_claimed@2",
+    "turn.prefetch@3",
+    "step.end@3",
+    "step.before_model@4",
+    "commit.after_commit@2",
+    "window.before_adopt@3",
+]
 AGENTS = ("alice", "u1")
 ROOT = Path(__file__).parents[2]
-
-
-@pytest.fixture(scope="module")
-def zygote():
-    """The child factory (tests/support/daemon_child.py): pagemind imported once, armed; one fork per child."""
-    env = {**os.environ, "PAGEMIND_KILL_AT": "armed.by_each_child"}
-    process = subprocess.Popen([sys.executable, "-m", "tests.support.daemon_child", "zygote"], cwd=ROOT, env=env,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    yield process
-    process.stdin.close()
-    process.wait(timeout=30)
-
-
-def _run_child(zygote, home: Path, url: str, folder: Path, point: str = "", mode: str = "drain") -> int:
-    zygote.stdin.write(json.dumps([str(home), url, str(folder), mode, point]) + "\n")
-    zygote.stdin.flush()
-    return int(zygote.stdout.readline())
 
 
 def test_every_accepted_message_is_done_exactly_once_after_kills(zygote, tmp_path, database_url):
@@ -89,9 +92,9 @@ def test_every_accepted_message_is_done_exactly_once_after_kills(zygote, tmp_pat
             asyncio.run(client.submit(agent, f"msg {number}"))
             accepted[agent].append(str(number))
             number += 1
-        code = _run_child(zygote, tmp_path / "home", database_url, folder, point)
+        code = run_child(zygote, tmp_path / "home", database_url, folder, point)
         assert code == -signal.SIGKILL, f"{point}: exit code {code} (the point was never reached?)"
-    assert _run_child(zygote, tmp_path / "home", database_url, folder) == 0
+    assert run_child(zygote, tmp_path / "home", database_url, folder) == 0
 
     items = client.inbox.items()
     assert len(items) == number and all(i.state == "done" for i in items), [(i.content, i.state) for i in items]
@@ -115,9 +118,9 @@ def test_messages_stored_with_their_submission_are_done_exactly_once_after_kills
     home = tmp_path / "home"
     for round_, point in enumerate(LINGERING_POINTS):
         first = 4 * round_
-        code = _run_child(zygote, home, database_url, folder, point, mode=f"converse:alice:{first}:{first + 3}")
+        code = run_child(zygote, home, database_url, folder, point, mode=f"converse:alice:{first}:{first + 3}")
         assert code == -signal.SIGKILL, f"{point}: exit code {code} (the point was never reached?)"
-    assert _run_child(zygote, home, database_url, folder) == 0
+    assert run_child(zygote, home, database_url, folder) == 0
 
     settings = Settings.from_env({"PAGEMIND_HOME": str(home), "DATABASE_URL": database_url})
     client = Daemon(AgentCatalog(folder, StateStore.open(settings.database_url)), settings)  # never started

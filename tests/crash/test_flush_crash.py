@@ -21,15 +21,26 @@ from tests.support.flush_crash_child import fact, load, text
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).parents[1] / "support" / "flush_crash_child.py"
 TURNS = 60  # two flushes or more in the child's window
-SEEDS = ["flush.ahead_started@1", "archival.insert.completed@2", "flush.before_evict@1", "flush.before_evict@2",
-         "step.before_model@45"]
+SEEDS = [
+    "flush.ahead_started@1",
+    "archival.insert.completed@2",
+    "flush.before_evict@1",
+    "flush.before_evict@2",
+    "step.before_model@45",
+]
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda s: s.replace(".", "_").replace("@", "_"))
 async def test_a_kill_during_a_flush_loses_no_memory_and_no_message(database_url, tmp_path, seed):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PAGEMIND_KILL_AT": seed, "PAGEMIND_HOME": str(tmp_path)}
-    child = subprocess.run([sys.executable, str(CHILD), database_url, str(tmp_path), str(TURNS)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=300)
+    child = subprocess.run(
+        [sys.executable, str(CHILD), database_url, str(tmp_path), str(TURNS)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert child.returncode == -signal.SIGKILL, f"{seed} never fired: {child.stderr[-2000:]}"
 
     agent = await load(database_url, tmp_path)  # the restart

@@ -49,13 +49,22 @@ async def test_a_reflection_killed_mid_plan_is_finished_once_by_the_next(sqlite_
     say(agent, "Renewed my passport! Mei says hi.", "Great!")
     keep, a, b = [await remember(agent, f"Lin's sister is Mei ({n})") for n in range(3)]
     todo = await remember(agent, "Lin must renew her passport", kind="todo")
-    plan = {"merges": [{"keep": keep, "drop": [a, b], "reason": "same"}],
-            "insights": [{"text": "Lin is close to her sister Mei"}],
-            "done": [{"id": todo, "reason": "renewed"}], "profile": {"sister": "Mei"}}
+    plan = {
+        "merges": [{"keep": keep, "drop": [a, b], "reason": "same"}],
+        "insights": [{"text": "Lin is close to her sister Mei"}],
+        "done": [{"id": todo, "reason": "renewed"}],
+        "profile": {"sister": "Mei"},
+    }
     close_all()  # the embedded store has one writer process: the child's turn
     env = {**os.environ, "PAGEMIND_KILL_AT": kill_at}
-    child = subprocess.run([sys.executable, "-c", CHILD, sqlite_url, json.dumps(plan), clock.now.isoformat()],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, sqlite_url, json.dumps(plan), clock.now.isoformat()],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert child.returncode == -9 and "finished" not in child.stdout, child.stderr[-2000:]
     journal = Journal(agent.store.engine, agent.record.id)
     assert [r.status for r in journal.all()] == ["applying"]

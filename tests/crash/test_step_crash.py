@@ -17,19 +17,33 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, build_spec
+from pagemind.runtime.testing.doubles import FunctionModel, build_spec, by_purpose
 from tests.runtime.state.test_turn_lock import children
 from tests.support.turn_child import respond, spec_options
 
 TURN_POINTS = ["turn.locked", "turn.begin", "accept.before_commit", "accept.after_commit", "turn.prefetch"]
-STEP_POINTS = ["step.before_relieve", "step.before_model", "step.after_model", "dispatch.before_tools",
-               "dispatch.after_tools", "commit.before", "commit.step_flushed", "commit.messages_flushed",
-               "commit.before_commit", "commit.after_commit", "window.before_adopt", "commit.before_adopt_memory",
-               "step.end"]
+STEP_POINTS = [
+    "step.before_relieve",
+    "step.before_model",
+    "step.after_model",
+    "dispatch.before_tools",
+    "dispatch.after_tools",
+    "commit.before",
+    "commit.step_flushed",
+    "commit.messages_flushed",
+    "commit.before_commit",
+    "commit.after_commit",
+    "window.before_adopt",
+    "commit.before_adopt_memory",
+    "step.end",
+]
 # Turn points at the first and second turn; step points at the first two steps (append, then send_message), and
 # the append step's dispatch (a tool reading the clock) of the first two turns.
-SEEDS = ([f"{p}@{n}" for p in TURN_POINTS for n in (1, 2)] + [f"{p}@{n}" for p in STEP_POINTS for n in (1, 2)]
-         + ["tool.clock@1", "tool.clock@2"])
+SEEDS = (
+    [f"{p}@{n}" for p in TURN_POINTS for n in (1, 2)]
+    + [f"{p}@{n}" for p in STEP_POINTS for n in (1, 2)]
+    + ["tool.clock@1", "tool.clock@2"]
+)
 TURNS = 3
 
 
@@ -78,8 +92,15 @@ async def test_a_kill_anywhere_in_the_step_loses_and_doubles_nothing(database_ur
     assert all(f"C-{i}" in acknowledged[i] for i in range(len(acknowledged)))
 
 
-AFTER_ACCEPT = ["accept.after_commit@1", "turn.prefetch@1", "step.after_model@1", "tool.clock@1",
-                "commit.before_commit@1", "commit.after_commit@1", "step.after_model@2"]
+AFTER_ACCEPT = [
+    "accept.after_commit@1",
+    "turn.prefetch@1",
+    "step.after_model@1",
+    "tool.clock@1",
+    "commit.before_commit@1",
+    "commit.after_commit@1",
+    "step.after_model@2",
+]
 
 
 @pytest.mark.parametrize("seed", AFTER_ACCEPT, ids=lambda s: s.replace(".", "_").replace("@", "_"))

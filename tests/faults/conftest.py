@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import httpx
 import openai
@@ -11,7 +11,6 @@ import pytest
 from pagemind.runtime.model.client import HTTP_CLIENTS, OpenAIModelClient
 from pagemind.runtime.model.pool import import_model_stack
 from pagemind.runtime.model.transports import close_poster
-
 from tests.faults.server import FaultServer
 
 
@@ -37,8 +36,9 @@ async def real_client(request) -> AsyncIterator[Callable[..., OpenAIModelClient]
     def make(url: str, request_timeout_s: float, max_attempts: int = 2) -> OpenAIModelClient:
         sdk = openai.AsyncOpenAI(api_key="k", base_url=url, max_retries=0, timeout=httpx.Timeout(30.0))
         made.append(sdk)
-        return OpenAIModelClient(sdk, max_attempts=max_attempts, sleep=no_sleep, request_timeout_s=request_timeout_s,
-                                 http=request.param)
+        return OpenAIModelClient(
+            sdk, max_attempts=max_attempts, sleep=no_sleep, request_timeout_s=request_timeout_s, http=request.param
+        )
 
     yield make
     for sdk in made:

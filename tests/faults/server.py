@@ -116,7 +116,7 @@ class FaultServer:
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up: that is the point of these faults
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         self._thread.start()
         return self
 

@@ -8,8 +8,6 @@ import os
 import subprocess
 import sys
 
-import httpx
-import openai
 import pytest
 import yaml
 
@@ -30,7 +28,8 @@ async def test_a_hanging_server_ends_each_attempt_at_the_request_timeout(fault_s
 
 
 async def test_a_trickling_server_ends_at_the_request_timeout_though_every_byte_resets_the_read_timeout(
-        fault_server, real_client):
+    fault_server, real_client
+):
     fault_server.add(Trickle(0.01), Trickle(0.01))
     with pytest.raises(ModelDeadlineExceeded, match="no complete answer"):
         await real_client(fault_server.url, 0.3).complete(REQUEST)
@@ -41,8 +40,9 @@ TOKEN = b'data: {"choices": [{"index": 0, "delta": {"content": "la"}}]}\n\n'
 
 
 @pytest.mark.parametrize("piece", [b": keep-alive\n\n", TOKEN], ids=["keep_alives", "tokens"])
-async def test_a_trickling_stream_ends_at_the_request_timeout_and_its_partial_reply_is_reset(fault_server, piece,
-                                                                                            real_client):
+async def test_a_trickling_stream_ends_at_the_request_timeout_and_its_partial_reply_is_reset(
+    fault_server, piece, real_client
+):
     fault_server.add(*[Trickle(0.01, piece, "text/event-stream")] * 2)
     watcher = Watcher()
     with pytest.raises(ModelDeadlineExceeded, match="no complete answer"):
@@ -62,8 +62,7 @@ def hanging_agent_spec(url: str, **model: float):
     return build_spec(**{k: v for k, v in data.items() if k != "name"})
 
 
-async def test_a_turn_ends_at_its_deadline_and_the_agent_answers_the_next_message(
-        fault_server, make_agent, sqlite_url):
+async def test_a_turn_ends_at_its_deadline_and_the_agent_answers_the_next_message(fault_server, make_agent, sqlite_url):
     fault_server.add(*[Hang()] * 10)  # more than the turn can use: the deadline, not the attempts, ends it
     spec = hanging_agent_spec(fault_server.url, request_timeout_s=0.2, turn_deadline_s=0.5)
     agent = await make_agent(sqlite_url, None, spec=spec)
@@ -98,8 +97,13 @@ def test_the_cli_exits_1_with_one_line_on_a_deadline(fault_server, tmp_path, iso
     path.write_text(yaml.safe_dump(data))
     # PAGEMIND_LOG_LEVEL=ERROR: the retries' warnings are logs, not the error line.
     env = {**os.environ, "PAGEMIND_HOME": str(isolated_home), "PAGEMIND_LOG_LEVEL": "ERROR"}
-    done = subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "run", str(path), "-m", "hello?"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "pagemind.runtime.cli.main", "run", str(path), "-m", "hello?"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1, done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
     assert "turn_deadline_s = 0.5 s" in done.stderr and "Traceback" not in done.stderr
@@ -120,8 +124,12 @@ async def test_the_turn_deadline_includes_tool_calls_and_stores_nothing_of_the_s
 
     data = spec_data()
     data["model"] = {**data["model"], "turn_deadline_s": 0.3}
-    spec = build_spec(**{**{k: v for k, v in data.items() if k != "name"},
-                         "tools": ["send_message", "core_memory_append", "tests.faults.slow_tools:wait_for_approval"]})
+    spec = build_spec(
+        **{
+            **{k: v for k, v in data.items() if k != "name"},
+            "tools": ["send_message", "core_memory_append", "tests.faults.slow_tools:wait_for_approval"],
+        }
+    )
     model = ScriptedModel([tool_call_body("wait_for_approval", {"request": "delete everything"})])
     agent = await make_agent(sqlite_url, model, spec=spec)
     with pytest.raises(ModelDeadlineExceeded, match=r"turn_deadline_s = 0.3 s"):

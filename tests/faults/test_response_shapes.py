@@ -15,8 +15,7 @@ REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 
 
 def body_with(message: dict) -> dict:
-    return {"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                                    "finish_reason": "stop"}]}
+    return {"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}]}
 
 
 def raw(content: bytes, status: int = 200, content_type: str = "application/json") -> httpx.Response:
@@ -33,8 +32,11 @@ TRANSIENT = [
     ("empty body", raw(b""), "empty body"),
     ("empty choices", httpx.Response(200, json={"id": "x", "choices": []}), "no choices"),
     ("no choices key", httpx.Response(200, json={"id": "x"}), "no choices"),
-    ("an error object with status 200", httpx.Response(200, json={"error": {"message": "upstream\nfailed"}}),
-     "error with status 200: upstream failed"),
+    (
+        "an error object with status 200",
+        httpx.Response(200, json={"error": {"message": "upstream\nfailed"}}),
+        "error with status 200: upstream failed",
+    ),
     ("null content, no tool calls", httpx.Response(200, json=body_with({"content": None})), "neither content"),
     ("empty content, no tool calls", httpx.Response(200, json=body_with({"content": ""})), "neither content"),
     ("choice without a message", httpx.Response(200, json={"choices": [{"index": 0}]}), "no message"),
@@ -60,12 +62,16 @@ async def test_a_transient_bad_response_every_time_is_one_clear_error(scripted_o
     assert len(scripted_openai.requests) == 3
 
 
-@pytest.mark.parametrize("body,says", [
-    ([{"choices": []}], "JSON list"),
-    ("just a string", "JSON str"),
-    (body_with({"content": 42}), "content is a int"),
-    (body_with({"content": None, "tool_calls": {"id": "c"}}), "not a list"),
-], ids=["a JSON array", "a JSON string", "numeric content", "tool_calls as an object"])
+@pytest.mark.parametrize(
+    "body,says",
+    [
+        ([{"choices": []}], "JSON list"),
+        ("just a string", "JSON str"),
+        (body_with({"content": 42}), "content is a int"),
+        (body_with({"content": None, "tool_calls": {"id": "c"}}), "not a list"),
+    ],
+    ids=["a JSON array", "a JSON string", "numeric content", "tool_calls as an object"],
+)
 async def test_a_response_no_retry_can_fix_fails_at_once(scripted_openai, body, says):
     scripted_openai.add(httpx.Response(200, json=body))
     with pytest.raises(ModelBadResponse, match=says):
@@ -82,21 +88,33 @@ async def test_tool_arguments_given_as_an_object_are_serialised(scripted_openai)
 
 
 async def test_content_given_as_parts_is_joined(scripted_openai):
-    parts = [{"type": "text", "text": "Hello, "}, {"type": "image_url", "image_url": {"url": "x"}},
-             {"type": "text", "text": "Lin."}, "!"]
+    parts = [
+        {"type": "text", "text": "Hello, "},
+        {"type": "image_url", "image_url": {"url": "x"}},
+        {"type": "text", "text": "Lin."},
+        "!",
+    ]
     scripted_openai.add(body_with({"content": parts}))
     assert (await scripted_openai.client().complete(REQUEST)).content == "Hello, Lin.!"
 
 
 def test_a_refusal_with_no_content_becomes_the_content():
-    assert response_from_body(body_with({"content": None, "refusal": "I can't help with that."})).content \
+    assert (
+        response_from_body(body_with({"content": None, "refusal": "I can't help with that."})).content
         == "I can't help with that."
+    )
 
 
 def test_odd_but_usable_fields_are_normalised():
-    body = body_with({"content": None, "tool_calls": [
-        {"id": 7, "type": "function", "function": {"name": "f", "arguments": None}},
-        {"type": "function", "function": {"name": "g", "arguments": [1, 2]}}]})
+    body = body_with(
+        {
+            "content": None,
+            "tool_calls": [
+                {"id": 7, "type": "function", "function": {"name": "f", "arguments": None}},
+                {"type": "function", "function": {"name": "g", "arguments": [1, 2]}},
+            ],
+        }
+    )
     body["usage"] = {"prompt_tokens": "12", "completion_tokens": 3}
     response = response_from_body(body)
     assert [(c.id, c.arguments) for c in response.tool_calls][0] == ("7", "")

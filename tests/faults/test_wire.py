@@ -10,16 +10,28 @@ import json
 import openai
 import pytest
 
-from pagemind.runtime.model.client import (ContextLengthExceeded, ModelBadResponse, ModelRequest, ModelUnavailable,
-                                           OpenAIModelClient)
+from pagemind.runtime.model.client import (
+    ContextLengthExceeded,
+    ModelBadResponse,
+    ModelRequest,
+    ModelUnavailable,
+    OpenAIModelClient,
+)
 from pagemind.runtime.model.transports import AiohttpPost, LeanPost, close_poster, environment_proxy
 from pagemind.runtime.testing.doubles import reply_body
 from tests.faults.server import Cut, FaultServer, Reply
 from tests.runtime.model.test_model_stream import Watcher, sink
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "héllo"}], [], 0.5, 100)
-SHARED = ("authorization", "content-type", "accept", "user-agent", "x-stainless-lang", "x-stainless-retry-count",
-          "x-stainless-read-timeout")
+SHARED = (
+    "authorization",
+    "content-type",
+    "accept",
+    "user-agent",
+    "x-stainless-lang",
+    "x-stainless-retry-count",
+    "x-stainless-read-timeout",
+)
 
 
 def error(status: int, message: str, code: str | None = None) -> Reply:
@@ -52,9 +64,11 @@ async def test_a_status_error_is_the_sdk_s_and_context_overflow_is_never_retried
 
 async def test_429_waits_what_the_server_asks_and_5xx_html_is_retried(fault_server, real_client):
     slept: list[float] = []
-    fault_server.add(Reply({"error": {"message": "slow down"}}, 429, {"retry-after": "7"}),
-                     Reply(b"<html><body>Bad gateway</body></html>", 502, {"content-type": "text/html"}),
-                     Reply(reply_body("after all")))
+    fault_server.add(
+        Reply({"error": {"message": "slow down"}}, 429, {"retry-after": "7"}),
+        Reply(b"<html><body>Bad gateway</body></html>", 502, {"content-type": "text/html"}),
+        Reply(reply_body("after all")),
+    )
     client = real_client(fault_server.url, 5, max_attempts=3)
 
     async def record(seconds: float) -> None:
@@ -73,8 +87,7 @@ async def test_an_html_page_with_status_200_is_a_clear_error_after_the_attempts(
 
 
 async def test_a_gzip_body_is_decoded(fault_server, real_client):
-    fault_server.add(Reply(gzip.compress(json.dumps(reply_body("packed")).encode()), 200,
-                           {"content-encoding": "gzip"}))
+    fault_server.add(Reply(gzip.compress(json.dumps(reply_body("packed")).encode()), 200, {"content-encoding": "gzip"}))
     assert (await real_client(fault_server.url, 5).complete(REQUEST)).content == "packed"
 
 
@@ -97,9 +110,11 @@ async def test_a_streamed_reply_arrives_in_pieces_and_is_assembled(fault_server,
 
 async def test_a_redirect_is_followed_and_a_cookie_is_sent_back(fault_server, real_client):
     moved = fault_server.url.removesuffix("/v1") + "/moved/chat/completions"
-    fault_server.add(Reply(b"", 307, {"location": moved}),
-                     Reply(reply_body("here"), 200, {"set-cookie": "affinity=node-7; Path=/"}),
-                     Reply(reply_body("again")))
+    fault_server.add(
+        Reply(b"", 307, {"location": moved}),
+        Reply(reply_body("here"), 200, {"set-cookie": "affinity=node-7; Path=/"}),
+        Reply(reply_body("again")),
+    )
     client = real_client(fault_server.url, 5)
     assert (await client.complete(REQUEST)).content == "here"
     assert (await client.complete(REQUEST)).content == "again"
@@ -130,8 +145,16 @@ async def test_the_aiohttp_session_is_made_at_the_first_call_and_closed_with_the
 def test_the_proxy_comes_from_the_environment_as_httpx_reads_it(monkeypatch):
     import httpx
 
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
-                 "no_proxy"):
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
     assert environment_proxy(httpx.URL("https://api.example.com/v1")) is None
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
@@ -147,6 +170,8 @@ def test_the_http_client_comes_from_the_environment_and_a_bad_name_is_a_clear_er
 
     env = {"OPENAI_BASE_URL": "http://x/v1"}
     assert OpenAIModelClient.from_spec(ModelSpec(name="m"), env).http == "httpx"
-    assert OpenAIModelClient.from_spec(ModelSpec(name="m"), {**env, "PAGEMIND_HTTP_CLIENT": "aiohttp"}).http == "aiohttp"
+    assert (
+        OpenAIModelClient.from_spec(ModelSpec(name="m"), {**env, "PAGEMIND_HTTP_CLIENT": "aiohttp"}).http == "aiohttp"
+    )
     with pytest.raises(SettingsError, match="PAGEMIND_HTTP_CLIENT='curl' names no HTTP client: use one of httpx"):
         OpenAIModelClient.from_spec(ModelSpec(name="m"), {**env, "PAGEMIND_HTTP_CLIENT": "curl"})

@@ -15,8 +15,10 @@ TOOLS = ["send_message", "archival_memory_insert", "archival_search", "conversat
 
 async def test_two_loaded_agents_share_the_embedder_the_vector_store_and_the_pool(sqlite_url):
     store, settings = StateStore(make_engine(sqlite_url)), Settings.from_env()
-    one, two = [await Agent.load(build_spec(name, model=ENDPOINT, tools=TOOLS), store=store, settings=settings)
-                for name in ("one", "two")]
+    one, two = [
+        await Agent.load(build_spec(name, model=ENDPOINT, tools=TOOLS), store=store, settings=settings)
+        for name in ("one", "two")
+    ]
     assert one.record.id != two.record.id
     assert one.archival is not None and two.archival is not None
     assert one.recall.embedder is two.recall.embedder is one.archival.embedder is two.archival.embedder

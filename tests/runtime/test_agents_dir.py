@@ -7,8 +7,8 @@ import pytest
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.spec.agent import load_spec
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 
 AGENT_FILES = sorted((Path(__file__).parents[2] / "agents").glob("*.yaml"))
@@ -25,8 +25,10 @@ def test_the_two_required_agents_ship():
 async def test_agent_file_runs_one_scripted_turn(path, scripted_openai, sqlite_url):
     spec = load_spec(path)
     first_block = spec.blocks[1].label
-    scripted_openai.add(tool_call("core_memory_append", {"label": first_block, "content": "Name: Lin"}),
-                        tool_call("send_message", {"message": "Hello Lin"}))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": first_block, "content": "Name: Lin"}),
+        tool_call("send_message", {"message": "Hello Lin"}),
+    )
     agent = await Agent.load(path, model=scripted_openai.client(), store=StateStore(make_engine(sqlite_url)))
     result = await run_turn(agent, "Hi, I'm Lin.")
     assert (result.reply, result.stop_reason) == ("Hello Lin", StopReason.SEND_MESSAGE)

@@ -2,7 +2,7 @@
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pagemind.blocks import Block
@@ -12,7 +12,7 @@ from pagemind.runtime.tokens import count_tokens
 from pagemind.tools import BUILTIN_TOOLS, ToolCall
 
 GOLDEN = Path(__file__).parents[1] / "golden"
-T = datetime(2026, 11, 29, 15, 4, 59, tzinfo=timezone.utc)
+T = datetime(2026, 11, 29, 15, 4, 59, tzinfo=UTC)
 
 
 def inputs(**changes) -> ContextInputs:
@@ -54,8 +54,10 @@ def test_same_state_same_prompt():
 
 def test_stable_parts_first_and_constraints_at_both_ends():
     system = compile_context(inputs()).messages[0]["content"]
-    order = [system.index(s) for s in ("<hard_constraints>", "<instructions>", "<core_memory>",
-                                       "<conversation_summary>", "<memory_stats>")]
+    order = [
+        system.index(s)
+        for s in ("<hard_constraints>", "<instructions>", "<core_memory>", "<conversation_summary>", "<memory_stats>")
+    ]
     assert order == sorted(order)
     closing = compile_context(inputs()).messages[-1]
     assert closing["role"] == "system" and "Never suggest peanuts." in closing["content"]
@@ -71,9 +73,15 @@ def test_memory_cannot_close_its_delimiters():
 def test_sections_add_up_to_the_exact_total():
     compiled = compile_context(inputs())
     system_tokens = count_tokens(compiled.messages[0]["content"]) + 3
-    assert compiled.sections["system"] + compiled.sections["block:persona"] + compiled.sections["block:human"] \
-        + compiled.sections["block:constraints"] + compiled.sections["memory_stats"] + compiled.sections["summary"] \
+    assert (
+        compiled.sections["system"]
+        + compiled.sections["block:persona"]
+        + compiled.sections["block:human"]
+        + compiled.sections["block:constraints"]
+        + compiled.sections["memory_stats"]
+        + compiled.sections["summary"]
         == system_tokens
+    )
     assert compiled.total_tokens == sum(compiled.sections.values())
 
 
@@ -89,7 +97,7 @@ def test_an_oversize_message_is_clipped_in_the_prompt_only():
 def test_retrieved_memories_put_the_best_two_at_the_ends():
     items = ("best", "second", "third", "fourth")
     system = compile_context(inputs(retrieved=items)).messages[0]["content"]
-    section = system[system.index("<retrieved_memories>"):]
+    section = system[system.index("<retrieved_memories>") :]
     assert [line[2:] for line in section.splitlines() if line.startswith("- ")] == ["best", "third", "fourth", "second"]
     assert system.index("<memory_stats>") < system.index("<retrieved_memories>")
     assert compile_context(inputs(retrieved=items)).sections["retrieved"] > 0

@@ -7,26 +7,31 @@ from pagemind.runtime.ephemeral import clear_ephemeral
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import ScriptedModel, build_spec, tool_call_body as tool_call
+from pagemind.runtime.testing.doubles import ScriptedModel, build_spec
+from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 
 SCHEMA = {"type": "object", "properties": {"mood": {"type": "string"}, "topics": {"type": "array"}}}
 
 
 def ephemeral_spec():
-    blocks = [{"label": "human", "value": "Name: Lin", "limit": 200},
-              {"label": "session", "value": "", "limit": 200, "ephemeral": True},
-              {"label": "today", "schema": SCHEMA, "value": {"topics": []}, "limit": 200, "ephemeral": True}]
+    blocks = [
+        {"label": "human", "value": "Name: Lin", "limit": 200},
+        {"label": "session", "value": "", "limit": 200, "ephemeral": True},
+        {"label": "today", "schema": SCHEMA, "value": {"topics": []}, "limit": 200, "ephemeral": True},
+    ]
     return build_spec(blocks=blocks, tools=["send_message", "core_memory_append", "core_memory_update"])
 
 
 async def noted_agent(make_agent, database_url) -> Agent:
     """An agent whose turn wrote to all three blocks."""
-    model = ScriptedModel([
-        tool_call("core_memory_append", {"label": "session", "content": "Lin is packing for Oslo."}),
-        tool_call("core_memory_update", {"label": "today", "changes": {"mood": "excited", "topics": ["move"]}}),
-        tool_call("core_memory_append", {"label": "human", "content": "Moving to Oslo."}),
-        tool_call("send_message", {"message": "Exciting!"}),
-    ])
+    model = ScriptedModel(
+        [
+            tool_call("core_memory_append", {"label": "session", "content": "Lin is packing for Oslo."}),
+            tool_call("core_memory_update", {"label": "today", "changes": {"mood": "excited", "topics": ["move"]}}),
+            tool_call("core_memory_append", {"label": "human", "content": "Moving to Oslo."}),
+            tool_call("send_message", {"message": "Exciting!"}),
+        ]
+    )
     agent = await make_agent(database_url, model, ephemeral_spec())
     await run_turn(agent, "I'm packing for Oslo!")
     return agent
@@ -44,8 +49,10 @@ async def test_clearing_resets_ephemeral_blocks_to_their_seed_and_survives_a_res
     assert values == {"human": "Name: Lin\nMoving to Oslo.", "session": "", "today": '{"topics":[]}'}
     history = fresh.store.block_history(fresh.record.id)
     clears = [(h.label, h.old_value) for h in history if h.operation == "clear"]
-    assert clears == [("session", "Lin is packing for Oslo."),
-                      ("today", json.dumps({"topics": ["move"], "mood": "excited"}, separators=(",", ":")))]
+    assert clears == [
+        ("session", "Lin is packing for Oslo."),
+        ("today", json.dumps({"topics": ["move"], "mood": "excited"}, separators=(",", ":"))),
+    ]
 
 
 async def test_clearing_twice_writes_nothing_the_second_time(make_agent, database_url):
@@ -77,6 +84,7 @@ async def test_a_clear_that_loses_a_race_reads_the_blocks_again(make_agent, sqli
     other = await Agent.load(agent.spec, store=StateStore(make_engine(sqlite_url)))
     other.memory.append("session", "And a late note.", other.now())
     other.store.commit_edits(other.record.id, other.memory.clear_pending(), other.window.block_versions)
+
     async def not_read_again() -> None:  # the other edit lands after this agent looked
         pass
 

@@ -2,16 +2,35 @@
 consumer fails here), and what the runtime reports is what a trace holds."""
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Union, get_args, get_origin
 
 import pytest
 
 from pagemind.runtime.cli.demo import DemoDisplay
 from pagemind.runtime.events import (
-    Event, Flush, FlushAhead, FlushAheadEvent, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent,
-    ModelResponseEvent, PressureSqueezedEvent, PressureWarning, PressureWarningEvent, ReplyDeltaEvent, ReplyResetEvent,
-    Squeezed, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent, Salience, SalienceEvent,
+    Event,
+    Flush,
+    FlushAhead,
+    FlushAheadEvent,
+    FlushEvent,
+    HistoryRepair,
+    HistoryRepairEvent,
+    MemoryEditEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    PressureSqueezedEvent,
+    PressureWarning,
+    PressureWarningEvent,
+    ReplyDeltaEvent,
+    ReplyResetEvent,
+    Salience,
+    SalienceEvent,
+    Squeezed,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
 from pagemind.runtime.testing.doubles import ScriptedModel, reply_body
@@ -22,23 +41,55 @@ from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.timeline import BarScale, TimelineRenderer
 from pagemind.scheduler.api.sse import SseMapper
 
-AT = datetime(2026, 3, 2, 9, 14, 5, tzinfo=timezone.utc)
-REQUEST = {"model": "m", "messages": [{"role": "system", "content": "<instructions>\nx\n</instructions>"},
-                                      {"role": "user", "content": "hi"}], "temperature": 0.7, "max_tokens": 64}
+AT = datetime(2026, 3, 2, 9, 14, 5, tzinfo=UTC)
+REQUEST = {
+    "model": "m",
+    "messages": [
+        {"role": "system", "content": "<instructions>\nx\n</instructions>"},
+        {"role": "user", "content": "hi"},
+    ],
+    "temperature": 0.7,
+    "max_tokens": 64,
+}
 
 SAMPLES = [  # one turn's worth, in an order the runtime could report them
     TurnEvent(step=0, turn_id="u1", user_message="Hi, I'm Lin."),
     HistoryRepairEvent(step=1, data=HistoryRepair(problems=["a call without its result: c0"], added=1, dropped=0)),
     PressureWarningEvent(step=1, data=PressureWarning(tokens=700, usable=1000, percent=70)),
-    PressureSqueezedEvent(step=1, data=Squeezed(tokens=920, usable=1000, flush_at=900, hard_at=1200, floor=880,
-                                                room=20, needed=200, pinned={"tools": 700, "system": 100})),
+    PressureSqueezedEvent(
+        step=1,
+        data=Squeezed(
+            tokens=920,
+            usable=1000,
+            flush_at=900,
+            hard_at=1200,
+            floor=880,
+            room=20,
+            needed=200,
+            pinned={"tools": 700, "system": 100},
+        ),
+    ),
     FlushAheadEvent(step=1, data=FlushAhead(action="started", evicting=4, tokens=420)),
     FlushAheadEvent(step=1, data=FlushAhead(action="discarded", evicting=4, tokens=420, reason="the window changed")),
-    FlushEvent(step=1, data=Flush(evicted=4, tokens_before=900, tokens_after=400, summary_tokens=50,
-                                  summary_chunks=1, extraction="stored", extracted=2, enough=True, ahead=True,
-                                  waited_ms=0.5)),
-    SalienceEvent(step=1, data=Salience(gate="prefetch", remember=False, lookup=False, score=0.0, reason="chit-chat",
-                                        source="rules")),
+    FlushEvent(
+        step=1,
+        data=Flush(
+            evicted=4,
+            tokens_before=900,
+            tokens_after=400,
+            summary_tokens=50,
+            summary_chunks=1,
+            extraction="stored",
+            extracted=2,
+            enough=True,
+            ahead=True,
+            waited_ms=0.5,
+        ),
+    ),
+    SalienceEvent(
+        step=1,
+        data=Salience(gate="prefetch", remember=False, lookup=False, score=0.0, reason="chit-chat", source="rules"),
+    ),
     ModelRequestEvent(step=1, body=REQUEST),
     ReplyDeltaEvent(step=1, text="not", source="content"),
     ReplyResetEvent(step=1, reason="the model's text came with a tool call: it was not the reply"),
@@ -94,9 +145,11 @@ async def test_the_recorder_writes_every_kind_as_it_was_reported(make_agent, sql
 
 
 def test_a_flush_recorded_before_flushes_said_whether_the_summary_was_cut_still_reads():
-    line = (b'{"clock":[],"turn":1,"step":2,"type":"event","kind":"flush","data":{"evicted":3,"tokens_before":9,'
-            b'"tokens_after":4,"summary_tokens":1,"summary_chunks":1,"extraction":"skipped","extracted":0,'
-            b'"enough":true}}')
+    line = (
+        b'{"clock":[],"turn":1,"step":2,"type":"event","kind":"flush","data":{"evicted":3,"tokens_before":9,'
+        b'"tokens_after":4,"summary_tokens":1,"summary_chunks":1,"extraction":"skipped","extracted":0,'
+        b'"enough":true}}'
+    )
     event = LINE_ADAPTER.validate_json(line)
     assert isinstance(event, FlushEvent) and event.data.summary_truncated is False
     assert event.data.ahead is False and event.data.waited_ms == 0.0

@@ -6,7 +6,7 @@ edits checked and counted as one step's are."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -19,10 +19,11 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.step_commit import StepWrite
 from pagemind.runtime.state.store import StaleBlocks, StateStore
-from pagemind.runtime.testing.doubles import build_spec, http_error, tool_call_body as tool_call
+from pagemind.runtime.testing.doubles import build_spec, http_error
+from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 from pagemind.tools import ToolCall, tool
 
-AT = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 RUNG: list[str] = []  # what `ring_bell` did outside the database
 
 
@@ -51,8 +52,10 @@ def spy_commits(store: StateStore) -> list[list[int]]:
 
 
 async def test_a_memory_edit_step_commits_with_the_reply(scripted_openai, make_agent, database_url):
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
-                        tool_call("send_message", {"message": "Hello Lin"}))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+        tool_call("send_message", {"message": "Hello Lin"}),
+    )
     agent = await make_agent(database_url, scripted_openai.client())
     commits = spy_commits(agent.store)
     result = await run_turn(agent, "I'm Lin")
@@ -82,9 +85,11 @@ async def test_a_memory_edit_step_commits_with_the_reply(scripted_openai, make_a
 
 
 async def test_a_step_with_an_effect_outside_its_commit_commits_alone(scripted_openai, make_agent, sqlite_url):
-    scripted_openai.add(tool_call("ring_bell", {"tune": "do"}),
-                        tool_call("core_memory_append", {"label": "human", "content": "x"}),
-                        tool_call("send_message", {"message": "done"}))
+    scripted_openai.add(
+        tool_call("ring_bell", {"tune": "do"}),
+        tool_call("core_memory_append", {"label": "human", "content": "x"}),
+        tool_call("send_message", {"message": "done"}),
+    )
     spec = build_spec(tools=["send_message", "core_memory_append", "tests.runtime.test_held_step:ring_bell"])
     agent = await make_agent(sqlite_url, scripted_openai.client(), spec)
     commits = spy_commits(agent.store)
@@ -97,8 +102,9 @@ async def test_a_step_with_an_effect_outside_its_commit_commits_alone(scripted_o
 async def test_a_failed_turn_takes_the_held_step_back_and_its_retry_redoes_it(
     scripted_openai, make_agent, database_url
 ):
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
-                        http_error(400, "bad request"))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "Lin"}), http_error(400, "bad request")
+    )
     agent = await make_agent(database_url, scripted_openai.client())
     with pytest.raises(ModelRequestRejected):
         await run_turn(agent, "I'm Lin", "key-1")
@@ -108,22 +114,31 @@ async def test_a_failed_turn_takes_the_held_step_back_and_its_retry_redoes_it(
     assert [m.role for m in agent.window.messages] == ["user"] and agent.window.held == []
     assert agent.window.recall_count == 1
 
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
-                        tool_call("send_message", {"message": "Hello Lin"}))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+        tool_call("send_message", {"message": "Hello Lin"}),
+    )
     result = await run_turn(agent, "I'm Lin", "key-1")
     assert result.reply == "Hello Lin"
     assert agent.memory.get("human").value == "Lin"
     assert [s.step_index for s in store.steps(agent_id)] == [1, 2]
     assert len(store.block_history(agent_id, "human")) == 1
     assert [m.role for m in store.turn_messages(agent_id, result.turn_id)] == [
-        "user", "assistant", "tool", "assistant", "tool"]
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
 
 
 async def test_a_block_changed_under_a_held_step_stores_neither_step(scripted_openai, make_agent, database_url):
     """Another writer edits the block between the held step and the next commit: the compare-and-set fails the
     whole commit, and the held step goes with it."""
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "mine"}),
-                        tool_call("send_message", {"message": "ok"}))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "mine"}),
+        tool_call("send_message", {"message": "ok"}),
+    )
     agent = await make_agent(database_url, scripted_openai.client())
     store, agent_id = agent.store, agent.record.id
     original = store.commit_steps
@@ -148,8 +163,10 @@ async def test_a_message_stored_during_a_held_step_comes_after_it(make_agent, da
     window = agent.window
     [user] = await window.accept(Message("user", "hi", AT, turn_id="t1"))
     call = ToolCall("c1", "core_memory_append", "{}")
-    held = [Message("assistant", None, AT, tool_calls=(call,), turn_id="t1"),
-            Message("tool", "ok", AT, tool_call_id="c1", name="core_memory_append", turn_id="t1")]
+    held = [
+        Message("assistant", None, AT, tool_calls=(call,), turn_id="t1"),
+        Message("tool", "ok", AT, tool_call_id="c1", name="core_memory_append", turn_id="t1"),
+    ]
     window.hold(StepRecord("t1", 1, "m", 1, 1, None, AT, 1.0, 1.0), held, [])
     assert window.messages[-2:] == held and window.recall_count == 3
 
@@ -173,37 +190,57 @@ async def test_the_store_writes_several_steps_in_order_in_one_commit(database_ur
 
     def messages(index: int) -> list[Message]:
         call = ToolCall(f"call-{index}", "core_memory_append", "{}")
-        return [Message("assistant", None, AT, tool_calls=(call,), turn_id="turn-1"),
-                Message("tool", f"result {index}", AT, tool_call_id=f"call-{index}", name="core_memory_append",
-                        turn_id="turn-1")]
+        return [
+            Message("assistant", None, AT, tool_calls=(call,), turn_id="turn-1"),
+            Message(
+                "tool", f"result {index}", AT, tool_call_id=f"call-{index}", name="core_memory_append", turn_id="turn-1"
+            ),
+        ]
 
     # Both steps edit `human`: the block keeps the last value and moves two versions; each edit keeps its step.
     first = StepWrite(record(1, None), messages(1), [BlockEdit("human", "append", "", "a", AT)])
-    second = StepWrite(record(2, "send_message"), messages(2),
-                       [BlockEdit("human", "append", "a", "a b", AT + timedelta(seconds=1)),
-                        BlockEdit("persona", "rethink", "I am a careful tester.", "p", AT)])
+    second = StepWrite(
+        record(2, "send_message"),
+        messages(2),
+        [
+            BlockEdit("human", "append", "a", "a b", AT + timedelta(seconds=1)),
+            BlockEdit("persona", "rethink", "I am a careful tester.", "p", AT),
+        ],
+    )
     step_ids, stored = await store.commit_steps(agent_id, [first, second], versions)
 
     steps = store.steps(agent_id)
     assert [s.id for s in steps] == step_ids and step_ids == sorted(step_ids)
     assert [(s.step_index, s.stop_reason, s.prompt_tokens, s.total_ms) for s in steps] == [
-        (1, None, 101, 52.0), (2, "send_message", 102, 53.0)]
+        (1, None, 101, 52.0),
+        (2, "send_message", 102, 53.0),
+    ]
     assert [m.content for m in stored] == [None, "result 1", None, "result 2"]
     assert [m.step_id for m in stored] == [step_ids[0]] * 2 + [step_ids[1]] * 2
-    assert [m.id for m in store.turn_messages(agent_id, "turn-1")] == [m.id for m in stored] == sorted(
-        m.id for m in stored)
+    assert (
+        [m.id for m in store.turn_messages(agent_id, "turn-1")]
+        == [m.id for m in stored]
+        == sorted(m.id for m in stored)
+    )
     assert versions["human"] == 2 and versions["persona"] == 1 and store.block_versions(agent_id) == versions
     assert [(v.step_id, v.new_value) for v in store.block_history(agent_id, "human")] == [
-        (step_ids[0], "a"), (step_ids[1], "a b")]
+        (step_ids[0], "a"),
+        (step_ids[1], "a b"),
+    ]
     blocks = {b.label: b.value for b in store.load_blocks(agent_id, spec)}
     assert (blocks["human"], blocks["persona"]) == ("a b", "p")
 
     # A version moved under one of them: neither step is stored.
     store.commit_edits(agent_id, [BlockEdit("human", "append", "a b", "x", AT)], dict(versions))
     with pytest.raises(StaleBlocks):
-        await store.commit_steps(agent_id, [StepWrite(record(3, None), messages(3), [BlockEdit(
-            "persona", "append", "p", "q", AT)]), StepWrite(record(4, None), messages(4), [BlockEdit(
-                "human", "append", "a b", "y", AT)])], versions)
+        await store.commit_steps(
+            agent_id,
+            [
+                StepWrite(record(3, None), messages(3), [BlockEdit("persona", "append", "p", "q", AT)]),
+                StepWrite(record(4, None), messages(4), [BlockEdit("human", "append", "a b", "y", AT)]),
+            ],
+            versions,
+        )
     assert len(store.steps(agent_id)) == 2 and len(store.turn_messages(agent_id, "turn-1")) == 4
 
 
@@ -215,9 +252,11 @@ async def test_the_next_turn_reuses_what_was_worked_out_for_the_held_messages(
     from pagemind.runtime import compiler
     from pagemind.runtime.pressure import history_repair
 
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
-                        tool_call("send_message", {"message": "Hello Lin"}),
-                        tool_call("send_message", {"message": "Again"}))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+        tool_call("send_message", {"message": "Hello Lin"}),
+        tool_call("send_message", {"message": "Again"}),
+    )
     agent = await make_agent(sqlite_url, scripted_openai.client())
     await run_turn(agent, "I'm Lin")
     rendered, checked = [], []

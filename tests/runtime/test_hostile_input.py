@@ -8,9 +8,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -96,77 +96,137 @@ def _huge_turn(events: list[dict]) -> list[dict]:
 
 
 TRACES: dict[str, Case] = {
-    "replay binary file": Case(["replay", "bad.jsonl"], 2, "not a trace (binary data",
-                               files={"bad.jsonl": b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 20}),
-    "replay two headers": Case(["replay", "bad.jsonl"], 2, "bad.jsonl:2: a second header",
-                               files=trace_file(lambda ev: [ev[0], *ev])),
+    "replay binary file": Case(
+        ["replay", "bad.jsonl"],
+        2,
+        "not a trace (binary data",
+        files={"bad.jsonl": b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 20},
+    ),
+    "replay two headers": Case(
+        ["replay", "bad.jsonl"], 2, "bad.jsonl:2: a second header", files=trace_file(lambda ev: [ev[0], *ev])
+    ),
     "replay compact request without messages": Case(
-        ["replay", "bad.jsonl"], 2, "invalid compact request: its body has no `messages` list",
-        files=trace_file(lambda ev: _first(ev, "model_request", lambda e: e["body"].pop("messages"), compact=True))),
+        ["replay", "bad.jsonl"],
+        2,
+        "invalid compact request: its body has no `messages` list",
+        files=trace_file(lambda ev: _first(ev, "model_request", lambda e: e["body"].pop("messages"), compact=True)),
+    ),
     "replay odd response body": Case(
-        ["replay", "bad.jsonl"], 2, "invalid model_response body: `choices` must be a list",
-        files=trace_file(lambda ev: _first(ev, "model_response", lambda e: e.update(body={"choices": "odd"})))),
+        ["replay", "bad.jsonl"],
+        2,
+        "invalid model_response body: `choices` must be a list",
+        files=trace_file(lambda ev: _first(ev, "model_response", lambda e: e.update(body={"choices": "odd"}))),
+    ),
     "trace show odd response body": Case(
-        ["trace", "show", "bad.jsonl"], 2, "invalid model_response body",
-        files=trace_file(lambda ev: _first(ev, "model_response", lambda e: e["body"].update(choices=[{"message": 3}])))),
+        ["trace", "show", "bad.jsonl"],
+        2,
+        "invalid model_response body",
+        files=trace_file(lambda ev: _first(ev, "model_response", lambda e: e["body"].update(choices=[{"message": 3}]))),
+    ),
     "replay tool call event with object arguments": Case(
-        ["replay", "bad.jsonl"], 2, "tool_call.arguments: Input should be a valid string",
-        files=trace_file(lambda ev: _first(ev, "tool_call", lambda e: e.update(arguments={"label": "human"})))),
+        ["replay", "bad.jsonl"],
+        2,
+        "tool_call.arguments: Input should be a valid string",
+        files=trace_file(lambda ev: _first(ev, "tool_call", lambda e: e.update(arguments={"label": "human"}))),
+    ),
     "replay response with object arguments": Case(
-        ["replay", "bad.jsonl"], 1, "DIVERGED", files=trace_file(lambda ev: _first(ev, "model_response",
-                                                                                   _object_arguments))),
-    "trace show 200 KB message": Case(["trace", "show", "bad.jsonl"], 0, "238,000 more characters not shown",
-                                      files=trace_file(_huge_turn), max_out=10_000),
+        ["replay", "bad.jsonl"],
+        1,
+        "DIVERGED",
+        files=trace_file(lambda ev: _first(ev, "model_response", _object_arguments)),
+    ),
+    "trace show 200 KB message": Case(
+        ["trace", "show", "bad.jsonl"],
+        0,
+        "238,000 more characters not shown",
+        files=trace_file(_huge_turn),
+        max_out=10_000,
+    ),
 }
 
 
 CASES: dict[str, Case] = {
     **TRACES,
     "argument not utf-8": Case(["run", COMPANION, "-m", b"\xff\xfe hi"], 2, "argument 4 is not valid UTF-8"),
-    "endpoint down names its url": Case(["run", COMPANION, "-m", "hi"], 1, "(endpoint http://127.0.0.1:9/v1/",
-                                        env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x"}),
+    "endpoint down names its url": Case(
+        ["run", COMPANION, "-m", "hi"],
+        1,
+        "(endpoint http://127.0.0.1:9/v1/",
+        env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x"},
+    ),
     "memory search empty query": Case(["memory", "search", COMPANION, ""], 2, "the search query is empty"),
     "memory search blank query": Case(["memory", "search", COMPANION, "  "], 2, "the search query is empty"),
-    "memory forget one-character prefix": Case(["memory", "forget", COMPANION, "a", "--yes"], 2,
-                                               "give at least 4 characters"),
-    "embedding dim abc": Case(["agents"], 2, "PAGEMIND_EMBEDDING_DIM='abc' is not a whole number",
-                              env={"PAGEMIND_EMBEDDING_DIM": "abc"}),
-    "database url unparsable": Case(["agents"], 2, "DATABASE_URL 'nonsense' is not a database URL",
-                                    env={"DATABASE_URL": "nonsense"}),
-    "database url unknown scheme": Case(["agents"], 2, "DATABASE_URL 'bogus://' is not a database URL",
-                                        env={"DATABASE_URL": "bogus://"}),
-    "postgres nobody listens": Case(["agents"], 2, "cannot open database postgresql+psycopg://127.0.0.1:1/x",
-                                    env={"DATABASE_URL": "postgresql://127.0.0.1:1/x"}),
-    "postgres database missing": Case(["agents"], 2, 'database "pagemind_no_such_db" does not exist',
-                                      env={"DATABASE_URL": "postgresql://127.0.0.1:5432/pagemind_no_such_db"}),
-    "postgres password not shown": Case(["agents"], 2, "postgresql+psycopg://someone:***@127.0.0.1:1/x",
-                                        env={"DATABASE_URL": "postgresql://someone:hunter2@127.0.0.1:1/x"}),
-    "sqlite header damaged": Case(["agents"], 2, "file is not a database (the file is damaged",
-                                  prepare=damaged_header),
+    "memory forget one-character prefix": Case(
+        ["memory", "forget", COMPANION, "a", "--yes"], 2, "give at least 4 characters"
+    ),
+    "embedding dim abc": Case(
+        ["agents"], 2, "PAGEMIND_EMBEDDING_DIM='abc' is not a whole number", env={"PAGEMIND_EMBEDDING_DIM": "abc"}
+    ),
+    "database url unparsable": Case(
+        ["agents"], 2, "DATABASE_URL 'nonsense' is not a database URL", env={"DATABASE_URL": "nonsense"}
+    ),
+    "database url unknown scheme": Case(
+        ["agents"], 2, "DATABASE_URL 'bogus://' is not a database URL", env={"DATABASE_URL": "bogus://"}
+    ),
+    "postgres nobody listens": Case(
+        ["agents"],
+        2,
+        "cannot open database postgresql+psycopg://127.0.0.1:1/x",
+        env={"DATABASE_URL": "postgresql://127.0.0.1:1/x"},
+    ),
+    "postgres database missing": Case(
+        ["agents"],
+        2,
+        'database "pagemind_no_such_db" does not exist',
+        env={"DATABASE_URL": "postgresql://127.0.0.1:5432/pagemind_no_such_db"},
+    ),
+    "postgres password not shown": Case(
+        ["agents"],
+        2,
+        "postgresql+psycopg://someone:***@127.0.0.1:1/x",
+        env={"DATABASE_URL": "postgresql://someone:hunter2@127.0.0.1:1/x"},
+    ),
+    "sqlite header damaged": Case(["agents"], 2, "file is not a database (the file is damaged", prepare=damaged_header),
     "sqlite truncated": Case(["memory", COMPANION], 2, "database disk image is malformed", prepare=truncated),
     "sqlite zero bytes": Case(["agents"], 2, "is empty (0 bytes), not a pagemind database", prepare=zero_bytes),
     "no model endpoint": Case(["run", COMPANION, "-m", "hi"], 2, "No model endpoint is configured"),
-    "log level bogus": Case(["agents"], 2, "PAGEMIND_LOG_LEVEL='bogus' is not a level",
-                            env={"PAGEMIND_LOG_LEVEL": "bogus"}),
-    "yaml duplicate key": Case(["context", "agent.yaml"], 2, "agent.yaml:2 name: duplicate key 'name'",
-                               files=yaml_file("name: a\nname: b\nsystem: hi\n" + GOOD_MODEL)),
-    "yaml not utf-8": Case(["context", "agent.yaml"], 2, "agent.yaml:2 not UTF-8 text",
-                           files=yaml_file(b"name: a\nsystem: h\xff\xfei\n" + GOOD_MODEL.encode())),
-    "yaml nested 100000 deep": Case(["context", "agent.yaml"], 2, "nested too deeply",
-                                    files=yaml_file("a: " + "[" * 100_000 + "]" * 100_000 + "\n")),
+    "log level bogus": Case(
+        ["agents"], 2, "PAGEMIND_LOG_LEVEL='bogus' is not a level", env={"PAGEMIND_LOG_LEVEL": "bogus"}
+    ),
+    "yaml duplicate key": Case(
+        ["context", "agent.yaml"],
+        2,
+        "agent.yaml:2 name: duplicate key 'name'",
+        files=yaml_file("name: a\nname: b\nsystem: hi\n" + GOOD_MODEL),
+    ),
+    "yaml not utf-8": Case(
+        ["context", "agent.yaml"],
+        2,
+        "agent.yaml:2 not UTF-8 text",
+        files=yaml_file(b"name: a\nsystem: h\xff\xfei\n" + GOOD_MODEL.encode()),
+    ),
+    "yaml nested 100000 deep": Case(
+        ["context", "agent.yaml"], 2, "nested too deeply", files=yaml_file("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    ),
     "window not above output reserve": Case(
-        ["context", "agent.yaml"], 2, "agent.yaml:3 model.context_window: 256 leaves no room",
-        files=yaml_file("name: a\nsystem: hi\nmodel: {name: m, context_window: 256, max_output_tokens: 256}\n")),
+        ["context", "agent.yaml"],
+        2,
+        "agent.yaml:3 model.context_window: 256 leaves no room",
+        files=yaml_file("name: a\nsystem: hi\nmodel: {name: m, context_window: 256, max_output_tokens: 256}\n"),
+    ),
     "unknown encoding": Case(
-        ["context", "agent.yaml"], 2, "model.encoding: unknown encoding 'bogus'",
-        files=yaml_file("name: a\nsystem: hi\nmodel: {name: m, context_window: 4096, max_output_tokens: 256, "
-                        "encoding: bogus}\n")),
+        ["context", "agent.yaml"],
+        2,
+        "model.encoding: unknown encoding 'bogus'",
+        files=yaml_file(
+            "name: a\nsystem: hi\nmodel: {name: m, context_window: 4096, max_output_tokens: 256, encoding: bogus}\n"
+        ),
+    ),
 }
 
 
 def run(tmp_path: Path, case: Case) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_", "PAGEMIND_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_", "PAGEMIND_"))}
     env["PAGEMIND_HOME"] = str(tmp_path / "home")
     env.update(case.env)
     for name, content in case.files.items():
@@ -174,8 +234,14 @@ def run(tmp_path: Path, case: Case) -> subprocess.CompletedProcess[bytes]:
     if case.prepare:
         case.prepare(tmp_path)
     argv = [os.fsencode(a) if isinstance(a, str) else a for a in case.argv]
-    return subprocess.run([os.fsencode(sys.executable), b"-m", b"pagemind.runtime.cli.main", *argv], cwd=tmp_path,
-                          env=env, input=case.stdin, capture_output=True, timeout=300)
+    return subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"pagemind.runtime.cli.main", *argv],
+        cwd=tmp_path,
+        env=env,
+        input=case.stdin,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -198,10 +264,14 @@ def test_the_spec_knows_the_encodings_the_package_ships():
     assert set(SHIPPED_ENCODINGS) == set(tokens._SHA256)
 
 
-REPLY = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
-         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello there."},
-                      "finish_reason": "stop"}],
-         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+REPLY = {
+    "id": "c1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello there."}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
 
 
 def test_chat_reports_a_failed_turn_or_a_line_that_is_not_utf8_and_takes_the_next_line(tmp_path):
@@ -212,11 +282,14 @@ def test_chat_reports_a_failed_turn_or_a_line_that_is_not_utf8_and_takes_the_nex
     class Server(http.server.BaseHTTPRequestHandler):
         calls = 0
 
-        def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
             Server.calls += 1
-            status, body = (400, {"error": {"message": "nope", "type": "invalid_request_error"}}) \
-                if Server.calls == 1 else (200, REPLY)
+            status, body = (
+                (400, {"error": {"message": "nope", "type": "invalid_request_error"}})
+                if Server.calls == 1
+                else (200, REPLY)
+            )
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
@@ -231,9 +304,14 @@ def test_chat_reports_a_failed_turn_or_a_line_that_is_not_utf8_and_takes_the_nex
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        case = Case(["chat", "agent.yaml"], 0, "", env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "x"},
-                    files=yaml_file("name: chatty\nsystem: Be brief.\n" + GOOD_MODEL),
-                    stdin=b"first\n\xff\xfe oops\nsecond\n")
+        case = Case(
+            ["chat", "agent.yaml"],
+            0,
+            "",
+            env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "x"},
+            files=yaml_file("name: chatty\nsystem: Be brief.\n" + GOOD_MODEL),
+            stdin=b"first\n\xff\xfe oops\nsecond\n",
+        )
         done = run(tmp_path, case)
     finally:
         server.shutdown()
@@ -270,8 +348,12 @@ def test_run_while_another_process_holds_the_archival_store_is_busy_and_stores_n
 
     agent = asyncio.run(hold())
     try:
-        case = Case(["run", "keeper.yaml", "-m", "Hi, I'm Lin."], 3, f"in use by process {os.getpid()}",
-                    env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x"})
+        case = Case(
+            ["run", "keeper.yaml", "-m", "Hi, I'm Lin."],
+            3,
+            f"in use by process {os.getpid()}",
+            env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x"},
+        )
         done = run(tmp_path, case)
         stderr = done.stderr.decode()
         assert done.returncode == 3 and "Traceback" not in stderr, stderr

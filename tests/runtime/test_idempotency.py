@@ -41,8 +41,12 @@ async def test_the_same_key_returns_the_first_result_and_stores_nothing(database
     assert first.reply == "ok A-1"
     before, calls = counts(store, agent.record.id), len(model.requests)
     again = await agent.run_turn("A message 1", idempotency_key="key-1")
-    assert (again.turn_id, again.reply, again.stop_reason, again.steps) == (first.turn_id, "ok A-1",
-                                                                           first.stop_reason, 2)
+    assert (again.turn_id, again.reply, again.stop_reason, again.steps) == (
+        first.turn_id,
+        "ok A-1",
+        first.stop_reason,
+        2,
+    )
     assert counts(store, agent.record.id) == before and len(model.requests) == calls
     # Another process (a fresh load) gets the same answer from the store.
     other, _ = await load(database_url, model)
@@ -96,8 +100,10 @@ async def test_a_different_message_after_a_failed_turn_keeps_both(database_url):
         await agent.send("A message 1")
     down["now"] = False
     assert await agent.send("A message 2") == "ok A-2"
-    assert [m.content for m in store.all_messages(agent.record.id) if m.role == "user"] == ["A message 1",
-                                                                                            "A message 2"]
+    assert [m.content for m in store.all_messages(agent.record.id) if m.role == "user"] == [
+        "A message 1",
+        "A message 2",
+    ]
 
 
 def test_the_cli_takes_a_key_and_a_wait():
@@ -110,11 +116,31 @@ async def test_the_cli_answers_a_used_key_from_the_store_without_the_model(datab
     agent, store = await load(database_url, FunctionModel(by_purpose(respond)))
     await agent.send("A message 1", idempotency_key="cli-key")
     before = counts(store, agent.record.id)
-    env = {**os.environ, "DATABASE_URL": database_url, "PAGEMIND_HOME": str(tmp_path),
-           "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # nothing answers there
-    done = subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "run", "tester", "-m", "A message 1",
-                           "--idempotency-key", "cli-key"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "PAGEMIND_HOME": str(tmp_path),
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    }  # nothing answers there
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pagemind.runtime.cli.main",
+            "run",
+            "tester",
+            "-m",
+            "A message 1",
+            "--idempotency-key",
+            "cli-key",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok A-1"
     assert counts(store, agent.record.id) == before

@@ -28,14 +28,18 @@ asyncio.run(main())
 
 
 def run_turn_in_subprocess(tmp_path: Path, level: str | None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_",
-                                                                        "PAGEMIND_LOG_LEVEL"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_", "PAGEMIND_LOG_LEVEL"))
+    }
     env["PAGEMIND_HOME"] = str(tmp_path / "home")
     env["PAGEMIND_EMBEDDING_MODEL"] = ""
     if level is not None:
         env["PAGEMIND_LOG_LEVEL"] = level
-    return subprocess.run([sys.executable, "-c", TURN], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", TURN], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.parametrize("level", [None, "WARNING", "info", "debug"])
@@ -57,12 +61,14 @@ def test_a_bad_level_falls_back_to_warning_for_library_use(tmp_path):
 
 
 def test_an_application_that_configured_structlog_keeps_its_configuration():
-    code = ("import structlog, io, sys\n"
-            "buf = io.StringIO()\n"
-            "structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=buf))\n"
-            "import pagemind.runtime.agent\n"
-            "structlog.get_logger('x').info('mine')\n"
-            "assert 'mine' in buf.getvalue(), buf.getvalue()\n")
+    code = (
+        "import structlog, io, sys\n"
+        "buf = io.StringIO()\n"
+        "structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=buf))\n"
+        "import pagemind.runtime.agent\n"
+        "structlog.get_logger('x').info('mine')\n"
+        "assert 'mine' in buf.getvalue(), buf.getvalue()\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""

@@ -3,9 +3,11 @@ import sqlalchemy
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import StopReason, next_action, run_turn
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import call, reply_body as reply, tool_call_body as tool_call, tool_calls_body
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import call, tool_calls_body
+from pagemind.runtime.testing.doubles import reply_body as reply
+from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 
 
 @pytest.mark.parametrize(
@@ -86,11 +88,13 @@ async def test_errors_go_back_to_the_model_and_the_turn_goes_on(scripted_openai,
 
 
 async def test_several_tool_calls_in_one_response_are_all_dispatched_in_order(scripted_openai, make_agent, sqlite_url):
-    scripted_openai.add(tool_calls_body(
-        call("core_memory_append", {"label": "human", "content": "A"}),
-        call("core_memory_append", {"label": "human", "content": "B"}),
-        call("send_message", {"message": "ok"}),
-    ))
+    scripted_openai.add(
+        tool_calls_body(
+            call("core_memory_append", {"label": "human", "content": "A"}),
+            call("core_memory_append", {"label": "human", "content": "B"}),
+            call("send_message", {"message": "ok"}),
+        )
+    )
     agent = await make_agent(sqlite_url, scripted_openai.client())
     result = await run_turn(agent, "two facts")
     assert agent.memory.get("human").value == "A\nB"
@@ -101,16 +105,20 @@ async def test_several_tool_calls_in_one_response_are_all_dispatched_in_order(sc
 def _dump(url: str) -> dict[str, list]:
     engine = sqlalchemy.create_engine(url)
     with engine.connect() as conn:
-        return {t: sorted(map(tuple, conn.execute(sqlalchemy.text(f"SELECT * FROM {t}")).fetchall()), key=str)
-                for t in ("agents", "blocks", "block_versions", "messages", "steps")}
+        return {
+            t: sorted(map(tuple, conn.execute(sqlalchemy.text(f"SELECT * FROM {t}")).fetchall()), key=str)
+            for t in ("agents", "blocks", "block_versions", "messages", "steps")
+        }
 
 
 async def test_exception_between_model_call_and_commit_leaves_database_as_before_the_step(
     scripted_openai, make_agent, database_url
 ):
     # The edit's step is held for the reply's commit (`runtime.loop`): that commit fails, and takes both.
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
-                        tool_call("send_message", {"message": "noted"}))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+        tool_call("send_message", {"message": "noted"}),
+    )
     agent = await make_agent(database_url, scripted_openai.client())
     original_commit = agent.store.commit_steps
     snapshots = {}

@@ -25,8 +25,10 @@ class Quiet:
 
 
 def turn_script():
-    return [tool_call_body("core_memory_append", {"label": "human", "content": "Lin."}),
-            tool_call_body("send_message", {"message": TRICKY})]
+    return [
+        tool_call_body("core_memory_append", {"label": "human", "content": "Lin."}),
+        tool_call_body("send_message", {"message": TRICKY}),
+    ]
 
 
 async def test_a_watched_turn_streams_its_reply_before_the_response(scripted_openai, make_agent, sqlite_url):
@@ -53,16 +55,21 @@ async def test_nobody_watching_means_no_streaming(scripted_openai, make_agent, s
     assert not any(isinstance(e, (ReplyDeltaEvent, ReplyResetEvent)) for e in quiet.events)
 
 
-async def test_a_streamed_reply_that_fails_is_reset_and_the_next_step_streams_anew(scripted_openai, make_agent,
-                                                                                    sqlite_url):
-    scripted_openai.add(tool_call_body("send_message", '{"message": "Half a repl'),  # unparseable: a tool error
-                        tool_calls_body(call("send_message", {"message": "The real reply."}), content="Oops."))
+async def test_a_streamed_reply_that_fails_is_reset_and_the_next_step_streams_anew(
+    scripted_openai, make_agent, sqlite_url
+):
+    scripted_openai.add(
+        tool_call_body("send_message", '{"message": "Half a repl'),  # unparseable: a tool error
+        tool_calls_body(call("send_message", {"message": "The real reply."}), content="Oops."),
+    )
     agent = await make_agent(sqlite_url, scripted_openai.client())
     agent.observer = watcher = Watcher()
     assert (await run_turn(agent, "hello")).reply == "The real reply."
     assert watcher.held() == "The real reply."
-    assert watcher.resets() == ["the streamed text did not end the turn",
-                                "the model's text came with a tool call: it was not the reply"]
+    assert watcher.resets() == [
+        "the streamed text did not end the turn",
+        "the model's text came with a tool call: it was not the reply",
+    ]
     reset = next(e for e in watcher.events if isinstance(e, ReplyResetEvent))
     first_end = next(e for e in watcher.events if isinstance(e, StepEndEvent))
     assert reset.step == first_end.step == 1
@@ -76,8 +83,9 @@ async def test_a_plain_answer_streams_as_content(scripted_openai, make_agent, sq
     assert (await run_turn(agent, "hello")).reply == "Plain words." == watcher.held()
 
 
-async def test_a_streamed_turn_records_the_same_trace_and_replays_identically(scripted_openai, make_agent,
-                                                                               sqlite_url, tmp_path):
+async def test_a_streamed_turn_records_the_same_trace_and_replays_identically(
+    scripted_openai, make_agent, sqlite_url, tmp_path
+):
     script = turn_script()
     scripted_openai.add(*script)
     agent = await make_agent(sqlite_url, scripted_openai.client())
@@ -92,4 +100,3 @@ async def test_a_streamed_turn_records_the_same_trace_and_replays_identically(sc
     assert bodies == script  # what a non-streaming answer would have recorded
     assert all("stream" not in e.body for e in trace.events if e.type == "model_request")
     assert (await replay(trace)).status == "identical"
-

@@ -12,13 +12,20 @@ import pytest
 import yaml
 
 from pagemind.runtime.model.client import ModelError
+from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.reflection.journal import Journal
 from pagemind.runtime.session_end import close_session
-from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec, load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, by_purpose, reply_body, spec_data, tool_call_body
+from pagemind.runtime.testing.doubles import (
+    FunctionModel,
+    ManualClock,
+    by_purpose,
+    reply_body,
+    spec_data,
+    tool_call_body,
+)
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 
@@ -29,8 +36,15 @@ INSIGHT = "Lin is anxious before exams"
 
 def agent_yaml(folder: Path, **fields: Any) -> None:
     data = spec_data("lin", tools=TOOLS, human_limit=2000, context_window=16000, **fields)
-    data["blocks"].append({"label": "session", "value": SESSION_SEED, "limit": 500, "ephemeral": True,
-                           "description": "Notes for this conversation only."})
+    data["blocks"].append(
+        {
+            "label": "session",
+            "value": SESSION_SEED,
+            "limit": 500,
+            "ephemeral": True,
+            "description": "Notes for this conversation only.",
+        }
+    )
     path = folder / "lin.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     load_spec(path)
@@ -58,8 +72,12 @@ def daemon_for(database_url, tmp_path):
 
     def make(clock: ManualClock, fn: FunctionModel) -> Daemon:
         store = StateStore(make_engine(database_url))
-        daemon = Daemon(AgentCatalog(tmp_path / "agents", store),
-                        Settings(home=tmp_path / "home", database_url=database_url), clock=clock, model=fn)
+        daemon = Daemon(
+            AgentCatalog(tmp_path / "agents", store),
+            Settings(home=tmp_path / "home", database_url=database_url),
+            clock=clock,
+            model=fn,
+        )
         made.append(daemon)
         return daemon
 
@@ -70,8 +88,10 @@ def daemon_for(database_url, tmp_path):
 
 
 async def talk(daemon: Daemon) -> None:
-    for text in ("I have my chemistry exam on Friday and I'm really nervous about it.",
-                 "I studied all weekend but organic chemistry still confuses me."):
+    for text in (
+        "I have my chemistry exam on Friday and I'm really nervous about it.",
+        "I studied all weekend but organic chemistry still confuses me.",
+    ):
         assert (await daemon.wait((await daemon.submit("lin", text)).run_id, 30)).state == "done"
 
 

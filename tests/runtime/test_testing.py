@@ -1,7 +1,7 @@
 """The public test doubles (pagemind.runtime.testing.doubles) do what their documentation says."""
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +10,18 @@ import pytest
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.testing.doubles import (
-    FakeEmbedder, FunctionModel, ManualClock, RecordingArchival, ScriptedModel, build_spec, by_purpose,
-    is_pressure_alert, reply_body, spec_data, tool_call_body, tool_context,
+    FakeEmbedder,
+    FunctionModel,
+    ManualClock,
+    RecordingArchival,
+    ScriptedModel,
+    build_spec,
+    by_purpose,
+    is_pressure_alert,
+    reply_body,
+    spec_data,
+    tool_call_body,
+    tool_context,
 )
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.tools import ArchivalMemory
@@ -25,11 +35,11 @@ def request(purpose: str = "step", *messages: dict) -> ModelRequest:
 
 def test_the_clock_moves_only_when_told():
     clock = ManualClock()
-    assert clock() == clock() == datetime(2026, 11, 29, 15, 0, tzinfo=timezone.utc)
-    assert clock.advance(days=1, hours=2) == clock() == datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc)
-    assert clock.advance(timedelta(minutes=5), seconds=1) == datetime(2026, 11, 30, 17, 5, 1, tzinfo=timezone.utc)
-    clock.now = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    assert clock() == datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert clock() == clock() == datetime(2026, 11, 29, 15, 0, tzinfo=UTC)
+    assert clock.advance(days=1, hours=2) == clock() == datetime(2026, 11, 30, 17, 0, tzinfo=UTC)
+    assert clock.advance(timedelta(minutes=5), seconds=1) == datetime(2026, 11, 30, 17, 5, 1, tzinfo=UTC)
+    clock.now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert clock() == datetime(2026, 1, 1, tzinfo=UTC)
 
 
 async def test_scripted_model_serves_in_order_and_fails_loudly_when_out():

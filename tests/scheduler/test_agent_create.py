@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from pagemind.runtime.spec.agent import AgentSpec, load_spec
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import spec_data
-from pagemind.runtime.spec.agent import AgentSpec, load_spec
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.errors import AgentExists
 from tests.support.daemon_support import TEMPLATE, write_agents
@@ -21,8 +21,13 @@ def test_an_agent_made_from_a_template_has_the_rows_ensure_agent_would_write(dat
     info = catalog.create("u1", utcnow(), template=TEMPLATE, blocks={"human": "Name: Lin."})
     reference = catalog.spec_for("u1")
     seeded = AgentSpec.model_validate(
-        {**reference.model_dump(), "blocks": [{**b.model_dump(), "value": "Name: Lin." if b.label == "human"
-                                               else b.value} for b in reference.blocks]})
+        {
+            **reference.model_dump(),
+            "blocks": [
+                {**b.model_dump(), "value": "Name: Lin." if b.label == "human" else b.value} for b in reference.blocks
+            ],
+        }
+    )
     other = seeded.model_copy(update={"name": "u2"})
     made = store.ensure_agent(other)  # the ORM path, for comparison
     fast, slow = store.get_agent("u1"), store.agent_record(made.id)

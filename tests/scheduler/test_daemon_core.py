@@ -15,8 +15,7 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, spec_data
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
-from pagemind.scheduler.errors import (AgentExists, KeyReused, NotDeletable, UnknownAgent, UnknownRun,
-                                       UnknownTemplate)
+from pagemind.scheduler.errors import AgentExists, KeyReused, NotDeletable, UnknownAgent, UnknownRun, UnknownTemplate
 from tests.support.daemon_support import TEMPLATE, ledger_model, ledger_step, markers, write_agents
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
-from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents
 from tests.scheduler.test_daemon_core import make_daemon
+from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents
 
 
 @pytest.fixture
@@ -72,8 +72,9 @@ async def test_an_older_open_item_of_the_agent_runs_first(database_url, folder):
     try:
         first = await first_turn(daemon)
         # An item the worker has not heard of (as another daemon's submission whose notice is still on its way).
-        older, _ = await daemon.inbox.submit(first.agent_id, "alice", "message", "msg 2", None,
-                                             first.created_at, announce=False)
+        older, _ = await daemon.inbox.submit(
+            first.agent_id, "alice", "message", "msg 2", None, first.created_at, announce=False
+        )
         newer = await daemon.submit("alice", "msg 3")
         assert newer.state == "pending" and newer.attempts == 0  # not claimed past the older one
         a, b = await daemon.wait(older.run_id, 60), await daemon.wait(newer.run_id, 60)
@@ -153,8 +154,9 @@ async def test_lingering_workers_woken_together_run_within_concurrency(database_
         in_flight -= 1
         return ledger_step(request)
 
-    daemon = make_daemon(database_url, folder, FunctionModel(by_purpose(step)), concurrency=2, linger_s=3600,
-                         poll_s=3600)
+    daemon = make_daemon(
+        database_url, folder, FunctionModel(by_purpose(step)), concurrency=2, linger_s=3600, poll_s=3600
+    )
     await daemon.start()
     try:
         for name in names:  # one after the other: each worker then lingers

@@ -16,9 +16,9 @@ from pagemind.runtime.state import engine as engine_module
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
-from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents
 from tests.scheduler.test_daemon_core import make_daemon
 from tests.scheduler.test_daemon_wakeup import scans_over, spy
+from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents
 
 
 @pytest.fixture
@@ -114,8 +114,9 @@ def test_only_an_idle_pooled_connection_is_pinged_and_a_dropped_one_is_replaced(
         engine.dispose()
 
 
-async def test_a_first_attempt_skips_the_key_lookup_and_a_reused_key_still_cannot_double(database_url, folder,
-                                                                                        monkeypatch):
+async def test_a_first_attempt_skips_the_key_lookup_and_a_reused_key_still_cannot_double(
+    database_url, folder, monkeypatch
+):
     from sqlalchemy.exc import IntegrityError
 
     from pagemind.runtime.loop import run_turn
@@ -123,8 +124,9 @@ async def test_a_first_attempt_skips_the_key_lookup_and_a_reused_key_still_canno
 
     looked_up: list[str] = []
     real = StateStore.turn_for_key
-    monkeypatch.setattr(StateStore, "turn_for_key", lambda self, agent_id, key: looked_up.append(key)
-                        or real(self, agent_id, key))
+    monkeypatch.setattr(
+        StateStore, "turn_for_key", lambda self, agent_id, key: looked_up.append(key) or real(self, agent_id, key)
+    )
     daemon = make_daemon(database_url, folder, ledger_model())
     item = await daemon.submit("alice", "msg 1")
     await daemon.start()
@@ -154,8 +156,9 @@ async def test_a_submission_for_an_agent_held_here_sends_no_notice_and_others_do
 
     folder = write_agents(tmp_path / "agents", ("alice", "bob"))
     daemon = make_daemon(database_url, folder, ledger_model(), linger_s=3600)
-    listener = await psycopg.AsyncConnection.connect(database_url.replace("postgresql+psycopg://", "postgresql://"),
-                                                     autocommit=True)
+    listener = await psycopg.AsyncConnection.connect(
+        database_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
+    )
     await listener.execute(f"LISTEN {INBOX_CHANNEL}")
     await daemon.start()
     try:

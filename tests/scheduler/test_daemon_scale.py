@@ -35,8 +35,11 @@ def _client(tmp_path: Path, url: str, folder: Path) -> Daemon:
 
 def _spawn(tmp_path: Path, url: str, folder: Path, mode: str) -> subprocess.Popen:
     env = {**os.environ, "PAGEMIND_KILL_AT": ""}
-    return subprocess.Popen([sys.executable, "-m", "tests.support.daemon_child", str(tmp_path / "home"), url, str(folder), mode],
-                            cwd=ROOT, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.daemon_child", str(tmp_path / "home"), url, str(folder), mode],
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def _count(client: Daemon, table) -> int:
@@ -70,7 +73,9 @@ def test_two_daemons_share_twenty_agents_each_message_once_in_order(tmp_path, da
         client.create_agent(name, template=TEMPLATE)
     children = [_spawn(tmp_path, database_url, folder, "until:400") for _ in range(2)]
     try:
-        wait_until(lambda: _count(client, daemons) == 2, "both daemons to serve", 120)  # both serving before the stream starts
+        wait_until(
+            lambda: _count(client, daemons) == 2, "both daemons to serve", 120
+        )  # both serving before the stream starts
         sent: dict[str, list[str]] = {name: [] for name in names}
         for n in range(400):
             name = names[n % 20]

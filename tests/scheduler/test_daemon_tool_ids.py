@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body, tool_context
 from pagemind.tools import ToolCall, ToolContext, dispatch_tool_calls, tool
-from tests.support.daemon_support import write_agents
 from tests.scheduler.test_daemon_core import make_daemon
+from tests.support.daemon_support import write_agents
 
 CHARGES: dict[str, int] = {}  # the outside world: charges by idempotency key
 

@@ -14,9 +14,9 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
-from pagemind.scheduler.queue.arrivals import Arrivals
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.queue.arrivals import Arrivals
 from pagemind.scheduler.queue.inbox import Inbox
 from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.queue.wakeup import arrival_notice, read_arrival
@@ -38,13 +38,13 @@ def spy(daemon: Daemon) -> tuple[list[str], list[list[int]], asyncio.Event]:
     scanned = asyncio.Event()
     claim, claim_agents = daemon.dispatcher.arrivals.claim, daemon.leases.claim_agents
 
-    async def claimed(agent_id, name, now):  # noqa: ANN001, ANN202
+    async def claimed(agent_id, name, now):
         item = await claim(agent_id, name, now)
         if item is not None:
             by_arrival.append(item.run_id)
         return item
 
-    def scan(limit, exclude, now):  # noqa: ANN001, ANN202
+    def scan(limit, exclude, now):
         taken = claim_agents(limit, exclude, now)
         scans.append(taken)
         scanned.set()
@@ -114,7 +114,7 @@ async def test_an_arrival_with_every_slot_busy_waits_for_the_scan_when_a_worker_
     must wake the scan for bob, as a worker's end does."""
     started, gate = asyncio.Event(), asyncio.Event()
 
-    async def step(request):  # noqa: ANN001, ANN202
+    async def step(request):
         if not started.is_set():  # the first step of all: alice's
             started.set()
             await gate.wait()  # alice's turn holds the only slot until bob's arrival has been looked at
@@ -125,7 +125,7 @@ async def test_an_arrival_with_every_slot_busy_waits_for_the_scan_when_a_worker_
     looked = asyncio.Event()
     take_arrived = daemon.dispatcher._take_arrived
 
-    async def take(arrived):  # noqa: ANN001, ANN202
+    async def take(arrived):
         await take_arrived(arrived)
         if any(name == "bob" for name in arrived.values()):
             looked.set()
@@ -152,7 +152,7 @@ async def test_an_arrival_whose_claim_fails_is_left_to_the_scan_and_the_dispatch
     daemon = make_daemon(database_url, folder, ledger_model(), poll_s=0.2)  # here the poll is the way back
     failures = []
 
-    async def broken(agent_id, name, now):  # noqa: ANN001, ANN202
+    async def broken(agent_id, name, now):
         failures.append(agent_id)
         raise RuntimeError("the store went away")
 

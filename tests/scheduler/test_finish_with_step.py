@@ -28,16 +28,20 @@ from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.message_turn import FinishWithLastStep
-from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.scheduler.queue.inbox import Inbox
-from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents
-from tests.crash.test_daemon_crash import _run_child, zygote  # noqa: F401  (the fixture, shared)
-from tests.scheduler.test_daemon_core import make_daemon
+from pagemind.scheduler.streams.fanout import RunFanout
 from tests.runtime.state.test_step_commit import edit, prepared, record
+from tests.scheduler.test_daemon_core import make_daemon
+from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents
+from tests.support.zygote import run_child
 
 agents = AgentRow.__table__
-SET_SUMMARY = (update(agents).where(agents.c.id == bindparam("p_agent")).values(summary=bindparam("p_summary"))
-          .returning(agents.c.id, agents.c.summary))
+SET_SUMMARY = (
+    update(agents)
+    .where(agents.c.id == bindparam("p_agent"))
+    .values(summary=bindparam("p_summary"))
+    .returning(agents.c.id, agents.c.summary)
+)
 
 
 def summary(store: StateStore, agent_id: int) -> str:
@@ -90,8 +94,12 @@ async def test_a_turns_item_is_finished_by_its_last_step_and_a_failed_one_apart(
         assert done.state == "done" and done.attempts == 1 and done.finished_at is not None
         async with daemon.agent("alice") as agent:
             steps = agent.store.turn_steps(agent.record.id, done.result["turn_id"])
-        assert done.result == {"reply": "ack 1", "stop_reason": "send_message", "steps": 2,
-                               "turn_id": steps[-1].turn_id}
+        assert done.result == {
+            "reply": "ack 1",
+            "stop_reason": "send_message",
+            "steps": 2,
+            "turn_id": steps[-1].turn_id,
+        }
         assert [s.stop_reason for s in steps] == [None, "send_message"]
         assert finishes == []  # no statement of its own
 
@@ -121,7 +129,7 @@ def test_a_run_watched_from_another_process_is_finished_apart():
     assert unwatched(end) is rider and unwatched.outcome() == ("finished", {"state": "done"})
 
 
-def test_a_kill_after_the_last_steps_commit_leaves_the_item_done(zygote, tmp_path, database_url):  # noqa: F811
+def test_a_kill_after_the_last_steps_commit_leaves_the_item_done(zygote, tmp_path, database_url):
     """Before the fold, a kill between the last step's commit and the finish left the item running: the next
     daemon claimed it again (a second attempt) to find the stored turn. Now both are one commit."""
     make_engine(database_url).dispose()
@@ -130,13 +138,13 @@ def test_a_kill_after_the_last_steps_commit_leaves_the_item_done(zygote, tmp_pat
     client = Daemon(AgentCatalog(folder, StateStore.open(settings.database_url)), settings)  # never started
     asyncio.run(client.submit("alice", "msg 1"))
     # The turn's two steps (a memory edit, held, then the reply) commit together: the child dies right after.
-    code = _run_child(zygote, tmp_path / "home", database_url, folder, "commit.after_commit@1")
+    code = run_child(zygote, tmp_path / "home", database_url, folder, "commit.after_commit@1")
     assert code == -signal.SIGKILL
     [item] = client.inbox.items()
     assert (item.state, item.attempts, item.result["reply"]) == ("done", 1, "ack 1")
 
     asyncio.run(client.submit("alice", "msg 2"))
-    assert _run_child(zygote, tmp_path / "home", database_url, folder) == 0
+    assert run_child(zygote, tmp_path / "home", database_url, folder) == 0
     assert [(i.state, i.attempts) for i in client.inbox.items()] == [("done", 1), ("done", 1)]
     record = client.store.get_agent("alice")
     human = {b.label: b.value for b in client.store.load_blocks(record.id, client.catalog.spec_for("alice"))}
@@ -148,8 +156,9 @@ async def test_a_message_for_a_lingering_worker_is_stored_with_its_item(database
     """The other end of the turn: a submission claimed for the worker lingering on the agent also stores the turn's
     user message (one statement for both), and the turn begins with it; a message a failed turn left unanswered is
     not stored again (its retry reuses it)."""
-    daemon = make_daemon(database_url, write_agents(tmp_path / "agents"), FunctionModel(by_purpose(down_for_boom)),
-                         linger_s=3600)
+    daemon = make_daemon(
+        database_url, write_agents(tmp_path / "agents"), FunctionModel(by_purpose(down_for_boom)), linger_s=3600
+    )
     accepts: list[str] = []
     accept = daemon.store.accept_message
 
@@ -191,8 +200,9 @@ async def test_a_message_stored_with_its_item_is_resumed_by_the_next_daemon(data
     agent_id = daemon.catalog.agent_id("alice")
     message = Message("user", "msg 7", utcnow(), turn_id="turn-of-the-dead")
     gone = ("a-daemon-that-died", utcnow() - timedelta(seconds=1))
-    item, new = await daemon.inbox.submit(agent_id, "alice", "message", "msg 7", "key-7", utcnow(), claim_for=gone,
-                                          accept=message)
+    item, new = await daemon.inbox.submit(
+        agent_id, "alice", "message", "msg 7", "key-7", utcnow(), claim_for=gone, accept=message
+    )
     assert new and item.state == "running" and item.accepted.turn_id == "turn-of-the-dead"
     await daemon.start()
     try:
@@ -213,6 +223,7 @@ async def test_a_message_is_stored_with_an_item_only_when_the_insert_claims_it(d
     with pytest.raises(ValueError, match="claim_for"):
         await daemon.inbox.submit(agent_id, "alice", "message", "msg 1", None, utcnow(), accept=message)
     with pytest.raises(ValueError, match="store"):
-        await Inbox(daemon.store.engine).submit(agent_id, "alice", "message", "msg 1", None, utcnow(),
-                                                claim_for=("here", utcnow()), accept=message)
+        await Inbox(daemon.store.engine).submit(
+            agent_id, "alice", "message", "msg 1", None, utcnow(), claim_for=("here", utcnow()), accept=message
+        )
     assert daemon.inbox.items() == [] and daemon.store.all_messages(agent_id) == []

@@ -9,8 +9,8 @@ from pathlib import Path
 from pagemind.runtime.reflection.journal import Journal
 from pagemind.runtime.spec.agent import DEFAULT_TOOLS
 from pagemind.runtime.testing.doubles import FunctionModel, reply_body
-from tests.support.daemon_support import ledger_step, write_agents
 from tests.scheduler.test_daemon_core import make_daemon
+from tests.support.daemon_support import ledger_step, write_agents
 
 TOOLS = [*DEFAULT_TOOLS, "archival_memory_insert", "archival_search"]
 
@@ -58,8 +58,14 @@ async def test_every_turns_queues_one_reflect_job_behind_the_turn_that_makes_it_
     finally:
         await daemon.stop()
     assert [(i.content, i.state) for i in daemon.inbox.items()] == [
-        ("msg 0", "done"), ("msg 1", "done"), ("msg 2", "done"), ("reflect", "done"), ("msg 3", "done"),
-        ("msg 4", "done"), ("reflect", "done")]
+        ("msg 0", "done"),
+        ("msg 1", "done"),
+        ("msg 2", "done"),
+        ("reflect", "done"),
+        ("msg 3", "done"),
+        ("msg 4", "done"),
+        ("reflect", "done"),
+    ]
     async with daemon.agent("alice") as agent:
         rows = Journal(agent.store.engine, agent.record.id).all()
         users = [m.id for m in agent.store.all_messages(agent.record.id) if m.role == "user"]

@@ -38,8 +38,11 @@ def free_port() -> int:
 @pytest.fixture
 def stub():
     """The scripted model endpoint: its base URL."""
-    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_stub.py"), "--latency-ms", "5"],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "support" / "openai_stub.py"), "--latency-ms", "5"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     port = int(process.stdout.readline().split()[-1])
     yield f"http://127.0.0.1:{port}/v1"
     process.terminate()
@@ -57,14 +60,25 @@ def environment(tmp_path, stub):
 
 
 def pagemind(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pagemind.scheduler.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pagemind.scheduler.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def start_serve(folder: Path, env: dict, *extra: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "pagemind.scheduler.cli", "serve", str(folder), "--port", str(port),
-                                *extra], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pagemind.scheduler.cli", "serve", str(folder), "--port", str(port), *extra],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
@@ -107,8 +121,9 @@ def test_serve_stream_send_run_and_sigterm(environment):
         made = httpx.post(f"{url}/v1/agents", json={"template": "companion", "name": "companion-u123"})
         assert made.status_code == 201, made.text
         seen = []
-        with httpx.stream("POST", f"{url}/v1/agents/companion-u123/messages/stream",
-                          json={"content": "I got the job!"}, timeout=60) as response:
+        with httpx.stream(
+            "POST", f"{url}/v1/agents/companion-u123/messages/stream", json={"content": "I got the job!"}, timeout=60
+        ) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             for name, data in read_events(response):
                 seen.append(name)
@@ -169,8 +184,9 @@ def test_the_reply_tokens_arrive_over_tcp_before_the_reply(environment, stub):
     try:
         assert httpx.post(f"{url}/v1/agents", json={"template": "companion", "name": "u9"}).status_code == 201
         arrived = []
-        with httpx.stream("POST", f"{url}/v1/agents/u9/messages/stream", json={"content": text},
-                          timeout=60) as response:
+        with httpx.stream(
+            "POST", f"{url}/v1/agents/u9/messages/stream", json={"content": text}, timeout=60
+        ) as response:
             for name, data in read_events(response):  # in the order they come off the socket
                 arrived.append((name, data))
         names = [name for name, _ in arrived]
@@ -180,7 +196,9 @@ def test_the_reply_tokens_arrive_over_tcp_before_the_reply(environment, stub):
         assert "".join(deltas) == dict(arrived)["reply"]["text"] == f"echo: {text}"
         stats = httpx.get(stub.removesuffix("/v1") + "/stats").json()
         assert stats["streamed"] == 2  # both steps of the streamed turn; and a plain message does not stream:
-        assert httpx.post(f"{url}/v1/agents/u9/messages", json={"content": "hi"}, timeout=60).json()["reply"] == "echo: hi"
+        assert (
+            httpx.post(f"{url}/v1/agents/u9/messages", json={"content": "hi"}, timeout=60).json()["reply"] == "echo: hi"
+        )
         after = httpx.get(stub.removesuffix("/v1") + "/stats").json()
         assert (after["completions"], after["streamed"]) == (stats["completions"] + 2, 2)
     finally:
@@ -211,8 +229,13 @@ def test_serve_loads_the_sdk_and_the_folders_encodings_before_its_first_turn(tmp
     front, for every encoding its folder's agents and templates count in (`load_before_serving`)."""
     (tmp_path / "a.yaml").write_text("name: a\nsystem: Hi.\nmodel: {name: gpt-4o-mini, encoding: cl100k_base}\n")
     (tmp_path / "b.yaml").write_text("name: b\nsystem: Hi.\ntemplate: true\nmodel: {name: gpt-4o-mini}\n")
-    out = subprocess.run([sys.executable, "-c", WARM_CHILD, str(tmp_path)], capture_output=True, text=True,
-                         check=True, env={**os.environ, "PAGEMIND_HTTP_CLIENT": "aiohttp"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", WARM_CHILD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PAGEMIND_HTTP_CLIENT": "aiohttp"},
+    ).stdout
     # both encodings were already built: the two lookups after it were cache hits
     assert out.split() == ["True", "True", "2", "cl100k_base", "o200k_base"]
 
@@ -229,11 +252,11 @@ def test_serve_runs_its_event_loop_on_uvloop_and_other_commands_on_asyncio(monke
     uvloop = pytest.importorskip("uvloop")
     loops: dict[str, type] = {}
 
-    async def record(args, settings):  # noqa: ANN001, ANN202
+    async def record(args, settings):
         loops[args.command] = type(asyncio.get_running_loop())
         return 0
 
-    def extend_recording(sub):  # noqa: ANN001, ANN202
+    def extend_recording(sub):
         add_parsers(sub)
         for name in ("serve", "agents"):
             sub.choices[name].set_defaults(handler=record)

@@ -34,8 +34,12 @@ def test_two_workers_take_turns_each_message_once_in_order(environment, database
         post(url, "/v1/agents", {"template": "companion", "name": "ordered"})
         # Ten messages to one agent at once (async: each answered once it is in the inbox), over ten connections.
         with ThreadPoolExecutor(10) as pool:
-            runs = list(pool.map(lambda i: post(url, "/v1/agents/ordered/messages",
-                                                {"content": f"message {i}", "mode": "async"}), range(10)))
+            runs = list(
+                pool.map(
+                    lambda i: post(url, "/v1/agents/ordered/messages", {"content": f"message {i}", "mode": "async"}),
+                    range(10),
+                )
+            )
         assert len({run["run_id"] for run in runs}) == 10
         # More agents, one message each on a new connection, until both workers have run a turn.
         owners: set[str] = set()
@@ -45,8 +49,11 @@ def test_two_workers_take_turns_each_message_once_in_order(environment, database
             assert done["state"] == "done" and done["reply"] == f"echo: hello {n}"
             with engine.connect() as conn:
                 # Claimed items only: the ordered agent's items still waiting have no owner yet.
-                owners = set(conn.execute(sqlalchemy.select(inbox.c.owner).distinct()
-                                          .where(inbox.c.owner.is_not(None))).scalars())
+                owners = set(
+                    conn.execute(
+                        sqlalchemy.select(inbox.c.owner).distinct().where(inbox.c.owner.is_not(None))
+                    ).scalars()
+                )
             if len(owners) >= 2:
                 break
         assert len(owners) == 2  # two workers (daemon ids name host, pid and a random part)
@@ -54,10 +61,18 @@ def test_two_workers_take_turns_each_message_once_in_order(environment, database
         assert post(url, "/v1/agents/ordered/messages", {"content": "last", "timeout_s": 120})["state"] == "done"
         with engine.connect() as conn:
             agent_id = conn.execute(sqlalchemy.text("SELECT id FROM agents WHERE name = 'ordered'")).scalar_one()
-            items = conn.execute(sqlalchemy.select(inbox).where(inbox.c.agent_id == agent_id)
-                                 .order_by(inbox.c.id)).all()
-            users = conn.execute(sqlalchemy.select(messages.c.content).where(
-                messages.c.agent_id == agent_id, messages.c.role == "user").order_by(messages.c.id)).scalars().all()
+            items = conn.execute(
+                sqlalchemy.select(inbox).where(inbox.c.agent_id == agent_id).order_by(inbox.c.id)
+            ).all()
+            users = (
+                conn.execute(
+                    sqlalchemy.select(messages.c.content)
+                    .where(messages.c.agent_id == agent_id, messages.c.role == "user")
+                    .order_by(messages.c.id)
+                )
+                .scalars()
+                .all()
+            )
     finally:
         engine.dispose()
         code, err = stop(process)
@@ -84,7 +99,15 @@ def test_workers_that_cannot_bind_stop_the_serve_with_an_error(environment, data
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = pagemind({**env, "DATABASE_URL": database_url}, "serve", str(folder), "--port", str(port),
-                          "--workers", "2", timeout=120)
+        result = pagemind(
+            {**env, "DATABASE_URL": database_url},
+            "serve",
+            str(folder),
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            timeout=120,
+        )
     assert result.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "at its start; stopping" in result.stderr

@@ -11,15 +11,26 @@ import asyncio
 import os
 from pathlib import Path
 
-HEAVY = ["sqlalchemy", "sqlmodel", "qdrant_edge", "numpy", "pydantic", "structlog", "psycopg", "alembic",
-         "py_rust_stemmers", "httpx", "tiktoken"]
+HEAVY = [
+    "sqlalchemy",
+    "sqlmodel",
+    "qdrant_edge",
+    "numpy",
+    "pydantic",
+    "structlog",
+    "psycopg",
+    "alembic",
+    "py_rust_stemmers",
+    "httpx",
+    "tiktoken",
+]
 
 
 def child(home: str, database_url: str, point: str, mode: str) -> None:
     """Run the scenario (or only open the store) with the crash point armed; exit 0 only if it never fired."""
     os.environ["PAGEMIND_KILL_AT"] = point
-    from pagemind.runtime.process.logs import configure_logging
     from pagemind.runtime.memory.vectors.edge import EdgeBackend
+    from pagemind.runtime.process.logs import configure_logging
     from tests.crash.test_archival_crash import DIM, make_service, scenario
 
     configure_logging("ERROR")
@@ -33,6 +44,7 @@ def child(home: str, database_url: str, point: str, mode: str) -> None:
     backend = EdgeBackend(Path(home) / "shard", DIM)
     service = make_service(backend, database_url)
     with open(Path(home) / "acks.log", "a") as log:
+
         def ack(kind: str, memory_id: str) -> None:
             log.write(f"{kind} {memory_id}\n")
             log.flush()  # in the kernel before the next write: SIGKILL keeps it

@@ -50,8 +50,9 @@ async def _main(home: str, database_url: str, folder: str, mode: str, config: di
     configure_logging(os.environ.get("PAGEMIND_CHILD_LOG", "ERROR"))
     settings = Settings.from_env({"PAGEMIND_HOME": home, "DATABASE_URL": database_url})
     catalog = AgentCatalog(folder, StateStore.open(settings.database_url))
-    daemon = Daemon(catalog, settings, model=ledger_model(),
-                    config=DaemonConfig(**{"poll_s": 0.1, "max_attempts": 1000, **config}))
+    daemon = Daemon(
+        catalog, settings, model=ledger_model(), config=DaemonConfig(**{"poll_s": 0.1, "max_attempts": 1000, **config})
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -38,10 +38,11 @@ def ledger_step(request: ModelRequest) -> dict[str, Any]:
     text = messages[last_user]["content"]
     number = re.search(r"(\d+)", text)
     marker = number.group(1) if number else text
-    appended = any(m["role"] == "tool" for m in messages[last_user + 1:])
+    appended = any(m["role"] == "tool" for m in messages[last_user + 1 :])
     if not appended:
-        return tool_call_body("core_memory_append", {"label": "human", "content": f"[{marker}]"},
-                              call_id=f"call_append_{marker}")
+        return tool_call_body(
+            "core_memory_append", {"label": "human", "content": f"[{marker}]"}, call_id=f"call_append_{marker}"
+        )
     return tool_call_body("send_message", {"message": f"ack {marker}"}, call_id=f"call_send_{marker}")
 
 

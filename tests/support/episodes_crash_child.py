@@ -16,8 +16,8 @@ def child(home: str, database_url: str, point: str, mode: str) -> None:
     """Run the session-end job twice (the episode, then its fading a week later), or only open the store, with the
     crash point armed; exit 0 only if it never fired."""
     os.environ["PAGEMIND_KILL_AT"] = point
-    from pagemind.runtime.process.logs import configure_logging
     from pagemind.runtime.memory.vectors.edge import EdgeBackend
+    from pagemind.runtime.process.logs import configure_logging
     from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock, by_purpose
     from tests.runtime.memory.lifecycle.test_episodes import T0, crash_scenario, load_agent, no_steps, summarizer
 

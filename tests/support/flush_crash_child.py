@@ -24,12 +24,22 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import (
-    FakeEmbedder, FunctionModel, ManualClock, by_purpose, reply_body, spec_data, tool_call_body,
+    FakeEmbedder,
+    FunctionModel,
+    ManualClock,
+    by_purpose,
+    reply_body,
+    spec_data,
+    tool_call_body,
 )
 
-SPEC = AgentSpec.model_validate({**spec_data("flusher", model_name="m", context_window=4000,
-                                           max_output_tokens=500),
-                                 "tools": ["send_message", "archival_memory_insert"], "memory": {"prefetch_top_k": 0}})
+SPEC = AgentSpec.model_validate(
+    {
+        **spec_data("flusher", model_name="m", context_window=4000, max_output_tokens=500),
+        "tools": ["send_message", "archival_memory_insert"],
+        "memory": {"prefetch_top_k": 0},
+    }
+)
 FILLER = "in the garden I planted tomatoes, watered the beans and talked with the neighbours " * 3
 
 
@@ -60,8 +70,9 @@ async def load(database: str, home: Path) -> Agent:
     model = FunctionModel(by_purpose(step, summarize="Lin gardens.", extract=extract))
     agent = await Agent.load(SPEC, model=model, store=store, clock=ManualClock())
     backend = EdgeBackend(home / "shard", FakeEmbedder.dim)
-    agent.archival = ArchivalService(agent.record.id, engine=store.engine, open_backend=lambda: backend,
-                                     embedder=FakeEmbedder(), clock=agent.clock)
+    agent.archival = ArchivalService(
+        agent.record.id, engine=store.engine, open_backend=lambda: backend, embedder=FakeEmbedder(), clock=agent.clock
+    )
     return agent
 
 

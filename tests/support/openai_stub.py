@@ -35,12 +35,25 @@ def answer(body: dict) -> dict:
         name, arguments = "memory_rethink", {"label": "human", "new_value": f"Last said: {text[:60]}"}
     else:
         name, arguments = "send_message", {"message": f"echo: {text}"}
-    call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments)}}
-    return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": 0, "model": "stub",
-            "choices": [{"index": 0, "finish_reason": "tool_calls",
-                         "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+    call = {
+        "id": f"call_{uuid.uuid4().hex[:12]}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "stub",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    }
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, latency: float) -> None:
@@ -70,8 +83,11 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lat
             else:
                 status, payload = 404, {"error": {"message": f"no route {path}"}}
             data = json.dumps(payload).encode()
-            writer.write(f"HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n"
-                         f"connection: keep-alive\r\n\r\n".encode() + data)
+            writer.write(
+                f"HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n"
+                f"connection: keep-alive\r\n\r\n".encode()
+                + data
+            )
             await writer.drain()
             if completion:
                 service_s += time.perf_counter() - started
@@ -85,8 +101,10 @@ async def stream(writer: asyncio.StreamWriter, payload: dict) -> None:
     """`payload` as a provider streams it: each server-sent event its own chunk of the body, written at once."""
     from pagemind.runtime.testing.sse import sse_bytes, stream_chunks  # only streaming needs it
 
-    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
-                 b"connection: keep-alive\r\n\r\n")
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+        b"connection: keep-alive\r\n\r\n"
+    )
     for event in sse_bytes(stream_chunks(payload, 2)).split(b"\n\n")[:-1]:
         event += b"\n\n"
         writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")

@@ -35,7 +35,7 @@ def respond(request: ModelRequest) -> dict:
     chat = [m for m in request.messages if m["role"] != "system"]
     user = next(m for m in reversed(chat) if m["role"] == "user")
     tag = user["content"].replace(" message ", "-")
-    after = chat[len(chat) - 1 - chat[::-1].index(user) + 1:]
+    after = chat[len(chat) - 1 - chat[::-1].index(user) + 1 :]
     if not any(m["role"] == "tool" and m.get("content", "").startswith("Appended") for m in after):
         return tool_call_body("core_memory_append", {"label": "human", "content": tag})
     return tool_call_body("send_message", {"message": f"ok {tag}"})

@@ -1,15 +1,14 @@
 import asyncio
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from pagemind.blocks import Block, CoreMemory
 from pagemind.runtime.agent import StepContext
 from pagemind.runtime.testing.doubles import ManualClock, tool_context
-from pagemind.tools import ToolCall, ToolContext, ToolError, dispatch_tool_calls, tool
+from pagemind.tools import BUILTIN_TOOLS, ToolCall, ToolContext, ToolError, dispatch_tool_calls, tool
 from pagemind.tools.registry import parse_docstring
-from pagemind.tools import BUILTIN_TOOLS
 
 
 @tool
@@ -58,8 +57,9 @@ TOOLS = {t.name: t for t in (add, slow_echo, whoami, explode, refuse)}
 
 
 def ctx() -> StepContext:
-    return tool_context("agent-7", core_memory=CoreMemory([Block("human", "", 50)]),
-                        clock=ManualClock(datetime(2026, 1, 1, tzinfo=timezone.utc)))
+    return tool_context(
+        "agent-7", core_memory=CoreMemory([Block("human", "", 50)]), clock=ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    )
 
 
 def test_schema_comes_from_signature_and_docstring():
@@ -140,10 +140,16 @@ def test_results_come_back_in_call_order_and_read_only_calls_run_concurrently():
 
 def test_builtin_core_memory_tools_edit_the_working_copy():
     context = ctx()
-    [ok, too_big] = asyncio.run(dispatch_tool_calls(
-        [ToolCall("1", "core_memory_append", '{"label": "human", "content": "Lin"}'),
-         ToolCall("2", "core_memory_append", json.dumps({"label": "human", "content": "x" * 60}))],
-        BUILTIN_TOOLS, context))
+    [ok, too_big] = asyncio.run(
+        dispatch_tool_calls(
+            [
+                ToolCall("1", "core_memory_append", '{"label": "human", "content": "Lin"}'),
+                ToolCall("2", "core_memory_append", json.dumps({"label": "human", "content": "x" * 60})),
+            ],
+            BUILTIN_TOOLS,
+            context,
+        )
+    )
     assert not ok.is_error and "3/50" in ok.content
     assert too_big.is_error and "limit is 50" in too_big.content
     assert context.core_memory.get("human").value == "Lin"

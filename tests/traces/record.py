@@ -16,32 +16,44 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-from datetime import datetime, timedelta, timezone
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.loop import run_turn  # noqa: E402
-from pagemind.runtime.model.client import ModelRequest  # noqa: E402
-from pagemind.runtime.process.settings import Settings  # noqa: E402
-from pagemind.runtime.spec.agent import AgentSpec  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.testing.doubles import (  # noqa: E402
-    FunctionModel, ManualClock, ScriptedModel, by_purpose, call, is_pressure_alert, reply_body, spec_data,
-    tool_call_body, tool_calls_body,
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.model.client import ModelRequest
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import (
+    FunctionModel,
+    ManualClock,
+    ScriptedModel,
+    by_purpose,
+    call,
+    is_pressure_alert,
+    reply_body,
+    spec_data,
+    tool_call_body,
+    tool_calls_body,
 )
-from pagemind.runtime.trace.recorder import record  # noqa: E402
+from pagemind.runtime.trace.recorder import record
 
 HERE = Path(__file__).parent
-START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)  # a Monday
+START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
 
 SPEC: dict[str, Any] = spec_data(
-    "tracer", system="You are a test agent. Keep facts about the user in the human block; reply with send_message.",
-    persona="I am a careful assistant.", human_limit=120, max_steps_per_turn=6,
+    "tracer",
+    system="You are a test agent. Keep facts about the user in the human block; reply with send_message.",
+    persona="I am a careful assistant.",
+    human_limit=120,
+    max_steps_per_turn=6,
 )
 
 
@@ -53,12 +65,19 @@ async def _agent(spec: dict[str, Any], model: Any, home: Path, clock: ManualCloc
 
 async def core_memory_turn(home: Path, clock: ManualClock, out: Path) -> None:
     """One multi-step turn: append, replace, then send_message."""
-    model = ScriptedModel([
-        tool_call_body("core_memory_append", {"label": "human", "content": "Name: Lin. Allergic to peanuts."}, "c1"),
-        tool_call_body("core_memory_replace", {"label": "human", "old_content": "Name: Lin.",
-                                               "new_content": "Name: Lin Wei."}, "c2"),
-        tool_call_body("send_message", {"message": "Nice to meet you, Lin!"}, "c3"),
-    ])
+    model = ScriptedModel(
+        [
+            tool_call_body(
+                "core_memory_append", {"label": "human", "content": "Name: Lin. Allergic to peanuts."}, "c1"
+            ),
+            tool_call_body(
+                "core_memory_replace",
+                {"label": "human", "old_content": "Name: Lin.", "new_content": "Name: Lin Wei."},
+                "c2",
+            ),
+            tool_call_body("send_message", {"message": "Nice to meet you, Lin!"}, "c3"),
+        ]
+    )
     agent = await _agent(SPEC, model, home, clock)
     record(agent, path=out)
     await run_turn(agent, "Hi, I'm Lin Wei. I'm allergic to peanuts.")
@@ -66,16 +85,23 @@ async def core_memory_turn(home: Path, clock: ManualClock, out: Path) -> None:
 
 async def tool_errors(home: Path, clock: ManualClock, out: Path) -> None:
     """Every kind of bad tool call comes back to the model as a result, and the turn goes on."""
-    model = ScriptedModel([
-        tool_call_body("core_memory_append", '{"label": "human", "content": ', "e1"),  # broken JSON
-        tool_calls_body(call("teleport", {"to": "mars"}, "e2"),  # unknown tool, with a valid call beside it
-                        call("core_memory_append", {"label": "human", "content": "Likes tea."}, "e3")),
-        tool_call_body("core_memory_append", {"label": "human", "content": "x" * 500}, "e4"),  # over the limit
-        tool_call_body("core_memory_replace", {"label": "constraints", "old_content": "peanuts",
-                                               "new_content": "nothing"}, "e5"),  # read-only block
-        tool_call_body("send_message", {"text": "wrong argument name"}, "e6"),  # invalid arguments
-        tool_call_body("send_message", {"message": "Sorry about that. Noted: you like tea."}, "e7"),
-    ])
+    model = ScriptedModel(
+        [
+            tool_call_body("core_memory_append", '{"label": "human", "content": ', "e1"),  # broken JSON
+            tool_calls_body(
+                call("teleport", {"to": "mars"}, "e2"),  # unknown tool, with a valid call beside it
+                call("core_memory_append", {"label": "human", "content": "Likes tea."}, "e3"),
+            ),
+            tool_call_body("core_memory_append", {"label": "human", "content": "x" * 500}, "e4"),  # over the limit
+            tool_call_body(
+                "core_memory_replace",
+                {"label": "constraints", "old_content": "peanuts", "new_content": "nothing"},
+                "e5",
+            ),  # read-only block
+            tool_call_body("send_message", {"text": "wrong argument name"}, "e6"),  # invalid arguments
+            tool_call_body("send_message", {"message": "Sorry about that. Noted: you like tea."}, "e7"),
+        ]
+    )
     agent = await _agent(SPEC, model, home, clock)
     record(agent, path=out)
     await run_turn(agent, "I like tea. Please do everything wrong first.")
@@ -83,12 +109,16 @@ async def tool_errors(home: Path, clock: ManualClock, out: Path) -> None:
 
 async def two_days(home: Path, clock: ManualClock, out: Path) -> None:
     """Two turns a day apart: the clock in the prompt moves, a block is rewritten, a plain reply ends a turn."""
-    model = ScriptedModel([
-        tool_call_body("core_memory_append", {"label": "human", "content": "Has a sister, Mei."}, "d1"),
-        tool_call_body("send_message", {"message": "Say hi to Mei!"}, "d2"),
-        tool_call_body("memory_rethink", {"label": "human", "new_value": "Sister: Mei (visits on Saturday)."}, "d3"),
-        reply_body("Enjoy Saturday with Mei."),
-    ])
+    model = ScriptedModel(
+        [
+            tool_call_body("core_memory_append", {"label": "human", "content": "Has a sister, Mei."}, "d1"),
+            tool_call_body("send_message", {"message": "Say hi to Mei!"}, "d2"),
+            tool_call_body(
+                "memory_rethink", {"label": "human", "new_value": "Sister: Mei (visits on Saturday)."}, "d3"
+            ),
+            reply_body("Enjoy Saturday with Mei."),
+        ]
+    )
     agent = await _agent(SPEC, model, home, clock)
     record(agent, path=out)
     await run_turn(agent, "My sister Mei is coming over.")
@@ -99,16 +129,31 @@ async def two_days(home: Path, clock: ManualClock, out: Path) -> None:
 async def external_memory(home: Path, clock: ManualClock, out: Path) -> None:
     """Archival memory (insert, then search a day later) and recall memory (conversation_search), with the shipped
     embedding model and the embedded vector store."""
-    spec = {**SPEC, "tools": ["send_message", "core_memory_append", "archival_memory_insert", "archival_search",
-                              "conversation_search"]}
-    model = ScriptedModel([
-        tool_call_body("archival_memory_insert", {"content": "Lin's sister Mei lives in Lyon and loves hiking.",
-                                                  "tags": ["family"]}, "x1"),
-        tool_call_body("send_message", {"message": "Lyon is lovely!"}, "x2"),
-        tool_calls_body(call("archival_search", {"query": "where does Mei live"}, "x3"),
-                        call("conversation_search", {"query": "Lyon", "roles": ["user"]}, "x4")),
-        tool_call_body("send_message", {"message": "Mei lives in Lyon."}, "x5"),
-    ])
+    spec = {
+        **SPEC,
+        "tools": [
+            "send_message",
+            "core_memory_append",
+            "archival_memory_insert",
+            "archival_search",
+            "conversation_search",
+        ],
+    }
+    model = ScriptedModel(
+        [
+            tool_call_body(
+                "archival_memory_insert",
+                {"content": "Lin's sister Mei lives in Lyon and loves hiking.", "tags": ["family"]},
+                "x1",
+            ),
+            tool_call_body("send_message", {"message": "Lyon is lovely!"}, "x2"),
+            tool_calls_body(
+                call("archival_search", {"query": "where does Mei live"}, "x3"),
+                call("conversation_search", {"query": "Lyon", "roles": ["user"]}, "x4"),
+            ),
+            tool_call_body("send_message", {"message": "Mei lives in Lyon."}, "x5"),
+        ]
+    )
     agent = await _agent(spec, model, home, clock)
     record(agent, path=out)
     await run_turn(agent, "My sister Mei lives in Lyon. She loves hiking.")
@@ -123,7 +168,8 @@ def _pressure_step(request: ModelRequest) -> dict[str, Any]:
 
 
 PRESSURE_MODEL = by_purpose(
-    _pressure_step, summarize="Lin talked about a week of walks in Oslo, the weather and the ferry to Hovedøya.",
+    _pressure_step,
+    summarize="Lin talked about a week of walks in Oslo, the weather and the ferry to Hovedøya.",
     extract='{"facts": [{"text": "Lin lives in Oslo.", "importance": 0.6}]}',
 )
 
@@ -133,8 +179,10 @@ async def pressure_flush(home: Path, clock: ManualClock, out: Path) -> None:
     spec = {**SPEC, "model": {"name": "gpt-4o-mini", "context_window": 2600, "max_output_tokens": 300}}
     agent = await _agent(spec, FunctionModel(PRESSURE_MODEL), home, clock)
     record(agent, path=out)
-    walk = ("Today I walked along the harbour in Oslo, past the fortress and the opera house, then took the ferry "
-            "to Hovedøya and back. The weather was cold but clear, and the light on the water was beautiful. ")
+    walk = (
+        "Today I walked along the harbour in Oslo, past the fortress and the opera house, then took the ferry "
+        "to Hovedøya and back. The weather was cold but clear, and the light on the water was beautiful. "
+    )
     for day in range(12):
         clock.now = START + timedelta(days=day, hours=8)
         await run_turn(agent, f"Day {day + 1}: {walk * 2}")

@@ -15,8 +15,8 @@ of the next message's score to a message's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Sequence
 
 import numpy as np
 from sqlalchemy import select
@@ -26,8 +26,9 @@ from pagemind.runtime.memory.vectors.records import MemoryRecord, to_epoch
 from pagemind.runtime.state.tables import MessageRow
 
 
-def context_texts(engine: Engine, agent_id: int, records: Sequence[MemoryRecord], messages: int,
-                  chars: int) -> dict[str, str]:
+def context_texts(
+    engine: Engine, agent_id: int, records: Sequence[MemoryRecord], messages: int, chars: int
+) -> dict[str, str]:
     """{memory id: the text of its first `messages` source messages, each clipped to `chars`} for the records
     that have any (one read for all of them; messages of other agents never count)."""
     if messages <= 0:
@@ -37,14 +38,18 @@ def context_texts(engine: Engine, agent_id: int, records: Sequence[MemoryRecord]
     if not ids:
         return {}
     with engine.connect() as conn:
-        rows = conn.execute(select(MessageRow.id, MessageRow.content)
-                            .where(MessageRow.agent_id == agent_id, MessageRow.id.in_(sorted(ids)))).all()
+        rows = conn.execute(
+            select(MessageRow.id, MessageRow.content).where(
+                MessageRow.agent_id == agent_id, MessageRow.id.in_(sorted(ids))
+            )
+        ).all()
     text = {r.id: (r.content or "")[:chars] for r in rows}
     return {memory: " ".join(text[i] for i in some if text.get(i)) for memory, some in wanted.items()}
 
 
-def filed_together(scores: np.ndarray, filed_at: Sequence[datetime], window_seconds: float,
-                   weight: float) -> np.ndarray:
+def filed_together(
+    scores: np.ndarray, filed_at: Sequence[datetime], window_seconds: float, weight: float
+) -> np.ndarray:
     """Each candidate's score plus `weight` × the better score of the candidates filed just before and just after
     it, when filed within `window_seconds` of it: memories filed in sequence come from one stretch of conversation,
     and a question's words are often split across them (recall shares the next message's score the same way).

@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any, Callable
+from typing import Any
 
 import structlog
 
-from pagemind.runtime.process.crashpoints import crash_point
-from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
-from pagemind.runtime.memory.embedding.embedders import write_cache_rows
 from pagemind.runtime.memory.archival.ledger import Ledger, new_token
+from pagemind.runtime.memory.embedding.embedders import write_cache_rows
+from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.memory.vectors.records import MemoryRecord, StoredPoint, StoreError
+from pagemind.runtime.process.crashpoints import crash_point
 
 log = structlog.get_logger("pagemind.archival")
 
@@ -160,8 +161,9 @@ class GroupCommit:
         for job in jobs:
             if job.supersedes:
                 try:
-                    job.store.set_payload(job.supersedes, {"superseded_by": job.record.id,
-                                                           "updated_at": job.record.created_at})
+                    job.store.set_payload(
+                        job.supersedes, {"superseded_by": job.record.id, "updated_at": job.record.created_at}
+                    )
                     crash_point("archival.insert.superseded")
                 except Exception as exc:
                     undo(job.store, job.ledger, job.record.id, job.supersedes)
@@ -202,7 +204,7 @@ def undo(store: AgentStore, ledger: Ledger, memory_id: str, old_id: str | None) 
     ledger.rollback_insert(memory_id)
 
 
-_COMMITS: "weakref.WeakKeyDictionary[ArchivalBackend, GroupCommit]" = weakref.WeakKeyDictionary()
+_COMMITS: weakref.WeakKeyDictionary[ArchivalBackend, GroupCommit] = weakref.WeakKeyDictionary()
 _COMMITS_LOCK = threading.Lock()
 
 

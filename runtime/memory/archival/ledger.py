@@ -28,20 +28,22 @@ import contextlib
 import json
 import re
 import uuid
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, ContextManager, Iterable, Sequence
+from typing import Any, ContextManager
 
 from pydantic import BaseModel
-from sqlalchemy import bindparam, delete, select, text as sql, update
+from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import text as sql
 from sqlalchemy.engine import Connection, Engine
 
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.memory.vectors.records import MemoryRecord
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.records import aware, utcnow
 from pagemind.runtime.state.tables import archival_memories as memories
-from pagemind.runtime.state.tables import database_identity
 from pagemind.runtime.state.tables import archival_memory_versions as versions
 from pagemind.runtime.state.tables import archival_revisions as revisions
+from pagemind.runtime.state.tables import database_identity
 
 INSERTING, LIVE, FORGETTING = "inserting", "live", "forgetting"
 _IDS_PER_QUERY = 500
@@ -62,8 +64,10 @@ REVISION = select(revisions.c.revision).where(revisions.c.agent_id == bindparam(
 # Built once, on SQLite: which of a search's ~100 candidates are live, the ids passed as one JSON array. The same
 # query built per search with an `IN` list of 100 parameters cost SQLAlchemy more than SQLite's reads (1.35 vs 0.6
 # ms of CPU; bench/RESULTS.md). `agent_id + 0`: see `Ledger._by_id`.
-LIVE_IDS_SQLITE = sql(f"SELECT id FROM {memories.name} WHERE id IN (SELECT value FROM json_each(:ids)) "
-                      f"AND agent_id + 0 = :agent_id AND state = '{LIVE}' AND superseded_by IS NULL")
+LIVE_IDS_SQLITE = sql(
+    f"SELECT id FROM {memories.name} WHERE id IN (SELECT value FROM json_each(:ids)) "
+    f"AND agent_id + 0 = :agent_id AND state = '{LIVE}' AND superseded_by IS NULL"
+)
 
 
 def new_token() -> str:
@@ -82,7 +86,7 @@ def record_of(row: Any) -> MemoryRecord:
 
 def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
     for start in range(0, len(ids), _IDS_PER_QUERY):
-        yield list(ids[start:start + _IDS_PER_QUERY])
+        yield list(ids[start : start + _IDS_PER_QUERY])
 
 
 class Ledger:
@@ -130,8 +134,11 @@ class Ledger:
         rows newer than it only make the next check recompute, never a stale cache pass."""
         with self.engine.connect() as conn:
             revision = self._revision(conn)
-            rows = conn.execute(select(memories.c.tags, memories.c.expires_at).where(
-                self._mine, memories.c.state == LIVE, memories.c.superseded_by.is_(None))).all()
+            rows = conn.execute(
+                select(memories.c.tags, memories.c.expires_at).where(
+                    self._mine, memories.c.state == LIVE, memories.c.superseded_by.is_(None)
+                )
+            ).all()
         return revision, [(list(tags or []), aware(expires) if expires else None) for tags, expires in rows]
 
     def live_ids(self, ids: Sequence[str]) -> set[str]:
@@ -139,13 +146,25 @@ class Ledger:
         found: set[str] = set()
         with self.engine.connect() as conn:
             if conn.dialect.name == "sqlite":
-                found.update(conn.execute(LIVE_IDS_SQLITE, {"ids": json.dumps(list(dict.fromkeys(ids))),
-                                                             "agent_id": self.agent_id}).scalars())
+                found.update(
+                    conn.execute(
+                        LIVE_IDS_SQLITE, {"ids": json.dumps(list(dict.fromkeys(ids))), "agent_id": self.agent_id}
+                    ).scalars()
+                )
                 return found
             for chunk in _chunks(list(dict.fromkeys(ids))):
-                found.update(conn.execute(select(memories.c.id).where(
-                    self._by_id, memories.c.id.in_(chunk), memories.c.state == LIVE,
-                    memories.c.superseded_by.is_(None))).scalars().all())
+                found.update(
+                    conn.execute(
+                        select(memories.c.id).where(
+                            self._by_id,
+                            memories.c.id.in_(chunk),
+                            memories.c.state == LIVE,
+                            memories.c.superseded_by.is_(None),
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
         return found
 
     def ids(self) -> set[str]:
@@ -174,19 +193,40 @@ class Ledger:
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """Every recorded change of one of the agent's memories, oldest first."""
         with self.engine.connect() as conn:
-            rows = conn.execute(select(versions).where(versions.c.agent_id == self.agent_id,
-                                                       versions.c.memory_id == memory_id)
-                                .order_by(versions.c.id)).mappings().all()
-        return [MemoryVersion(memory_id=r["memory_id"], operation=r["operation"], text=r["text"],
-                              detail=r["detail"] or {}, at=aware(r["at"])) for r in rows]
+            rows = (
+                conn.execute(
+                    select(versions)
+                    .where(versions.c.agent_id == self.agent_id, versions.c.memory_id == memory_id)
+                    .order_by(versions.c.id)
+                )
+                .mappings()
+                .all()
+            )
+        return [
+            MemoryVersion(
+                memory_id=r["memory_id"],
+                operation=r["operation"],
+                text=r["text"],
+                detail=r["detail"] or {},
+                at=aware(r["at"]),
+            )
+            for r in rows
+        ]
 
     def resolve_id(self, prefix: str) -> str | None:
         """The full id of the agent's listed memory whose id starts with `prefix` (unique), or None."""
         if not re.fullmatch(r"[0-9a-fA-F-]+", prefix or ""):
             return None  # ids are hex: anything else (an empty string, LIKE wildcards) names nothing
         with self.engine.connect() as conn:
-            ids = conn.execute(select(memories.c.id).where(self._mine, memories.c.state == LIVE,
-                                                           memories.c.id.like(f"{prefix.lower()}%"))).scalars().all()
+            ids = (
+                conn.execute(
+                    select(memories.c.id).where(
+                        self._mine, memories.c.state == LIVE, memories.c.id.like(f"{prefix.lower()}%")
+                    )
+                )
+                .scalars()
+                .all()
+            )
         return ids[0] if len(ids) == 1 else None
 
     # -- the write order ----------------------------------------------------------------------------------------
@@ -195,30 +235,43 @@ class Ledger:
         """The caller's transaction (a group commit's, shared by several inserts), or a new one."""
         return contextlib.nullcontext(conn) if conn is not None else self.engine.begin()
 
-    def begin_insert(self, record: MemoryRecord, token: str, supersedes: str | None, detail: dict[str, Any],
-                     conn: Connection | None = None) -> None:
+    def begin_insert(
+        self,
+        record: MemoryRecord,
+        token: str,
+        supersedes: str | None,
+        detail: dict[str, Any],
+        conn: Connection | None = None,
+    ) -> None:
         """Step 1 of an insert: the row as 'inserting', and its 'insert' version. A row left 'inserting' under
         the same id (an earlier attempt that failed) is replaced. In `conn`'s transaction when given."""
-        row = record.model_dump() | {"state": INSERTING, "write_token": token, "write_started": utcnow(),
-                                     "supersedes": supersedes}
+        row = record.model_dump() | {
+            "state": INSERTING,
+            "write_token": token,
+            "write_started": utcnow(),
+            "supersedes": supersedes,
+        }
         with self._transaction(conn) as conn:
-            if conn.execute(delete(memories).where(self._by_id, memories.c.id == record.id,
-                                                   memories.c.state == INSERTING)).rowcount:
-                conn.execute(delete(versions).where(versions.c.agent_id == self.agent_id,
-                                                    versions.c.memory_id == record.id))
+            if conn.execute(
+                delete(memories).where(self._by_id, memories.c.id == record.id, memories.c.state == INSERTING)
+            ).rowcount:
+                conn.execute(
+                    delete(versions).where(versions.c.agent_id == self.agent_id, versions.c.memory_id == record.id)
+                )
             conn.execute(memories.insert(), [row])
             crash_point("archival.insert.in_transaction")
             self._version(conn, record.id, "insert", record.text, detail, record.created_at)
 
-    def complete_insert(self, memory_id: str, similarity: float | None = None,
-                        conn: Connection | None = None) -> bool:
+    def complete_insert(self, memory_id: str, similarity: float | None = None, conn: Connection | None = None) -> bool:
         """Step 4: the row becomes live and the memory it supersedes is marked. True when the memory is live
         (now, or already: a reconcile got there first); False when its row is gone or being forgotten. In
         `conn`'s transaction when given."""
         with self._transaction(conn) as conn:
-            made_live = conn.execute(update(memories).where(self._by_id, memories.c.id == memory_id,
-                                                            memories.c.state == INSERTING)
-                                     .values(state=LIVE, write_token=None, write_started=None)).rowcount
+            made_live = conn.execute(
+                update(memories)
+                .where(self._by_id, memories.c.id == memory_id, memories.c.state == INSERTING)
+                .values(state=LIVE, write_token=None, write_started=None)
+            ).rowcount
             row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id)).mappings().first()
             if not made_live:
                 return row is not None and row["state"] == LIVE
@@ -231,56 +284,95 @@ class Ledger:
     def _mark_superseded(self, conn: Connection, new: Any, similarity: float | None) -> None:
         at, old_id = aware(new["created_at"]), new["supersedes"]
         old = conn.execute(select(memories.c.text).where(self._by_id, memories.c.id == old_id)).scalar()
-        marked = conn.execute(update(memories).where(self._by_id, memories.c.id == old_id,
-                                                     memories.c.superseded_by.is_(None))
-                              .values(superseded_by=new["id"], updated_at=at)).rowcount
+        marked = conn.execute(
+            update(memories)
+            .where(self._by_id, memories.c.id == old_id, memories.c.superseded_by.is_(None))
+            .values(superseded_by=new["id"], updated_at=at)
+        ).rowcount
         if marked:  # not if forgotten meanwhile
-            self._version(conn, old_id, "superseded", old,
-                          {"superseded_by": new["id"], "new_text": new["text"], "similarity": similarity}, at)
+            self._version(
+                conn,
+                old_id,
+                "superseded",
+                old,
+                {"superseded_by": new["id"], "new_text": new["text"], "similarity": similarity},
+                at,
+            )
 
     def rollback_insert(self, memory_id: str) -> bool:
         """Undo step 1 (only while the row is still 'inserting'): the row and its history go."""
         with self.engine.begin() as conn:
-            gone = conn.execute(delete(memories).where(self._by_id, memories.c.id == memory_id,
-                                                       memories.c.state == INSERTING)).rowcount
+            gone = conn.execute(
+                delete(memories).where(self._by_id, memories.c.id == memory_id, memories.c.state == INSERTING)
+            ).rowcount
             if gone:
-                conn.execute(delete(versions).where(versions.c.agent_id == self.agent_id,
-                                                    versions.c.memory_id == memory_id))
+                conn.execute(
+                    delete(versions).where(versions.c.agent_id == self.agent_id, versions.c.memory_id == memory_id)
+                )
         return bool(gone)
 
     def begin_refresh(self, memory_id: str, new: MemoryRecord, token: str, similarity: float) -> dict[str, Any] | None:
         """Step 1 of a refresh (a near-copy was written again): the live row's new fields, its token and version.
         Returns the fields for the point, or None when the memory is no longer live (forgotten or superseded)."""
         with self.engine.begin() as conn:
-            row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id, memories.c.state == LIVE,
-                                                      memories.c.superseded_by.is_(None))).mappings().first()
+            row = (
+                conn.execute(
+                    select(memories).where(
+                        self._by_id,
+                        memories.c.id == memory_id,
+                        memories.c.state == LIVE,
+                        memories.c.superseded_by.is_(None),
+                    )
+                )
+                .mappings()
+                .first()
+            )
             if row is None:
                 return None
-            fields = {"updated_at": new.created_at, "last_hit_at": new.created_at,
-                      "tags": sorted(set(row["tags"] or []) | set(new.tags)),
-                      "importance": max(row["importance"], new.importance),
-                      "source_message_ids": sorted(set(row["source_message_ids"] or []) | set(new.source_message_ids))}
-            conn.execute(update(memories).where(self._by_id, memories.c.id == memory_id)
-                         .values(**fields, hit_count=memories.c.hit_count + 1, write_token=token,
-                                 write_started=utcnow()))
-            fields["hit_count"] = conn.execute(select(memories.c.hit_count).where(
-                self._by_id, memories.c.id == memory_id)).scalar()
-            self._version(conn, memory_id, "refresh", row["text"],
-                          {"duplicate_text": new.text, "similarity": round(similarity, 4), "tags": fields["tags"]},
-                          new.created_at)
+            fields = {
+                "updated_at": new.created_at,
+                "last_hit_at": new.created_at,
+                "tags": sorted(set(row["tags"] or []) | set(new.tags)),
+                "importance": max(row["importance"], new.importance),
+                "source_message_ids": sorted(set(row["source_message_ids"] or []) | set(new.source_message_ids)),
+            }
+            conn.execute(
+                update(memories)
+                .where(self._by_id, memories.c.id == memory_id)
+                .values(**fields, hit_count=memories.c.hit_count + 1, write_token=token, write_started=utcnow())
+            )
+            fields["hit_count"] = conn.execute(
+                select(memories.c.hit_count).where(self._by_id, memories.c.id == memory_id)
+            ).scalar()
+            self._version(
+                conn,
+                memory_id,
+                "refresh",
+                row["text"],
+                {"duplicate_text": new.text, "similarity": round(similarity, 4), "tags": fields["tags"]},
+                new.created_at,
+            )
             self._bump(conn)
         return fields
 
-    def begin_rewrite(self, memory_id: str, text: str, token: str, operation: str, detail: dict[str, Any],
-                      at: datetime) -> MemoryRecord | None:
+    def begin_rewrite(
+        self, memory_id: str, text: str, token: str, operation: str, detail: dict[str, Any], at: datetime
+    ) -> MemoryRecord | None:
         """Step 1 of a rewrite in place (same id, new text): the live row's text, its token and an `operation`
         version holding the new text. Returns the row as now written (what the point must become), or None when
         the memory is no longer live (forgotten or superseded)."""
         with self.engine.begin() as conn:
-            where = (self._by_id, memories.c.id == memory_id, memories.c.state == LIVE,
-                     memories.c.superseded_by.is_(None))
-            if not conn.execute(update(memories).where(*where).values(
-                    text=text, updated_at=at, write_token=token, write_started=utcnow())).rowcount:
+            where = (
+                self._by_id,
+                memories.c.id == memory_id,
+                memories.c.state == LIVE,
+                memories.c.superseded_by.is_(None),
+            )
+            if not conn.execute(
+                update(memories)
+                .where(*where)
+                .values(text=text, updated_at=at, write_token=token, write_started=utcnow())
+            ).rowcount:
                 return None
             self._version(conn, memory_id, operation, text, detail, at)
             row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id)).mappings().one()
@@ -292,24 +384,32 @@ class Ledger:
         with self.engine.begin() as conn:
             where = (self._by_id, memories.c.id.in_(list(ids)), memories.c.state == LIVE)
             hits = memories.c.hit_count + 1 if count else memories.c.hit_count
-            conn.execute(update(memories).where(*where).values(hit_count=hits, last_hit_at=at,
-                                                               write_token=token, write_started=utcnow()))
+            conn.execute(
+                update(memories)
+                .where(*where)
+                .values(hit_count=hits, last_hit_at=at, write_token=token, write_started=utcnow())
+            )
             counts = conn.execute(select(memories.c.id, memories.c.hit_count).where(*where)).all()
         return {memory_id: {"hit_count": count, "last_hit_at": at} for memory_id, count in counts}
 
     def settle(self, ids: Sequence[str], token: str) -> None:
         """The last step of a refresh or of hit counting: the points agree again (only this write's token)."""
         with self.engine.begin() as conn:
-            conn.execute(update(memories).where(self._by_id, memories.c.id.in_(list(ids)),
-                                                memories.c.write_token == token)
-                         .values(write_token=None, write_started=None))
+            conn.execute(
+                update(memories)
+                .where(self._by_id, memories.c.id.in_(list(ids)), memories.c.write_token == token)
+                .values(write_token=None, write_started=None)
+            )
 
     def begin_forget(self, memory_id: str) -> bool:
         """Step 1 of forgetting: the row is 'forgetting' (no longer listed, counted or found). False when the
         agent has no such memory."""
         with self.engine.begin() as conn:
-            found = conn.execute(update(memories).where(self._by_id, memories.c.id == memory_id)
-                                 .values(state=FORGETTING, write_started=utcnow())).rowcount
+            found = conn.execute(
+                update(memories)
+                .where(self._by_id, memories.c.id == memory_id)
+                .values(state=FORGETTING, write_started=utcnow())
+            ).rowcount
             if found:
                 self._bump(conn)
         return bool(found)
@@ -317,18 +417,22 @@ class Ledger:
     def end_forget(self, memory_id: str) -> None:
         """The last step of forgetting, once the point is gone: the row and its history."""
         with self.engine.begin() as conn:
-            conn.execute(delete(memories).where(self._by_id, memories.c.id == memory_id,
-                                                memories.c.state == FORGETTING))
-            conn.execute(delete(versions).where(versions.c.agent_id == self.agent_id,
-                                                versions.c.memory_id == memory_id))
+            conn.execute(
+                delete(memories).where(self._by_id, memories.c.id == memory_id, memories.c.state == FORGETTING)
+            )
+            conn.execute(
+                delete(versions).where(versions.c.agent_id == self.agent_id, versions.c.memory_id == memory_id)
+            )
 
     def changed_since(self, since: datetime) -> list[MemoryRecord]:
         """The agent's live, unsuperseded memories written, refreshed or found by a search at or after `since`,
         newest first (what a reflection calls the memories its messages touched)."""
-        changed = ((memories.c.created_at >= since) | (memories.c.updated_at >= since)
-                   | (memories.c.last_hit_at >= since))
-        query = select(memories).where(self._mine, memories.c.state == LIVE, memories.c.superseded_by.is_(None),
-                                       changed)
+        changed = (
+            (memories.c.created_at >= since) | (memories.c.updated_at >= since) | (memories.c.last_hit_at >= since)
+        )
+        query = select(memories).where(
+            self._mine, memories.c.state == LIVE, memories.c.superseded_by.is_(None), changed
+        )
         with self.engine.connect() as conn:
             return [record_of(r) for r in conn.execute(query.order_by(memories.c.updated_at.desc())).mappings()]
 
@@ -338,11 +442,21 @@ class Ledger:
         with `detail`, in one transaction. False, writing nothing, when it is not a live, unsuperseded memory of
         the agent: superseding again is a no-op, so a rerun never applies it twice."""
         with self.engine.begin() as conn:
-            where = (self._by_id, memories.c.id == memory_id, memories.c.state == LIVE,
-                     memories.c.superseded_by.is_(None))
+            where = (
+                self._by_id,
+                memories.c.id == memory_id,
+                memories.c.state == LIVE,
+                memories.c.superseded_by.is_(None),
+            )
             text = conn.execute(select(memories.c.text).where(*where)).scalar()
-            if text is None or not conn.execute(update(memories).where(*where).values(
-                    superseded_by=by, updated_at=at, write_token=token, write_started=utcnow())).rowcount:
+            if (
+                text is None
+                or not conn.execute(
+                    update(memories)
+                    .where(*where)
+                    .values(superseded_by=by, updated_at=at, write_token=token, write_started=utcnow())
+                ).rowcount
+            ):
                 return False
             self._version(conn, memory_id, "superseded", text, {"superseded_by": by, **detail}, at)
             self._bump(conn)
@@ -350,12 +464,29 @@ class Ledger:
 
     # -- helpers ------------------------------------------------------------------------------------------------
 
-    def _version(self, conn: Connection, memory_id: str, operation: str, text: str, detail: dict[str, Any],
-                 at: datetime) -> None:
-        conn.execute(versions.insert(), [{"agent_id": self.agent_id, "memory_id": memory_id, "operation": operation,
-                                          "text": text, "detail": detail, "at": at}])
+    def _version(
+        self, conn: Connection, memory_id: str, operation: str, text: str, detail: dict[str, Any], at: datetime
+    ) -> None:
+        conn.execute(
+            versions.insert(),
+            [
+                {
+                    "agent_id": self.agent_id,
+                    "memory_id": memory_id,
+                    "operation": operation,
+                    "text": text,
+                    "detail": detail,
+                    "at": at,
+                }
+            ],
+        )
 
     def _bump(self, conn: Connection) -> None:
         self.writes += 1
-        conn.execute(sql("INSERT INTO archival_revisions (agent_id, revision) VALUES (:a, 1) ON CONFLICT (agent_id) "
-                         "DO UPDATE SET revision = archival_revisions.revision + 1"), {"a": self.agent_id})
+        conn.execute(
+            sql(
+                "INSERT INTO archival_revisions (agent_id, revision) VALUES (:a, 1) ON CONFLICT (agent_id) "
+                "DO UPDATE SET revision = archival_revisions.revision + 1"
+            ),
+            {"a": self.agent_id},
+        )

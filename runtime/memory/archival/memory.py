@@ -18,31 +18,32 @@ is checked against the agent's revision, one primary-key read.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable, ContextManager, Literal
+from typing import Any, ContextManager, Literal
 
 import numpy as np
 import structlog
 from sqlalchemy.engine import Engine
 
-from pagemind.runtime.memory.lifecycle.activity import Activity, ActiveDays
-from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
-from pagemind.runtime.process.crashpoints import crash_point
-from pagemind.runtime.memory.lifecycle.decay import disuse_weight, due_for_seen, search_filter
-from pagemind.runtime.memory.embedding.embedders import Embedder, embed_for_write, query_vector, write_cache_rows
-from pagemind.runtime.memory.lifecycle.expiry import expiry_from_wording
 from pagemind.runtime.memory.archival.filed_from import context_texts, filed_together
 from pagemind.runtime.memory.archival.group_commit import PendingInsert, group_commit
-from pagemind.runtime.memory.vectors.index import PLAN
-from pagemind.runtime.memory.retrieval.keywords import analysed
 from pagemind.runtime.memory.archival.ledger import Ledger, MemoryVersion, new_token
-from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse, importance_factor, recency, usefulness
 from pagemind.runtime.memory.archival.reconcile import reconcile_once
-from pagemind.runtime.memory.retrieval.rounds import refine
-from pagemind.runtime.memory.vectors.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.archival.rekey import complete_rekeys
 from pagemind.runtime.memory.archival.stats_cache import StatsCache
 from pagemind.runtime.memory.archival.write_policy import decide, keyword_document, normalise_text
+from pagemind.runtime.memory.embedding.embedders import Embedder, embed_for_write, query_vector, write_cache_rows
+from pagemind.runtime.memory.lifecycle.activity import ActiveDays, Activity
+from pagemind.runtime.memory.lifecycle.decay import disuse_weight, due_for_seen, search_filter
+from pagemind.runtime.memory.lifecycle.expiry import expiry_from_wording
+from pagemind.runtime.memory.retrieval.keywords import analysed
+from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse, importance_factor, recency, usefulness
+from pagemind.runtime.memory.retrieval.rounds import refine
+from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
+from pagemind.runtime.memory.vectors.index import PLAN
+from pagemind.runtime.memory.vectors.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.records import utcnow, without_nul
 from pagemind.tools.context import MEMORY_KINDS, ArchivalHit, InsertResult
@@ -58,9 +59,17 @@ class ArchivalService:
     """Archival memory of one agent (implements `tools.ArchivalMemory`). Scoped at construction: nothing a
     caller passes can reach another agent's memories."""
 
-    def __init__(self, agent_id: int, *, engine: Engine, open_backend: Callable[[], ArchivalBackend],
-                 embedder: Embedder, config: ArchivalConfig | None = None,
-                 clock: Callable[[], datetime] = utcnow, user_id: str | None = None):
+    def __init__(
+        self,
+        agent_id: int,
+        *,
+        engine: Engine,
+        open_backend: Callable[[], ArchivalBackend],
+        embedder: Embedder,
+        config: ArchivalConfig | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        user_id: str | None = None,
+    ):
         self.agent_id = agent_id
         self.user_id = user_id
         self.engine = engine
@@ -110,15 +119,23 @@ class ArchivalService:
 
     def _keywords(self, records: list[MemoryRecord]) -> list[Sparse]:
         """The keyword (sparse) vectors of records: text, date and the conversation filed from (`filed_from`)."""
-        context = context_texts(self.engine, self.agent_id, records, self.config.context_messages,
-                                self.config.context_chars)
+        context = context_texts(
+            self.engine, self.agent_id, records, self.config.context_messages, self.config.context_chars
+        )
         return [self._sparse(keyword_document(r, context.get(r.id, ""))) for r in records]
 
     # -- write path -------------------------------------------------------------------------------------------
 
-    async def insert(self, content: str, *, kind: str = "fact", tags: list[str] | None = None,
-                     importance: float | None = None, source_message_ids: list[int] | None = None,
-                     expires_at: datetime | None = None) -> InsertResult:
+    async def insert(
+        self,
+        content: str,
+        *,
+        kind: str = "fact",
+        tags: list[str] | None = None,
+        importance: float | None = None,
+        source_message_ids: list[int] | None = None,
+        expires_at: datetime | None = None,
+    ) -> InsertResult:
         """Store a memory: normalise and date it, then refresh a near-duplicate, supersede a contradicted
         memory, or insert it. Durable, listed and searchable when this returns. Without `expires_at`, time-bound
         wording sets one ("until Friday": `memory.expiry`)."""
@@ -131,10 +148,17 @@ class ArchivalService:
             if found:
                 log.info("archival_expiry", agent_id=self.agent_id, phrase=found.phrase, expires_at=found.at)
         record = MemoryRecord(
-            agent_id=self.agent_id, user_id=self.user_id, text=text, kind=kind,
+            agent_id=self.agent_id,
+            user_id=self.user_id,
+            text=text,
+            kind=kind,
             importance=self.config.default_importance if importance is None else importance,
-            tags=sorted({t.strip().lower() for t in tags or [] if t.strip()}), created_at=now, updated_at=now,
-            source_message_ids=list(source_message_ids or []), expires_at=expires_at)
+            tags=sorted({t.strip().lower() for t in tags or [] if t.strip()}),
+            created_at=now,
+            updated_at=now,
+            source_message_ids=list(source_message_ids or []),
+            expires_at=expires_at,
+        )
         cache_rows: list[dict[str, Any]] = []  # the vector's cache row, written with the memory's row
         [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
         async with self._write_lock:  # two inserts of the same fact must not both miss each other
@@ -142,28 +166,38 @@ class ArchivalService:
             decision = decide(text, neighbour, self.config)
             if decision.action == "duplicate":
                 return await asyncio.to_thread(self._refresh, decision.neighbour, record, vector, cache_rows)
-            return await asyncio.to_thread(self._add, record, vector, decision.neighbour
-                                           if decision.action == "supersede" else None, cache_rows)
+            return await asyncio.to_thread(
+                self._add, record, vector, decision.neighbour if decision.action == "supersede" else None, cache_rows
+            )
 
     def _validate(self, text: str, kind: str, importance: float | None) -> None:
         if not text:
             raise ValueError("the memory is empty")
         if len(text) > self.config.max_memory_chars:
-            raise ValueError(f"the memory has {len(text)} characters; the limit is {self.config.max_memory_chars}. "
-                             "Store the essentials, or split it into several memories.")
+            raise ValueError(
+                f"the memory has {len(text)} characters; the limit is {self.config.max_memory_chars}. "
+                "Store the essentials, or split it into several memories."
+            )
         if kind not in MEMORY_KINDS:
             raise ValueError(f"unknown kind '{kind}' (one of {', '.join(MEMORY_KINDS)})")
         if importance is not None and not 0 <= importance <= 1:
             raise ValueError("importance must be between 0 and 1")
 
     def _nearest(self, vector: np.ndarray, kind: str, now: datetime) -> Hit | None:
-        hits = self.store.search_dense(vector, MemoryFilter(kinds=[kind], live_at=now), NEIGHBOURS,
-                                       ef=PLAN.neighbour_ef)
+        hits = self.store.search_dense(
+            vector, MemoryFilter(kinds=[kind], live_at=now), NEIGHBOURS, ef=PLAN.neighbour_ef
+        )
         live = self.ledger.live_ids([h.record.id for h in hits]) if hits else set()
         return next((h for h in hits if h.record.id in live), None)
 
-    def _add(self, record: MemoryRecord, vector: np.ndarray, superseded: Hit | None,
-             cache_rows: list[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> InsertResult:
+    def _add(
+        self,
+        record: MemoryRecord,
+        vector: np.ndarray,
+        superseded: Hit | None,
+        cache_rows: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> InsertResult:
         """Insert, in the ledger's order (row 'inserting', point, superseded point, row live), batched with the
         other agents' concurrent inserts (`memory.group_commit`); answered once the row is live. `extra` goes
         into the 'insert' version's detail."""
@@ -171,18 +205,34 @@ class ArchivalService:
         similarity = round(superseded.score, 4) if superseded else None
         [point] = self.store.owned([StoredPoint(record, vector, *self._keywords([record]))])
         detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance} | (extra or {})
-        group_commit(self.store.backend).insert(PendingInsert(
-            self.ledger, self.store, point, old_id, similarity, detail | ({"supersedes": old_id} if old_id else {}),
-            cache_rows or []))
+        group_commit(self.store.backend).insert(
+            PendingInsert(
+                self.ledger,
+                self.store,
+                point,
+                old_id,
+                similarity,
+                detail | ({"supersedes": old_id} if old_id else {}),
+                cache_rows or [],
+            )
+        )
         crash_point("archival.insert.completed")
         action = "superseded" if old_id else "inserted"
-        log.info(f"archival_{'supersede' if old_id else 'insert'}", agent_id=self.agent_id, id=record.id,
-                 kind=record.kind, chars=len(record.text), replaced=old_id)
-        return InsertResult(action=action, id=record.id, text=record.text, kind=record.kind, other_id=old_id,
-                            similarity=similarity)
+        log.info(
+            f"archival_{'supersede' if old_id else 'insert'}",
+            agent_id=self.agent_id,
+            id=record.id,
+            kind=record.kind,
+            chars=len(record.text),
+            replaced=old_id,
+        )
+        return InsertResult(
+            action=action, id=record.id, text=record.text, kind=record.kind, other_id=old_id, similarity=similarity
+        )
 
-    def _refresh(self, copy: Hit, new: MemoryRecord, vector: np.ndarray,
-                 cache_rows: list[dict[str, Any]] | None = None) -> InsertResult:
+    def _refresh(
+        self, copy: Hit, new: MemoryRecord, vector: np.ndarray, cache_rows: list[dict[str, Any]] | None = None
+    ) -> InsertResult:
         """A near-copy was written again: row (new fields, token), point's payload, token cleared."""
         if cache_rows:
             with self.engine.begin() as conn:
@@ -198,23 +248,31 @@ class ArchivalService:
         self.ledger.settle([old.id], token)
         crash_point("archival.refresh.completed")
         log.info("archival_dedupe", agent_id=self.agent_id, id=old.id, similarity=round(copy.score, 4))
-        return InsertResult(action="duplicate", id=old.id, text=old.text, kind=old.kind, other_id=old.id,
-                            similarity=round(copy.score, 4))
+        return InsertResult(
+            action="duplicate",
+            id=old.id,
+            text=old.text,
+            kind=old.kind,
+            other_id=old.id,
+            similarity=round(copy.score, 4),
+        )
 
     async def insert_event(self, record: MemoryRecord, detail: dict[str, Any] | None = None) -> InsertResult:
         """Store a memory of an event (an episode) as given: its id and dates kept, never deduped or superseding
         (an event does not repeat another, however alike). An id already stored (in any state) writes nothing and
         answers 'duplicate', so a record with an id derived from the event is stored once. `detail` goes into its
         'insert' version."""
-        record = record.model_copy(update={"agent_id": self.agent_id,
-                                           "text": normalise_text(record.text, record.created_at)})
+        record = record.model_copy(
+            update={"agent_id": self.agent_id, "text": normalise_text(record.text, record.created_at)}
+        )
         self._validate(record.text, record.kind, record.importance)
         cache_rows: list[dict[str, Any]] = []
         [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [record.text], cache_rows)
         async with self._write_lock:
             if await asyncio.to_thread(self.ledger.rows, [record.id]):
-                return InsertResult(action="duplicate", id=record.id, text=record.text, kind=record.kind,
-                                    other_id=record.id)
+                return InsertResult(
+                    action="duplicate", id=record.id, text=record.text, kind=record.kind, other_id=record.id
+                )
             return await asyncio.to_thread(self._add, record, vector, None, cache_rows, detail)
 
     async def rewrite(self, memory_id: str, text: str, *, operation: str, detail: dict[str, Any]) -> bool:
@@ -228,8 +286,15 @@ class ArchivalService:
         async with self._write_lock:  # an insert deduping against this memory waits for its new vector
             return await asyncio.to_thread(self._rewrite, memory_id, text, vector, operation, detail, cache_rows)
 
-    def _rewrite(self, memory_id: str, text: str, vector: np.ndarray, operation: str, detail: dict[str, Any],
-                 cache_rows: list[dict[str, Any]]) -> bool:
+    def _rewrite(
+        self,
+        memory_id: str,
+        text: str,
+        vector: np.ndarray,
+        operation: str,
+        detail: dict[str, Any],
+        cache_rows: list[dict[str, Any]],
+    ) -> bool:
         """Row (new text, token, version), point upserted from the row, token cleared: a crash in between leaves
         a token, and the reconcile upserts the point again from the row (`memory.reconcile`)."""
         store = self.store  # opened (and reconciled) before the row is touched
@@ -264,10 +329,19 @@ class ArchivalService:
 
     # -- search -----------------------------------------------------------------------------------------------
 
-    async def search(self, query: str, *, tags: list[str] | None = None, start_date: datetime | None = None,
-                     end_date: datetime | None = None, top_k: int | None = None, page: int = 1,
-                     mode: Literal["hybrid", "bm25", "dense"] = "hybrid", count_hits: bool = True,
-                     seen: bool = False) -> list[ArchivalHit]:
+    async def search(
+        self,
+        query: str,
+        *,
+        tags: list[str] | None = None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        top_k: int | None = None,
+        page: int = 1,
+        mode: Literal["hybrid", "bm25", "dense"] = "hybrid",
+        count_hits: bool = True,
+        seen: bool = False,
+    ) -> list[ArchivalHit]:
         """Ranked live memories for a query: dense and BM25 candidates fused, weighed by recency, importance,
         usefulness and disuse; nothing below the noise floor. Expired and dormant memories only with a date range
         (`memory.decay`). `page` counts from 1, `top_k` results per page. `count_hits=False` leaves hit counts alone
@@ -281,14 +355,30 @@ class ArchivalService:
         use = "hit" if count_hits else "seen" if seen and self.config.expiry.prefetch_counts else None
         limit = max(self.config.prefetch, k * max(1, page) * 2)
         # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
-        results, candidates = await asyncio.to_thread(self._search, query, (tags, start_date, end_date), limit, k,
-                                                      page, mode, now, use)
-        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results),
-                 page=page)
+        results, candidates = await asyncio.to_thread(
+            self._search, query, (tags, start_date, end_date), limit, k, page, mode, now, use
+        )
+        log.info(
+            "archival_search",
+            agent_id=self.agent_id,
+            mode=mode,
+            candidates=candidates,
+            returned=len(results),
+            page=page,
+        )
         return results
 
-    def _search(self, query: str, scope: tuple[list[str] | None, datetime | None, datetime | None], limit: int,
-                k: int, page: int, mode: str, now: datetime, use: str | None) -> tuple[list[ArchivalHit], int]:
+    def _search(
+        self,
+        query: str,
+        scope: tuple[list[str] | None, datetime | None, datetime | None],
+        limit: int,
+        k: int,
+        page: int,
+        mode: str,
+        now: datetime,
+        use: str | None,
+    ) -> tuple[list[ArchivalHit], int]:
         activity = self.activity.at(now)  # cached: a read only until today is known active
         tags, start_date, end_date = scope
         flt = search_filter(now, self.config.expiry, activity, tags=tags, start_date=start_date, end_date=end_date)
@@ -302,17 +392,34 @@ class ArchivalService:
             return self._rank(vector, dense_hits, keyword_hits, now, mode, activity)
 
         ranked = refine(query, one_round(query), one_round, now, self.config)  # a second round, the time boost
-        shown = ranked[(max(1, page) - 1) * k: max(1, page) * k]
-        results = [ArchivalHit(id=r.id, text=r.text, kind=r.kind, date=r.created_at, score=round(float(s), 4),
-                               tags=r.tags, importance=r.importance) for s, r in shown]
+        shown = ranked[(max(1, page) - 1) * k : max(1, page) * k]
+        results = [
+            ArchivalHit(
+                id=r.id,
+                text=r.text,
+                kind=r.kind,
+                date=r.created_at,
+                score=round(float(s), 4),
+                tags=r.tags,
+                importance=r.importance,
+            )
+            for s, r in shown
+        ]
         if results and use == "hit":
             self._count_hits([r.id for r in results], now)
         elif use == "seen" and (due := due_for_seen([r for _, r in shown], now)):
             self._count_hits(due, now, count=False)
         return results, len(ranked)
 
-    def _rank(self, vector: np.ndarray, dense_hits: list[Hit], keyword_hits: list[Hit], now: datetime,
-              mode: str, activity: Activity) -> list[tuple[float, MemoryRecord]]:
+    def _rank(
+        self,
+        vector: np.ndarray,
+        dense_hits: list[Hit],
+        keyword_hits: list[Hit],
+        now: datetime,
+        mode: str,
+        activity: Activity,
+    ) -> list[tuple[float, MemoryRecord]]:
         """(score, record) of every candidate that beats noise, best first."""
         records = {h.record.id: h.record for h in [*dense_hits, *keyword_hits]}
         if not records:
@@ -330,8 +437,9 @@ class ArchivalService:
         weight = {"hybrid": self.config.dense_weight, "bm25": 0.0, "dense": 1.0}[mode]
         fused = fuse(keyword, dense, weight)
         if mode == "hybrid":
-            fused = filed_together(fused, [records[i].created_at for i in ids], self.config.neighbour_seconds,
-                                   self.config.neighbour_weight)
+            fused = filed_together(
+                fused, [records[i].created_at for i in ids], self.config.neighbour_seconds, self.config.neighbour_weight
+            )
         keep = beats_noise(keyword, dense, self.config.min_keyword_score, self.config.min_similarity)
         scored = [(fused[n] * self._prior(records[i], now, activity), records[i]) for n, i in enumerate(ids) if keep[n]]
         scored.sort(key=lambda pair: -pair[0])
@@ -339,10 +447,12 @@ class ArchivalService:
 
     def _prior(self, record: MemoryRecord, now: datetime, activity: Activity) -> float:
         c = self.config
-        return (recency(record.created_at, now, c.recency_weight, c.recency_half_life_days)
-                * importance_factor(record.importance, c.importance_weight)
-                * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days)
-                * disuse_weight(record, activity, c.expiry))
+        return (
+            recency(record.created_at, now, c.recency_weight, c.recency_half_life_days)
+            * importance_factor(record.importance, c.importance_weight)
+            * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days)
+            * disuse_weight(record, activity, c.expiry)
+        )
 
     def _count_hits(self, ids: list[str], now: datetime, count: bool = True) -> None:
         """Usefulness bookkeeping: each returned memory gets a hit, or (not `count`) only its last use moved to

@@ -30,17 +30,18 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
 import structlog
 
-from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.memory.archival.ledger import FORGETTING, INSERTING, LIVE, Ledger, record_of
-from pagemind.runtime.memory.vectors.records import MemoryRecord, StoredPoint
 from pagemind.runtime.memory.archival.reembed import reembed
+from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
+from pagemind.runtime.memory.vectors.records import MemoryRecord, StoredPoint
+from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.records import aware, utcnow
 
 log = structlog.get_logger("pagemind.archival")
@@ -49,7 +50,7 @@ GRACE = timedelta(minutes=10)  # far longer than any insert's steps 1-2 take; on
 
 Restore = Callable[[list[MemoryRecord]], list[StoredPoint]]
 
-_DONE: "weakref.WeakKeyDictionary[ArchivalBackend, set[tuple[str, int]]]" = weakref.WeakKeyDictionary()
+_DONE: weakref.WeakKeyDictionary[ArchivalBackend, set[tuple[str, int]]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
@@ -67,8 +68,16 @@ class Reconciled:
     restored: int = 0
 
 
-def reconcile(ledger: Ledger, store: AgentStore, *, exclusive: bool, restore: Restore | None = None,
-              now: datetime | None = None, grace: timedelta = GRACE, model: str = "") -> Reconciled:
+def reconcile(
+    ledger: Ledger,
+    store: AgentStore,
+    *,
+    exclusive: bool,
+    restore: Restore | None = None,
+    now: datetime | None = None,
+    grace: timedelta = GRACE,
+    model: str = "",
+) -> Reconciled:
     """Finish or undo what a crash left half-written for the agent (see the module's docstring). `exclusive`:
     no other process can be writing this store (the embedded one); `now` is wall-clock time; `model` names the
     embedding model `restore` uses (for the re-embed's progress)."""
@@ -111,8 +120,9 @@ def reconcile(ledger: Ledger, store: AgentStore, *, exclusive: bool, restore: Re
     return done
 
 
-def _settle_insert(ledger: Ledger, store: AgentStore, row: Any, present: bool, exclusive: bool,
-                   cutoff: datetime, done: Reconciled) -> None:
+def _settle_insert(
+    ledger: Ledger, store: AgentStore, row: Any, present: bool, exclusive: bool, cutoff: datetime, done: Reconciled
+) -> None:
     if present:
         if row["supersedes"]:
             store.set_payload(row["supersedes"], {"superseded_by": row["id"], "updated_at": aware(row["created_at"])})
@@ -131,8 +141,9 @@ def _fields(record: MemoryRecord) -> dict[str, Any]:
     return {k: v for k, v in record.payload().items() if k not in {"agent_id", "payload_version"}}
 
 
-def reconcile_once(ledger: Ledger, store: AgentStore, backend: ArchivalBackend, *,
-                   restore: Restore | None = None, model: str = "") -> Reconciled | None:
+def reconcile_once(
+    ledger: Ledger, store: AgentStore, backend: ArchivalBackend, *, restore: Restore | None = None, model: str = ""
+) -> Reconciled | None:
     """`reconcile` the first time this process opens `backend` for the agent (in this database); None after."""
     key = (ledger.engine.url.render_as_string(hide_password=True), ledger.agent_id)
     with _LOCK:

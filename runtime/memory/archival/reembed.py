@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import structlog
 
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.memory.vectors.backend import AgentStore
 from pagemind.runtime.memory.vectors.records import MemoryRecord, StoredPoint
+from pagemind.runtime.process.crashpoints import crash_point
 
 log = structlog.get_logger("pagemind.archival")
 
@@ -34,8 +35,15 @@ LOG_EVERY_S = 5.0  # seconds between progress events (and always the first and t
 Restore = Callable[[list[MemoryRecord]], list[StoredPoint]]
 
 
-def reembed(store: AgentStore, records: list[MemoryRecord], restore: Restore, *, model: str = "",
-            stream: TextIO | None = None, batch: int | None = None) -> int:
+def reembed(
+    store: AgentStore,
+    records: list[MemoryRecord],
+    restore: Restore,
+    *,
+    model: str = "",
+    stream: TextIO | None = None,
+    batch: int | None = None,
+) -> int:
     """Write points for `records` (live memories the store lacks), embedded by `restore`, `batch` at a time;
     returns how many were written. Reports progress (see the module's docstring) on `stream` (stderr)."""
     total, batch = len(records), batch or BATCH
@@ -45,7 +53,7 @@ def reembed(store: AgentStore, records: list[MemoryRecord], restore: Restore, *,
     done, started, logged = 0, time.monotonic(), time.monotonic()
     with _Bar(total, model, stream or sys.stderr) as bar:
         for start in range(0, total, batch):
-            chunk = records[start:start + batch]
+            chunk = records[start : start + batch]
             store.upsert(restore(chunk))
             crash_point("archival.reembed.batch")
             done += len(chunk)
@@ -53,8 +61,13 @@ def reembed(store: AgentStore, records: list[MemoryRecord], restore: Restore, *,
             if time.monotonic() - logged >= LOG_EVERY_S or done in (len(chunk), total):
                 logged = time.monotonic()
                 log.info("archival_reembed_progress", agent_id=store.agent_id, model=model, done=done, total=total)
-    log.warning("archival_reembed_done", agent_id=store.agent_id, model=model, memories=total,
-             seconds=round(time.monotonic() - started, 2))
+    log.warning(
+        "archival_reembed_done",
+        agent_id=store.agent_id,
+        model=model,
+        memories=total,
+        seconds=round(time.monotonic() - started, 2),
+    )
     return done
 
 
@@ -77,9 +90,14 @@ class _Bar:
         from tqdm import tqdm
 
         # Not a terminal (a daemon's log): a new state every 10 s at most, not a stream of carriage returns.
-        self._bar = tqdm(total=self.total, file=self.stream, unit="memory", leave=True,
-                         desc=f"Re-embedding archival memories ({self.model})" if self.model
-                         else "Re-embedding archival memories", mininterval=0.5 if tty else 10.0)
+        self._bar = tqdm(
+            total=self.total,
+            file=self.stream,
+            unit="memory",
+            leave=True,
+            desc=f"Re-embedding archival memories ({self.model})" if self.model else "Re-embedding archival memories",
+            mininterval=0.5 if tty else 10.0,
+        )
         return self._bar
 
     def __exit__(self, *_: object) -> None:

@@ -43,10 +43,19 @@ def complete_rekeys(engine: Engine, backend: ArchivalBackend) -> int:
         if key in _DONE:
             return 0
         with engine.connect() as conn:
-            done = conn.execute(select(archival_rekeyed_stores.c.store)
-                                .where(archival_rekeyed_stores.c.store == store)).first() is not None
-            pending = [] if done else conn.execute(select(archival_rekeys.c.old_key, archival_rekeys.c.agent_id)
-                                                   .order_by(archival_rekeys.c.agent_id)).all()
+            done = (
+                conn.execute(
+                    select(archival_rekeyed_stores.c.store).where(archival_rekeyed_stores.c.store == store)
+                ).first()
+                is not None
+            )
+            pending = (
+                []
+                if done
+                else conn.execute(
+                    select(archival_rekeys.c.old_key, archival_rekeys.c.agent_id).order_by(archival_rekeys.c.agent_id)
+                ).all()
+            )
         for old_key, agent_id in pending:
             backend.rekey(old_key, agent_id)
         if not done:

@@ -9,9 +9,9 @@ prompt's compile and the prefetch's emptiness check share them.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, Iterator
 
 from pagemind.runtime.memory.archival.ledger import Ledger
 
@@ -91,5 +91,10 @@ class StatsCache:
     def _count(revision: int, rows: list[tuple[list[str], datetime | None]], now: datetime) -> _Stats:
         live = [tags for tags, expires in rows if expires is None or expires > now]
         later = [expires for _, expires in rows if expires is not None and expires > now]
-        return _Stats(revision, rows, now, min(later, default=None),
-                      (len(live), tuple(sorted({t for tags in live for t in tags}))))
+        return _Stats(
+            revision,
+            rows,
+            now,
+            min(later, default=None),
+            (len(live), tuple(sorted({t for tags in live for t in tags}))),
+        )

@@ -18,8 +18,7 @@ from pagemind.runtime.memory.vectors.records import Hit, MemoryRecord
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.records import without_nul
 
-_NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|anymore|stopped|quit)\b|n't\b",
-                       re.I)
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|anymore|stopped|quit)\b|n't\b", re.I)
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _SPACE = re.compile(r"\s+")
 

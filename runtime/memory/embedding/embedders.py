@@ -19,8 +19,9 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import structlog
@@ -28,8 +29,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from pagemind.runtime.memory.embedding.profiles import MINILM, ModelProfile, local_profile
 from pagemind.runtime.memory.embedding.onnx_arena import keep_model_memory_small
+from pagemind.runtime.memory.embedding.profiles import MINILM, ModelProfile, local_profile
 from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
 
 log = structlog.get_logger("pagemind.embeddings")
@@ -66,7 +67,7 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 def batched(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     """Consecutive slices of at most `size` items."""
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 async def aembed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
@@ -93,9 +94,17 @@ class FastEmbedEmbedder:
     use when it is missing (`install`, given by `build_embedder`).
     """
 
-    def __init__(self, model_dir: Path = DEFAULT_MODEL_DIR, *, threads: int = 1, batch_size: int = 1,
-                 model_id: str = DEFAULT_MODEL_ID, dim: int = DEFAULT_DIM, profile: ModelProfile = MINILM,
-                 install: Callable[[Path], Path] | None = None):
+    def __init__(
+        self,
+        model_dir: Path = DEFAULT_MODEL_DIR,
+        *,
+        threads: int = 1,
+        batch_size: int = 1,
+        model_id: str = DEFAULT_MODEL_ID,
+        dim: int = DEFAULT_DIM,
+        profile: ModelProfile = MINILM,
+        install: Callable[[Path], Path] | None = None,
+    ):
         self.model_dir = Path(model_dir)
         self.threads = threads
         self.batch_size = batch_size
@@ -120,8 +129,12 @@ class FastEmbedEmbedder:
 
                 if not self.profile.shipped:
                     register_custom(self.profile)
-                self._model = TextEmbedding(self.profile.fastembed_name, specific_model_path=str(self.model_dir),
-                                            threads=self.threads, lazy_load=False)
+                self._model = TextEmbedding(
+                    self.profile.fastembed_name,
+                    specific_model_path=str(self.model_dir),
+                    threads=self.threads,
+                    lazy_load=False,
+                )
                 keep_model_memory_small(self._model)  # what loading left, and a long text's run leaves, go back
                 log.info("embedder_loaded", model=self.model_id, path=str(self.model_dir), threads=self.threads)
         return self._model
@@ -149,9 +162,14 @@ def register_custom(profile: ModelProfile) -> None:
     with _REGISTER_LOCK:
         if profile.fastembed_name.lower() in {m["model"].lower() for m in TextEmbedding.list_supported_models()}:
             return
-        TextEmbedding.add_custom_model(profile.fastembed_name, pooling=PoolingType.MEAN, normalization=True,
-                                       dim=profile.dim, sources=ModelSource(hf=profile.fastembed_name),
-                                       model_file="model.onnx")
+        TextEmbedding.add_custom_model(
+            profile.fastembed_name,
+            pooling=PoolingType.MEAN,
+            normalization=True,
+            dim=profile.dim,
+            sources=ModelSource(hf=profile.fastembed_name),
+            model_file="model.onnx",
+        )
 
 
 _REGISTER_LOCK = threading.Lock()
@@ -160,8 +178,16 @@ _REGISTER_LOCK = threading.Lock()
 class OpenAIEmbedder:
     """An OpenAI-compatible `/embeddings` endpoint (OpenAI, vLLM, Ollama, llama.cpp server, TEI …)."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 dim: int | None = None, batch_size: int = 128, client: Any = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dim: int | None = None,
+        batch_size: int = 128,
+        client: Any = None,
+    ):
         import openai
 
         self.model = model
@@ -189,18 +215,23 @@ class OpenAIEmbedder:
                 response = self.client.embeddings.create(model=self.model, input=list(batch))
                 data = sorted((d.index, list(d.embedding)) for d in response.data or [])
             except (openai.OpenAIError, ValueError, TypeError, AttributeError) as exc:  # also: not JSON, no vectors
-                raise EmbeddingError(f"embeddings endpoint failed for model {self.model!r}: "
-                                     f"{type(exc).__name__}: {exc}") from exc
+                raise EmbeddingError(
+                    f"embeddings endpoint failed for model {self.model!r}: {type(exc).__name__}: {exc}"
+                ) from exc
             if [index for index, _ in data] != list(range(len(batch))):
-                raise EmbeddingError(f"embeddings endpoint answered {len(data)} vectors (indexes "
-                                     f"{[index for index, _ in data][:8]}) for {len(batch)} texts")
+                raise EmbeddingError(
+                    f"embeddings endpoint answered {len(data)} vectors (indexes "
+                    f"{[index for index, _ in data][:8]}) for {len(batch)} texts"
+                )
             rows += [vector for _, vector in data]
         if not rows:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         sizes = {len(r) for r in rows}
         if len(sizes) != 1 or (self._dim is not None and sizes != {self._dim}) or 0 in sizes:
-            raise EmbeddingError(f"embeddings endpoint answered vectors of size {sorted(sizes)}; expected "
-                                 f"{self._dim or 'one size'} (PAGEMIND_EMBEDDING_DIM)")
+            raise EmbeddingError(
+                f"embeddings endpoint answered vectors of size {sorted(sizes)}; expected "
+                f"{self._dim or 'one size'} (PAGEMIND_EMBEDDING_DIM)"
+            )
         return normalise(np.asarray(rows, dtype=np.float32))
 
 
@@ -291,14 +322,24 @@ class CachedEmbedder:
         table, found = embedding_cache_table, {}
         with self.engine.connect() as conn:
             for chunk in batched(keys, 500):
-                rows = conn.execute(select(table.c.text_hash, table.c.vector).where(
-                    table.c.model == self.model_id, table.c.text_hash.in_(list(chunk))))
+                rows = conn.execute(
+                    select(table.c.text_hash, table.c.vector).where(
+                        table.c.model == self.model_id, table.c.text_hash.in_(list(chunk))
+                    )
+                )
                 found.update({h: np.frombuffer(v, dtype=np.float32) for h, v in rows})
         return found
 
     def _rows(self, vectors: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-        return [{"model": self.model_id, "text_hash": k, "dim": int(v.shape[0]),
-                 "vector": np.asarray(v, dtype=np.float32).tobytes()} for k, v in vectors.items()]
+        return [
+            {
+                "model": self.model_id,
+                "text_hash": k,
+                "dim": int(v.shape[0]),
+                "vector": np.asarray(v, dtype=np.float32).tobytes(),
+            }
+            for k, v in vectors.items()
+        ]
 
     def _to_sql(self, vectors: dict[str, np.ndarray]) -> None:
         rows = self._rows(vectors)
@@ -350,10 +391,12 @@ def build_embedder(settings: Any = None, engine: Engine | None = None) -> Cached
     `$PAGEMIND_HOME/models`) and installed there on first use when missing."""
     profile = configured_profile(settings)
     if profile is None:
-        inner: Embedder = OpenAIEmbedder(getattr(settings, "embedding_model", None) or "text-embedding-3-small",
-                                         base_url=getattr(settings, "embedding_base_url", None),
-                                         api_key=getattr(settings, "embedding_api_key", None),
-                                         dim=getattr(settings, "embedding_dim", None))
+        inner: Embedder = OpenAIEmbedder(
+            getattr(settings, "embedding_model", None) or "text-embedding-3-small",
+            base_url=getattr(settings, "embedding_base_url", None),
+            api_key=getattr(settings, "embedding_api_key", None),
+            dim=getattr(settings, "embedding_dim", None),
+        )
     elif profile.shipped:
         inner = shared_default_embedder()
     else:
@@ -389,8 +432,10 @@ def shared_local_embedder(profile: ModelProfile, directory: Path) -> FastEmbedEm
         try:
             return install(folder)
         except ConversionUnavailable as exc:
-            raise EmbeddingError(f"embedding model {profile.name} is not installed in {folder.parent} and cannot be "
-                                 f"converted: {exc}; then run `pagemind models install {profile.name}`") from None
+            raise EmbeddingError(
+                f"embedding model {profile.name} is not installed in {folder.parent} and cannot be "
+                f"converted: {exc}; then run `pagemind models install {profile.name}`"
+            ) from None
 
     key = (profile.name, str(Path(directory).resolve()))
     with _DEFAULT_LOCK:

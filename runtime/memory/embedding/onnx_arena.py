@@ -16,7 +16,8 @@ long texts ≈ 1.6× the CPU; this costs ≈ 1.3× the CPU of a long text (its p
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import structlog
@@ -59,7 +60,7 @@ def is_large(input_feed: Mapping[str, Any]) -> bool:
     if len(shape) != 2:
         return False
     batch, length = shape
-    return batch * length * length > SHRINK_ABOVE_TOKENS ** 2
+    return batch * length * length > SHRINK_ABOVE_TOKENS**2
 
 
 def keep_model_memory_small(embedding: Any) -> None:
@@ -82,8 +83,11 @@ def shrink_after_long_runs(embedding: Any) -> bool:
     if isinstance(session, ShrinkingSession):
         return True
     if not isinstance(session, ort.InferenceSession):
-        log.warning("embedder_arena_not_shrunk", reason="fastembed's session not found at TextEmbedding.model.model",
-                    found=type(session).__name__)
+        log.warning(
+            "embedder_arena_not_shrunk",
+            reason="fastembed's session not found at TextEmbedding.model.model",
+            found=type(session).__name__,
+        )
         return False
     text_model.model = ShrinkingSession(session)
     return True

@@ -16,9 +16,9 @@ them at the generic default (`with_model_defaults`); any other value in the YAML
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from pagemind.runtime.spec.memory import ArchivalConfig
 
@@ -44,8 +44,13 @@ class ModelProfile:
         return SHIPPED_DIR / self.folder_name if self.shipped else Path(models_dir) / self.folder_name
 
 
-MINILM = ModelProfile("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8", "all-MiniLM-L6-v2-onnx-int8",
-                      "sentence-transformers/all-MiniLM-L6-v2", shipped=True)
+MINILM = ModelProfile(
+    "all-MiniLM-L6-v2",
+    "all-MiniLM-L6-v2-int8",
+    "all-MiniLM-L6-v2-onnx-int8",
+    "sentence-transformers/all-MiniLM-L6-v2",
+    shipped=True,
+)
 
 # Thresholds (bench/RESULTS.md, "Bilingual: multilingual-e5-small as a configured model"): with e5, two different
 # memories of one person score 0.78 (median) to 0.93 (highest of 93), a restatement or a changed number 0.98–0.99,
@@ -55,10 +60,14 @@ MINILM = ModelProfile("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8", "all-MiniLM-L
 # pair of e5 vectors at 0.8 or above the penalty mostly adds noise (bilingual set, recall hybrid hit@5 0.74 with
 # MiniLM's 0.4, 0.78 off).
 MULTILINGUAL_E5 = ModelProfile(
-    "multilingual-e5-small", "multilingual-e5-small-q4-int8", "multilingual-e5-small-q4-int8",
-    "pagemind/multilingual-e5-small-q4-int8", query_prefix="query: ", passage_prefix="passage: ",
-    thresholds={"min_similarity": 0.78, "dedupe_threshold": 0.97, "supersede_threshold": 0.95,
-                "recall_diversity": 0.0})
+    "multilingual-e5-small",
+    "multilingual-e5-small-q4-int8",
+    "multilingual-e5-small-q4-int8",
+    "pagemind/multilingual-e5-small-q4-int8",
+    query_prefix="query: ",
+    passage_prefix="passage: ",
+    thresholds={"min_similarity": 0.78, "dedupe_threshold": 0.97, "supersede_threshold": 0.95, "recall_diversity": 0.0},
+)
 
 PROFILES: dict[str, ModelProfile] = {p.name: p for p in (MINILM, MULTILINGUAL_E5)}
 

@@ -16,7 +16,7 @@ import bisect
 import math
 import threading
 from dataclasses import dataclass
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -26,7 +26,7 @@ from pagemind.runtime.state.tables import MessageRow
 
 
 def _day(moment: datetime) -> date:
-    return aware(moment).astimezone(timezone.utc).date()
+    return aware(moment).astimezone(UTC).date()
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Activity:
         n = math.floor(idle_days) + 1  # idle > idle_days ⟺ at least ⌊idle_days⌋ + 1 active days since last use
         if len(self.days) < n:
             return None
-        return datetime.combine(self.days[-n], time.min, tzinfo=timezone.utc)
+        return datetime.combine(self.days[-n], time.min, tzinfo=UTC)
 
 
 class ActiveDays:
@@ -69,15 +69,18 @@ class ActiveDays:
                 self._read()
                 at = bisect.bisect_left(self._days, today)
                 self._settled = today if at < len(self._days) and self._days[at] == today else None
-            days = self._days[:bisect.bisect_right(self._days, today)]
+            days = self._days[: bisect.bisect_right(self._days, today)]
         return Activity(tuple(days), today)
 
     def _read(self) -> None:
         # `in_context IN (false, true)`: both halves of the (agent_id, in_context, id) index are range-seeked
         # past the last id read, instead of walking every message of the agent.
-        query = (select(MessageRow.id, MessageRow.created_at)
-                 .where(MessageRow.agent_id == self.agent_id, MessageRow.in_context.in_([False, True]),
-                        MessageRow.id > self._last_id, MessageRow.role == "user"))
+        query = select(MessageRow.id, MessageRow.created_at).where(
+            MessageRow.agent_id == self.agent_id,
+            MessageRow.in_context.in_([False, True]),
+            MessageRow.id > self._last_id,
+            MessageRow.role == "user",
+        )
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         self.reads += 1

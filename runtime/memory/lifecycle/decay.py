@@ -25,8 +25,15 @@ from pagemind.runtime.spec.memory import ExpiryConfig
 SEEN_EVERY = timedelta(days=1)  # a memory prefetch shows is marked used again only once this long has passed
 
 
-def search_filter(now: datetime, config: ExpiryConfig, activity: Activity, *, tags: list[str] | None = None,
-                  start_date: datetime | None = None, end_date: datetime | None = None) -> MemoryFilter:
+def search_filter(
+    now: datetime,
+    config: ExpiryConfig,
+    activity: Activity,
+    *,
+    tags: list[str] | None = None,
+    start_date: datetime | None = None,
+    end_date: datetime | None = None,
+) -> MemoryFilter:
     """What a search considers: live memories used within `hide_after_days` active days by default; every
     unsuperseded memory in a date range when one is given (expired and dormant ones included: looking up a period
     is how they are found)."""
@@ -47,8 +54,9 @@ def staleness(idle_days: int, after_days: float, full_days: float | None, weight
 
 def disuse_weight(record: MemoryRecord, activity: Activity, config: ExpiryConfig) -> float:
     """The record's ranking weight for disuse (1 while recently used, in active days)."""
-    return staleness(activity.idle(record.last_used()), config.decay_after_days, config.hide_after_days,
-                     config.decay_weight)
+    return staleness(
+        activity.idle(record.last_used()), config.decay_after_days, config.hide_after_days, config.decay_weight
+    )
 
 
 def hidden_reason(record: MemoryRecord, now: datetime, config: ExpiryConfig, activity: Activity) -> str | None:

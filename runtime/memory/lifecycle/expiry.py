@@ -26,12 +26,23 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Callable
 
-from pagemind.runtime.memory.retrieval.time_words import (NUMBER_PATTERN, NUMBER_WORDS, WEEKDAYS, month_end, next_weekday,
-                                                          shift_month, week_end, year_end, ZH_NUMBER_PATTERN, zh_count, zh_weekday)
+from pagemind.runtime.memory.retrieval.time_words import (
+    NUMBER_PATTERN,
+    NUMBER_WORDS,
+    WEEKDAYS,
+    ZH_NUMBER_PATTERN,
+    month_end,
+    next_weekday,
+    shift_month,
+    week_end,
+    year_end,
+    zh_count,
+    zh_weekday,
+)
 
 
 @dataclass(frozen=True)
@@ -63,17 +74,24 @@ def _plus(day: date, count: int, unit: str) -> date:
 
 
 _PERIOD_ENDS: dict[str, Callable[[date], date]] = {
-    "day": _day_end, "week": week_end, "month": month_end, "year": year_end,
-    "tomorrow": lambda d: _day_end(d + timedelta(days=1)), "day after": lambda d: _day_end(d + timedelta(days=2)),
-    "next week": lambda d: week_end(d + timedelta(weeks=1)), "next month": lambda d: month_end(shift_month(d, 1)),
+    "day": _day_end,
+    "week": week_end,
+    "month": month_end,
+    "year": year_end,
+    "tomorrow": lambda d: _day_end(d + timedelta(days=1)),
+    "day after": lambda d: _day_end(d + timedelta(days=2)),
+    "next week": lambda d: week_end(d + timedelta(weeks=1)),
+    "next month": lambda d: month_end(shift_month(d, 1)),
     "next year": lambda d: year_end(date(d.year + 1, 1, 1)),
 }
 
 # -- English ------------------------------------------------------------------------------------------------------
 
 _DAYS = "|".join(WEEKDAYS)
-_TARGET = (rf"(?:the end of )?(?:the |this |next |this coming )?(?:{_DAYS}|today|tonight|tomorrow|weekend|week|month|"
-           r"year|\d{4}-\d{2}-\d{2})")
+_TARGET = (
+    rf"(?:the end of )?(?:the |this |next |this coming )?(?:{_DAYS}|today|tonight|tomorrow|weekend|week|month|"
+    r"year|\d{4}-\d{2}-\d{2})"
+)
 _UNIT = r"(days?|weeks?|months?)"
 
 
@@ -104,12 +122,18 @@ _Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], date]]
 # Explicit bounds: a past or recurring statement is the only thing that cancels them.
 _EN_BOUNDS: list[_Rule] = [
     (re.compile(rf"\b(?:until|till|til|through|thru|by)\s+({_TARGET})\b", re.I), lambda m, d: _en_target(m[1], d)),
-    (re.compile(rf"\b(?:for|over|in|during) the (?:next|coming) (?:{NUMBER_PATTERN} )?{_UNIT}\b", re.I),
-     lambda m, d: _day_end(_plus(d, _count(m[1]), m[2].lower().rstrip("s")))),
-    (re.compile(rf"\bwithin (?:the next )?(?:{NUMBER_PATTERN} )?{_UNIT}\b", re.I),
-     lambda m, d: _day_end(_plus(d, _count(m[1]), m[2].lower().rstrip("s")))),
-    (re.compile(r"\bfor the rest of (?:the |this )?(day|today|tonight|week|weekend|month|year)\b", re.I),
-     lambda m, d: _en_target(m[1], d)),
+    (
+        re.compile(rf"\b(?:for|over|in|during) the (?:next|coming) (?:{NUMBER_PATTERN} )?{_UNIT}\b", re.I),
+        lambda m, d: _day_end(_plus(d, _count(m[1]), m[2].lower().rstrip("s"))),
+    ),
+    (
+        re.compile(rf"\bwithin (?:the next )?(?:{NUMBER_PATTERN} )?{_UNIT}\b", re.I),
+        lambda m, d: _day_end(_plus(d, _count(m[1]), m[2].lower().rstrip("s"))),
+    ),
+    (
+        re.compile(r"\bfor the rest of (?:the |this )?(day|today|tonight|week|weekend|month|year)\b", re.I),
+        lambda m, d: _en_target(m[1], d),
+    ),
 ]
 # Bare periods: only in a present or future statement that starts nothing lasting.
 _EN_PERIODS: list[_Rule] = [
@@ -128,26 +152,44 @@ _EN_PAST = re.compile(
     r"(?<!\bis )(?<!\bam )(?<!\bare )(?<!\bbe )(?<!'s )(?<!'re )(?<!'m )(?<!\bget )(?<!\bfeel )(?<!\bfeels )"
     r"\b(?!(?:\w*eed|hundred|naked|wicked|sacred|scheduled|planned|booked|supposed|expected|excited|"
     r"worried|tired|stressed|bored|interested|scared|exhausted|concerned|occupied|needed)\b)\w{3,}ed\b",
-    re.I)
+    re.I,
+)
 _EN_RECURRING = re.compile(
     r"\b(?:every|each|always|usually|often|sometimes|never|normally|generally|daily|weekly|monthly|yearly|annually|"
     r"weekdays|weekends|(?:mon|tues|wednes|thurs|fri|satur|sun)days|(?:once|twice|times) (?:a|per|each) \w+|"
-    r"per (?:day|week|month|year))\b", re.I)
+    r"per (?:day|week|month|year))\b",
+    re.I,
+)
 _EN_LASTING = re.compile(
     r"\b(?:since|from|starting|starts?|begins?|beginning|onwards?|as of|anymore|moves?|moving|relocat\w*|joins?|"
-    r"joining|marr\w+|graduat\w*|retir\w*|quits?|quitting|born|forever|permanently)\b", re.I)
+    r"joining|marr\w+|graduat\w*|retir\w*|quits?|quitting|born|forever|permanently)\b",
+    re.I,
+)
 
 # -- Chinese ------------------------------------------------------------------------------------------------------
 
 _ZH_UNIT = r"(天|日|周|个星期|星期|个礼拜|礼拜|个月)"
 _ZH_WEEKDAY = r"(?:周|星期|礼拜)([一二三四五六日天])"
-_ZH_UNITS = {"天": "day", "日": "day", "周": "week", "个星期": "week", "星期": "week", "个礼拜": "week",
-             "礼拜": "week", "个月": "month"}
+_ZH_UNITS = {
+    "天": "day",
+    "日": "day",
+    "周": "week",
+    "个星期": "week",
+    "星期": "week",
+    "个礼拜": "week",
+    "礼拜": "week",
+    "个月": "month",
+}
 
 
 _ZH_PERIOD_WORDS: list[tuple[str, str]] = [
-    (r"今[天日晚早]", "day"), (r"明[天日晚早]", "tomorrow"), ("后天", "day after"), ("明年", "next year"),
-    (r"(?:今)?年[底末]?", "year"), (r"下个?(?:周末?|星期|礼拜)", "next week"), (r"下个?月", "next month"),
+    (r"今[天日晚早]", "day"),
+    (r"明[天日晚早]", "tomorrow"),
+    ("后天", "day after"),
+    ("明年", "next year"),
+    (r"(?:今)?年[底末]?", "year"),
+    (r"下个?(?:周末?|星期|礼拜)", "next week"),
+    (r"下个?月", "next month"),
     (r"(?:这个?|本)?月[底末]?", "month"),
 ]
 
@@ -170,21 +212,34 @@ def _zh_target(words: str, day: date) -> date:
     return week_end(day)  # 这周, 本周, 这个星期, 周末, 这个周末 …
 
 
-_ZH_TARGET = (r"((?:下个?|这个?|本)?" + _ZH_WEEKDAY + r"|下个?(?:周末?|星期|礼拜)|这个?(?:周末?|星期|礼拜)|本周末?|"
-              r"(?:这个|本)?周末|下个?月|(?:这个|本)?月[底末]|(?:今)?年[底末]|今天|今晚|明天|后天)")
+_ZH_TARGET = (
+    r"((?:下个?|这个?|本)?" + _ZH_WEEKDAY + r"|下个?(?:周末?|星期|礼拜)|这个?(?:周末?|星期|礼拜)|本周末?|"
+    r"(?:这个|本)?周末|下个?月|(?:这个|本)?月[底末]|(?:今)?年[底末]|今天|今晚|明天|后天)"
+)
 _ZH_BOUNDS: list[_Rule] = [
     (re.compile(r"(?:一直到|直到|截止到?|截至|到)" + _ZH_TARGET), lambda m, d: _zh_target(m[1], d)),
     (re.compile(_ZH_TARGET + r"(?:之前|以前|前)"), lambda m, d: _zh_target(m[1], d)),
-    (re.compile(ZH_NUMBER_PATTERN + _ZH_UNIT + r"(?:之内|以内|内)"),
-     lambda m, d: _day_end(_plus(d, zh_count(m[1]), _ZH_UNITS[m[2]]))),
-    (re.compile(r"(?:接下来|未来)的?" + ZH_NUMBER_PATTERN + _ZH_UNIT),
-     lambda m, d: _day_end(_plus(d, zh_count(m[1]), _ZH_UNITS[m[2]]))),
+    (
+        re.compile(ZH_NUMBER_PATTERN + _ZH_UNIT + r"(?:之内|以内|内)"),
+        lambda m, d: _day_end(_plus(d, zh_count(m[1]), _ZH_UNITS[m[2]])),
+    ),
+    (
+        re.compile(r"(?:接下来|未来)的?" + ZH_NUMBER_PATTERN + _ZH_UNIT),
+        lambda m, d: _day_end(_plus(d, zh_count(m[1]), _ZH_UNITS[m[2]])),
+    ),
 ]
 _ZH_PERIODS: list[_Rule] = [
     (re.compile(r"大后天|后天|明天|明日|明早|明晚|今天|今日|今晚|今早"), lambda m, d: _zh_target(m[0], d)),
-    (re.compile(r"(?:下个?|这个?|本)" + _ZH_WEEKDAY + r"|(?<![上每个])" + _ZH_WEEKDAY), lambda m, d: _zh_target(m[0], d)),
-    (re.compile(r"下个?(?:周末?|星期|礼拜)|这个?(?:周末?|星期|礼拜)|本周末?|(?<![上每个])周末|下个?月|这个月|本月|月底|今年|明年"),
-     lambda m, d: _zh_target(m[0], d)),
+    (
+        re.compile(r"(?:下个?|这个?|本)" + _ZH_WEEKDAY + r"|(?<![上每个])" + _ZH_WEEKDAY),
+        lambda m, d: _zh_target(m[0], d),
+    ),
+    (
+        re.compile(
+            r"下个?(?:周末?|星期|礼拜)|这个?(?:周末?|星期|礼拜)|本周末?|(?<![上每个])周末|下个?月|这个月|本月|月底|今年|明年"
+        ),
+        lambda m, d: _zh_target(m[0], d),
+    ),
 ]
 _ZH_PAST = re.compile(r"已经|曾经|刚才|刚刚|昨天|前天|上周|上个|去年|(?<!为)了(?!解)")
 _ZH_FUTURE = re.compile(r"要|会|将|打算|准备|计划")
@@ -216,7 +271,9 @@ def _dated_end(text: str, position: int) -> date | None:
 # reported clause's (models write memories this way), not the reporting verb's.
 _EN_REPORTED = re.compile(
     r"^.*?\b(?:said|says|mentioned|mentions|told (?:me|us|you|the assistant)|tells (?:me|us|you)|explained|noted|"
-    r"shared|reported|stated|added|wrote|asked)\b(?:\s+that\b)?", re.I)
+    r"shared|reported|stated|added|wrote|asked)\b(?:\s+that\b)?",
+    re.I,
+)
 
 
 def _past(text: str) -> bool:

@@ -22,18 +22,19 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Awaitable, Callable, Iterable, Literal, Sequence
+from typing import Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
 from pagemind.runtime.events import Event, Salience, SalienceEvent
-from pagemind.runtime.spec.memory import SalienceConfig
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelClient, ModelError, ModelRequest, ModelResponse
 from pagemind.runtime.model.response import without_fence
+from pagemind.runtime.spec.memory import SalienceConfig
 
 log = structlog.get_logger("pagemind.salience")
 
@@ -133,12 +134,14 @@ class _Rules:
 def _rules(keywords: tuple[str, ...], chitchat: tuple[str, ...]) -> _Rules:
     return _Rules(
         chitchat=re.compile(f"{_alternation([*_phrases(CHITCHAT), *chitchat])}|{LAUGHTER}"),
-        signals=(("recall_question", re.compile(_alternation(_phrases(RECALL_QUESTIONS)))),
-                 ("life_event", re.compile(_alternation([*_phrases(LIFE_EVENTS), *keywords], plural=True))),
-                 ("emotion", re.compile(_alternation(_phrases(EMOTIONS), plural=True))),
-                 ("preference", re.compile(PREFERENCES)),
-                 ("about_user", re.compile(ABOUT_USER)),
-                 ("specifics", re.compile(SPECIFICS))),
+        signals=(
+            ("recall_question", re.compile(_alternation(_phrases(RECALL_QUESTIONS)))),
+            ("life_event", re.compile(_alternation([*_phrases(LIFE_EVENTS), *keywords], plural=True))),
+            ("emotion", re.compile(_alternation(_phrases(EMOTIONS), plural=True))),
+            ("preference", re.compile(PREFERENCES)),
+            ("about_user", re.compile(ABOUT_USER)),
+            ("specifics", re.compile(SPECIFICS)),
+        ),
     )
 
 
@@ -160,8 +163,15 @@ class SalienceDecision:
 
     def data(self, gate: str, turns: int = 1) -> Salience:
         """The decision as a trace event's data, for `gate` (prefetch | extraction)."""
-        return Salience(gate=gate, remember=self.remember, lookup=self.lookup, score=self.score, reason=self.reason,
-                        source=self.source, turns=turns)
+        return Salience(
+            gate=gate,
+            remember=self.remember,
+            lookup=self.lookup,
+            score=self.score,
+            reason=self.reason,
+            source=self.source,
+            turns=turns,
+        )
 
 
 def _units(text: str) -> int:
@@ -236,7 +246,6 @@ class ModelVerdict(BaseModel):
     lookup: StrictBool
 
 
-
 def parse_verdict(text: str | None) -> ModelVerdict:
     """The model's answer as a verdict (a Markdown code fence tolerated); raises ValueError otherwise."""
     try:
@@ -248,13 +257,22 @@ def parse_verdict(text: str | None) -> ModelVerdict:
 def verdict_request(model: str, text: str, reply: str | None, max_tokens: int) -> ModelRequest:
     """The gate's request to its model."""
     turn = {"user": text, **({"reply": reply} if reply else {})}
-    return ModelRequest(model=model, messages=[{"role": "system", "content": INSTRUCTIONS},
-                                               {"role": "user", "content": json.dumps(turn, ensure_ascii=False)}],
-                        tools=[], temperature=0.0, max_tokens=max_tokens, purpose="salience")
+    return ModelRequest(
+        model=model,
+        messages=[
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": json.dumps(turn, ensure_ascii=False)},
+        ],
+        tools=[],
+        temperature=0.0,
+        max_tokens=max_tokens,
+        purpose="salience",
+    )
 
 
-async def assess(text: str, config: SalienceConfig, *, reply: str | None = None,
-                 model: ModelClient | Call | None = None) -> SalienceDecision:
+async def assess(
+    text: str, config: SalienceConfig, *, reply: str | None = None, model: ModelClient | Call | None = None
+) -> SalienceDecision:
     """Whether a turn is worth remembering and worth a lookup: the rules, then, only when they are unsure and
     both `config.model` and `model` (a client, or a call such as `Agent.call_model` bound to a step) are given,
     one small model call. A failed or malformed answer counts as worth it and is logged. With the gate off
@@ -269,30 +287,39 @@ async def assess(text: str, config: SalienceConfig, *, reply: str | None = None,
         response = await call(verdict_request(config.model, text, reply, config.max_tokens))
     except ModelError as exc:
         log.warning("salience_model_failed", error=str(exc)[:300])
-        return SalienceDecision(True, True, decision.score, f"model failed, worth it: {decision.reason}", "model",
-                                unsure=True)
+        return SalienceDecision(
+            True, True, decision.score, f"model failed, worth it: {decision.reason}", "model", unsure=True
+        )
     try:
         verdict = parse_verdict(response.content)
     except ValueError as exc:
         log.warning("salience_model_malformed", error=str(exc)[:300], answer=(response.content or "")[:200])
-        return SalienceDecision(True, True, decision.score, f"model answer malformed, worth it: {decision.reason}",
-                                "model", unsure=True)
-    return SalienceDecision(verdict.remember, verdict.lookup, decision.score, f"model: {decision.reason}", "model",
-                            unsure=True)
+        return SalienceDecision(
+            True, True, decision.score, f"model answer malformed, worth it: {decision.reason}", "model", unsure=True
+        )
+    return SalienceDecision(
+        verdict.remember, verdict.lookup, decision.score, f"model: {decision.reason}", "model", unsure=True
+    )
 
 
 # -- the gates --------------------------------------------------------------------------------------------------
 
 
-async def lookup_gate(text: str, config: SalienceConfig, *, model: Call,
-                      report: Callable[[Event], None]) -> bool:
+async def lookup_gate(text: str, config: SalienceConfig, *, model: Call, report: Callable[[Event], None]) -> bool:
     """Whether this turn's archival lookup (prefetch) is worth it; the decision is reported as a trace event.
     Always true, and nothing reported, when the gate or its prefetch part is off."""
     if not (config.enabled and config.prefetch):
         return True
     decision = await assess(text, config, model=model)
-    log.info("salience", gate="prefetch", remember=decision.remember, lookup=decision.lookup, score=decision.score,
-             source=decision.source, reason=decision.reason[:200])
+    log.info(
+        "salience",
+        gate="prefetch",
+        remember=decision.remember,
+        lookup=decision.lookup,
+        score=decision.score,
+        source=decision.source,
+        reason=decision.reason[:200],
+    )
     report(SalienceEvent(step=PREFETCH_STEP, data=decision.data("prefetch")))
     return decision.lookup
 
@@ -305,8 +332,9 @@ def turns_of(messages: Sequence[Message]) -> list[tuple[str, str]]:
         if message.role == "user":
             turns.append((message.content or "", []))
         elif message.role == "assistant":
-            said = [message.content or ""] + [_message_argument(c.arguments) for c in message.tool_calls
-                                              if c.name == "send_message"]
+            said = [message.content or ""] + [
+                _message_argument(c.arguments) for c in message.tool_calls if c.name == "send_message"
+            ]
             if not turns:
                 turns.append(("", []))
             turns[-1][1].extend(s for s in said if s)
@@ -328,13 +356,31 @@ def extraction_gate(messages: Sequence[Message], config: SalienceConfig) -> Sali
         return None
     decisions = [assess_rules(user, config, reply=reply) for user, reply in turns_of(messages)]
     if not decisions:
-        return Salience(gate="extraction", remember=False, lookup=False, score=0.0,
-                        reason="no conversation turns", source="rules", turns=0)
+        return Salience(
+            gate="extraction",
+            remember=False,
+            lookup=False,
+            score=0.0,
+            reason="no conversation turns",
+            source="rules",
+            turns=0,
+        )
     best = max(decisions, key=lambda d: (d.remember, d.score))
     worth = sum(d.remember for d in decisions)
-    reason = (f"{worth} of {len(decisions)} turn(s) worth remembering; best: {best.reason}" if worth else
-              f"none of {len(decisions)} turn(s) worth remembering")
-    log.info("salience", gate="extraction", remember=bool(worth), score=best.score, turns=len(decisions),
-             reason=reason[:200])
-    return Salience(gate="extraction", remember=bool(worth), lookup=False, score=best.score, reason=reason,
-                    source="rules", turns=len(decisions))
+    reason = (
+        f"{worth} of {len(decisions)} turn(s) worth remembering; best: {best.reason}"
+        if worth
+        else f"none of {len(decisions)} turn(s) worth remembering"
+    )
+    log.info(
+        "salience", gate="extraction", remember=bool(worth), score=best.score, turns=len(decisions), reason=reason[:200]
+    )
+    return Salience(
+        gate="extraction",
+        remember=bool(worth),
+        lookup=False,
+        score=best.score,
+        reason=reason,
+        source="rules",
+        turns=len(decisions),
+    )

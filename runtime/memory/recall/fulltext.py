@@ -11,9 +11,10 @@ a warning: the watermark moves past it, so one odd message can never stop every 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import structlog
 from sqlalchemy import text as sql
@@ -58,7 +59,7 @@ def clip_terms(terms: str, limit: int) -> str:
     data = terms.encode()
     if len(data) <= limit:
         return terms
-    return data[:limit + 1].decode(errors="ignore").rsplit(" ", 1)[0]
+    return data[: limit + 1].decode(errors="ignore").rsplit(" ", 1)[0]
 
 
 def _refused_as_data(exc: DBAPIError) -> bool:
@@ -79,8 +80,9 @@ class FullText:
     def watermark(self, agent_id: int) -> int:
         """The last message id indexed for the agent."""
         with self.engine.connect() as conn:
-            value = conn.execute(sql("SELECT message_id FROM recall_watermarks WHERE agent_id = :a"),
-                                 {"a": agent_id}).scalar()
+            value = conn.execute(
+                sql("SELECT message_id FROM recall_watermarks WHERE agent_id = :a"), {"a": agent_id}
+            ).scalar()
         return int(value or 0)
 
     def add(self, agent_id: int, messages: Sequence[IndexedMessage], last_id: int) -> None:
@@ -110,10 +112,14 @@ class FullText:
 
     def _insert(self, conn: Connection, rows: list[dict[str, object]]) -> None:
         if rows and self.postgres:
-            conn.execute(sql(
-                "INSERT INTO recall_fts (message_id, agent_id, tsv) VALUES (:id, :a, "
-                "setweight(to_tsvector('simple', :own), 'A') || setweight(to_tsvector('simple', :ctx), 'B')) "
-                "ON CONFLICT (message_id) DO NOTHING"), rows)
+            conn.execute(
+                sql(
+                    "INSERT INTO recall_fts (message_id, agent_id, tsv) VALUES (:id, :a, "
+                    "setweight(to_tsvector('simple', :own), 'A') || setweight(to_tsvector('simple', :ctx), 'B')) "
+                    "ON CONFLICT (message_id) DO NOTHING"
+                ),
+                rows,
+            )
         elif rows:
             conn.execute(sql("INSERT OR REPLACE INTO recall_fts (rowid, keyed, own) VALUES (:id, :keyed, :own)"), rows)
 
@@ -130,11 +136,21 @@ class FullText:
     def _move_watermark(self, conn: Connection, agent_id: int, last_id: int) -> None:
         params = {"a": agent_id, "m": last_id}
         if self.postgres:
-            conn.execute(sql("INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
-                             "(agent_id) DO UPDATE SET message_id = GREATEST(recall_watermarks.message_id, :m)"), params)
+            conn.execute(
+                sql(
+                    "INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
+                    "(agent_id) DO UPDATE SET message_id = GREATEST(recall_watermarks.message_id, :m)"
+                ),
+                params,
+            )
         else:
-            conn.execute(sql("INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
-                             "(agent_id) DO UPDATE SET message_id = MAX(message_id, :m)"), params)
+            conn.execute(
+                sql(
+                    "INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
+                    "(agent_id) DO UPDATE SET message_id = MAX(message_id, :m)"
+                ),
+                params,
+            )
 
     def search(self, agent_id: int, terms: list[str], own_weight: float) -> dict[int, float]:
         """BM25-style scores of the agent's messages matching any of the terms (higher is better)."""
@@ -143,10 +159,13 @@ class FullText:
         with self.engine.connect() as conn:
             if self.postgres:
                 query = " | ".join(f"'{t}'" for t in terms)
-                rows = conn.execute(sql(
-                    "SELECT message_id, ts_rank(CAST(:w AS float4[]), tsv, to_tsquery('simple', :q)) FROM recall_fts "
-                    "WHERE agent_id = :a AND tsv @@ to_tsquery('simple', :q)"),
-                    {"q": query, "a": agent_id, "w": [0.05, 0.1, 1 / (1 + own_weight), 1.0]})  # {D, C, B=context, A=own}
+                rows = conn.execute(
+                    sql(
+                        "SELECT message_id, ts_rank(CAST(:w AS float4[]), tsv, to_tsquery('simple', :q)) FROM recall_fts "
+                        "WHERE agent_id = :a AND tsv @@ to_tsquery('simple', :q)"
+                    ),
+                    {"q": query, "a": agent_id, "w": [0.05, 0.1, 1 / (1 + own_weight), 1.0]},
+                )  # {D, C, B=context, A=own}
             else:
                 query = without_nul(" OR ".join(f'"{t}"' for t in terms))
                 # CROSS JOIN fixes the order: the full-text match first, then each match's message by primary key.
@@ -156,5 +175,7 @@ class FullText:
                 rows = conn.connection.driver_connection.execute(
                     f"SELECT recall_fts.rowid, -bm25(recall_fts, 1.0, {float(own_weight)}) FROM recall_fts "
                     "CROSS JOIN messages ON messages.id = recall_fts.rowid "
-                    "WHERE recall_fts MATCH :q AND messages.agent_id = :a", {"q": query, "a": agent_id}).fetchall()
+                    "WHERE recall_fts MATCH :q AND messages.agent_id = :a",
+                    {"q": query, "a": agent_id},
+                ).fetchall()
             return {int(i): float(s) for i, s in rows}

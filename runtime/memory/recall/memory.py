@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 import numpy as np
 import structlog
@@ -28,11 +29,11 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.embedding.embedders import Embedder, query_vector
 from pagemind.runtime.memory.recall.fulltext import INDEX_CHARS, FullText, IndexedMessage
-from pagemind.runtime.memory.retrieval.keywords import query_terms
-from pagemind.runtime.spec.memory import ArchivalConfig
-from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse
 from pagemind.runtime.memory.recall.rank import Speakers, diversify, speaker_boost, with_next
+from pagemind.runtime.memory.retrieval.keywords import query_terms
+from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse
 from pagemind.runtime.memory.retrieval.rounds import refine, time_asked
+from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.tables import MessageRow
 from pagemind.tools.context import RecallHit
@@ -43,12 +44,18 @@ Mode = Literal["hybrid", "bm25", "dense"]
 _Read = dict[int, Any]  # messages rows a search read already, by id
 _BATCH = 500
 _MESSAGES = MessageRow.__table__
-_COLUMNS = (_MESSAGES.c.id, _MESSAGES.c.role, _MESSAGES.c.content, _MESSAGES.c.tool_calls, _MESSAGES.c.name,
-            _MESSAGES.c.created_at)
+_COLUMNS = (
+    _MESSAGES.c.id,
+    _MESSAGES.c.role,
+    _MESSAGES.c.content,
+    _MESSAGES.c.tool_calls,
+    _MESSAGES.c.name,
+    _MESSAGES.c.created_at,
+)
 
 
 def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def searchable_text(role: str, content: str | None, tool_calls: Any, name: str | None) -> str:
@@ -122,8 +129,15 @@ class DenseIndex(_Fast):
 class RecallService:
     """Recall memory of one agent (implements `tools.RecallMemory`): scoped to its agent id at construction."""
 
-    def __init__(self, agent_id: int, *, engine: Engine, embedder: Embedder | None = None,
-                 config: ArchivalConfig | None = None, clock: Callable[[], datetime] | None = None):
+    def __init__(
+        self,
+        agent_id: int,
+        *,
+        engine: Engine,
+        embedder: Embedder | None = None,
+        config: ArchivalConfig | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ):
         self.agent_id = agent_id
         self.engine = engine
         self.embedder = embedder
@@ -175,8 +189,12 @@ class RecallService:
         # max(id) per (agent_id, in_context) is one index probe each (ix_messages_agent_context); over agent_id
         # alone it would read every index entry of the agent.
         c = _MESSAGES.c
-        parts = union_all(*(select(func.max(c.id).label("m")).where(c.agent_id == self.agent_id, c.in_context == flag)
-                            for flag in (False, True))).subquery()
+        parts = union_all(
+            *(
+                select(func.max(c.id).label("m")).where(c.agent_id == self.agent_id, c.in_context == flag)
+                for flag in (False, True)
+            )
+        ).subquery()
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.max(parts.c.m))).scalar() or 0)
 
@@ -187,7 +205,7 @@ class RecallService:
             return
         self._with_context(fresh, self._load_before(fresh[0].id, self.config.recall_context_messages))
         for start in range(0, len(fresh), _BATCH):
-            chunk = fresh[start:start + _BATCH]
+            chunk = fresh[start : start + _BATCH]
             self.fulltext.add(self.agent_id, chunk, chunk[-1].id)
         log.info("recall_indexed", agent_id=self.agent_id, messages=len(fresh))
 
@@ -195,8 +213,12 @@ class RecallService:
         """Up to `count` messages with text before `message_id`, oldest first (context for the first new one)."""
         if count <= 0:
             return []
-        query = (select(*_COLUMNS).where(_MESSAGES.c.agent_id == self.agent_id, _MESSAGES.c.id < message_id)
-                 .order_by(_MESSAGES.c.id.desc()).limit(10 * count))
+        query = (
+            select(*_COLUMNS)
+            .where(_MESSAGES.c.agent_id == self.agent_id, _MESSAGES.c.id < message_id)
+            .order_by(_MESSAGES.c.id.desc())
+            .limit(10 * count)
+        )
         before = [m for m in (_indexed(row) for row in self._rows(query)) if m.text]
         return before[:count][::-1]
 
@@ -211,8 +233,9 @@ class RecallService:
         if index.next_index and self._last is not None and fresh[0].context:
             index.next_index[-1] = base
         index.ids += [m.id for m in fresh]
-        index.next_index += [base + n + 1 if n + 1 < len(fresh) and fresh[n + 1].context else -1
-                             for n in range(len(fresh))]
+        index.next_index += [
+            base + n + 1 if n + 1 < len(fresh) and fresh[n + 1].context else -1 for n in range(len(fresh))
+        ]
         index.speakers.add([m.text for m in fresh])
         index.own = own if index.own is None else np.vstack([index.own, own])
         index.keyed = keyed if index.keyed is None else np.vstack([index.keyed, keyed])
@@ -226,22 +249,39 @@ class RecallService:
         10,000 messages), so a long catch-up reports its progress."""
         parts, computed = [], getattr(self.embedder, "computed", 0)
         for start in range(0, len(fresh), _BATCH):
-            chunk = fresh[start:start + _BATCH]
-            parts.append((self.embedder.embed([m.own_document() for m in chunk]),
-                          self.embedder.embed([m.keyed_document() for m in chunk])))
+            chunk = fresh[start : start + _BATCH]
+            parts.append(
+                (
+                    self.embedder.embed([m.own_document() for m in chunk]),
+                    self.embedder.embed([m.keyed_document() for m in chunk]),
+                )
+            )
             if len(fresh) > _BATCH:
                 log.info("recall_embedding_progress", agent_id=self.agent_id, done=start + len(chunk), total=len(fresh))
         embedded = getattr(self.embedder, "computed", 0) - computed
         if embedded > _BATCH:  # not from the cache: a new model (or a new cache) re-embedded the conversation
-            log.warning("recall_reembedded", agent_id=self.agent_id, model=self.embedder.model_id,
-                        messages=len(fresh), texts=embedded)
+            log.warning(
+                "recall_reembedded",
+                agent_id=self.agent_id,
+                model=self.embedder.model_id,
+                messages=len(fresh),
+                texts=embedded,
+            )
         return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
 
     # -- search -----------------------------------------------------------------------------------------------
 
-    async def search(self, query: str | None = None, *, roles: list[str] | None = None,
-                     start_date: datetime | None = None, end_date: datetime | None = None,
-                     limit: int | None = None, page: int = 1, mode: Mode | None = None) -> list[RecallHit]:
+    async def search(
+        self,
+        query: str | None = None,
+        *,
+        roles: list[str] | None = None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        limit: int | None = None,
+        page: int = 1,
+        mode: Mode | None = None,
+    ) -> list[RecallHit]:
         """Messages matching a query, best first, or the newest messages without one; roles and an inclusive
         date range narrow it, `limit` per page, `page` from 1."""
         limit = max(1, min(limit or self.config.top_k, self.config.max_top_k))
@@ -253,8 +293,16 @@ class RecallService:
         log.info("recall_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(hits))
         return hits
 
-    def _search(self, query: str, mode: Mode, roles: list[str] | None, start: datetime | None,
-                end: datetime | None, limit: int, page: int) -> tuple[list[RecallHit], int]:
+    def _search(
+        self,
+        query: str,
+        mode: Mode,
+        roles: list[str] | None,
+        start: datetime | None,
+        end: datetime | None,
+        limit: int,
+        page: int,
+    ) -> tuple[list[RecallHit], int]:
         """The blocking part of a search, in one worker thread (each hand-over to a thread costs a wait for a
         core on a busy host): the query's vector (in-process cache or model, never SQL: `query_vector`), the
         catch-up, the ranking, the page's rows. Returns the page and the number of candidates."""
@@ -278,8 +326,12 @@ class RecallService:
             fused = with_next(fused, index.next_array, self.config.recall_next_weight)
         fused = speaker_boost(fused, index.speakers.named(query), self.config.recall_speaker_boost)
         similarity = np.maximum(own, keyed)
-        keep = beats_noise(kw if mode == "hybrid" else np.zeros_like(kw), similarity,
-                           self.config.min_keyword_score, self.config.min_similarity)
+        keep = beats_noise(
+            kw if mode == "hybrid" else np.zeros_like(kw),
+            similarity,
+            self.config.min_keyword_score,
+            self.config.min_similarity,
+        )
         return index.ranked(fused, keep)
 
     def _ranked(self, query: str, vector: np.ndarray | None, mode: Mode) -> tuple[list[tuple[int, float]], _Read]:
@@ -315,15 +367,23 @@ class RecallService:
         read.update((int(row.id), row) for row in self._by_id([i for i, _ in scored if i not in read]))
         return [(s, _indexed(read[i])) for i, s in scored if i in read]
 
-    def _page(self, scored: list[tuple[int, float]], read: _Read, roles: list[str] | None,
-              start: datetime | None, end: datetime | None, limit: int, page: int) -> list[RecallHit]:
+    def _page(
+        self,
+        scored: list[tuple[int, float]],
+        read: _Read,
+        roles: list[str] | None,
+        start: datetime | None,
+        end: datetime | None,
+        limit: int,
+        page: int,
+    ) -> list[RecallHit]:
         """The page's hits, best first: rows in `read` (already read by the ranking) are filtered here, the others
         read with the filters in SQL, a chunk at a time."""
         wanted = (page - 1) * limit
         hits: list[RecallHit] = []
         offset, size = 0, max(2 * page * limit, 20)  # small first: without filters the first rows are the page
         while offset < len(scored):
-            chunk = scored[offset:offset + size]
+            chunk = scored[offset : offset + size]
             offset, size = offset + size, min(_BATCH, size * 4)
             found = {i: read[i] for i, _ in chunk if i in read and _passes(read[i], roles, start, end)}
             found.update((int(r.id), r) for r in self._by_id([i for i, _ in chunk if i not in read], roles, start, end))
@@ -337,13 +397,15 @@ class RecallService:
                         return hits
         return hits
 
-    def _by_id(self, ids: list[int], roles: list[str] | None = None, start: datetime | None = None,
-               end: datetime | None = None) -> list[Any]:
+    def _by_id(
+        self, ids: list[int], roles: list[str] | None = None, start: datetime | None = None, end: datetime | None = None
+    ) -> list[Any]:
         """The rows of the messages `ids` that pass the filters, in no order (none for no ids)."""
         return self._rows(select(*_COLUMNS).where(_filters(self.agent_id, roles, start, end, ids=ids))) if ids else []
 
-    def _newest(self, roles: list[str] | None, start: datetime | None, end: datetime | None, limit: int,
-                page: int) -> list[RecallHit]:
+    def _newest(
+        self, roles: list[str] | None, start: datetime | None, end: datetime | None, limit: int, page: int
+    ) -> list[RecallHit]:
         """Newest first; messages with no text (e.g. send_message results) are skipped, not counted."""
         base = select(*_COLUMNS).where(_filters(self.agent_id, roles, start, end)).order_by(_MESSAGES.c.id.desc())
         hits: list[RecallHit] = []
@@ -363,17 +425,26 @@ class RecallService:
 
 def _indexed(row: Any) -> IndexedMessage:
     # Only the beginning of a huge message is indexed (see memory.fulltext); the hit still shows all of it.
-    return IndexedMessage(int(row.id), row.role, _aware(row.created_at),
-                          searchable_text(row.role, row.content, row.tool_calls, row.name)[:INDEX_CHARS])
+    return IndexedMessage(
+        int(row.id),
+        row.role,
+        _aware(row.created_at),
+        searchable_text(row.role, row.content, row.tool_calls, row.name)[:INDEX_CHARS],
+    )
 
 
 def _hit(row: Any) -> RecallHit:
-    return RecallHit(id=int(row.id), role=row.role, time=_aware(row.created_at),
-                     text=searchable_text(row.role, row.content, row.tool_calls, row.name))
+    return RecallHit(
+        id=int(row.id),
+        role=row.role,
+        time=_aware(row.created_at),
+        text=searchable_text(row.role, row.content, row.tool_calls, row.name),
+    )
 
 
-def _filters(agent_id: int, roles: list[str] | None, start: datetime | None, end: datetime | None,
-             ids: list[int] | None = None) -> Any:
+def _filters(
+    agent_id: int, roles: list[str] | None, start: datetime | None, end: datetime | None, ids: list[int] | None = None
+) -> Any:
     clauses = [_MESSAGES.c.agent_id == agent_id]
     if ids is not None:
         # By primary key: `agent_id + 0` is no indexed column, so the planner cannot pick the agent's index (SQLite
@@ -396,5 +467,4 @@ def _passes(row: Any, roles: list[str] | None, start: datetime | None, end: date
 
 def _utc(value: datetime) -> datetime:
     # The messages table's datetime type wants aware values; naive ones are taken as UTC.
-    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
-
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)

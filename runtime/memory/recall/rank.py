@@ -18,7 +18,7 @@ no speaker and the messages carry no labels (a plain user/assistant chat), only 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -42,8 +42,12 @@ class Speakers:
     def named(self, query: str) -> np.ndarray:
         """1.0 for each message whose speaker the query names (whole words, any case), else 0.0."""
         words = [w[:-2] if w.endswith(("'s", "’s")) else w for w in _WORD.findall(query.lower())]
-        wanted = {self._labels[g] for n in (1, 2, 3) for g in (" ".join(words[i:i + n]) for i in range(len(words)))
-                  if g in self._labels and g}
+        wanted = {
+            self._labels[g]
+            for n in (1, 2, 3)
+            for g in (" ".join(words[i : i + n]) for i in range(len(words)))
+            if g in self._labels and g
+        }
         if not wanted:
             return np.zeros(len(self.codes))
         return np.isin(self.codes, list(wanted)).astype(np.float64)

@@ -11,10 +11,11 @@ normalising twice changes nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
-from typing import Callable
 
 from pagemind.runtime.memory.retrieval.time_words import NUMBER_PATTERN, NUMBER_WORDS, WEEKDAYS, shift_month
+
 
 def _iso(day: date) -> str:
     return day.isoformat()
@@ -59,14 +60,18 @@ _Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], str]]
 RELATIVE_DATE_RULES: list[_Rule] = [
     (AGO, lambda m, d: _AGO_TEXT[m[2].lower()](ago(d, count_of(m[1]), m[2].lower()))),
     (LAST_WEEKDAY, lambda m, d: _iso(last_weekday(d, m[1]))),
-    (re.compile(r"\b(?:next|this coming) (" + "|".join(WEEKDAYS) + r")\b", re.I),
-     lambda m, d: _iso(next_weekday(d, m[1].lower()))),
+    (
+        re.compile(r"\b(?:next|this coming) (" + "|".join(WEEKDAYS) + r")\b", re.I),
+        lambda m, d: _iso(next_weekday(d, m[1].lower())),
+    ),
     (re.compile(r"\bthe day before yesterday\b", re.I), lambda m, d: _iso(d - timedelta(days=2))),
     (re.compile(r"\bthe day after tomorrow\b", re.I), lambda m, d: _iso(d + timedelta(days=2))),
     (re.compile(r"\b(?:yesterday|last night)\b", re.I), lambda m, d: _iso(d - timedelta(days=1))),
     (re.compile(r"\btomorrow\b", re.I), lambda m, d: _iso(d + timedelta(days=1))),
-    (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening)|right now|just now)\b", re.I),
-     lambda m, d: _iso(d)),
+    (
+        re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening)|right now|just now)\b", re.I),
+        lambda m, d: _iso(d),
+    ),
     (re.compile(r"\blast week(?:end)?\b", re.I), lambda m, d: _week_of(d - timedelta(weeks=1))),
     (re.compile(r"\bnext week(?:end)?\b", re.I), lambda m, d: _week_of(d + timedelta(weeks=1))),
     (re.compile(r"\bthis week(?:end)?\b", re.I), lambda m, d: _week_of(d)),

@@ -9,14 +9,16 @@ import re
 
 from py_rust_stemmers import SnowballStemmer
 
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a an the and or but if of at by for with about against between into through during before after above below to
 from up down in out on off over under again further then once here there when where why how all any both each few
 more most other some such no nor not only own same so than too very s t can will just don should now i me my myself
 we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself it its itself they
 them their theirs themselves what which who whom this that these those am is are was were be been being have has
 had having do does did doing would could ought let also get got yes yeah oh hey hi
-""".split())
+""".split()
+)
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 # A word stops where CJK starts: "我在google做产品经理" is 我在 / google / 做产品经理, not 我在 / google做产品经理.
@@ -26,7 +28,7 @@ _stemmer = SnowballStemmer("english")
 
 
 def _cjk_bigrams(run: str) -> list[str]:
-    return [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 @functools.lru_cache(maxsize=65536)

@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Callable
 
-from pagemind.runtime.memory.retrieval.dating import AGO, LAST_WEEKDAY, RELATIVE_DATE_RULES as _RELATIVE_WORDS, ago, count_of, last_weekday
-from pagemind.runtime.memory.retrieval.time_words import (WEEKDAYS, ZH_NUMBER_PATTERN, month_end, week_end, year_end, zh_count,
-                                                          zh_weekday)
+from pagemind.runtime.memory.retrieval.dating import AGO, LAST_WEEKDAY, ago, count_of, last_weekday
+from pagemind.runtime.memory.retrieval.dating import RELATIVE_DATE_RULES as _RELATIVE_WORDS
+from pagemind.runtime.memory.retrieval.time_words import (
+    WEEKDAYS,
+    ZH_NUMBER_PATTERN,
+    month_end,
+    week_end,
+    year_end,
+    zh_count,
+    zh_weekday,
+)
 
 
 @dataclass(frozen=True)
@@ -48,10 +56,24 @@ class TimeQuery:
         return bool(self.ranges) or self.asks_when
 
 
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december"]
-_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|" \
-         r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_MONTH = (
+    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
 _YEAR = r"((?:19|20)\d\d)"
 
 
@@ -93,7 +115,7 @@ def _ago(count: int, unit: str, today: date, phrase: str) -> TimeRange:
 
 
 def _relative_to(anchor: TimeRange, word: str, span: str | None, phrase: str) -> TimeRange:
-    """"(the week) before/after <date>": the span next to the anchor, or everything before/after it."""
+    """ "(the week) before/after <date>": the span next to the anchor, or everything before/after it."""
     days = {"day": 1, "week": 7, "month": 31, "year": 366}.get((span or "").lower(), 0)
     if word.lower() == "before":
         return TimeRange(anchor.start - timedelta(days=days) if days else date.min, anchor.start, phrase)
@@ -101,12 +123,14 @@ def _relative_to(anchor: TimeRange, word: str, span: str | None, phrase: str) ->
 
 
 _Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], TimeRange]]
-_DATE_EN = (rf"(?:{_MONTH}\.? (\d{{1,2}})(?:st|nd|rd|th)?,? {_YEAR}|(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH}\.?,? "
-            rf"{_YEAR}|{_YEAR}-(\d\d)-(\d\d))")
+_DATE_EN = (
+    rf"(?:{_MONTH}\.? (\d{{1,2}})(?:st|nd|rd|th)?,? {_YEAR}|(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH}\.?,? "
+    rf"{_YEAR}|{_YEAR}-(\d\d)-(\d\d))"
+)
 
 
 def _date_en(m: re.Match[str], offset: int = 0) -> date:
-    g = m.groups()[offset:offset + 8]
+    g = m.groups()[offset : offset + 8]
     if g[0]:
         return date(int(g[2]), _month_no(g[0]), int(g[1]))
     if g[3]:
@@ -115,43 +139,61 @@ def _date_en(m: re.Match[str], offset: int = 0) -> date:
 
 
 _EN: list[_Rule] = [
-    (re.compile(rf"\b(?:(?:the|a) (day|week|month|year) )?(before|after|prior to) {_DATE_EN}\b", re.I),
-     lambda m, d: _relative_to(_day(_date_en(m, 2), ""), "before" if m[2].lower() != "after" else "after", m[1],
-                               m[0])),
+    (
+        re.compile(rf"\b(?:(?:the|a) (day|week|month|year) )?(before|after|prior to) {_DATE_EN}\b", re.I),
+        lambda m, d: _relative_to(
+            _day(_date_en(m, 2), ""), "before" if m[2].lower() != "after" else "after", m[1], m[0]
+        ),
+    ),
     (re.compile(rf"\b{_DATE_EN}\b", re.I), lambda m, d: _day(_date_en(m), m[0])),
     (re.compile(rf"\b{_MONTH},? {_YEAR}\b", re.I), lambda m, d: _month(int(m[2]), _month_no(m[1]), m[0])),
-    (re.compile(rf"\b(last|this past|in|during|since|early|late|mid-?) {_MONTH}\b(?!\s*\d)", re.I),
-     lambda m, d: _recent_month(_month_no(m[2]), d, m[0], m[1].lower() in ("last", "this past"))),
+    (
+        re.compile(rf"\b(last|this past|in|during|since|early|late|mid-?) {_MONTH}\b(?!\s*\d)", re.I),
+        lambda m, d: _recent_month(_month_no(m[2]), d, m[0], m[1].lower() in ("last", "this past")),
+    ),
     (re.compile(rf"\b(?:in|during|of|since) {_YEAR}\b", re.I), lambda m, d: _year(int(m[1]), m[0])),
     (AGO, lambda m, d: _ago(count_of(m[1]), m[2].lower(), d, m[0])),
     (re.compile(r"\bthe day before yesterday\b", re.I), lambda m, d: _day(d - timedelta(days=2), m[0])),
     (re.compile(r"\b(?:yesterday|last night)\b", re.I), lambda m, d: _day(d - timedelta(days=1), m[0])),
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), lambda m, d: _day(d, m[0])),
     (LAST_WEEKDAY, lambda m, d: _day(last_weekday(d, m[1]), m[0])),
-    (re.compile(r"\b(last|this|past) week(?:end)?\b", re.I),
-     lambda m, d: _week(d - timedelta(weeks=m[1].lower() != "this"), m[0])),
-    (re.compile(r"\b(last|this|past) month\b", re.I),
-     lambda m, d: _ago(int(m[1].lower() != "this"), "month", d, m[0])),
+    (
+        re.compile(r"\b(last|this|past) week(?:end)?\b", re.I),
+        lambda m, d: _week(d - timedelta(weeks=m[1].lower() != "this"), m[0]),
+    ),
+    (re.compile(r"\b(last|this|past) month\b", re.I), lambda m, d: _ago(int(m[1].lower() != "this"), "month", d, m[0])),
     (re.compile(r"\b(last|this|past) year\b", re.I), lambda m, d: _year(d.year - (m[1].lower() != "this"), m[0])),
 ]
 
 _ZH: list[_Rule] = [
-    (re.compile(r"((?:19|20)\d\d)年(\d{1,2})月(\d{1,2})[日号]"), lambda m, d: _day(date(int(m[1]), int(m[2]), int(m[3])), m[0])),
+    (
+        re.compile(r"((?:19|20)\d\d)年(\d{1,2})月(\d{1,2})[日号]"),
+        lambda m, d: _day(date(int(m[1]), int(m[2]), int(m[3])), m[0]),
+    ),
     (re.compile(r"((?:19|20)\d\d)年(\d{1,2})月"), lambda m, d: _month(int(m[1]), int(m[2]), m[0])),
     (re.compile(r"((?:19|20)\d\d)年"), lambda m, d: _year(int(m[1]), m[0])),
-    (re.compile(r"(?<![年\d])(\d{1,2})月(\d{1,2})[日号]"),
-     lambda m, d: _day(_recent_month(int(m[1]), d, "", False).start.replace(day=int(m[2])), m[0])),
-    (re.compile(r"(?<![年\d上下])(\d{1,2}|[一二三四五六七八九十]+)月份?"),
-     lambda m, d: _recent_month(zh_count(m[1]), d, m[0], False)),
-    (re.compile(ZH_NUMBER_PATTERN + r"(天|日|周|个星期|个礼拜|个月|年)(?:以前|之前|前)"),
-     lambda m, d: _ago(zh_count(m[1]), {"天": "day", "日": "day", "个月": "month", "年": "year"}.get(m[2], "week"),
-                       d, m[0])),
+    (
+        re.compile(r"(?<![年\d])(\d{1,2})月(\d{1,2})[日号]"),
+        lambda m, d: _day(_recent_month(int(m[1]), d, "", False).start.replace(day=int(m[2])), m[0]),
+    ),
+    (
+        re.compile(r"(?<![年\d上下])(\d{1,2}|[一二三四五六七八九十]+)月份?"),
+        lambda m, d: _recent_month(zh_count(m[1]), d, m[0], False),
+    ),
+    (
+        re.compile(ZH_NUMBER_PATTERN + r"(天|日|周|个星期|个礼拜|个月|年)(?:以前|之前|前)"),
+        lambda m, d: _ago(
+            zh_count(m[1]), {"天": "day", "日": "day", "个月": "month", "年": "year"}.get(m[2], "week"), d, m[0]
+        ),
+    ),
     (re.compile(r"大前天"), lambda m, d: _day(d - timedelta(days=3), m[0])),
     (re.compile(r"前天"), lambda m, d: _day(d - timedelta(days=2), m[0])),
     (re.compile(r"昨[天晚日]"), lambda m, d: _day(d - timedelta(days=1), m[0])),
     (re.compile(r"今[天晚早日]"), lambda m, d: _day(d, m[0])),
-    (re.compile(r"上个?(?:周|星期|礼拜)([一二三四五六日天])"),
-     lambda m, d: _day(d - timedelta(days=d.weekday() + 7 - zh_weekday(m[1])), m[0])),
+    (
+        re.compile(r"上个?(?:周|星期|礼拜)([一二三四五六日天])"),
+        lambda m, d: _day(d - timedelta(days=d.weekday() + 7 - zh_weekday(m[1])), m[0]),
+    ),
     (re.compile(r"上个?(?:周末?|星期|礼拜)"), lambda m, d: _week(d - timedelta(weeks=1), m[0])),
     (re.compile(r"(?:这个?|本)(?:周末?|星期|礼拜)"), lambda m, d: _week(d, m[0])),
     (re.compile(r"上个?月"), lambda m, d: _ago(1, "month", d, m[0])),
@@ -163,7 +205,9 @@ _ZH: list[_Rule] = [
 
 _ASKS_WHEN = re.compile(
     r"\bwhen\b|\bwhat (?:date|day|time|year|month|week)\b|\bwhich (?:date|day|year|month|week)\b|\bhow long ago\b|"
-    r"什么时候|啥时候|哪天|哪一天|几号|哪年|哪一年|哪个月|几月|何时|多久以前", re.I)
+    r"什么时候|啥时候|哪天|哪一天|几号|哪年|哪一年|哪个月|几月|何时|多久以前",
+    re.I,
+)
 
 
 def parse_query_time(query: str, now: datetime) -> TimeQuery:
@@ -184,10 +228,16 @@ def parse_query_time(query: str, now: datetime) -> TimeQuery:
     return TimeQuery(ranges, bool(_ASKS_WHEN.search(query)))
 
 
-_SAYS_TIME = re.compile("|".join([
-    rf"\b{_MONTH}\b|\b(?:19|20)\d\d\b|\b(?:last|next|this|on) (?:{'|'.join(WEEKDAYS)}|week(?:end)?|month|year)\b",
-    r"\b(?:ago|since|anniversary|birthday)\b|[昨前今明后]天|[上下这本]个?(?:周|星期|月)|[去今明前]年|\d+月|\d+号|以前|之前",
-    *(f"(?:{pattern.pattern})" for pattern, _ in _RELATIVE_WORDS)]), re.I)  # one pass over a text, not 20
+_SAYS_TIME = re.compile(
+    "|".join(
+        [
+            rf"\b{_MONTH}\b|\b(?:19|20)\d\d\b|\b(?:last|next|this|on) (?:{'|'.join(WEEKDAYS)}|week(?:end)?|month|year)\b",
+            r"\b(?:ago|since|anniversary|birthday)\b|[昨前今明后]天|[上下这本]个?(?:周|星期|月)|[去今明前]年|\d+月|\d+号|以前|之前",
+            *(f"(?:{pattern.pattern})" for pattern, _ in _RELATIVE_WORDS),
+        ]
+    ),
+    re.I,
+)  # one pass over a text, not 20
 
 
 def mentions_time(text: str) -> bool:

@@ -42,12 +42,16 @@ def importance_factor(importance: float, weight: float) -> float:
     return 1 + weight * (importance - 0.5)
 
 
-def usefulness(hit_count: int, boost: float, last_hit_at: datetime | None = None, now: datetime | None = None,
-               half_life_days: float = 180.0) -> float:
+def usefulness(
+    hit_count: int,
+    boost: float,
+    last_hit_at: datetime | None = None,
+    now: datetime | None = None,
+    half_life_days: float = 180.0,
+) -> float:
     """`1 + b·log(1 + hits)·0.5^(days since the last hit / half-life)`: memories that keep being useful rise a
     little, and the lift fades when they stop being used."""
     fade = 1.0
     if last_hit_at is not None and now is not None:
         fade = 0.5 ** (max(0.0, (now - last_hit_at).total_seconds() / 86400) / half_life_days)
     return 1 + boost * math.log1p(max(0, hit_count)) * fade
-

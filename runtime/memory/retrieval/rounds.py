@@ -12,8 +12,9 @@ Items are anything with `id`, `text` and `created_at` (an archival `MemoryRecord
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 
@@ -29,11 +30,11 @@ class Item(Protocol):
     """A search result as the rounds see it."""
 
     @property
-    def id(self) -> object: ...  # noqa: D102
+    def id(self) -> object: ...
     @property
-    def text(self) -> str: ...  # noqa: D102
+    def text(self) -> str: ...
     @property
-    def created_at(self) -> datetime: ...  # noqa: D102
+    def created_at(self) -> datetime: ...
 
 
 T = TypeVar("T", bound=Item)
@@ -41,10 +42,12 @@ Ranked = list[tuple[float, T]]
 
 _NAME = re.compile(r"(?<!^)\b([A-Z][a-z]+(?:[ -][A-Z][a-z]+)*)\b")  # not a sentence's first word
 _QUOTED = re.compile(r"[\"“《「『]([^\"”》」』]{2,60})[\"”》」』]")
-_COMMON = frozenset("""i i'm i've i'll i'd it's that's what's let's ok okay thanks thank wow hey hi hello yes yeah no
+_COMMON = frozenset(
+    """i i'm i've i'll i'd it's that's what's let's ok okay thanks thank wow hey hi hello yes yeah no
 sure great awesome cool nice good sounds oh omg lol haha hmm well also glad congrats congratulations sorry anyway
 monday tuesday wednesday thursday friday saturday sunday january february march april may june july august september
-october november december mom dad""".split())
+october november december mom dad""".split()
+)
 
 
 def entities(text: str) -> list[str]:
@@ -88,14 +91,21 @@ def time_asked(query: str, now: datetime, config: ArchivalConfig) -> TimeQuery:
     return parse_query_time(query, now) if temporal.range_boost or temporal.when_boost else TimeQuery()
 
 
-def refine(query: str, first: Ranked[T], again: Callable[[str], Ranked[T]], now: datetime,
-           config: ArchivalConfig, *, asked: TimeQuery | None = None) -> Ranked[T]:
+def refine(
+    query: str,
+    first: Ranked[T],
+    again: Callable[[str], Ranked[T]],
+    now: datetime,
+    config: ArchivalConfig,
+    *,
+    asked: TimeQuery | None = None,
+) -> Ranked[T]:
     """The first round's ranked results, fused with a second round when they name new entities
     (`config.multihop`), then weighed by the time the query names (`config.temporal`; `asked` when the caller
     read it already), best first. `again` runs one more round for a query; it is called at most once."""
     ranked, hop = first, config.multihop
     if hop.enabled and first:
-        names = new_entities(query, [item.text for _, item in first[:hop.from_top]], hop.max_entities)
+        names = new_entities(query, [item.text for _, item in first[: hop.from_top]], hop.max_entities)
         if names:
             ranked = fuse_rounds(first, again(f"{query} {' '.join(names)}"), hop.weight)
             log.info("search_second_round", entities=names, candidates=len(ranked))
@@ -103,7 +113,9 @@ def refine(query: str, first: Ranked[T], again: Callable[[str], Ranked[T]], now:
     asked = time_asked(query, now, config) if asked is None else asked
     if not asked:
         return ranked
-    weighed = [(score * time_factor(item.created_at, item.text, asked, temporal.range_boost, temporal.when_boost),
-                item) for score, item in ranked]
+    weighed = [
+        (score * time_factor(item.created_at, item.text, asked, temporal.range_boost, temporal.when_boost), item)
+        for score, item in ranked
+    ]
     log.info("search_time_boost", ranges=[r.phrase for r in asked.ranges], asks_when=asked.asks_when)
     return sorted(weighed, key=lambda pair: -pair[0])

@@ -7,7 +7,8 @@ write and delete. No argument of any `AgentStore` method can name another agent.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +35,15 @@ class ArchivalBackend(ABC):
             self.upsert(agent_id, some)
 
     @abstractmethod
-    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
-                     exact: bool = False, ef: int | None = None) -> list[Hit]:
+    def search_dense(
+        self,
+        agent_id: int,
+        vector: np.ndarray,
+        flt: MemoryFilter,
+        limit: int,
+        exact: bool = False,
+        ef: int | None = None,
+    ) -> list[Hit]:
         """Nearest memories by cosine similarity: through the index (`memory.index`; `ef` graph candidates, None:
         the plan's `hnsw_ef`), or compared one by one when `exact` (what benchmarks measure the index's recall
         against)."""
@@ -44,19 +52,24 @@ class ArchivalBackend(ABC):
     def search_sparse(self, agent_id: int, vector: Sparse, flt: MemoryFilter, limit: int) -> list[Hit]:
         """Best keyword (BM25) matches."""
 
-    def search_hybrid(self, agent_id: int, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter,
-                      limit: int) -> tuple[list[Hit], list[Hit]]:
+    def search_hybrid(
+        self, agent_id: int, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter, limit: int
+    ) -> tuple[list[Hit], list[Hit]]:
         """(nearest, best keyword matches) in one call where the store can batch them (a retriever given None
         returns nothing)."""
-        return (self.search_dense(agent_id, dense, flt, limit) if dense is not None else [],
-                self.search_sparse(agent_id, sparse, flt, limit) if sparse is not None and sparse.indices else [])
+        return (
+            self.search_dense(agent_id, dense, flt, limit) if dense is not None else [],
+            self.search_sparse(agent_id, sparse, flt, limit) if sparse is not None and sparse.indices else [],
+        )
 
     @abstractmethod
     def dense_vectors(self, agent_id: int, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored dense vectors of some of the agent's memories."""
 
     @abstractmethod
-    def scroll(self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None) -> tuple[list[MemoryRecord], str | None]:
+    def scroll(
+        self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None
+    ) -> tuple[list[MemoryRecord], str | None]:
         """A page of the agent's memories and the offset of the next page (None at the end)."""
 
     @abstractmethod
@@ -118,25 +131,31 @@ class AgentStore:
         """Write points as this agent's (whatever agent their records named), marked with this store's origin."""
         owned = self.owned(points)
         for start in range(0, len(owned), UPSERT_BATCH):
-            self._backend.upsert(self.agent_id, owned[start:start + UPSERT_BATCH])
+            self._backend.upsert(self.agent_id, owned[start : start + UPSERT_BATCH])
 
     def owned(self, points: Sequence[StoredPoint]) -> list[StoredPoint]:
         """The points as this agent's (whatever agent their records named), marked with this store's origin."""
-        return [StoredPoint(p.record.model_copy(update={"agent_id": self.agent_id}), p.dense, p.sparse,
-                            self.origin or p.origin) for p in points]
+        return [
+            StoredPoint(
+                p.record.model_copy(update={"agent_id": self.agent_id}), p.dense, p.sparse, self.origin or p.origin
+            )
+            for p in points
+        ]
 
     @property
     def backend(self) -> ArchivalBackend:
         """The shared store behind this view (the group commit writes several agents' points to it at once)."""
         return self._backend
 
-    def search_dense(self, vector: np.ndarray, flt: MemoryFilter, limit: int, exact: bool = False,
-                     ef: int | None = None) -> list[Hit]:
+    def search_dense(
+        self, vector: np.ndarray, flt: MemoryFilter, limit: int, exact: bool = False, ef: int | None = None
+    ) -> list[Hit]:
         """This agent's nearest memories (`exact`: without the index; `ef`: graph candidates, None: the plan's)."""
         return self._backend.search_dense(self.agent_id, vector, flt, limit, exact, ef)
 
-    def search_hybrid(self, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter,
-                      limit: int) -> tuple[list[Hit], list[Hit]]:
+    def search_hybrid(
+        self, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter, limit: int
+    ) -> tuple[list[Hit], list[Hit]]:
         """This agent's nearest memories and best keyword matches, in one call (None: that retriever is off)."""
         if sparse is not None and not sparse.indices:
             sparse = None
@@ -154,7 +173,9 @@ class AgentStore:
         """This agent's memories by id."""
         return self._backend.get(self.agent_id, ids)
 
-    def scroll(self, flt: MemoryFilter, limit: int = 256, offset: str | None = None) -> tuple[list[MemoryRecord], str | None]:
+    def scroll(
+        self, flt: MemoryFilter, limit: int = 256, offset: str | None = None
+    ) -> tuple[list[MemoryRecord], str | None]:
         """A page of this agent's memories."""
         return self._backend.scroll(self.agent_id, flt, limit, offset)
 

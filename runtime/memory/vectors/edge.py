@@ -20,18 +20,31 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import structlog
 
 from pagemind.runtime.memory.vectors.backend import ArchivalBackend
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
-from pagemind.runtime.memory.vectors.records import (DENSE, PAYLOAD_VERSION, SPARSE, Hit, MemoryFilter, MemoryRecord, Sparse,
-                                             StoredPoint, StoreError, StoreLocked, tenant_key, to_epoch)
+from pagemind.runtime.memory.vectors.records import (
+    DENSE,
+    PAYLOAD_VERSION,
+    SPARSE,
+    Hit,
+    MemoryFilter,
+    MemoryRecord,
+    Sparse,
+    StoredPoint,
+    StoreError,
+    StoreLocked,
+    tenant_key,
+    to_epoch,
+)
+from pagemind.runtime.process.crashpoints import crash_point
 
 log = structlog.get_logger("pagemind.archival_store")
 
@@ -42,8 +55,7 @@ FLUSH_EVERY = 1000  # updates between flushes (10–30 ms each) besides the one 
 
 def to_edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
     """The store filter as Qdrant Edge takes it, always scoped to the agent."""
-    from qdrant_edge import (FieldCondition, Filter, HasIdCondition, IsEmptyCondition, MatchAny, MatchValue,
-                             RangeFloat)
+    from qdrant_edge import FieldCondition, Filter, HasIdCondition, IsEmptyCondition, MatchAny, MatchValue, RangeFloat
 
     must: list[Any] = [FieldCondition(key="agent_id", match=MatchValue(tenant_key(agent_id)))]
     must_not: list[Any] = []
@@ -56,8 +68,11 @@ def to_edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
     if flt.tags:
         must.append(FieldCondition(key="tags", match=MatchAny(list(flt.tags))))
     if flt.created_from or flt.created_to:
-        must.append(FieldCondition(key="created_at", range=RangeFloat(gte=to_epoch(flt.created_from),
-                                                                     lte=to_epoch(flt.created_to))))
+        must.append(
+            FieldCondition(
+                key="created_at", range=RangeFloat(gte=to_epoch(flt.created_from), lte=to_epoch(flt.created_to))
+            )
+        )
     if flt.live_at is not None:
         must.append(IsEmptyCondition("superseded_by"))
         must_not.append(FieldCondition(key="expires_at", range=RangeFloat(lte=to_epoch(flt.live_at))))
@@ -65,8 +80,14 @@ def to_edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
         must.append(IsEmptyCondition("superseded_by"))
     if flt.used_since is not None:  # last use: the later of the last hit and the last write (`last_used`)
         since = to_epoch(flt.used_since)
-        must.append(Filter(should=[FieldCondition(key="last_hit_at", range=RangeFloat(gte=since)),
-                                   FieldCondition(key="updated_at", range=RangeFloat(gte=since))]))
+        must.append(
+            Filter(
+                should=[
+                    FieldCondition(key="last_hit_at", range=RangeFloat(gte=since)),
+                    FieldCondition(key="updated_at", range=RangeFloat(gte=since)),
+                ]
+            )
+        )
     return Filter(must=must, must_not=must_not or None)
 
 
@@ -110,25 +131,39 @@ class EdgeBackend(ArchivalBackend):
         self._params = self._search_params(plan.hnsw_ef)
         self._exact = qe.SearchParams(exact=True)
         (self.folder / PID_FILE).write_text(str(os.getpid()))
-        log.info("archival_store_open", backend=self.name, path=self.location, dim=dim, points=info.points_count,
-                 unindexed=self._unindexed)
+        log.info(
+            "archival_store_open",
+            backend=self.name,
+            path=self.location,
+            dim=dim,
+            points=info.points_count,
+            unindexed=self._unindexed,
+        )
 
     def _search_params(self, ef: int) -> Any:
-        return self.qe.SearchParams(hnsw_ef=ef, quantization=self.qe.QuantizationSearchParams(
-            rescore=True, oversampling=self.plan.oversampling))
+        return self.qe.SearchParams(
+            hnsw_ef=ef, quantization=self.qe.QuantizationSearchParams(rescore=True, oversampling=self.plan.oversampling)
+        )
 
     def _config(self) -> Any:
         qe, plan = self.qe, self.plan
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            hnsw_config=qe.HnswIndexConfig(m=plan.m, ef_construct=plan.ef_construct, payload_m=plan.payload_m,
-                                           full_scan_threshold=plan.full_scan_threshold_kb),
-            quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=plan.quantile,
-                                                            always_ram=True),
-            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=plan.indexing_threshold_kb,
-                                               max_segment_size=plan.max_segment_size_kb,
-                                               default_segment_number=plan.default_segment_number),
+            hnsw_config=qe.HnswIndexConfig(
+                m=plan.m,
+                ef_construct=plan.ef_construct,
+                payload_m=plan.payload_m,
+                full_scan_threshold=plan.full_scan_threshold_kb,
+            ),
+            quantization_config=qe.ScalarQuantizationConfig(
+                type=qe.ScalarType.Int8, quantile=plan.quantile, always_ram=True
+            ),
+            optimizers=qe.EdgeOptimizersConfig(
+                indexing_threshold=plan.indexing_threshold_kb,
+                max_segment_size=plan.max_segment_size_kb,
+                default_segment_number=plan.default_segment_number,
+            ),
             # for segments built from now on (a shard made before keeps its older segments' storage until the
             # optimizer merges or rebuilds them)
             payload_memory=qe.Memory.Cached if self._payloads_in_ram else qe.Memory.Cold,
@@ -159,7 +194,8 @@ class EdgeBackend(ArchivalBackend):
                 raise StoreLocked(
                     f"the archival store at {self.folder} is in use by {_holder(self.folder)}. The embedded Qdrant "
                     "store has one writer process: stop that process, or point every process at one Qdrant "
-                    "server (set QDRANT_URL, and QDRANT_API_KEY if it needs one).") from None
+                    "server (set QDRANT_URL, and QDRANT_API_KEY if it needs one)."
+                ) from None
             raise StoreError(f"cannot open the archival store at {self.folder}: {exc}") from exc
         self._create_indexes(shard)
         return shard
@@ -204,8 +240,11 @@ class EdgeBackend(ArchivalBackend):
 
     def _written(self, count: int) -> None:
         self._unindexed += count
-        if self.auto_optimize and self._unindexed >= self.plan.indexing_points(self.dim) \
-                and not self._optimizing.locked():
+        if (
+            self.auto_optimize
+            and self._unindexed >= self.plan.indexing_points(self.dim)
+            and not self._optimizing.locked()
+        ):
             self.optimizer = threading.Thread(target=self.optimize, name="pagemind-edge-optimize", daemon=True)
             self.optimizer.start()
 
@@ -222,53 +261,86 @@ class EdgeBackend(ArchivalBackend):
             changed = bool(self.shard.optimize())
             self.shard.flush()
             self._unindexed = max(0, self._unindexed - pending)
-            log.info("archival_store_optimized", backend=self.name, points=pending, changed=changed,
-                     seconds=round(time.perf_counter() - started, 3))
+            log.info(
+                "archival_store_optimized",
+                backend=self.name,
+                points=pending,
+                changed=changed,
+                seconds=round(time.perf_counter() - started, 3),
+            )
             return changed
 
     def _query(self, agent_id: int, query: Any, flt: MemoryFilter, limit: int, params: Any = None) -> list[Hit]:
         qe = self.qe
-        request = qe.QueryRequest(limit=limit, query=query, filter=to_edge_filter(agent_id, flt), with_payload=True,
-                                  with_vector=False, params=params)
+        request = qe.QueryRequest(
+            limit=limit,
+            query=query,
+            filter=to_edge_filter(agent_id, flt),
+            with_payload=True,
+            with_vector=False,
+            params=params,
+        )
         with self._lock:
             points = self.shard.query(request)
         return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in points]
 
-    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
-                     exact: bool = False, ef: int | None = None) -> list[Hit]:
+    def search_dense(
+        self,
+        agent_id: int,
+        vector: np.ndarray,
+        flt: MemoryFilter,
+        limit: int,
+        exact: bool = False,
+        ef: int | None = None,
+    ) -> list[Hit]:
         query = self.qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
         params = self._exact if exact else self._params if ef is None else self._search_params(ef)
         return self._query(agent_id, query, flt, limit, params)
 
-    def search_hybrid(self, agent_id: int, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter,
-                      limit: int) -> tuple[list[Hit], list[Hit]]:
+    def search_hybrid(
+        self, agent_id: int, dense: np.ndarray | None, sparse: Sparse | None, flt: MemoryFilter, limit: int
+    ) -> tuple[list[Hit], list[Hit]]:
         qe = self.qe
         edge_filter = to_edge_filter(agent_id, flt)
         keyword, nearest = None, None if dense is None else np.asarray(dense, dtype=np.float32).tolist()
         requests = []
         if nearest is not None:
-            requests.append(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(nearest, using=DENSE),
-                                            filter=edge_filter, with_payload=True, with_vector=False,
-                                            params=self._params))
+            requests.append(
+                qe.QueryRequest(
+                    limit=limit,
+                    query=qe.Query.Nearest(nearest, using=DENSE),
+                    filter=edge_filter,
+                    with_payload=True,
+                    with_vector=False,
+                    params=self._params,
+                )
+            )
         if sparse is not None and sparse.indices:
             keyword = qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE)
             # with a dense query, the keyword hits' payloads come with their cosine (`_keyword_cosines`)
-            requests.append(qe.QueryRequest(limit=limit, query=keyword, filter=edge_filter,
-                                            with_payload=nearest is None, with_vector=False))
+            requests.append(
+                qe.QueryRequest(
+                    limit=limit, query=keyword, filter=edge_filter, with_payload=nearest is None, with_vector=False
+                )
+            )
         if not requests:
             return [], []
         with self._lock:
             answers = self.shard.query_batch(qe.QueryBatchRequest(requests))
-        dense_hits = [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score))
-                      for p in answers[0]] if nearest is not None else []
+        dense_hits = (
+            [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in answers[0]]
+            if nearest is not None
+            else []
+        )
         if keyword is None:
             return dense_hits, []
         if nearest is None:
             return [], [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in answers[0]]
         return dense_hits, self._keyword_cosines(nearest, agent_id, dense_hits, answers[1])
 
-    def _keyword_cosines(self, nearest: list[float], agent_id: int, dense_hits: list[Hit],
-                         keyword_points: Sequence[Any]) -> list[Hit]:
+    def _keyword_cosines(
+        self, nearest: list[float], agent_id: int, dense_hits: list[Hit], keyword_points: Sequence[Any]
+    ) -> list[Hit]:
         """The keyword hits with their records and their cosine to the query, which fusion needs. A hit the dense
         side found too takes its record and score from there; the others are scored exactly (float32 originals, as
         the dense side's rescoring) in one more query that reads their payloads. A prefetch in the batch ran the
@@ -280,9 +352,13 @@ class EdgeBackend(ArchivalBackend):
         others = [key for key, _ in keys if key not in found]
         if others:  # (they passed the search's filter in the keyword query; the agent is named again all the same)
             request = qe.QueryRequest(
-                limit=len(others), query=qe.Query.Nearest(nearest, using=DENSE),
+                limit=len(others),
+                query=qe.Query.Nearest(nearest, using=DENSE),
                 filter=to_edge_filter(agent_id, MemoryFilter(ids=others)),
-                with_payload=True, with_vector=False, params=self._exact)
+                with_payload=True,
+                with_vector=False,
+                params=self._exact,
+            )
             with self._lock:
                 scored = self.shard.query(request)
             for p in scored:
@@ -296,15 +372,26 @@ class EdgeBackend(ArchivalBackend):
         return self._query(agent_id, query, flt, limit)
 
     def dense_vectors(self, agent_id: int, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        request = self.qe.ScrollRequest(limit=len(ids), filter=to_edge_filter(agent_id, MemoryFilter(ids=list(ids))),
-                                        with_payload=False, with_vector=[DENSE])
+        request = self.qe.ScrollRequest(
+            limit=len(ids),
+            filter=to_edge_filter(agent_id, MemoryFilter(ids=list(ids))),
+            with_payload=False,
+            with_vector=[DENSE],
+        )
         with self._lock:
             records, _ = self.shard.scroll(request)
         return {str(r.id): np.asarray(r.vector[DENSE], dtype=np.float32) for r in records}
 
-    def scroll(self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None) -> tuple[list[MemoryRecord], str | None]:
-        request = self.qe.ScrollRequest(offset=uuid.UUID(offset) if offset else None, limit=limit,
-                                        filter=to_edge_filter(agent_id, flt), with_payload=True, with_vector=False)
+    def scroll(
+        self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None
+    ) -> tuple[list[MemoryRecord], str | None]:
+        request = self.qe.ScrollRequest(
+            offset=uuid.UUID(offset) if offset else None,
+            limit=limit,
+            filter=to_edge_filter(agent_id, flt),
+            with_payload=True,
+            with_vector=False,
+        )
         with self._lock:
             records, next_offset = self.shard.scroll(request)
         return [MemoryRecord.from_point(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
@@ -313,8 +400,13 @@ class EdgeBackend(ArchivalBackend):
         origins: dict[str, str | None] = {}
         offset = None
         while True:
-            request = self.qe.ScrollRequest(offset=offset, limit=1024, filter=to_edge_filter(agent_id, MemoryFilter()),
-                                            with_payload=["origin"], with_vector=False)
+            request = self.qe.ScrollRequest(
+                offset=offset,
+                limit=1024,
+                filter=to_edge_filter(agent_id, MemoryFilter()),
+                with_payload=["origin"],
+                with_vector=False,
+            )
             with self._lock:
                 records, offset = self.shard.scroll(request)
             origins.update((str(r.id), (r.payload or {}).get("origin")) for r in records)
@@ -346,8 +438,9 @@ class EdgeBackend(ArchivalBackend):
     def rekey(self, old_key: str, agent_id: int) -> None:
         from qdrant_edge import FieldCondition, Filter, IsEmptyCondition, MatchValue
 
-        flt = Filter(must=[FieldCondition(key="agent_id", match=MatchValue(old_key)),
-                           IsEmptyCondition("payload_version")])
+        flt = Filter(
+            must=[FieldCondition(key="agent_id", match=MatchValue(old_key)), IsEmptyCondition("payload_version")]
+        )
         payload = {"agent_id": tenant_key(agent_id), "payload_version": PAYLOAD_VERSION}
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.set_payload_by_filter(flt, payload))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -28,12 +28,12 @@ def to_epoch(value: datetime | None) -> float | None:
     """A datetime as POSIX seconds (naive means UTC)."""
     if value is None:
         return None
-    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
 
 
 def from_epoch(value: float | None) -> datetime | None:
     """POSIX seconds as an aware UTC datetime."""
-    return None if value is None else datetime.fromtimestamp(float(value), tz=timezone.utc)
+    return None if value is None else datetime.fromtimestamp(float(value), tz=UTC)
 
 
 class MemoryRecord(BaseModel):
@@ -57,7 +57,7 @@ class MemoryRecord(BaseModel):
     superseded_by: str | None = None
 
     @model_validator(mode="after")
-    def _derived_id(self) -> "MemoryRecord":
+    def _derived_id(self) -> MemoryRecord:
         # Derived, not random: a replayed run (same clock, same text) creates the same ids, so traces compare.
         if not self.id:
             key = f"{self.agent_id}|{self.kind}|{self.created_at.isoformat()}|{self.text}"
@@ -78,7 +78,7 @@ class MemoryRecord(BaseModel):
         return data
 
     @classmethod
-    def from_point(cls, point_id: Any, payload: dict[str, Any]) -> "MemoryRecord":
+    def from_point(cls, point_id: Any, payload: dict[str, Any]) -> MemoryRecord:
         """Rebuild a record from a point id and its payload. A search reads ~100 payloads, so a payload this
         version wrote is taken as it is (validation cost ≈ 10 µs each); anything else is validated."""
         if payload.get("payload_version") == PAYLOAD_VERSION:
@@ -89,16 +89,26 @@ class MemoryRecord(BaseModel):
         return cls(id=str(point_id), **payload)
 
     @classmethod
-    def _trusted(cls, point_id: str, p: dict[str, Any]) -> "MemoryRecord":
+    def _trusted(cls, point_id: str, p: dict[str, Any]) -> MemoryRecord:
         created, updated = from_epoch(p["created_at"]), from_epoch(p["updated_at"])
         if created is None or updated is None:
             raise ValueError("a point without dates")
         return cls.model_construct(
-            id=point_id, agent_id=int(p["agent_id"]), user_id=p.get("user_id"), text=str(p["text"]),
-            kind=str(p.get("kind", "fact")), importance=float(p.get("importance", 0.5)), tags=list(p.get("tags") or []),
-            created_at=created, updated_at=updated, last_hit_at=from_epoch(p.get("last_hit_at")),
-            hit_count=int(p.get("hit_count") or 0), source_message_ids=list(p.get("source_message_ids") or []),
-            expires_at=from_epoch(p.get("expires_at")), superseded_by=p.get("superseded_by"))
+            id=point_id,
+            agent_id=int(p["agent_id"]),
+            user_id=p.get("user_id"),
+            text=str(p["text"]),
+            kind=str(p.get("kind", "fact")),
+            importance=float(p.get("importance", 0.5)),
+            tags=list(p.get("tags") or []),
+            created_at=created,
+            updated_at=updated,
+            last_hit_at=from_epoch(p.get("last_hit_at")),
+            hit_count=int(p.get("hit_count") or 0),
+            source_message_ids=list(p.get("source_message_ids") or []),
+            expires_at=from_epoch(p.get("expires_at")),
+            superseded_by=p.get("superseded_by"),
+        )
 
     def last_used(self) -> datetime:
         """When the memory was last retrieved, refreshed or written (a refresh sets `last_hit_at` too)."""

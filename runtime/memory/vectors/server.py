@@ -9,16 +9,28 @@ indexes and search parameters (it compares every point).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import structlog
 
 from pagemind.runtime.memory.vectors.backend import ArchivalBackend
 from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
-from pagemind.runtime.memory.vectors.records import (DENSE, PAYLOAD_VERSION, SPARSE, Hit, MemoryFilter, MemoryRecord, Sparse,
-                                             StoredPoint, StoreError, tenant_key, to_epoch)
+from pagemind.runtime.memory.vectors.records import (
+    DENSE,
+    PAYLOAD_VERSION,
+    SPARSE,
+    Hit,
+    MemoryFilter,
+    MemoryRecord,
+    Sparse,
+    StoredPoint,
+    StoreError,
+    tenant_key,
+    to_epoch,
+)
 
 log = structlog.get_logger("pagemind.archival_store")
 
@@ -37,8 +49,11 @@ def _client_filter(agent_id: int, flt: MemoryFilter) -> Any:
     if flt.tags:
         must.append(m.FieldCondition(key="tags", match=m.MatchAny(any=list(flt.tags))))
     if flt.created_from or flt.created_to:
-        must.append(m.FieldCondition(key="created_at", range=m.Range(gte=to_epoch(flt.created_from),
-                                                                    lte=to_epoch(flt.created_to))))
+        must.append(
+            m.FieldCondition(
+                key="created_at", range=m.Range(gte=to_epoch(flt.created_from), lte=to_epoch(flt.created_to))
+            )
+        )
     if flt.live_at is not None:
         must.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="superseded_by")))
         must_not.append(m.FieldCondition(key="expires_at", range=m.Range(lte=to_epoch(flt.live_at))))
@@ -46,8 +61,14 @@ def _client_filter(agent_id: int, flt: MemoryFilter) -> Any:
         must.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="superseded_by")))
     if flt.used_since is not None:  # last use: the later of the last hit and the last write (`last_used`)
         since = to_epoch(flt.used_since)
-        must.append(m.Filter(should=[m.FieldCondition(key="last_hit_at", range=m.Range(gte=since)),
-                                     m.FieldCondition(key="updated_at", range=m.Range(gte=since))]))
+        must.append(
+            m.Filter(
+                should=[
+                    m.FieldCondition(key="last_hit_at", range=m.Range(gte=since)),
+                    m.FieldCondition(key="updated_at", range=m.Range(gte=since)),
+                ]
+            )
+        )
     return m.Filter(must=must, must_not=must_not or None)
 
 
@@ -56,8 +77,9 @@ class ServerBackend(ArchivalBackend):
 
     name = "qdrant-server"
 
-    def __init__(self, client: Any, collection: str, dim: int, location: str, plan: IndexPlan = PLAN,
-                 *, local: bool = False):
+    def __init__(
+        self, client: Any, collection: str, dim: int, location: str, plan: IndexPlan = PLAN, *, local: bool = False
+    ):
         from qdrant_client import models as m
 
         self.client = client
@@ -73,7 +95,7 @@ class ServerBackend(ArchivalBackend):
         log.info("archival_store_open", backend=self.name, location=self.location, dim=dim)
 
     @classmethod
-    def connect(cls, url: str, api_key: str | None, collection: str, dim: int) -> "ServerBackend":
+    def connect(cls, url: str, api_key: str | None, collection: str, dim: int) -> ServerBackend:
         """Connect to the server at `url` (":memory:" gives qdrant-client's local test double)."""
         from qdrant_client import QdrantClient
 
@@ -100,13 +122,20 @@ class ServerBackend(ArchivalBackend):
             "vectors_config": {DENSE: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
             "sparse_vectors_config": {SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
             "on_disk_payload": not plan.payload_in_ram,
-            "hnsw_config": m.HnswConfigDiff(m=plan.m, payload_m=plan.payload_m, ef_construct=plan.ef_construct,
-                                            full_scan_threshold=plan.full_scan_threshold_kb),
-            "quantization_config": m.ScalarQuantization(scalar=m.ScalarQuantizationConfig(
-                type=m.ScalarType.INT8, quantile=plan.quantile, always_ram=True)),
-            "optimizers_config": m.OptimizersConfigDiff(indexing_threshold=plan.indexing_threshold_kb,
-                                                        max_segment_size=plan.max_segment_size_kb,
-                                                        default_segment_number=plan.default_segment_number),
+            "hnsw_config": m.HnswConfigDiff(
+                m=plan.m,
+                payload_m=plan.payload_m,
+                ef_construct=plan.ef_construct,
+                full_scan_threshold=plan.full_scan_threshold_kb,
+            ),
+            "quantization_config": m.ScalarQuantization(
+                scalar=m.ScalarQuantizationConfig(type=m.ScalarType.INT8, quantile=plan.quantile, always_ram=True)
+            ),
+            "optimizers_config": m.OptimizersConfigDiff(
+                indexing_threshold=plan.indexing_threshold_kb,
+                max_segment_size=plan.max_segment_size_kb,
+                default_segment_number=plan.default_segment_number,
+            ),
         }
 
     def payload_indexes(self) -> dict[str, Any]:
@@ -114,11 +143,17 @@ class ServerBackend(ArchivalBackend):
         from qdrant_client import models as m
 
         keyword, number = m.KeywordIndexType.KEYWORD, m.FloatIndexType.FLOAT
-        return {"agent_id": m.KeywordIndexParams(type=keyword, is_tenant=True)} \
-            | {key: m.KeywordIndexParams(type=keyword, enable_hnsw=False)
-               for key in ("user_id", "kind", "tags", "superseded_by")} \
-            | {key: m.FloatIndexParams(type=number, enable_hnsw=False)
-               for key in ("created_at", "updated_at", "last_hit_at", "expires_at")}
+        return (
+            {"agent_id": m.KeywordIndexParams(type=keyword, is_tenant=True)}
+            | {
+                key: m.KeywordIndexParams(type=keyword, enable_hnsw=False)
+                for key in ("user_id", "kind", "tags", "superseded_by")
+            }
+            | {
+                key: m.FloatIndexParams(type=number, enable_hnsw=False)
+                for key in ("created_at", "updated_at", "last_hit_at", "expires_at")
+            }
+        )
 
     def _upgrade(self) -> None:
         """A collection made before the per-agent index (`memory.index`) gets it: the server rebuilds in the
@@ -128,9 +163,12 @@ class ServerBackend(ArchivalBackend):
         if (hnsw.m, hnsw.payload_m) == (self.plan.m, self.plan.payload_m) and config.quantization_config is not None:
             return
         wanted = self.collection_config()
-        self.client.update_collection(self.collection, hnsw_config=wanted["hnsw_config"],
-                                      quantization_config=wanted["quantization_config"],
-                                      optimizers_config=wanted["optimizers_config"])
+        self.client.update_collection(
+            self.collection,
+            hnsw_config=wanted["hnsw_config"],
+            quantization_config=wanted["quantization_config"],
+            optimizers_config=wanted["optimizers_config"],
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._create_indexes()
@@ -156,11 +194,18 @@ class ServerBackend(ArchivalBackend):
             structs.append(m.PointStruct(id=p.record.id, vector=vector, payload=p.payload()))
         self.client.upsert(self.collection, structs, wait=True)
 
-    def _query(self, agent_id: int, query: Any, using: str, flt: MemoryFilter, limit: int,
-               params: Any = None) -> list[Hit]:
-        response = self.client.query_points(self.collection, query=query, using=using, limit=limit,
-                                            query_filter=_client_filter(agent_id, flt), with_payload=True,
-                                            search_params=params)
+    def _query(
+        self, agent_id: int, query: Any, using: str, flt: MemoryFilter, limit: int, params: Any = None
+    ) -> list[Hit]:
+        response = self.client.query_points(
+            self.collection,
+            query=query,
+            using=using,
+            limit=limit,
+            query_filter=_client_filter(agent_id, flt),
+            with_payload=True,
+            search_params=params,
+        )
         return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in response.points]
 
     def _search_params(self, ef: int) -> Any:
@@ -169,11 +214,19 @@ class ServerBackend(ArchivalBackend):
 
         if self.local:
             return None
-        return m.SearchParams(hnsw_ef=ef, quantization=m.QuantizationSearchParams(
-            rescore=True, oversampling=self.plan.oversampling))
+        return m.SearchParams(
+            hnsw_ef=ef, quantization=m.QuantizationSearchParams(rescore=True, oversampling=self.plan.oversampling)
+        )
 
-    def search_dense(self, agent_id: int, vector: np.ndarray, flt: MemoryFilter, limit: int,
-                     exact: bool = False, ef: int | None = None) -> list[Hit]:
+    def search_dense(
+        self,
+        agent_id: int,
+        vector: np.ndarray,
+        flt: MemoryFilter,
+        limit: int,
+        exact: bool = False,
+        ef: int | None = None,
+    ) -> list[Hit]:
         params = self._exact if exact else self._params if ef is None else self._search_params(ef)
         return self._query(agent_id, np.asarray(vector, dtype=np.float32).tolist(), DENSE, flt, limit, params)
 
@@ -183,21 +236,40 @@ class ServerBackend(ArchivalBackend):
         return self._query(agent_id, m.SparseVector(indices=vector.indices, values=vector.values), SPARSE, flt, limit)
 
     def dense_vectors(self, agent_id: int, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        records, _ = self.client.scroll(self.collection, scroll_filter=_client_filter(agent_id, MemoryFilter(ids=list(ids))),
-                                        limit=len(ids), with_payload=False, with_vectors=[DENSE])
+        records, _ = self.client.scroll(
+            self.collection,
+            scroll_filter=_client_filter(agent_id, MemoryFilter(ids=list(ids))),
+            limit=len(ids),
+            with_payload=False,
+            with_vectors=[DENSE],
+        )
         return {str(r.id): np.asarray(r.vector[DENSE], dtype=np.float32) for r in records}
 
-    def scroll(self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None) -> tuple[list[MemoryRecord], str | None]:
-        records, next_offset = self.client.scroll(self.collection, scroll_filter=_client_filter(agent_id, flt),
-                                                  limit=limit, offset=offset, with_payload=True, with_vectors=False)
+    def scroll(
+        self, agent_id: int, flt: MemoryFilter, limit: int, offset: str | None
+    ) -> tuple[list[MemoryRecord], str | None]:
+        records, next_offset = self.client.scroll(
+            self.collection,
+            scroll_filter=_client_filter(agent_id, flt),
+            limit=limit,
+            offset=offset,
+            with_payload=True,
+            with_vectors=False,
+        )
         return [MemoryRecord.from_point(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
 
     def point_origins(self, agent_id: int) -> dict[str, str | None]:
         origins: dict[str, str | None] = {}
         offset = None
         while True:
-            records, offset = self.client.scroll(self.collection, scroll_filter=_client_filter(agent_id, MemoryFilter()),
-                                                 limit=1024, offset=offset, with_payload=["origin"], with_vectors=False)
+            records, offset = self.client.scroll(
+                self.collection,
+                scroll_filter=_client_filter(agent_id, MemoryFilter()),
+                limit=1024,
+                offset=offset,
+                with_payload=["origin"],
+                with_vectors=False,
+            )
             origins.update((str(r.id), (r.payload or {}).get("origin")) for r in records)
             if offset is None:
                 return origins
@@ -210,8 +282,12 @@ class ServerBackend(ArchivalBackend):
 
     def set_payloads(self, agent_id: int, memory_ids: Sequence[str], fields: dict[str, Any]) -> None:
         payload = {k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()}
-        self.client.set_payload(self.collection, payload=payload,
-                                points=_client_filter(agent_id, MemoryFilter(ids=list(memory_ids))), wait=True)
+        self.client.set_payload(
+            self.collection,
+            payload=payload,
+            points=_client_filter(agent_id, MemoryFilter(ids=list(memory_ids))),
+            wait=True,
+        )
 
     def delete(self, agent_id: int, ids: Sequence[str]) -> None:
         from qdrant_client import models as m
@@ -222,10 +298,18 @@ class ServerBackend(ArchivalBackend):
     def rekey(self, old_key: str, agent_id: int) -> None:
         from qdrant_client import models as m
 
-        flt = m.Filter(must=[m.FieldCondition(key="agent_id", match=m.MatchValue(value=old_key)),
-                             m.IsEmptyCondition(is_empty=m.PayloadField(key="payload_version"))])
-        self.client.set_payload(self.collection, payload={"agent_id": tenant_key(agent_id),
-                                                          "payload_version": PAYLOAD_VERSION}, points=flt, wait=True)
+        flt = m.Filter(
+            must=[
+                m.FieldCondition(key="agent_id", match=m.MatchValue(value=old_key)),
+                m.IsEmptyCondition(is_empty=m.PayloadField(key="payload_version")),
+            ]
+        )
+        self.client.set_payload(
+            self.collection,
+            payload={"agent_id": tenant_key(agent_id), "payload_version": PAYLOAD_VERSION},
+            points=flt,
+            wait=True,
+        )
 
     def close(self) -> None:
         self.client.close()

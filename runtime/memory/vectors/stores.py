@@ -34,8 +34,9 @@ def store_name(model_id: str, dim: int) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model_id}-{dim}")
 
 
-def open_backend(home: Path, dim: int, model_id: str, qdrant_url: str | None = None,
-                 qdrant_api_key: str | None = None) -> ArchivalBackend:
+def open_backend(
+    home: Path, dim: int, model_id: str, qdrant_url: str | None = None, qdrant_api_key: str | None = None
+) -> ArchivalBackend:
     """The process's store for this model: a Qdrant server when `qdrant_url` is set, else the embedded shard
     under `home/qdrant/`. Opened once per process and shared by every agent in it."""
     name = store_name(model_id, dim)
@@ -43,8 +44,11 @@ def open_backend(home: Path, dim: int, model_id: str, qdrant_url: str | None = N
     with _OPEN_LOCK:
         backend = _OPEN.get(key)
         if backend is None:
-            backend = (ServerBackend.connect(qdrant_url, qdrant_api_key, f"pagemind_{name}", dim) if qdrant_url
-                       else EdgeBackend(Path(key), dim))
+            backend = (
+                ServerBackend.connect(qdrant_url, qdrant_api_key, f"pagemind_{name}", dim)
+                if qdrant_url
+                else EdgeBackend(Path(key), dim)
+            )
             _OPEN[key] = backend
         return backend
 

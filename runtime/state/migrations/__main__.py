@@ -36,8 +36,12 @@ def revision(message: str, autogenerate: bool, url: str | None) -> str:
         engine = create_engine(_scratch_url(folder, url))
         migrate(engine)
         with engine.begin() as conn:
-            script = command.revision(alembic_config(conn), message=message, autogenerate=autogenerate,
-                                      rev_id=f"{int(head_revision()) + 1:04d}")
+            script = command.revision(
+                alembic_config(conn),
+                message=message,
+                autogenerate=autogenerate,
+                rev_id=f"{int(head_revision()) + 1:04d}",
+            )
         engine.dispose()
     return script.path
 
@@ -59,8 +63,9 @@ def check(url: str | None) -> list[object]:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line."""
-    parser = argparse.ArgumentParser(prog="python -m pagemind.runtime.state.migrations",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pagemind.runtime.state.migrations", description=__doc__.splitlines()[0]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     new = commands.add_parser("revision", help="write the next migration file")
     new.add_argument("-m", "--message", required=True)

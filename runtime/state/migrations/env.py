@@ -9,12 +9,19 @@ from alembic import context
 from pagemind.runtime.state.migrate import include_name, render_item
 from pagemind.runtime.state.tables import metadata
 
-
 connection = context.config.attributes.get("connection")
 if connection is None:
-    raise RuntimeError("pagemind's migrations run on a connection given in code: use state.migrate.migrate(engine) "
-                       "or `python -m pagemind.runtime.state.migrations`, not the alembic command")
-context.configure(connection=connection, target_metadata=metadata, include_name=include_name,
-                  render_item=render_item, render_as_batch=True, compare_type=True)
+    raise RuntimeError(
+        "pagemind's migrations run on a connection given in code: use state.migrate.migrate(engine) "
+        "or `python -m pagemind.runtime.state.migrations`, not the alembic command"
+    )
+context.configure(
+    connection=connection,
+    target_metadata=metadata,
+    include_name=include_name,
+    render_item=render_item,
+    render_as_batch=True,
+    compare_type=True,
+)
 with context.begin_transaction():
     context.run_migrations()

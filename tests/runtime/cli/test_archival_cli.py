@@ -21,14 +21,18 @@ tools: [send_message, archival_memory_insert, archival_search, conversation_sear
 def run(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_", "PAGEMIND_"))}
     env.update({"PAGEMIND_HOME": str(tmp_path / "home")})
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
-                          input=stdin)
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, input=stdin
+    )
 
 
 def test_memory_archival_search_and_forget(tmp_path):
     agent = tmp_path / "keeper.yaml"
     agent.write_text(AGENT_YAML)
-    seed = run(tmp_path, "-c", textwrap.dedent(f"""
+    seed = run(
+        tmp_path,
+        "-c",
+        textwrap.dedent(f"""
         import asyncio
         from datetime import datetime, timezone
         from pagemind.runtime.agent import Agent
@@ -43,7 +47,8 @@ def test_memory_archival_search_and_forget(tmp_path):
                                                   Message("user", "zebra " * 40_000,
                                                           datetime(2026, 5, 2, tzinfo=timezone.utc), in_context=False)])
         asyncio.run(main())
-    """))
+    """),
+    )
     assert seed.returncode == 0, seed.stderr
 
     listing = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "archival", "keeper")
@@ -61,7 +66,9 @@ def test_memory_archival_search_and_forget(tmp_path):
     assert found.returncode == 0, found.stderr
     archival_part, recall_part = found.stdout.split("recall memory")
     assert "Lin is allergic to peanuts" in archival_part.splitlines()[1]
-    wedding = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "sister wedding", "--in", "recall")
+    wedding = run(
+        tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "sister wedding", "--in", "recall"
+    )
     assert "flight to Lyon" in wedding.stdout
 
     peanut_id = next(line for line in listing.stdout.splitlines() if "constraint" in line).split()[0]
@@ -78,7 +85,9 @@ def test_memory_archival_search_and_forget(tmp_path):
     assert forgot.returncode == 0 and forgot.stdout.startswith("forgot " + peanut_id)
     after = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "archival", "keeper", "--all")
     assert "peanuts" not in after.stdout and after.stdout.startswith("1 live archival memories")
-    again = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "peanut allergy", "--in", "archival")
+    again = run(
+        tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "search", "keeper", "peanut allergy", "--in", "archival"
+    )
     assert "peanuts" not in again.stdout
 
     missing = run(tmp_path, "-m", "pagemind.runtime.cli.main", "memory", "forget", "keeper", "ffffffff", "--yes")

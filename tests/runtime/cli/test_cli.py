@@ -12,8 +12,14 @@ ROOT = Path(__file__).parents[3]
 def pagemind(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
     environ.update({"PAGEMIND_HOME": str(tmp_path / "home"), **(env or {})})
-    return subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", *args], cwd=ROOT, env=environ,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pagemind.runtime.cli.main", *args],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_commands_that_need_a_model_say_how_to_configure_one(tmp_path):
@@ -26,7 +32,11 @@ def test_commands_that_need_a_model_say_how_to_configure_one(tmp_path):
 def test_memory_context_and_agents_work_without_a_model(tmp_path):
     memory = pagemind(tmp_path, "memory", "agents/companion.yaml", "--history")
     assert memory.returncode == 0, memory.stderr
-    assert "[human] 0/2000 chars" in memory.stdout and "[constraints]" in memory.stdout and "history: no edits" in memory.stdout
+    assert (
+        "[human] 0/2000 chars" in memory.stdout
+        and "[constraints]" in memory.stdout
+        and "history: no edits" in memory.stdout
+    )
     context = pagemind(tmp_path, "context", "companion", "--json")
     assert context.returncode == 0, context.stderr
     data = json.loads(context.stdout)
@@ -54,8 +64,16 @@ def test_unknown_agent_name_is_a_clear_error(tmp_path):
 def test_an_existing_trace_path_is_refused_without_a_traceback(tmp_path):
     existing = tmp_path / "x.jsonl"
     existing.write_text("")
-    result = pagemind(tmp_path, "run", "agents/companion.yaml", "-m", "hi", "--trace", str(existing),
-                      env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    result = pagemind(
+        tmp_path,
+        "run",
+        "agents/companion.yaml",
+        "-m",
+        "hi",
+        "--trace",
+        str(existing),
+        env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
+    )
     assert result.returncode == 2 and "already exists" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -84,8 +102,10 @@ def test_agents_rename_keeps_the_agent_and_its_memory(tmp_path):
     assert memory.returncode == 0 and "[persona]" in memory.stdout
     assert pagemind(tmp_path, "agents").stdout.count("\n") == 1  # no second agent was created
 
-    for args, said in ((("agents", "rename", "nobody", "x"), "no agent is called 'nobody'"),
-                       (("agents", "rename", "lin-companion"), "usage: pagemind agents rename OLD NEW")):
+    for args, said in (
+        (("agents", "rename", "nobody", "x"), "no agent is called 'nobody'"),
+        (("agents", "rename", "lin-companion"), "usage: pagemind agents rename OLD NEW"),
+    ):
         failed = pagemind(tmp_path, *args)
         assert failed.returncode == 2 and said in failed.stderr and "Traceback" not in failed.stderr
     pagemind(tmp_path, "memory", "agents/companion.yaml")  # a new, empty 'companion' from the YAML

@@ -9,16 +9,14 @@ import argparse
 import io
 from pathlib import Path
 
-import pytest
-
 from pagemind.runtime.cli.live_reply import RESET_MARKER, LiveReply
 from pagemind.runtime.cli.main import main
-from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, call, tool_call_body, tool_calls_body
+from pagemind.runtime.testing.doubles import call, tool_call_body, tool_calls_body
 from pagemind.scheduler import cli as scheduler_cli
 from pagemind.scheduler.api.client import DaemonClient
+from tests.runtime.trace.test_trace_cli import home  # noqa: F401 — the fixture: a fresh PAGEMIND_HOME, mocked endpoint
 from tests.scheduler.api.test_api import create
 from tests.scheduler.api.test_api_stream import daemon_with  # noqa: F401 — the fixture
-from tests.runtime.trace.test_trace_cli import home  # noqa: F401 — the fixture: a fresh PAGEMIND_HOME, mocked endpoint
 
 COMPANION = str(Path(__file__).parents[3] / "agents" / "companion.yaml")
 USER_TEXT = "Hi, I'm Lin. I'm allergic to peanuts."
@@ -44,9 +42,11 @@ class Terminal(io.StringIO):
 def script_turn(scripted_openai) -> None:
     """A note before a tool call (streamed, then reset), then the reply through send_message."""
     scripted_openai.add(
-        tool_calls_body(call("core_memory_append", {"label": "human", "content": "Lin, allergic to peanuts"}),
-                        content=NOTE),
-        tool_call_body("send_message", {"message": REPLY}))
+        tool_calls_body(
+            call("core_memory_append", {"label": "human", "content": "Lin, allergic to peanuts"}), content=NOTE
+        ),
+        tool_call_body("send_message", {"message": REPLY}),
+    )
 
 
 def test_run_on_a_terminal_prints_the_tokens_as_they_arrive(home, scripted_openai, monkeypatch):
@@ -56,7 +56,7 @@ def test_run_on_a_terminal_prints_the_tokens_as_they_arrive(home, scripted_opena
     assert main(["run", COMPANION, "-m", USER_TEXT]) == 0
     assert terminal.getvalue() == f"{NOTE}\n{RESET_MARKER}\n{REPLY}\n"
     # the reply came in pieces (ScriptedOpenAI streams 3 characters a chunk), the line's end after them
-    reply_pieces = terminal.writes[terminal.writes.index(f"\n{RESET_MARKER}\n") + 1:]
+    reply_pieces = terminal.writes[terminal.writes.index(f"\n{RESET_MARKER}\n") + 1 :]
     assert len(reply_pieces) > 3 and "".join(reply_pieces) == f"{REPLY}\n" and reply_pieces[-1] == "\n"
     assert all(r.get("stream") is True for r in scripted_openai.requests)
 
@@ -74,8 +74,10 @@ def test_chat_on_a_terminal_streams_each_reply_after_the_agent_prompt(home, scri
     monkeypatch.setattr("sys.stdout", terminal)
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(f"{USER_TEXT}\n/quit\n".encode())))
     assert main(["chat", COMPANION]) == 0
-    assert terminal.getvalue() == (f"Chatting with companion. Ctrl-D or /quit to leave.\nyou> companion> {NOTE}\n"
-                                   f"{RESET_MARKER}\ncompanion> {REPLY}\nyou> ")
+    assert terminal.getvalue() == (
+        f"Chatting with companion. Ctrl-D or /quit to leave.\nyou> companion> {NOTE}\n"
+        f"{RESET_MARKER}\ncompanion> {REPLY}\nyou> "
+    )
     assert terminal.writes.count("companion> ") == 2 and REPLY not in terminal.writes
 
 
@@ -83,8 +85,9 @@ def test_chat_piped_is_unchanged(home, scripted_openai, monkeypatch, capsys):
     script_turn(scripted_openai)
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(f"{USER_TEXT}\n".encode())))
     assert main(["chat", COMPANION]) == 0
-    assert capsys.readouterr().out == (f"Chatting with companion. Ctrl-D or /quit to leave.\nyou> "
-                                       f"companion> {REPLY}\nyou> ")
+    assert capsys.readouterr().out == (
+        f"Chatting with companion. Ctrl-D or /quit to leave.\nyou> companion> {REPLY}\nyou> "
+    )
     assert not any("stream" in r for r in scripted_openai.requests)
 
 

@@ -52,7 +52,7 @@ def test_the_week_shows_core_memory_pressure_and_eviction(week):
     assert flush_at < trail_at
     answer = next(line for line in week[trail_at:] if line.startswith("  companion › "))
     assert "Vettakollen" in answer
-    assert any("call → conversation_search(" in line for line in week[trail_at:trail_at + 6])
+    assert any("call → conversation_search(" in line for line in week[trail_at : trail_at + 6])
     found = next(line for line in week[trail_at:] if "result ← Messages matching" in line)
     assert "[2026-03-03 08:05] assistant:" in found  # the evicted Tuesday message, from recall memory
 
@@ -77,9 +77,14 @@ def test_the_epilogue_reports_state_and_the_trace(week):
 
 
 def test_the_demo_model_answers_by_purpose_and_fails_loudly_when_out_of_script():
-    script = DemoScript.model_validate({"title": "t", "agent": "a.yaml", "summaries": ["S1"],
-                                        "turns": [{"at": "2026-03-02T09:00:00Z", "user": "hi",
-                                                   "model": [{"say": "hello"}]}]})
+    script = DemoScript.model_validate(
+        {
+            "title": "t",
+            "agent": "a.yaml",
+            "summaries": ["S1"],
+            "turns": [{"at": "2026-03-02T09:00:00Z", "user": "hi", "model": [{"say": "hello"}]}],
+        }
+    )
     model = DemoModel(script)
     model.start_turn(0, script.turns[0])
     summary = ModelRequest("m", [{"role": "user", "content": "x"}], [], 0.0, 10, purpose="summarize")
@@ -93,8 +98,14 @@ def test_the_demo_model_answers_by_purpose_and_fails_loudly_when_out_of_script()
 def test_pagemind_demo_runs_from_the_command_line_without_a_model(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
     env["PAGEMIND_HOME"] = str(tmp_path / "untouched")
-    result = subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "demo", "--home", str(tmp_path / "demo")],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "pagemind.runtime.cli.main", "demo", "--home", str(tmp_path / "demo")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[0] == FIRST_LINE
     assert (tmp_path / "demo" / "traces" / "companion" / "demo-week.jsonl").exists()
@@ -105,8 +116,8 @@ def test_the_demo_trace_replays_identically(tmp_path):
     """The whole demo week (archival inserts and searches, warnings, flushes, summaries) is deterministic."""
     import asyncio
 
-    from pagemind.runtime.trace.replay import format_report, replay
     from pagemind.runtime.trace.reader import read_trace
+    from pagemind.runtime.trace.replay import format_report, replay
 
     lines: list[str] = []
     assert asyncio.run(run_demo(lines.append, home=tmp_path / "demo")) == 0

@@ -13,15 +13,15 @@ import os
 import pytest
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.events import ModelResponseEvent
 from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.model.client import OpenAIModelClient
-from pagemind.runtime.trace.replay import format_report, replay
 from pagemind.runtime.spec.agent import AgentSpec
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.events import ModelResponseEvent
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
+from pagemind.runtime.trace.replay import format_report, replay
 
 BASE_URL = os.environ.get("PAGEMIND_LIVE_BASE_URL")
 
@@ -33,11 +33,16 @@ pytestmark = [
 # Small enough for a 2,048-token server window: the pressure monitor flushes when the turns pile up.
 LIVE_SPEC = {
     "name": "live",
-    "model": {"name": os.environ.get("PAGEMIND_LIVE_MODEL", "local"), "base_url": BASE_URL,
-              "api_key_env": "PAGEMIND_LIVE_API_KEY", "temperature": 0.0, "context_window": 2048,
-              "max_output_tokens": 128},
+    "model": {
+        "name": os.environ.get("PAGEMIND_LIVE_MODEL", "local"),
+        "base_url": BASE_URL,
+        "api_key_env": "PAGEMIND_LIVE_API_KEY",
+        "temperature": 0.0,
+        "context_window": 2048,
+        "max_output_tokens": 128,
+    },
     "system": "You are a helpful companion. Save facts about the user with core_memory_append. "
-              "Reply to the user with send_message.",
+    "Reply to the user with send_message.",
     "blocks": [
         {"label": "persona", "value": "I am a friendly companion.", "limit": 200},
         {"label": "human", "value": "", "limit": 300, "description": "Facts about the user."},

@@ -10,7 +10,9 @@ from pagemind.runtime.model.client import (
     OpenAIModelClient,
 )
 from pagemind.runtime.spec.agent import ModelSpec
-from pagemind.runtime.testing.doubles import TEST_API_KEY, http_error, reply_body as reply, tool_call_body as tool_call
+from pagemind.runtime.testing.doubles import TEST_API_KEY, http_error
+from pagemind.runtime.testing.doubles import reply_body as reply
+from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 
 REQUEST = ModelRequest("gpt-4o-mini", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 
@@ -52,7 +54,9 @@ async def test_400_is_not_retried(scripted_openai):
 
 
 async def test_context_length_exceeded_is_typed(scripted_openai):
-    scripted_openai.add(http_error(400, "This model's maximum context length is 2048 tokens.", code="context_length_exceeded"))
+    scripted_openai.add(
+        http_error(400, "This model's maximum context length is 2048 tokens.", code="context_length_exceeded")
+    )
     with pytest.raises(ContextLengthExceeded):
         await scripted_openai.client().complete(REQUEST)
 
@@ -76,8 +80,19 @@ def test_no_endpoint_configured_says_how_to_fix():
 def test_missing_call_ids_are_made_unique():
     from pagemind.runtime.model.client import response_from_body
 
-    body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
-        {"type": "function", "function": {"name": "f", "arguments": "{}"}},
-        {"type": "function", "function": {"name": "g", "arguments": "{}"}}]}}]}
+    body = {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"type": "function", "function": {"name": "f", "arguments": "{}"}},
+                        {"type": "function", "function": {"name": "g", "arguments": "{}"}},
+                    ],
+                }
+            }
+        ]
+    }
     ids = [c.id for c in response_from_body(body).tool_calls] + [c.id for c in response_from_body(body).tool_calls]
     assert len(set(ids)) == 4

@@ -11,7 +11,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -29,7 +29,7 @@ from pagemind.runtime.testing.doubles import build_spec, spec_data, tool_call_bo
 from pagemind.tools import ToolCall
 
 BASE = "http://wire.test/v1"
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def a_request(cache: WireCache | None = None) -> ModelRequest:
@@ -37,8 +37,10 @@ def a_request(cache: WireCache | None = None) -> ModelRequest:
     non-ASCII arguments), tool results (one an error), a plain assistant reply, and the agent's tool schemas."""
     spec = build_spec()
     append = json.dumps({"label": "human", "content": "Lin, café ☕"}, ensure_ascii=False)
-    calls = (ToolCall("call_1", "core_memory_append", append),
-             ToolCall("call_2", "archival_search", '{"query": "peanuts"}'))
+    calls = (
+        ToolCall("call_1", "core_memory_append", append),
+        ToolCall("call_2", "archival_search", '{"query": "peanuts"}'),
+    )
     messages = (
         Message("user", "Hi, I'm Lin. I'm allergic to peanuts.", NOW),
         Message("assistant", None, NOW, tool_calls=calls),
@@ -46,9 +48,16 @@ def a_request(cache: WireCache | None = None) -> ModelRequest:
         Message("tool", "Error: nothing found", NOW, tool_call_id="call_2", name="archival_search", is_error=True),
         Message("assistant", "Nice to meet you, Lin.", NOW),
     )
-    compiled = compile_context(ContextInputs(
-        system=spec.system, blocks=(), messages=messages, stats=MemoryStats(NOW, 5, 5), wire_cache=cache,
-        tools=tuple(t.openai_schema() for t in spec.resolved_tools().values())))
+    compiled = compile_context(
+        ContextInputs(
+            system=spec.system,
+            blocks=(),
+            messages=messages,
+            stats=MemoryStats(NOW, 5, 5),
+            wire_cache=cache,
+            tools=tuple(t.openai_schema() for t in spec.resolved_tools().values()),
+        )
+    )
     return ModelRequest("gpt-4o-mini", compiled.messages, compiled.tools, 0.7, 800, encoded_messages=compiled.encoded)
 
 
@@ -84,9 +93,12 @@ async def test_the_bytes_sent_are_the_json_the_sdk_create_would_send():
 
 def two_endpoint_specs():
     same = spec_data("a", model={"name": "m", "base_url": "http://one.test/v1"})
-    return (build_spec("a", model=same["model"]), build_spec("b", model=same["model"]),
-            build_spec("c", model={"name": "m", "base_url": "http://two.test/v1"}),
-            build_spec("d", model={"name": "m", "base_url": "http://one.test/v1", "request_timeout_s": 5}))
+    return (
+        build_spec("a", model=same["model"]),
+        build_spec("b", model=same["model"]),
+        build_spec("c", model={"name": "m", "base_url": "http://two.test/v1"}),
+        build_spec("d", model={"name": "m", "base_url": "http://one.test/v1", "request_timeout_s": 5}),
+    )
 
 
 async def test_agents_of_one_endpoint_share_one_client_and_pool(sqlite_url):
@@ -99,7 +111,8 @@ async def test_agents_of_one_endpoint_share_one_client_and_pool(sqlite_url):
     assert d.model.client is not a.model.client  # other timeouts
     with respx.mock(base_url="http://one.test/v1") as router:
         route = router.post("/chat/completions").mock(
-            return_value=httpx.Response(200, json=tool_call_body("send_message", {"message": "ok"})))
+            return_value=httpx.Response(200, json=tool_call_body("send_message", {"message": "ok"}))
+        )
         assert await a.send("hi") == "ok" and await b.send("hi") == "ok"
     assert route.call_count == 2
 
@@ -118,7 +131,7 @@ def test_each_event_loop_gets_its_own_client():
     assert client.client is not client.client  # outside a loop: never a shared one
 
 
-SERVER = r'''
+SERVER = r"""
 import itertools, json, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 connections = itertools.count(1)
@@ -147,7 +160,7 @@ class Handler(BaseHTTPRequestHandler):
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()
-'''
+"""
 
 
 @pytest.fixture
@@ -180,4 +193,3 @@ def test_agents_of_one_endpoint_use_one_keep_alive_connection_and_closed_loops_l
 
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 10)
-

@@ -84,12 +84,19 @@ def test_a_field_given_twice_restarts():
 # -- the stream makes the same response -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("body", [
-    tool_call_body("send_message", {"message": TRICKY}),
-    tool_calls_body(call("core_memory_append", {"label": "human", "content": "Lin"}),
-                    call("send_message", {"message": "two calls"}), content="a note first"),
-    reply_body(TRICKY),
-], ids=["send_message", "two_calls_and_content", "plain"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        tool_call_body("send_message", {"message": TRICKY}),
+        tool_calls_body(
+            call("core_memory_append", {"label": "human", "content": "Lin"}),
+            call("send_message", {"message": "two calls"}),
+            content="a note first",
+        ),
+        reply_body(TRICKY),
+    ],
+    ids=["send_message", "two_calls_and_content", "plain"],
+)
 @pytest.mark.parametrize("cut", [1, 7, 10_000])
 async def test_chunks_split_anywhere_assemble_into_the_non_streaming_response(scripted_openai, body, cut):
     scripted_openai.stream_size, scripted_openai.stream_cut = 2, cut
@@ -97,9 +104,13 @@ async def test_chunks_split_anywhere_assemble_into_the_non_streaming_response(sc
     streamed = await scripted_openai.client().stream(REQUEST, sink(Watcher()))
     plain = response_from_body(body)
     assert streamed.raw == body  # what traces record: the same body as without streaming
-    assert (streamed.content, streamed.tool_calls, streamed.finish_reason, streamed.prompt_tokens,
-            streamed.completion_tokens) == (plain.content, plain.tool_calls, plain.finish_reason,
-                                             plain.prompt_tokens, plain.completion_tokens)
+    assert (
+        streamed.content,
+        streamed.tool_calls,
+        streamed.finish_reason,
+        streamed.prompt_tokens,
+        streamed.completion_tokens,
+    ) == (plain.content, plain.tool_calls, plain.finish_reason, plain.prompt_tokens, plain.completion_tokens)
 
 
 async def test_a_streamed_request_adds_only_the_stream_options(scripted_openai):
@@ -109,8 +120,10 @@ async def test_a_streamed_request_adds_only_the_stream_options(scripted_openai):
     await client.stream(REQUEST, sink(Watcher()))
     plain, streamed = scripted_openai.requests
     assert "stream" not in plain and streamed == {**plain, **STREAM_OPTIONS}
-    assert REQUEST.encoded(STREAM_OPTIONS) == json.dumps({**REQUEST.body(), **STREAM_OPTIONS},
-                                                         separators=(",", ":")).encode()
+    assert (
+        REQUEST.encoded(STREAM_OPTIONS)
+        == json.dumps({**REQUEST.body(), **STREAM_OPTIONS}, separators=(",", ":")).encode()
+    )
 
 
 async def test_usage_arrives_in_the_last_chunk_without_choices(scripted_openai):
@@ -137,8 +150,10 @@ async def test_the_send_message_text_arrives_in_pieces_that_make_the_reply(scrip
 
 
 async def test_plain_content_is_streamed_and_content_before_a_tool_call_is_reset(scripted_openai):
-    scripted_openai.add(reply_body("Just text."),
-                        tool_calls_body(call("send_message", {"message": "The reply."}), content="Thinking..."))
+    scripted_openai.add(
+        reply_body("Just text."),
+        tool_calls_body(call("send_message", {"message": "The reply."}), content="Thinking..."),
+    )
     client = scripted_openai.client()
     plain = Watcher()
     await client.stream(REQUEST, sink(plain))
@@ -146,7 +161,8 @@ async def test_plain_content_is_streamed_and_content_before_a_tool_call_is_reset
     noted = Watcher()
     await client.stream(REQUEST, sink(noted))
     assert noted.held() == "The reply." and noted.resets() == [
-        "the model's text came with a tool call: it was not the reply"]
+        "the model's text came with a tool call: it was not the reply"
+    ]
 
 
 async def test_only_reply_tools_are_streamed(scripted_openai):
@@ -168,14 +184,21 @@ async def test_keep_alives_and_a_provider_that_ignores_stream_are_fine(scripted_
     assert response.raw == body and watcher.events == []  # nothing streamed, the same answer
 
 
-@pytest.mark.parametrize("bad", [
-    httpx.Response(200, text="<html><body>502 Bad Gateway</body></html>", headers={"content-type": "text/html"}),
-    httpx.Response(200, json={"error": {"message": "upstream overloaded"}}),
-    httpx.Response(200, content=b'data: {"error": {"message": "overloaded mid-stream"}}\n\n',
-                   headers={"content-type": "text/event-stream"}),
-    httpx.Response(200, content=b"data: {not json\n\n", headers={"content-type": "text/event-stream"}),
-    httpx.Response(200, content=b"data: [DONE]\n\n", headers={"content-type": "text/event-stream"}),
-], ids=["html", "json_error", "error_chunk", "broken_chunk", "empty_stream"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        httpx.Response(200, text="<html><body>502 Bad Gateway</body></html>", headers={"content-type": "text/html"}),
+        httpx.Response(200, json={"error": {"message": "upstream overloaded"}}),
+        httpx.Response(
+            200,
+            content=b'data: {"error": {"message": "overloaded mid-stream"}}\n\n',
+            headers={"content-type": "text/event-stream"},
+        ),
+        httpx.Response(200, content=b"data: {not json\n\n", headers={"content-type": "text/event-stream"}),
+        httpx.Response(200, content=b"data: [DONE]\n\n", headers={"content-type": "text/event-stream"}),
+    ],
+    ids=["html", "json_error", "error_chunk", "broken_chunk", "empty_stream"],
+)
 async def test_unusable_answers_with_200_are_retried(scripted_openai, bad):
     scripted_openai.add(bad, tool_call_body("send_message", {"message": "made it"}))
     watcher = Watcher()
@@ -187,8 +210,9 @@ async def test_unusable_answers_with_200_are_retried(scripted_openai, bad):
 @pytest.mark.parametrize("broken", [False, True], ids=["body_ends", "connection_drops"])
 async def test_a_stream_cut_mid_way_is_retried_whole_and_its_partial_reply_reset(scripted_openai, broken):
     body = tool_call_body("send_message", {"message": "A long reply that will be cut."})
-    scripted_openai.add(streamed_response(body, stop_after=len(sse_bytes(stream_chunks(body))) // 2, broken=broken),
-                        body)
+    scripted_openai.add(
+        streamed_response(body, stop_after=len(sse_bytes(stream_chunks(body))) // 2, broken=broken), body
+    )
     watcher = Watcher()
     response = await scripted_openai.client().stream(REQUEST, sink(watcher))
     assert response.raw == body and len(scripted_openai.requests) == 2
@@ -209,8 +233,11 @@ async def test_a_stream_that_always_breaks_ends_in_a_typed_error_and_a_reset(scr
 
 
 async def test_a_server_that_refuses_stream_gets_plain_requests_from_then_on(scripted_openai):
-    scripted_openai.add(http_error(400, "Unrecognized request argument supplied: stream_options"),
-                        reply_body("plain one"), reply_body("plain two"))
+    scripted_openai.add(
+        http_error(400, "Unrecognized request argument supplied: stream_options"),
+        reply_body("plain one"),
+        reply_body("plain two"),
+    )
     client = scripted_openai.client()
     watcher = Watcher()
     assert (await client.stream(REQUEST, sink(watcher))).content == "plain one"
@@ -219,8 +246,10 @@ async def test_a_server_that_refuses_stream_gets_plain_requests_from_then_on(scr
 
 
 async def test_crlf_lines_multi_line_data_and_a_done_without_its_blank_line(scripted_openai):
-    wire = (b'event: message\r\ndata: {"id": "c1", "choices": [{"index": 0,\r\n'
-            b'data:"delta": {"content": "h\xc3\xa9"}, "finish_reason": "stop"}]}\r\n\r\n: ping\r\n\r\ndata: [DONE]')
+    wire = (
+        b'event: message\r\ndata: {"id": "c1", "choices": [{"index": 0,\r\n'
+        b'data:"delta": {"content": "h\xc3\xa9"}, "finish_reason": "stop"}]}\r\n\r\n: ping\r\n\r\ndata: [DONE]'
+    )
     scripted_openai.add(httpx.Response(200, content=wire, headers={"content-type": "text/event-stream"}))
     watcher = Watcher()
     response = await scripted_openai.client().stream(REQUEST, sink(watcher))
@@ -228,11 +257,17 @@ async def test_crlf_lines_multi_line_data_and_a_done_without_its_blank_line(scri
     assert response.raw["id"] == "c1" and response.raw["object"] == "chat.completion"
 
 
-@pytest.mark.parametrize("status, message", [(400, "temperature must be at most 2"),
-                                             (403, "stream access denied for this key"),
-                                             (400, "upstream provider error")])
-async def test_a_rejection_that_is_not_about_streaming_is_raised_and_streaming_stays_on(scripted_openai, status,
-                                                                                        message):
+@pytest.mark.parametrize(
+    "status, message",
+    [
+        (400, "temperature must be at most 2"),
+        (403, "stream access denied for this key"),
+        (400, "upstream provider error"),
+    ],
+)
+async def test_a_rejection_that_is_not_about_streaming_is_raised_and_streaming_stays_on(
+    scripted_openai, status, message
+):
     scripted_openai.add(http_error(status, message), reply_body("streamed"))
     client = scripted_openai.client()
     with pytest.raises(ModelRequestRejected, match=message.split()[0]):

@@ -53,7 +53,7 @@ async def both(client: openai.AsyncOpenAI, answer: httpx.Response | Exception, s
         for poster in (SdkPost(client), LeanPost(client)):
             try:
                 outcomes.append(await poster.post(BODY, stream=stream))
-            except Exception as exc:  # noqa: BLE001 (compared below)
+            except Exception as exc:
                 outcomes.append(exc)
     return [*outcomes, *seen]
 
@@ -74,14 +74,23 @@ async def test_a_failed_status_raises_the_sdk_s_own_error(status, stream):
     answer = http_error(status, f"failure {status}", code="some_code", headers={"retry-after": "3"})
     theirs, ours, *_ = await both(sdk(), answer, stream=stream)
     assert type(ours) is type(theirs) and isinstance(ours, openai.APIStatusError)
-    assert (ours.status_code, ours.body, ours.code, str(ours)) == (theirs.status_code, theirs.body, theirs.code,
-                                                                   str(theirs))
+    assert (ours.status_code, ours.body, ours.code, str(ours)) == (
+        theirs.status_code,
+        theirs.body,
+        theirs.code,
+        str(theirs),
+    )
     assert ours.response.headers["retry-after"] == "3"  # what the retry policy reads
 
 
-@pytest.mark.parametrize("failure, kind", [(httpx.ReadTimeout("slow"), openai.APITimeoutError),
-                                           (httpx.ConnectError("refused"), openai.APIConnectionError),
-                                           (httpx.RemoteProtocolError("cut"), openai.APIConnectionError)])
+@pytest.mark.parametrize(
+    "failure, kind",
+    [
+        (httpx.ReadTimeout("slow"), openai.APITimeoutError),
+        (httpx.ConnectError("refused"), openai.APIConnectionError),
+        (httpx.RemoteProtocolError("cut"), openai.APIConnectionError),
+    ],
+)
 async def test_a_transport_failure_raises_the_sdk_s_own_error(failure, kind):
     theirs, ours, *_ = await both(sdk(), failure)
     assert type(ours) is type(theirs) is kind
@@ -89,11 +98,13 @@ async def test_a_transport_failure_raises_the_sdk_s_own_error(failure, kind):
 
 
 async def test_a_streamed_post_hands_back_the_unread_response():
-    _, ours, *_ = await both(sdk(), httpx.Response(200, content=b"data: [DONE]\n\n",
-                                                   headers={"content-type": "text/event-stream"}), stream=True)
+    _, ours, *_ = await both(
+        sdk(),
+        httpx.Response(200, content=b"data: [DONE]\n\n", headers={"content-type": "text/event-stream"}),
+        stream=True,
+    )
     assert not ours.is_stream_consumed
     assert [line async for line in ours.aiter_lines()] == ["data: [DONE]", ""]
-
 
 
 async def test_the_lean_post_keeps_cookies_and_follows_redirects_as_the_sdk_post_does():
@@ -107,12 +118,16 @@ async def test_the_lean_post_keeps_cookies_and_follows_redirects_as_the_sdk_post
             def handle(request: httpx.Request) -> httpx.Response:
                 seen.append((request.url.path, request.headers.get("cookie")))
                 return answer
+
             return handle
 
         with respx.mock(base_url=BASE) as router:
             router.post(PATH).mock(side_effect=record(httpx.Response(307, headers={"location": f"{BASE}/moved"})))
-            router.post("/moved").mock(side_effect=record(httpx.Response(
-                200, json={"ok": True}, headers={"set-cookie": "affinity=a1; Path=/"})))
+            router.post("/moved").mock(
+                side_effect=record(
+                    httpx.Response(200, json={"ok": True}, headers={"set-cookie": "affinity=a1; Path=/"})
+                )
+            )
             for _ in range(SHARDS + 1):
                 assert (await poster.post(BODY)).json() == {"ok": True}
         return seen
@@ -121,8 +136,13 @@ async def test_the_lean_post_keeps_cookies_and_follows_redirects_as_the_sdk_post
     assert lean.direct  # the SDK's default client is plain: its requests skip `AsyncClient.send`
     theirs, ours = await seen_by(SdkPost(sdk())), await seen_by(lean)
     assert ours == theirs
-    assert ours[:4] == [("/v1/chat/completions", None), ("/v1/moved", None),
-                        ("/v1/chat/completions", "affinity=a1"), ("/v1/moved", "affinity=a1")]
+    assert ours[:4] == [
+        ("/v1/chat/completions", None),
+        ("/v1/moved", None),
+        ("/v1/chat/completions", "affinity=a1"),
+        ("/v1/moved", "affinity=a1"),
+    ]
+
 
 def test_only_plain_clients_skip_the_sdk_s_post():
     assert is_plain(Endpoint(BASE, "k", 60, 10).build()) and isinstance(poster_for(sdk()), LeanPost)
@@ -138,7 +158,7 @@ def test_only_plain_clients_skip_the_sdk_s_post():
     assert poster_for(client) is poster_for(client)  # headers built once per client, for every agent on it
 
 
-SERVER = r'''
+SERVER = r"""
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -181,7 +201,7 @@ ThreadingHTTPServer.request_queue_size = 256  # calls at once: the default backl
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -195,15 +215,18 @@ def scripted_server():
         process.wait()
 
 
-@pytest.mark.parametrize("model, error, match, attempts", [
-    ("bad", ModelRequestRejected, r"HTTP 400\): Error code: 400", 1),
-    ("long", ContextLengthExceeded, "maximum context length", 1),
-    ("key", ModelRequestRejected, r"HTTP 401\).*Incorrect API key", 1),
-    ("slow", ModelUnavailable, "failed 2 times; last: HTTP 429", 2),
-    ("down", ModelUnavailable, "failed 2 times; last: HTTP 500", 2),
-    ("html", ModelBadResponse, "no usable response .* in 2 attempts; last: .*HTML page", 2),
-    ("none", ModelBadResponse, "in 2 attempts; last: the response has no choices", 2),
-])
+@pytest.mark.parametrize(
+    "model, error, match, attempts",
+    [
+        ("bad", ModelRequestRejected, r"HTTP 400\): Error code: 400", 1),
+        ("long", ContextLengthExceeded, "maximum context length", 1),
+        ("key", ModelRequestRejected, r"HTTP 401\).*Incorrect API key", 1),
+        ("slow", ModelUnavailable, "failed 2 times; last: HTTP 429", 2),
+        ("down", ModelUnavailable, "failed 2 times; last: HTTP 500", 2),
+        ("html", ModelBadResponse, "no usable response .* in 2 attempts; last: .*HTML page", 2),
+        ("none", ModelBadResponse, "in 2 attempts; last: the response has no choices", 2),
+    ],
+)
 def test_over_real_http_each_failure_ends_in_its_typed_error(scripted_server, model, error, match, attempts):
     sleeps: list[float] = []
 
@@ -211,8 +234,9 @@ def test_over_real_http_each_failure_ends_in_its_typed_error(scripted_server, mo
         sleeps.append(seconds)
 
     async def call() -> None:
-        client = OpenAIModelClient.from_spec(ModelSpec(name=model), {"OPENAI_BASE_URL": scripted_server},
-                                             max_attempts=2, sleep=no_sleep)
+        client = OpenAIModelClient.from_spec(
+            ModelSpec(name=model), {"OPENAI_BASE_URL": scripted_server}, max_attempts=2, sleep=no_sleep
+        )
         assert isinstance(poster_for(client.client), LeanPost)  # an endpoint's client takes the lean path
         with pytest.raises(error, match=match):
             await client.complete(ModelRequest(model, [{"role": "user", "content": "hi"}], [], 0.5, 10))
@@ -233,8 +257,9 @@ def test_over_real_http_an_answer_comes_back_and_an_unreachable_server_is_typed(
 
 def test_the_step_body_and_its_tool_call_survive_the_lean_path(scripted_openai):
     scripted_openai.add(tool_call_body("send_message", {"message": "hi"}))
-    response = asyncio.run(scripted_openai.client().complete(ModelRequest("m", [{"role": "user", "content": "x"}],
-                                                                          [], 0.5, 10)))
+    response = asyncio.run(
+        scripted_openai.client().complete(ModelRequest("m", [{"role": "user", "content": "x"}], [], 0.5, 10))
+    )
     assert response.tool_calls[0].name == "send_message"
     assert scripted_openai.headers[0]["x-stainless-retry-count"] == "0"
 

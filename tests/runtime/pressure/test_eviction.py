@@ -1,15 +1,15 @@
 """Eviction planning, table-driven. Messages are written as a compact string: u=user, a=assistant text,
 A2=assistant calling 2 tools, t=tool result, s=system alert."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from pagemind.runtime.pressure.eviction import atomic_groups, newest_group_start, plan_eviction
 from pagemind.runtime.messages import Message
+from pagemind.runtime.pressure.eviction import atomic_groups, newest_group_start, plan_eviction
 from pagemind.tools import ToolCall
 
-T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def build(spec: str) -> list[Message]:
@@ -54,13 +54,29 @@ def test_plan_eviction_table(spec, tokens, need, expected):
     messages = build(spec)
     plan = plan_eviction(messages, tokens, need)
     assert (plan.count, plan.freed_tokens, plan.enough) == expected
-    kept = messages[plan.count:]
+    kept = messages[plan.count :]
     kept_calls = {c.id for m in kept for c in m.tool_calls}
     assert all(m.tool_call_id in kept_calls for m in kept if m.role == "tool")
 
 
-@pytest.mark.parametrize("spec", ["", "u", "u a", "u A1 t", "u A2 t t", "u A2 t", "A1 t", "A2 t t",
-                                  "u A2 t t a u A1 t", "A1 t u A3 t t t", "u A1", "u A1 t +t", "A2 t +t"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "",
+        "u",
+        "u a",
+        "u A1 t",
+        "u A2 t t",
+        "u A2 t",
+        "A1 t",
+        "A2 t t",
+        "u A2 t t a u A1 t",
+        "A1 t u A3 t t t",
+        "u A1",
+        "u A1 t +t",
+        "A2 t +t",
+    ],
+)
 def test_newest_group_start_is_the_last_groups_start(spec):
     """Read from the end, as atomic_groups reads from the start; `+t` is a result of no call before it."""
     messages = build(spec.replace(" +t", ""))

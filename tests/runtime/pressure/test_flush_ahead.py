@@ -19,18 +19,25 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import (
-    FunctionModel, ManualClock, RecordingArchival, by_purpose, reply_body, spec_data, tool_call_body,
+    FunctionModel,
+    ManualClock,
+    RecordingArchival,
+    by_purpose,
+    reply_body,
+    spec_data,
+    tool_call_body,
 )
 
-SPEC = AgentSpec.model_validate({**spec_data(model_name="m", context_window=4000, max_output_tokens=500),
-                                 "memory": {"prefetch_top_k": 0}})
+SPEC = AgentSpec.model_validate(
+    {**spec_data(model_name="m", context_window=4000, max_output_tokens=500), "memory": {"prefetch_top_k": 0}}
+)
 FACTS = json.dumps({"facts": [{"text": "Lin grows tomatoes", "importance": 0.8}]})
 
 
 class Events(NullObserver, list):
     """Every event of the turns it watches."""
 
-    def on_event(self, event) -> None:  # noqa: ANN001
+    def on_event(self, event) -> None:
         self.append(event)
 
     def of(self, kind: type) -> list:
@@ -90,8 +97,9 @@ async def test_the_flush_turn_waits_for_no_model(tmp_path, clock):
     assert (flush.data.extraction, flush.data.extracted) == ("stored", 1)
     assert agent.window.summary == "Lin gardens: tomatoes and beans."
     # The calls made ahead are reported at the flush, before it, summary first: a trace holds them in order.
-    reported = [e.purpose for e in events[events.index(flush) - 4: events.index(flush)] if isinstance(
-        e, ModelRequestEvent)]
+    reported = [
+        e.purpose for e in events[events.index(flush) - 4 : events.index(flush)] if isinstance(e, ModelRequestEvent)
+    ]
     assert reported == ["summarize", "extract"]
     [inserted] = archival.inserted
     evicted = [m for m in agent.store.all_messages(agent.record.id) if not m.in_context]
@@ -118,8 +126,12 @@ def counting_model() -> FunctionModel:
 
 def behaviour(events: Events) -> list[Any]:
     """What a replay compares of the monitor's events, without machine timings."""
-    return [(e.kind, {k: v for k, v in dataclasses.asdict(e.data).items() if not k.endswith("_ms")})
-            if isinstance(e, RuntimeEventBase) else (e.type, getattr(e, "purpose", None)) for e in events]
+    return [
+        (e.kind, {k: v for k, v in dataclasses.asdict(e.data).items() if not k.endswith("_ms")})
+        if isinstance(e, RuntimeEventBase)
+        else (e.type, getattr(e, "purpose", None))
+        for e in events
+    ]
 
 
 async def test_ahead_or_in_order_the_memory_comes_out_the_same(tmp_path):
@@ -132,13 +144,16 @@ async def test_ahead_or_in_order_the_memory_comes_out_the_same(tmp_path):
             clock.advance(minutes=5)
             await agent.send(text(i))
         store, agent_id = agent.store, agent.record.id
-        results.append({
-            "summaries": [(s.text, s.evicted_count, s.first_message_id, s.last_message_id)
-                          for s in store.summaries(agent_id)],
-            "window": [(m.role, m.content) for m in store.in_context_messages(agent_id)],
-            "archival": archival.inserted,
-            "events": behaviour(events),
-        })
+        results.append(
+            {
+                "summaries": [
+                    (s.text, s.evicted_count, s.first_message_id, s.last_message_id) for s in store.summaries(agent_id)
+                ],
+                "window": [(m.role, m.content) for m in store.in_context_messages(agent_id)],
+                "archival": archival.inserted,
+                "events": behaviour(events),
+            }
+        )
     ahead, in_order = results
     assert len(ahead["summaries"]) >= 3
     assert sum(1 for kind, data in ahead["events"] if kind == "flush" and data["ahead"]) == len(ahead["summaries"])
@@ -166,10 +181,16 @@ async def test_work_the_window_moved_away_from_is_discarded_and_redone(tmp_path,
 async def test_work_that_buys_too_little_room_is_not_used(tmp_path, clock):
     # A narrow swing (flush at 60 %, target 50 %): the work prepared for it cannot absorb a long message that
     # throws the window far past the flush line, so the flush plans and does the work again, on the path.
-    narrow = SPEC.model_copy(update={"memory": SPEC.memory.model_copy(update={
-        "pressure": SPEC.memory.pressure.model_copy(update={"warn": 0.4, "flush": 0.6, "target": 0.5})})})
-    agent = await Agent.load(narrow, model=counting_model(), store=StateStore(make_engine(
-        f"sqlite:///{tmp_path / 'n.db'}")), clock=clock)
+    narrow = SPEC.model_copy(
+        update={
+            "memory": SPEC.memory.model_copy(
+                update={"pressure": SPEC.memory.pressure.model_copy(update={"warn": 0.4, "flush": 0.6, "target": 0.5})}
+            )
+        }
+    )
+    agent = await Agent.load(
+        narrow, model=counting_model(), store=StateStore(make_engine(f"sqlite:///{tmp_path / 'n.db'}")), clock=clock
+    )
     agent.observer = events = Events()
     await until(agent, events, FlushAheadEvent, 0)
     for part in (1, 2):  # left by a turn that failed after its user messages were stored, say

@@ -7,22 +7,28 @@ from typing import Any
 import pytest
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.budget import read_pressure, usable_window
 from pagemind.runtime.compiler import request_tokens as body_tokens
 from pagemind.runtime.events import RuntimeEventBase
-from pagemind.runtime.pressure.history_repair import MISSING_RESULT
 from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import NullObserver
-from pagemind.runtime.budget import read_pressure, usable_window
+from pagemind.runtime.pressure.history_repair import MISSING_RESULT
 from pagemind.runtime.pressure.monitor import ContextOverflow, updated_correction
-from pagemind.runtime.testing.doubles import (
-    FunctionModel, RecordingArchival, by_purpose, http_error, reply_body, spec_data, tool_call_body,
-)
-from pagemind.runtime.spec.agent import AgentSpec
-from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.pressure.summarizer import summarize
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import (
+    FunctionModel,
+    RecordingArchival,
+    by_purpose,
+    http_error,
+    reply_body,
+    spec_data,
+    tool_call_body,
+)
 from pagemind.runtime.tokens import count_tokens
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
@@ -118,20 +124,31 @@ async def test_500_turns_in_a_4000_token_window(sqlite_url, clock):
     everything = agent.store.all_messages(agent.record.id)
     passport = [m for m in everything if m.content and "X1234567" in m.content]
     assert passport and not passport[0].in_context
-    [found] = await dispatch_tool_calls([ToolCall("q", "conversation_search", '{"query": "passport number"}')],
-                                        {"conversation_search": BUILTIN_TOOLS["conversation_search"]},
-                                        agent.tool_context(agent.memory))
+    [found] = await dispatch_tool_calls(
+        [ToolCall("q", "conversation_search", '{"query": "passport number"}')],
+        {"conversation_search": BUILTIN_TOOLS["conversation_search"]},
+        agent.tool_context(agent.memory),
+    )
     assert not found.is_error and "X1234567" in found.content
     assert len(agent.store.summaries(agent.record.id)) == flushes
 
 
 async def test_summarizer_chunks_material_larger_than_its_window(clock):
     window, budget = 1200, 100
-    messages = [Message("user", f"Message {i}: " + "details about the trip to Oslo and the museum. " * 12, clock())
-                for i in range(40)]
+    messages = [
+        Message("user", f"Message {i}: " + "details about the trip to Oslo and the museum. " * 12, clock())
+        for i in range(40)
+    ]
     model = FunctionModel(lambda r: reply_body("Folded: " + "the trip " * 30))
-    result = await summarize(model.complete, model="m", old_summary="earlier things", evicted=messages,
-                             budget=budget, window=window, encoding="o200k_base")
+    result = await summarize(
+        model.complete,
+        model="m",
+        old_summary="earlier things",
+        evicted=messages,
+        budget=budget,
+        window=window,
+        encoding="o200k_base",
+    )
     assert result.chunks == len(model.requests) > 1
     assert all(request_tokens(r) <= window for r in model.requests)
     assert count_tokens(result.text) <= budget
@@ -163,7 +180,8 @@ async def test_context_length_exceeded_flushes_and_retries_once(scripted_openai,
     retry = scripted_openai.requests[2]["messages"]
     assert "Summary: Lin gardens." in retry[0]["content"]
     assert request_tokens(ModelRequest("m", retry, [], 0, 0)) < request_tokens(
-        ModelRequest("m", scripted_openai.requests[0]["messages"], [], 0, 0))
+        ModelRequest("m", scripted_openai.requests[0]["messages"], [], 0, 0)
+    )
 
 
 async def test_context_length_exceeded_twice_is_an_error(scripted_openai, sqlite_url, clock):
@@ -214,16 +232,27 @@ async def test_orphan_tool_call_is_repaired_before_the_call(scripted_openai, sql
 
 def extracting_model(answer: str) -> FunctionModel:
     """Summarises, extracts `answer`, and replies "ok" to agent steps."""
-    return FunctionModel(by_purpose(lambda request: tool_call_body("send_message", {"message": "ok"}),
-                                    summarize="Summary of gardening.", extract=answer))
+    return FunctionModel(
+        by_purpose(
+            lambda request: tool_call_body("send_message", {"message": "ok"}),
+            summarize="Summary of gardening.",
+            extract=answer,
+        )
+    )
 
 
-@pytest.mark.parametrize("answer, stored", [
-    ("I could not find anything, sorry!", 0),
-    ('{"facts": [], "preferences": [], "progress": [], "todos": []}', 0),
-    ('```json\n{"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],'
-     ' "todos": [{"text": "Call the dentist", "importance": 0.6, "date": "2026-12-02"}]}\n```', 2),
-])
+@pytest.mark.parametrize(
+    "answer, stored",
+    [
+        ("I could not find anything, sorry!", 0),
+        ('{"facts": [], "preferences": [], "progress": [], "todos": []}', 0),
+        (
+            '```json\n{"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],'
+            ' "todos": [{"text": "Call the dentist", "importance": 0.6, "date": "2026-12-02"}]}\n```',
+            2,
+        ),
+    ],
+)
 async def test_extraction_on_eviction(answer, stored, sqlite_url, clock):
     model = extracting_model(answer)
     agent = await _agent_with_history(sqlite_url, model, clock, small_spec(), turns=30)
@@ -238,8 +267,12 @@ async def test_extraction_on_eviction(answer, stored, sqlite_url, clock):
     inserted = agent.archival.inserted
     assert len(inserted) == stored
     if stored:
-        assert inserted[0] == {"content": "Lin moved to Oslo (date: 2026-05-01)", "kind": "fact", "importance": 0.8,
-                               "source_message_ids": inserted[0]["source_message_ids"]}
+        assert inserted[0] == {
+            "content": "Lin moved to Oslo (date: 2026-05-01)",
+            "kind": "fact",
+            "importance": 0.8,
+            "source_message_ids": inserted[0]["source_message_ids"],
+        }
         assert inserted[1]["kind"] == "todo" and "2026-12-02" in inserted[1]["content"]
         assert inserted[0]["source_message_ids"]
 
@@ -264,11 +297,20 @@ def test_bad_pressure_config_is_rejected():
 async def test_extracted_facts_land_in_real_archival_memory_with_dates_and_importance(tmp_path, clock):
     from pagemind.runtime.process.settings import Settings
 
-    answer = json.dumps({"facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],
-                         "todos": [{"text": "Lin must call the dentist", "importance": 0.6, "date": "2026-12-02"}]})
+    answer = json.dumps(
+        {
+            "facts": [{"text": "Lin moved to Oslo", "importance": 0.8, "date": "2026-05-01"}],
+            "todos": [{"text": "Lin must call the dentist", "importance": 0.6, "date": "2026-12-02"}],
+        }
+    )
 
-    spec = AgentSpec.model_validate({**SMALL, "tools": ["send_message", "archival_memory_insert", "archival_search"],
-                                     "memory": {"prefetch_top_k": 0}})
+    spec = AgentSpec.model_validate(
+        {
+            **SMALL,
+            "tools": ["send_message", "archival_memory_insert", "archival_search"],
+            "memory": {"prefetch_top_k": 0},
+        }
+    )
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'x.db'}")
     agent = await Agent.load(spec, model=extracting_model(answer), settings=settings, clock=clock)
     for i in range(30):

@@ -35,14 +35,19 @@ def replying(extract: str = '{"facts": []}', requests: list[ModelRequest] | None
         if requests is not None:
             requests.append(request)
         return tool_call_body("send_message", {"message": "That sounds lovely; tell me more about your day."})
+
     return FunctionModel(by_purpose(step, summarize="Lin talked about walks and dinners.", extract=extract))
 
 
 async def test_one_bad_extracted_item_is_skipped_and_the_flush_commits(tmp_path, clock):
     answer = json.dumps({"facts": [{"text": "   "}, {"text": "x" * 5000}, {"text": "Lin lives in Oslo"}]})
-    spec = AgentSpec.model_validate({**spec_data(model_name="m", context_window=4000, max_output_tokens=500),
-                                     "tools": ["send_message", "archival_memory_insert"],
-                                     "memory": {"prefetch_top_k": 0}})
+    spec = AgentSpec.model_validate(
+        {
+            **spec_data(model_name="m", context_window=4000, max_output_tokens=500),
+            "tools": ["send_message", "archival_memory_insert"],
+            "memory": {"prefetch_top_k": 0},
+        }
+    )
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'x.db'}")
     agent = await Agent.load(spec, model=replying(answer), settings=settings, clock=clock)
     for i in range(30):
@@ -62,8 +67,12 @@ async def manual_and_notes(sqlite_url: str, clock, notes: int) -> tuple[AgentSpe
     """A 4,000-token agent whose window holds a manual far longer than a message may be (clipped in the prompt)
     and `notes` shorter user messages."""
     spec = AgentSpec.model_validate(spec_data(model_name="m", context_window=4000, max_output_tokens=500))
-    agent = await Agent.load(spec, model=replying(), clock=clock,
-                             settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url))
+    agent = await Agent.load(
+        spec,
+        model=replying(),
+        clock=clock,
+        settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url),
+    )
     await agent.window.accept(Message("user", "Here is the whole manual: " + "lorem ipsum dolor " * 3000, clock()))
     for i in range(notes):
         await agent.window.accept(Message("user", f"Note {i} " + "about gardening " * 40, clock()))
@@ -87,10 +96,16 @@ async def test_eviction_counts_a_clipped_message_as_the_compiler_does(sqlite_url
 
 async def test_a_window_whose_pinned_part_leaves_no_room_flushes_rarely_and_says_so_once(sqlite_url, clock):
     spec = load_spec(COMPANION)
-    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context_window": 3700})})  # the pinned part just fits
+    spec = spec.model_copy(
+        update={"model": spec.model.model_copy(update={"context_window": 3700})}
+    )  # the pinned part just fits
     requests: list[ModelRequest] = []
-    agent = await Agent.load(spec, model=replying(requests=requests), clock=clock,
-                             settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url))
+    agent = await Agent.load(
+        spec,
+        model=replying(requests=requests),
+        clock=clock,
+        settings=Settings(home=Path(sqlite_url[10:]).parent, database_url=sqlite_url),
+    )
     events = agent.observer = Events()
     flushed_turns = []
     for turn in range(80):
@@ -112,6 +127,7 @@ async def test_a_window_whose_pinned_part_leaves_no_room_flushes_rarely_and_says
 
 def _tokens(request: ModelRequest) -> int:
     from pagemind.runtime.compiler import request_tokens
+
     return request_tokens(request.messages, request.tools)
 
 
@@ -120,22 +136,27 @@ async def test_the_room_a_flush_could_buy_is_every_group_but_the_newest(sqlite_u
     figure as summing every atomic group but the newest, a clipped message and a trailing tool group included."""
     from pagemind.runtime.budget import squeeze
     from pagemind.runtime.compiler import message_tokens
-    from pagemind.runtime.tokens import DEFAULT_ENCODING
     from pagemind.runtime.pressure.eviction import atomic_groups
+    from pagemind.runtime.tokens import DEFAULT_ENCODING
     from pagemind.tools import ToolCall
 
     spec, agent = await manual_and_notes(sqlite_url, clock, 6)
     calls = (ToolCall("c1", "archival_search", "{}"), ToolCall("c2", "archival_search", "{}"))
-    newest = [Message("assistant", None, clock(), tool_calls=calls),
-              Message("tool", "found " * 50, clock(), tool_call_id="c1"),
-              Message("tool", "found " * 70, clock(), tool_call_id="c2")]
+    newest = [
+        Message("assistant", None, clock(), tool_calls=calls),
+        Message("tool", "found " * 50, clock(), tool_call_id="c1"),
+        Message("tool", "found " * 70, clock(), tool_call_id="c2"),
+    ]
     agent.window.messages.extend(newest)  # in memory only: what the monitor reads
 
     compiled = agent.compile()
     reading = read_pressure(compiled.total_tokens, agent.window.correction, spec)
     messages = agent.window.messages
-    evictable = sum(message_tokens(m, spec.model.encoding or DEFAULT_ENCODING, max_message_tokens(spec))
-                    for start, end in atomic_groups(messages)[:-1] for m in messages[start:end])
+    evictable = sum(
+        message_tokens(m, spec.model.encoding or DEFAULT_ENCODING, max_message_tokens(spec))
+        for start, end in atomic_groups(messages)[:-1]
+        for m in messages[start:end]
+    )
     expected = squeeze(reading, reading.tokens - math.ceil(evictable * agent.window.correction), spec)
     assert agent.monitor.room(reading, compiled) == expected
     assert evictable < compiled.sections["messages"]  # the newest group is left out of it

@@ -30,7 +30,9 @@ PROFILE = {"name": "Lin", "city": "Berlin"}
 
 def reflection_spec(profile: str | None = json.dumps(PROFILE), **reflection: Any):
     """The test agent with a `profile` block (a plain JSON value) and `memory.reflection` options."""
-    data = spec_data(memory={"reflection": reflection}, tools=[*DEFAULT_TOOLS, "archival_memory_insert", "archival_search"])
+    data = spec_data(
+        memory={"reflection": reflection}, tools=[*DEFAULT_TOOLS, "archival_memory_insert", "archival_search"]
+    )
     if profile is not None:
         data["blocks"].append({"label": "profile", "value": profile, "limit": 300, "description": "The user."})
     return AgentSpec.model_validate(data)
@@ -75,8 +77,15 @@ def say(agent: Agent, *lines: str) -> list[Message]:
 async def remember(agent: Agent, text: str, kind: str = "fact", sources: list[int] | None = None) -> str:
     """Store a memory as it is (past the write path's dedupe and supersede, which would fold near-copies)."""
     now = agent.clock()
-    record = MemoryRecord(id=str(uuid.uuid4()), agent_id=agent.record.id, text=text, kind=kind, created_at=now,
-                          updated_at=now, source_message_ids=sources or [])
+    record = MemoryRecord(
+        id=str(uuid.uuid4()),
+        agent_id=agent.record.id,
+        text=text,
+        kind=kind,
+        created_at=now,
+        updated_at=now,
+        source_message_ids=sources or [],
+    )
     return (await agent.archival.insert_event(record)).id
 
 
@@ -84,8 +93,12 @@ def state(agent: Agent) -> tuple[Any, ...]:
     """Everything a reflection may change: memories (with supersession), their histories, the blocks."""
     memories = sorted((m.id, m.superseded_by, m.text) for m in agent.archival.list(include_superseded=True))
     histories = {m[0]: [(v.operation, v.detail) for v in agent.archival.history(m[0])] for m in memories}
-    return memories, histories, [(b.label, b.value) for b in agent.memory.blocks], agent.store.block_history(
-        agent.record.id)
+    return (
+        memories,
+        histories,
+        [(b.label, b.value) for b in agent.memory.blocks],
+        agent.store.block_history(agent.record.id),
+    )
 
 
 async def test_a_merge_keeps_one_and_supersedes_the_other_with_reason_and_reflection_id(database_url, clock):
@@ -103,8 +116,10 @@ async def test_a_merge_keeps_one_and_supersedes_the_other_with_reason_and_reflec
     assert request.response_format["type"] == "json_schema"
     assert request.response_format["json_schema"]["schema"] == ReflectionOutput.model_json_schema()
     payload = Planner.payload(request)
-    assert [(m["id"], m["role"], m["text"]) for m in payload["messages"]] == \
-        [(said[0].id, "user", "My sister Mei visits on Sunday."), (said[1].id, "assistant", "How lovely!")]
+    assert [(m["id"], m["role"], m["text"]) for m in payload["messages"]] == [
+        (said[0].id, "user", "My sister Mei visits on Sunday."),
+        (said[1].id, "assistant", "How lovely!"),
+    ]
     assert {m["id"] for m in payload["memories"]} == {keep, drop}
     assert payload["profile"] == PROFILE and payload["profile_schema"] is None
     live = {m.id for m in agent.archival.list()}
@@ -144,8 +159,7 @@ async def test_an_insight_becomes_a_reflection_memory_with_its_sources(sqlite_ur
     said = say(agent, "Exam tomorrow, I can't sleep.", "That sounds stressful.")
     a = await remember(agent, "Lin could not sleep before her chemistry exam", sources=[said[0].id])
     b = await remember(agent, "Lin felt sick before the physics exam in June", sources=[7])
-    planner.answer = {"insights": [{"text": "Lin gets anxious before exams", "importance": 0.8,
-                                    "source_ids": [a, b]}]}
+    planner.answer = {"insights": [{"text": "Lin gets anxious before exams", "importance": 0.8, "source_ids": [a, b]}]}
 
     result = await reflect(agent)
 
@@ -174,8 +188,11 @@ async def test_the_profile_patch_goes_through_the_block_edit_path(database_url, 
     assert json.loads(reloaded.memory.get("profile").value)["city"] == "Paris"
 
 
-SCHEMA = {"type": "object", "additionalProperties": False,
-          "properties": {"name": {"type": "string"}, "city": {"type": "string"}, "age": {"type": "integer"}}}
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"name": {"type": "string"}, "city": {"type": "string"}, "age": {"type": "integer"}},
+}
 
 
 async def test_a_structured_profile_is_patched_through_its_schema(sqlite_url, clock):
@@ -219,14 +236,28 @@ MALFORMED = [
     pytest.param('{"merges": [{"keep": "KEEP"}]}', "schema", id="partial"),
     pytest.param('["merges"]', "not an object", id="array"),
     pytest.param({"merges": [{"keep": "KEEP", "drop": ["nope"], "reason": "r"}]}, "unknown", id="unknown-id"),
-    pytest.param({"insights": [{"text": "x", "source_ids": ["nope"]}], "merges": [
-        {"keep": "KEEP", "drop": ["DROP"], "reason": "r"}]}, "unknown", id="unknown-source"),
-    pytest.param({"merges": [{"keep": "KEEP", "drop": ["DROP"], "reason": "r"}],
-                  "contradictions": [{"winner": "DROP", "losers": ["KEEP"], "reason": "r"}]}, "two roles",
-                 id="cycle"),
+    pytest.param(
+        {
+            "insights": [{"text": "x", "source_ids": ["nope"]}],
+            "merges": [{"keep": "KEEP", "drop": ["DROP"], "reason": "r"}],
+        },
+        "unknown",
+        id="unknown-source",
+    ),
+    pytest.param(
+        {
+            "merges": [{"keep": "KEEP", "drop": ["DROP"], "reason": "r"}],
+            "contradictions": [{"winner": "DROP", "losers": ["KEEP"], "reason": "r"}],
+        },
+        "two roles",
+        id="cycle",
+    ),
     pytest.param({"done": [{"id": "KEEP", "reason": "r"}]}, "not todo", id="done-fact"),
-    pytest.param({"merges": [{"keep": "KEEP", "drop": ["DROP"], "reason": "r"}], "profile": {"bio": "x" * 400}},
-                 "limit", id="profile-over-limit"),
+    pytest.param(
+        {"merges": [{"keep": "KEEP", "drop": ["DROP"], "reason": "r"}], "profile": {"bio": "x" * 400}},
+        "limit",
+        id="profile-over-limit",
+    ),
 ]
 
 
@@ -281,18 +312,23 @@ async def test_nothing_new_means_no_model_call(sqlite_url, clock):
 async def test_the_request_stays_within_the_budget_dropping_the_oldest_messages(sqlite_url, clock):
     planner = Planner({})
     agent = await load(sqlite_url, planner.model, clock, reflection_spec(budget=2500))
-    said = say(agent, *[f"Message number {n}: " + "we talked about the weather and the garden " * 5
-                        for n in range(200)])
+    said = say(
+        agent, *[f"Message number {n}: " + "we talked about the weather and the garden " * 5 for n in range(200)]
+    )
     memory = await remember(agent, "Lin grows tomatoes")
 
     await reflect(agent)
 
     [request] = planner.requests
-    tokens = sum(count_tokens(m["content"]) for m in request.messages) + count_tokens(
-        json.dumps(request.response_format)) + 2 * TOKENS_PER_MESSAGE + TOKENS_REPLY_PRIMING
+    tokens = (
+        sum(count_tokens(m["content"]) for m in request.messages)
+        + count_tokens(json.dumps(request.response_format))
+        + 2 * TOKENS_PER_MESSAGE
+        + TOKENS_REPLY_PRIMING
+    )
     assert tokens <= 2500
     ids = [m["id"] for m in Planner.payload(request)["messages"]]
-    assert 0 < len(ids) < len(said) and ids == [m.id for m in said[-len(ids):]]  # the newest, in order
+    assert 0 < len(ids) < len(said) and ids == [m.id for m in said[-len(ids) :]]  # the newest, in order
     assert [m["id"] for m in Planner.payload(request)["memories"]] == [memory]
     [row] = Journal(agent.store.engine, agent.record.id).all()
     assert row.last_message_id == said[-1].id  # covered: the next reflection starts after it
@@ -303,9 +339,10 @@ async def test_a_rejected_response_format_is_retried_once_without_it(sqlite_url,
     say(agent, "hello", "hi")
     keep, drop = await remember(agent, "Lin likes tea"), await remember(agent, "Lin drinks green tea daily")
     plan = {"merges": [{"keep": keep, "drop": [drop], "reason": "same"}]}
-    scripted_openai.add(http_error(400, "Invalid parameter: 'response_format' of type 'json_schema' is not "
-                                        "supported with this model."),
-                        reply_body(f"```json\n{json.dumps(plan)}\n```"))
+    scripted_openai.add(
+        http_error(400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."),
+        reply_body(f"```json\n{json.dumps(plan)}\n```"),
+    )
 
     result = await reflect(agent)
 
@@ -330,9 +367,12 @@ async def test_a_rerun_after_the_plan_was_applied_but_not_marked_done_applies_no
     say(agent, "Passport renewed! And Mei says hi.", "Great news!")
     keep, drop = await remember(agent, "Lin's sister is Mei"), await remember(agent, "Lin has a sister, Mei")
     todo = await remember(agent, "Lin must renew her passport", kind="todo")
-    planner.answer = {"merges": [{"keep": keep, "drop": [drop], "reason": "same"}],
-                      "insights": [{"text": "Lin is close to her sister Mei"}],
-                      "done": [{"id": todo, "reason": "renewed"}], "profile": {"sister": "Mei"}}
+    planner.answer = {
+        "merges": [{"keep": keep, "drop": [drop], "reason": "same"}],
+        "insights": [{"text": "Lin is close to her sister Mei"}],
+        "done": [{"id": todo, "reason": "renewed"}],
+        "profile": {"sister": "Mei"},
+    }
     first = await reflect(agent)
     after = state(agent)
     journal = Journal(agent.store.engine, agent.record.id)

@@ -56,8 +56,9 @@ async def test_the_cli_reflects_and_prints_a_summary(sqlite_url, clock, scripted
     assert capsys.readouterr().out.startswith("reflection invalid: no JSON object")
 
 
-async def test_pagemind_run_reflects_after_the_turn_that_makes_one_due(sqlite_url, clock, scripted_openai, capsys,
-                                                                      monkeypatch):
+async def test_pagemind_run_reflects_after_the_turn_that_makes_one_due(
+    sqlite_url, clock, scripted_openai, capsys, monkeypatch
+):
     agent = await load(sqlite_url, Planner().model, clock, reflection_spec(every_turns=1))
     scripted_openai.add(tool_call_body("send_message", {"message": "Hello Lin!"}), reply_body("{}"))
     endpoint(monkeypatch, sqlite_url)
@@ -73,12 +74,15 @@ async def test_pagemind_run_reflects_after_the_turn_that_makes_one_due(sqlite_ur
 async def test_the_cli_ends_the_session_before_reflecting(sqlite_url, clock, scripted_openai, capsys, monkeypatch):
     agent = await load(sqlite_url, Planner().model, clock)
     say(agent, "My chemistry exam is on Friday and I am nervous about the organic part.", "You will do well.")
-    scripted_openai.add(reply_body("Lin is nervous about Friday's chemistry exam."),  # the episode's summary
-                        reply_body(json.dumps({"insights": [{"text": "Lin gets anxious before exams"}]})))
+    scripted_openai.add(
+        reply_body("Lin is nervous about Friday's chemistry exam."),  # the episode's summary
+        reply_body(json.dumps({"insights": [{"text": "Lin gets anxious before exams"}]})),
+    )
     endpoint(monkeypatch, sqlite_url)
     capsys.readouterr()
     assert await cli(["reflect", agent.name, "--end-session"]) == 0
     [row] = Journal(agent.store.engine, agent.record.id).all()
-    assert capsys.readouterr().out == ("session ended: episodes 1 new, 0 faded; ephemeral blocks cleared: none\n"
-                                       f"reflection {row.id[:8]}: 1 insights\n")
+    assert capsys.readouterr().out == (
+        f"session ended: episodes 1 new, 0 faded; ephemeral blocks cleared: none\nreflection {row.id[:8]}: 1 insights\n"
+    )
     assert sorted(m.kind for m in agent.archival.list()) == ["episode", "reflection"]

@@ -46,8 +46,10 @@ def test_a_good_file_loads_with_defaults(tmp_path):
         (("    limit: 100", "    limit: lots"), ":7 blocks[0].limit: must be a valid integer"),
         (("  - label: notes", "  - label: human"), ":8 blocks[1].label: duplicate block label 'human'"),
         (("tools: [send_message]", "tools: [send_message, fly]"), ":10 tools[1]: unknown tool 'fly'"),
-        (("tools: [send_message]", "tools: [send_message, no_such_pkg.mod:fn]"),
-         ":10 tools[1]: cannot import module 'no_such_pkg.mod'"),
+        (
+            ("tools: [send_message]", "tools: [send_message, no_such_pkg.mod:fn]"),
+            ":10 tools[1]: cannot import module 'no_such_pkg.mod'",
+        ),
         (("system: be helpful\n", ""), ":1 system: Field required"),
         (("tools: [send_message]", "tools: [send_message"), "YAML syntax"),
     ],
@@ -65,7 +67,10 @@ def test_custom_tool_by_import_path(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     spec = load_spec(write(tmp_path, GOOD.replace("tools: [send_message]", "tools: [send_message, 'mytools:shout']")))
     shout = spec.resolved_tools()["shout"]
-    assert shout("hi") == "HI" and shout.openai_schema()["function"]["parameters"]["properties"]["text"]["description"] == "words"
+    assert (
+        shout("hi") == "HI"
+        and shout.openai_schema()["function"]["parameters"]["properties"]["text"]["description"] == "words"
+    )
 
 
 def test_block_value_over_its_limit_is_an_error(tmp_path):

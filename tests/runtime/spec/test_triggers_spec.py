@@ -26,12 +26,17 @@ def problems(tmp_path: Path, body: str) -> list[str]:
 
 
 def test_schedule_and_idle_load(tmp_path):
-    spec = load_spec(write(tmp_path, """\
+    spec = load_spec(
+        write(
+            tmp_path,
+            """\
 schedule:
   - {cron: "0 9 * * *", timezone: Europe/Berlin, message: Good morning}
   - {every: 30m, run: compact, missed: skip}
 idle: {after: 15m, run: compact}
-"""))
+""",
+        )
+    )
     cron, every = spec.schedule
     assert (cron.kind, cron.content, cron.zone.key, cron.missed) == ("message", "Good morning", "Europe/Berlin", "once")
     assert (every.kind, every.content, every.period, every.missed) == ("job", "compact", timedelta(minutes=30), "skip")
@@ -39,10 +44,17 @@ idle: {after: 15m, run: compact}
     assert load_spec(write(tmp_path, "")).schedule == [] and load_spec(write(tmp_path, "")).idle is None
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("90s", timedelta(seconds=90)), ("15m", timedelta(minutes=15)), ("2h", timedelta(hours=2)),
-    ("1d", timedelta(days=1)), ("1h30m", timedelta(minutes=90)), ("1d 2h", timedelta(hours=26)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("90s", timedelta(seconds=90)),
+        ("15m", timedelta(minutes=15)),
+        ("2h", timedelta(hours=2)),
+        ("1d", timedelta(days=1)),
+        ("1h30m", timedelta(minutes=90)),
+        ("1d 2h", timedelta(hours=26)),
+    ],
+)
 def test_durations(text, expected):
     assert parse_duration(text) == expected
 
@@ -54,7 +66,9 @@ def test_bad_durations(text):
 
 
 def test_every_error_names_file_line_and_field(tmp_path):
-    found = problems(tmp_path, """\
+    found = problems(
+        tmp_path,
+        """\
 schedule:
   - cron: "0 9 * *"
     message: hello
@@ -72,10 +86,13 @@ schedule:
 idle:
   after: 15x
   run: compact
-""")
+""",
+    )
     path = tmp_path / "a.yaml"
-    assert found[0] == (f"{path}:5 schedule[0].cron: not a cron expression: '0 9 * *' (five fields: minute hour "
-                        "day month weekday, e.g. '0 9 * * *')")
+    assert found[0] == (
+        f"{path}:5 schedule[0].cron: not a cron expression: '0 9 * *' (five fields: minute hour "
+        "day month weekday, e.g. '0 9 * * *')"
+    )
     rest = "\n".join(found[1:])
     assert f"{path}:7 schedule[1].every: '10s' is shorter than one minute" in rest
     assert f"{path}:11 schedule[2].run: unknown job 'defrag' (jobs: compact, reflect)" in rest
@@ -89,11 +106,14 @@ idle:
 
 
 def test_the_same_trigger_twice_is_refused(tmp_path):
-    found = problems(tmp_path, """\
+    found = problems(
+        tmp_path,
+        """\
 schedule:
   - {every: 30m, message: ping}
   - {every: 30m, message: ping, missed: skip}
-""")
+""",
+    )
     assert found == [f"{tmp_path / 'a.yaml'}:6 schedule[1]: the same trigger as schedule[0]"]
 
 
@@ -102,16 +122,21 @@ def test_keys_are_stable_and_follow_what_and_when_not_the_missed_policy():
     assert base.key == ScheduleTrigger(cron="0  9 * * *", message="hi", missed="skip").key
     assert base.key == ScheduleTrigger(cron="0 9 * * *", timezone="UTC", message="hi").key
     assert base.key.startswith("cron-") and len(base.key) == len("cron-") + 16
-    others = {ScheduleTrigger(cron="0 10 * * *", message="hi").key,
-              ScheduleTrigger(cron="0 9 * * *", message="hello").key,
-              ScheduleTrigger(cron="0 9 * * *", timezone="Europe/Berlin", message="hi").key,
-              ScheduleTrigger(cron="0 9 * * *", run="compact").key}
+    others = {
+        ScheduleTrigger(cron="0 10 * * *", message="hi").key,
+        ScheduleTrigger(cron="0 9 * * *", message="hello").key,
+        ScheduleTrigger(cron="0 9 * * *", timezone="Europe/Berlin", message="hi").key,
+        ScheduleTrigger(cron="0 9 * * *", run="compact").key,
+    }
     assert base.key not in others and len(others) == 4
     assert ScheduleTrigger(every="60m", message="x").key == ScheduleTrigger(every="1h", message="x").key
     assert IdleTrigger(after="15m", run="compact").key.startswith("idle-")
     # the key is a pure function of the definition: the same in every process, run after run
-    assert ScheduleTrigger(every="30m", message="x").key == "every-" + __import__("hashlib").sha256(
-        b'{"content": "x", "every": 1800.0, "kind": "message"}').hexdigest()[:16]
+    assert (
+        ScheduleTrigger(every="30m", message="x").key
+        == "every-"
+        + __import__("hashlib").sha256(b'{"content": "x", "every": 1800.0, "kind": "message"}').hexdigest()[:16]
+    )
 
 
 def test_the_runtime_knows_the_jobs_the_scheduler_registers():

@@ -4,7 +4,7 @@ need writing."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import delete, update
 
@@ -19,7 +19,7 @@ from pagemind.runtime.testing.doubles import build_spec
 from pagemind.runtime.window import Window
 from pagemind.tools import ToolCall
 
-AT = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
 async def lived_agent(database_url: str) -> tuple[StateStore, int]:
@@ -30,10 +30,16 @@ async def lived_agent(database_url: str) -> tuple[StateStore, int]:
     for turn in range(3):
         call = ToolCall(f"call-{turn}", "core_memory_append", '{"label": "human", "content": "x"}')
         await store.accept_message(agent_id, Message("user", f"hello {turn}", AT, turn_id=f"t{turn}"), key=f"k{turn}")
-        await store.commit_step(agent_id, StepRecord(f"t{turn}", 1, "gpt-4o-mini", 10, 2, None, AT, 1.0, 1.0), [
-            Message("assistant", None, AT, tool_calls=(call,), turn_id=f"t{turn}"),
-            Message("tool", "ok", AT, tool_call_id=call.id, name=call.name, turn_id=f"t{turn}")],
-            [BlockEdit("human", "append", "x" * turn, "x" * (turn + 1), AT)], versions)
+        await store.commit_step(
+            agent_id,
+            StepRecord(f"t{turn}", 1, "gpt-4o-mini", 10, 2, None, AT, 1.0, 1.0),
+            [
+                Message("assistant", None, AT, tool_calls=(call,), turn_id=f"t{turn}"),
+                Message("tool", "ok", AT, tool_call_id=call.id, name=call.name, turn_id=f"t{turn}"),
+            ],
+            [BlockEdit("human", "append", "x" * turn, "x" * (turn + 1), AT)],
+            versions,
+        )
     oldest = [m.id for m in store.in_context_messages(agent_id)[:3]]
     store.evict(agent_id, oldest, "They said hello.", 100, 60, AT)
     return store, agent_id
@@ -50,12 +56,20 @@ async def test_the_state_read_is_the_state_the_writing_path_reads(database_url):
     blocks, versions = store.load_core(record.id, spec)
     assert stored.record == record and stored.record.summary == "They said hello."
     assert stored.blocks == blocks and stored.versions == versions == {"persona": 0, "human": 3, "constraints": 0}
-    assert (stored.newest, stored.message_count) == (window.seen, window.recall_count) == (
-        store.last_message_id(agent_id), 9)
+    assert (
+        (stored.newest, stored.message_count)
+        == (window.seen, window.recall_count)
+        == (store.last_message_id(agent_id), 9)
+    )
     assert stored.messages == window.messages and len(stored.messages) == 6
     fresh = Window.from_stored(store, stored)
     assert (fresh.messages, fresh.summary, fresh.seen, fresh.recall_count, fresh.block_versions) == (
-        window.messages, window.summary, window.seen, window.recall_count, versions)
+        window.messages,
+        window.summary,
+        window.seen,
+        window.recall_count,
+        versions,
+    )
     assert not await fresh.is_stale()
 
 
@@ -64,14 +78,18 @@ async def test_nothing_is_read_when_something_would_need_writing(database_url):
     assert await store.unchanged_agent(build_spec("someone-new")) is None  # not created yet
     assert await store.unchanged_agent(build_spec(system="Another prompt.")) is None  # the definition changed
     with store.engine.begin() as conn:  # a stored block's limit no longer the spec's (same fingerprint)
-        conn.execute(update(blocks_table).where(blocks_table.c.agent_id == agent_id,
-                                                blocks_table.c.label == "persona").values(char_limit=7))
+        conn.execute(
+            update(blocks_table)
+            .where(blocks_table.c.agent_id == agent_id, blocks_table.c.label == "persona")
+            .values(char_limit=7)
+        )
     assert await store.unchanged_agent(build_spec()) is None
     store.ensure_agent(build_spec())  # the writing path puts it right
     assert await store.unchanged_agent(build_spec()) is not None
     with store.engine.begin() as conn:  # a block of the spec missing
-        conn.execute(delete(blocks_table).where(blocks_table.c.agent_id == agent_id,
-                                                blocks_table.c.label == "constraints"))
+        conn.execute(
+            delete(blocks_table).where(blocks_table.c.agent_id == agent_id, blocks_table.c.label == "constraints")
+        )
     assert await store.unchanged_agent(build_spec()) is None
 
 
@@ -84,4 +102,5 @@ async def test_loading_an_agent_takes_whichever_path_applies(database_url):
     assert reset.memory.get("human").value == "" and reset.window.summary == ""
     changed = await Agent.load(build_spec(human_limit=300), store=store)  # a changed spec is stored, then read
     assert changed.memory.get("human").limit == 300 and store.get_agent("tester").spec_hash == (
-        build_spec(human_limit=300).spec_hash())
+        build_spec(human_limit=300).spec_hash()
+    )

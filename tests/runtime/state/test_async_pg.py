@@ -18,10 +18,18 @@ from pagemind.runtime.state.engine import make_engine
 on_postgres = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 
 metadata = MetaData()
-notes = Table("async_pg_notes", metadata, Column("id", Integer, primary_key=True),
-              Column("text", String(50), unique=True), Column("detail", JSON))
-INSERT = insert(notes).values(text=bindparam("p_text"), detail=bindparam("p_detail", type_=JSON)).returning(
-    notes.c.id, notes.c.detail, literal("made").label("how"))
+notes = Table(
+    "async_pg_notes",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("text", String(50), unique=True),
+    Column("detail", JSON),
+)
+INSERT = (
+    insert(notes)
+    .values(text=bindparam("p_text"), detail=bindparam("p_detail", type_=JSON))
+    .returning(notes.c.id, notes.c.detail, literal("made").label("how"))
+)
 
 
 @pytest.fixture
@@ -42,8 +50,9 @@ class BlockedBehindLock:
 
     async def until_waiting(self) -> None:
         """Until a statement waits for the lock (bounded: a test that never gets there fails, it does not hang)."""
-        query = sqlalchemy.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-                                "AND objid = :k")
+        query = sqlalchemy.text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = :k"
+        )
         for _ in range(500):
             with self.engine.connect() as conn:
                 if conn.execute(query, {"k": self.key}).scalar():
@@ -74,8 +83,11 @@ async def test_a_statement_runs_to_its_end_and_the_cancellation_comes_at_the_nex
     seen: list[object] = []
 
     async def insert_then_go_on() -> None:
-        row = await awaited.first("INSERT INTO async_pg_notes (text) SELECT 'kept' "
-                                  "FROM (SELECT pg_advisory_xact_lock(%(k)s)) AS waited RETURNING id", {"k": lock.key})
+        row = await awaited.first(
+            "INSERT INTO async_pg_notes (text) SELECT 'kept' "
+            "FROM (SELECT pg_advisory_xact_lock(%(k)s)) AS waited RETURNING id",
+            {"k": lock.key},
+        )
         seen.append(row)  # the caller gets the result, as it would from a synchronous call
         await asyncio.sleep(0)  # ... and the cancellation here
         seen.append("not reached")
@@ -172,8 +184,9 @@ def ended(database_url: str, pid: int) -> bool:
     try:
         for _ in range(200):
             with admin.connect() as conn:
-                if not conn.execute(sqlalchemy.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"),
-                                    {"p": pid}).scalar():
+                if not conn.execute(
+                    sqlalchemy.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"), {"p": pid}
+                ).scalar():
                     return True
         return False
     finally:

@@ -7,7 +7,7 @@ import contextlib
 import gc
 import threading
 import weakref
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import create_engine, make_url, text

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.migrate import MIGRATIONS, alembic_config, current_revision, head_revision, include_name
 from pagemind.runtime.state.tables import metadata
 
-V1_START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)  # tests/fixtures/make_v1_fixture.py's clock
+V1_START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # tests/fixtures/make_v1_fixture.py's clock
 
 ROOT = Path(__file__).parents[3]
 V1 = Path(__file__).parents[2] / "fixtures" / "v1"
@@ -54,8 +54,9 @@ def test_revisions_are_one_numbered_line_and_the_head_is_known_without_alembic()
     assert [r.revision for r in revisions] == [f"{n:04d}" for n in range(1, len(revisions) + 1)]
     assert [r.down_revision for r in revisions] == [None, *(r.revision for r in revisions[:-1])]
     assert script.get_heads() == [head_revision()]
-    assert sorted(p.name[:4] for p in (MIGRATIONS / "versions").glob("*.py") if p.name[0].isdigit()) == \
-        [r.revision for r in revisions]
+    assert sorted(p.name[:4] for p in (MIGRATIONS / "versions").glob("*.py") if p.name[0].isdigit()) == [
+        r.revision for r in revisions
+    ]
 
 
 def test_a_fresh_database_is_migrated_to_exactly_the_declared_schema(database_url):
@@ -147,7 +148,9 @@ def test_a_database_made_by_0_1_0_upgrades_in_place_with_its_data(database_url, 
     assert [a.name for a in store.list_agents()] == ["assistant", "companion"]
     spec = AgentSpec.model_validate_json(store.stored_spec_json("companion"))
     assert {b.label: b.value for b in store.load_blocks(companion.id, spec)} == {
-        "persona": "I am a warm companion.", "human": "Name: Lin."}
+        "persona": "I am a warm companion.",
+        "human": "Name: Lin.",
+    }
     assert [v.operation for v in store.block_history(companion.id)] == ["append"]
     messages = store.all_messages(companion.id)
     assert len(messages) == store.message_count(companion.id) == 16
@@ -158,8 +161,9 @@ def test_a_database_made_by_0_1_0_upgrades_in_place_with_its_data(database_url, 
         # days, `memory.activity`, and none followed).
         soon = lambda: V1_START + timedelta(days=10)  # noqa: E731
         agent = await Agent.load(spec, store=store, clock=soon)
-        other = await Agent.load(AgentSpec.model_validate_json(store.stored_spec_json("assistant")), store=store,
-                                 clock=soon)
+        other = await Agent.load(
+            AgentSpec.model_validate_json(store.stored_spec_json("assistant")), store=store, clock=soon
+        )
         recalled = await agent.recall.search("Lyon")
         found = await agent.archival.search("Where does Mei live?", count_hits=False)
         theirs = await other.archival.search("Where does Mei live?", count_hits=False)
@@ -169,15 +173,23 @@ def test_a_database_made_by_0_1_0_upgrades_in_place_with_its_data(database_url, 
     assert any("Mei lives in Lyon" in hit.text for hit in recalled)
     assert found[0].text == "Lin's sister Mei lives in Lyon and loves hiking."
     assert all("Mei" not in hit.text for hit in theirs)  # re-keyed points stay with their own agent
-    assert sorted(p.text for p in points) == ["Lin takes oat milk in coffee.",
-                                               "Lin's sister Mei lives in Lyon and loves hiking."]
+    assert sorted(p.text for p in points) == [
+        "Lin takes oat milk in coffee.",
+        "Lin's sister Mei lives in Lyon and loves hiking.",
+    ]
     assert {p.agent_id for p in points} == {companion.id}
     close_all()
     store.engine.dispose()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "QDRANT_"))}
-    listing = subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "memory", "archival", "companion", "--all"],
-                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    listing = subprocess.run(
+        [sys.executable, "-m", "pagemind.runtime.cli.main", "memory", "archival", "companion", "--all"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert listing.returncode == 0, listing.stderr
     assert listing.stdout.startswith("2 live archival memories; tags: family, food, preference")
     assert "Lin's sister Mei lives in Lyon and loves hiking." in listing.stdout

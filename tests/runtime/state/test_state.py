@@ -2,9 +2,10 @@ import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.spec.agent import AgentSpec
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import spec_data, tool_call_body as tool_call
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import spec_data
+from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 
 
 def spec_with(**changes) -> AgentSpec:
@@ -12,8 +13,10 @@ def spec_with(**changes) -> AgentSpec:
 
 
 async def test_changed_yaml_updates_spec_fields_but_keeps_edited_memory(scripted_openai, make_agent, database_url):
-    scripted_openai.add(tool_call("core_memory_replace", {"label": "persona", "old_content": "careful", "new_content": "bold"}),
-                        tool_call("send_message", {"message": "ok"}))
+    scripted_openai.add(
+        tool_call("core_memory_replace", {"label": "persona", "old_content": "careful", "new_content": "bold"}),
+        tool_call("send_message", {"message": "ok"}),
+    )
     agent = await make_agent(database_url, scripted_openai.client())
     await agent.send("be bold")
     first_hash = agent.record.spec_hash
@@ -50,10 +53,15 @@ def test_a_database_from_before_a_new_column_is_upgraded_in_place(tmp_path):
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = sqlalchemy.create_engine(url)
     with engine.begin() as conn:  # the agents table as the first release created it
-        conn.execute(sqlalchemy.text(
-            "CREATE TABLE agents (id INTEGER PRIMARY KEY, name VARCHAR UNIQUE, spec_hash VARCHAR, spec_json TEXT, "
-            "summary TEXT NOT NULL DEFAULT '', created_at DATETIME, updated_at DATETIME)"))
-        conn.execute(sqlalchemy.text("INSERT INTO agents VALUES (1, 'old', 'h', '{}', 'kept', '2026-01-01', '2026-01-01')"))
+        conn.execute(
+            sqlalchemy.text(
+                "CREATE TABLE agents (id INTEGER PRIMARY KEY, name VARCHAR UNIQUE, spec_hash VARCHAR, spec_json TEXT, "
+                "summary TEXT NOT NULL DEFAULT '', created_at DATETIME, updated_at DATETIME)"
+            )
+        )
+        conn.execute(
+            sqlalchemy.text("INSERT INTO agents VALUES (1, 'old', 'h', '{}', 'kept', '2026-01-01', '2026-01-01')")
+        )
     store = StateStore(make_engine(url))
     record = store.get_agent("old")
     assert (record.summary, record.pressure_warned, record.token_correction) == ("kept", False, 1.0)

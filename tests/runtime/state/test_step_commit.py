@@ -3,7 +3,7 @@ SQLite; both store the same rows, and a stale block version stores nothing."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,7 +15,7 @@ from pagemind.runtime.state.store import StaleBlocks, StateStore
 from pagemind.runtime.testing.doubles import build_spec
 from pagemind.tools import ToolCall
 
-AT = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
 def prepared(database_url: str) -> tuple[StateStore, int, dict[str, int]]:
@@ -36,10 +36,11 @@ def edit(label: str, old: str, new: str, seconds: int = 0) -> BlockEdit:
 async def test_a_step_stores_its_record_messages_and_edits_in_order(database_url):
     store, agent_id, versions = prepared(database_url)
     call = ToolCall("call-1", "core_memory_append", '{"label": "human", "content": "likes \\u00e9t\\u00e9"}')
-    messages = [Message("assistant", None, AT, tool_calls=(call,), turn_id="turn-1"),
-                Message("tool", "ok\x00done", AT, tool_call_id="call-1", name="core_memory_append", turn_id="turn-1"),
-                Message("tool", "café ☕", AT, tool_call_id="call-2", name="send_message", is_error=True,
-                        turn_id="turn-1")]
+    messages = [
+        Message("assistant", None, AT, tool_calls=(call,), turn_id="turn-1"),
+        Message("tool", "ok\x00done", AT, tool_call_id="call-1", name="core_memory_append", turn_id="turn-1"),
+        Message("tool", "café ☕", AT, tool_call_id="call-2", name="send_message", is_error=True, turn_id="turn-1"),
+    ]
     # Two edits of one block and one of another: the block keeps the last value, its version moves by two.
     edits = [edit("human", "", "a"), edit("human", "a", "a b", 1), edit("persona", "I am a careful tester.", "p")]
     step_id, stored = await store.commit_step(agent_id, record(1), messages, edits, versions)
@@ -47,19 +48,28 @@ async def test_a_step_stores_its_record_messages_and_edits_in_order(database_url
     assert [m.id for m in stored] == sorted(m.id for m in stored) and all(m.step_id == step_id for m in stored)
     read = store.turn_messages(agent_id, "turn-1")
     assert [(m.id, m.role, m.tool_calls, m.tool_call_id, m.name, m.is_error, m.created_at) for m in read] == [
-        (s.id, s.role, s.tool_calls, s.tool_call_id, s.name, s.is_error, AT) for s in stored]
+        (s.id, s.role, s.tool_calls, s.tool_call_id, s.name, s.is_error, AT) for s in stored
+    ]
     assert [m.content for m in read] == [None, "ok\ufffddone", "café ☕"]  # NUL: the store's one rule
     assert read[0].tool_calls == (call,)
     [step] = store.steps(agent_id)
     assert (step.id, step.step_index, step.prompt_tokens, step.model_ms, step.total_ms) == (
-        step_id, 1, 120, 50.5, 53.25)
+        step_id,
+        1,
+        120,
+        50.5,
+        53.25,
+    )
     assert versions == {"persona": 1, "human": 2, "constraints": 0}
     assert store.block_versions(agent_id) == versions
     blocks = {b.label: b.value for b in store.load_blocks(agent_id, build_spec())}
     assert (blocks["human"], blocks["persona"]) == ("a b", "p")
     history = store.block_history(agent_id)
     assert [(v.label, v.new_value, v.step_id) for v in history] == [
-        ("human", "a", step_id), ("human", "a b", step_id), ("persona", "p", step_id)]
+        ("human", "a", step_id),
+        ("human", "a b", step_id),
+        ("persona", "p", step_id),
+    ]
 
 
 async def test_a_step_without_edits_or_messages_stores_its_record(database_url):
@@ -74,8 +84,9 @@ async def test_one_stale_block_stores_nothing_of_the_step(database_url):
     await store.commit_step(agent_id, record(1), [], [edit("human", "", "elsewhere")], dict(versions))  # another writer
     message = Message("assistant", "hi", AT, turn_id="turn-1")
     with pytest.raises(StaleBlocks, match="human") as raised:
-        await store.commit_step(agent_id, record(2), [message], [edit("persona", "x", "p"), edit("human", "", "h")],
-                          versions)
+        await store.commit_step(
+            agent_id, record(2), [message], [edit("persona", "x", "p"), edit("human", "", "h")], versions
+        )
     assert "persona" not in str(raised.value)  # only the block that moved is named
     assert len(store.steps(agent_id)) == 1 and store.turn_messages(agent_id, "turn-1") == []
     assert store.block_versions(agent_id) == {"persona": 0, "human": 1, "constraints": 0}  # persona untouched
@@ -120,8 +131,9 @@ async def test_freshness_reads_newest_ids_versions_and_revision_in_one_go(databa
     store, agent_id, versions = prepared(database_url)
     empty = await store.freshness(agent_id)
     assert (empty.newest, empty.versions, empty.archival_revision) == (0, versions, 0)
-    _, stored = await store.commit_step(agent_id, record(1), [Message("assistant", "hi", AT, turn_id="turn-1")],
-                                  [edit("human", "", "x")], versions)
+    _, stored = await store.commit_step(
+        agent_id, record(1), [Message("assistant", "hi", AT, turn_id="turn-1")], [edit("human", "", "x")], versions
+    )
     fresh = await store.freshness(agent_id)
     assert (fresh.newest, fresh.versions["human"]) == (stored[0].id, 1)
     bare = store.ensure_agent(build_spec("bare", blocks=[])).id

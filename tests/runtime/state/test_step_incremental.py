@@ -4,7 +4,7 @@ computation gives, whatever happened to the window between two compiles."""
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pagemind.runtime.compiler import ContextInputs, MemoryStats, WireCache, compile_context
 from pagemind.runtime.messages import Message, encode_json
@@ -12,7 +12,7 @@ from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.pressure.history_repair import ValidityMemo, is_valid, repair_history
 from pagemind.tools import ToolCall
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def conversation(rng: random.Random, groups: int, start: int = 0) -> list[Message]:
@@ -25,16 +25,23 @@ def conversation(rng: random.Random, groups: int, start: int = 0) -> list[Messag
         elif kind == "reply":
             messages.append(Message("assistant", f"reply {g}", NOW))
         else:
-            calls = tuple(ToolCall(f"c{g}-{i}", "archival_search", f'{{"query": "q{g}"}}')
-                          for i in range(rng.randint(1, 3)))
+            calls = tuple(
+                ToolCall(f"c{g}-{i}", "archival_search", f'{{"query": "q{g}"}}') for i in range(rng.randint(1, 3))
+            )
             messages.append(Message("assistant", None, NOW, tool_calls=calls))
             messages += [Message("tool", f"result {c.id}", NOW, tool_call_id=c.id, name=c.name) for c in calls]
     return messages
 
 
 def inputs(messages: list[Message], cache: WireCache | None) -> ContextInputs:
-    return ContextInputs(system="You are a test agent.", blocks=(), messages=tuple(messages),
-                         stats=MemoryStats(NOW, 10, len(messages)), max_message_tokens=200, wire_cache=cache)
+    return ContextInputs(
+        system="You are a test agent.",
+        blocks=(),
+        messages=tuple(messages),
+        stats=MemoryStats(NOW, 10, len(messages)),
+        max_message_tokens=200,
+        wire_cache=cache,
+    )
 
 
 def test_the_wire_cache_compiles_what_a_full_compile_gives_through_appends_drops_and_replacements():
@@ -46,12 +53,15 @@ def test_the_wire_cache_compiles_what_a_full_compile_gives_through_appends_drops
         if action in ("append", "both"):
             window = window + conversation(rng, rng.randint(1, 3), start=1000 + round_ * 10)
         if action in ("drop", "both"):
-            window = window[rng.randint(1, 8):]
+            window = window[rng.randint(1, 8) :]
         if action == "replace" and window:  # a repair swaps a message in the middle for another object
             i = rng.randrange(len(window))
             old = window[i]
-            window = [*window[:i], Message(old.role, old.content, NOW, old.tool_calls, old.tool_call_id, old.name),
-                      *window[i + 1:]]
+            window = [
+                *window[:i],
+                Message(old.role, old.content, NOW, old.tool_calls, old.tool_call_id, old.name),
+                *window[i + 1 :],
+            ]
         if action == "reload":  # the same messages read again from the store: equal, not identical
             window = [Message(m.role, m.content, NOW, m.tool_calls, m.tool_call_id, m.name) for m in window]
         cached, full = compile_context(inputs(window, cache)), compile_context(inputs(window, None))
@@ -96,15 +106,15 @@ def test_the_remembered_check_agrees_with_the_whole_check_whatever_happens_to_th
         if action in ("append", "both"):
             window = window + conversation(rng, rng.randint(1, 3), start=1000 + round_ * 10)
         if action in ("drop", "both"):  # from the front, anywhere: a group's results may lead the window
-            window = window[rng.randint(1, 4):]
+            window = window[rng.randint(1, 4) :]
         if action == "cut_end" and window:  # a call may lose its results
-            window = window[:rng.randrange(len(window))]
+            window = window[: rng.randrange(len(window))]
         if action == "break" and window:
             i = rng.randrange(len(window))
-            window = [*window[:i], *window[i + 1:]]
+            window = [*window[:i], *window[i + 1 :]]
         if action == "replace" and window:
             i = rng.randrange(len(window))
-            window = [*window[:i], Message("assistant", None, NOW), *window[i + 1:]]
+            window = [*window[:i], Message("assistant", None, NOW), *window[i + 1 :]]
         if action == "reload":
             window = [Message(m.role, m.content, NOW, m.tool_calls, m.tool_call_id, m.name) for m in window]
         if not is_valid(window) and rng.random() < 0.5:

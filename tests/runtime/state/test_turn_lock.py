@@ -20,20 +20,29 @@ from pagemind.runtime.loop import run_turn
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.locks import AgentBusy
 from pagemind.runtime.state.store import StaleBlocks, StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, build_spec
+from pagemind.runtime.testing.doubles import FunctionModel, build_spec, by_purpose
 from tests.support.turn_child import respond, spec_options
 
 ROOT = Path(__file__).resolve().parents[3]
-CHILD = ROOT / "tests" / "turn_child.py"
+CHILD = ROOT / "tests" / "support" / "turn_child.py"
 
 
 def children(database_url: str, *tags: str, count: int, **extra: str) -> list[subprocess.Popen]:
     """Start one child per tag and release them together once all are loaded (a barrier on their stdin)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     options = [arg for name, value in extra.items() for arg in (f"--{name.replace('_', '-')}", value)]
-    procs = [subprocess.Popen([sys.executable, str(CHILD), database_url, tag, str(count), *options], cwd=ROOT,
-                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for tag in tags]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(CHILD), database_url, tag, str(count), *options],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in tags
+    ]
     for proc in procs:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     for proc in procs:
@@ -71,14 +80,25 @@ def test_two_processes_lose_no_append(database_url):
 def test_a_busy_agent_exits_3_and_stores_nothing(database_url, tmp_path):
     store, agent_id = prepare(database_url)
     before = store.message_count(agent_id)
-    env = {**os.environ, "DATABASE_URL": database_url, "PAGEMIND_HOME": str(tmp_path),
-           "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "PAGEMIND_HOME": str(tmp_path),
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    }
 
     async def while_held() -> subprocess.CompletedProcess:
         async with store.turn_lock(agent_id, wait=0):
             return await asyncio.to_thread(
-                subprocess.run, [sys.executable, "-m", "pagemind.runtime.cli.main", "run", "tester", "-m", "hello",
-                                 "--wait", "0.2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                subprocess.run,
+                [sys.executable, "-m", "pagemind.runtime.cli.main", "run", "tester", "-m", "hello", "--wait", "0.2"],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
     done = asyncio.run(while_held())
     assert done.returncode == 3, done.stderr
@@ -98,8 +118,10 @@ async def test_a_held_lock_makes_send_wait_then_give_up(database_url):
 
 async def test_two_tasks_of_one_process_take_turns(database_url):
     store, agent_id = prepare(database_url)
-    agents = [await Agent.load(build_spec(**spec_options()), model=FunctionModel(by_purpose(respond)), store=store)
-              for _ in range(2)]
+    agents = [
+        await Agent.load(build_spec(**spec_options()), model=FunctionModel(by_purpose(respond)), store=store)
+        for _ in range(2)
+    ]
     replies = await asyncio.gather(*(agents[i % 2].send(f"{'AB'[i % 2]} message {i}") for i in range(8)))
     assert sorted(replies) == sorted(f"ok {'AB'[i % 2]}-{i}" for i in range(8))
     human = store.load_core(agent_id, build_spec(**spec_options()))[0][1].value.splitlines()

@@ -9,15 +9,15 @@ import pytest
 import pagemind.runtime.compiler as compiler
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.trace.replay import ReplayError, format_report, replay
-from pagemind.runtime.testing.doubles import ManualClock, ScriptedModel, build_spec, tool_call_body
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import ManualClock, ScriptedModel, build_spec, tool_call_body
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
-from tests.traces.record import pressure_flush
-from tests.runtime.trace.test_trace import SCRIPT, record_turn
+from pagemind.runtime.trace.replay import ReplayError, format_report, replay
 from pagemind.tools import tool
+from tests.runtime.trace.test_trace import SCRIPT, record_turn
+from tests.traces.record import pressure_flush
 
 LOOKUP_ANSWERS = {"weather": "sunny"}
 
@@ -101,10 +101,12 @@ async def test_a_changed_tool_result_diverges_at_that_result(recorded, tmp_path)
 
 async def test_a_tool_that_now_answers_differently_diverges_at_its_result(tmp_path, clock):
     spec = build_spec(tools=["send_message", "tests.runtime.trace.test_replay:lookup"])
-    model = ScriptedModel([tool_call_body("lookup", {"topic": "weather"}),
-                           tool_call_body("send_message", {"message": "It is sunny."})])
-    agent = await Agent.load(spec, model=model, store=StateStore(make_engine(f"sqlite:///{tmp_path / 'a.db'}")),
-                             clock=clock)
+    model = ScriptedModel(
+        [tool_call_body("lookup", {"topic": "weather"}), tool_call_body("send_message", {"message": "It is sunny."})]
+    )
+    agent = await Agent.load(
+        spec, model=model, store=StateStore(make_engine(f"sqlite:///{tmp_path / 'a.db'}")), clock=clock
+    )
     record(agent, path=tmp_path / "lookup.jsonl")
     await run_turn(agent, "Weather?")
     assert (await replay(read_trace(tmp_path / "lookup.jsonl"), trust_tools=True)).status == "identical"
@@ -145,7 +147,8 @@ async def test_a_truncated_trace_replays_up_to_its_last_complete_step(recorded, 
     assert (report.status, report.exit_code, report.steps) == ("truncated", 0, 1)
     assert format_report(report) == (
         "truncated trace: the trace ends after turn 1 step 1 (step 1 of the trace); 3 unfinished event(s) after "
-        "it were left out. Replayed 1 step(s) up to there: identical to the recording.")
+        "it were left out. Replayed 1 step(s) up to there: identical to the recording."
+    )
 
 
 async def test_a_truncated_trace_still_reports_a_divergence_before_its_end(recorded, tmp_path, monkeypatch):
@@ -157,8 +160,9 @@ async def test_a_truncated_trace_still_reports_a_divergence_before_its_end(recor
 
 
 async def test_a_recorded_response_left_unused_is_a_divergence(scripted_openai, make_agent, sqlite_url, tmp_path):
-    scripted_openai.add(tool_call_body("send_message", {"message": "one"}),
-                        tool_call_body("send_message", {"message": "two"}))
+    scripted_openai.add(
+        tool_call_body("send_message", {"message": "one"}), tool_call_body("send_message", {"message": "two"})
+    )
     agent = await make_agent(sqlite_url, scripted_openai.client())
     path = tmp_path / "two.jsonl"
     recorder = record(agent, path=path)
@@ -177,9 +181,11 @@ async def test_a_recorded_response_left_unused_is_a_divergence(scripted_openai, 
 
 
 async def test_multi_turn_traces_replay_the_recorded_clock(scripted_openai, make_agent, sqlite_url, tmp_path, clock):
-    scripted_openai.add(tool_call_body("core_memory_append", {"label": "human", "content": "Lin"}),
-                        tool_call_body("send_message", {"message": "hi"}),
-                        tool_call_body("send_message", {"message": "again"}))
+    scripted_openai.add(
+        tool_call_body("core_memory_append", {"label": "human", "content": "Lin"}),
+        tool_call_body("send_message", {"message": "hi"}),
+        tool_call_body("send_message", {"message": "again"}),
+    )
     agent = await make_agent(sqlite_url, scripted_openai.client())
     path = tmp_path / "days.jsonl"
     recorder = record(agent, path=path)

@@ -5,13 +5,13 @@ import uuid
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import ModelRequest
-from pagemind.runtime.trace.replay import replay
-from pagemind.runtime.trace.ids import IdMap
-from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_call_body
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_call_body
+from pagemind.runtime.trace.ids import IdMap
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
+from pagemind.runtime.trace.replay import replay
 from pagemind.tools import ToolError, tool
 
 TICKETS: set[str] = set()
@@ -65,9 +65,19 @@ def _ticket_model(request: ModelRequest) -> dict:
 
 
 async def test_a_tool_that_generates_ids_replays_and_later_calls_get_the_new_ids(tmp_path, clock):
-    spec = build_spec(tools=["send_message", "tests.runtime.trace.test_replay_ids:open_ticket", "tests.runtime.trace.test_replay_ids:close_ticket"])
-    agent = await Agent.load(spec, model=FunctionModel(_ticket_model),
-                             store=StateStore(make_engine(f"sqlite:///{tmp_path / 'a.db'}")), clock=clock)
+    spec = build_spec(
+        tools=[
+            "send_message",
+            "tests.runtime.trace.test_replay_ids:open_ticket",
+            "tests.runtime.trace.test_replay_ids:close_ticket",
+        ]
+    )
+    agent = await Agent.load(
+        spec,
+        model=FunctionModel(_ticket_model),
+        store=StateStore(make_engine(f"sqlite:///{tmp_path / 'a.db'}")),
+        clock=clock,
+    )
     record(agent, path=tmp_path / "tickets.jsonl")
     result = await run_turn(agent, "Please open and close a ticket.")
     assert result.steps == 3 and result.reply == "Done."

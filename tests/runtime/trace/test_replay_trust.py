@@ -39,8 +39,9 @@ def _record(tmp_path: Path, module: str) -> Path:
     trace = tmp_path / "bug_report.jsonl"
 
     async def go() -> None:
-        model = ScriptedModel([tool_call_body("leave_note", {"note": "hello"}),
-                               tool_call_body("send_message", {"message": "Done."})])
+        model = ScriptedModel(
+            [tool_call_body("leave_note", {"note": "hello"}), tool_call_body("send_message", {"message": "Done."})]
+        )
         spec = build_spec("trusty", tools=["send_message", "core_memory_append", f"{module}:leave_note"])
         agent = await Agent.load(spec, model=model)
         recorder = record(agent, path=trace)
@@ -56,10 +57,19 @@ def _record(tmp_path: Path, module: str) -> Path:
 
 def _replay(tmp_path: Path, trace: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
-    env.update(PAGEMIND_HOME=str(tmp_path / "replay-home"), MARKS=str(tmp_path / "marks"),
-               PYTHONPATH=os.pathsep.join([str(tmp_path / "lib"), env.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "pagemind.runtime.cli.main", "replay", str(trace), *flags],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env.update(
+        PAGEMIND_HOME=str(tmp_path / "replay-home"),
+        MARKS=str(tmp_path / "marks"),
+        PYTHONPATH=os.pathsep.join([str(tmp_path / "lib"), env.get("PYTHONPATH", "")]),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "pagemind.runtime.cli.main", "replay", str(trace), *flags],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_replay_serves_recorded_results_and_imports_nothing_unless_trusted(tmp_path, monkeypatch):

@@ -3,18 +3,30 @@
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from pagemind.runtime.loop import run_turn
 from pagemind.runtime.events import (
-    Flush, FlushEvent, HistoryRepair, HistoryRepairEvent, MemoryEditEvent, ModelRequestEvent, ModelResponseEvent,
-    PressureWarning, PressureWarningEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+    Flush,
+    FlushEvent,
+    HistoryRepair,
+    HistoryRepairEvent,
+    MemoryEditEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    PressureWarning,
+    PressureWarningEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
 )
+from pagemind.runtime.loop import run_turn
 from pagemind.runtime.observer import NullObserver, ObserverGroup
-from pagemind.runtime.testing.doubles import TEST_API_KEY, tool_call_body as tool_call
+from pagemind.runtime.testing.doubles import TEST_API_KEY
+from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 from pagemind.runtime.trace.format import LINE_ADAPTER, SCHEMA_VERSION, Header, Parent, Snapshot
 from pagemind.runtime.trace.header import strip_userinfo
 from pagemind.runtime.trace.reader import TraceFormatError, read_trace
@@ -47,9 +59,23 @@ async def test_a_recorded_turn_has_every_event_in_order(scripted_openai, make_ag
     assert trace.complete and trace.dropped == 0
     assert [e.type for e in trace.events] == [
         "turn",
-        "model_request", "model_response", "tool_call", "tool_result", "memory_edit", "step_end",
-        "model_request", "model_response", "tool_call", "tool_result", "memory_edit", "step_end",
-        "model_request", "model_response", "tool_call", "tool_result", "step_end",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "memory_edit",
+        "step_end",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "memory_edit",
+        "step_end",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "step_end",
     ]
     header = trace.header
     assert (header.schema_version, header.agent, header.spec["name"]) == (SCHEMA_VERSION, "tester", "tester")
@@ -59,10 +85,12 @@ async def test_a_recorded_turn_has_every_event_in_order(scripted_openai, make_ag
     assert [e.body for e in trace.events if e.type == "model_request"] == scripted_openai.requests
     edits = [e for e in trace.events if isinstance(e, MemoryEditEvent)]
     assert [(e.operation, e.new) for e in edits] == [
-        ("append", "Name: Lin. Allergic to peanuts."), ("replace", "Name: Lin Wei. Allergic to peanuts.")]
+        ("append", "Name: Lin. Allergic to peanuts."),
+        ("replace", "Name: Lin Wei. Allergic to peanuts."),
+    ]
     assert trace.events[-1].stop_reason == "send_message"
     # Clock readings are recorded, so a replay can serve the same times.
-    assert all(r == datetime(2026, 11, 29, 15, 0, tzinfo=timezone.utc) for e in trace.events for r in e.clock)
+    assert all(r == datetime(2026, 11, 29, 15, 0, tzinfo=UTC) for e in trace.events for r in e.clock)
     assert sum(len(e.clock) for e in trace.events) > 0
 
 
@@ -124,28 +152,62 @@ def test_credentials_in_a_base_url_are_stripped():
 
 
 def _one_of_each() -> list:
-    at = datetime(2026, 3, 2, 9, 14, 5, 123456, tzinfo=timezone.utc)
-    snapshot = Snapshot(blocks=[], messages=[], summary="s", recall_count=3, archival_count=None,
-                        agent_state={"pressure_warned": True, "token_correction": 1.25})
+    at = datetime(2026, 3, 2, 9, 14, 5, 123456, tzinfo=UTC)
+    snapshot = Snapshot(
+        blocks=[],
+        messages=[],
+        summary="s",
+        recall_count=3,
+        archival_count=None,
+        agent_state={"pressure_warned": True, "token_correction": 1.25},
+    )
     common = {"turn": 1, "step": 2, "clock": (at,)}
     return [
-        Header(trace_id="t" * 32, created_at=at, agent="a", spec_hash="h", spec={"name": "a"},
-               runtime_version="0.1.0", model={"name": "m", "temperature": 0.7}, snapshot=snapshot,
-               parent=Parent(trace="x.jsonl", from_step=2)),
-        TurnEvent(turn=1, step=0, turn_id="u", user_message="héllo 你好 \u2028 \"quoted\"\n"),
-        ModelRequestEvent(**common, purpose="summarize", body={
-            "model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 0.0, "max_tokens": 5}),
-        ModelResponseEvent(**common, body={"choices": [{"message": {"content": None}}], "usage": None},
-                           latency_ms=12.5, prompt_tokens=None, completion_tokens=7),
+        Header(
+            trace_id="t" * 32,
+            created_at=at,
+            agent="a",
+            spec_hash="h",
+            spec={"name": "a"},
+            runtime_version="0.1.0",
+            model={"name": "m", "temperature": 0.7},
+            snapshot=snapshot,
+            parent=Parent(trace="x.jsonl", from_step=2),
+        ),
+        TurnEvent(turn=1, step=0, turn_id="u", user_message='héllo 你好 \u2028 "quoted"\n'),
+        ModelRequestEvent(
+            **common,
+            purpose="summarize",
+            body={"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 0.0, "max_tokens": 5},
+        ),
+        ModelResponseEvent(
+            **common,
+            body={"choices": [{"message": {"content": None}}], "usage": None},
+            latency_ms=12.5,
+            prompt_tokens=None,
+            completion_tokens=7,
+        ),
         ToolCallEvent(**common, call_id="c", name="send_message", arguments='{"message": "hi'),
         ToolResultEvent(**common, call_id="c", name="send_message", content="Error: …", is_error=True),
         MemoryEditEvent(**common, label="human", operation="append", old="", new="x\n", at=at),
-        FlushEvent(**common, data=Flush(evicted=4, tokens_before=900, tokens_after=400, summary_tokens=50,
-                                        summary_chunks=2, summary_truncated=True, extraction="stored", extracted=3,
-                                        enough=False)),
+        FlushEvent(
+            **common,
+            data=Flush(
+                evicted=4,
+                tokens_before=900,
+                tokens_after=400,
+                summary_tokens=50,
+                summary_chunks=2,
+                summary_truncated=True,
+                extraction="stored",
+                extracted=3,
+                enough=False,
+            ),
+        ),
         PressureWarningEvent(**common, data=PressureWarning(tokens=700, usable=1000, percent=70)),
-        HistoryRepairEvent(**common, data=HistoryRepair(problems=["a call without its result: c1"], added=1,
-                                                        dropped=0)),
+        HistoryRepairEvent(
+            **common, data=HistoryRepair(problems=["a call without its result: c1"], added=1, dropped=0)
+        ),
         StepEndEvent(**common, stop_reason=None),
     ]
 
@@ -166,8 +228,9 @@ async def test_recorded_lines_round_trip_byte_for_byte(scripted_openai, make_age
         assert LINE_ADAPTER.dump_json(LINE_ADAPTER.validate_json(line)) == line
 
 
-async def test_requests_share_unchanged_messages_and_tools_with_the_previous_one(scripted_openai, make_agent,
-                                                                                 sqlite_url, tmp_path):
+async def test_requests_share_unchanged_messages_and_tools_with_the_previous_one(
+    scripted_openai, make_agent, sqlite_url, tmp_path
+):
     scripted_openai.add(*SCRIPT)
     path = tmp_path / "turn.jsonl"
     await record_turn(make_agent, sqlite_url, scripted_openai.client(), path)
@@ -182,7 +245,7 @@ async def test_requests_share_unchanged_messages_and_tools_with_the_previous_one
     third = next(i for i, line in enumerate(lines) if '"compact":true' in line and '"step":3' in line)
     event = json.loads(lines[third])
     event["body"]["messages"][1] = {"$prev": [0, 99]}
-    bad = _write_lines(tmp_path / "bad.jsonl", lines[:third] + [json.dumps(event)] + lines[third + 1:])
+    bad = _write_lines(tmp_path / "bad.jsonl", lines[:third] + [json.dumps(event)] + lines[third + 1 :])
     with pytest.raises(TraceFormatError, match=rf"bad\.jsonl:{third + 1}: invalid compact request: reference"):
         read_trace(bad)
 
@@ -260,8 +323,9 @@ asyncio.run(main())
 
 
 def test_a_process_killed_mid_step_leaves_a_readable_trace(tmp_path):
-    result = subprocess.run([sys.executable, "-c", CRASHING_RUN, str(tmp_path)], cwd=ROOT, capture_output=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", CRASHING_RUN, str(tmp_path)], cwd=ROOT, capture_output=True, timeout=120
+    )
     assert result.returncode == -9, result.stderr.decode()[-2000:]
     trace = read_trace(tmp_path / "crash.jsonl")
     assert not trace.complete

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from pagemind.runtime.cli.main import main
-from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, http_error, tool_call_body as tool_call
+from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, http_error
+from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 from pagemind.runtime.trace.reader import read_trace
 
 USER_TEXT = "Hi, I'm Lin. I'm allergic to peanuts."
@@ -28,8 +29,10 @@ def home(tmp_path, monkeypatch) -> Path:
 
 
 def run_once(scripted_openai, capsys) -> None:
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin, allergic to peanuts"}),
-                        tool_call("send_message", {"message": "Nice to meet you, Lin."}))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "Lin, allergic to peanuts"}),
+        tool_call("send_message", {"message": "Nice to meet you, Lin."}),
+    )
     assert main(["run", COMPANION, "-m", USER_TEXT]) == 0
     assert capsys.readouterr().out == "Nice to meet you, Lin.\n"
 
@@ -65,8 +68,10 @@ def test_run_writes_to_a_given_path(home, scripted_openai, capsys, tmp_path):
 
 
 def test_a_run_whose_model_fails_still_leaves_its_trace(home, scripted_openai, capsys):
-    scripted_openai.add(tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
-                        http_error(400, "this model does not support tools"))
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+        http_error(400, "this model does not support tools"),
+    )
     assert main(["run", COMPANION, "-m", USER_TEXT]) == 1
     assert "does not support tools" in capsys.readouterr().err
     [path] = list((home / "traces" / "companion").glob("*.jsonl"))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pagemind.runtime.trace.replay import format_report, replay
 from pagemind.runtime.trace.format import LINE_ADAPTER
 from pagemind.runtime.trace.reader import read_trace
+from pagemind.runtime.trace.replay import format_report, replay
 from tests.traces.record import SCENARIOS
 
 TRACES = Path(__file__).parents[2] / "traces"
@@ -28,7 +28,8 @@ async def test_recorded_trace_replays_identically(path):
     report = await replay(trace)
     assert report.status == "identical", (
         f"{format_report(report)}\n\nIf this change of behaviour is intended, re-record the traces: "
-        ".venv/bin/python tests/traces/record.py")
+        ".venv/bin/python tests/traces/record.py"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

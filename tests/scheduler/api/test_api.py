@@ -76,8 +76,12 @@ async def served(tmp_path, sqlite_url):
     (folder / "keeper.yaml").write_text(KEEPER)
     settings = Settings(home=tmp_path / "home", database_url=sqlite_url)
     model = scripted()
-    daemon = Daemon(AgentCatalog(folder, StateStore.open(sqlite_url)), settings, model=model,
-                    config=DaemonConfig(concurrency=4, poll_s=0.05))
+    daemon = Daemon(
+        AgentCatalog(folder, StateStore.open(sqlite_url)),
+        settings,
+        model=model,
+        config=DaemonConfig(concurrency=4, poll_s=0.05),
+    )
     await daemon.start()
     app = create_app(daemon, None, max_body=4096)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
@@ -106,11 +110,20 @@ async def test_health_ready_and_openapi(served):
     assert (await client.get("/health")).json() == {"status": "ok"}
     assert (await client.get("/ready")).status_code == 200
     spec = (await client.get("/openapi.json")).json()
-    for path in ("/v1/agents", "/v1/agents/{name}", "/v1/agents/{name}/messages", "/v1/agents/{name}/messages/stream",
-                 "/v1/runs/{run_id}", "/v1/agents/{name}/memory", "/v1/agents/{name}/memory/blocks/{label}",
-                 "/v1/agents/{name}/memory/archival", "/v1/agents/{name}/memory/archival/search",
-                 "/v1/agents/{name}/memory/archival/{memory_id}", "/v1/agents/{name}/memory/recall/search",
-                 "/v1/agents/{name}/context"):
+    for path in (
+        "/v1/agents",
+        "/v1/agents/{name}",
+        "/v1/agents/{name}/messages",
+        "/v1/agents/{name}/messages/stream",
+        "/v1/runs/{run_id}",
+        "/v1/agents/{name}/memory",
+        "/v1/agents/{name}/memory/blocks/{label}",
+        "/v1/agents/{name}/memory/archival",
+        "/v1/agents/{name}/memory/archival/search",
+        "/v1/agents/{name}/memory/archival/{memory_id}",
+        "/v1/agents/{name}/memory/recall/search",
+        "/v1/agents/{name}/context",
+    ):
         assert path in spec["paths"], path
     assert "text/event-stream" in json.dumps(spec["paths"]["/v1/agents/{name}/messages/stream"])
 
@@ -145,13 +158,20 @@ async def test_create_refuses_a_taken_name_an_unknown_template_and_bad_bodies(se
     assert (await create(client)).status_code == 201
     error(await create(client), 409, "agent_exists")
     error(await client.post("/v1/agents", json={"template": "nobody", "name": "x1"}), 422, "unknown_template")
-    message = error(await client.post("/v1/agents", json={"template": "companion", "name": "bad name/.."}),
-                    422, "invalid_request")
+    message = error(
+        await client.post("/v1/agents", json={"template": "companion", "name": "bad name/.."}), 422, "invalid_request"
+    )
     assert "name" in message
-    error(await client.post("/v1/agents", json={"template": "companion", "name": "x2", "colour": "red"}),
-          422, "invalid_request")
-    error(await client.post("/v1/agents", content=b"{not json", headers={"content-type": "application/json"}),
-          422, "invalid_request")
+    error(
+        await client.post("/v1/agents", json={"template": "companion", "name": "x2", "colour": "red"}),
+        422,
+        "invalid_request",
+    )
+    error(
+        await client.post("/v1/agents", content=b"{not json", headers={"content-type": "application/json"}),
+        422,
+        "invalid_request",
+    )
 
 
 async def test_create_from_a_yaml_body(served):
@@ -160,22 +180,36 @@ async def test_create_from_a_yaml_body(served):
     assert made.status_code == 201, made.text
     reply = await client.post("/v1/agents/posted/messages", json={"content": "hi"})
     assert reply.json()["reply"] == "echo: hi"
-    error(await client.post("/v1/agents", content=POSTED_YAML, headers={"content-type": "application/yaml"}),
-          409, "agent_exists")
-    assert "<request body>:3" in error(await client.post(
-        "/v1/agents", content="name: broken\nmodel: {name: m}\nsystem: [", headers={"content-type": "text/yaml"}),
-        422, "invalid_yaml")
+    error(
+        await client.post("/v1/agents", content=POSTED_YAML, headers={"content-type": "application/yaml"}),
+        409,
+        "agent_exists",
+    )
+    assert "<request body>:3" in error(
+        await client.post(
+            "/v1/agents", content="name: broken\nmodel: {name: m}\nsystem: [", headers={"content-type": "text/yaml"}
+        ),
+        422,
+        "invalid_yaml",
+    )
 
 
 async def test_a_yaml_body_may_not_name_code_or_an_endpoint(served):
     client, _, _ = served
     custom = POSTED_YAML.replace("name: posted", "name: evil") + "tools: [os:system]\n"
-    assert "built-in tools only" in error(await client.post(
-        "/v1/agents", content=custom, headers={"content-type": "application/yaml"}), 422, "forbidden_field")
+    assert "built-in tools only" in error(
+        await client.post("/v1/agents", content=custom, headers={"content-type": "application/yaml"}),
+        422,
+        "forbidden_field",
+    )
     leak = POSTED_YAML.replace("name: posted", "name: leak").replace(
-        "model: {name: gpt-4o-mini}", "model: {name: m, base_url: 'http://evil.example', api_key_env: DATABASE_URL}")
-    error(await client.post("/v1/agents", content=leak, headers={"content-type": "application/yaml"}),
-          422, "forbidden_field")
+        "model: {name: gpt-4o-mini}", "model: {name: m, base_url: 'http://evil.example', api_key_env: DATABASE_URL}"
+    )
+    error(
+        await client.post("/v1/agents", content=leak, headers={"content-type": "application/yaml"}),
+        422,
+        "forbidden_field",
+    )
     error(await client.get("/v1/agents/evil"), 404, "unknown_agent")
 
 
@@ -233,12 +267,21 @@ async def test_message_errors(served):
     error(await client.post("/v1/agents/nobody/messages", json={"content": "hi"}), 404, "unknown_agent")
     error(await client.post("/v1/agents/companion-u1/messages", json={}), 422, "invalid_request")
     error(await client.post("/v1/agents/companion-u1/messages", json={"content": ""}), 422, "invalid_request")
-    error(await client.post("/v1/agents/companion-u1/messages", json={"content": "x", "mode": "later"}),
-          422, "invalid_request")
-    error(await client.post("/v1/agents/companion-u1/messages", json={"content": "x", "idempotency_kye": "k"}),
-          422, "invalid_request")
-    error(await client.post("/v1/agents/companion-u1/messages", json={"content": "x", "timeout_s": 0}),
-          422, "invalid_request")
+    error(
+        await client.post("/v1/agents/companion-u1/messages", json={"content": "x", "mode": "later"}),
+        422,
+        "invalid_request",
+    )
+    error(
+        await client.post("/v1/agents/companion-u1/messages", json={"content": "x", "idempotency_kye": "k"}),
+        422,
+        "invalid_request",
+    )
+    error(
+        await client.post("/v1/agents/companion-u1/messages", json={"content": "x", "timeout_s": 0}),
+        422,
+        "invalid_request",
+    )
     error(await client.get("/v1/runs/no-such-run"), 404, "unknown_run")
     error(await client.post("/v1/agents/nobody/messages/stream", json={"content": "hi"}), 404, "unknown_agent")
 
@@ -260,12 +303,32 @@ async def test_stream_reports_the_turn_as_it_happens(served):
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
     events = parse_sse(response.text)
     names = [name for name, _ in events]
-    assert names == ["accepted", "turn_start", "step_start", "model_done", "tool_call", "tool_result", "memory_edit",
-                     "step_end", "step_start", "model_done", "tool_call", "tool_result", "step_end", "reply", "done"]
+    assert names == [
+        "accepted",
+        "turn_start",
+        "step_start",
+        "model_done",
+        "tool_call",
+        "tool_result",
+        "memory_edit",
+        "step_end",
+        "step_start",
+        "model_done",
+        "tool_call",
+        "tool_result",
+        "step_end",
+        "reply",
+        "done",
+    ]
     data = dict(events)
     assert data["accepted"]["run_id"] == data["done"]["run_id"]
-    assert data["memory_edit"] == {"step": 1, "label": "human", "operation": "rethink", "old": "",
-                                   "new": "Last said: hello there"}
+    assert data["memory_edit"] == {
+        "step": 1,
+        "label": "human",
+        "operation": "rethink",
+        "old": "",
+        "new": "Last said: hello there",
+    }
     assert data["reply"] == {"text": "echo: hello there"} and data["done"]["state"] == "done"
 
 
@@ -274,8 +337,9 @@ async def test_past_its_timeout_a_sync_message_answers_202_and_a_stream_ends_not
     await create(client)
     late = await client.post("/v1/agents/companion-u1/messages", json={"content": "slow one", "timeout_s": 0.2})
     assert late.status_code == 202 and late.json()["state"] in ("pending", "running")
-    stream = await client.post("/v1/agents/companion-u1/messages/stream",
-                               json={"content": "slow two", "timeout_s": 0.2})
+    stream = await client.post(
+        "/v1/agents/companion-u1/messages/stream", json={"content": "slow two", "timeout_s": 0.2}
+    )
     events = parse_sse(stream.text)
     assert events[0][0] == "accepted" and [name for name, _ in events[-2:]] == ["error", "done"]
     assert events[-2][1]["code"] == "not_finished" and events[-1][1]["state"] == "pending"  # behind the first
@@ -297,12 +361,12 @@ async def test_patch_a_block_and_its_refusals(served):
     # The turn after the patch sees it (the loaded agent was updated, not only the database).
     await client.post("/v1/agents/companion-u1/messages", json={"content": "hi"})
     error(await client.patch("/v1/agents/companion-u1/memory/blocks/rules", json={"value": "x"}), 409, "read_only")
-    error(await client.patch("/v1/agents/companion-u1/memory/blocks/human", json={"value": "x" * 101}),
-          422, "over_limit")
+    error(
+        await client.patch("/v1/agents/companion-u1/memory/blocks/human", json={"value": "x" * 101}), 422, "over_limit"
+    )
     error(await client.patch("/v1/agents/companion-u1/memory/blocks/nope", json={"value": "x"}), 404, "unknown_block")
     error(await client.patch("/v1/agents/nobody/memory/blocks/human", json={"value": "x"}), 404, "unknown_agent")
-    error(await client.patch("/v1/agents/companion-u1/memory/blocks/human", json={"text": "x"}),
-          422, "invalid_request")
+    error(await client.patch("/v1/agents/companion-u1/memory/blocks/human", json={"text": "x"}), 422, "invalid_request")
 
 
 async def test_context_reports_tokens_per_section(served):
@@ -332,8 +396,10 @@ async def test_archival_insert_list_search_and_delete(served):
     error(await client.get("/v1/agents/companion-u1/memory/archival"), 404, "unknown_agent")
     await create(client)
     error(await client.get("/v1/agents/companion-u1/memory/archival"), 404, "no_archival")
-    stored = await client.post("/v1/agents/keeper/memory/archival",
-                               json={"content": "Lin is allergic to peanuts", "kind": "constraint", "tags": ["health"]})
+    stored = await client.post(
+        "/v1/agents/keeper/memory/archival",
+        json={"content": "Lin is allergic to peanuts", "kind": "constraint", "tags": ["health"]},
+    )
     assert stored.status_code == 201, stored.text
     memory_id = stored.json()["id"]
     listing = (await client.get("/v1/agents/keeper/memory/archival")).json()
@@ -341,8 +407,11 @@ async def test_archival_insert_list_search_and_delete(served):
     hits = (await client.get("/v1/agents/keeper/memory/archival/search", params={"q": "peanut allergy"})).json()
     assert hits and hits[0]["id"] == memory_id
     error(await client.get("/v1/agents/keeper/memory/archival/search"), 422, "invalid_request")
-    error(await client.post("/v1/agents/keeper/memory/archival", json={"content": "x", "kind": "rumour"}),
-          422, "invalid_request")
+    error(
+        await client.post("/v1/agents/keeper/memory/archival", json={"content": "x", "kind": "rumour"}),
+        422,
+        "invalid_request",
+    )
     assert (await client.delete(f"/v1/agents/keeper/memory/archival/{memory_id}")).status_code == 204
     error(await client.delete(f"/v1/agents/keeper/memory/archival/{memory_id}"), 404, "unknown_memory")
     assert (await client.get("/v1/agents/keeper/memory/archival")).json()["count"] == 0
@@ -373,8 +442,13 @@ async def test_a_body_over_the_limit_is_refused_with_413(served):
         for _ in range(10):
             yield b" " * 1000
 
-    error(await client.post("/v1/agents/companion-u1/messages", content=chunks(),
-                            headers={"content-type": "application/json"}), 413, "too_large")
+    error(
+        await client.post(
+            "/v1/agents/companion-u1/messages", content=chunks(), headers={"content-type": "application/json"}
+        ),
+        413,
+        "too_large",
+    )
 
 
 async def test_requests_run_on_the_event_loop_alone(served, monkeypatch):
@@ -395,7 +469,12 @@ async def test_requests_run_on_the_event_loop_alone(served, monkeypatch):
     assert (await create(client)).status_code == 201
     sent = await client.post("/v1/agents/companion-u1/messages", json={"content": "hi"})
     assert sent.status_code == 200, sent.text
-    for path in ("/v1/agents", "/v1/agents/companion-u1", f"/v1/runs/{sent.json()['run_id']}",
-                 "/v1/agents/companion-u1/memory", "/v1/agents/companion-u1/context"):
+    for path in (
+        "/v1/agents",
+        "/v1/agents/companion-u1",
+        f"/v1/runs/{sent.json()['run_id']}",
+        "/v1/agents/companion-u1/memory",
+        "/v1/agents/companion-u1/context",
+    ):
         assert (await client.get(path)).status_code == 200, path
     assert hops == []

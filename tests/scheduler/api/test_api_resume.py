@@ -17,11 +17,23 @@ import httpx
 import pytest
 
 from pagemind.scheduler.daemon import Daemon
-from tests.support.daemon_support import write_agents
 from tests.scheduler.streams.test_daemon_relay import front_end, gated_ledger, make_daemon, served
+from tests.support.daemon_support import write_agents
 
-TURN = ["turn_start", "step_start", "model_done", "tool_call", "tool_result", "memory_edit", "step_end",
-        "step_start", "model_done", "tool_call", "tool_result", "step_end"]
+TURN = [
+    "turn_start",
+    "step_start",
+    "model_done",
+    "tool_call",
+    "tool_result",
+    "memory_edit",
+    "step_end",
+    "step_start",
+    "model_done",
+    "tool_call",
+    "tool_result",
+    "step_end",
+]
 ENDING = ["reply", "done"]
 
 
@@ -38,8 +50,14 @@ async def sse_blocks(response: httpx.Response):
             fields[name] = value
 
 
-async def read_until(client: httpx.AsyncClient, method: str, url: str, stop_at: str | None = None,
-                     first: asyncio.Event | None = None, **kwargs) -> list[tuple[str, str | None, dict]]:
+async def read_until(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    stop_at: str | None = None,
+    first: asyncio.Event | None = None,
+    **kwargs,
+) -> list[tuple[str, str | None, dict]]:
     """The events of a stream, up to and with the first `stop_at` (then the client drops the connection); `first`
     is set when the first event arrives (the stream is subscribed)."""
     seen = []
@@ -66,8 +84,9 @@ def check_ids(events: list[tuple[str, str | None, dict]]) -> list[int]:
 async def drop_and_resume(first: httpx.AsyncClient, second: httpx.AsyncClient, model, content: str):
     """A stream dropped after the memory edit on `first`, resumed on `second` with Last-Event-ID; and a
     stream from the start, without Last-Event-ID, opened mid-turn on `second`."""
-    head = await read_until(first, "POST", "/v1/agents/alice/messages/stream", stop_at="memory_edit",
-                            json={"content": content})
+    head = await read_until(
+        first, "POST", "/v1/agents/alice/messages/stream", stop_at="memory_edit", json={"content": content}
+    )
     run_id = head[0][2]["run_id"]
     assert head[0][1] == run_id  # `accepted` carries the run id
     await model.entered.wait()  # the turn waits in its second step: the client is gone mid-turn
@@ -76,8 +95,9 @@ async def drop_and_resume(first: httpx.AsyncClient, second: httpx.AsyncClient, m
     subscribed = asyncio.Event(), asyncio.Event()  # both streams hold events already written before the gate opens
 
     async def resume():
-        return await read_until(second, "GET", f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": last},
-                                first=subscribed[0])
+        return await read_until(
+            second, "GET", f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": last}, first=subscribed[0]
+        )
 
     async def from_start():
         return await read_until(second, "GET", f"/v1/runs/{run_id}/events", first=subscribed[1])
@@ -137,8 +157,9 @@ async def test_the_post_stream_carries_ids_and_keeps_its_events(sqlite_url, tmp_
     await daemon.start()
     try:
         async with served(daemon) as client:
-            events = await read_until(client, "POST", "/v1/agents/alice/messages/stream",
-                                      json={"content": "msg 2", "idempotency_key": "k2"})
+            events = await read_until(
+                client, "POST", "/v1/agents/alice/messages/stream", json={"content": "msg 2", "idempotency_key": "k2"}
+            )
     finally:
         await daemon.stop(5)
     assert [e[0] for e in events] == ["accepted", *TURN, *ENDING]
@@ -154,8 +175,9 @@ async def read_again(url: str, folder, model):
     await daemon.start()
     try:
         async with served(daemon) as client:
-            return await read_until(client, "POST", "/v1/agents/alice/messages/stream",
-                                    json={"content": "msg 2", "idempotency_key": "k2"})
+            return await read_until(
+                client, "POST", "/v1/agents/alice/messages/stream", json={"content": "msg 2", "idempotency_key": "k2"}
+            )
     finally:
         await daemon.stop(5)
 

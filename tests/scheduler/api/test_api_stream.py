@@ -21,8 +21,8 @@ from pagemind.runtime.testing.sse import sse_bytes, stream_chunks, streamed_resp
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
-from tests.support.openai_stub import answer
 from tests.scheduler.api.test_api import TEMPLATE, create, parse_sse
+from tests.support.openai_stub import answer
 
 
 async def no_sleep(seconds: float) -> None:
@@ -65,12 +65,16 @@ async def daemon_with(tmp_path, sqlite_url):
         router.start()
         sdk = openai.AsyncOpenAI(api_key=TEST_API_KEY, base_url=BASE_URL, max_retries=0)
         model = OpenAIModelClient(sdk, max_attempts=3, sleep=no_sleep)
-        daemon = Daemon(AgentCatalog(folder, StateStore.open(sqlite_url)),
-                        Settings(home=tmp_path / "home", database_url=sqlite_url), model=model,
-                        config=DaemonConfig(concurrency=2, poll_s=0.05))
+        daemon = Daemon(
+            AgentCatalog(folder, StateStore.open(sqlite_url)),
+            Settings(home=tmp_path / "home", database_url=sqlite_url),
+            model=model,
+            config=DaemonConfig(concurrency=2, poll_s=0.05),
+        )
         await daemon.start()
-        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(daemon, None, max_body=4096)),
-                                   base_url="http://test")
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=create_app(daemon, None, max_body=4096)), base_url="http://test"
+        )
         made.append((router, daemon, client))
         return client, provider
 

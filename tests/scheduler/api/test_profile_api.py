@@ -28,11 +28,16 @@ async def client(tmp_path, sqlite_url):
     folder = tmp_path / "agents"
     folder.mkdir()
     (folder / "profiled.yaml").write_text(PROFILED)
-    daemon = Daemon(AgentCatalog(folder, StateStore.open(sqlite_url)), Settings(home=tmp_path, database_url=sqlite_url),
-                    model=scripted(), config=DaemonConfig(concurrency=1, poll_s=0.05))
+    daemon = Daemon(
+        AgentCatalog(folder, StateStore.open(sqlite_url)),
+        Settings(home=tmp_path, database_url=sqlite_url),
+        model=scripted(),
+        config=DaemonConfig(concurrency=1, poll_s=0.05),
+    )
     await daemon.start()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(daemon, None, max_body=4096)),
-                                 base_url="http://test") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(daemon, None, max_body=4096)), base_url="http://test"
+    ) as http:
         yield http
     await daemon.stop(5)
 
@@ -44,6 +49,7 @@ async def test_patching_a_structured_block_checks_its_schema(client):
     assert "not valid JSON" in error(await client.patch(url, json={"value": "Name: Lin"}), 422, "schema")
     patched = await client.patch(url, json={"value": '{"name": "Lin",  "health": {"peanuts": "allergic"}}'})
     assert patched.status_code == 200 and patched.json()["value"] == '{"name":"Lin","health":{"peanuts":"allergic"}}'
-    message = error(await client.patch(url, json={"value": json.dumps({"name": "Lin", "dates": {"x": "soon"}})}),
-                    422, "schema")  # the block in memory is still structured after a good patch
+    message = error(
+        await client.patch(url, json={"value": json.dumps({"name": "Lin", "dates": {"x": "soon"}})}), 422, "schema"
+    )  # the block in memory is still structured after a good patch
     assert "dates.x: String should match pattern" in message

@@ -38,11 +38,18 @@ def numbered(statement) -> tuple[str, list[str]]:
 def engine(database_url):
     store = StateStore.open(database_url)
     with store.engine.begin() as conn:  # 20,000 finished items of 100 agents, and one open item
-        conn.execute(sa.text(
-            "INSERT INTO inbox (run_id, agent_id, kind, content, state, attempts, created_at) "
-            "SELECT md5(g::text), 1 + g % 100, 'message', 'x', 'done', 1, now() FROM generate_series(1, 20000) g"))
-        conn.execute(sa.text("INSERT INTO inbox (run_id, agent_id, kind, content, state, attempts, created_at) "
-                             "VALUES ('open', 7, 'message', 'x', 'pending', 0, now())"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO inbox (run_id, agent_id, kind, content, state, attempts, created_at) "
+                "SELECT md5(g::text), 1 + g % 100, 'message', 'x', 'done', 1, now() FROM generate_series(1, 20000) g"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO inbox (run_id, agent_id, kind, content, state, attempts, created_at) "
+                "VALUES ('open', 7, 'message', 'x', 'pending', 0, now())"
+            )
+        )
         conn.execute(sa.text("ANALYZE inbox"))
     yield store.engine
     store.engine.dispose()
@@ -63,14 +70,27 @@ def generic_plan(engine, statement, values: dict) -> str:
 
 def test_claiming_finishing_and_looking_for_open_items_never_scan_the_inbox(engine):
     now = "2026-12-01 00:00:00+00"
-    base = {"p_agent_id": 7, "p_owner": "me", "p_until": now, "p_now": now, "param_1": 1, "state": "running",
-            "attempts_1": 1, "lease_expires_at": None, "pg_notify_1": "pagemind_done"}
+    base = {
+        "p_agent_id": 7,
+        "p_owner": "me",
+        "p_until": now,
+        "p_now": now,
+        "param_1": 1,
+        "state": "running",
+        "attempts_1": 1,
+        "lease_expires_at": None,
+        "pg_notify_1": "pagemind_done",
+    }
     statements = {
         "claim": (CLAIM_HEAD, base),
-        "finish": (Inbox(engine)._statements.finish, {**base, "p_id": 1, "p_state": "done", "p_result": None,
-                                                      "p_error": None}),
-        "claimed submission": (submit_claimed_statement(), {**base, "p_run_id": "r", "p_kind": "message", "p_content": "x",
-                                                   "p_key": None}),
+        "finish": (
+            Inbox(engine)._statements.finish,
+            {**base, "p_id": 1, "p_state": "done", "p_result": None, "p_error": None},
+        ),
+        "claimed submission": (
+            submit_claimed_statement(),
+            {**base, "p_run_id": "r", "p_kind": "message", "p_content": "x", "p_key": None},
+        ),
         "an arrival's look": (sa.select(OPEN_WORK), base),
         "a released lease's look": (Leases(engine, "me", 30)._statements.has_open_read, base),
     }

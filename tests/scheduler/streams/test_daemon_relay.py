@@ -37,25 +37,41 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import daemons, run_events
 from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, FunctionModel, by_purpose
-from pagemind.scheduler.streams import run_stream
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.streams import run_stream
 from pagemind.scheduler.streams.relay import END_LINE, RelayStore, first_seq, relayed_line
-from tests.support.daemon_support import ledger_model, ledger_step, wait_until, write_agents
 from tests.scheduler.api.test_api import TEMPLATE as API_TEMPLATE
 from tests.scheduler.api.test_api_stream import Provider, no_sleep
+from tests.support.daemon_support import ledger_model, ledger_step, wait_until, write_agents
 
 ROOT = Path(__file__).parents[3]
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
-TURN = ["turn", "model_request", "model_response", "tool_call", "tool_result", "memory_edit", "step_end",
-        "model_request", "model_response", "tool_call", "tool_result", "step_end"]
+TURN = [
+    "turn",
+    "model_request",
+    "model_response",
+    "tool_call",
+    "tool_result",
+    "memory_edit",
+    "step_end",
+    "model_request",
+    "model_response",
+    "tool_call",
+    "tool_result",
+    "step_end",
+]
 
 
 def make_daemon(url: str, folder: Path, model, **config) -> Daemon:
     settings = Settings.from_env({"PAGEMIND_HOME": str(folder.parent / "home"), "DATABASE_URL": url})
-    return Daemon(AgentCatalog(folder, StateStore.open(settings.database_url)), settings, model=model,
-                  config=DaemonConfig(**{"poll_s": 0.2, **config}))
+    return Daemon(
+        AgentCatalog(folder, StateStore.open(settings.database_url)),
+        settings,
+        model=model,
+        config=DaemonConfig(**{"poll_s": 0.2, **config}),
+    )
 
 
 async def front_end(url: str, folder: Path) -> Daemon:
@@ -74,7 +90,7 @@ def gated_ledger() -> FunctionModel:
 
     async def step(request):
         last_user = max(i for i, m in enumerate(request.messages) if m["role"] == "user")
-        if any(m["role"] == "tool" for m in request.messages[last_user + 1:]):
+        if any(m["role"] == "tool" for m in request.messages[last_user + 1 :]):
             entered.set()
             await gate.wait()
         return ledger_step(request)
@@ -86,8 +102,9 @@ def gated_ledger() -> FunctionModel:
 
 def bodiless(events: list) -> list:
     """Events as relayed: model requests and responses without their bodies."""
-    return [dataclasses.replace(e, body={}) if isinstance(e, (ModelRequestEvent, ModelResponseEvent)) else e
-            for e in events]
+    return [
+        dataclasses.replace(e, body={}) if isinstance(e, (ModelRequestEvent, ModelResponseEvent)) else e for e in events
+    ]
 
 
 async def collect(stream) -> tuple[list, list[int]]:
@@ -105,7 +122,8 @@ def relayed_rows(daemon: Daemon) -> int:
 
 
 async def test_a_run_on_another_daemon_streams_every_event_in_order_to_early_and_late_subscribers(
-        database_url, tmp_path):
+    database_url, tmp_path
+):
     folder = write_agents(tmp_path / "agents")
     x = await front_end(database_url, folder)
     model = gated_ledger()
@@ -120,8 +138,9 @@ async def test_a_run_on_another_daemon_streams_every_event_in_order_to_early_and
         late = x.events(first.run_id)  # a second subscriber in X comes late
         local = y.events(first.run_id)  # and one in Y, the executor itself
         model.gate.set()
-        (got, seqs), (got_late, _), (seen, seen_seqs) = await asyncio.gather(collect(early), collect(late),
-                                                                              collect(local))
+        (got, seqs), (got_late, _), (seen, seen_seqs) = await asyncio.gather(
+            collect(early), collect(late), collect(local)
+        )
         assert [e.type for e in seen] == TURN
         assert got == got_late == bodiless(seen)  # every event, in order, none twice
         assert seqs == seen_seqs == [first_seq(1) + n for n in range(1, len(TURN) + 1)]
@@ -200,8 +219,7 @@ async def test_a_relay_that_fails_costs_the_stream_its_events_never_the_turn(dat
     assert got == [] and done.state == "done" and done.result["reply"] == "ack 1"
 
 
-async def test_the_reply_tokens_of_a_run_elsewhere_reach_the_stream_and_make_the_model_stream(database_url,
-                                                                                               tmp_path):
+async def test_the_reply_tokens_of_a_run_elsewhere_reach_the_stream_and_make_the_model_stream(database_url, tmp_path):
     folder = tmp_path / "agents"
     folder.mkdir()
     (folder / "companion.yaml").write_text(API_TEMPLATE)
@@ -232,8 +250,7 @@ def test_an_event_of_a_kind_this_version_cannot_read_is_skipped_not_stuck_on(dat
     store = StateStore.open(database_url)
     relay = RelayStore(store.engine)
     turn = relayed_line(TurnEvent(step=0, turn_id="t", user_message="hi"))
-    relay.write("r" * 32, [(1, turn), (2, '{"type": "kind_from_a_newer_daemon", "step": 1}'), (3, END_LINE)],
-                utcnow())
+    relay.write("r" * 32, [(1, turn), (2, '{"type": "kind_from_a_newer_daemon", "step": 1}'), (3, END_LINE)], utcnow())
     events, last, ended = relay.read("r" * 32, 0)
     assert [(seq, e.type) for seq, e in events] == [(1, "turn")] and last == 3 and ended
     assert relay.read("r" * 32, 3) == ([], 3, False)
@@ -327,10 +344,12 @@ async def test_a_late_subscriber_over_http_gets_the_turn_from_its_start(database
     await y.start()
     try:
         async with served(x) as client:
+
             async def stream(on_turn_start=None) -> list[tuple[str, dict]]:
                 seen = []
-                async with client.stream("POST", "/v1/agents/alice/messages/stream",
-                                         json={"content": "msg 3", "idempotency_key": "k3"}) as response:
+                async with client.stream(
+                    "POST", "/v1/agents/alice/messages/stream", json={"content": "msg 3", "idempotency_key": "k3"}
+                ) as response:
                     async for name, data in sse_pairs(response):
                         seen.append((name, data))
                         if name == "turn_start" and on_turn_start:
@@ -345,9 +364,27 @@ async def test_a_late_subscriber_over_http_gets_the_turn_from_its_start(database
     finally:
         await y.stop()
         await x.stop()
-    assert [name for name, _ in late] == [name for name, _ in early] == [
-        "accepted", "turn_start", "step_start", "model_done", "tool_call", "tool_result", "memory_edit", "step_end",
-        "step_start", "model_done", "tool_call", "tool_result", "step_end", "reply", "done"]
+    assert (
+        [name for name, _ in late]
+        == [name for name, _ in early]
+        == [
+            "accepted",
+            "turn_start",
+            "step_start",
+            "model_done",
+            "tool_call",
+            "tool_result",
+            "memory_edit",
+            "step_end",
+            "step_start",
+            "model_done",
+            "tool_call",
+            "tool_result",
+            "step_end",
+            "reply",
+            "done",
+        ]
+    )
     assert late[1:-1] == early[1:-1] and late[-2][1] == {"text": "ack 3"}
     assert late[0][1]["run_id"] == early[0][1]["run_id"]
 
@@ -355,19 +392,45 @@ async def test_a_late_subscriber_over_http_gets_the_turn_from_its_start(database
 async def test_a_stream_over_http_from_one_daemon_process_carries_the_turn_another_runs(database_url, tmp_path):
     folder = write_agents(tmp_path / "agents")
     x = await front_end(database_url, folder)
-    child = subprocess.Popen([sys.executable, "-m", "tests.support.daemon_child", str(tmp_path / "home"), database_url,
-                              str(folder), "serve"], cwd=ROOT, env={**os.environ, "PAGEMIND_KILL_AT": ""})
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.daemon_child",
+            str(tmp_path / "home"),
+            database_url,
+            str(folder),
+            "serve",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PAGEMIND_KILL_AT": ""},
+    )
     try:
         await asyncio.to_thread(wait_until, lambda: serving_daemons(x) == 2, "the child daemon to serve", 120)
         async with served(x) as client:
-            async with client.stream("POST", "/v1/agents/alice/messages/stream",
-                                     json={"content": "msg 5", "idempotency_key": "k5"}) as response:
+            async with client.stream(
+                "POST", "/v1/agents/alice/messages/stream", json={"content": "msg 5", "idempotency_key": "k5"}
+            ) as response:
                 assert response.headers["content-type"].startswith("text/event-stream")
                 seen = await read_sse(response)
         names = [name for name, _ in seen]
-        assert names == ["accepted", "turn_start", "step_start", "model_done", "tool_call", "tool_result",
-                         "memory_edit", "step_end", "step_start", "model_done", "tool_call", "tool_result",
-                         "step_end", "reply", "done"]
+        assert names == [
+            "accepted",
+            "turn_start",
+            "step_start",
+            "model_done",
+            "tool_call",
+            "tool_result",
+            "memory_edit",
+            "step_end",
+            "step_start",
+            "model_done",
+            "tool_call",
+            "tool_result",
+            "step_end",
+            "reply",
+            "done",
+        ]
         data = [d for _, d in seen]
         assert data[4]["name"] == "core_memory_append" and data[6]["new"] == "[5]"
         assert data[5]["call_id"] == data[4]["call_id"] == "call_append_5" and not data[5]["is_error"]

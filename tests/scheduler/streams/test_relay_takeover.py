@@ -10,8 +10,8 @@ import asyncio
 import pytest
 
 from pagemind.scheduler.streams.relay import first_seq
-from tests.support.daemon_support import write_agents
 from tests.scheduler.streams.test_daemon_relay import TURN, bodiless, collect, gated_ledger, make_daemon
+from tests.support.daemon_support import write_agents
 
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
 

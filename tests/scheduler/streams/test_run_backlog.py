@@ -4,21 +4,34 @@ A late subscriber sees the same stream as one that was there from the start."""
 
 from __future__ import annotations
 
-from pagemind.runtime.events import (ModelRequestEvent, ModelResponseEvent, StepEndEvent, ToolCallEvent, TurnEvent,
-                                     without_body)
+from pagemind.runtime.events import (
+    ModelRequestEvent,
+    ModelResponseEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    TurnEvent,
+    without_body,
+)
 from pagemind.scheduler.api.sse import SseMapper
 from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.scheduler.streams.relay import first_seq
 
 PROMPT = {"model": "m", "messages": [{"role": "system", "content": "x" * 200_000}, {"role": "user", "content": "hi"}]}
-TURN = [TurnEvent(step=0, turn_id="t1", user_message="hi"),
-        ModelRequestEvent(step=1, body=PROMPT),
-        ModelResponseEvent(step=1, body={"choices": [{"message": {"content": "ok"}}]}, latency_ms=12.5,
-                           prompt_tokens=50_000, completion_tokens=3),
-        ToolCallEvent(step=1, call_id="c1", name="send_message", arguments='{"message": "ok"}'),
-        ModelRequestEvent(step=0, purpose="summarize", body=PROMPT),  # the runtime's own call: not a step
-        ModelResponseEvent(step=0, body={"choices": []}),
-        StepEndEvent(step=1, stop_reason="send_message")]
+TURN = [
+    TurnEvent(step=0, turn_id="t1", user_message="hi"),
+    ModelRequestEvent(step=1, body=PROMPT),
+    ModelResponseEvent(
+        step=1,
+        body={"choices": [{"message": {"content": "ok"}}]},
+        latency_ms=12.5,
+        prompt_tokens=50_000,
+        completion_tokens=3,
+    ),
+    ToolCallEvent(step=1, call_id="c1", name="send_message", arguments='{"message": "ok"}'),
+    ModelRequestEvent(step=0, purpose="summarize", body=PROMPT),  # the runtime's own call: not a step
+    ModelResponseEvent(step=0, body={"choices": []}),
+    StepEndEvent(step=1, stop_reason="send_message"),
+]
 
 
 def drained(queue) -> list:
@@ -52,5 +65,6 @@ def test_without_body_leaves_other_events_and_bodiless_ones_as_they_are():
     assert all(without_body(e) is e for e in TURN if not isinstance(e, (ModelRequestEvent, ModelResponseEvent)))
     bare = ModelRequestEvent(step=1, body={})
     assert without_body(bare) is bare
-    assert without_body(TURN[2]) == ModelResponseEvent(step=1, body={}, latency_ms=12.5, prompt_tokens=50_000,
-                                                       completion_tokens=3)
+    assert without_body(TURN[2]) == ModelResponseEvent(
+        step=1, body={}, latency_ms=12.5, prompt_tokens=50_000, completion_tokens=3
+    )

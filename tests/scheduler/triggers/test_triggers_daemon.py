@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, by_purp
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 
-UTC = timezone.utc
+UTC = UTC
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
 
 
@@ -53,8 +53,9 @@ def make_daemon(database_url, agents_dir, tmp_path):
     def make(clock: ManualClock, model: Any = None) -> Daemon:
         store = StateStore(make_engine(database_url))
         settings = Settings(home=tmp_path / "home", database_url=database_url)
-        daemon = Daemon(AgentCatalog(agents_dir, store), settings, clock=clock,
-                        model=model or FunctionModel(by_purpose(replies)))
+        daemon = Daemon(
+            AgentCatalog(agents_dir, store), settings, clock=clock, model=model or FunctionModel(by_purpose(replies))
+        )
         made.append(daemon)
         return daemon
 
@@ -68,8 +69,11 @@ def items(daemon: Daemon, name: str) -> list:
 
 
 async def test_cron_and_every_fire_at_their_minutes_across_a_day(make_daemon, agents_dir):
-    write_agent(agents_dir, "morning", schedule=[{"cron": "0 9 * * *", "message": "Good morning"},
-                                                 {"every": "6h", "run": "compact"}])
+    write_agent(
+        agents_dir,
+        "morning",
+        schedule=[{"cron": "0 9 * * *", "message": "Good morning"}, {"every": "6h", "run": "compact"}],
+    )
     clock = ManualClock(at(0, 0, 30))
     daemon = make_daemon(clock)
     now = clock()
@@ -88,8 +92,11 @@ async def test_cron_and_every_fire_at_their_minutes_across_a_day(make_daemon, ag
 
 
 async def test_the_loop_sleeps_until_each_due_time_and_ticks_exactly_then(make_daemon, agents_dir):
-    write_agent(agents_dir, "pinger", schedule=[{"every": "30m", "message": "ping"},
-                                                {"cron": "17 10 * * *", "message": "ten seventeen"}])
+    write_agent(
+        agents_dir,
+        "pinger",
+        schedule=[{"every": "30m", "message": "ping"}, {"cron": "17 10 * * *", "message": "ten seventeen"}],
+    )
     clock = ManualClock(at(9, 5))
     daemon = make_daemon(clock)
     submitted: list[tuple[datetime, str]] = []
@@ -113,15 +120,26 @@ async def test_the_loop_sleeps_until_each_due_time_and_ticks_exactly_then(make_d
     daemon.started = True  # the loop runs while its daemon does (the dispatcher is not needed here)
     with pytest.raises(Done):
         await daemon.triggers.run(clock, sleep=fake_sleep)
-    assert submitted == [(at(9, 30), "ping"), (at(10), "ping"), (at(10, 17), "ten seventeen"), (at(10, 30), "ping"),
-                         (at(11), "ping")]
+    assert submitted == [
+        (at(9, 30), "ping"),
+        (at(10), "ping"),
+        (at(10, 17), "ten seventeen"),
+        (at(10, 30), "ping"),
+        (at(11), "ping"),
+    ]
     assert max(slept) <= daemon.triggers.max_sleep.total_seconds()
     assert len(slept) < 2 * 120 + 10  # about one wake-up per cap (30 s) and per firing, not a busy loop
 
 
 async def test_missed_firings_after_a_restart_fire_once_or_are_skipped(make_daemon, agents_dir):
-    write_agent(agents_dir, "daily", schedule=[{"cron": "0 9 * * *", "message": "once"},
-                                               {"cron": "30 9 * * *", "message": "skipped", "missed": "skip"}])
+    write_agent(
+        agents_dir,
+        "daily",
+        schedule=[
+            {"cron": "0 9 * * *", "message": "once"},
+            {"cron": "30 9 * * *", "message": "skipped", "missed": "skip"},
+        ],
+    )
     clock = ManualClock(at(8))
     first = make_daemon(clock)
     await first.tick(at(8))
@@ -133,8 +151,11 @@ async def test_missed_firings_after_a_restart_fire_once_or_are_skipped(make_daem
     await second.tick(clock())
     await second.tick(clock.advance(minutes=1))
     contents = [(i.content, i.idempotency_key.split(":", 2)[2]) for i in items(second, "daily")]
-    assert contents == [("once", "2026-11-30T09:00:00+00:00"), ("skipped", "2026-11-30T09:30:00+00:00"),
-                        ("once", "2026-12-03T09:00:00+00:00")]  # Thursday's 09:00 once; Tue/Wed dropped
+    assert contents == [
+        ("once", "2026-11-30T09:00:00+00:00"),
+        ("skipped", "2026-11-30T09:30:00+00:00"),
+        ("once", "2026-12-03T09:00:00+00:00"),
+    ]  # Thursday's 09:00 once; Tue/Wed dropped
     await second.tick(at(9, 30, day=4))
     assert [i.content for i in items(second, "daily")][-2:] == ["once", "skipped"]  # Friday: both, on time
 
@@ -181,7 +202,7 @@ def test_two_daemons_in_two_threads_ticking_a_day_fire_each_time_once(make_daemo
             for moment in times:
                 barrier.wait()  # both tick the same moment together
                 asyncio.run(daemon.tick(moment))
-        except BaseException as exc:  # noqa: BLE001 — reported below
+        except BaseException as exc:
             errors.append(exc)
             barrier.abort()
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from pagemind.runtime.spec.triggers import IdleTrigger, ScheduleTrigger
-from pagemind.scheduler.triggers.rules import (Firing, latest_occurrence, next_occurrence, plan, wake_at)
+from pagemind.scheduler.triggers.rules import Firing, latest_occurrence, next_occurrence, plan, wake_at
 
-UTC = timezone.utc
+UTC = UTC
 DAY = datetime(2026, 11, 30, tzinfo=UTC)  # a Monday
 
 
@@ -27,8 +27,9 @@ class Simulation:
         self.last_activity: datetime | None = None
 
     def tick(self, now: datetime) -> list[Firing]:
-        result = plan(self.schedule, self.idle, self.fired, last_activity=self.last_activity, now=now,
-                      started=self.started)
+        result = plan(
+            self.schedule, self.idle, self.fired, last_activity=self.last_activity, now=now, started=self.started
+        )
         for key, moment in result.records.items():
             self.fired[key] = max(moment, self.fired.get(key, moment))
         for firing in result.firings:
@@ -136,11 +137,18 @@ def test_occurrences_passed_between_two_ticks_fire_once_not_in_a_burst():
 
 def test_idempotency_keys_name_the_trigger_and_the_due_time():
     trigger = ScheduleTrigger(cron="0 9 * * *", message="daily")
-    firing = plan([trigger], None, {trigger.key: at(9, day=-1)}, last_activity=None, now=at(9, 0, 5),
-                  started=at(0)).firings[0]
+    firing = plan(
+        [trigger], None, {trigger.key: at(9, day=-1)}, last_activity=None, now=at(9, 0, 5), started=at(0)
+    ).firings[0]
     assert firing.idempotency_key == f"trigger:{trigger.key}:2026-11-30T09:00:00+00:00"
-    naive = plan([trigger], None, {trigger.key: at(9, day=-1).replace(tzinfo=None)}, last_activity=None,
-                 now=at(9, 0, 5), started=at(0)).firings[0]
+    naive = plan(
+        [trigger],
+        None,
+        {trigger.key: at(9, day=-1).replace(tzinfo=None)},
+        last_activity=None,
+        now=at(9, 0, 5),
+        started=at(0),
+    ).firings[0]
     assert naive.idempotency_key == firing.idempotency_key  # SQLite's naive datetimes are UTC
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -26,14 +26,14 @@ from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock, tool_con
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 DIM = FakeEmbedder.dim
-T0 = datetime(2026, 11, 29, 15, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 15, 0, tzinfo=UTC)
 ALICE, BOB, MALLORY = 1, 2, 3  # agent ids: archival memory is keyed by the agent's id
 
 
 def unit(*weights: float) -> np.ndarray:
     """A unit vector from leading coordinates (the rest zero)."""
     v = np.zeros(DIM, dtype=np.float32)
-    v[:len(weights)] = weights
+    v[: len(weights)] = weights
     return v / np.linalg.norm(v)
 
 
@@ -61,10 +61,17 @@ def backend(request, tmp_path):
 def make_service(backend, tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
 
-    def make(agent: int = ALICE, embedder: FakeEmbedder | None = None, clock: ManualClock | None = None,
-             **config) -> ArchivalService:
-        return ArchivalService(agent, engine=engine, open_backend=lambda: backend, embedder=embedder or FakeEmbedder(),
-                               config=ArchivalConfig(**config), clock=clock or ManualClock(T0))
+    def make(
+        agent: int = ALICE, embedder: FakeEmbedder | None = None, clock: ManualClock | None = None, **config
+    ) -> ArchivalService:
+        return ArchivalService(
+            agent,
+            engine=engine,
+            open_backend=lambda: backend,
+            embedder=embedder or FakeEmbedder(),
+            config=ArchivalConfig(**config),
+            clock=clock or ManualClock(T0),
+        )
 
     return make
 
@@ -78,18 +85,23 @@ def run(coro):
 
 def test_relative_dates_are_made_absolute_against_the_write_time():
     text = normalise_text("  Started   yoga  today; my sister visited last week and recently moved.", T0)
-    assert text == ("Started yoga today (2026-11-29); my sister visited last week (week of 2026-11-16) and "
-                    "recently (as of 2026-11-29) moved.")
+    assert text == (
+        "Started yoga today (2026-11-29); my sister visited last week (week of 2026-11-16) and "
+        "recently (as of 2026-11-29) moved."
+    )
     assert normalise_text(text, T0 + timedelta(days=40)) == text  # already dated: left alone
 
 
-@pytest.mark.parametrize("new, old, expected", [
-    ("Lin's favourite colour is green", "Lin's favourite colour is blue", True),
-    ("Lin is not vegetarian", "Lin is vegetarian", True),
-    ("The meeting is at 4pm", "The meeting is at 3 pm", True),
-    ("The user likes green tea.", "User likes green tea", False),
-    ("User likes green tea, especially sencha", "User likes green tea", False),
-])
+@pytest.mark.parametrize(
+    "new, old, expected",
+    [
+        ("Lin's favourite colour is green", "Lin's favourite colour is blue", True),
+        ("Lin is not vegetarian", "Lin is vegetarian", True),
+        ("The meeting is at 4pm", "The meeting is at 3 pm", True),
+        ("The user likes green tea.", "User likes green tea", False),
+        ("User likes green tea, especially sencha", "User likes green tea", False),
+    ],
+)
 def test_conflict_detection(new, old, expected):
     assert conflicts(new, old) is expected
 
@@ -138,9 +150,13 @@ def test_dedupe_only_within_the_same_kind(make_service):
 
 def test_supersede_keeps_history_and_leaves_default_results(make_service):
     blue = unit(1)
-    embedder = FakeEmbedder({"Lin's favourite colour is blue": blue,
-                             "Lin's favourite colour is green": at_cosine(blue, 0.9, 1),
-                             "favourite colour": at_cosine(blue, 0.8, 2)})
+    embedder = FakeEmbedder(
+        {
+            "Lin's favourite colour is blue": blue,
+            "Lin's favourite colour is green": at_cosine(blue, 0.9, 1),
+            "favourite colour": at_cosine(blue, 0.8, 2),
+        }
+    )
     clock = ManualClock(T0)
     service = make_service(embedder=embedder, clock=clock)
     old = run(service.insert("Lin's favourite colour is blue"))
@@ -219,8 +235,9 @@ def test_hits_are_counted_and_stats_follow_writes(make_service):
 
 def test_importance_and_recency_order_equal_matches(make_service):
     v = unit(1)
-    embedder = FakeEmbedder({"Likes jazz records": at_cosine(v, 0.7, 1), "Likes jazz concerts": at_cosine(v, 0.7, 2),
-                             "jazz": v})
+    embedder = FakeEmbedder(
+        {"Likes jazz records": at_cosine(v, 0.7, 1), "Likes jazz concerts": at_cosine(v, 0.7, 2), "jazz": v}
+    )
     service = make_service(embedder=embedder)
     run(service.insert("Likes jazz records", importance=0.2))
     run(service.insert("Likes jazz concerts", importance=0.9))
@@ -259,9 +276,11 @@ def test_a_tool_argument_naming_another_agent_cannot_widen_the_scope(make_servic
     embedder = FakeEmbedder({"Alice's secret: the safe code is 4521": v, "alice safe code": v})
     alice, bob = make_service(ALICE, embedder), make_service(BOB, embedder)
     run(alice.insert("Alice's secret: the safe code is 4521", tags=["alice"]))
-    calls = [ToolCall("1", "archival_search", json.dumps({"query": "alice safe code", "agent": "alice"})),
-             ToolCall("2", "archival_search", json.dumps({"query": "alice safe code", "tags": ["alice"]})),
-             ToolCall("3", "archival_search", json.dumps({"query": "agent_id:alice safe code"}))]
+    calls = [
+        ToolCall("1", "archival_search", json.dumps({"query": "alice safe code", "agent": "alice"})),
+        ToolCall("2", "archival_search", json.dumps({"query": "alice safe code", "tags": ["alice"]})),
+        ToolCall("3", "archival_search", json.dumps({"query": "agent_id:alice safe code"})),
+    ]
     results = run(dispatch_tool_calls(calls, BUILTIN_TOOLS, tool_context("bob", archival=bob, clock=ManualClock(T0))))
     assert results[0].is_error and "agent: Extra inputs are not permitted" in results[0].content
     assert all("4521" not in r.content for r in results)
@@ -275,19 +294,25 @@ def test_tools_insert_search_and_report(make_service):
     v = unit(1)
     embedder = FakeEmbedder({"Lin started a new job yesterday (2026-11-28)": v, "new job": v})
     context = tool_context("alice", archival=make_service(ALICE, embedder), clock=ManualClock(T0))
-    calls = [ToolCall("1", "archival_memory_insert",
-                      json.dumps({"content": "Lin started a new job yesterday", "tags": ["work", "progress"],
-                                  "importance": 0.8})),
-             ToolCall("2", "archival_search", json.dumps({"query": "new job"})),
-             ToolCall("3", "archival_memory_insert", json.dumps({"content": "   "})),
-             ToolCall("4", "archival_memory_insert", json.dumps({"content": "x", "importance": 3}))]
+    calls = [
+        ToolCall(
+            "1",
+            "archival_memory_insert",
+            json.dumps({"content": "Lin started a new job yesterday", "tags": ["work", "progress"], "importance": 0.8}),
+        ),
+        ToolCall("2", "archival_search", json.dumps({"query": "new job"})),
+        ToolCall("3", "archival_memory_insert", json.dumps({"content": "   "})),
+        ToolCall("4", "archival_memory_insert", json.dumps({"content": "x", "importance": 3})),
+    ]
     saved, found, empty, bad = run(dispatch_tool_calls(calls, BUILTIN_TOOLS, context))
     assert not saved.is_error and "(progress): Lin started a new job yesterday (2026-11-28)" in saved.content
     assert "[2026-11-29] (progress, score" in found.content and "new job yesterday (2026-11-28)" in found.content
     assert empty.is_error and "empty" in empty.content
     assert bad.is_error and "importance must be between 0 and 1" in bad.content
     assert {t: BUILTIN_TOOLS[t].read_only for t in ("archival_memory_insert", "archival_search")} == {
-        "archival_memory_insert": False, "archival_search": True}
+        "archival_memory_insert": False,
+        "archival_search": True,
+    }
 
 
 def test_two_searches_in_one_step_run_concurrently(make_service):
@@ -308,7 +333,9 @@ def test_concurrent_inserts_of_the_same_fact_store_one(make_service):
     service = make_service(embedder=FakeEmbedder({"Lin's cat is called Miso": v}))
 
     async def both():
-        return await asyncio.gather(service.insert("Lin's cat is called Miso"), service.insert("Lin's cat is called Miso"))
+        return await asyncio.gather(
+            service.insert("Lin's cat is called Miso"), service.insert("Lin's cat is called Miso")
+        )
 
     actions = sorted(r.action for r in run(both()))
     assert actions == ["duplicate", "inserted"] and service.stats()[0] == 1
@@ -319,10 +346,16 @@ def test_write_path_and_history_on_every_database(database_url, tmp_path):
     backend = EdgeBackend(tmp_path / "qdrant", DIM)
     try:
         blue = unit(1)
-        embedder = FakeEmbedder({"Lin's favourite colour is blue": blue,
-                                 "Lin's favourite colour is green": at_cosine(blue, 0.9, 1)})
-        service = ArchivalService(ALICE, engine=make_engine(database_url), open_backend=lambda: backend,
-                                  embedder=embedder, clock=ManualClock(T0))
+        embedder = FakeEmbedder(
+            {"Lin's favourite colour is blue": blue, "Lin's favourite colour is green": at_cosine(blue, 0.9, 1)}
+        )
+        service = ArchivalService(
+            ALICE,
+            engine=make_engine(database_url),
+            open_backend=lambda: backend,
+            embedder=embedder,
+            clock=ManualClock(T0),
+        )
         old = run(service.insert("Lin's favourite colour is blue", tags=["colour"]))
         new = run(service.insert("Lin's favourite colour is green", tags=["colour"]))
         assert service.stats() == (1, ("colour",))

@@ -26,8 +26,14 @@ def pair(backend, tmp_path):
     clock = ManualClock(T0)
 
     def make() -> ArchivalService:
-        return ArchivalService(ALICE, engine=engine, open_backend=lambda: backend, embedder=FakeEmbedder(VECTORS),
-                               config=ArchivalConfig(), clock=clock)
+        return ArchivalService(
+            ALICE,
+            engine=engine,
+            open_backend=lambda: backend,
+            embedder=FakeEmbedder(VECTORS),
+            config=ArchivalConfig(),
+            clock=clock,
+        )
 
     return make(), make(), clock
 
@@ -67,8 +73,16 @@ def test_counts_on_both_databases(database_url):
     engine = make_engine(database_url)
     backend = ServerBackend.connect(":memory:", None, "pagemind_counts", DIM)
     try:
-        a, b = (ArchivalService(ALICE, engine=engine, open_backend=lambda: backend, embedder=FakeEmbedder(VECTORS),
-                                clock=ManualClock(T0)) for _ in range(2))
+        a, b = (
+            ArchivalService(
+                ALICE,
+                engine=engine,
+                open_backend=lambda: backend,
+                embedder=FakeEmbedder(VECTORS),
+                clock=ManualClock(T0),
+            )
+            for _ in range(2)
+        )
         assert b.stats() == (0, ())
         run(a.insert("Lin plays the cello", tags=["music", "hobby"]))
         assert b.stats() == (1, ("hobby", "music"))
@@ -80,12 +94,18 @@ def test_counts_on_both_databases(database_url):
 def test_no_memories_means_no_store_and_no_model(tmp_path):
     """An agent that never stored a memory: searching (the prefetch of every turn) opens neither the vector store
     nor the embedding model."""
+
     def refuse():
         raise AssertionError("the vector store was opened")
 
     embedder = FakeEmbedder()
-    service = ArchivalService(ALICE, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"), open_backend=refuse,
-                              embedder=embedder, clock=ManualClock(T0))
+    service = ArchivalService(
+        ALICE,
+        engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
+        open_backend=refuse,
+        embedder=embedder,
+        clock=ManualClock(T0),
+    )
     for _ in range(3):
         assert run(service.search("anything at all")) == []
     assert embedder.calls == 0

@@ -27,10 +27,12 @@ def python(code: str, home: Path, **kwargs) -> subprocess.Popen | subprocess.Com
     env.update({"PAGEMIND_HOME": str(home), "PAGEMIND_LOG_LEVEL": "ERROR"})
     script = textwrap.dedent(code)
     if kwargs.pop("background", False):
-        return subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=180)
+        return subprocess.Popen(
+            [sys.executable, "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+    )
 
 
 AGENT = """
@@ -48,17 +50,23 @@ def spec(name):
 
 def test_insert_then_search_from_a_fresh_process_with_the_real_model(tmp_path):
     """The shipped model end to end: saved in one process, found by meaning in the next, invisible to others."""
-    write = python(AGENT + """
+    write = python(
+        AGENT
+        + """
 async def main():
     agent = await Agent.load(spec("alice"))
     saved = await agent.archival.insert("Lin's sister Mei lives in Lyon and teaches piano", tags=["family"])
     copy = await agent.archival.insert("Lin's sister Mei lives in Lyon and teaches piano.")
     print(json.dumps([saved.action, copy.action, saved.id == copy.id]))
 asyncio.run(main())
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert write.returncode == 0, write.stderr
     assert json.loads(write.stdout.splitlines()[-1]) == ["inserted", "duplicate", True]
-    read = python(AGENT + """
+    read = python(
+        AGENT
+        + """
 async def main():
     alice, bob = await Agent.load(spec("alice")), await Agent.load(spec("bob"))
     hits = await alice.archival.search("Which city does Mei live in?")
@@ -66,7 +74,9 @@ async def main():
                       "bob": [h.text for h in await bob.archival.search("Which city does Mei live in?")],
                       "unrelated": [h.text for h in await alice.archival.search("quantum chromodynamics lattice")]}))
 asyncio.run(main())
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert read.returncode == 0, read.stderr
     result = json.loads(read.stdout.splitlines()[-1])
     assert result["alice"] == ["Lin's sister Mei lives in Lyon and teaches piano"]
@@ -76,17 +86,22 @@ asyncio.run(main())
 def test_a_second_process_gets_a_clear_error_naming_the_holder(tmp_path):
     holder = EdgeBackend(tmp_path / "shard", DIM)
     try:
-        result = python(f"""
+        result = python(
+            f"""
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.memory.vectors.records import StoreLocked
 try:
-    EdgeBackend({str(tmp_path / 'shard')!r}, {DIM})
+    EdgeBackend({str(tmp_path / "shard")!r}, {DIM})
 except StoreLocked as exc:
     print(exc)
-""", tmp_path)
+""",
+            tmp_path,
+        )
         assert result.returncode == 0, result.stderr
         message = result.stdout
-        assert f"in use by process {os.getpid()}" in message and "QDRANT_URL" in message and "stop that process" in message
+        assert (
+            f"in use by process {os.getpid()}" in message and "QDRANT_URL" in message and "stop that process" in message
+        )
         with pytest.raises(StoreLocked):  # a second handle in the same process is refused the same way
             EdgeBackend(tmp_path / "shard", DIM)
     finally:
@@ -119,8 +134,13 @@ asyncio.run(main())
 
 
 def test_reopen_after_a_crash_mid_insert_loses_nothing_acknowledged(tmp_path):
-    child = subprocess.Popen([sys.executable, "-c", CRASHER, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASHER, str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     acked = []
     try:
         for line in child.stdout:
@@ -135,8 +155,12 @@ def test_reopen_after_a_crash_mid_insert_loses_nothing_acknowledged(tmp_path):
     assert len(acked) == 25, child.stderr.read()
     backend = EdgeBackend(tmp_path / "shard", DIM)  # reopens: WAL replayed, lock free
     try:
-        service = ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
-                                  open_backend=lambda: backend, embedder=FakeEmbedder())
+        service = ArchivalService(
+            1,
+            engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
+            open_backend=lambda: backend,
+            embedder=FakeEmbedder(),
+        )
         stored = {r.id for r in service.store.all()}
         assert set(acked) <= stored and len(stored) <= len(acked) + 1  # at worst the unacknowledged one
         assert set(acked) <= {m.id for m in service.list()}

@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.archival.ledger import new_token
+from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.archival.reconcile import GRACE, reconcile
 from pagemind.runtime.memory.vectors.records import MemoryRecord
 from pagemind.runtime.memory.vectors.server import ServerBackend
@@ -22,7 +22,11 @@ from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
 from tests.runtime.memory.archival.test_archival import ALICE, DIM, T0, at_cosine, run, unit
 
 LYON = unit(1)
-VECTORS = {"Lin lives in Lyon": LYON, "Lin lives in Paris": at_cosine(LYON, 0.9, 1), "Lin plays the cello": unit(0, 0, 1)}
+VECTORS = {
+    "Lin lives in Lyon": LYON,
+    "Lin lives in Paris": at_cosine(LYON, 0.9, 1),
+    "Lin plays the cello": unit(0, 0, 1),
+}
 
 
 @pytest.fixture
@@ -32,8 +36,13 @@ def world(database_url):
     backend = ServerBackend.connect(":memory:", None, "pagemind_reconcile", DIM)
 
     def service(on=None) -> ArchivalService:
-        return ArchivalService(ALICE, engine=engine, open_backend=lambda: on or backend,
-                               embedder=FakeEmbedder(VECTORS), clock=ManualClock(T0))
+        return ArchivalService(
+            ALICE,
+            engine=engine,
+            open_backend=lambda: on or backend,
+            embedder=FakeEmbedder(VECTORS),
+            clock=ManualClock(T0),
+        )
 
     yield service, backend
     backend.close()
@@ -153,7 +162,9 @@ def test_points_without_a_row_are_deleted_only_when_this_database_wrote_them(wor
     done = reconcile(writer.ledger, writer.store, exclusive=True)
     assert (done.orphans, done.foreign) == (1, 2) and writer.store.ids() == {legacy.id, theirs.id}
     run(writer.insert("Lin drinks green tea"))  # a live memory, so search runs against the store
-    assert visible(writer, "Lin plays the cello") | visible(writer, "Lin lives in Paris") <= {m.id for m in writer.list()}
+    assert visible(writer, "Lin plays the cello") | visible(writer, "Lin lives in Paris") <= {
+        m.id for m in writer.list()
+    }
 
 
 def test_a_live_row_whose_point_is_missing_gets_it_back(world):

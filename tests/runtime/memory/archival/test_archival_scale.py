@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
+from pagemind.runtime.memory.archival.group_commit import GroupCommit, PendingInsert, group_commit
+from pagemind.runtime.memory.archival.ledger import LIVE
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
-from pagemind.runtime.memory.archival.group_commit import GroupCommit, PendingInsert, group_commit
 from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
-from pagemind.runtime.memory.archival.ledger import LIVE
 from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.state.engine import make_engine
@@ -37,8 +37,13 @@ def fill(backend, agent_id: int, vectors: np.ndarray) -> None:
     points = []
     for n, vector in enumerate(vectors):
         at = T0 - timedelta(minutes=n)
-        points.append(StoredPoint(MemoryRecord(agent_id=agent_id, text=f"memory {agent_id}/{n}", created_at=at,
-                                               updated_at=at), vector, Sparse([], [])))
+        points.append(
+            StoredPoint(
+                MemoryRecord(agent_id=agent_id, text=f"memory {agent_id}/{n}", created_at=at, updated_at=at),
+                vector,
+                Sparse([], []),
+            )
+        )
     backend.upsert(agent_id, points)
 
 
@@ -79,8 +84,10 @@ def test_edge_optimizes_on_its_own_once_enough_was_written_and_the_index_finds_w
 
 def payload_storage(folder) -> list[str]:
     """Each segment's payload storage as Qdrant Edge wrote it: "mmap" on disk, "in_ram_mmap" in RAM."""
-    return [json.loads(f.read_text())["config"]["payload_storage_type"]["type"]
-            for f in folder.glob("segments/*/segment.json")]
+    return [
+        json.loads(f.read_text())["config"]["payload_storage_type"]["type"]
+        for f in folder.glob("segments/*/segment.json")
+    ]
 
 
 def test_a_shard_keeps_payloads_on_disk_until_it_is_large_then_builds_its_segments_with_them_in_ram(tmp_path):
@@ -95,8 +102,9 @@ def test_a_shard_keeps_payloads_on_disk_until_it_is_large_then_builds_its_segmen
         backend.optimize()  # 400: the shard is reopened with payloads in RAM, then the new segments built
         assert backend._payloads_in_ram and "in_ram_mmap" in payload_storage(folder)
         after = backend.search_dense(ALICE, random_units(1, 9)[0], MemoryFilter(), 5)
-        assert [(h.record.id, h.record.text, h.score) for h in after] == \
-            [(h.record.id, h.record.text, h.score) for h in before]
+        assert [(h.record.id, h.record.text, h.score) for h in after] == [
+            (h.record.id, h.record.text, h.score) for h in before
+        ]
         assert backend.count(ALICE, MemoryFilter()) == 200 and backend.count(BOB, MemoryFilter()) == 200
     finally:
         backend.close()
@@ -134,8 +142,9 @@ def world(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
 
     def service(agent_id: int) -> ArchivalService:
-        return ArchivalService(agent_id, engine=engine, open_backend=lambda: backend, embedder=FakeEmbedder(),
-                               clock=ManualClock(T0))
+        return ArchivalService(
+            agent_id, engine=engine, open_backend=lambda: backend, embedder=FakeEmbedder(), clock=ManualClock(T0)
+        )
 
     yield backend, service
     backend.close()
@@ -212,11 +221,13 @@ def test_the_reads_that_name_ids_find_rows_by_primary_key(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
     svc = ArchivalService(ALICE, engine=engine, open_backend=lambda: None, embedder=FakeEmbedder())
     ids = [f"{n:036d}" for n in range(100)]  # a search's candidates (SQLite picks the agent's index for these)
-    query = select(archival_memories.c.id).where(svc.ledger._by_id, archival_memories.c.id.in_(ids),
-                                                 archival_memories.c.state == LIVE)
+    query = select(archival_memories.c.id).where(
+        svc.ledger._by_id, archival_memories.c.id.in_(ids), archival_memories.c.state == LIVE
+    )
     with engine.connect() as conn:
-        plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(query.compile(
-            engine, compile_kwargs={"literal_binds": True}))).all()
+        plan = conn.exec_driver_sql(
+            "EXPLAIN QUERY PLAN " + str(query.compile(engine, compile_kwargs={"literal_binds": True}))
+        ).all()
     assert "ix_archival_memories_agent_id" not in str(plan), plan  # not the agent's whole index
 
 
@@ -225,14 +236,35 @@ def test_a_searchs_live_check_on_sqlite_reads_by_primary_key_and_passes_only_thi
 
     engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
     with engine.connect() as conn:
-        plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + LIVE_IDS_SQLITE.text.replace(":ids", "'[]'")
-                                    .replace(":agent_id", "1")).all()
+        plan = conn.exec_driver_sql(
+            "EXPLAIN QUERY PLAN " + LIVE_IDS_SQLITE.text.replace(":ids", "'[]'").replace(":agent_id", "1")
+        ).all()
     assert "sqlite_autoindex_archival_memories_1 (id=?)" in str(plan), plan
     assert "ix_archival_memories_agent_id" not in str(plan), plan
-    rows = [{"id": f"m{n}", "agent_id": agent, "text": "x", "kind": "fact", "importance": 0.5, "tags": [],
-             "created_at": T0, "updated_at": T0, "source_message_ids": [], "state": state, "superseded_by": by}
-            for n, (agent, state, by) in enumerate([(ALICE, LIVE, None), (ALICE, "inserting", None),
-                                                    (ALICE, LIVE, "m0"), (BOB, LIVE, None), (ALICE, "forgetting", None)])]
+    rows = [
+        {
+            "id": f"m{n}",
+            "agent_id": agent,
+            "text": "x",
+            "kind": "fact",
+            "importance": 0.5,
+            "tags": [],
+            "created_at": T0,
+            "updated_at": T0,
+            "source_message_ids": [],
+            "state": state,
+            "superseded_by": by,
+        }
+        for n, (agent, state, by) in enumerate(
+            [
+                (ALICE, LIVE, None),
+                (ALICE, "inserting", None),
+                (ALICE, LIVE, "m0"),
+                (BOB, LIVE, None),
+                (ALICE, "forgetting", None),
+            ]
+        )
+    ]
     with engine.begin() as conn:
         conn.execute(archival_memories.insert(), rows)
     svc = ArchivalService(ALICE, engine=engine, open_backend=lambda: None, embedder=FakeEmbedder())
@@ -246,8 +278,7 @@ def test_an_inserted_memorys_embedding_is_cached_with_its_row_and_a_query_is_not
     backend, _ = world
     engine = make_engine(f"sqlite:///{tmp_path / 'cache.db'}")
     embedder = CachedEmbedder(FakeEmbedder(), engine)
-    svc = ArchivalService(ALICE, engine=engine, open_backend=lambda: backend, embedder=embedder,
-                          clock=ManualClock(T0))
+    svc = ArchivalService(ALICE, engine=engine, open_backend=lambda: backend, embedder=embedder, clock=ManualClock(T0))
     run(svc.insert("Lin lives in Lyon"))
     run(svc.search("where does Lin live", count_hits=False))
     with engine.connect() as conn:
@@ -269,8 +300,9 @@ def test_a_server_collection_made_before_the_per_agent_index_is_given_it():
             return True
 
         def get_collection(self, name):
-            return SimpleNamespace(config=SimpleNamespace(hnsw_config=SimpleNamespace(m=16, payload_m=None),
-                                                          quantization_config=None))
+            return SimpleNamespace(
+                config=SimpleNamespace(hnsw_config=SimpleNamespace(m=16, payload_m=None), quantization_config=None)
+            )
 
         def update_collection(self, name, **changes):
             self.updates.append(changes)
@@ -293,8 +325,10 @@ def test_a_searchs_hits_are_written_to_the_store_once_per_distinct_count(world):
     run(svc.search("garden tomatoes", top_k=3))  # three of them get their first hit
     writes = []
     original = backend.set_payloads
-    backend.set_payloads = lambda agent_id, memory_ids, fields: (writes.append(sorted(memory_ids)),
-                                                                  original(agent_id, memory_ids, fields))[1]
+    backend.set_payloads = lambda agent_id, memory_ids, fields: (
+        writes.append(sorted(memory_ids)),
+        original(agent_id, memory_ids, fields),
+    )[1]
     found = run(svc.search("garden tomatoes", top_k=4))
     assert len(found) == 4 and len(writes) == 2  # the three hit before (count 2) in one write, the other (1) alone
     counts = {r.id: r.hit_count for r in svc.store.get(ids)}
@@ -307,8 +341,10 @@ def test_the_write_paths_neighbour_lookup_takes_a_shorter_walk_than_a_search(wor
     svc = service(ALICE)
     walks = []
     original = backend.search_dense
-    backend.search_dense = lambda *args, **kwargs: (walks.append(args[5] if len(args) > 5 else kwargs.get("ef")),
-                                                    original(*args, **kwargs))[1]
+    backend.search_dense = lambda *args, **kwargs: (
+        walks.append(args[5] if len(args) > 5 else kwargs.get("ef")),
+        original(*args, **kwargs),
+    )[1]
     run(svc.insert("Lin lives in Lyon"))
     again = run(svc.insert("Lin lives in Lyon"))  # the neighbour lookup still finds the copy
     assert again.action == "duplicate" and walks == [PLAN.neighbour_ef] * 2 and PLAN.neighbour_ef < PLAN.hnsw_ef
@@ -316,11 +352,22 @@ def test_the_write_paths_neighbour_lookup_takes_a_shorter_walk_than_a_search(wor
 
 def keyword_points(backend, agent_id: int, vectors: np.ndarray) -> None:
     """Points with a dense vector and one of five keyword terms each (term n % 5), plus one of their own."""
-    backend.upsert(agent_id, [StoredPoint(MemoryRecord(agent_id=agent_id, text=f"note {agent_id}/{n}",
-                                                       created_at=T0 - timedelta(minutes=n),
-                                                       updated_at=T0 - timedelta(minutes=n)),
-                                          vector, Sparse([n % 5, 100 + n], [1.0, 0.5]))
-                              for n, vector in enumerate(vectors)])
+    backend.upsert(
+        agent_id,
+        [
+            StoredPoint(
+                MemoryRecord(
+                    agent_id=agent_id,
+                    text=f"note {agent_id}/{n}",
+                    created_at=T0 - timedelta(minutes=n),
+                    updated_at=T0 - timedelta(minutes=n),
+                ),
+                vector,
+                Sparse([n % 5, 100 + n], [1.0, 0.5]),
+            )
+            for n, vector in enumerate(vectors)
+        ],
+    )
 
 
 def test_edges_hybrid_search_answers_as_its_two_searches_with_each_keyword_hits_exact_cosine(tmp_path):
@@ -333,10 +380,12 @@ def test_edges_hybrid_search_answers_as_its_two_searches_with_each_keyword_hits_
         first = backend.search_sparse(ALICE, terms, flt, 10)[0].record.text  # the query lies on a keyword hit
         query = vectors[int(first.rsplit("/", 1)[1])]
         dense, keyword = backend.search_hybrid(ALICE, query, terms, flt, 10)
-        assert [(h.record, h.score) for h in dense] == [(h.record, h.score) for h in
-                                                        backend.search_dense(ALICE, query, flt, 10)]
-        assert [(h.record, h.score) for h in keyword] == [(h.record, h.score) for h in
-                                                          backend.search_sparse(ALICE, terms, flt, 10)]
+        assert [(h.record, h.score) for h in dense] == [
+            (h.record, h.score) for h in backend.search_dense(ALICE, query, flt, 10)
+        ]
+        assert [(h.record, h.score) for h in keyword] == [
+            (h.record, h.score) for h in backend.search_sparse(ALICE, terms, flt, 10)
+        ]
         exact = backend.search_dense(ALICE, query, MemoryFilter(ids=[h.record.id for h in keyword]), 10, exact=True)
         assert {h.record.id: h.cosine for h in keyword} == pytest.approx({h.record.id: h.score for h in exact})
         both = {h.record.id for h in dense} & {h.record.id for h in keyword}
@@ -360,8 +409,11 @@ def test_a_keyword_hit_forgotten_while_the_hybrid_search_runs_is_left_out(tmp_pa
             def query_batch(self, request):
                 dense, keyword = shard.query_batch(request)
                 gone.append(next(p.id for p in keyword if p.id not in {d.id for d in dense}))
-                shard.update(backend.qe.UpdateOperation.delete_points_by_filter(
-                    backend.qe.Filter(must=[backend.qe.HasIdCondition({gone[0]})])))
+                shard.update(
+                    backend.qe.UpdateOperation.delete_points_by_filter(
+                        backend.qe.Filter(must=[backend.qe.HasIdCondition({gone[0]})])
+                    )
+                )
                 return [dense, keyword]
 
         backend.shard = ForgetsAfterTheBatch()

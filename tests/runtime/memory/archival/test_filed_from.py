@@ -13,18 +13,25 @@ import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.memory.archival.filed_from import filed_together
+from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.archival.reconcile import reconcile
-from pagemind.runtime.spec.memory import ArchivalConfig
+from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (FakeEmbedder, ManualClock, RecordingArchival, ScriptedModel, spec_data,
-                                     tool_call_body, tool_context)
+from pagemind.runtime.testing.doubles import (
+    FakeEmbedder,
+    ManualClock,
+    RecordingArchival,
+    ScriptedModel,
+    spec_data,
+    tool_call_body,
+    tool_context,
+)
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 from pagemind.tools.context import RecallHit
 from tests.runtime.memory.archival.test_archival import T0, backend, run  # noqa: F401 (the fixture: both adapters)
@@ -34,15 +41,22 @@ SAID = "My sister just moved to Norway, the fjords are breathtaking"
 
 def agent_with_messages(tmp_path, *texts: str) -> tuple[StateStore, int, list[int]]:
     store = StateStore(make_engine(f"sqlite:///{tmp_path / 'state.db'}"))
-    record = store.ensure_agent(AgentSpec.model_validate({"name": "keeper", "model": {"name": "none"},
-                                                          "system": "notes"}))
+    record = store.ensure_agent(
+        AgentSpec.model_validate({"name": "keeper", "model": {"name": "none"}, "system": "notes"})
+    )
     said = store.append_messages(record.id, [Message("user", t, T0 - timedelta(minutes=1)) for t in texts])
     return store, record.id, [m.id for m in said]
 
 
 def service_of(store: StateStore, agent_id: int, backend, **config) -> ArchivalService:
-    return ArchivalService(agent_id, engine=store.engine, open_backend=lambda: backend, embedder=FakeEmbedder(),
-                           config=ArchivalConfig(**config), clock=ManualClock(T0))
+    return ArchivalService(
+        agent_id,
+        engine=store.engine,
+        open_backend=lambda: backend,
+        embedder=FakeEmbedder(),
+        config=ArchivalConfig(**config),
+        clock=ManualClock(T0),
+    )
 
 
 def keyword_texts(service: ArchivalService, query: str) -> list[str]:
@@ -95,21 +109,37 @@ class NewestUserMessage:
 def test_the_insert_tool_files_a_memory_from_the_users_latest_message():
     archival, recall = RecordingArchival(), NewestUserMessage(41)
     context = tool_context("alice", archival=archival, recall=recall, clock=ManualClock(T0))
-    [saved] = run(dispatch_tool_calls([ToolCall("1", "archival_memory_insert", json.dumps({
-        "content": "Mei lives in Oslo"}))], BUILTIN_TOOLS, context))
+    [saved] = run(
+        dispatch_tool_calls(
+            [ToolCall("1", "archival_memory_insert", json.dumps({"content": "Mei lives in Oslo"}))],
+            BUILTIN_TOOLS,
+            context,
+        )
+    )
     assert not saved.is_error and recall.asked == [(None, ["user", "assistant"], 2)]
-    assert archival.inserted == [{"content": "Mei lives in Oslo", "kind": "fact", "tags": [],
-                                  "source_message_ids": [41]}]
+    assert archival.inserted == [
+        {"content": "Mei lives in Oslo", "kind": "fact", "tags": [], "source_message_ids": [41]}
+    ]
     without_log = RecordingArchival()
-    run(dispatch_tool_calls([ToolCall("2", "archival_memory_insert", json.dumps({"content": "x"}))], BUILTIN_TOOLS,
-                            tool_context("alice", archival=without_log, clock=ManualClock(T0))))
+    run(
+        dispatch_tool_calls(
+            [ToolCall("2", "archival_memory_insert", json.dumps({"content": "x"}))],
+            BUILTIN_TOOLS,
+            tool_context("alice", archival=without_log, clock=ManualClock(T0)),
+        )
+    )
     assert without_log.inserted == [{"content": "x", "kind": "fact", "tags": []}]
     # the count follows the agent's `context_messages`; 0 files from nothing and asks the log nothing
     for count, asked in ((3, [(None, ["user", "assistant"], 3)]), (0, [])):
         archival, recall = RecordingArchival(), NewestUserMessage(41)
         archival.context_messages = count
-        run(dispatch_tool_calls([ToolCall("3", "archival_memory_insert", json.dumps({"content": "y"}))], BUILTIN_TOOLS,
-                                tool_context("alice", archival=archival, recall=recall, clock=ManualClock(T0))))
+        run(
+            dispatch_tool_calls(
+                [ToolCall("3", "archival_memory_insert", json.dumps({"content": "y"}))],
+                BUILTIN_TOOLS,
+                tool_context("alice", archival=archival, recall=recall, clock=ManualClock(T0)),
+            )
+        )
         assert recall.asked == asked and ("source_message_ids" in archival.inserted[0]) is bool(count)
 
 
@@ -147,18 +177,38 @@ def test_switched_on_a_search_lifts_the_memory_filed_right_after_a_strong_match(
 def test_a_memory_the_model_files_in_a_turn_is_filed_from_the_users_message(tmp_path):
     """End to end: the user's message of the turn is stored before the step, so the tool finds it."""
     backend = EdgeBackend(tmp_path / "shard", FakeEmbedder.dim)
-    spec = AgentSpec.model_validate({**spec_data("keeper"), "memory": {"prefetch_top_k": 0},
-                                     "tools": ["send_message", "archival_memory_insert", "archival_search"]})
-    model = ScriptedModel([tool_call_body("archival_memory_insert", {"content": "Mei lives in Oslo"}),
-                           tool_call_body("send_message", {"message": "How lovely!"})])
+    spec = AgentSpec.model_validate(
+        {
+            **spec_data("keeper"),
+            "memory": {"prefetch_top_k": 0},
+            "tools": ["send_message", "archival_memory_insert", "archival_search"],
+        }
+    )
+    model = ScriptedModel(
+        [
+            tool_call_body("archival_memory_insert", {"content": "Mei lives in Oslo"}),
+            tool_call_body("send_message", {"message": "How lovely!"}),
+        ]
+    )
     url = f"sqlite:///{tmp_path / 'state.db'}"
 
     async def turn() -> tuple[Any, ArchivalService]:
         clock = ManualClock(T0)
-        agent = await Agent.load(spec, model=model, store=StateStore(make_engine(url)),
-                                 settings=Settings(home=tmp_path, database_url=url), clock=clock)
-        agent.archival = ArchivalService(agent.record.id, engine=agent.store.engine, open_backend=lambda: backend,
-                                         embedder=FakeEmbedder(), config=spec.memory.archival, clock=clock)
+        agent = await Agent.load(
+            spec,
+            model=model,
+            store=StateStore(make_engine(url)),
+            settings=Settings(home=tmp_path, database_url=url),
+            clock=clock,
+        )
+        agent.archival = ArchivalService(
+            agent.record.id,
+            engine=agent.store.engine,
+            open_backend=lambda: backend,
+            embedder=FakeEmbedder(),
+            config=spec.memory.archival,
+            clock=clock,
+        )
         return await run_turn(agent, SAID), agent.archival
 
     try:

@@ -8,7 +8,7 @@ from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_cal
 
 def retrieved_section(system: str) -> str:
     start = system.find("<retrieved_memories>")
-    return system[start:system.index("</retrieved_memories>")] if start >= 0 else ""
+    return system[start : system.index("</retrieved_memories>")] if start >= 0 else ""
 
 
 async def test_relevant_memories_are_prefetched_into_the_prompt(tmp_path, clock):

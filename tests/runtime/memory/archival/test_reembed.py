@@ -11,19 +11,24 @@ import numpy as np
 import pytest
 import structlog
 
-from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.memory.archival import reconcile as reconcile_module
 from pagemind.runtime.memory.archival import reembed as reembed_module
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.records import MemoryFilter
 from pagemind.runtime.memory.vectors.stores import close_all, open_backend
+from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock, tool_context
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 from tests.runtime.memory.archival.test_archival import ALICE, DIM, T0, run, unit
 
-TEXTS = ["Lin lives in Lyon", "Lin plays the cello", "Lin drinks green tea", "Lin adopted a cat named Miso",
-         "Lin works at the bakery"]
+TEXTS = [
+    "Lin lives in Lyon",
+    "Lin plays the cello",
+    "Lin drinks green tea",
+    "Lin adopted a cat named Miso",
+    "Lin works at the bakery",
+]
 # The two models put the memories in different places: a query near one memory in A is near another in B.
 OLD = {t: unit(*([0] * n + [1])) for n, t in enumerate(TEXTS)} | {"what does Lin play?": unit(1)}
 NEW = {t: unit(*([0] * (10 + n) + [1])) for n, t in enumerate(TEXTS)} | {"what does Lin play?": unit(*[0] * 11 + [1])}
@@ -38,8 +43,13 @@ def world(database_url, tmp_path, monkeypatch):
     def service(model_id: str, vectors: dict) -> ArchivalService:
         monkeypatch.setattr(reconcile_module, "_DONE", type(reconcile_module._DONE)())  # a new process
         embedder = FakeEmbedder(vectors, model_id=model_id)
-        return ArchivalService(ALICE, engine=engine, clock=ManualClock(T0), embedder=embedder,
-                               open_backend=lambda: open_backend(tmp_path, DIM, model_id))
+        return ArchivalService(
+            ALICE,
+            engine=engine,
+            clock=ManualClock(T0),
+            embedder=embedder,
+            open_backend=lambda: open_backend(tmp_path, DIM, model_id),
+        )
 
     yield service
     close_all()
@@ -76,7 +86,8 @@ def test_switching_the_model_reembeds_every_live_memory_into_its_own_store(world
         assert hit.record.id == memory_id and hit.score == pytest.approx(1.0, abs=1e-5)
     events = [e for e in logs if e["event"].startswith("archival_reembed")]
     assert [e["event"] for e in events] == ["archival_reembed_started"] + ["archival_reembed_progress"] * 2 + [
-        "archival_reembed_done"]
+        "archival_reembed_done"
+    ]
     assert [e.get("done") for e in events[1:3]] == [2, 4] and {e["model"] for e in events} == {"model-b"}
     assert events[0]["memories"] == 4 and all(e.get("total", 4) == 4 for e in events)
     old = world("model-a", OLD)  # the old store is left as it was: switching back re-embeds nothing
@@ -118,8 +129,9 @@ class _Terminal(io.StringIO):
 def _records(n: int):
     from pagemind.runtime.memory.vectors.records import MemoryRecord
 
-    return [MemoryRecord(agent_id=ALICE, text=f"memory {k}", kind="fact", created_at=T0, updated_at=T0)
-            for k in range(n)]
+    return [
+        MemoryRecord(agent_id=ALICE, text=f"memory {k}", kind="fact", created_at=T0, updated_at=T0) for k in range(n)
+    ]
 
 
 class _Store:
@@ -134,8 +146,11 @@ class _Store:
 
 def test_the_progress_bar_is_shown_on_a_terminal_or_for_a_large_reembed_only():
     restore = lambda records: [(r, np.zeros(DIM)) for r in records]  # noqa: E731
-    for stream, count, shown in ((_Terminal(), 3, True), (io.StringIO(), 3, False),
-                                 (io.StringIO(), reembed_module.BAR_FROM, True)):
+    for stream, count, shown in (
+        (_Terminal(), 3, True),
+        (io.StringIO(), 3, False),
+        (io.StringIO(), reembed_module.BAR_FROM, True),
+    ):
         store = _Store()
         assert reembed_module.reembed(store, _records(count), restore, model="model-b", stream=stream) == count
         assert len(store.points) == count
@@ -148,7 +163,10 @@ def test_the_bar_goes_to_a_terminals_stderr_never_into_the_tools_output(world, m
     terminal = _Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     context = tool_context("alice", archival=world("model-b", NEW), clock=ManualClock(T0))
-    [result] = run(dispatch_tool_calls([ToolCall("1", "archival_search", '{"query": "what does Lin play?"}')],
-                                       BUILTIN_TOOLS, context))
+    [result] = run(
+        dispatch_tool_calls(
+            [ToolCall("1", "archival_search", '{"query": "what does Lin play?"}')], BUILTIN_TOOLS, context
+        )
+    )
     assert not result.is_error and result.content.splitlines()[1].endswith("Lin plays the cello")
     assert "Re-embedding" not in result.content and "Re-embedding archival memories (model-b)" in terminal.getvalue()

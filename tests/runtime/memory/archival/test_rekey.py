@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -18,14 +18,17 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.tables import archival_rekeyed_stores, archival_rekeys
 
 DIM = 8
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture(params=["edge", "server"])
 def backend(request, tmp_path):
     """Both adapters: Qdrant Edge on disk, and qdrant-client's in-memory mode standing in for a server."""
-    b = EdgeBackend(tmp_path / "qdrant", DIM) if request.param == "edge" else \
-        ServerBackend.connect(":memory:", None, "pagemind_rekey", DIM)
+    b = (
+        EdgeBackend(tmp_path / "qdrant", DIM)
+        if request.param == "edge"
+        else ServerBackend.connect(":memory:", None, "pagemind_rekey", DIM)
+    )
     yield b
     b.close()
 
@@ -79,8 +82,13 @@ def test_rekeying_is_crash_safe_idempotent_and_cannot_capture_another_agents_poi
     write_legacy_point(backend, "2", "another of agent 1")
     write_legacy_point(backend, "x", "old of agent 2")
     # Agent 2 already wrote with today's code (keyed by its id, "2") before agent 1's old key was moved.
-    AgentStore(backend, 2).upsert([StoredPoint(MemoryRecord(agent_id=2, text="new of agent 2", created_at=T0,
-                                                            updated_at=T0), vector(3), Sparse([], []))])
+    AgentStore(backend, 2).upsert(
+        [
+            StoredPoint(
+                MemoryRecord(agent_id=2, text="new of agent 2", created_at=T0, updated_at=T0), vector(3), Sparse([], [])
+            )
+        ]
+    )
 
     with pytest.raises(KeyboardInterrupt):
         rekey.complete_rekeys(engine, CrashingBackend(backend))

@@ -9,12 +9,18 @@ from tests.runtime.memory.archival.test_archival import backend, run  # noqa: F4
 from tests.runtime.memory.archival.test_archival_counts import pair  # noqa: F401 (two services of one agent over one database)
 
 
-def revision_reads(service) -> list[str]:  # noqa: ANN001 (an ArchivalService)
+def revision_reads(service) -> list[str]:
     """A list that fills with every read of the agent's revision the service's engine runs from now on."""
     seen: list[str] = []
-    event.listen(service.engine, "before_cursor_execute",
-                 lambda conn, cursor, statement, *rest: seen.append(statement)
-                 if "archival_revisions.revision" in statement and statement.lstrip().startswith("SELECT") else None)
+    event.listen(
+        service.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, statement, *rest: (
+            seen.append(statement)
+            if "archival_revisions.revision" in statement and statement.lstrip().startswith("SELECT")
+            else None
+        ),
+    )
     return seen
 
 

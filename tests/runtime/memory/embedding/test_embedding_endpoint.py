@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,8 +39,12 @@ Answer = Callable[[dict[str, Any]], tuple[int, Any]]
 
 def good(body: dict[str, Any]) -> tuple[int, Any]:
     data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(body["input"])]
-    return 200, {"object": "list", "data": data[::-1], "model": body["model"],  # out of order, as some servers do
-                 "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+    return 200, {
+        "object": "list",
+        "data": data[::-1],
+        "model": body["model"],  # out of order, as some servers do
+        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+    }
 
 
 class Server:
@@ -51,7 +56,7 @@ class Server:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
                 status, payload = server.answer(body)
@@ -86,11 +91,16 @@ def endpoint(server: Server, **kwargs: Any) -> OpenAIEmbedder:
 
 
 def test_archival_memory_through_a_configured_endpoint(server, tmp_path):
-    env = {"PAGEMIND_HOME": str(tmp_path), "PAGEMIND_EMBEDDING_BASE_URL": server.url,
-           "PAGEMIND_EMBEDDING_MODEL": "toy-embed", "PAGEMIND_EMBEDDING_API_KEY": "sk-test"}
+    env = {
+        "PAGEMIND_HOME": str(tmp_path),
+        "PAGEMIND_EMBEDDING_BASE_URL": server.url,
+        "PAGEMIND_EMBEDDING_MODEL": "toy-embed",
+        "PAGEMIND_EMBEDDING_API_KEY": "sk-test",
+    }
     settings = Settings.from_env(env)
-    spec = AgentSpec.model_validate({"name": "lin", "model": {"name": "m"}, "system": "s",
-                                     "tools": ["archival_memory_insert", "archival_search"]})
+    spec = AgentSpec.model_validate(
+        {"name": "lin", "model": {"name": "m"}, "system": "s", "tools": ["archival_memory_insert", "archival_search"]}
+    )
     store = StateStore(make_engine(f"sqlite:///{tmp_path / 's.db'}"))
     archival = archival_service(spec, store, settings, ManualClock(T0))
     assert archival.embedder.model_id == "openai-toy-embed" and archival.embedder.dim == DIM  # probed
@@ -110,15 +120,34 @@ def test_vectors_come_back_in_input_order_and_unit_length(server):
     assert [int(np.argmax(v)) for v in vectors] == [1, 0, 2]
 
 
-@pytest.mark.parametrize("answer, message", [
-    (lambda body: (200, {"object": "list", "model": "toy", "data": good(body)[1]["data"][:1]}),
-     "1 vectors .* for 2 texts"),
-    (lambda body: (200, {"object": "list", "model": "toy", "data": [
-        {"object": "embedding", "index": i, "embedding": [1.0] * (3 + i)} for i in range(len(body["input"]))]}),
-     r"size \[3, 4\]"),
-    (lambda body: (400, {"error": {"message": "input too long", "type": "invalid_request_error"}}), "input too long"),
-    (lambda body: (200, b"<html>gateway says hello</html>"), "endpoint failed"),
-])
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        (
+            lambda body: (200, {"object": "list", "model": "toy", "data": good(body)[1]["data"][:1]}),
+            "1 vectors .* for 2 texts",
+        ),
+        (
+            lambda body: (
+                200,
+                {
+                    "object": "list",
+                    "model": "toy",
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": [1.0] * (3 + i)}
+                        for i in range(len(body["input"]))
+                    ],
+                },
+            ),
+            r"size \[3, 4\]",
+        ),
+        (
+            lambda body: (400, {"error": {"message": "input too long", "type": "invalid_request_error"}}),
+            "input too long",
+        ),
+        (lambda body: (200, b"<html>gateway says hello</html>"), "endpoint failed"),
+    ],
+)
 def test_a_bad_answer_is_an_embedding_error(server, answer, message):
     server.answer = answer
     with pytest.raises(EmbeddingError, match=message):
@@ -131,8 +160,13 @@ def test_vectors_of_another_size_than_configured_are_refused(server):
 
 
 def test_a_failed_insert_stores_nothing(server, tmp_path):
-    settings = Settings(home=tmp_path, database_url="sqlite://", embedding_base_url=server.url,
-                        embedding_model="toy-embed", embedding_dim=DIM)
+    settings = Settings(
+        home=tmp_path,
+        database_url="sqlite://",
+        embedding_base_url=server.url,
+        embedding_model="toy-embed",
+        embedding_dim=DIM,
+    )
     spec = AgentSpec.model_validate({"name": "lin", "model": {"name": "m"}, "system": "s"})
     store = StateStore(make_engine(f"sqlite:///{tmp_path / 's.db'}"))
     archival = archival_service(spec, store, settings, ManualClock(T0))

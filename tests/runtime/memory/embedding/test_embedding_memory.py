@@ -13,8 +13,9 @@ from pagemind.runtime.memory.embedding.embedders import FastEmbedEmbedder
 from pagemind.runtime.memory.embedding.onnx_arena import SHRINK_ABOVE_TOKENS, ShrinkingSession, shrink_after_long_runs
 
 SHRINK = "memory.enable_memory_arena_shrinkage"
-LONG_TEXT = " ".join(f"On day {i} Lin walked the dog by the river and called her sister about the move." for i in
-                     range(40))  # truncated at the model's 512 tokens
+LONG_TEXT = " ".join(
+    f"On day {i} Lin walked the dog by the river and called her sister about the move." for i in range(40)
+)  # truncated at the model's 512 tokens
 
 
 class RecordingSession:
@@ -23,7 +24,7 @@ class RecordingSession:
     def __init__(self) -> None:
         self.options: list[object] = []
 
-    def run(self, output_names, input_feed, run_options=None):  # noqa: ANN001, ANN201
+    def run(self, output_names, input_feed, run_options=None):
         self.options.append(run_options)
         return ["out"]
 

@@ -32,5 +32,7 @@ def test_a_change_in_how_texts_are_run_is_caught():
     stored = np.load(REFERENCE)
     texts = [str(t) for t in stored["texts"]]
     batched = FastEmbedEmbedder(batch_size=len(texts)).embed(texts)
-    assert any(float(made @ kept) < 0.999 or np.abs(made - kept).max() > 0.01
-               for made, kept in zip(batched, stored["documents"]))
+    assert any(
+        float(made @ kept) < 0.999 or np.abs(made - kept).max() > 0.01
+        for made, kept in zip(batched, stored["documents"])
+    )

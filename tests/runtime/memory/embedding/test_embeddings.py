@@ -7,15 +7,21 @@ import os
 import subprocess
 import sys
 import textwrap
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import numpy as np
 import respx
 
+from pagemind.runtime.memory.embedding.embedders import (
+    DEFAULT_MODEL_DIR,
+    CachedEmbedder,
+    OpenAIEmbedder,
+    build_embedder,
+    text_hash,
+)
 from pagemind.runtime.memory.retrieval.dating import absolute_dates
-from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, OpenAIEmbedder, build_embedder, text_hash
 from pagemind.runtime.memory.retrieval.keywords import analysed, query_terms, terms
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
@@ -45,10 +51,17 @@ print(json.dumps({"shape": list(vectors.shape), "head": reference[:6].round(4).t
 
 def test_the_default_model_loads_and_embeds_with_the_network_unavailable(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "FASTEMBED"))}
-    env.update({"HF_HUB_OFFLINE": "1", "HOME": str(tmp_path), "FASTEMBED_CACHE_PATH": str(tmp_path / "cache"),
-                "PAGEMIND_LOG_LEVEL": "ERROR"})
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(OFFLINE)], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=120)
+    env.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "HOME": str(tmp_path),
+            "FASTEMBED_CACHE_PATH": str(tmp_path / "cache"),
+            "PAGEMIND_LOG_LEVEL": "ERROR",
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(OFFLINE)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert data["shape"] == [3, 384] and data["norms"] == [1.0, 1.0, 1.0] and data["same_alone_or_batched"]
@@ -85,10 +98,19 @@ def test_openai_compatible_endpoint_batches_and_normalises():
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         requests.append(body)
-        data = [{"object": "embedding", "index": i, "embedding": [3.0, 4.0, float(len(text))]}
-                for i, text in enumerate(body["input"])]
-        return httpx.Response(200, json={"object": "list", "data": data[::-1], "model": body["model"],
-                                         "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        data = [
+            {"object": "embedding", "index": i, "embedding": [3.0, 4.0, float(len(text))]}
+            for i, text in enumerate(body["input"])
+        ]
+        return httpx.Response(
+            200,
+            json={
+                "object": "list",
+                "data": data[::-1],
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            },
+        )
 
     with respx.mock(base_url="http://embeddings.test/v1") as router:
         router.post("/embeddings").mock(side_effect=handler)
@@ -100,9 +122,13 @@ def test_openai_compatible_endpoint_batches_and_normalises():
 
 
 def test_settings_choose_the_endpoint_or_the_shipped_model(tmp_path):
-    env = {"PAGEMIND_HOME": str(tmp_path), "PAGEMIND_EMBEDDING_MODEL": "text-embedding-3-small",
-           "PAGEMIND_EMBEDDING_BASE_URL": "http://embeddings.test/v1", "PAGEMIND_EMBEDDING_DIM": "1536",
-           "OPENAI_API_KEY": "sk-x"}
+    env = {
+        "PAGEMIND_HOME": str(tmp_path),
+        "PAGEMIND_EMBEDDING_MODEL": "text-embedding-3-small",
+        "PAGEMIND_EMBEDDING_BASE_URL": "http://embeddings.test/v1",
+        "PAGEMIND_EMBEDDING_DIM": "1536",
+        "OPENAI_API_KEY": "sk-x",
+    }
     remote = build_embedder(Settings.from_env(env))
     assert remote.model_id == "openai-text-embedding-3-small" and remote.dim == 1536
     local = build_embedder(Settings.from_env({"PAGEMIND_HOME": str(tmp_path)}))
@@ -116,16 +142,22 @@ def test_keyword_terms_stem_drop_stop_words_and_split_cjk():
 
 
 def test_absolute_dates_cover_the_usual_phrases():
-    at = datetime(2026, 11, 29, 15, tzinfo=timezone.utc)  # a Sunday
-    assert absolute_dates("3 days ago and two weeks ago", at) == \
-        "3 days ago (2026-11-26) and two weeks ago (week of 2026-11-09)"
-    assert absolute_dates("last Friday, next Monday, tomorrow", at) == \
-        "last Friday (2026-11-27), next Monday (2026-11-30), tomorrow (2026-11-30)"
+    at = datetime(2026, 11, 29, 15, tzinfo=UTC)  # a Sunday
+    assert (
+        absolute_dates("3 days ago and two weeks ago", at)
+        == "3 days ago (2026-11-26) and two weeks ago (week of 2026-11-09)"
+    )
+    assert (
+        absolute_dates("last Friday, next Monday, tomorrow", at)
+        == "last Friday (2026-11-27), next Monday (2026-11-30), tomorrow (2026-11-30)"
+    )
     assert absolute_dates("this month and last year", at) == "this month (November 2026) and last year (2025)"
     assert absolute_dates("no relative time here", at) == "no relative time here"
 
 
 def test_absolute_dates_leave_a_phrase_past_the_calendar_alone():
-    at = datetime(2026, 11, 29, 15, tzinfo=timezone.utc)
-    assert absolute_dates("99999999 days ago, 3000 years ago, 2 days ago", at) == \
-        "99999999 days ago, 3000 years ago, 2 days ago (2026-11-27)"
+    at = datetime(2026, 11, 29, 15, tzinfo=UTC)
+    assert (
+        absolute_dates("99999999 days ago, 3000 years ago, 2 days ago", at)
+        == "99999999 days ago, 3000 years ago, 2 days ago (2026-11-27)"
+    )

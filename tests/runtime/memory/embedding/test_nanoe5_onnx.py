@@ -84,7 +84,9 @@ def reference(ref: dict[str, np.ndarray], ids: list[int]) -> np.ndarray:
     """The encoder in numpy (one text, no padding)."""
     from math import erf
 
-    x = layer_norm(ref["emb.word"][ids] + ref["emb.pos"][:len(ids)] + ref["emb.type"][0], ref["emb.ln.w"], ref["emb.ln.b"])
+    x = layer_norm(
+        ref["emb.word"][ids] + ref["emb.pos"][: len(ids)] + ref["emb.type"][0], ref["emb.ln.w"], ref["emb.ln.b"]
+    )
     lin = {k: (lambda v, k=k: v @ ref[f"l0.{k}.w"].T + ref[f"l0.{k}.b"]) for k in ("q", "k", "v", "ao", "fi", "fo")}
     q, k, v = (lin[n](x).reshape(len(ids), NH, -1).transpose(1, 0, 2) for n in "qkv")
     scores = q @ k.transpose(0, 2, 1) / np.sqrt(H // NH)
@@ -108,8 +110,9 @@ def test_parse_reads_the_header_vocabulary_and_normalisation(model_file: tuple[P
 
 
 @pytest.mark.parametrize("mode, tolerance", [("fp32", 1e-4), ("q4", 0.05), ("int8", 0.05)])
-def test_the_graph_computes_the_encoder(model_file: tuple[Path, dict[str, np.ndarray]], tmp_path: Path,
-                                        mode: str, tolerance: float) -> None:
+def test_the_graph_computes_the_encoder(
+    model_file: tuple[Path, dict[str, np.ndarray]], tmp_path: Path, mode: str, tolerance: float
+) -> None:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
@@ -122,6 +125,6 @@ def test_the_graph_computes_the_encoder(model_file: tuple[Path, dict[str, np.nda
     mask = (padded != 1).astype(np.int64)
     hidden = session.run(None, {"input_ids": padded, "attention_mask": mask})[0]
     expected = reference(ref, ids)
-    assert np.abs(hidden[0, :len(ids)] - expected).max() < tolerance * max(1.0, np.abs(expected).max())
+    assert np.abs(hidden[0, : len(ids)] - expected).max() < tolerance * max(1.0, np.abs(expected).max())
     short = reference(ref, ids[:3] + [2])
     assert np.abs(hidden[1, :4] - short).max() < tolerance * max(1.0, np.abs(short).max())

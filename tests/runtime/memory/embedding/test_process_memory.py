@@ -36,8 +36,9 @@ asyncio.run(main())
 def test_a_working_agent_process_leaves_jsonschema_out_and_holds_the_token_ranks_once(tmp_path):
     env = {**os.environ, "PAGEMIND_HOME": str(tmp_path), "PAGEMIND_LOG_LEVEL": "ERROR"}
     env.pop("DATABASE_URL", None)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(PROBE)], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(PROBE)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout.strip().splitlines()[-1])
     loaded = set(data["loaded"])

@@ -14,7 +14,7 @@ import json
 import multiprocessing
 import re
 import signal
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,33 +23,46 @@ import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.memory.episodes import (
+    end_session,
+    episode_id,
+    fade_episodes,
+    split_sessions,
+    user_words,
+    within_tokens,
+)
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.memory.vectors.server import ServerBackend
-from pagemind.runtime.memory.episodes import (
-    end_session, episode_id, fade_episodes, split_sessions, user_words, within_tokens,
-)
-from pagemind.runtime.spec.memory import EpisodesConfig
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelError, ModelRequest
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.memory import EpisodesConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FakeEmbedder, FunctionModel, ManualClock, by_purpose, reply_body, spec_data
 from pagemind.runtime.tokens import count_tokens
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
-T0 = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
-SPEC = AgentSpec.model_validate({**spec_data("episodic"), "memory": {"prefetch_top_k": 0},
-                                 "tools": ["send_message", "conversation_search", "archival_memory_insert",
-                                           "archival_search"]})
-RECITAL = [("user", "I have my cello recital on Saturday and I am nervous about the Bach suite"),
-           ("assistant", "You have practised a lot; which movement worries you most?"),
-           ("user", "The sarabande, my teacher Mrs Okafor says I rush the slow bars"),
-           ("assistant", "Try counting the slow bars out loud tonight.")]
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+SPEC = AgentSpec.model_validate(
+    {
+        **spec_data("episodic"),
+        "memory": {"prefetch_top_k": 0},
+        "tools": ["send_message", "conversation_search", "archival_memory_insert", "archival_search"],
+    }
+)
+RECITAL = [
+    ("user", "I have my cello recital on Saturday and I am nervous about the Bach suite"),
+    ("assistant", "You have practised a lot; which movement worries you most?"),
+    ("user", "The sarabande, my teacher Mrs Okafor says I rush the slow bars"),
+    ("assistant", "Try counting the slow bars out loud tonight."),
+]
 CHIT_CHAT = [("user", "ok"), ("assistant", "Anything else?"), ("user", "haha 嗯嗯"), ("assistant", "Good night!")]
-MOVE = [("user", "We signed the lease for the flat in Lyon today, moving on the first of March"),
-        ("assistant", "Congratulations on the new flat!")]
+MOVE = [
+    ("user", "We signed the lease for the flat in Lyon today, moving on the first of March"),
+    ("assistant", "Congratulations on the new flat!"),
+]
 LONG_EPISODE = "Lin prepared for her cello recital and worried about rushing the sarabande. " * 30
 FADED_256 = "Recital worry, sarabande tempo, teacher Okafor advice, counting aloud. " * 30  # over 256 tokens
 FADED_64 = "Lin was nervous before her cello recital."
@@ -73,29 +86,39 @@ def world(tmp_path):
     backend = EdgeBackend(tmp_path / "shard", FakeEmbedder.dim)
 
     async def load(url: str, clock: ManualClock, respond=None, spec: AgentSpec = SPEC) -> Agent:
-        return await load_agent(url, tmp_path, clock, backend, respond or by_purpose(no_steps, summarize=summarizer),
-                                spec)
+        return await load_agent(
+            url, tmp_path, clock, backend, respond or by_purpose(no_steps, summarize=summarizer), spec
+        )
 
     yield load, backend
     backend.close()
 
 
-async def load_agent(url: str, home: Path, clock: ManualClock, backend: EdgeBackend, respond,
-                     spec: AgentSpec = SPEC) -> Agent:
+async def load_agent(
+    url: str, home: Path, clock: ManualClock, backend: EdgeBackend, respond, spec: AgentSpec = SPEC
+) -> Agent:
     """The agent over `url`, its archival memory in `backend` (fake embedder), recall by keywords."""
     store = StateStore(make_engine(url))
-    agent = await Agent.load(spec, model=FunctionModel(respond), store=store,
-                             settings=Settings(home=home, database_url=url), clock=clock)
-    agent.archival = ArchivalService(agent.record.id, engine=store.engine, open_backend=lambda: backend,
-                                     embedder=FakeEmbedder(), config=spec.memory.archival, clock=clock)
+    agent = await Agent.load(
+        spec, model=FunctionModel(respond), store=store, settings=Settings(home=home, database_url=url), clock=clock
+    )
+    agent.archival = ArchivalService(
+        agent.record.id,
+        engine=store.engine,
+        open_backend=lambda: backend,
+        embedder=FakeEmbedder(),
+        config=spec.memory.archival,
+        clock=clock,
+    )
     agent.recall.embedder = None
     return agent
 
 
 def say(agent: Agent, start: datetime, lines: list[tuple[str, str]]) -> list[Message]:
     """Store a conversation, one message a minute from `start`."""
-    return agent.store.append_messages(agent.record.id, [Message(role, text, start + timedelta(minutes=n))
-                                                         for n, (role, text) in enumerate(lines)])
+    return agent.store.append_messages(
+        agent.record.id, [Message(role, text, start + timedelta(minutes=n)) for n, (role, text) in enumerate(lines)]
+    )
 
 
 def with_episode(world, url: str, lines: list[tuple[str, str]]) -> tuple[Agent, ManualClock]:
@@ -154,8 +177,12 @@ def test_the_episode_is_found_by_a_search_over_its_dates_and_not_outside_them(wo
     day = T0.replace(hour=0)
     inside = run(agent.archival.search("cello recital", start_date=day, end_date=day + timedelta(days=1)))
     assert [h.kind for h in inside] == ["episode"] and inside[0].date == T0
-    assert run(agent.archival.search("cello recital", start_date=day + timedelta(days=1),
-                                     end_date=day + timedelta(days=8))) == []
+    assert (
+        run(
+            agent.archival.search("cello recital", start_date=day + timedelta(days=1), end_date=day + timedelta(days=8))
+        )
+        == []
+    )
 
 
 def test_sessions_are_split_by_the_gap_and_chit_chat_makes_no_episode(world, sqlite_url):
@@ -240,11 +267,19 @@ def test_at_most_max_sessions_per_run_the_oldest_first(world, sqlite_url):
 
 @pytest.mark.parametrize("kind", ["edge", "server"])
 def test_rewrite_replaces_text_and_vector_in_place_and_keeps_the_rest(tmp_path, kind):
-    backend = (EdgeBackend(tmp_path / "shard", FakeEmbedder.dim) if kind == "edge"
-               else ServerBackend.connect(":memory:", None, "pagemind_test", FakeEmbedder.dim))
+    backend = (
+        EdgeBackend(tmp_path / "shard", FakeEmbedder.dim)
+        if kind == "edge"
+        else ServerBackend.connect(":memory:", None, "pagemind_test", FakeEmbedder.dim)
+    )
     clock = ManualClock(T0)
-    service = ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
-                              open_backend=lambda: backend, embedder=FakeEmbedder(), clock=clock)
+    service = ArchivalService(
+        1,
+        engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
+        open_backend=lambda: backend,
+        embedder=FakeEmbedder(),
+        clock=clock,
+    )
     try:
         kept = run(service.insert("Lin walked the Camino de Santiago in May", kind="episode", tags=["travel"]))
         assert run(service.search("Camino de Santiago"))  # one hit counted
@@ -253,8 +288,12 @@ def test_rewrite_replaces_text_and_vector_in_place_and_keeps_the_rest(tmp_path, 
         [row] = service.list()
         [point] = service.store.get([kept.id])
         for record in (row, point):
-            assert (record.id, record.text, record.tags, record.hit_count) == (kept.id, "Lin walked the Camino.",
-                                                                              ["travel"], 1)
+            assert (record.id, record.text, record.tags, record.hit_count) == (
+                kept.id,
+                "Lin walked the Camino.",
+                ["travel"],
+                1,
+            )
             assert record.created_at == T0 and record.updated_at == clock.now
         vector = service.store.dense_vectors([kept.id])[kept.id]
         assert float(vector @ service.embedder.vector("Lin walked the Camino.")) == pytest.approx(1.0, abs=1e-3)
@@ -272,9 +311,13 @@ def test_a_superseded_memory_is_not_rewritten(tmp_path):
     backend = EdgeBackend(tmp_path / "shard", FakeEmbedder.dim)
     v = np.zeros(FakeEmbedder.dim, dtype=np.float32)
     v[0] = 1.0
-    service = ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
-                              open_backend=lambda: backend, clock=ManualClock(T0),
-                              embedder=FakeEmbedder({"Lin lives in Lyon": v, "Lin lives in Paris": v}))
+    service = ArchivalService(
+        1,
+        engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
+        open_backend=lambda: backend,
+        clock=ManualClock(T0),
+        embedder=FakeEmbedder({"Lin lives in Lyon": v, "Lin lives in Paris": v}),
+    )
     try:
         old = run(service.insert("Lin lives in Lyon"))
         assert run(service.insert("Lin lives in Paris")).action == "superseded"
@@ -341,7 +384,9 @@ def test_an_episode_past_30_days_goes_straight_to_the_smallest_tier(world, sqlit
     [episode] = episodes(agent)
     assert episode.text == FADED_64
     assert [(v.operation, v.detail.get("resolution")) for v in agent.archival.history(episode.id)] == [
-        ("insert", None), ("faded", 64)]
+        ("insert", None),
+        ("faded", 64),
+    ]
 
 
 def test_a_short_episode_is_never_re_summarised(world, sqlite_url):
@@ -358,9 +403,14 @@ def test_an_empty_fade_answer_changes_nothing(world, sqlite_url, answer):
     agent, clock = with_episode(world, sqlite_url, RECITAL)
 
     def fade(request: ModelRequest):
-        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                             "finish_reason": "stop"}], "id": "x", "object": "chat.completion", "created": 0,
-                "model": "m", "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+        return {
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }
 
     agent.model_override = FunctionModel(by_purpose(no_steps, summarize=fade))
     clock.now = T0 + timedelta(days=8)
@@ -375,14 +425,24 @@ def test_conversation_search_still_returns_the_full_text_of_a_faded_period(world
     run(end_session(agent))
     assert episodes(agent)[0].text == FADED_64
     arguments = {"query": "sarabande teacher", "start_date": "2026-11-02", "end_date": "2026-11-02"}
-    [result] = run(dispatch_tool_calls([ToolCall("1", "conversation_search", json.dumps(arguments))],
-                                       BUILTIN_TOOLS, agent.tool_context(agent.memory.copy())))
+    [result] = run(
+        dispatch_tool_calls(
+            [ToolCall("1", "conversation_search", json.dumps(arguments))],
+            BUILTIN_TOOLS,
+            agent.tool_context(agent.memory.copy()),
+        )
+    )
     assert not result.is_error, result.content
     assert "The sarabande, my teacher Mrs Okafor says I rush the slow bars" in result.content
 
 
-@pytest.mark.parametrize("text", ["Lin was nervous before her cello recital on Saturday. " * 20,
-                                  "她下周要搬到里昂，很紧张，也很期待新的公寓。" * 20])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Lin was nervous before her cello recital on Saturday. " * 20,
+        "她下周要搬到里昂，很紧张，也很期待新的公寓。" * 20,
+    ],
+)
 def test_an_answer_over_budget_is_cut_by_tokens_never_through_a_character(text):
     for limit in (1, 7, 64):
         cut = within_tokens(text, limit, "o200k_base")
@@ -402,9 +462,17 @@ def test_tiers_are_sorted_and_must_not_grow_with_age():
 # -- crashes -----------------------------------------------------------------------------------------------------
 
 # The child makes the episode (day 0), then fades it (day 8). Edge upserts: 1 the episode's insert, 2 the rewrite.
-KILL_POINTS = ["episodes.summarized@1", "archival.insert.pending@1", "archival.insert.upserted@1",
-               "archival.insert.completed@1", "episodes.fade_answered@1", "archival.rewrite.pending@1",
-               "edge.upsert.unflushed@2", "archival.rewrite.upserted@1", "archival.rewrite.completed@1"]
+KILL_POINTS = [
+    "episodes.summarized@1",
+    "archival.insert.pending@1",
+    "archival.insert.upserted@1",
+    "archival.insert.completed@1",
+    "episodes.fade_answered@1",
+    "archival.rewrite.pending@1",
+    "edge.upsert.unflushed@2",
+    "archival.rewrite.upserted@1",
+    "archival.rewrite.completed@1",
+]
 FADE_AT = T0 + timedelta(days=8)
 
 
@@ -451,7 +519,12 @@ def _check_after_rerun(home: Path, url: str, first_message_id: int) -> None:
         assert [v.operation for v in service.history(episode.id)] == ["insert", "faded"]
         assert count_tokens(episode.text) <= 256 and episode.text.startswith("Recital worry")
         assert run(end_session(agent)) | {"episode_ids": []} == {
-            "episodes": 0, "episode_ids": [], "chit_chat": 0, "sessions": 0, "faded": 0}
+            "episodes": 0,
+            "episode_ids": [],
+            "chit_chat": 0,
+            "sessions": 0,
+            "faded": 0,
+        }
     finally:
         backend.close()
 
@@ -467,8 +540,7 @@ def _seed(home: Path, url: str) -> int:
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
-def test_a_kill_at_any_step_then_a_rerun_leaves_one_consistent_faded_episode(forkserver, tmp_path, sqlite_url,
-                                                                            point):
+def test_a_kill_at_any_step_then_a_rerun_leaves_one_consistent_faded_episode(forkserver, tmp_path, sqlite_url, point):
     first = _seed(tmp_path, sqlite_url)
     _die_at(forkserver, tmp_path, sqlite_url, point)
     _check_after_rerun(tmp_path, sqlite_url, first)

@@ -6,7 +6,7 @@ the tests write the conversation that makes days active. Both adapters, under a 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -14,99 +14,105 @@ import pytest
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.cli.main import main
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.lifecycle.expiry import expiry_from_wording
-from pagemind.runtime.memory.lifecycle.decay import staleness
-from pagemind.runtime.messages import Message
 from pagemind.runtime.memory.archival.write_policy import normalise_text
-from pagemind.runtime.spec.memory import ArchivalConfig, ExpiryConfig
+from pagemind.runtime.memory.lifecycle.decay import staleness
+from pagemind.runtime.memory.lifecycle.expiry import expiry_from_wording
+from pagemind.runtime.messages import Message
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.memory import ArchivalConfig, ExpiryConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
 from tests.runtime.memory.archival.test_archival import backend  # noqa: F401 (the fixture: both adapters)
 
 DIM = FakeEmbedder.dim
-WED = datetime(2026, 12, 2, 9, 30, tzinfo=timezone.utc)  # a Wednesday
+WED = datetime(2026, 12, 2, 9, 30, tzinfo=UTC)  # a Wednesday
 
 
 def end_of(day: str) -> datetime:
     """The midnight after `day` (how every expiry ends a period)."""
-    return datetime.fromisoformat(day).replace(tzinfo=timezone.utc) + timedelta(days=1)
+    return datetime.fromisoformat(day).replace(tzinfo=UTC) + timedelta(days=1)
 
 
-@pytest.mark.parametrize("text, ends", [
-    ("Lin is busy today", "2026-12-02"),
-    ("Lin is going to a concert tonight", "2026-12-02"),
-    ("Lin has a dentist appointment tomorrow", "2026-12-03"),
-    ("The user said they have an exam next week", "2026-12-13"),  # reported speech: the plan's tense counts
-    ("The user mentioned a dentist appointment tomorrow", "2026-12-03"),
-    ("Lin has an exam the day after tomorrow", "2026-12-04"),
-    ("Lin is in Tokyo this week", "2026-12-06"),                  # weeks end with their Sunday
-    ("Lin is camping this weekend", "2026-12-06"),
-    ("Lin is travelling next week", "2026-12-13"),
-    ("Lin is staying with her parents until Friday", "2026-12-04"),
-    ("Lin stays at the office till Wednesday", "2026-12-02"),     # the named day may be today
-    ("Lin must finish the report by Monday", "2026-12-07"),
-    ("Lin will be away until the end of next week", "2026-12-13"),
-    ("Lin has to submit the form by 2026-12-24", "2026-12-24"),
-    ("Lin is off sugar this month", "2026-12-31"),
-    ("Lin is on antibiotics for the next 3 days", "2026-12-05"),
-    ("Lin wants a reply within a week", "2026-12-09"),
-    ("Lin works from home for the rest of the week", "2026-12-06"),
-    ("Lin has a job interview on Friday", "2026-12-04"),
-    ("Lin is scheduled for surgery tomorrow", "2026-12-03"),
-    ("Lin is busy today but free next week", "2026-12-13"),       # the latest end wins
-    ("今天很忙", "2026-12-02"),
-    ("今晚去看电影", "2026-12-02"),
-    ("明天有个面试", "2026-12-03"),
-    ("后天要考试", "2026-12-04"),
-    ("这周在出差", "2026-12-06"),
-    ("本周要交报告", "2026-12-06"),
-    ("这个周末去爬山", "2026-12-06"),
-    ("下周去上海出差", "2026-12-13"),
-    ("下周五有个会", "2026-12-11"),
-    ("下个月要去日本", "2027-01-31"),
-    ("这个月不吃甜食", "2026-12-31"),
-    ("到周五都在北京", "2026-12-04"),
-    ("周五之前要交报告", "2026-12-04"),
-    ("三天内回复", "2026-12-05"),
-    ("接下来两周在外地", "2026-12-16"),
-    ("我下周要考试了", "2026-12-13"),                                # 了 with a future marker is not past
-])
+@pytest.mark.parametrize(
+    "text, ends",
+    [
+        ("Lin is busy today", "2026-12-02"),
+        ("Lin is going to a concert tonight", "2026-12-02"),
+        ("Lin has a dentist appointment tomorrow", "2026-12-03"),
+        ("The user said they have an exam next week", "2026-12-13"),  # reported speech: the plan's tense counts
+        ("The user mentioned a dentist appointment tomorrow", "2026-12-03"),
+        ("Lin has an exam the day after tomorrow", "2026-12-04"),
+        ("Lin is in Tokyo this week", "2026-12-06"),  # weeks end with their Sunday
+        ("Lin is camping this weekend", "2026-12-06"),
+        ("Lin is travelling next week", "2026-12-13"),
+        ("Lin is staying with her parents until Friday", "2026-12-04"),
+        ("Lin stays at the office till Wednesday", "2026-12-02"),  # the named day may be today
+        ("Lin must finish the report by Monday", "2026-12-07"),
+        ("Lin will be away until the end of next week", "2026-12-13"),
+        ("Lin has to submit the form by 2026-12-24", "2026-12-24"),
+        ("Lin is off sugar this month", "2026-12-31"),
+        ("Lin is on antibiotics for the next 3 days", "2026-12-05"),
+        ("Lin wants a reply within a week", "2026-12-09"),
+        ("Lin works from home for the rest of the week", "2026-12-06"),
+        ("Lin has a job interview on Friday", "2026-12-04"),
+        ("Lin is scheduled for surgery tomorrow", "2026-12-03"),
+        ("Lin is busy today but free next week", "2026-12-13"),  # the latest end wins
+        ("今天很忙", "2026-12-02"),
+        ("今晚去看电影", "2026-12-02"),
+        ("明天有个面试", "2026-12-03"),
+        ("后天要考试", "2026-12-04"),
+        ("这周在出差", "2026-12-06"),
+        ("本周要交报告", "2026-12-06"),
+        ("这个周末去爬山", "2026-12-06"),
+        ("下周去上海出差", "2026-12-13"),
+        ("下周五有个会", "2026-12-11"),
+        ("下个月要去日本", "2027-01-31"),
+        ("这个月不吃甜食", "2026-12-31"),
+        ("到周五都在北京", "2026-12-04"),
+        ("周五之前要交报告", "2026-12-04"),
+        ("三天内回复", "2026-12-05"),
+        ("接下来两周在外地", "2026-12-16"),
+        ("我下周要考试了", "2026-12-13"),  # 了 with a future marker is not past
+    ],
+)
 def test_time_bound_wording_expires_at_the_end_of_its_period(text, ends):
     found = expiry_from_wording(text, WED)
     assert found is not None and found.at == end_of(ends), found
 
 
-@pytest.mark.parametrize("text", [
-    "I've lived here since last week",
-    "Lin told me she went to Paris last week",
-    "The user mentioned that she started a new job today",
-    "Lin started a new job today",
-    "Lin moved to Berlin this month",
-    "Lin moves to Berlin next month",             # the start of something lasting
-    "Lin starts a new job next week",
-    "Lin is getting married next month",
-    "Lin will be vegetarian from next week on",
-    "Lin goes swimming every Tuesday",            # recurring
-    "Lin works out three times a week",
-    "Lin likes to sleep in on weekends",
-    "Lin stayed with her parents until Friday",   # past, whatever bound it names
-    "Lin was sick today",
-    "Lin has booked a table for tonight",
-    "Lin finished the book in 3 days",
-    "Lin has been learning Chinese for 3 years",
-    "Lin is allergic to peanuts",
-    "Lin's favourite day is Friday",
-    "今天去了公园",
-    "我从下周开始吃素",
-    "每周五去游泳",
-    "下个月搬家",
-    "上周去了上海",
-    "她已经毕业了",
-    "周末一般在家",
-    "她对花生过敏",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I've lived here since last week",
+        "Lin told me she went to Paris last week",
+        "The user mentioned that she started a new job today",
+        "Lin started a new job today",
+        "Lin moved to Berlin this month",
+        "Lin moves to Berlin next month",  # the start of something lasting
+        "Lin starts a new job next week",
+        "Lin is getting married next month",
+        "Lin will be vegetarian from next week on",
+        "Lin goes swimming every Tuesday",  # recurring
+        "Lin works out three times a week",
+        "Lin likes to sleep in on weekends",
+        "Lin stayed with her parents until Friday",  # past, whatever bound it names
+        "Lin was sick today",
+        "Lin has booked a table for tonight",
+        "Lin finished the book in 3 days",
+        "Lin has been learning Chinese for 3 years",
+        "Lin is allergic to peanuts",
+        "Lin's favourite day is Friday",
+        "今天去了公园",
+        "我从下周开始吃素",
+        "每周五去游泳",
+        "下个月搬家",
+        "上周去了上海",
+        "她已经毕业了",
+        "周末一般在家",
+        "她对花生过敏",
+    ],
+)
 def test_wording_that_is_not_time_bound_sets_no_expiry(text):
     assert expiry_from_wording(text, WED) is None
 
@@ -131,8 +137,6 @@ def test_staleness_falls_from_30_active_days_to_its_floor_at_90():
 # -- the service, on both adapters ------------------------------------------------------------------------------
 
 
-
-
 def axis(i: int) -> np.ndarray:
     v = np.zeros(DIM, dtype=np.float32)
     v[i] = 1.0
@@ -153,12 +157,23 @@ def clock() -> ManualClock:
 def service(backend, tmp_path, clock):
     """An ArchivalService whose texts and queries sit where the test puts them; ranking weighs only disuse."""
     query = axis(0)
-    vectors = {"plans": query, "Lin is in Tokyo until Friday": toward(query, 0.7, 1),
-               "Lin's sister Mei lives in Oslo": toward(query, 0.7, 2), "Lin plays the cello": toward(query, 0.7, 3),
-               "cello": axis(3), "Lin's brother Bo lives in Rome": toward(query, 0.95, 4)}
+    vectors = {
+        "plans": query,
+        "Lin is in Tokyo until Friday": toward(query, 0.7, 1),
+        "Lin's sister Mei lives in Oslo": toward(query, 0.7, 2),
+        "Lin plays the cello": toward(query, 0.7, 3),
+        "cello": axis(3),
+        "Lin's brother Bo lives in Rome": toward(query, 0.95, 4),
+    }
     config = ArchivalConfig(recency_weight=0, hit_boost=0, importance_weight=0)
-    return ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"), open_backend=lambda: backend,
-                           embedder=FakeEmbedder(vectors), config=config, clock=clock)
+    return ArchivalService(
+        1,
+        engine=make_engine(f"sqlite:///{tmp_path / 'state.db'}"),
+        open_backend=lambda: backend,
+        embedder=FakeEmbedder(vectors),
+        config=config,
+        clock=clock,
+    )
 
 
 def talk(service: ArchivalService, first: int, last: int, every: int = 1) -> None:
@@ -166,8 +181,9 @@ def talk(service: ArchivalService, first: int, last: int, every: int = 1) -> Non
     store = StateStore(service.engine)
     spec = AgentSpec.model_validate({"name": "keeper", "model": {"name": "none"}, "system": "notes"})
     assert store.ensure_agent(spec).id == 1
-    store.append_messages(1, [Message("user", "hello", WED + timedelta(days=d, hours=2))
-                              for d in range(first, last + 1, every)])
+    store.append_messages(
+        1, [Message("user", "hello", WED + timedelta(days=d, hours=2)) for d in range(first, last + 1, every)]
+    )
 
 
 def run(coro):
@@ -190,9 +206,14 @@ def test_insert_reads_the_expiry_from_the_wording_unless_given_or_history(servic
 
 
 def test_wording_expiry_can_be_switched_off(backend, tmp_path):
-    svc = ArchivalService(1, engine=make_engine(f"sqlite:///{tmp_path / 's.db'}"), open_backend=lambda: backend,
-                          embedder=FakeEmbedder(), config=ArchivalConfig(expiry=ExpiryConfig(from_wording=False)),
-                          clock=ManualClock(WED))
+    svc = ArchivalService(
+        1,
+        engine=make_engine(f"sqlite:///{tmp_path / 's.db'}"),
+        open_backend=lambda: backend,
+        embedder=FakeEmbedder(),
+        config=ArchivalConfig(expiry=ExpiryConfig(from_wording=False)),
+        clock=ManualClock(WED),
+    )
     run(svc.insert("Lin is in Tokyo until Friday"))
     assert svc.list()[0].expires_at is None
 
@@ -200,8 +221,10 @@ def test_wording_expiry_can_be_switched_off(backend, tmp_path):
 def test_expired_memories_leave_default_search_but_a_date_range_finds_them(service, clock):
     run(service.insert("Lin is in Tokyo until Friday"))
     run(service.insert("Lin's sister Mei lives in Oslo"))
-    assert texts(run(service.search("plans", count_hits=False))) == {"Lin is in Tokyo until Friday",
-                                                                     "Lin's sister Mei lives in Oslo"}
+    assert texts(run(service.search("plans", count_hits=False))) == {
+        "Lin is in Tokyo until Friday",
+        "Lin's sister Mei lives in Oslo",
+    }
     clock.now = end_of("2026-12-04")  # Friday is over
     assert texts(run(service.search("plans", count_hits=False))) == {"Lin's sister Mei lives in Oslo"}
     assert service.stats()[0] == 1
@@ -236,7 +259,9 @@ def test_in_daily_use_memories_decay_after_30_days_unretrieved_and_leave_default
     assert texts(run(service.search("plans", count_hits=False))) == {"Lin plays the cello"}
     assert service.stats()[0] == 2  # dormant is not gone
     assert texts(run(service.search("plans", start_date=WED, count_hits=False))) == {
-        "Lin plays the cello", "Lin's sister Mei lives in Oslo"}
+        "Lin plays the cello",
+        "Lin's sister Mei lives in Oslo",
+    }
 
 
 def test_dormant_memories_do_not_take_places_in_the_top_k(service, clock):
@@ -321,13 +346,14 @@ tools: [send_message, archival_memory_insert, archival_search]
 def test_prefetch_marks_memories_used_and_the_listing_marks_what_default_results_leave_out(tmp_path, capsys):
     path = tmp_path / "keeper.yaml"
     path.write_text(AGENT_YAML)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     clock = ManualClock(now - timedelta(days=100))
 
     async def seed() -> None:
         agent = await Agent.load(path, clock=clock)
-        agent.store.append_messages(agent.record.id, [Message("user", "hi", now - timedelta(days=d)) for d in
-                                                      range(100)])  # in daily use: every day is active
+        agent.store.append_messages(
+            agent.record.id, [Message("user", "hi", now - timedelta(days=d)) for d in range(100)]
+        )  # in daily use: every day is active
         await agent.archival.insert("Lin is in Tokyo until Friday")
         await agent.archival.insert("Lin's sister Mei lives in Oslo")
         await agent.archival.insert("Lin is allergic to peanuts", kind="constraint")
@@ -350,8 +376,14 @@ def test_prefetch_marks_memories_used_and_the_listing_marks_what_default_results
     assert "[" not in flag["Lin is allergic to peanuts"] and "hits 0" in flag["Lin is allergic to peanuts"]
 
 
-@pytest.mark.parametrize("text", ["Lin must reply by 2026-13-45", "Lin is away for the next 99999999 days",
-                                  "Lin is away for the next 3 weeks (week of 2026-99-01)"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Lin must reply by 2026-13-45",
+        "Lin is away for the next 99999999 days",
+        "Lin is away for the next 3 weeks (week of 2026-99-01)",
+    ],
+)
 def test_odd_wording_never_fails_an_insert(text):
     found = expiry_from_wording(text, WED)
     assert found is None or found.at > WED

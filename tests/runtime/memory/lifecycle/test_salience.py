@@ -6,7 +6,7 @@ makes no extraction call."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,17 +15,25 @@ from structlog.testing import capture_logs
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.events import FlushEvent, ModelRequestEvent, SalienceEvent
 from pagemind.runtime.memory.lifecycle.salience import assess, assess_rules, extraction_gate, turns_of
-from pagemind.runtime.spec.memory import SalienceConfig
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelError, ModelRequest
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.memory import SalienceConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import (
-    FunctionModel, ManualClock, RecordingArchival, ScriptedModel, build_spec, call, reply_body, spec_data,
-    tool_call_body, tool_calls_body,
+    FunctionModel,
+    ManualClock,
+    RecordingArchival,
+    ScriptedModel,
+    build_spec,
+    call,
+    reply_body,
+    spec_data,
+    tool_call_body,
+    tool_calls_body,
 )
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
@@ -33,27 +41,69 @@ from pagemind.runtime.trace.replay import replay
 from pagemind.tools import ToolCall
 
 CONFIG = SalienceConfig()
-T = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
-CHITCHAT = ["ok", "OK!!", "okay thanks", "haha", "hahaha 😂", "lol", "Thank you so much!", "thanks :)", "got it",
-            "嗯嗯", "哈哈哈", "好的", "好的，谢谢！", "嗯", "收到", "晚安", "👍", "🙂🙂", "", "   "]
-LIFE_EVENTS = ["I got the job!", "My exam is next Friday and I'm so nervous", "We're moving to Oslo in May",
-               "My girlfriend and I broke up last night", "I'm allergic to peanuts", "Tomorrow is my birthday",
-               "我下周要考试，好紧张", "我们下个月搬家", "我和男朋友分手了", "我对花生过敏", "明天是我的生日",
-               "我找到新工作了"]
-RECALL_QUESTIONS = ["Do you remember what I said about my sister?", "what did I say yesterday?",
-                    "还记得我上次说的那家餐厅吗", "上次那个电影叫什么"]
+CHITCHAT = [
+    "ok",
+    "OK!!",
+    "okay thanks",
+    "haha",
+    "hahaha 😂",
+    "lol",
+    "Thank you so much!",
+    "thanks :)",
+    "got it",
+    "嗯嗯",
+    "哈哈哈",
+    "好的",
+    "好的，谢谢！",
+    "嗯",
+    "收到",
+    "晚安",
+    "👍",
+    "🙂🙂",
+    "",
+    "   ",
+]
+LIFE_EVENTS = [
+    "I got the job!",
+    "My exam is next Friday and I'm so nervous",
+    "We're moving to Oslo in May",
+    "My girlfriend and I broke up last night",
+    "I'm allergic to peanuts",
+    "Tomorrow is my birthday",
+    "我下周要考试，好紧张",
+    "我们下个月搬家",
+    "我和男朋友分手了",
+    "我对花生过敏",
+    "明天是我的生日",
+    "我找到新工作了",
+]
+RECALL_QUESTIONS = [
+    "Do you remember what I said about my sister?",
+    "what did I say yesterday?",
+    "还记得我上次说的那家餐厅吗",
+    "上次那个电影叫什么",
+]
 JOKE = "Tell me a long story about a dragon who guards an old mountain village by the sea"  # no signal, but too long to be written off as small talk
-UNSURE = ["What is the boiling point of mercury in kelvin, and why is it a liquid at room temperature?", JOKE,
-          "外面的风景真的很美，阳光很好，风也很舒服，让人想出去走走看看呢"]
-SMALL_TALK = ["the weather is lovely", "tell me a joke", "what do you think about rainy days?", "天气不错",
-              "没什么，随便聊聊"]
+UNSURE = [
+    "What is the boiling point of mercury in kelvin, and why is it a liquid at room temperature?",
+    JOKE,
+    "外面的风景真的很美，阳光很好，风也很舒服，让人想出去走走看看呢",
+]
+SMALL_TALK = [
+    "the weather is lovely",
+    "tell me a joke",
+    "what do you think about rainy days?",
+    "天气不错",
+    "没什么，随便聊聊",
+]
 
 
 class Events(NullObserver, list):
     """Every event reported."""
 
-    def on_event(self, event) -> None:  # noqa: ANN001
+    def on_event(self, event) -> None:
         self.append(event)
 
     def of(self, kind: type) -> list:
@@ -89,11 +139,13 @@ def answering(salience: str | Exception) -> FunctionModel:
     return FunctionModel(respond)
 
 
-async def gated_agent(tmp_path, model: Any, clock: ManualClock, **salience: Any) -> tuple[Agent, Events,
-                                                                                        SearchCounting]:
+async def gated_agent(
+    tmp_path, model: Any, clock: ManualClock, **salience: Any
+) -> tuple[Agent, Events, SearchCounting]:
     spec = build_spec(memory={"prefetch_top_k": 3, "salience": {"model": "tiny", **salience}})
-    agent = await Agent.load(spec, model=model, store=StateStore(make_engine(f"sqlite:///{tmp_path / 'a.db'}")),
-                             clock=clock)
+    agent = await Agent.load(
+        spec, model=model, store=StateStore(make_engine(f"sqlite:///{tmp_path / 'a.db'}")), clock=clock
+    )
     agent.archival = archival = SearchCounting()
     agent.observer = events = Events()
     return agent, events, archival
@@ -198,13 +250,19 @@ async def test_sure_turns_and_a_gate_without_a_model_make_no_call():
     assert model.requests == []
 
 
-@pytest.mark.parametrize("answer", ["yes", '{"remember": "true", "lookup": false}',
-                                    '{"remember": false, "lookup": false, "why": "small talk"}', '{"remember": false}',
-                                    "[true, true]"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "yes",
+        '{"remember": "true", "lookup": false}',
+        '{"remember": false, "lookup": false, "why": "small talk"}',
+        '{"remember": false}',
+        "[true, true]",
+    ],
+)
 async def test_a_malformed_answer_counts_as_worth_it_and_is_logged(answer):
     with capture_logs() as logs:
-        decision = await assess(JOKE, SalienceConfig(model="tiny"),
-                                model=ScriptedModel([reply_body(answer)]))
+        decision = await assess(JOKE, SalienceConfig(model="tiny"), model=ScriptedModel([reply_body(answer)]))
     assert (decision.remember, decision.lookup, decision.source) == (True, True, "model")
     assert "malformed" in decision.reason
     assert [entry["event"] for entry in logs] == ["salience_model_malformed"]
@@ -238,8 +296,7 @@ async def test_chitchat_costs_no_model_call_and_no_lookup(tmp_path, clock):
         await agent.send(text)
     assert archival.searches == [] and salience_calls(model) == []
     decisions = [e.data for e in events.of(SalienceEvent)]
-    assert len(decisions) == 5 and all(d.gate == "prefetch" and not d.lookup and d.source == "rules"
-                                       for d in decisions)
+    assert len(decisions) == 5 and all(d.gate == "prefetch" and not d.lookup and d.source == "rules" for d in decisions)
 
 
 async def test_life_events_are_looked_up_without_a_model_call(tmp_path, clock):
@@ -287,8 +344,10 @@ async def test_the_prefetch_part_can_be_turned_off_alone(tmp_path, clock):
 
 async def test_decisions_and_the_model_call_are_recorded_and_replay(tmp_path, clock):
     model = answering(verdict(False, True))
-    spec = build_spec(tools=["send_message", "archival_memory_insert", "archival_search"],
-                      memory={"prefetch_top_k": 3, "salience": {"model": "tiny"}})
+    spec = build_spec(
+        tools=["send_message", "archival_memory_insert", "archival_search"],
+        memory={"prefetch_top_k": 3, "salience": {"model": "tiny"}},
+    )
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'r.db'}")
     agent = await Agent.load(spec, model=model, settings=settings, clock=clock)
     assert agent.archival is not None
@@ -309,9 +368,11 @@ async def test_decisions_and_the_model_call_are_recorded_and_replay(tmp_path, cl
 def chat(*turns: tuple[str, str]) -> list[Message]:
     messages = []
     for i, (user, reply) in enumerate(turns):
-        messages += [Message("user", user, T),
-                     Message("assistant", None, T, tool_calls=(call_of("send_message", {"message": reply}, i),)),
-                     Message("tool", reply, T, tool_call_id=f"c{i}", name="send_message")]
+        messages += [
+            Message("user", user, T),
+            Message("assistant", None, T, tool_calls=(call_of("send_message", {"message": reply}, i),)),
+            Message("tool", reply, T, tool_call_id=f"c{i}", name="send_message"),
+        ]
     return messages
 
 
@@ -337,8 +398,12 @@ LAUGH = "haha " * 150  # a long reply with nothing in it: fills the window, stay
 
 
 async def flush_of(tmp_path, clock, texts: list[str], **salience: Any) -> tuple[Events, FunctionModel]:
-    spec = AgentSpec.model_validate({**spec_data(model_name="m", context_window=4000, max_output_tokens=500),
-                                     "memory": {"prefetch_top_k": 0, "salience": salience}})
+    spec = AgentSpec.model_validate(
+        {
+            **spec_data(model_name="m", context_window=4000, max_output_tokens=500),
+            "memory": {"prefetch_top_k": 0, "salience": salience},
+        }
+    )
 
     def respond(request: ModelRequest) -> dict:
         if request.purpose == "summarize":
@@ -348,8 +413,9 @@ async def flush_of(tmp_path, clock, texts: list[str], **salience: Any) -> tuple[
         return tool_calls_body(call("send_message", {"message": LAUGH}))
 
     model = FunctionModel(respond)
-    agent = await Agent.load(spec, model=model, store=StateStore(make_engine(f"sqlite:///{tmp_path / 'f.db'}")),
-                             clock=clock)
+    agent = await Agent.load(
+        spec, model=model, store=StateStore(make_engine(f"sqlite:///{tmp_path / 'f.db'}")), clock=clock
+    )
     agent.archival = RecordingArchival()
     agent.observer = events = Events()
     for text in texts:
@@ -387,10 +453,24 @@ async def test_with_the_extraction_gate_off_chitchat_is_extracted(tmp_path, cloc
 
 
 def test_every_knob_is_in_the_yaml_and_the_fingerprint_holds_for_agents_that_set_none():
-    spec = build_spec(memory={"salience": {
-        "enabled": True, "prefetch": True, "extraction": False, "skip_below": 0.1, "remember_above": 0.6,
-        "min_chars": 2, "long_chars": 120, "keywords": ["chess"], "chitchat": ["roger"], "model": "tiny",
-        "max_tokens": 16, "weights": {"life_event": 0.6, "reply": 0.3}}})
+    spec = build_spec(
+        memory={
+            "salience": {
+                "enabled": True,
+                "prefetch": True,
+                "extraction": False,
+                "skip_below": 0.1,
+                "remember_above": 0.6,
+                "min_chars": 2,
+                "long_chars": 120,
+                "keywords": ["chess"],
+                "chitchat": ["roger"],
+                "model": "tiny",
+                "max_tokens": 16,
+                "weights": {"life_event": 0.6, "reply": 0.3},
+            }
+        }
+    )
     assert spec.memory.salience.weights.life_event == 0.6 and spec.memory.salience.model == "tiny"
     assert build_spec().spec_hash() != spec.spec_hash()
     assert build_spec().spec_hash() == build_spec(memory={"salience": {}}).spec_hash()
@@ -401,8 +481,10 @@ def test_every_knob_is_in_the_yaml_and_the_fingerprint_holds_for_agents_that_set
 
 
 async def test_a_trace_recorded_before_the_gate_existed_replays_with_it_off(tmp_path, clock):
-    spec = build_spec(tools=["send_message", "archival_memory_insert", "archival_search"],
-                      memory={"prefetch_top_k": 3, "salience": {"enabled": False}})
+    spec = build_spec(
+        tools=["send_message", "archival_memory_insert", "archival_search"],
+        memory={"prefetch_top_k": 3, "salience": {"enabled": False}},
+    )
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'o.db'}")
     agent = await Agent.load(spec, model=answering(verdict(True, True)), settings=settings, clock=clock)
     recorder = record(agent, path=tmp_path / "old.jsonl")

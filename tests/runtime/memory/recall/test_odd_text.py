@@ -20,15 +20,29 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import NUL_REPLACEMENT, without_nul
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock, call, reply_body, tool_call_body, tool_calls_body
+from pagemind.runtime.testing.doubles import (
+    FakeEmbedder,
+    ManualClock,
+    call,
+    reply_body,
+    tool_call_body,
+    tool_calls_body,
+)
 from tests.runtime.memory.archival.test_archival import DIM, T0
 
 TOOLS = ["send_message", "conversation_search", "core_memory_append"]
 
 
 def spec(name: str = "odd") -> AgentSpec:
-    return AgentSpec.model_validate({"name": name, "model": {"name": "m"}, "system": "s", "tools": TOOLS,
-                                     "blocks": [{"label": "human", "value": "", "limit": 200}]})
+    return AgentSpec.model_validate(
+        {
+            "name": name,
+            "model": {"name": "m"},
+            "system": "s",
+            "tools": TOOLS,
+            "blocks": [{"label": "human", "value": "", "limit": 200}],
+        }
+    )
 
 
 def huge_message() -> str:
@@ -90,8 +104,9 @@ async def test_nul_in_a_turn_user_message_tool_arguments_and_results(scripted_op
     """A NUL in the user's message, in a tool argument (written into a block and echoed in the tool result) and in
     the reply: the turn completes and is stored on both databases."""
     scripted_openai.add(
-        tool_calls_body(call("core_memory_append", json.dumps({"label": "human", "content": "Name: Lin\x00"})),
-                        content="noting\x00"),
+        tool_calls_body(
+            call("core_memory_append", json.dumps({"label": "human", "content": "Name: Lin\x00"})), content="noting\x00"
+        ),
         tool_call_body("send_message", {"message": "Hello\x00 Lin"}),
     )
     agent = await make_agent(database_url, scripted_openai.client(), spec())
@@ -116,8 +131,9 @@ def test_nul_in_an_archival_memory_is_the_same_in_sql_and_the_vector_store(datab
     engine = make_engine(database_url)
     backend = ServerBackend.connect(":memory:", None, "pagemind_odd", DIM)
     try:
-        service = ArchivalService(1, engine=engine, open_backend=lambda: backend, embedder=FakeEmbedder(),
-                                  clock=ManualClock(T0))
+        service = ArchivalService(
+            1, engine=engine, open_backend=lambda: backend, embedder=FakeEmbedder(), clock=ManualClock(T0)
+        )
         result = asyncio.run(service.insert("Lin\x00 drinks green tea"))
         assert result.text == "Lin\ufffd drinks green tea"
         assert [m.text for m in service.list()] == [result.text]
@@ -129,15 +145,21 @@ def test_nul_in_an_archival_memory_is_the_same_in_sql_and_the_vector_store(datab
 def test_a_message_the_database_still_refuses_is_skipped_not_blocking(database_url, monkeypatch):
     """Belt and braces: with the bounds lifted, Postgres refuses the huge message's tsvector; that one message is
     skipped (logged), the watermark moves past it and later messages are found, on both databases."""
-    from pagemind.runtime.memory.recall import fulltext, memory as recall_module
+    from pagemind.runtime.memory.recall import fulltext
+    from pagemind.runtime.memory.recall import memory as recall_module
 
     monkeypatch.setattr(fulltext, "OWN_BYTES", 10**8)
     monkeypatch.setattr(recall_module, "INDEX_CHARS", 10**8)
     store = StateStore(make_engine(database_url))
     agent_id = store.ensure_agent(spec()).id
-    store.append_messages(agent_id, [Message("user", "a short first note about tea", T0),
-                                     Message("user", huge_message(), T0 + timedelta(minutes=1)),
-                                     Message("user", "Mei plays the cello", T0 + timedelta(minutes=2))])
+    store.append_messages(
+        agent_id,
+        [
+            Message("user", "a short first note about tea", T0),
+            Message("user", huge_message(), T0 + timedelta(minutes=1)),
+            Message("user", "Mei plays the cello", T0 + timedelta(minutes=2)),
+        ],
+    )
     recall = RecallService(agent_id, engine=store.engine, embedder=None)
     assert asyncio.run(recall.search("cello"))[0].text == "Mei plays the cello"
     assert asyncio.run(recall.search("tea"))[0].text == "a short first note about tea"

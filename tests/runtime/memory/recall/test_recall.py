@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.messages import Message
 from pagemind.runtime.memory.recall.memory import RecallService, searchable_text
+from pagemind.runtime.messages import Message
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
-from tests.runtime.memory.archival.test_archival import T0, at_cosine, unit
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
+from tests.runtime.memory.archival.test_archival import T0, at_cosine, unit
 
 TOOLS = ["send_message", "conversation_search"]
 
@@ -55,8 +55,13 @@ def setup(database_url, tmp_path):
 
 
 def search(agent: Agent, **arguments) -> str:
-    [result] = asyncio.run(dispatch_tool_calls([ToolCall("1", "conversation_search", json.dumps(arguments))],
-                                               BUILTIN_TOOLS, agent.tool_context(agent.memory.copy())))
+    [result] = asyncio.run(
+        dispatch_tool_calls(
+            [ToolCall("1", "conversation_search", json.dumps(arguments))],
+            BUILTIN_TOOLS,
+            agent.tool_context(agent.memory.copy()),
+        )
+    )
     assert not result.is_error, result.content
     return result.content
 
@@ -101,8 +106,10 @@ def test_roles_dates_paging_and_listing(setup):
     old = search(alice, query="cat", end_date=(T0 - timedelta(days=10)).date().isoformat())
     assert old.startswith("No messages found")
     newest = search(alice, limit=2)
-    assert newest.splitlines()[1:] == ["- [2026-11-26 15:02] user: 我喜欢喝绿茶",
-                                       "- [2026-11-26 15:01] assistant: Miso is a lovely name for a cat!"]
+    assert newest.splitlines()[1:] == [
+        "- [2026-11-26 15:02] user: 我喜欢喝绿茶",
+        "- [2026-11-26 15:01] assistant: Miso is a lovely name for a cat!",
+    ]
     pages = [search(alice, limit=4, page=p).splitlines()[1:] for p in (1, 2, 3)]
     assert [len(p) for p in pages] == [4, 2, 0] and len({line for p in pages for line in p}) == 6
 
@@ -143,15 +150,16 @@ def test_bm25_only_mode_without_an_embedder(database_url):
 
 @pytest.mark.parametrize("depth", [1, 2])
 def test_keyword_context_reaches_back_recall_context_messages(database_url, depth):
-    """"Mei" is named two messages before "…the cello at her wedding": only a two-message keyword context lets
+    """ "Mei" is named two messages before "…the cello at her wedding": only a two-message keyword context lets
     the reply be found by her name; what a hit shows is the message alone either way."""
     from pagemind.runtime.spec.memory import ArchivalConfig
 
     store = StateStore(make_engine(database_url))
     record = store.ensure_agent(spec(f"ctx{depth}"))
     store.append_messages(record.id, conversation())
-    recall = RecallService(record.id, engine=store.engine, embedder=None,
-                           config=ArchivalConfig(recall_context_messages=depth))
+    recall = RecallService(
+        record.id, engine=store.engine, embedder=None, config=ArchivalConfig(recall_context_messages=depth)
+    )
     hits = asyncio.run(recall.search("Mei cello", limit=10))
     cello = [h for h in hits if "cello" in h.text]
     assert [h.text for h in cello] == ["Yes, I will play the cello at her wedding"]

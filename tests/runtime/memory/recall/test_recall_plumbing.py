@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from sqlalchemy import text as sql
 
+from pagemind.runtime.memory.recall.memory import DenseIndex, RecallService
 from pagemind.runtime.memory.retrieval.keywords import query_terms
-from pagemind.runtime.memory.recall.memory import RecallService, DenseIndex
-from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.messages import Message
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
@@ -41,7 +41,7 @@ def test_the_dense_index_scores_and_orders_as_the_plain_loops_did(seed):
     assert np.allclose(own, index.own @ vector, atol=1e-6) and np.allclose(keyed, index.keyed @ vector, atol=1e-6)
     assert int(np.argmax(own)) == 7
     keyword = {i: float(rng.integers(1, 4)) for i in rng.choice(index.ids, size=60, replace=False).tolist()}
-    keyword |= {-5: 9.0, 10 ** 9: 9.0}  # ids the index does not hold (another process's newer messages): ignored
+    keyword |= {-5: 9.0, 10**9: 9.0}  # ids the index does not hold (another process's newer messages): ignored
     kw = index.keyword_scores(keyword)
     assert kw.tolist() == [keyword.get(i, 0.0) for i in index.ids]
     fused = np.round(kw + own, 1)  # rounded: many exact ties, which must keep id order
@@ -54,21 +54,33 @@ def test_the_dense_index_scores_and_orders_as_the_plain_loops_did(seed):
 @pytest.fixture
 def world(database_url):
     store = StateStore(make_engine(database_url))
-    agents = [store.ensure_agent(AgentSpec.model_validate({"name": n, "model": {"name": "m"}, "system": "s"})).id
-              for n in ("alice", "bob")]
+    agents = [
+        store.ensure_agent(AgentSpec.model_validate({"name": n, "model": {"name": "m"}, "system": "s"})).id
+        for n in ("alice", "bob")
+    ]
     yield store, agents
     store.engine.dispose()
 
 
-LINES = ["Mei is getting married in Lyon next spring", "Will you play the cello at the wedding?",
-         "Yes, the cello, at her wedding in Lyon", "We adopted a cat called Miso", "Miso likes the cello too",
-         "The wedding is in May", "Lyon is lovely in spring"]
+LINES = [
+    "Mei is getting married in Lyon next spring",
+    "Will you play the cello at the wedding?",
+    "Yes, the cello, at her wedding in Lyon",
+    "We adopted a cat called Miso",
+    "Miso likes the cello too",
+    "The wedding is in May",
+    "Lyon is lovely in spring",
+]
 
 
 def _store(store: StateStore, agent: int, lines: list[str], start, in_context: bool = False) -> None:
-    store.append_messages(agent, [Message("user" if n % 2 == 0 else "assistant", text,
-                                          start + timedelta(minutes=n), in_context=in_context)
-                                  for n, text in enumerate(lines)])
+    store.append_messages(
+        agent,
+        [
+            Message("user" if n % 2 == 0 else "assistant", text, start + timedelta(minutes=n), in_context=in_context)
+            for n, text in enumerate(lines)
+        ],
+    )
 
 
 def test_the_keyword_query_matches_the_plain_join(world):
@@ -84,10 +96,15 @@ def test_the_keyword_query_matches_the_plain_join(world):
         found = service.fulltext.search(alice, terms, 0.5)
         if store.engine.dialect.name == "sqlite" and terms:
             with store.engine.connect() as conn:
-                plain = dict(conn.execute(sql(
-                    "SELECT recall_fts.rowid, -bm25(recall_fts, 1.0, 0.5) FROM recall_fts JOIN messages ON "
-                    "messages.id = recall_fts.rowid WHERE recall_fts MATCH :q AND messages.agent_id = :a"),
-                    {"q": " OR ".join(f'"{t}"' for t in terms), "a": alice}).all())
+                plain = dict(
+                    conn.execute(
+                        sql(
+                            "SELECT recall_fts.rowid, -bm25(recall_fts, 1.0, 0.5) FROM recall_fts JOIN messages ON "
+                            "messages.id = recall_fts.rowid WHERE recall_fts MATCH :q AND messages.agent_id = :a"
+                        ),
+                        {"q": " OR ".join(f'"{t}"' for t in terms), "a": alice},
+                    ).all()
+                )
             assert found == plain
         with store.engine.connect() as conn:
             own = {i for (i,) in conn.execute(sql("SELECT id FROM messages WHERE agent_id = :a"), {"a": alice})}
@@ -120,9 +137,9 @@ def test_a_long_catch_up_reports_progress_and_a_new_model_says_it_re_embedded(wo
 
     import structlog
 
-    from pagemind.runtime.process.logs import configure_logging
-    from pagemind.runtime.memory.recall import memory as recall_module
     from pagemind.runtime.memory.embedding.embedders import CachedEmbedder
+    from pagemind.runtime.memory.recall import memory as recall_module
+    from pagemind.runtime.process.logs import configure_logging
 
     store, (alice, _) = world
     _store(store, alice, LINES[:5], T0)
@@ -131,12 +148,16 @@ def test_a_long_catch_up_reports_progress_and_a_new_model_says_it_re_embedded(wo
     try:
         events = {}
         for name, model in (("first", "model-a"), ("cached", "model-a"), ("new model", "model-b")):
-            service = RecallService(alice, engine=store.engine,
-                                    embedder=CachedEmbedder(FakeEmbedder(model_id=model), store.engine))
+            service = RecallService(
+                alice, engine=store.engine, embedder=CachedEmbedder(FakeEmbedder(model_id=model), store.engine)
+            )
             with structlog.testing.capture_logs() as logs:
                 service.catch_up(dense=True)
-            events[name] = [(e["event"], e.get("done"), e.get("texts")) for e in logs
-                            if e["event"].startswith("recall_") and e["event"] != "recall_indexed"]
+            events[name] = [
+                (e["event"], e.get("done"), e.get("texts"))
+                for e in logs
+                if e["event"].startswith("recall_") and e["event"] != "recall_indexed"
+            ]
             assert len(service._dense.ids) == 5
     finally:
         configure_logging("WARNING")
@@ -171,9 +192,14 @@ def test_a_time_question_reads_its_head_once_and_the_page_filters_it_as_sql_does
     assert len(read) == 5 < len(scored)  # the rest of the page is read with the filters in SQL
     edge = T0 - timedelta(days=40, minutes=-2)  # a message's own time: both ends are inclusive
     assert max(h.time for h in service._page(scored, read, ["user"], None, edge, 5, 1)) == edge
-    for roles, start, end in [(None, None, None), (["assistant"], None, None), (None, edge, None),
-                              (["user"], None, edge), (None, edge.replace(tzinfo=None), T0 - timedelta(days=10)),
-                              (None, edge.astimezone(timezone(timedelta(hours=-5))), None)]:
+    for roles, start, end in [
+        (None, None, None),
+        (["assistant"], None, None),
+        (None, edge, None),
+        (["user"], None, edge),
+        (None, edge.replace(tzinfo=None), T0 - timedelta(days=10)),
+        (None, edge.astimezone(timezone(timedelta(hours=-5))), None),
+    ]:
         for page in (1, 2, 3):
             expected = service._page(scored, {}, roles, start, end, 2, page)  # every row read with the SQL filters
             assert service._page(scored, read, roles, start, end, 2, page) == expected

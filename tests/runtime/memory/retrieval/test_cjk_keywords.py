@@ -9,26 +9,39 @@ import asyncio
 import pytest
 
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.vectors.edge import EdgeBackend
-from pagemind.runtime.memory.retrieval.keywords import query_terms, terms
 from pagemind.runtime.memory.recall.memory import RecallService
-from pagemind.runtime.spec.memory import ArchivalConfig
+from pagemind.runtime.memory.retrieval.keywords import query_terms, terms
+from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.messages import Message
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
 from tests.runtime.memory.archival.test_archival import T0
 
-TEXTS = ["我对花生过敏，一吃就起疹子。", "我下个月要搬到上海去工作。", "我女儿今年刚上小学一年级。",
-         "我在Google做产品经理。", "上海的天气最近很潮湿。", "我每天早上跑步五公里。"]
+TEXTS = [
+    "我对花生过敏，一吃就起疹子。",
+    "我下个月要搬到上海去工作。",
+    "我女儿今年刚上小学一年级。",
+    "我在Google做产品经理。",
+    "上海的天气最近很潮湿。",
+    "我每天早上跑步五公里。",
+]
 # query → the text that must come first (the query shares a word, two characters or more, with it)
 QUERIES = {"花生过敏": 0, "搬到上海工作": 1, "女儿几年级": 2, "google 产品经理": 3, "跑步多少公里": 5}
 
 
 def test_bigrams_make_words_of_chinese_and_keep_latin_words_whole():
     assert terms("搬到上海") == ["搬到", "到上", "上海"]
-    assert terms("我在Google做产品经理") == ["我在", "googl", "做产", "产品", "品经", "经理"]  # was 我在 / google做产品经理
+    assert terms("我在Google做产品经理") == [
+        "我在",
+        "googl",
+        "做产",
+        "产品",
+        "品经",
+        "经理",
+    ]  # was 我在 / google做产品经理
     assert query_terms("上海、上海") == ["上海"]
 
 
@@ -40,8 +53,9 @@ def store(database_url):
 def test_recall_finds_chinese_messages_by_shared_words(store):
     record = store.ensure_agent(AgentSpec.model_validate({"name": "lin", "model": {"name": "m"}, "system": "s"}))
     stored = store.append_messages(record.id, [Message("user", t, T0, in_context=False) for t in TEXTS])
-    recall = RecallService(record.id, engine=store.engine, embedder=None, config=ArchivalConfig(),
-                           clock=ManualClock(T0))
+    recall = RecallService(
+        record.id, engine=store.engine, embedder=None, config=ArchivalConfig(), clock=ManualClock(T0)
+    )
     for query, index in QUERIES.items():
         hits = asyncio.run(recall.search(query, limit=3, mode="bm25"))
         assert hits and hits[0].id == stored[index].id, query
@@ -55,8 +69,14 @@ def test_recall_finds_chinese_messages_by_shared_words(store):
 def test_archival_finds_chinese_memories_by_shared_words(database_url, tmp_path):
     backend = EdgeBackend(tmp_path / "qdrant", FakeEmbedder.dim)
     try:
-        service = ArchivalService(1, engine=make_engine(database_url), open_backend=lambda: backend,
-                                  embedder=FakeEmbedder(), config=ArchivalConfig(), clock=ManualClock(T0))
+        service = ArchivalService(
+            1,
+            engine=make_engine(database_url),
+            open_backend=lambda: backend,
+            embedder=FakeEmbedder(),
+            config=ArchivalConfig(),
+            clock=ManualClock(T0),
+        )
         ids = [asyncio.run(service.insert(t)).id for t in TEXTS]
         assert len(set(ids)) == len(TEXTS)
         for query, index in QUERIES.items():
