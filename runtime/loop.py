@@ -324,11 +324,11 @@ async def begin_turn(
         agent.window.adopt_accepted(accepted)
         return accepted.turn_id, [accepted], 1
     store, agent_id = agent.window.store, agent.window.agent_id
-    turn_id = store.turn_for_key(agent_id, key) if key is not None and not new_key else None
+    turn_id = await store.turn_for_key(agent_id, key) if key is not None and not new_key else None
     if turn_id is None and (pending := agent.window.unanswered(text)) is not None:
         turn_id = pending.turn_id
         if key is not None:
-            store.add_turn_key(agent_id, key, turn_id, agent.now())
+            await store.add_turn_key(agent_id, key, turn_id, agent.now())
     crash_point("turn.begin")
     if turn_id is None:
         turn_id = uuid.uuid4().hex

@@ -179,26 +179,30 @@ class Window:
                 return None
         return None
 
-    def evict(self, count: int, summary: str, tokens_before: int, tokens_after: int, at: datetime) -> list[Message]:
+    async def evict(
+        self, count: int, summary: str, tokens_before: int, tokens_after: int, at: datetime
+    ) -> list[Message]:
         """Take the oldest `count` messages out of view and install the new summary; starts a new warning cycle.
 
         The messages stay in recall memory. Returns the evicted messages.
         """
         evicted = self.messages[:count]
-        self.store.evict(
+        await self.store.evict(
             self.agent_id, [m.id for m in evicted if m.id is not None], summary, tokens_before, tokens_after, at
         )
         self.messages = self.messages[count:]
         self.summary, self.warned = summary, False
         return evicted
 
-    def repair(self, repaired: list[Message], added: list[Message], dropped: list[Message]) -> list[Message]:
+    async def repair(
+        self, repaired: list[Message], added: list[Message], dropped: list[Message]
+    ) -> list[Message]:
         """Adopt a repaired history: store the synthetic messages in `added`, take `dropped` out of view.
 
         `repaired` is the new window in order, holding the unstored `added` messages; they are replaced by
         their stored copies. Returns the stored additions.
         """
-        stored = self.store.apply_repair(self.agent_id, added, [m.id for m in dropped if m.id])
+        stored = await self.store.apply_repair(self.agent_id, added, [m.id for m in dropped if m.id])
         by_call = {m.tool_call_id: m for m in stored}
         added_ids = {id(m) for m in added}
         self.messages = [by_call.get(m.tool_call_id, m) if id(m) in added_ids else m for m in repaired]

@@ -162,7 +162,7 @@ class PressureMonitor:
         Returns the context to send (compiled once more only when the window changed). `force` flushes whatever
         the reading (the provider said the prompt is too long).
         """
-        self.repair(step)
+        await self.repair(step)
         compiled = self.agent.compile()
         check_pinned_fits(compiled, self.spec)
         reading = read_pressure(compiled.total_tokens, self.window.correction, self.spec)
@@ -219,7 +219,7 @@ class PressureMonitor:
         )
         self.agent.report(PressureSqueezedEvent(step=step, data=told))
 
-    def repair(self, step: int) -> None:
+    async def repair(self, step: int) -> None:
         """Repair the in-context history if needed, storing the repair."""
         if self._copied != self.window.copied:
             self._copied = self.window.copied
@@ -229,7 +229,7 @@ class PressureMonitor:
         repair = repair_history(self.window.messages, self.agent.now())
         if not repair.changed:
             return
-        stored = self.window.repair(repair.messages, repair.added, repair.dropped)
+        stored = await self.window.repair(repair.messages, repair.added, repair.dropped)
         log.warning("history_repaired", agent_id=self.window.agent_id, problems=repair.problems)
         self.agent.report(
             HistoryRepairEvent(
@@ -319,7 +319,7 @@ class PressureMonitor:
         report = await self._store(outcome, work)
         crash_point("flush.before_evict")
         estimated_after = reading.tokens - math.ceil(work.freed_tokens * self.window.correction)
-        self.window.evict(work.count, outcome.summary.text, reading.tokens, estimated_after, self.agent.now())
+        await self.window.evict(work.count, outcome.summary.text, reading.tokens, estimated_after, self.agent.now())
         after = self.agent.compile()
         summary = outcome.summary
         done = Flush(

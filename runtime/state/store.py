@@ -6,10 +6,12 @@ or none. The tables are defined in `state.tables`; `make_engine` (state.engine) 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager as ContextManager
 from datetime import datetime
-from typing import ContextManager
+from typing import Any
 
 from sqlalchemy import func, update
 from sqlalchemy.engine import Connection, Engine
@@ -227,6 +229,9 @@ class StateStore:
         see whether another process changed the agent since it loaded it (awaited on Postgres)."""
         if (awaited := self.awaited) is not None:
             return freshness_of(await awaited.rows(FRESHNESS, {"p_agent_id": agent_id}))
+        return await asyncio.to_thread(self._freshness, agent_id)
+
+    def _freshness(self, agent_id: int) -> Freshness:
         with self.one_statement() as conn:
             return freshness_of(conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all())
 
@@ -259,8 +264,7 @@ class StateStore:
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
             message_id = await accept_pg(awaited, agent_id, message, key)
         else:
-            with self.engine.begin() as conn:
-                message_id = _insert_accepted(conn, agent_id, message, key)
+            message_id = await asyncio.to_thread(self._accept, agent_id, message, key)
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
@@ -271,22 +275,33 @@ class StateStore:
         if (awaited := self.awaited) is not None:
             message_id = await accept_after_pg(awaited, first, agent_id, message, key)
         else:
-            with self.engine.begin() as conn:
-                if first.execute(conn) is None:
-                    return None
-                message_id = _insert_accepted(conn, agent_id, message, key)
+            message_id = await asyncio.to_thread(self._accept, agent_id, message, key, first)
         if message_id is None:
             return None
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
-    def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
-        """Record that `key` names the (already stored) turn `turn_id`."""
+    def _accept(self, agent_id: int, message: Message, key: str | None, first: LinkedWrite | None = None) -> int | None:
+        """The accepted message's id, after `first`'s write in the same transaction (None: `first` wrote nothing,
+        and neither did this)."""
+        with self.engine.begin() as conn:
+            if first is not None and first.execute(conn) is None:
+                return None
+            return _insert_accepted(conn, agent_id, message, key)
+
+    async def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
+        """Record that `key` names the (already stored) turn `turn_id` (off the event loop)."""
+        await asyncio.to_thread(self._add_turn_key, agent_id, key, turn_id, at)
+
+    def _add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
         with self.engine.begin() as conn:
             conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": turn_id, "created_at": at})
 
-    def turn_for_key(self, agent_id: int, key: str) -> str | None:
-        """The turn an idempotency key started, or None."""
+    async def turn_for_key(self, agent_id: int, key: str) -> str | None:
+        """The turn an idempotency key started, or None (off the event loop)."""
+        return await asyncio.to_thread(self._turn_for_key, agent_id, key)
+
+    def _turn_for_key(self, agent_id: int, key: str) -> str | None:
         with self.one_statement() as conn:
             return conn.execute(TURN_FOR_KEY, {"p_agent_id": agent_id, "p_key": key}).scalar()
 
@@ -330,10 +345,16 @@ class StateStore:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.id > after_id)
             return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
 
-    def evict(
+    async def evict(
         self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int, at: datetime
     ) -> None:
-        """Take messages out of the window and install the new summary, in one transaction (they stay in recall)."""
+        """Take messages out of the window and install the new summary, in one transaction (they stay in recall);
+        run off the event loop, which other agents' turns share."""
+        await asyncio.to_thread(self._evict, agent_id, message_ids, summary, tokens_before, tokens_after, at)
+
+    def _evict(
+        self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int, at: datetime
+    ) -> None:
         with self._session() as session:
             # Two UPDATEs, not a row read and written back per message: a flush commits on the user's path.
             session.exec(
@@ -381,11 +402,18 @@ class StateStore:
         if (awaited := self.awaited) is not None:
             await awaited.rows(statement, params)
             return
+        await asyncio.to_thread(self._execute_alone, statement, params)
+
+    def _execute_alone(self, statement: Any, params: dict[str, Any]) -> None:
         with single_statement(self.engine) as conn:
             conn.execute(statement, params)
 
-    def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
-        """Store synthetic tool results and take orphan messages out of the window, in one transaction."""
+    async def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
+        """Store synthetic tool results and take orphan messages out of the window, in one transaction (off the
+        event loop)."""
+        return await asyncio.to_thread(self._apply_repair, agent_id, added, dropped_ids)
+
+    def _apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
         with self.engine.begin() as conn:
             stored = insert_messages(conn, agent_id, added)
             if dropped_ids:
@@ -433,12 +461,17 @@ class StateStore:
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
             step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks, rider)
         else:
-            with self.engine.begin() as conn:
-                step_ids, stored, written = write_steps(conn, agent_id, steps, versions, rider)
+            step_ids, stored, written = await asyncio.to_thread(self._write_steps, agent_id, steps, versions, rider)
         crash_point("commit.after_commit")
         if versions is not None:
             versions.update(written)
         return step_ids, stored
+
+    def _write_steps(
+        self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None, rider: LinkedWrite | None
+    ) -> tuple[list[int], list[Message], dict[str, int]]:
+        with self.engine.begin() as conn:
+            return write_steps(conn, agent_id, steps, versions, rider)
 
     def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
         """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the

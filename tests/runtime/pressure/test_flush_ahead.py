@@ -165,7 +165,7 @@ async def test_work_the_window_moved_away_from_is_discarded_and_redone(tmp_path,
     agent, events, _ = await load(f"sqlite:///{tmp_path / 'd.db'}", model, clock)
     turn = await until(agent, events, FlushAheadEvent, 0)
     # Another process flushed two messages meanwhile (this agent reads its window again before a turn).
-    agent.window.evict(2, "Summarised elsewhere.", 0, 0, clock())
+    await agent.window.evict(2, "Summarised elsewhere.", 0, 0, clock())
     turn = await until(agent, events, FlushEvent, turn)
     started, discarded, restarted = events.of(FlushAheadEvent)
     assert (started.data.action, discarded.data.action, restarted.data.action) == ("started", "discarded", "started")

@@ -41,7 +41,7 @@ async def lived_agent(database_url: str) -> tuple[StateStore, int]:
             versions,
         )
     oldest = [m.id for m in store.in_context_messages(agent_id)[:3]]
-    store.evict(agent_id, oldest, "They said hello.", 100, 60, AT)
+    await store.evict(agent_id, oldest, "They said hello.", 100, 60, AT)
     return store, agent_id
 
 

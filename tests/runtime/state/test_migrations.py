@@ -193,12 +193,3 @@ def test_a_database_made_by_0_1_0_upgrades_in_place_with_its_data(database_url, 
     assert listing.returncode == 0, listing.stderr
     assert listing.stdout.startswith("2 live archival memories; tags: family, food, preference")
     assert "Lin's sister Mei lives in Lyon and loves hiking." in listing.stdout
-
-
-def test_the_migrations_ship_in_the_wheel():
-    import tomllib
-
-    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert {"pagemind.runtime.state.migrations", "pagemind.runtime.state.migrations.versions"} <= set(tool["packages"])
-    assert tool["package-data"]["pagemind.runtime.state.migrations"] == ["script.py.mako"]
-    assert (MIGRATIONS / "versions" / "__init__.py").exists()  # a package, so setuptools takes its files

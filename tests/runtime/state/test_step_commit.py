@@ -106,13 +106,13 @@ async def test_an_accepted_message_is_stored_with_its_key_and_a_used_key_stores_
 
     store, agent_id, _ = prepared(database_url)
     first = await store.accept_message(agent_id, Message("user", "hi\x00", AT, turn_id="turn-1"), "key-1")
-    assert store.turn_for_key(agent_id, "key-1") == "turn-1"
+    assert await store.turn_for_key(agent_id, "key-1") == "turn-1"
     assert [(m.id, m.content) for m in store.turn_messages(agent_id, "turn-1")] == [(first.id, "hi\ufffd")]
     with pytest.raises(IntegrityError):
         await store.accept_message(agent_id, Message("user", "again", AT, turn_id="turn-2"), "key-1")
     assert store.turn_messages(agent_id, "turn-2") == [] and store.message_count(agent_id) == 1
     unkeyed = await store.accept_message(agent_id, Message("user", "no key", AT, turn_id="turn-3"))
-    assert unkeyed.id > first.id and store.turn_for_key(agent_id, "turn-3") is None
+    assert unkeyed.id > first.id and await store.turn_for_key(agent_id, "turn-3") is None
 
 
 async def test_pressure_state_is_written_field_by_field(database_url):
