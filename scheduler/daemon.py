@@ -34,7 +34,7 @@ from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
-from pagemind.scheduler.dispatcher import Dispatcher
+from pagemind.scheduler.dispatcher import Dispatcher, Route
 from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.queue.inbox import RUNNING, Inbox, InboxItem
@@ -207,14 +207,8 @@ class Daemon:
             raise DaemonError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         await self.catalog.read_origin(agent)  # awaited: `agent_id` then finds it read
         agent_id = self.catalog.agent_id(agent)
-        # The notice names this daemon as the source only when it takes the agent itself; otherwise every daemon
-        # hearing it may (`_heard_of_work`), so that one with room runs it while this one is full.
-        source = self.owner if self.started and self.dispatcher.can_take(agent_id) else ""
-        # A worker of ours on the agent holds its lease: no other daemon could take the item, so no notice (each
-        # one wakes every daemon's listener, this one's too, and costs the database a signal per listener).
-        held_here = self.started and self.dispatcher.holds(agent_id)
-        # A worker lingering here on the agent gets the item claimed for it by the insert itself (no claim after).
-        lingering = self.dispatcher.take_lingering(agent_id) if held_here else None
+        route = self.dispatcher.route(agent_id) if self.started else Route.ANNOUNCE
+        lingering = self.dispatcher.take_lingering(agent_id) if route is Route.HAND_TO_LINGERING else None
         now, item, new = utcnow(), None, False
         try:
             item, new = await self.inbox.submit(
@@ -224,8 +218,11 @@ class Daemon:
                 content,
                 idempotency_key,
                 now,
-                source,
-                announce=not held_here,
+                # Every daemon hearing a notice without a source may take the agent (`_heard_of_work`), so that one
+                # with room runs it while this one is full; a worker here on the agent holds its lease, so no other
+                # daemon could take it: no notice (each wakes every daemon's listener and costs a signal apiece).
+                source="" if route is Route.ANNOUNCE else self.owner,
+                announce=route in (Route.TAKE_HERE, Route.ANNOUNCE),
                 claim_for=(self.owner, self.leases.until(now)) if lingering is not None else None,
                 accept=self._incoming(agent, content) if lingering is not None and kind == "message" else None,
             )

@@ -23,7 +23,9 @@ whose item finished with its last step is over in one commit: a kill after it le
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -74,6 +76,35 @@ class Linger(asyncio.Event):
         self.taken = False
 
 
+class WorkerState(enum.Enum):
+    """What an agent's worker is doing; each worker is in exactly one state."""
+
+    RUNNING = "running"  # claiming and running the agent's items: it holds a slot of `concurrency`
+    LINGERING = "lingering"  # the agent's inbox is empty: it keeps the lease and turn lock for `linger_s`, no slot
+    WAITING_FOR_SLOT = "waiting_for_slot"  # woken from its linger: waits for a slot (more may linger than there are)
+
+
+@dataclass(eq=False)
+class Worker:
+    """One agent's worker in this process: its task, its state, and what it was told while it ran."""
+
+    task: asyncio.Task[None]
+    state: WorkerState = WorkerState.RUNNING
+    linger: Linger | None = None  # its wake-up, while it lingers
+    lost: bool = False  # another daemon took its lease over (a stall): it stops after the item
+    poked: bool = False  # a submission committed while it ran: it claims again before lingering
+
+
+class Route(enum.Enum):
+    """Where a submission for an agent goes: decided once, by `Dispatcher.route`, in the submission's synchronous
+    stretch (no await between the decision and acting on it)."""
+
+    HAND_TO_LINGERING = "hand"  # a worker here lingers on it: the insert claims the item for that worker
+    HELD_HERE = "held"  # a worker here runs it: it claims the item next; no notice (no one else could take it)
+    TAKE_HERE = "take"  # a slot is free here: taken at once; the notice names this daemon
+    ANNOUNCE = "announce"  # no room here: the notice lets any daemon with room take it
+
+
 class Dispatcher:
     """The workers of one daemon process (see the module docstring)."""
 
@@ -84,28 +115,29 @@ class Dispatcher:
         self.wake = Wake()
         self._arrived: dict[int, str | None] = {}  # agents named by arrivals since the last look, in order
         self.stopping = False
-        self.workers: dict[int, asyncio.Task[None]] = {}
-        self._lost: set[int] = set()  # agents whose lease another daemon took over (a stall): stop after the item
-        self._busy: dict[int, float] = {}  # agents a turn outside the daemon holds, and when to look again
-        self._lingering: dict[int, Linger] = {}  # idle workers keeping their agent for `linger_s`: set = work
-        self._queued: set[int] = set()  # workers woken from their linger, waiting for a slot of `concurrency`
-        self._poked: set[int] = set()  # busy workers poked by a submission: claim again before lingering
+        self.workers: dict[int, Worker] = {}
+        self._busy: dict[int, float] = {}  # agents a turn outside the daemon holds (no worker), and when to look again
         self._slot_freed = asyncio.Event()
 
-    def _active(self) -> int:
-        """Workers running items (a lingering one holds no slot: it only waits; nor does one queued for a slot)."""
-        return len(self.workers) - len(self._lingering) - len(self._queued)
+    def _in_state(self, state: WorkerState) -> list[int]:
+        return [agent_id for agent_id, worker in self.workers.items() if worker.state is state]
 
-    async def _take_slot(self, agent_id: int) -> None:
-        """A worker woken from its linger (queued by `poke` or `take_lingering`) runs within `concurrency` like any
-        other: up to `max_lingering` linger, so their wake-ups may outnumber the slots; the rest wait for one (a
-        worker lingering or ending frees one)."""
+    def _active(self) -> int:
+        """Workers holding a slot: running items (not lingering, nor waiting for a slot)."""
+        return len(self._in_state(WorkerState.RUNNING))
+
+    def _start_worker(self, agent_id: int, first: InboxItem | None = None) -> None:
+        self.workers[agent_id] = Worker(asyncio.create_task(self._work(agent_id, first), name=f"agent-{agent_id}"))
+
+    async def _take_slot(self, worker: Worker) -> None:
+        """A worker woken from its linger runs within `concurrency` like any other: up to `max_lingering` linger, so
+        their wake-ups may outnumber the slots; the rest wait for one (a worker lingering or ending frees one)."""
         try:
             while not self.stopping and self._active() >= self.config.concurrency:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
         finally:
-            self._queued.discard(agent_id)
+            worker.state = WorkerState.RUNNING
 
     async def run(self) -> None:
         """Take agents with work until `stopping`: first those named by an arrival (`arrived`), then, when woken
@@ -133,8 +165,9 @@ class Dispatcher:
         self._busy = {agent_id: until for agent_id, until in self._busy.items() if until > now}
         if arrived:
             await self._take_arrived(arrived)
-        if scan and self._lingering:  # work for them that no arrival named (a batch of trigger firings)
-            for agent_id in self.inbox.with_open(sorted(self._lingering)):
+        lingering = self._in_state(WorkerState.LINGERING)
+        if scan and lingering:  # work for them that no arrival named (a batch of trigger firings)
+            for agent_id in self.inbox.with_open(sorted(lingering)):
                 self.poke(agent_id)
         free = self.config.concurrency - self._active()
         if not scan or free <= 0:
@@ -142,7 +175,7 @@ class Dispatcher:
         taken = self.leases.claim_agents(free, set(self.workers) | set(self._busy), utcnow())
         crash_point("daemon.agents_leased")
         for agent_id in taken:
-            self.workers[agent_id] = asyncio.create_task(self._work(agent_id), name=f"agent-{agent_id}")
+            self._start_worker(agent_id)
         if taken and len(taken) == free:
             self.wake.scan = True
             return True
@@ -160,7 +193,15 @@ class Dispatcher:
 
     def holds(self, agent_id: int) -> bool:
         """Whether a worker here is on the agent, its lease not known to be taken over (running or lingering)."""
-        return agent_id in self.workers and agent_id not in self._lost
+        worker = self.workers.get(agent_id)
+        return worker is not None and not worker.lost
+
+    def route(self, agent_id: int) -> Route:
+        """Where a submission for the agent goes now (see `Route`)."""
+        worker = self.workers.get(agent_id)
+        if worker is not None and not worker.lost:
+            return Route.HAND_TO_LINGERING if worker.state is WorkerState.LINGERING else Route.HELD_HERE
+        return Route.TAKE_HERE if self.can_take(agent_id) else Route.ANNOUNCE
 
     def can_take(self, agent_id: int) -> bool:
         """Whether an arrival for the agent would be taken here now: a worker of ours is on it, or a slot is free."""
@@ -189,44 +230,48 @@ class Dispatcher:
             if item is None:  # nothing open (a stale notice), or another daemon holds the lease
                 await self.held.release(agent_id)
                 continue
-            self.workers[agent_id] = asyncio.create_task(self._work(agent_id, item), name=f"agent-{agent_id}")
+            self._start_worker(agent_id, item)
 
     def poke(self, agent_id: int) -> None:
         """Wake the agent's worker if it lingers (it claims the new item at once); if it is busy, have it claim
         again after its item instead of lingering: the finish's `more` can predate a submission that committed
         while that statement ran."""
-        event = self._lingering.pop(agent_id, None)
-        if event is None:
-            if agent_id in self.workers:
-                self._poked.add(agent_id)
+        worker = self.workers.get(agent_id)
+        if worker is None:
             return
-        self._queued.add(agent_id)  # woken, and holding no slot until it takes one
-        event.set()
+        if worker.state is not WorkerState.LINGERING or worker.linger is None:
+            worker.poked = True
+            return
+        worker.state = WorkerState.WAITING_FOR_SLOT  # woken, and holding no slot until it takes one
+        worker.linger.set()
 
     def take_lingering(self, agent_id: int) -> Linger | None:
         """The agent's lingering worker, kept from ending its linger, for a submission that claims its item for it
         in the insert itself (one statement instead of two); `hand` must follow. None if no worker lingers on it."""
-        event = self._lingering.pop(agent_id, None)
-        if event is not None:
-            self._queued.add(agent_id)
-            event.taken = True
-        return event
+        worker = self.workers.get(agent_id)
+        if worker is None or worker.state is not WorkerState.LINGERING or worker.linger is None:
+            return None
+        worker.state = WorkerState.WAITING_FOR_SLOT
+        worker.linger.taken = True
+        return worker.linger
 
     def hand(self, event: Linger, item: InboxItem | None) -> None:
         """Give a worker taken by `take_lingering` the item claimed for it (None: it claims the next one itself)."""
         event.item = item
         event.set()
 
-    async def _linger(self, agent_id: int) -> Linger | None:
+    async def _linger(self, worker: Worker) -> Linger | None:
         """Keep an agent whose inbox is empty (its lease, its turn lock, its loaded state) for `linger_s`, and
         say whether work came for it meanwhile. A user's next message usually comes right after the reply: a worker
         that kept the agent claims it at once, instead of giving the lease and lock back and taking them again (six
         statements, two of them commits) and reading the agent's state again. Lingering workers hold no slot of
         `concurrency` (woken, they take one: `_take_slot`), and at most `max_lingering` of them linger at once.
         Returns the wake-up (None: the linger ended with no work, or the daemon stops)."""
-        if self.config.linger_s <= 0 or self.stopping or len(self._lingering) >= self.config.max_lingering:
+        lingering = len(self._in_state(WorkerState.LINGERING))
+        if self.config.linger_s <= 0 or self.stopping or lingering >= self.config.max_lingering:
             return None
-        event = self._lingering[agent_id] = Linger()
+        event = worker.linger = Linger()
+        worker.state = WorkerState.LINGERING
         self._slot_freed.set()
         if self.wake.scan:  # work left waiting for a slot (an arrival deferred): this worker's slot is free now
             self.wake.set()
@@ -237,9 +282,11 @@ class Dispatcher:
                 return None
             await event.wait()  # a submission is claiming an item for this worker: it hands it over next
         finally:
-            self._lingering.pop(agent_id, None)
+            worker.linger = None
+            if worker.state is WorkerState.LINGERING:  # not woken: it gives the agent back, holding its slot
+                worker.state = WorkerState.RUNNING
         if self.stopping:
-            self._queued.discard(agent_id)
+            worker.state = WorkerState.RUNNING
             return None
         return event
 
@@ -250,6 +297,7 @@ class Dispatcher:
     async def _work(self, agent_id: int, first: InboxItem | None = None) -> None:
         """Run the agent's items until its inbox is empty; `first`: an item claimed already, with the agent's lease
         and turn lock (`_take_arrived`)."""
+        worker = self.workers[agent_id]
         fresh = False  # read the agent again after taking its lock: another process may have run it meanwhile
         failed = False
         try:
@@ -259,19 +307,19 @@ class Dispatcher:
                 self.leases.release(agent_id)
                 return
             more = True  # whether a claim may find an item (the last finish says when there is none)
-            while not self.stopping and agent_id not in self._lost:
+            while not self.stopping and not worker.lost:
                 if first is not None:
                     item, first = first, None
-                elif more or agent_id in self._poked:
-                    self._poked.discard(agent_id)  # this claim finds what the poke announced
+                elif more or worker.poked:
+                    worker.poked = False  # this claim finds what the poke announced
                     now = utcnow()
                     item = await self.inbox.claim_next(agent_id, self.leases.owner, self.leases.until(now), now)
                 else:  # the last finish said nothing else waits: no empty claim (claim again after a linger)
                     item, more = None, True
                 if item is None:
-                    woken = await self._linger(agent_id)
+                    woken = await self._linger(worker)
                     if woken is not None:
-                        await self._take_slot(agent_id)
+                        await self._take_slot(worker)
                         first = woken.item  # claimed for it by the submission, or None: claim it
                         continue
                     await self.held.release(agent_id)
@@ -294,9 +342,6 @@ class Dispatcher:
             failed = True
         finally:
             await self.held.release(agent_id)
-            self._lost.discard(agent_id)
-            self._poked.discard(agent_id)
-            self._queued.discard(agent_id)  # woken, then cancelled before it took a slot
             self.workers.pop(agent_id, None)
             self._slot_freed.set()
             # Only a freed slot can start work the loop left waiting (a full house, or an arrival deferred for want
@@ -378,7 +423,9 @@ class Dispatcher:
             await asyncio.sleep(self.config.lease_s / 3)
             now = utcnow()
             try:
-                self._lost |= self.leases.renew(set(self.workers), now)
+                for lost in self.leases.renew(set(self.workers), now):
+                    if (worker := self.workers.get(lost)) is not None:
+                        worker.lost = True
                 self.leases.heartbeat(now)
                 if self.leases.sweep(now):
                     self.wake.set()
@@ -394,9 +441,10 @@ class Dispatcher:
         self.stopping = True
         self.wake.set()
         self._slot_freed.set()
-        for event in self._lingering.values():
-            event.set()
-        running = list(self.workers.values())
+        for worker in self.workers.values():
+            if worker.linger is not None:
+                worker.linger.set()
+        running = [worker.task for worker in self.workers.values()]
         if not running:
             return 0
         _, late = await asyncio.wait(running, timeout=grace_s)

@@ -2,6 +2,7 @@
 consumer fails here), and what the runtime reports is what a trace holds."""
 
 import dataclasses
+import types
 from datetime import UTC, datetime
 from typing import Annotated, Union, get_args, get_origin
 
@@ -105,7 +106,7 @@ SAMPLES = [  # one turn's worth, in an order the runtime could report them
 def _kinds(union: object) -> set[type]:
     if get_origin(union) is Annotated:
         return _kinds(get_args(union)[0])
-    if get_origin(union) is Union:
+    if get_origin(union) in (Union, types.UnionType):
         return set().union(*(_kinds(member) for member in get_args(union)))
     return {union}
 

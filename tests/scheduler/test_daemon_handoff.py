@@ -111,7 +111,7 @@ async def test_a_linger_that_runs_out_while_the_insert_is_in_flight_still_runs_t
         await inserting.wait()  # the worker was taken for this submission
         linger_over.set()
         worker = dispatcher.workers[first.agent_id]
-        assert not worker.done()
+        assert not worker.task.done()
         insert_may_end.set()
         second = await sending
         assert second.state == "running"

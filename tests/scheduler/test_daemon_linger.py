@@ -191,7 +191,7 @@ async def test_at_most_max_lingering_workers_linger(database_url, tmp_path):
         assert (await daemon.wait(other.run_id, 60)).state == "done"
         ending = daemon.dispatcher.workers.get(other.agent_id)
         if ending is not None:  # bob's worker ends (it may have already): no room to linger
-            await asyncio.wait_for(ending, 60)
+            await asyncio.wait_for(ending.task, 60)
         assert set(daemon.dispatcher.workers) == {first.agent_id}
         assert daemon.leases.holders() == {first.agent_id: daemon.owner}
     finally:

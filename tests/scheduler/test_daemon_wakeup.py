@@ -227,7 +227,7 @@ async def test_an_agent_loaded_for_its_item_is_not_read_again_one_loaded_before_
     await daemon.start()
     try:
         first = await daemon.wait((await daemon.submit("alice", "msg 1")).run_id, timeout=30)
-        await asyncio.gather(*daemon.dispatcher.workers.values())  # the worker gave the agent back
+        await asyncio.gather(*(w.task for w in daemon.dispatcher.workers.values()))  # the worker gave the agent back
         assert refreshed == []  # loaded for the item: nothing to read again
         second = await daemon.wait((await daemon.submit("alice", "msg 2")).run_id, timeout=30)
     finally:

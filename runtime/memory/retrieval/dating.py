@@ -14,7 +14,13 @@ import re
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
-from pagemind.runtime.memory.retrieval.time_words import NUMBER_PATTERN, NUMBER_WORDS, WEEKDAYS, shift_month
+from pagemind.runtime.memory.retrieval.time_words import (
+    NUMBER_PATTERN,
+    NUMBER_WORDS,
+    WEEKDAYS,
+    next_weekday,
+    shift_month,
+)
 
 
 def _iso(day: date) -> str:
@@ -101,6 +107,6 @@ def absolute_dates(text: str, written_at: datetime) -> str:
                 taken.append((match.start(), match.end(), resolve(match, day)))
             except (ValueError, OverflowError):
                 continue
-    for start, end, value in sorted(taken, reverse=True):
+    for _start, end, value in sorted(taken, reverse=True):
         text = f"{text[:end]} ({value}){text[end:]}"
     return text
