@@ -2,7 +2,7 @@
 per agent, this tree against another checkout (`--base`, with its own virtual environment), interleaved in fresh
 processes on fresh databases.
 
-    python bench/agent_create.py --base /path/to/main-checkout [--rounds 3] [--agents 300] [--db postgres sqlite]
+    python -m bench.agent_create --base /path/to/main-checkout [--rounds 3] [--agents 300] [--db postgres sqlite]
 """
 
 from __future__ import annotations
@@ -11,12 +11,21 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import (
+    ROOT,
+    alternating,
+    bench_argv,
+    checkout_pythons,
+    drop_postgres,
+    machine_note,
+    scratch_postgres,
+    write_section,
+)
+
 TEMPLATE = """
 name: companion
 template: true
@@ -46,13 +55,13 @@ def child(url: str, agents: int) -> dict[str, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     for i in range(agents):
         daemon.create_agent(f"user-{i:05d}", template="companion", blocks={"human": f"User {i}."})
-    return {"wall_ms": (time.perf_counter() - wall) * 1000 / agents,
-            "cpu_ms": (time.process_time() - cpu) * 1000 / agents}
+    return {
+        "wall_ms": (time.perf_counter() - wall) * 1000 / agents,
+        "cpu_ms": (time.process_time() - cpu) * 1000 / agents,
+    }
 
 
 def database(kind: str) -> str:
-    from bench.common import scratch_postgres
-
     return f"sqlite:///{tempfile.mkdtemp()}/create.db" if kind == "sqlite" else scratch_postgres("ac")
 
 
@@ -68,9 +77,6 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]))))
         return
-    sys.path.insert(0, str(ROOT))
-    from bench.common import alternating, checkout_pythons, drop_postgres, machine_note, write_section
-
     note = machine_note()
     variants = checkout_pythons(args.base)
     got: dict[tuple[str, str], list[dict[str, float]]] = {}
@@ -79,32 +85,47 @@ def main() -> None:
             for variant in alternating(list(variants), n):
                 url = database(db)
                 try:
-                    done = subprocess.run([variants[variant], __file__, "--child", url, str(args.agents)],
-                                          capture_output=True, text=True, timeout=900, check=True)
+                    done = subprocess.run(
+                        bench_argv(variants[variant], "agent_create", "--child", url, str(args.agents)),
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        timeout=900,
+                        check=True,
+                    )
                 finally:
                     if url.startswith("postgresql"):
                         drop_postgres(url)
                 got.setdefault((db, variant), []).append(json.loads(done.stdout.strip().splitlines()[-1]))
-    lines = ["| db | tree | wall ms per agent (median of runs) | CPU ms per agent | runs (wall) |",
-             "| --- | --- | ---: | ---: | --- |"]
+    lines = [
+        "| db | tree | wall ms per agent (median of runs) | CPU ms per agent | runs (wall) |",
+        "| --- | --- | ---: | ---: | --- |",
+    ]
     for db in args.db:
         for variant in variants:
             runs = got[(db, variant)]
             walls = ", ".join(f"{r['wall_ms']:.1f}" for r in runs)
-            lines.append(f"| {db} | {variant} | {statistics.median(r['wall_ms'] for r in runs):.2f} | "
-                         f"{statistics.median(r['cpu_ms'] for r in runs):.2f} | {walls} |")
+            lines.append(
+                f"| {db} | {variant} | {statistics.median(r['wall_ms'] for r in runs):.2f} | "
+                f"{statistics.median(r['cpu_ms'] for r in runs):.2f} | {walls} |"
+            )
     if args.base:
         lines.append("")
         for db in args.db:
-            ratio = {k: statistics.median(r[k] for r in got[(db, "this tree")])
-                     / statistics.median(r[k] for r in got[(db, "base")]) for k in ("wall_ms", "cpu_ms")}
+            ratio = {
+                k: statistics.median(r[k] for r in got[(db, "this tree")])
+                / statistics.median(r[k] for r in got[(db, "base")])
+                for k in ("wall_ms", "cpu_ms")
+            }
             lines.append(f"- {db}: this tree / base: wall {ratio['wall_ms']:.2f}, CPU {ratio['cpu_ms']:.2f}")
-    body = (f"{note}; `python bench/agent_create.py --rounds {args.rounds} --agents {args.agents}"
-            f"{' --base <main>' if args.base else ''}`: agents made from a template with a block value, in "
-            "process (no HTTP), each tree and database a fresh process, interleaved.\n\n" + "\n".join(lines))
+    body = (
+        f"{note}; `python -m bench.agent_create --rounds {args.rounds} --agents {args.agents}"
+        f"{' --base <main>' if args.base else ''}`: agents made from a template with a block value, in "
+        "process (no HTTP), each tree and database a fresh process, interleaved.\n\n" + "\n".join(lines)
+    )
     print(body)
     if not args.no_write:
-        write_section("Making agents from a template (bench/agent_create.py)", body)
+        write_section("agent_create", "Making agents from a template", body)
 
 
 if __name__ == "__main__":

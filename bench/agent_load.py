@@ -6,7 +6,7 @@ the median CPU per load on SQLite and on Postgres. With `--base CHECKOUT` it als
 checkout's interpreter (`CHECKOUT/.venv/bin/python`, whose editable install is that checkout's code), alternating
 which goes first, and reports the ratios.
 
-    python bench/agent_load.py [--base /path/to/main-checkout] [--repeat 3] [--no-write]
+    python -m bench.agent_load [--base /path/to/main-checkout] [--repeat 3] [--no-write]
 """
 
 from __future__ import annotations
@@ -15,20 +15,25 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.common import (alternating, checkout_pythons, drop_postgres, machine_note, median, scratch_postgres,
-                          write_section)  # noqa: E402
+from bench.common import (
+    ROOT,
+    alternating,
+    bench_argv,
+    checkout_pythons,
+    drop_postgres,
+    machine_note,
+    median,
+    scratch_postgres,
+    write_section,
+)
 
 AGENTS = 50
-AT = datetime(2026, 12, 1, tzinfo=timezone.utc)
+AT = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def measure(database_url: str, rounds: int) -> float:
@@ -71,9 +76,15 @@ def run_here(rounds: int) -> dict[str, float]:
 
 
 def run_with(python: str, rounds: int) -> dict[str, float]:
-    """{db: ms} measured by `python` running this script (`--json`)."""
-    done = subprocess.run([python, __file__, "--json", "--rounds", str(rounds)], capture_output=True,
-                          text=True, check=True, timeout=1800)
+    """{db: ms} measured by `python` running this module (`--json`)."""
+    done = subprocess.run(
+        bench_argv(python, "agent_load", "--json", "--rounds", str(rounds)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -94,20 +105,25 @@ def main() -> None:
     for i in range(args.repeat):
         for name in alternating(list(checkouts), i):
             runs[name].append(run_with(checkouts[name], args.rounds))
-    rows = ["| database | " + " | ".join(f"{name}: CPU ms per load (median)" for name in checkouts)
-            + (" | this / base |" if args.base else " |"),
-            "| --- |" + " ---: |" * (len(checkouts) + (1 if args.base else 0))]
+    rows = [
+        "| database | "
+        + " | ".join(f"{name}: CPU ms per load (median)" for name in checkouts)
+        + (" | this / base |" if args.base else " |"),
+        "| --- |" + " ---: |" * (len(checkouts) + (1 if args.base else 0)),
+    ]
     for db in ("sqlite", "postgres"):
         medians = {name: median([run[db] for run in runs[name]]) for name in checkouts}
         ratio = f" ×{medians['this tree'] / medians['base']:.2f} |" if args.base else ""
         rows.append(f"| {db} | " + " | ".join(f"{value:.2f}" for value in medians.values()) + " |" + ratio)
-    body = (f"{note}. `python bench/agent_load.py{' --base <checkout>' if args.base else ''} --rounds {args.rounds} "
-            f"--repeat {args.repeat}`: {AGENTS} agents (three blocks, six messages each), each loaded {args.rounds} "
-            f"times per measurement; medians of {args.repeat} measurements per checkout, alternating which runs "
-            "first.\n\n" + "\n".join(rows))
+    body = (
+        f"{note}. `python -m bench.agent_load{' --base <checkout>' if args.base else ''} --rounds {args.rounds} "
+        f"--repeat {args.repeat}`: {AGENTS} agents (three blocks, six messages each), each loaded {args.rounds} "
+        f"times per measurement; medians of {args.repeat} measurements per checkout, alternating which runs "
+        "first.\n\n" + "\n".join(rows)
+    )
     print(body)
     if not args.no_write:
-        write_section("Agent load (bench/agent_load.py)", body)
+        write_section("agent_load", "Agent load", body)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ e.g. main's), both trees are measured in alternation and the table shows medians
 CPU per text is measured in the same processes. One more child, run with tracemalloc, says how much of the
 fully working process is Python objects.
 
-    python bench/agent_memory.py [--agents 1000] [--runs 3] [--before ../base/.venv/bin/python]
+    python -m bench.agent_memory [--agents 1000] [--runs 3] [--before ../base/.venv/bin/python]
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LONG_TEXT = " ".join(f"On day {i} Lin walked the dog by the river and called her sister about the move." for i in
-                     range(40))  # ≈ 700 words: truncated at the model's 512 tokens, the longest input it takes
+LONG_TEXT = " ".join(
+    f"On day {i} Lin walked the dog by the river and called her sister about the move." for i in range(40)
+)  # ≈ 700 words: truncated at the model's 512 tokens, the longest input it takes
 SHORT_TEXT = "Lin is allergic to peanuts and keeps an EpiPen in her bag."
 MEDIUM_TEXT = " ".join(f"On day {i} Lin walked the dog by the river." for i in range(15))  # ≈ 170 tokens
 
@@ -112,15 +113,18 @@ async def child(agents: int, trace: bool) -> dict:
     loaded = [first]
     for count in sorted({min(100, agents), agents} - {1}):
         while len(loaded) < count:
-            agent = await Agent.load(spec.model_copy(update={"name": f"companion-{len(loaded)}"}), store=store,
-                                     settings=settings)
+            agent = await Agent.load(
+                spec.model_copy(update={"name": f"companion-{len(loaded)}"}), store=store, settings=settings
+            )
             agent.compile()
             loaded.append(agent)
         rows[count] = memory()["rss"]
     last = loaded[-1]
-    shared = {"embedder": first.recall.embedder is last.recall.embedder is last.archival.embedder,
-              "vector store": backend is last.archival._open_backend(),
-              "model client pool": client is last.model.client}
+    shared = {
+        "embedder": first.recall.embedder is last.recall.embedder is last.archival.embedder,
+        "vector store": backend is last.archival._open_backend(),
+        "model client pool": client is last.model.client,
+    }
     result = {"steps": marks.steps, "rows": rows, "shared": shared, "pagemind": _origin()}
     if trace:
         import tracemalloc
@@ -128,15 +132,17 @@ async def child(agents: int, trace: bool) -> dict:
         result["python_heap_mb"] = tracemalloc.get_traced_memory()[0] / 2**20
         tracemalloc.stop()
     else:
-        result["cpu_ms"] = {"short": _cpu_per_text(embedder.inner, SHORT_TEXT, 200),
-                            "medium": _cpu_per_text(embedder.inner, MEDIUM_TEXT, 40),
-                            "long": _cpu_per_text(embedder.inner, LONG_TEXT, 12)}
+        result["cpu_ms"] = {
+            "short": _cpu_per_text(embedder.inner, SHORT_TEXT, 200),
+            "medium": _cpu_per_text(embedder.inner, MEDIUM_TEXT, 40),
+            "long": _cpu_per_text(embedder.inner, LONG_TEXT, 12),
+        }
         result["rss_after_cpu"] = memory()["rss"]
         result["rss_after_concurrent"] = await _concurrent(embedder.inner)
     return result
 
 
-def _cpu_per_text(model, text: str, count: int) -> float:  # noqa: ANN001
+def _cpu_per_text(model, text: str, count: int) -> float:
     """CPU ms per embedding of `text` (distinct texts, so no cache answers), the median of four rounds."""
     rounds = []
     for r in range(4):
@@ -148,7 +154,7 @@ def _cpu_per_text(model, text: str, count: int) -> float:  # noqa: ANN001
     return statistics.median(rounds)
 
 
-async def _concurrent(model) -> float:  # noqa: ANN001
+async def _concurrent(model) -> float:
     """RSS after three rounds of ten texts of 10 to 460 words embedded at once, in worker threads as agents do
     (`aembed`): each run in flight holds its own working memory."""
     from pagemind.runtime.memory.embedding.embedders import aembed
@@ -169,10 +175,16 @@ def run_child(python: str, url: str, agents: int, trace: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "PAGEMIND_HOME": home, "OPENAI_BASE_URL": url, "PAGEMIND_LOG_LEVEL": "ERROR"}
         env.pop("DATABASE_URL", None)
-        script = str(Path(__file__).resolve())
-        subprocess.run([python, script, "--prepare"], env=env, check=True)
-        out = subprocess.run([python, script, "--child", str(agents)] + (["--trace"] if trace else []), env=env,
-                             check=True, capture_output=True, text=True).stdout
+        command = [python, "-m", "bench.agent_memory"]  # this checkout's bench, `python`'s pagemind
+        subprocess.run([*command, "--prepare"], env=env, cwd=ROOT, check=True)
+        out = subprocess.run(
+            [*command, "--child", str(agents), *(["--trace"] if trace else [])],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         return json.loads(out.strip().splitlines()[-1])
 
 
@@ -198,15 +210,17 @@ def main() -> None:
     if args.child:
         print(json.dumps(asyncio.run(child(args.child, args.trace))))
         return None
-    sys.path.insert(0, str(ROOT))
+    # Imported here, not at the top: the measured children run this module too, and their first mark is what
+    # the module's own imports cost.
     from bench.common import machine_note
 
     note = machine_note()
     trees = {"after": sys.executable} | ({"before": args.before} if args.before else {})
     runs: dict[str, list[dict]] = {name: [] for name in trees}
-    # The model: bench/step_overhead_http.py's instant OpenAI-compatible server (keep-alive, scripted send_message).
-    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "step_overhead_http.py"), "--serve"],
-                              stdout=subprocess.PIPE, text=True)
+    # The model: bench.step_overhead_http's instant OpenAI-compatible server (keep-alive, scripted send_message).
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.step_overhead_http", "--serve"], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     try:
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
         for _ in range(args.runs):

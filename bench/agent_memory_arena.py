@@ -11,7 +11,7 @@ Every variant loads the shipped model as `FastEmbedEmbedder` does (threads=1, ba
 texts; its vectors must equal the first variant's to the bit. Peak = the step's high-water mark (VmHWM, reset
 before each step), the rest is RSS after the step.
 
-    python bench/agent_memory_arena.py [--runs 3]
+    python -m bench.agent_memory_arena [--runs 3]
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("fastembed as is", "arena off", "shrink", "shrink + 2 malloc arenas")
 SHORT_TEXT = "Lin is allergic to peanuts and keeps an EpiPen in her bag."
-LONG_TEXT = " ".join(f"On day {i} Lin walked the dog by the river and called her sister about the move." for i in
-                     range(40))  # truncated at the model's 512 tokens
+LONG_TEXT = " ".join(
+    f"On day {i} Lin walked the dog by the river and called her sister about the move." for i in range(40)
+)  # truncated at the model's 512 tokens
 
 
 def rss_mb() -> dict[str, float]:
@@ -41,18 +42,19 @@ def rss_mb() -> dict[str, float]:
     return {"rss": now, "peak": peak}
 
 
-def load(variant: str):  # noqa: ANN201
+def load(variant: str):
     """The shipped model as `FastEmbedEmbedder` loads it, run the variant's way."""
     from fastembed import TextEmbedding
 
-    from pagemind.runtime.process.heap import limit_malloc_arenas, release_free_memory
     from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, MINILM
     from pagemind.runtime.memory.embedding.onnx_arena import shrink_after_long_runs
+    from pagemind.runtime.process.heap import limit_malloc_arenas, release_free_memory
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     options = {"enable_cpu_mem_arena": False} if variant == "arena off" else {}
-    model = TextEmbedding(MINILM.fastembed_name, specific_model_path=str(DEFAULT_MODEL_DIR), threads=1,
-                          lazy_load=False, **options)
+    model = TextEmbedding(
+        MINILM.fastembed_name, specific_model_path=str(DEFAULT_MODEL_DIR), threads=1, lazy_load=False, **options
+    )
     if variant.startswith("shrink"):
         shrink_after_long_runs(model)
     if variant == "shrink + 2 malloc arenas":
@@ -85,8 +87,7 @@ def child(variant: str) -> dict:
     out["after CPU rounds"] = rss_mb()
 
     async def at_once(round_: int) -> None:
-        await asyncio.gather(*[asyncio.to_thread(embed, f"{round_}.{i} " + "word " * (50 * i + 10))
-                               for i in range(10)])
+        await asyncio.gather(*[asyncio.to_thread(embed, f"{round_}.{i} " + "word " * (50 * i + 10)) for i in range(10)])
 
     for r in range(3):
         asyncio.run(at_once(r))
@@ -95,7 +96,7 @@ def child(variant: str) -> dict:
     return out
 
 
-def _cpu(embed, text: str, count: int) -> float:  # noqa: ANN001
+def _cpu(embed, text: str, count: int) -> float:
     """CPU ms per embedding of distinct variants of `text`, the median of four rounds."""
     rounds = []
     for r in range(4):
@@ -112,23 +113,37 @@ STEPS = ("loaded", "short text", "512-token text", "after CPU rounds", "ten text
 
 def report(note: str, runs: dict[str, list[dict]], count: int) -> str:
     """The section's body: per variant, RSS and peak after each step, CPU per text, ratios to fastembed as is."""
-    med = {v: {s: {k: statistics.median(r[s][k] for r in rr) for k in ("rss", "peak")} for s in STEPS}
-           for v, rr in runs.items()}
+    med = {
+        v: {s: {k: statistics.median(r[s][k] for r in rr) for k in ("rss", "peak")} for s in STEPS}
+        for v, rr in runs.items()
+    }
     cpu = {v: {k: statistics.median(r["cpu_ms"][k] for r in rr) for k in ("short", "long")} for v, rr in runs.items()}
     base = VARIANTS[0]
     reference = runs[base][0]["vectors"]
     same = {v: all(r["vectors"] == reference for r in rr) for v, rr in runs.items()}
-    head = "| variant | " + " | ".join(f"{s}: RSS (peak) MB" for s in STEPS) + " | CPU ms short / long | vs as is: RSS after 512 tokens, long-text CPU, peak | vectors |"
+    head = (
+        "| variant | "
+        + " | ".join(f"{s}: RSS (peak) MB" for s in STEPS)
+        + " | CPU ms short / long"
+        + " | vs as is: RSS after 512 tokens, long-text CPU, peak | vectors |"
+    )
     lines = [head, "|" + " --- |" * (len(STEPS) + 4)]
     for v in runs:
         cells = [f"{med[v][s]['rss']:.1f} ({med[v][s]['peak']:.1f})" for s in STEPS]
-        ratio = (f"{med[v]['512-token text']['rss'] / med[base]['512-token text']['rss']:.2f}, "
-                 f"{cpu[v]['long'] / cpu[base]['long']:.2f}, "
-                 f"{med[v]['512-token text']['peak'] / med[base]['512-token text']['peak']:.2f}")
-        lines.append(f"| {v} | " + " | ".join(cells) + f" | {cpu[v]['short']:.2f} / {cpu[v]['long']:.1f} | {ratio} | "
-                     + ("identical" if same[v] else "**DIFFER**") + " |")
+        ratio = (
+            f"{med[v]['512-token text']['rss'] / med[base]['512-token text']['rss']:.2f}, "
+            f"{cpu[v]['long'] / cpu[base]['long']:.2f}, "
+            f"{med[v]['512-token text']['peak'] / med[base]['512-token text']['peak']:.2f}"
+        )
+        lines.append(
+            f"| {v} | "
+            + " | ".join(cells)
+            + f" | {cpu[v]['short']:.2f} / {cpu[v]['long']:.1f} | {ratio} | "
+            + ("identical" if same[v] else "**DIFFER**")
+            + " |"
+        )
     return f"""
-{note}; `python bench/agent_memory_arena.py --runs {count}`: {count} fresh processes per variant, interleaved,
+{note}; `python -m bench.agent_memory_arena --runs {count}`: {count} fresh processes per variant, interleaved,
 medians. Each process loads the shipped model (fastembed, threads=1, batch size 1), embeds a short text, a
 512-token one, {100} short and {8} long ones for CPU (median of four rounds, ms per text), then three rounds of ten
 texts (10 to 460 words) at once in worker threads. RSS after each step, the step's peak (VmHWM) in brackets.
@@ -146,7 +161,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child)))
         return
-    sys.path.insert(0, str(ROOT))
+    # Imported here, not at the top: the measured children run this module too.
     from bench.common import machine_note, write_section
 
     note = machine_note()
@@ -154,12 +169,18 @@ def main() -> None:
     env = {**os.environ, "PAGEMIND_LOG_LEVEL": "ERROR", "HF_HUB_OFFLINE": "1"}
     for _ in range(args.runs):
         for variant in VARIANTS:
-            out = subprocess.run([sys.executable, __file__, "--child", variant], env=env, check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.agent_memory_arena", "--child", variant],
+                env=env,
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             runs[variant].append(json.loads(out.strip().splitlines()[-1]))
     body = report(note, runs, args.runs)
     print(body)
-    write_section("Embedding memory by arena handling (bench/agent_memory_arena.py)", body)
+    write_section("agent_memory_arena", "Embedding memory by arena handling", body)
 
 
 if __name__ == "__main__":

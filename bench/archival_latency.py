@@ -11,8 +11,8 @@ every search embeds its query with the shipped model (all-MiniLM-L6-v2 int8, one
 measured on the dense retriever (index vs `exact=True`, same filter) with queries made like the memories (in the
 memories' distribution), and also with the model's query vectors.
 
-    python bench/archival_latency.py [--sizes 1000,10000,100000] [--queries 200]
-    python bench/archival_latency.py --search10k [--queries 200] [--no-write]   # the full searches at 10k (minutes)
+    python -m bench.archival_latency [--sizes 1000,10000,100000] [--queries 200]
+    python -m bench.archival_latency --search10k [--queries 200] [--no-write]   # the full searches at 10k (minutes)
 """
 
 from __future__ import annotations
@@ -22,33 +22,30 @@ import asyncio
 import json
 import random
 import re
-import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.memory.archival.memory import ArchivalService  # noqa: E402
-from pagemind.runtime.memory.vectors.backend import AgentStore  # noqa: E402
-from pagemind.runtime.memory.vectors.edge import EdgeBackend  # noqa: E402
-from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, FastEmbedEmbedder, normalise  # noqa: E402
-from pagemind.runtime.memory.archival.group_commit import group_commit  # noqa: E402
-from pagemind.runtime.memory.vectors.index import PLAN  # noqa: E402
-from pagemind.runtime.memory.retrieval.keywords import analysed  # noqa: E402
-from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord, StoredPoint  # noqa: E402
-from pagemind.runtime.memory.archival.write_policy import keyword_document  # noqa: E402
-from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.state.tables import archival_memories  # noqa: E402
-from pagemind.runtime.testing.doubles import ManualClock  # noqa: E402
+from bench.common import machine_note, median, percentile, table_row, write_section
+from pagemind.runtime.memory.archival.group_commit import group_commit
+from pagemind.runtime.memory.archival.memory import ArchivalService
+from pagemind.runtime.memory.archival.write_policy import keyword_document
+from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, FastEmbedEmbedder, normalise
+from pagemind.runtime.memory.retrieval.keywords import analysed
+from pagemind.runtime.memory.vectors.backend import AgentStore
+from pagemind.runtime.memory.vectors.edge import EdgeBackend
+from pagemind.runtime.memory.vectors.index import PLAN
+from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord, StoredPoint
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.tables import archival_memories
+from pagemind.runtime.testing.doubles import ManualClock
 
 DIM = 384
-T0 = datetime(2026, 11, 29, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, tzinfo=UTC)
 VOCABULARY = 4000
 CONCURRENT = 8  # agents inserting at once in the group-commit run
 PARTS = ("embed", "retrieve", "sql", "activity", "rank")  # a search's steps, timed one by one
@@ -85,7 +82,7 @@ def bulk_load(service: ArchivalService, words: WordVectors, count: int, seed: in
     for start in range(0, count, 512):
         texts = [f"{words.text(rng, 8)} {n}" for n in range(start, min(count, start + 512))]
         points = []
-        for n, (text, vector) in enumerate(zip(texts, words.embed(texts))):
+        for n, (text, vector) in enumerate(zip(texts, words.embed(texts), strict=True)):
             at = T0 - timedelta(minutes=start + n)
             record = MemoryRecord(agent_id=store.agent_id, text=text, kind="episode", created_at=at, updated_at=at)
             points.append(StoredPoint(record, vector, service._sparse(keyword_document(record))))
@@ -117,7 +114,7 @@ class Clocked:
         self.wall: list[float] = []
         self.cpu: list[float] = []
 
-    def __enter__(self) -> "Clocked":
+    def __enter__(self) -> Clocked:
         self._wall, self._cpu = time.perf_counter(), time.process_time()
         return self
 
@@ -126,15 +123,21 @@ class Clocked:
         self.cpu.append((time.process_time() - self._cpu) * 1000)
 
 
-async def measure(size: int, queries: int, home: Path, words: WordVectors, model: FastEmbedEmbedder,
-                  sweep: bool = False) -> dict:
+async def measure(
+    size: int, queries: int, home: Path, words: WordVectors, model: FastEmbedEmbedder, sweep: bool = False
+) -> dict:
     """Two agents of `size` memories each, indexed; then searches, inserts, recall and concurrent inserts."""
     backend = EdgeBackend(home / f"shard-{size}", DIM, auto_optimize=False)  # the bench optimizes when it says
     engine = make_engine(f"sqlite:///{home / f'state-{size}.db'}")
 
     def service(agent_id: int) -> ArchivalService:
-        return ArchivalService(agent_id, engine=engine, open_backend=lambda: backend,
-                               embedder=CachedEmbedder(model, engine), clock=ManualClock(T0))
+        return ArchivalService(
+            agent_id,
+            engine=engine,
+            open_backend=lambda: backend,
+            embedder=CachedEmbedder(model, engine),
+            clock=ManualClock(T0),
+        )
 
     first, second = service(1), service(2)
     bulk = (bulk_load(first, words, size, 1) + bulk_load(second, words, size, 2)) / 2
@@ -181,8 +184,9 @@ async def measure(size: int, queries: int, home: Path, words: WordVectors, model
     irng = random.Random(4)
     for n in range(100):  # the whole write path: date, embed (model), nearest same-kind lookup, group commit
         with clock:
-            await first.insert(f"New note {n}: " + " ".join(irng.choice(words.words[:500]) for _ in range(8)),
-                               kind="episode")
+            await first.insert(
+                f"New note {n}: " + " ".join(irng.choice(words.words[:500]) for _ in range(8)), kind="episode"
+            )
     row["insert"], row["insert_cpu"] = clock.wall, clock.cpu
     row.update(await concurrent_inserts(service, words, backend))
     backend.close()
@@ -207,8 +211,11 @@ async def concurrent_inserts(service, words: WordVectors, backend: EdgeBackend) 
     for n in range(25):
         await asyncio.gather(*(one(agent, n) for agent in agents))
     wall = time.perf_counter() - started
-    return {"concurrent": samples, "per_batch": (commit.inserts - inserts) / max(1, commit.batches - batches),
-            "concurrent_rate": len(samples) / wall}
+    return {
+        "concurrent": samples,
+        "per_batch": (commit.inserts - inserts) / max(1, commit.batches - batches),
+        "concurrent_rate": len(samples) / wall,
+    }
 
 
 def model_cost(model: FastEmbedEmbedder) -> float:
@@ -235,12 +242,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--search10k", action="store_true", help="only the full archival_search and "
-                        "conversation_search at 10k per agent (bench/search_latency.py; minutes), in a section of its own")
+    parser.add_argument(
+        "--search10k",
+        action="store_true",
+        help="only the full archival_search and "
+        "conversation_search at 10k per agent (bench.search_latency; minutes), in a block of its own",
+    )
     parser.add_argument("--profile", help="with --search10k: cProfile the recall searches into this file")
     parser.add_argument("--ids", help="with --search10k: write the recall results' ids (JSON) here, to compare runs")
     parser.add_argument("--no-write", action="store_true", help="with --search10k: print only, leave RESULTS.md")
-    parser.add_argument("--json", help="write the rows here (JSON) instead of RESULTS.md (bench/archival_ab.py)")
+    parser.add_argument("--json", help="write the rows here (JSON) instead of RESULTS.md (bench.archival_ab)")
     parser.add_argument("--sweep", action="store_true", help="also recall@10 and cost of the dense search per hnsw_ef")
     args = parser.parse_args()
     configure_logging("ERROR")
@@ -261,17 +272,20 @@ def main() -> None:
         if not args.no_write:
             from bench.search_latency import section
 
-            write_section("Full search at 10,000 per agent (bench/archival_latency.py --search10k)", section(note, row))
+            write_section("archival_latency.search10k", "Full search at 10,000 per agent", section(note, row))
         return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             row = asyncio.run(measure(size, args.queries, Path(tmp), words, model, args.sweep))
             rows.append(row)
-            print(f"{size:>7}: search {pc(row, 'search')} (2nd agent {pc(row, 'search2')}), "
-                  f"insert {pc(row, 'insert')}, "
-                  f"recall@10 {row['recall']:.3f} / {row['recall_model']:.3f}, parts {row['parts']}, "
-                  f"build {row['build_s']:.1f} s, {row['segments']} segments", flush=True)
+            print(
+                f"{size:>7}: search {pc(row, 'search')} (2nd agent {pc(row, 'search2')}), "
+                f"insert {pc(row, 'insert')}, "
+                f"recall@10 {row['recall']:.3f} / {row['recall_model']:.3f}, parts {row['parts']}, "
+                f"build {row['build_s']:.1f} s, {row['segments']} segments",
+                flush=True,
+            )
     embed_ms = model_cost(model)
     load = open("/proc/loadavg").read().split()[0] if Path("/proc/loadavg").exists() else "?"
     if args.json:
@@ -281,34 +295,71 @@ def main() -> None:
         f"| {r['size']:,} | {pc(r, 'search')} | {pc(r, 'search2')} | {pc(r, 'search_hits')} | {pc(r, 'insert')} | "
         f"{r['recall']:.3f} / {r['recall_model']:.3f} | {p(r['concurrent'])} ({r['per_batch']:.1f} per commit, "
         f"{r['concurrent_rate']:.0f}/s) | {r['bulk_pps']:,.0f} / {r['build_s']:.0f} s, {r['segments']} segments |"
-        for r in rows)
-    parts = "\n".join(f"| {r['size']:,} | " + " | ".join(f"{r['parts'][k][0]:.2f} ({r['parts'][k][1]:.2f})"
-                                                       for k in PARTS if k in r["parts"]) + " |" for r in rows)
-    sweep = "".join(f"""
+        for r in rows
+    )
+    parts = "\n".join(
+        f"| {r['size']:,} | "
+        + " | ".join(f"{r['parts'][k][0]:.2f} ({r['parts'][k][1]:.2f})" for k in PARTS if k in r["parts"])
+        + " |"
+        for r in rows
+    )
+    sweep = "".join(
+        f"""
 recall@10 of the dense index against exact search (queries like the memories / the model's query vectors) and the
-median CPU ms of one such search (limit 10), per `hnsw_ef`, at {r['size']:,} memories per agent (`--sweep`):
+median CPU ms of one such search (limit 10), per `hnsw_ef`, at {r["size"]:,} memories per agent (`--sweep`):
 
-| hnsw_ef | """ + " | ".join(str(e["ef"]) for e in r["sweep"]) + " |\n| --- | " + " | ".join("---" for _ in r["sweep"])
-                    + " |\n| recall@10 | " + " | ".join(f"{e['recall']:.3f} / {e['recall_model']:.3f}" for e in r["sweep"])
-                    + " |\n| CPU ms | " + " | ".join(f"{e['cpu_ms']:.2f}" for e in r["sweep"]) + " |\n"
-                    for r in rows if r.get("sweep"))
-    write_section("Archival latency (bench/archival_latency.py)", f"""
-{note}, {load} at the end (other helpers' test runs share the 2 cores: quote medians). Qdrant Edge shard on local
-disk, WAL on; SQLite state. Each size = that many memories for the searched agent plus as many for a second agent
-in the same shard. Index (`runtime/memory/vectors/index.py`): no global graph (m = 0), one HNSW graph per agent
-(payload_m {PLAN.payload_m}, ef_construct {PLAN.ef_construct}) on the tenant index `agent_id`, int8 scalar
-quantization rescored with the originals ({PLAN.oversampling:g}× oversampling), hnsw_ef {PLAN.hnsw_ef}, payloads in RAM. An agent with fewer
-than {PLAN.exact_below(DIM):,} memories in a segment (full_scan_threshold {PLAN.full_scan_threshold_kb:,} KB of 384-d float32 vectors) is searched
-exactly; above, approximately; the newest ≤ {PLAN.indexing_points(DIM):,} points (indexing_threshold
-{PLAN.indexing_threshold_kb:,} KB), not yet indexed, always exactly. Memories are filled with a cheap word-vector
-embedder (see the script); every timed search and insert embeds with the shipped model (≈ {embed_ms:.1f} ms per
-text here, one thread), so the times below include it. ms p50 / p95 over {args.queries} searches per agent, 50 searches
-that count hits (as the tool does), 100 sequential inserts, and in brackets the median CPU ms of the process per
-operation (all its threads; time spent waiting for a core held by another process does not count, though on a
-busy VM it still runs high: compare each row with the model's own cost in the same run); recall@10 of the dense index against exact search
-(queries like the memories / the model's query vectors); {CONCURRENT} agents inserting at once (25 rounds).
+| hnsw_ef | """
+        + " | ".join(str(e["ef"]) for e in r["sweep"])
+        + " |\n| --- | "
+        + " | ".join("---" for _ in r["sweep"])
+        + " |\n| recall@10 | "
+        + " | ".join(f"{e['recall']:.3f} / {e['recall_model']:.3f}" for e in r["sweep"])
+        + " |\n| CPU ms | "
+        + " | ".join(f"{e['cpu_ms']:.2f}" for e in r["sweep"])
+        + " |\n"
+        for r in rows
+        if r.get("sweep")
+    )
+    head = table_row(
+        "memories per agent",
+        "archival_search",
+        "second agent's search",
+        "search counting hits",
+        "insert (sequential)",
+        "recall@10",
+        f"{CONCURRENT} concurrent inserts (group commit)",
+        "bulk load points/s / index build",
+    )
+    parts_head = table_row(
+        "memories per agent",
+        "query embedding (model)",
+        "dense + BM25 (the store)",
+        "SQL: which hits are live",
+        "SQL: the agent's active days",
+        "fusion and ranking",
+    )
+    write_section(
+        "archival_latency",
+        "Archival latency",
+        f"""
+{note}, {load} at the end (other jobs on the machine share its cores: quote medians). Qdrant Edge shard on
+local disk, WAL on; SQLite state. Each size = that many memories for the searched agent plus as many for a second
+agent in the same shard. Index (`runtime/memory/vectors/index.py`): no global graph (m = 0), one HNSW graph per
+agent (payload_m {PLAN.payload_m}, ef_construct {PLAN.ef_construct}) on the tenant index `agent_id`, int8 scalar
+quantization rescored with the originals ({PLAN.oversampling:g}× oversampling), hnsw_ef {PLAN.hnsw_ef}, payloads
+in RAM once the shard holds {PLAN.payload_in_ram_from:,} points. An agent with fewer than
+{PLAN.exact_below(DIM):,} memories in a segment (full_scan_threshold {PLAN.full_scan_threshold_kb:,} KB of 384-d
+float32 vectors) is searched exactly; above, approximately; the newest ≤ {PLAN.indexing_points(DIM):,} points
+(indexing_threshold {PLAN.indexing_threshold_kb:,} KB), not yet indexed, always exactly. Memories are filled with a
+cheap word-vector embedder (see the module); every timed search and insert embeds with the shipped model
+(≈ {embed_ms:.1f} ms per text here, one thread), so the times below include it. ms p50 / p95 over {args.queries}
+searches per agent, 50 searches that count hits (as the tool does), 100 sequential inserts, and in brackets the
+median CPU ms of the process per operation (all its threads; time spent waiting for a core held by another process
+does not count, though on a busy VM it still runs high: compare each row with the model's own cost in the same
+run); recall@10 of the dense index against exact search (queries like the memories / the model's query vectors);
+{CONCURRENT} agents inserting at once (25 rounds).
 
-| memories per agent | archival_search | second agent's search | search counting hits | insert (sequential) | recall@10 | {CONCURRENT} concurrent inserts (group commit) | bulk load points/s / index build |
+{head}
 | --- | --- | --- | --- | --- | --- | --- | --- |
 {table}
 
@@ -317,10 +368,11 @@ one; the store: the dense and keyword queries in one batch, then the keyword-onl
 agents here had no user message today, so every search reads their active days, which a turn after the day's first
 user message skips):
 
-| memories per agent | query embedding (model) | dense + BM25 (the store) | SQL: which hits are live | SQL: the agent's active days | fusion and ranking |
+{parts_head}
 | --- | --- | --- | --- | --- | --- |
 {parts}
-{sweep}""")
+{sweep}""",
+    )
 
 
 if __name__ == "__main__":

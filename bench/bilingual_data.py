@@ -1,5 +1,5 @@
 """The bilingual retrieval set (hand-written, 2026-11-30): one person's memories in Chinese and English, distractors
-on the same topics, and 106 queries in four groups. Read by bench/bilingual.py and tests/bench/test_bilingual_data.py.
+on the same topics, and 106 queries in four groups. Read by bench.bilingual and tests/bench/test_bilingual_data.py.
 
 - `zh-para`: a Chinese query that paraphrases a Chinese memory with no Han character in common (同义改写): only
   meaning can find it.

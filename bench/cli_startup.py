@@ -10,7 +10,7 @@ reply when no tools are offered). For the run, the model's share is its round tr
 server spent in its handler is reported beside it. `--baseline` times a second installation (another checkout's
 virtual environment) in the same rounds.
 
-    python bench/cli_startup.py [--runs 10] [--no-write] [--baseline OTHER_VENV/bin/python]
+    python -m bench.cli_startup [--runs 10] [--no-write] [--baseline OTHER_VENV/bin/python]
 """
 
 from __future__ import annotations
@@ -29,13 +29,23 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import ROOT, machine_note, median, write_section
 
-from bench.common import machine_note, median, write_section  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("openai", "httpx", "tenacity", "sqlalchemy", "sqlmodel", "alembic", "fastembed", "onnxruntime",
-         "qdrant_client", "qdrant_edge", "numpy", "tiktoken", "pydantic")
+HEAVY = (
+    "openai",
+    "httpx",
+    "tenacity",
+    "sqlalchemy",
+    "sqlmodel",
+    "alembic",
+    "fastembed",
+    "onnxruntime",
+    "qdrant_client",
+    "qdrant_edge",
+    "numpy",
+    "tiktoken",
+    "pydantic",
+)
 
 
 # -- the instant model server (runs in its own process: `--serve`) -----------------------------------------------
@@ -49,27 +59,41 @@ class InstantModel(BaseHTTPRequestHandler):
     handled_ms: list[float] = []
     lock = threading.Lock()
 
-    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_POST(self) -> None:
         """One chat completion: send_message when the request offers tools, a plain reply otherwise."""
         started = time.perf_counter()
         request = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
         names = {(t.get("function") or {}).get("name") for t in request.get("tools") or []}
         if "send_message" in names:
             arguments = json.dumps({"message": "Hello! Nice to meet you."})
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-                 "function": {"name": "send_message", "arguments": arguments}}]}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{uuid.uuid4().hex[:12]}",
+                        "type": "function",
+                        "function": {"name": "send_message", "arguments": arguments},
+                    }
+                ],
+            }
             finish = "tool_calls"
         else:
             message, finish = {"role": "assistant", "content": "Hello!"}, "stop"
-        self._send({"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-                    "model": request.get("model", "instant"), "choices": [{"index": 0, "message": message,
-                                                                             "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+        self._send(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request.get("model", "instant"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+            }
+        )
         with self.lock:
             self.handled_ms.append((time.perf_counter() - started) * 1000)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         """The handler times recorded since the last call."""
         with self.lock:
             times, self.handled_ms[:] = list(self.handled_ms), []
@@ -138,10 +162,12 @@ def client_ms(trace: Path) -> list[float]:
 
 def heavy_modules(python: str, env: dict[str, str]) -> list[str]:
     """Which heavy top-level modules `pagemind --help` imports (should be none)."""
-    code = ("import contextlib, io, sys\nfrom pagemind.runtime.cli.main import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main(['--help'])\n"
-            "    except SystemExit:\n        pass\n"
-            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1:]))))")
+    code = (
+        "import contextlib, io, sys\nfrom pagemind.runtime.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main(['--help'])\n"
+        "    except SystemExit:\n        pass\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1:]))))"
+    )
     done = subprocess.run([python, "-c", code, *HEAVY], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     return done.stdout.split()
 
@@ -152,11 +178,16 @@ STEPS: list[tuple[str, str]] = [
     ("SQLAlchemy + sqlmodel", "import sqlalchemy, sqlmodel"),
     ("the state store beyond SQL (its tables; pydantic, yaml, spec, tools)", "import pagemind.runtime.state.store"),
     ("the memory services (archival, recall, embeddings, stores; numpy)", "import pagemind.runtime.memory.wiring"),
-    ("the rest of the kernel (agent, loop, window, compiler, monitor; httpx, tenacity)", "import pagemind.runtime.agent"),
+    (
+        "the rest of the kernel (agent, loop, window, compiler, monitor; httpx, tenacity)",
+        "import pagemind.runtime.agent",
+    ),
     ("the trace recorder", "import pagemind.runtime.trace.recorder"),
     ("openai (the model SDK)", "import openai"),
-    ("building the SDK client (httpx pool, TLS context)",
-     "openai.AsyncOpenAI(api_key='x', base_url='http://127.0.0.1:9/v1')"),
+    (
+        "building the SDK client (httpx pool, TLS context)",
+        "openai.AsyncOpenAI(api_key='x', base_url='http://127.0.0.1:9/v1')",
+    ),
     ("tiktoken: loading o200k_base", "from pagemind.runtime.tokens import encoding; encoding()"),
 ]
 
@@ -164,11 +195,12 @@ STEPS: list[tuple[str, str]] = [
 def step_costs(python: str, env: dict[str, str], runs: int) -> list[tuple[str, float]]:
     """Median CPU seconds each step adds to the ones before it (interleaved, `runs` times each)."""
     # Frozen at the end as the CLI does, so the interpreter's last collection does not count a bigger heap twice.
-    programs = ["import gc; gc.freeze()"] + ["; ".join([*(code for _, code in STEPS[: i + 1]), "import gc",
-                                                       "gc.freeze()"]) for i in range(len(STEPS))]
+    programs = ["import gc; gc.freeze()"] + [
+        "; ".join([*(code for _, code in STEPS[: i + 1]), "import gc", "gc.freeze()"]) for i in range(len(STEPS))
+    ]
     cpu = [Timings() for _ in programs]
     for _ in range(runs):
-        for program, into in zip(programs, cpu):
+        for program, into in zip(programs, cpu, strict=True):
             timed([python, "-c", program], env, into)
     cumulative = [median(t.cpu) for t in cpu]
     return [(name, cumulative[i + 1] - cumulative[i]) for i, (name, _) in enumerate(STEPS)]
@@ -192,12 +224,17 @@ class Installation:
     @property
     def own(self) -> list[float]:
         """Run wall time minus the model's round trip."""
-        return [total - model for total, model in zip(self.run.wall, self.model)]
+        return [total - model for total, model in zip(self.run.wall, self.model, strict=True)]
 
     def env(self, port: int) -> dict[str, str]:
         """The environment of its commands: its own PAGEMIND_HOME, the instant server as the model endpoint."""
-        env = {**os.environ, "PAGEMIND_HOME": str(self.home), "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
-               "OPENAI_API_KEY": "bench", "PAGEMIND_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "PAGEMIND_HOME": str(self.home),
+            "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+            "OPENAI_API_KEY": "bench",
+            "PAGEMIND_LOG_LEVEL": "WARNING",
+        }
         return {k: v for k, v in env.items() if k not in ("DATABASE_URL", "QDRANT_URL")}
 
     def command(self, *args: str) -> list[str]:
@@ -210,8 +247,13 @@ RUN = ("run", "agents/companion.yaml", "-m", "hi")
 
 def run_bench(runs: int, pythons: list[str]) -> tuple[list[Installation], Timings]:
     """Measure each installation, interleaved run by run, with a bare interpreter start before each round."""
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.cli_startup", "--serve"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = int(server.stdout.readline())
         with tempfile.TemporaryDirectory() as scratch:
@@ -239,42 +281,62 @@ def run_bench(runs: int, pythons: list[str]) -> tuple[list[Installation], Timing
         server.wait(timeout=10)
 
 
-def report(tested: list[Installation], bare: Timings, labels: list[str], runs: int, note: str,
-           load_end: float) -> str:
-    """The RESULTS.md section."""
+def report(tested: list[Installation], bare: Timings, labels: list[str], runs: int, note: str, load_end: float) -> str:
+    """The RESULTS.md block."""
     base = median(bare.wall)
 
     def cells(wall: list[float], cpu: list[float] | None) -> str:
         cpu_text = f"{median(cpu):.3f}" if cpu else "–"
         return f" {median(wall):.3f} | {median(wall) / base:.1f}× | {cpu_text} |"
 
-    rows = [("`python -c pass` (bare interpreter)", lambda t: cells(bare.wall, bare.cpu), ""),
-            ("`pagemind --help`", lambda t: cells(t.help.wall, t.help.cpu), "≤ 0.3 s"),
-            ("`pagemind agents`", lambda t: cells(t.agents.wall, t.agents.cpu), ""),
-            ("`pagemind run agents/companion.yaml -m hi` (one turn): total", lambda t: cells(t.run.wall, t.run.cpu), ""),
-            ("… the model: its round trip as the client saw it¹", lambda t: cells(t.model, None), ""),
-            ("… own time: total − model", lambda t: cells(t.own, None), "≤ 0.8 s"),
-            ("… own time, the client's request path included: total − server handler time",
-             lambda t: cells([w - h for w, h in zip(t.run.wall, t.handled)], None), "")]
+    rows = [
+        ("`python -c pass` (bare interpreter)", lambda t: cells(bare.wall, bare.cpu), ""),
+        ("`pagemind --help`", lambda t: cells(t.help.wall, t.help.cpu), "≤ 0.3 s"),
+        ("`pagemind agents`", lambda t: cells(t.agents.wall, t.agents.cpu), ""),
+        (
+            "`pagemind run agents/companion.yaml -m hi` (one turn): total",
+            lambda t: cells(t.run.wall, t.run.cpu),
+            "",
+        ),
+        ("… the model: its round trip as the client saw it¹", lambda t: cells(t.model, None), ""),
+        ("… own time: total − model", lambda t: cells(t.own, None), "≤ 0.8 s"),
+        (
+            "… own time, the client's request path included: total − server handler time",
+            lambda t: cells([w - h for w, h in zip(t.run.wall, t.handled, strict=True)], None),
+            "",
+        ),
+    ]
     head = " | ".join(f"{label}: wall s | ×python | CPU s" for label in labels)
     lines = [f"| command | {head} | target |", "| --- |" + " --- | --- | --- |" * len(labels) + " --- |"]
     lines += [f"| {name} |{''.join(cell(t) for t in tested)} {target} |" for name, cell, target in rows]
-    notes = ["¹ Timed around the SDK call (the `latency_ms` of the trace's `model_response` events), so whatever the "
-             "client does on its first request counts as the model's: the first import of anyio (which parses its "
-             "own source, about 0.1 s), connecting, and for an SDK that imports its resource modules on first use "
-             "(`client.chat`), that import. A warm client's round trip to this server takes a few milliseconds.", ""]
-    notes += [f"- {label}: the server spent {median(t.handled) * 1000:.1f} ms (median) in its handler per run; the "
-             f"first run, which created the database, took {t.first:.2f} s; heavy modules loaded by `pagemind --help`: "
-             f"{', '.join(t.heavy) or 'none'}." for label, t in zip(labels, tested)]
+    notes = [
+        "¹ Timed around the SDK call (the `latency_ms` of the trace's `model_response` events), so whatever the "
+        "client does on its first request counts as the model's: the first import of anyio (which parses its "
+        "own source, about 0.1 s), connecting, and for an SDK that imports its resource modules on first use "
+        "(`client.chat`), that import. A warm client's round trip to this server takes a few milliseconds.",
+        "",
+    ]
+    notes += [
+        f"- {label}: the server spent {median(t.handled) * 1000:.1f} ms (median) in its handler per run; the "
+        f"first run, which created the database, took {t.first:.2f} s; heavy modules loaded by `pagemind --help`: "
+        f"{', '.join(t.heavy) or 'none'}."
+        for label, t in zip(labels, tested, strict=True)
+    ]
     t = tested[-1]
     parts = [f"| {name} | {seconds:.3f} |" for name, seconds in t.parts]
     rest = median(t.run.cpu) - median(bare.cpu) - sum(seconds for _, seconds in t.parts)
-    notes += ["", f"Where {labels[-1]}'s run spends its CPU, in the order it pays: each row is a fresh interpreter "
-              f"doing everything up to that row, less the row before (medians of {runs}; a difference of two medians on a "
-              f"busy machine, so a few hundredths either way).", "",
-              "| step | CPU s |", "| --- | --- |", *parts,
-              f"| everything else: the CLI, settings and logging, SQLite, loading the agent, compiling, the step, the "
-              f"trace, exit | {rest:.3f} |"]
+    notes += [
+        "",
+        f"Where {labels[-1]}'s run spends its CPU, in the order it pays: each row is a fresh interpreter "
+        f"doing everything up to that row, less the row before (medians of {runs}; a difference of two medians "
+        "on a busy machine, so a few hundredths either way).",
+        "",
+        "| step | CPU s |",
+        "| --- | --- |",
+        *parts,
+        f"| everything else: the CLI, settings and logging, SQLite, loading the agent, compiling, the step, the "
+        f"trace, exit | {rest:.3f} |",
+    ]
     table, notes_text = "\n".join(lines), "\n".join(notes)
     return f"""{note}, {load_end:.2f} at the end (other workers' jobs share these cores: hence the ratio to a bare
 `python -c pass` started in the same rounds, and the CPU seconds of each process, in which waiting for a core does not
@@ -297,12 +359,16 @@ def label(name: str, python: str) -> str:
 
 
 def main() -> None:
-    """Run the benchmark and write its section of bench/RESULTS.md."""
+    """Run the benchmark and write its block of bench/RESULTS.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--no-write", action="store_true", help="print the section instead of writing it")
-    parser.add_argument("--baseline", metavar="PYTHON", help="also time the installation of this interpreter (e.g. "
-                        "a checkout of the previous commit), interleaved, as a second column")
+    parser.add_argument(
+        "--baseline",
+        metavar="PYTHON",
+        help="also time the installation of this interpreter (e.g. "
+        "a checkout of the previous commit), interleaved, as a second column",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -315,7 +381,7 @@ def main() -> None:
     section = report(tested, bare, labels, args.runs, note, os.getloadavg()[0])
     print(section)
     if not args.no_write:
-        write_section("CLI start-up (bench/cli_startup.py)", section)
+        write_section("cli_startup", "CLI start-up", section)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """The daemon's throughput, this checkout against another (main), interleaved in one run (issue 12).
 
-Runs this checkout's `bench/daemon_throughput.py --no-write` with each checkout's own interpreter
+Runs this checkout's `bench.daemon_throughput --no-write` with each checkout's own interpreter
 (`<checkout>/.venv/bin/python`, whose editable install serves that checkout's daemon; the client is the same for
 both), one measurement at a time, alternating which goes first from round to round so
 that a change in the machine's load falls on both; on Postgres also this checkout with `--workers N`. Reports
-the median of each figure over the rounds and the ratios to the other checkout, and writes a section of
+the median of each figure over the rounds and the ratios to the other checkout, and writes its block of
 bench/RESULTS.md unless --no-write.
 
-    python bench/daemon_ab.py --base /path/to/main-checkout [--rounds 3] [--agents 10 100] [--workers 2]
-                              [--inflight 64]
+    python -m bench.daemon_ab --base /path/to/main-checkout [--rounds 3] [--agents 10 100] [--workers 2]
+                              [--inflight 64] [--section KEY]
 """
 
 from __future__ import annotations
@@ -16,33 +16,58 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.common import ROOT, bench_argv, machine_note, median, write_section
 
-from bench.common import machine_note, median, write_section  # noqa: E402
-
-FIELDS = ("db", "agents", "turns", "failed", "turns_s", "steps_s", "overhead", "p50_step", "cpu_ms_step", "rss_mb",
-          "rss_kb_agent", "create_s", "load")
+FIELDS = (
+    "db",
+    "agents",
+    "turns",
+    "failed",
+    "turns_s",
+    "steps_s",
+    "overhead",
+    "p50_step",
+    "cpu_ms_step",
+    "rss_mb",
+    "rss_kb_agent",
+    "create_s",
+    "load",
+)
 
 
 def measure(checkout: Path, db: str, agents: int, turns: int, workers: int, inflight: int) -> dict[str, float]:
-    """One row of this checkout's daemon_throughput.py run with `checkout`'s interpreter, whose editable install
+    """One row of this checkout's bench.daemon_throughput run with `checkout`'s interpreter, whose editable install
     serves that checkout's daemon: both variants are driven by the same client (the bench's own CPU, on the cores
     the daemon shares, would otherwise differ between them)."""
     python = checkout / ".venv" / "bin" / "python"
-    command = [str(python), str(ROOT / "bench" / "daemon_throughput.py"), "--agents", str(agents), "--db", db,
-               "--turns", str(turns), "--inflight", str(inflight), "--no-write"]
+    command = bench_argv(
+        str(python),
+        "daemon_throughput",
+        "--agents",
+        str(agents),
+        "--db",
+        db,
+        "--turns",
+        str(turns),
+        "--inflight",
+        str(inflight),
+        "--no-write",
+    )
     if workers > 1:
         command += ["--workers", str(workers)]
-    out = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=True, timeout=1800).stdout
+    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True, timeout=1800).stdout
     line = next(row for row in out.splitlines() if row.startswith(f"| {db} |"))
     cells = [cell.strip() for cell in line.strip("|").split("|")]
-    row = dict(zip(FIELDS, cells))
-    return {"failed": float(row["failed"]), "steps_s": float(row["steps_s"]), "p50_step": float(row["p50_step"]),
-            "cpu_ms_step": float(row["cpu_ms_step"]), "load": float(row["load"])}
+    row = dict(zip(FIELDS, cells, strict=False))  # the table has more columns than FIELDS names
+    return {
+        "failed": float(row["failed"]),
+        "steps_s": float(row["steps_s"]),
+        "p50_step": float(row["p50_step"]),
+        "cpu_ms_step": float(row["cpu_ms_step"]),
+        "load": float(row["load"]),
+    }
 
 
 def main() -> None:
@@ -53,11 +78,18 @@ def main() -> None:
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2, help="also this checkout with --workers N (Postgres)")
-    parser.add_argument("--inflight", type=int, default=64,
-                        help="client requests in flight (1 with --agents 1: the own overhead at low load)")
+    parser.add_argument(
+        "--inflight",
+        type=int,
+        default=64,
+        help="client requests in flight (1 with --agents 1: the own overhead at low load)",
+    )
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--section", default="Daemon throughput, main against this branch (bench/daemon_ab.py)",
-                        help="the bench/RESULTS.md section to write")
+    parser.add_argument(
+        "--section",
+        default="daemon_ab",
+        help="the key of the bench/RESULTS.md block to write (`<!-- bench:KEY -->`)",
+    )
     args = parser.parse_args()
     note = machine_note()
     variants = [("main", args.base.resolve(), 1), ("branch", ROOT, 1)]
@@ -72,9 +104,11 @@ def main() -> None:
                     row = measure(checkout, db, agents, args.turns, workers, args.inflight)
                     results.setdefault((name, db, agents), []).append(row)
                     print(f"round {round_ + 1} {db} {agents} {name}: {row}", flush=True)
-    lines = ["| db | agents | variant | model steps/s | own overhead p50 per step (ms) | daemon CPU per step (ms) | "
-             "steps/s vs main | CPU/step vs main | failed | load (runs) |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        "| db | agents | variant | model steps/s | own overhead p50 per step (ms) | daemon CPU per step (ms) | "
+        "steps/s vs main | CPU/step vs main | failed | load (runs) |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for db in args.db:
         for agents in args.agents:
             base = results[("main", db, agents)]
@@ -86,19 +120,23 @@ def main() -> None:
                 ratio_steps = steps / median([r["steps_s"] for r in base])
                 ratio_cpu = cpu / median([r["cpu_ms_step"] for r in base])
                 loads = ", ".join(f"{r['load']:.1f}" for r in rows)
-                lines.append(f"| {db} | {agents} | {name} | {steps:.1f} | {median([r['p50_step'] for r in rows]):.1f} "
-                             f"| {cpu:.2f} | {ratio_steps:.2f} | {ratio_cpu:.2f} | "
-                             f"{int(sum(r['failed'] for r in rows))} | {loads} |")
-    body = (f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python bench/daemon_ab.py --base "
-            f"<main checkout> --rounds {args.rounds} --agents {' '.join(map(str, args.agents))} --turns {args.turns} "
-            f"--workers {args.workers} --inflight {args.inflight}`: bench/daemon_throughput.py (50 ms stub model, 2 "
-            f"steps a turn, {args.inflight} requests in flight) of main and of this branch, alternating which runs "
-            f"first, {args.rounds} rounds; medians over "
-            "the rounds, ratios to main's medians (steps/s: higher is better; CPU: lower is better).\n\n"
-            + "\n".join(lines))
+                lines.append(
+                    f"| {db} | {agents} | {name} | {steps:.1f} | {median([r['p50_step'] for r in rows]):.1f} "
+                    f"| {cpu:.2f} | {ratio_steps:.2f} | {ratio_cpu:.2f} | "
+                    f"{int(sum(r['failed'] for r in rows))} | {loads} |"
+                )
+    body = (
+        f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python -m bench.daemon_ab --base "
+        f"<main checkout> --rounds {args.rounds} --agents {' '.join(map(str, args.agents))} --turns {args.turns} "
+        f"--workers {args.workers} --inflight {args.inflight}`: bench.daemon_throughput (50 ms stub model, 2 "
+        f"steps a turn, {args.inflight} requests in flight) of main and of this branch, alternating which runs "
+        f"first, {args.rounds} rounds; medians over "
+        "the rounds, ratios to main's medians (steps/s: higher is better; CPU: lower is better).\n\n" + "\n".join(lines)
+    )
     print(body)
     if not args.no_write:
-        write_section(args.section, body)
+        title = "Daemon throughput, main against this branch"
+        write_section(args.section, title if args.section == "daemon_ab" else f"{title} ({args.section})", body)
 
 
 if __name__ == "__main__":

@@ -13,19 +13,18 @@ messages — one agent's messages one after another (a user waits for the reply)
 - the daemon process's CPU seconds per step (user + system, from /proc) and its RSS after the run with every
   agent loaded and idle, per agent over the RSS before the first message.
 
-`--turns` is the turns of one measurement in all, at least one per agent: with `--turns 400`, 10 and 100 agents
-get 40 and 4 messages each, 1,000 and 10,000 agents one each. The section is rewritten after every row, so a
-long run that is stopped keeps the rows it measured.
+`--turns` is the turns of one measurement in all, at least one per agent: with `--turns 400`, 10 and 100 agents get
+40 and 4 messages each, 1,000 and 10,000 agents one each. Its block of bench/RESULTS.md is rewritten after every
+row, so a long run that is stopped keeps the rows it measured.
 
-    python bench/daemon_throughput.py [--agents 10 100 1000 10000] [--db sqlite postgres] [--turns 400]
-                                      [--section NAME]
+    python -m bench.daemon_throughput [--agents 10 100 1000 10000] [--db sqlite postgres] [--turns 400]
+                                      [--section KEY]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import math
 import os
 import signal
@@ -38,10 +37,7 @@ from pathlib import Path
 import aiohttp
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.common import drop_postgres, machine_note, percentile, scratch_postgres, write_section  # noqa: E402
+from bench.common import ROOT, drop_postgres, machine_note, percentile, scratch_postgres, write_section
 
 TEMPLATE = """
 name: companion
@@ -125,8 +121,17 @@ async def wait_healthy(url: str, process: subprocess.Popen, deadline_s: float = 
     raise RuntimeError("serve did not become healthy")
 
 
-async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: int, stub: str,
-                  latency_ms: float, workers: int = 1, extra_env: dict[str, str] | None = None) -> dict[str, float]:
+async def run_one(
+    db: str,
+    agents: int,
+    turns: int,
+    inflight: int,
+    concurrency: int,
+    stub: str,
+    latency_ms: float,
+    workers: int = 1,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, float]:
     """One measurement: a fresh database and daemon, `agents` agents, about `turns` turns in all."""
     home = Path(tempfile.mkdtemp(prefix="pagemind-bench-"))
     folder = home / "agents"
@@ -135,20 +140,41 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
     database_url, drop = fresh_database(db, home)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "QDRANT_", "PAGEMIND_"))}
-    env.update(PAGEMIND_HOME=str(home), DATABASE_URL=database_url, OPENAI_BASE_URL=stub, OPENAI_API_KEY="bench",
-               PAGEMIND_LOG_LEVEL="error", **(extra_env or {}))
-    serve = subprocess.Popen([sys.executable, "-m", "pagemind.scheduler.cli", "serve", str(folder), "--port", str(port),
-                              "--concurrency", str(concurrency),
-                              *(["--workers", str(workers)] if workers > 1 else [])],
-                             cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    env.update(
+        PAGEMIND_HOME=str(home),
+        DATABASE_URL=database_url,
+        OPENAI_BASE_URL=stub,
+        OPENAI_API_KEY="bench",
+        PAGEMIND_LOG_LEVEL="error",
+        **(extra_env or {}),
+    )
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pagemind.scheduler.cli",
+            "serve",
+            str(folder),
+            "--port",
+            str(port),
+            "--concurrency",
+            str(concurrency),
+            *(["--workers", str(workers)] if workers > 1 else []),
+        ],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         await wait_healthy(url, serve)
         # The client is aiohttp (one session, `inflight` connections): it costs the shared cores a fraction of what
         # httpx's pools did (1.1–1.4 ms of CPU per step on 16 pools, 7–13 ms on one), CPU taken from the daemon.
         connector = aiohttp.TCPConnector(limit=inflight, keepalive_timeout=60)
-        async with aiohttp.ClientSession(base_url=url, connector=connector,
-                                         timeout=aiohttp.ClientTimeout(total=600)) as session:
+        async with aiohttp.ClientSession(
+            base_url=url, connector=connector, timeout=aiohttp.ClientTimeout(total=600)
+        ) as session:
             gate = asyncio.Semaphore(inflight)
             names = [f"user-{i:05d}" for i in range(agents)]
 
@@ -187,9 +213,14 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
                 for i in range(per_agent):
                     async with gate:
                         t0 = time.perf_counter()
-                        status, answer = await post(f"/v1/agents/{name}/messages",
-                                                    {"content": f"message {i} from {name}", "timeout_s": 600,
-                                                     "idempotency_key": f"bench-{name}-{i}"})
+                        status, answer = await post(
+                            f"/v1/agents/{name}/messages",
+                            {
+                                "content": f"message {i} from {name}",
+                                "timeout_s": 600,
+                                "idempotency_key": f"bench-{name}-{i}",
+                            },
+                        )
                         elapsed = time.perf_counter() - t0
                     if status != 200 or answer["state"] != "done":
                         failures += 1
@@ -217,12 +248,26 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
         step_model_ms = 1000 * (service_after - service_before) / max(1, steps)
         model_ms = STEPS_PER_TURN * step_model_ms
         overhead = [latency - model_ms for latency in latencies]
-        return {"agents": agents, "turns": len(latencies), "failures": failures, "wall_s": wall,
-                "turns_s": len(latencies) / wall, "steps_s": steps / wall, "create_s": create_s,
-                "p50": percentile(overhead, 50), "p95": percentile(overhead, 95),
-                "p50_step": percentile(overhead, 50) / STEPS_PER_TURN, "cpu_ms_step": 1000 * cpu / max(1, steps),
-                "rss_mb": rss_after, "rss_kb_agent": 1024 * (rss_after - rss_before) / agents, "rss_before": rss_before,
-                "load": os.getloadavg()[0], "retried": retried[0], "busy": busy, "model_ms": step_model_ms}
+        return {
+            "agents": agents,
+            "turns": len(latencies),
+            "failures": failures,
+            "wall_s": wall,
+            "turns_s": len(latencies) / wall,
+            "steps_s": steps / wall,
+            "create_s": create_s,
+            "p50": percentile(overhead, 50),
+            "p95": percentile(overhead, 95),
+            "p50_step": percentile(overhead, 50) / STEPS_PER_TURN,
+            "cpu_ms_step": 1000 * cpu / max(1, steps),
+            "rss_mb": rss_after,
+            "rss_kb_agent": 1024 * (rss_after - rss_before) / agents,
+            "rss_before": rss_before,
+            "load": os.getloadavg()[0],
+            "retried": retried[0],
+            "busy": busy,
+            "model_ms": step_model_ms,
+        }
     finally:
         serve.send_signal(signal.SIGTERM)
         try:
@@ -233,15 +278,19 @@ async def run_one(db: str, agents: int, turns: int, inflight: int, concurrency: 
 
 
 def table(rows: list[dict[str, float]]) -> str:
-    head = ("| db | agents | turns | failed | turns/s | model steps/s | own overhead p50 / p95 per turn (ms) | "
-            "per step p50 (ms) | daemon CPU per step (ms) | RSS (MB) | RSS per agent (KB) | creating N (s) | load | "
-            "retried | machine busy | model ms per step |\n"
-            "| --- |" + " ---: |" * 15 + "\n")
+    head = (
+        "| db | agents | turns | failed | turns/s | model steps/s | own overhead p50 / p95 per turn (ms) | "
+        "per step p50 (ms) | daemon CPU per step (ms) | RSS (MB) | RSS per agent (KB) | creating N (s) | load | "
+        "retried | machine busy | model ms per step |\n"
+        "| --- |" + " ---: |" * 15 + "\n"
+    )
     return head + "\n".join(
         f"| {r['db']} | {r['agents']:,} | {r['turns']:,} | {r['failures']} | {r['turns_s']:.1f} | {r['steps_s']:.1f} | "
         f"{r['p50']:.1f} / {r['p95']:.1f} | {r['p50_step']:.1f} | {r['cpu_ms_step']:.2f} | {r['rss_mb']:.0f} | "
         f"{r['rss_kb_agent']:.0f} | {r['create_s']:.1f} | {r['load']:.2f} | {r.get('retried', 0)} | "
-        f"{r['busy']:.0%} | {r['model_ms']:.2f} |" for r in rows)
+        f"{r['busy']:.0%} | {r['model_ms']:.2f} |"
+        for r in rows
+    )
 
 
 def targets(rows: list[dict[str, float]]) -> str:
@@ -254,10 +303,12 @@ def targets(rows: list[dict[str, float]]) -> str:
     def verdict(ok: bool) -> str:
         return "met" if ok else "**not met**"
 
-    return (f"Targets ({best['db']}): ≥ 500 model steps/s — best {best['steps_s']:.1f} at {best['agents']:,} agents, "
-            f"{verdict(best['steps_s'] >= 500)}; own overhead ≤ 5 ms p50 per step — best {overhead:.1f} ms, "
-            f"{verdict(overhead <= 5)}; RSS ≤ 0.5 MB per idle agent — {largest['rss_kb_agent'] / 1024:.2f} MB at "
-            f"{largest['agents']:,} agents, {verdict(largest['rss_kb_agent'] <= 512)}.")
+    return (
+        f"Targets ({best['db']}): ≥ 500 model steps/s — best {best['steps_s']:.1f} at {best['agents']:,} agents, "
+        f"{verdict(best['steps_s'] >= 500)}; own overhead ≤ 5 ms p50 per step — best {overhead:.1f} ms, "
+        f"{verdict(overhead <= 5)}; RSS ≤ 0.5 MB per idle agent — {largest['rss_kb_agent'] / 1024:.2f} MB at "
+        f"{largest['agents']:,} agents, {verdict(largest['rss_kb_agent'] <= 512)}."
+    )
 
 
 async def main() -> None:
@@ -269,43 +320,67 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="the daemon's --concurrency")
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--workers", type=int, default=1, help="`pagemind serve --workers` (Postgres rows only)")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="set in the daemon's environment (repeatable), e.g. PAGEMIND_HTTP_CLIENT=httpx")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set in the daemon's environment (repeatable), e.g. PAGEMIND_HTTP_CLIENT=httpx",
+    )
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
-    parser.add_argument("--section", default="Daemon throughput (bench/daemon_throughput.py)",
-                        help="the bench/RESULTS.md section to write")
+    parser.add_argument(
+        "--section",
+        help="the key of the bench/RESULTS.md block to write (`<!-- bench:KEY -->`; default daemon_throughput, or "
+        "daemon_throughput.low_load with --inflight 1)",
+    )
     args = parser.parse_args()
+    low_load = args.inflight == 1
+    key = args.section or ("daemon_throughput.low_load" if low_load else "daemon_throughput")
+    title = "Daemon own overhead at low load" if low_load else "Daemon throughput"
+    title = f"{title} ({args.section})" if args.section else title
     note = machine_note()
-    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "openai_stub.py"), "--latency-ms",
-                             str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
+    stub = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "support" / "openai_stub.py"), "--latency-ms", str(args.latency_ms)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     port = int(stub.stdout.readline().split()[-1])
     rows = []
 
     def body() -> str:
-        return (f"{note}. `python bench/daemon_throughput.py --agents {' '.join(map(str, args.agents))} --turns "
-                f"{args.turns} --inflight {args.inflight} --concurrency {args.concurrency}`: a stub model with "
-                f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, "
-                "daemon and stub share the machine's CPUs. Turns: at least one message per agent (one each at "
-                f"{args.turns:,} agents and more). Own overhead = the client's turn latency − steps × model latency, "
-                "the stub's own time per completion (model ms per step: its timers keep it ~1 ms over the set "
-                "latency); what is left is HTTP, queueing for the daemon's concurrency and the runtime's work. "
-                "Machine busy: every core's busy share over the run (daemon, stub, database, client). RSS per agent "
-                "= (RSS after the run − RSS before the first message) / agents; the daemon keeps at most "
-                "`max_loaded` (1,024) agents loaded, so above that the rest cost only their rows. Retried: requests "
-                "sent again after a transport error (agents: 409 then means made; messages carry an idempotency "
-                "key).\n\n" + table(rows) + "\n\n" + targets(rows))
+        return (
+            f"{note}. `python -m bench.daemon_throughput --agents {' '.join(map(str, args.agents))} --turns "
+            f"{args.turns} --inflight {args.inflight} --concurrency {args.concurrency}`: a stub model with "
+            f"{args.latency_ms:.0f} ms latency, {STEPS_PER_TURN} steps a turn (memory edit, reply); client, "
+            "daemon and stub share the machine's CPUs. Turns: at least one message per agent (one each at "
+            f"{args.turns:,} agents and more). Own overhead = the client's turn latency − steps × model latency, "
+            "the stub's own time per completion (model ms per step: its timers keep it ~1 ms over the set "
+            "latency); what is left is HTTP, queueing for the daemon's concurrency and the runtime's work. "
+            "Machine busy: every core's busy share over the run (daemon, stub, database, client). RSS per agent "
+            "= (RSS after the run − RSS before the first message) / agents; the daemon keeps at most "
+            "`max_loaded` (1,024) agents loaded, so above that the rest cost only their rows. Retried: requests "
+            "sent again after a transport error (agents: 409 then means made; messages carry an idempotency "
+            "key).\n\n" + table(rows) + "\n\n" + targets(rows)
+        )
 
     try:
         for db in args.db:
             for n in args.agents:
-                row = await run_one(db, n, args.turns, args.inflight, args.concurrency,
-                                    f"http://127.0.0.1:{port}/v1", args.latency_ms,
-                                    args.workers if db == "postgres" else 1,
-                                    dict(item.split("=", 1) for item in args.env))
+                row = await run_one(
+                    db,
+                    n,
+                    args.turns,
+                    args.inflight,
+                    args.concurrency,
+                    f"http://127.0.0.1:{port}/v1",
+                    args.latency_ms,
+                    args.workers if db == "postgres" else 1,
+                    dict(item.split("=", 1) for item in args.env),
+                )
                 rows.append({"db": db, **row})
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
                 if not args.no_write:
-                    write_section(args.section, body())
+                    write_section(key, title, body())
     finally:
         stub.terminate()
     print(body())

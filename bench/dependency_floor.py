@@ -1,6 +1,6 @@
 """The memory floor of an agent process's declared dependencies, with no pagemind code: a fresh process does only
 what the libraries pagemind must use need to do their part of one agent's work, and its resident size (RSS) is
-read after each step. What pagemind's own process measures (bench/agent_memory.py) is this floor plus pagemind.
+read after each step. What pagemind's own process measures (bench.agent_memory) is this floor plus pagemind.
 
 The steps, each the least a library is asked for in pagemind's process:
 - the interpreter with asyncio, ssl and json (what any asyncio HTTP client loads);
@@ -11,11 +11,11 @@ The steps, each the least a library is asked for in pagemind's process:
 - an empty Qdrant Edge shard with pagemind's vectors (384-d dense, int8 copies in RAM; BM25 sparse), payloads
   on disk;
 - fastembed's TextEmbedding on the shipped int8 all-MiniLM-L6-v2 (one thread), one sentence embedded;
-- the openai SDK's AsyncOpenAI client and one chat completion posted to a local server (this script's parent).
+- the openai SDK's AsyncOpenAI client and one chat completion posted to a local server (this module's parent process).
 
 Each run is a fresh process; medians over `--runs`.
 
-    python bench/dependency_floor.py [--runs 3] [--no-write]
+    python -m bench.dependency_floor [--runs 3] [--no-write]
 """
 
 from __future__ import annotations
@@ -33,18 +33,19 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.agent_memory import memory as rss
+from bench.common import ROOT, bench_argv, machine_note, write_section
 
-from bench.agent_memory import memory as rss  # noqa: E402
-from bench.common import machine_note, write_section  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 MODEL_DIR = ROOT / "runtime" / "data" / "models" / "all-MiniLM-L6-v2-onnx-int8"
 TARGET_MB = 200
-COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "local",
-              "choices": [{"index": 0, "finish_reason": "stop",
-                           "message": {"role": "assistant", "content": "Hello."}}],
-              "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
+COMPLETION = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "local",
+    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hello."}}],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+}
 
 
 def trim() -> None:
@@ -80,8 +81,12 @@ async def child(url: str, cache: str, home: str) -> list[dict]:
 
     os.environ["TIKTOKEN_CACHE_DIR"] = cache  # seeded from the shipped file by the parent: no download
     fields = ENCODING_CONSTRUCTORS["o200k_base"]()
-    encoding = tiktoken.Encoding("o200k_base", pat_str=fields["pat_str"], mergeable_ranks=fields["mergeable_ranks"],
-                                 special_tokens=fields["special_tokens"])
+    encoding = tiktoken.Encoding(
+        "o200k_base",
+        pat_str=fields["pat_str"],
+        mergeable_ranks=fields["mergeable_ranks"],
+        special_tokens=fields["special_tokens"],
+    )
     del fields, encoding._mergeable_ranks
     assert encoding.encode("hello world") == [24912, 2375]
     trim()
@@ -92,14 +97,16 @@ async def child(url: str, cache: str, home: str) -> list[dict]:
         vectors={"dense": qe.EdgeVectorParams(size=384, distance=qe.Distance.Cosine)},
         sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True),
-        payload_memory=qe.Memory.Cold)
+        payload_memory=qe.Memory.Cold,
+    )
     shard = qe.EdgeShard.create(f"{home}/shard", config)
     shard.info()
     mark("Qdrant Edge: an empty shard")
     from fastembed import TextEmbedding
 
-    model = TextEmbedding("sentence-transformers/all-MiniLM-L6-v2", specific_model_path=str(MODEL_DIR), threads=1,
-                          lazy_load=False)
+    model = TextEmbedding(
+        "sentence-transformers/all-MiniLM-L6-v2", specific_model_path=str(MODEL_DIR), threads=1, lazy_load=False
+    )
     vector = np.asarray(next(iter(model.embed(["The user is allergic to peanuts."]))))
     assert vector.shape == (384,)
     trim()
@@ -108,8 +115,11 @@ async def child(url: str, cache: str, home: str) -> list[dict]:
     import openai
 
     client = openai.AsyncOpenAI(base_url=url, api_key="floor")
-    answer = await client.post("/chat/completions", body={"model": "local", "messages": [
-        {"role": "user", "content": "Hi"}]}, cast_to=httpx.Response)
+    answer = await client.post(
+        "/chat/completions",
+        body={"model": "local", "messages": [{"role": "user", "content": "Hi"}]},
+        cast_to=httpx.Response,
+    )
     assert answer.status_code == 200
     mark("the openai SDK: a client, one chat completion")
     shard.close()
@@ -119,7 +129,7 @@ async def child(url: str, cache: str, home: str) -> list[dict]:
 class Completion(BaseHTTPRequestHandler):
     """An OpenAI-compatible chat completion that answers at once."""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
         body = json.dumps(COMPLETION).encode()
         self.send_response(200)
@@ -153,8 +163,13 @@ def main() -> None:
         for n in range(args.runs):
             home = Path(scratch) / f"run{n}"
             home.mkdir()
-            out = subprocess.run([sys.executable, __file__, "--child", url, scratch, str(home)], check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                bench_argv(sys.executable, "dependency_floor", "--child", url, scratch, str(home)),
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             runs.append(json.loads(out.strip().splitlines()[-1]))
     server.shutdown()
     print(write(runs, args.no_write))
@@ -169,12 +184,15 @@ def write(runs: list[list[dict]], no_write: bool) -> str:
         anonymous = statistics.median(r[n]["anonymous"] for r in runs)
         lines.append(f"| {step['step']} | {total:.1f} (+{total - before:.1f}) | {anonymous:.1f} |")
         before = total
-    body = (f"{machine_note()}; {len(runs)} runs, each a fresh process; medians. RSS and its anonymous part from "
-            "/proc/self/smaps_rollup after a garbage collection.\n\n" + "\n".join(lines) +
-            f"\n\n**The declared dependencies alone, doing one agent's least: {before:.1f} MB** (target for the whole "
-            f"process: ≤ {TARGET_MB} MB).\n")
+    body = (
+        f"{machine_note()}; {len(runs)} runs, each a fresh process; medians. RSS and its anonymous part from "
+        "/proc/self/smaps_rollup after a garbage collection.\n\n"
+        + "\n".join(lines)
+        + f"\n\n**The declared dependencies alone, doing one agent's least: {before:.1f} MB** (target for the whole "
+        f"process: ≤ {TARGET_MB} MB).\n"
+    )
     if not no_write:
-        write_section("Memory floor of the declared dependencies (bench/dependency_floor.py)", body)
+        write_section("dependency_floor", "Memory floor of the declared dependencies", body)
     return body
 
 

@@ -1,4 +1,4 @@
-"""Dequeue latency of the daemon, before and after a change, in one run: the idle path of bench/queue_compare.py
+"""Dequeue latency of the daemon, before and after a change, in one run: the idle path of bench.queue_compare
 alone, on fresh processes, this tree against another checkout (`--base`, with its own virtual environment),
 interleaved round by round.
 
@@ -9,7 +9,7 @@ the `submit` call (its commit included, as DBOS's enqueue is in the comparison) 
 `notify` (Postgres: submitted by another daemon object on its own connections, which never starts: only the
 notice wakes the server), `sqlite` (local, SQLite).
 
-    python bench/dequeue_latency.py --base /path/to/main-checkout [--rounds 3] [--jobs 40] [--no-write]
+    python -m bench.dequeue_latency --base /path/to/main-checkout [--rounds 3] [--jobs 40] [--no-write]
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import asyncio
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import ROOT, bench_argv, drop_postgres, machine_note, percentile, scratch_postgres, write_section
+
 AGENTS = 10
 
 
@@ -44,7 +44,7 @@ async def child(url: str, mode: str, jobs: int) -> list[tuple[float, float]]:
     starts: list[float] = []
 
     @register_job("bench_mark")
-    async def mark(agent):  # noqa: ANN001, ANN202
+    async def mark(agent):
         starts.append(time.perf_counter())
         return {"job": "bench_mark"}
 
@@ -52,8 +52,12 @@ async def child(url: str, mode: str, jobs: int) -> list[tuple[float, float]]:
     (home / "agents").mkdir()
     (home / "agents" / "t.yaml").write_text(yaml.safe_dump({**spec_data("t"), "template": True}))
     settings = Settings.from_env({"PAGEMIND_HOME": str(home), "DATABASE_URL": url})
-    daemon = Daemon(AgentCatalog(home / "agents", StateStore.open(url)), settings,
-                    model=FunctionModel(lambda request: reply_body("ok")), config=DaemonConfig(poll_s=1.0))
+    daemon = Daemon(
+        AgentCatalog(home / "agents", StateStore.open(url)),
+        settings,
+        model=FunctionModel(lambda request: reply_body("ok")),
+        config=DaemonConfig(poll_s=1.0),
+    )
     client = daemon
     if mode == "notify":
         client = Daemon(AgentCatalog(home / "agents", StateStore.open(url)), settings)
@@ -80,12 +84,15 @@ async def child(url: str, mode: str, jobs: int) -> list[tuple[float, float]]:
 
 
 def run_child(python: str, mode: str, jobs: int) -> list[tuple[float, float]]:
-    from bench.common import drop_postgres, scratch_postgres
-
     url = f"sqlite:///{tempfile.mkdtemp()}/dq.db" if mode == "sqlite" else scratch_postgres("dq")
     try:
-        done = subprocess.run([python, __file__, "--child", url, mode, str(jobs)], capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run(
+            bench_argv(python, "dequeue_latency", "--child", url, mode, str(jobs)),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         if url.startswith("postgresql"):
             drop_postgres(url)
@@ -107,9 +114,6 @@ def main() -> None:
         url, mode, jobs = args.child
         print(json.dumps(asyncio.run(child(url, mode, int(jobs)))))
         return
-    sys.path.insert(0, str(ROOT))
-    from bench.common import machine_note, percentile, write_section
-
     note = machine_note()
     variants = {"this tree": str(ROOT / ".venv" / "bin" / "python")}
     if args.base:
@@ -121,28 +125,35 @@ def main() -> None:
             for variant in order:
                 samples.setdefault((variant, mode), []).extend(run_child(variants[variant], mode, args.jobs))
                 print(variant, mode, "done", flush=True)
-    lines = ["| mode | tree | jobs | from the submit call p50 / p95 (ms) | from its commit p50 / p95 (ms) |",
-             "| --- | --- | ---: | ---: | ---: |"]
+    lines = [
+        "| mode | tree | jobs | from the submit call p50 / p95 (ms) | from its commit p50 / p95 (ms) |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     for mode in args.modes:
         for variant in variants:
             got = samples[(variant, mode)]
             calls, commits = [c for c, _ in got], [r for _, r in got]
-            lines.append(f"| {mode} | {variant} | {len(got)} | {statistics.median(calls):.1f} / "
-                         f"{percentile(calls, 95):.1f} | {statistics.median(commits):.1f} / "
-                         f"{percentile(commits, 95):.1f} |")
+            lines.append(
+                f"| {mode} | {variant} | {len(got)} | {statistics.median(calls):.1f} / "
+                f"{percentile(calls, 95):.1f} | {statistics.median(commits):.1f} / "
+                f"{percentile(commits, 95):.1f} |"
+            )
     if args.base:
         lines.append("")
         for mode in args.modes:
-            ratio = (statistics.median(c for c, _ in samples[("this tree", mode)])
-                     / statistics.median(c for c, _ in samples[("base", mode)]))
+            ratio = statistics.median(c for c, _ in samples[("this tree", mode)]) / statistics.median(
+                c for c, _ in samples[("base", mode)]
+            )
             lines.append(f"- {mode}: p50 from the submit call, this tree / base = {ratio:.2f}")
-    body = (f"{note}; `python bench/dequeue_latency.py --rounds {args.rounds} --jobs {args.jobs}"
-            f"{' --base <main>' if args.base else ''}`: {args.rounds} rounds, each mode and tree a fresh process "
-            "and database, interleaved. Latency: a job's first line − the `submit` call (or its return).\n\n"
-            + "\n".join(lines))
+    body = (
+        f"{note}; `python -m bench.dequeue_latency --rounds {args.rounds} --jobs {args.jobs}"
+        f"{' --base <main>' if args.base else ''}`: {args.rounds} rounds, each mode and tree a fresh process "
+        "and database, interleaved. Latency: a job's first line − the `submit` call (or its return).\n\n"
+        + "\n".join(lines)
+    )
     print(body)
     if not args.no_write:
-        write_section("Dequeue latency, idle daemon (bench/dequeue_latency.py)", body)
+        write_section("dequeue_latency", "Dequeue latency, idle daemon", body)
 
 
 if __name__ == "__main__":

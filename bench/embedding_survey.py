@@ -1,15 +1,15 @@
 """Embedding model survey (issue 14 item 1): speed, size and a Chinese sanity check of candidate models, each an
 ONNX model folder run by fastembed the way the shipped MiniLM is (one thread, batch size 1).
 
-    python bench/embedding_survey.py /work/models [--queries 200] [--json]
-    python bench/retrieval_locomo.py --embedder /work/models/NAME --no-write      # retrieval quality of one
+    python -m bench.embedding_survey /work/models [--queries 200] [--json]
+    python -m bench.retrieval_locomo --embedder /work/models/NAME --no-write      # retrieval quality of one
 
-A model folder holds model.onnx, tokenizer.json (+ tokenizer_config.json, special_tokens_map.json, config.json)
-and optionally survey.json: {"model_id", "dim", "pooling": "mean"|"cls", "query_prefix", "passage_prefix",
-"licence", "source", "kind"}; "kind": "ort-string" is a graph that tokenizes itself (string in, vector out, run by
-onnxruntime with onnxruntime-extensions, not by fastembed). Without survey.json a folder is taken to be MiniLM-like (mean pooling, no prefixes). Folders
-are read from the directory argument; the shipped model is measured too (`shipped` row). Nothing here changes the
-runtime: it is measurement only.
+A model folder holds model.onnx, tokenizer.json (+ tokenizer_config.json, special_tokens_map.json, config.json) and
+optionally survey.json: {"model_id", "dim", "pooling": "mean"|"cls", "query_prefix", "passage_prefix", "licence",
+"source", "kind"}; "kind": "ort-string" is a graph that tokenizes itself (string in, vector out, run by onnxruntime
+with onnxruntime-extensions, not by fastembed). Without survey.json a folder is taken to be MiniLM-like (mean
+pooling, no prefixes). Folders are read from the directory argument; the shipped model is measured too (`shipped`
+row). Nothing here changes the runtime: it is measurement only.
 """
 
 from __future__ import annotations
@@ -18,18 +18,16 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import machine_note  # noqa: E402
-from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, normalise  # noqa: E402
+from bench.common import LOCOMO, machine_note
+from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, normalise
 
 # Chinese paraphrase pairs (同义改写, few characters in common) and, for each, an unrelated sentence.
 CHINESE = [
@@ -43,8 +41,15 @@ CHINESE = [
 
 def model_spec(folder: Path) -> dict[str, Any]:
     """survey.json of a model folder, with MiniLM-like defaults."""
-    spec = {"model_id": folder.name, "dim": 384, "pooling": "mean", "query_prefix": "", "passage_prefix": "",
-            "licence": "?", "source": "?"}
+    spec = {
+        "model_id": folder.name,
+        "dim": 384,
+        "pooling": "mean",
+        "query_prefix": "",
+        "passage_prefix": "",
+        "licence": "?",
+        "source": "?",
+    }
     path = folder / "survey.json"
     return spec | (json.loads(path.read_text()) if path.exists() else {})
 
@@ -76,11 +81,18 @@ class SurveyEmbedder:
                 name = f"pagemind-survey/{self.spec['model_id']}"
                 if name.lower() not in {m["model"].lower() for m in TextEmbedding.list_supported_models()}:
                     pooling = PoolingType.MEAN if self.spec["pooling"] == "mean" else PoolingType.CLS
-                    TextEmbedding.add_custom_model(name, pooling=pooling, normalization=True, dim=self.dim,
-                                                   sources=ModelSource(hf=name), model_file="model.onnx")
+                    TextEmbedding.add_custom_model(
+                        name,
+                        pooling=pooling,
+                        normalization=True,
+                        dim=self.dim,
+                        sources=ModelSource(hf=name),
+                        model_file="model.onnx",
+                    )
                 started = time.perf_counter()
-                self._model = TextEmbedding(name, specific_model_path=str(self.folder), threads=self.threads,
-                                            lazy_load=False)
+                self._model = TextEmbedding(
+                    name, specific_model_path=str(self.folder), threads=self.threads, lazy_load=False
+                )
                 self.load_seconds = time.perf_counter() - started
         return self._model
 
@@ -115,7 +127,7 @@ class SurveyEmbedder:
 
 
 def cached(folder: str | Path, engine: Any = None) -> CachedEmbedder:
-    """The cached survey embedder of a model folder (what `retrieval_locomo.py --embedder DIR` uses); the runtime's
+    """The cached survey embedder of a model folder (what `bench.retrieval_locomo --embedder DIR` uses); the runtime's
     cache keeps a prefixed model's queries apart from documents."""
     return CachedEmbedder(SurveyEmbedder(Path(folder)), engine)
 
@@ -127,7 +139,7 @@ def folder_size(folder: Path) -> int:
 
 def questions(limit: int) -> list[str]:
     """Distinct LoCoMo dev questions (realistic query lengths), else synthetic ones."""
-    path = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+    path = LOCOMO
     found: list[str] = []
     if path.exists():
         found = list(dict.fromkeys(q["question"] for s in json.loads(path.read_text()) for q in s["qa"]))
@@ -141,8 +153,11 @@ def chinese_check(embedder: SurveyEmbedder) -> dict[str, float]:
         va, vb, vc = embedder.embed([a, b, c])
         para.append(float(va @ vb))
         other.append(float(va @ vc))
-    return {"zh_paraphrase": round(statistics.mean(para), 3), "zh_unrelated": round(statistics.mean(other), 3),
-            "zh_right": sum(p > o for p, o in zip(para, other))}
+    return {
+        "zh_paraphrase": round(statistics.mean(para), 3),
+        "zh_unrelated": round(statistics.mean(other), 3),
+        "zh_right": sum(p > o for p, o in zip(para, other, strict=True)),
+    }
 
 
 def measure(folders: list[Path], n_queries: int) -> list[dict[str, Any]]:
@@ -154,30 +169,45 @@ def measure(folders: list[Path], n_queries: int) -> list[dict[str, Any]]:
     times: list[list[float]] = [[] for _ in embedders]
     cpu: list[list[float]] = [[] for _ in embedders]  # CPU time: what an idle machine's wall time would be
     for text in questions(n_queries):
-        for embedder, spent, used in zip(embedders, times, cpu):
+        for embedder, spent, used in zip(embedders, times, cpu, strict=True):
             started, started_cpu = time.perf_counter(), time.process_time()
             embedder.embed_query(text)
             spent.append((time.perf_counter() - started) * 1000)
             used.append((time.process_time() - started_cpu) * 1000)
     rows = []
-    for folder, embedder, spent, used in zip(folders, embedders, times, cpu):
+    for folder, embedder, spent, used in zip(folders, embedders, times, cpu, strict=True):
         spent.sort()
-        rows.append({"model": embedder.spec["model_id"], "folder": str(folder), "licence": embedder.spec["licence"],
-                     "source": embedder.spec["source"], "size_mb": round(folder_size(folder) / 1e6, 1),
-                     "load_s": round(embedder.load_seconds, 2), "ms_median": round(statistics.median(spent), 2),
-                     "ms_p90": round(spent[int(0.9 * (len(spent) - 1))], 2), "cpu_ms_median": round(statistics.median(used), 2),
-                     "n": len(spent)}
-                    | chinese_check(embedder))
+        rows.append(
+            {
+                "model": embedder.spec["model_id"],
+                "folder": str(folder),
+                "licence": embedder.spec["licence"],
+                "source": embedder.spec["source"],
+                "size_mb": round(folder_size(folder) / 1e6, 1),
+                "load_s": round(embedder.load_seconds, 2),
+                "ms_median": round(statistics.median(spent), 2),
+                "ms_p90": round(spent[int(0.9 * (len(spent) - 1))], 2),
+                "cpu_ms_median": round(statistics.median(used), 2),
+                "n": len(spent),
+            }
+            | chinese_check(embedder)
+        )
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The measurements as a markdown table."""
-    lines = ["| model | licence | size MB | load s | ms/query p50 (p90) | CPU ms/query p50 "
-             "| zh paraphrase / unrelated cos (right) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| model | licence | size MB | load s | ms/query p50 (p90) | CPU ms/query p50 "
+        "| zh paraphrase / unrelated cos (right) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['licence']} | {r['size_mb']} | {r['load_s']} | {r['ms_median']} "
-                     f"({r['ms_p90']}) | {r['cpu_ms_median']} | {r['zh_paraphrase']} / {r['zh_unrelated']} ({r['zh_right']}/{len(CHINESE)}) |")
+        lines.append(
+            f"| {r['model']} | {r['licence']} | {r['size_mb']} | {r['load_s']} | {r['ms_median']} "
+            f"({r['ms_p90']}) | {r['cpu_ms_median']} | {r['zh_paraphrase']} / {r['zh_unrelated']} "
+            f"({r['zh_right']}/{len(CHINESE)}) |"
+        )
     return "\n".join(lines)
 
 

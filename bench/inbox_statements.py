@@ -4,7 +4,7 @@ with 1,000 and 100,000 finished items already stored, this tree against another 
 virtual environment), interleaved in fresh processes on fresh databases. Each statement runs well past psycopg's
 prepare threshold, so Postgres plans it as the daemon's long-lived connections do.
 
-    python bench/inbox_statements.py --base /path/to/main-checkout [--rounds 3] [--history 1000 100000]
+    python -m bench.inbox_statements --base /path/to/main-checkout [--rounds 3] [--history 1000 100000]
 """
 
 from __future__ import annotations
@@ -15,11 +15,20 @@ import json
 import resource
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import (
+    ROOT,
+    alternating,
+    bench_argv,
+    checkout_pythons,
+    drop_postgres,
+    machine_note,
+    scratch_postgres,
+    write_section,
+)
+
 AGENTS = 100
 TURNS = 400  # measured after 40 to warm up (prepared statements, caches)
 
@@ -44,14 +53,22 @@ async def child(url: str, history: int) -> dict[str, dict[str, float]]:
     store = StateStore.open(url)
     inbox = Inbox(store.engine)
     with store.engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO agents (id, name, spec_hash, spec_json, summary, pressure_warned, token_correction, created_at,"
-            " updated_at) SELECT g, 'user-' || g, '', '{}', '', false, 1.0, now(), now() FROM generate_series(1, :n) g"),
-            {"n": AGENTS})
-        conn.execute(sa.text(
-            "INSERT INTO inbox (run_id, agent_id, kind, content, state, attempts, created_at, finished_at) "
-            "SELECT md5(g::text), 1 + g % :n, 'message', 'an earlier message', 'done', 1, now(), now() "
-            "FROM generate_series(1, :h) g"), {"n": AGENTS, "h": history})
+        conn.execute(
+            sa.text(
+                "INSERT INTO agents (id, name, spec_hash, spec_json, summary, pressure_warned, token_correction, "
+                "created_at, updated_at) SELECT g, 'user-' || g, '', '{}', '', false, 1.0, now(), now() "
+                "FROM generate_series(1, :n) g"
+            ),
+            {"n": AGENTS},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO inbox (run_id, agent_id, kind, content, state, attempts, created_at, finished_at) "
+                "SELECT md5(g::text), 1 + g % :n, 'message', 'an earlier message', 'done', 1, now(), now() "
+                "FROM generate_series(1, :h) g"
+            ),
+            {"n": AGENTS, "h": history},
+        )
         conn.execute(sa.text("ANALYZE inbox"))
     paths = ["submit, claim, finish"]
     if "claim_for" in inspect.signature(inbox.submit).parameters:
@@ -66,8 +83,9 @@ async def child(url: str, history: int) -> dict[str, dict[str, float]]:
                 await inbox.submit(agent, f"user-{agent}", "message", "hello", None, now, "bench")
                 item = await inbox.claim_next(agent, "bench", now, now)
             else:
-                item, _ = await inbox.submit(agent, f"user-{agent}", "message", "hello", None, now,
-                                             claim_for=("bench", now))
+                item, _ = await inbox.submit(
+                    agent, f"user-{agent}", "message", "hello", None, now, claim_for=("bench", now)
+                )
             await inbox.finish(item, "bench", now, result={"reply": "hi"})
             if turn >= 40:
                 timings[path][0].append((time.perf_counter() - wall) * 1000)
@@ -87,10 +105,6 @@ def main() -> None:
     if args.child:
         print(json.dumps(asyncio.run(child(args.child[0], int(args.child[1])))))
         return
-    sys.path.insert(0, str(ROOT))
-    from bench.common import alternating, checkout_pythons, drop_postgres, machine_note, scratch_postgres
-    from bench.common import write_section
-
     note = machine_note()
     variants = checkout_pythons(args.base)
     got: dict[tuple[int, str, str], list[dict[str, float]]] = {}
@@ -99,26 +113,39 @@ def main() -> None:
             for variant in alternating(list(variants), n):
                 url = scratch_postgres("inbox")
                 try:
-                    done = subprocess.run([variants[variant], __file__, "--child", url, str(history)],
-                                          capture_output=True, text=True, timeout=900, check=True)
+                    done = subprocess.run(
+                        bench_argv(variants[variant], "inbox_statements", "--child", url, str(history)),
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        timeout=900,
+                        check=True,
+                    )
                 finally:
                     drop_postgres(url)
                 for path, row in json.loads(done.stdout.strip().splitlines()[-1]).items():
                     got.setdefault((history, variant, path), []).append(row)
-    lines = ["| finished items stored | tree | a turn's inbox statements | wall ms p50 (median of runs) | "
-             "CPU ms (median of runs) | runs (wall) |", "| ---: | --- | --- | ---: | ---: | --- |"]
+    lines = [
+        "| finished items stored | tree | a turn's inbox statements | wall ms p50 (median of runs) | "
+        "CPU ms (median of runs) | runs (wall) |",
+        "| ---: | --- | --- | ---: | ---: | --- |",
+    ]
     for (history, variant, path), runs in got.items():
         walls = ", ".join(f"{r['wall_ms']:.2f}" for r in runs)
-        lines.append(f"| {history:,} | {variant} | {path} | {statistics.median(r['wall_ms'] for r in runs):.2f} | "
-                     f"{statistics.median(r['cpu_ms'] for r in runs):.2f} | {walls} |")
-    body = (f"{note}; `python bench/inbox_statements.py --rounds {args.rounds} --history "
-            f"{' '.join(map(str, args.history))}{' --base <main>' if args.base else ''}`: a turn's inbox statements "
-            f"on Postgres for {AGENTS} agents in turn, {TURNS - 40} turns measured per path after 40, with that many "
-            "finished items stored before; each tree a fresh process on a fresh database, interleaved.\n\n"
-            + "\n".join(lines))
+        lines.append(
+            f"| {history:,} | {variant} | {path} | {statistics.median(r['wall_ms'] for r in runs):.2f} | "
+            f"{statistics.median(r['cpu_ms'] for r in runs):.2f} | {walls} |"
+        )
+    body = (
+        f"{note}; `python -m bench.inbox_statements --rounds {args.rounds} --history "
+        f"{' '.join(map(str, args.history))}{' --base <main>' if args.base else ''}`: a turn's inbox statements "
+        f"on Postgres for {AGENTS} agents in turn, {TURNS - 40} turns measured per path after 40, with that many "
+        "finished items stored before; each tree a fresh process on a fresh database, interleaved.\n\n"
+        + "\n".join(lines)
+    )
     print(body)
     if not args.no_write:
-        write_section("Inbox statements as the history grows (bench/inbox_statements.py)", body)
+        write_section("inbox_statements", "Inbox statements as the history grows", body)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,20 @@
 """The memory lifecycle over a synthetic 90-day companion history (issue 13), with reflection on and off.
 
-A seeded history (bench/lifecycle_data.py: daily chit-chat in English and Chinese, planted facts, later
+A seeded history (bench.lifecycle_data: daily chit-chat in English and Chinese, planted facts, later
 corrections of some, time-bound plans) is fed turn by turn to the shipped companion agent (SQLite and Qdrant Edge
-in a temp folder, the shipped embedder) under a ManualClock, with scripted models (bench/lifecycle_models.py): a
+in a temp folder, the shipped embedder) under a ManualClock, with scripted models (bench.lifecycle_models): a
 companion that files what a message states and a reflector that applies simple rules; neither reads the ground
 truth. "On" runs the session-end steps once a simulated day (episodes' `end_session`, the profile's
 `clear_ephemeral`, then `reflect`), each only where its part exists; "off" runs none. Salience and expiry live
 in the runtime and act in both runs when they exist.
 
-Reported (bench/lifecycle_report.py), into bench/RESULTS.md: prompt tokens per turn on days 1, 30 and 90; live
+Reported (bench.lifecycle_report), into bench/RESULTS.md: prompt tokens per turn on days 1, 30 and 90; live
 archival memories; planted contradictions still both live (target 0 with reflection on); planted facts whose
 latest version `archival_search` finds in the top 5 (target ≥ 95 %); expired plans still in default results
 (target 0); model calls for reflection and salience per 100 turns; wall time.
 
-    python bench/lifecycle.py [--seed 7] [--days 90] [--turns-per-day 12] [--mode both|on|off]
-    python bench/lifecycle.py --quick        # 10 days, results printed, RESULTS.md left alone
+    python -m bench.lifecycle [--seed 7] [--days 90] [--turns-per-day 12] [--mode both|on|off]
+    python -m bench.lifecycle --quick        # 10 days, results printed, RESULTS.md left alone
 """
 
 from __future__ import annotations
@@ -26,31 +26,28 @@ import inspect
 import json
 import pkgutil
 import re
-import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import ROOT, machine_note, write_section
+from bench.lifecycle_data import History, generate
+from bench.lifecycle_models import SALIENCE_MODEL, calls_by_purpose, respond
+from bench.lifecycle_report import report
+from bench.long_conversation import request_size
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.memory.vectors.records import MemoryRecord
+from pagemind.runtime.model.client import ModelRequest
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import AgentSpec, load_spec
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import FunctionModel, ManualClock
 
-from bench.common import machine_note, write_section  # noqa: E402
-from bench.lifecycle_data import History, generate  # noqa: E402
-from bench.lifecycle_models import SALIENCE_MODEL, calls_by_purpose, respond  # noqa: E402
-from bench.lifecycle_report import report  # noqa: E402
-from bench.long_conversation import request_size  # noqa: E402
-from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.memory.vectors.records import MemoryRecord  # noqa: E402
-from pagemind.runtime.model.client import ModelRequest  # noqa: E402
-from pagemind.runtime.process.settings import Settings  # noqa: E402
-from pagemind.runtime.spec.agent import AgentSpec, load_spec  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 REPORT_DAYS = (1, 30, 90)
 # "On Monday she said she lived in Osaka" stays true: an episode is neither a stale fact nor a live plan, nor
 # the memory that states a fact.
@@ -61,10 +58,16 @@ SessionStep = Callable[[Agent], Awaitable[Any]]
 
 # part: (public function, modules to try first, words a module name must contain to be searched)
 PARTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "episodes": ("end_session", ("pagemind.runtime.episodes", "pagemind.runtime.memory.episodes"),
-                 ("episode", "session", "fading")),
-    "profile": ("clear_ephemeral", ("pagemind.runtime.ephemeral", "pagemind.runtime.profile"),
-                ("ephemeral", "profile", "session")),
+    "episodes": (
+        "end_session",
+        ("pagemind.runtime.episodes", "pagemind.runtime.memory.episodes"),
+        ("episode", "session", "fading"),
+    ),
+    "profile": (
+        "clear_ephemeral",
+        ("pagemind.runtime.ephemeral", "pagemind.runtime.profile"),
+        ("ephemeral", "profile", "session"),
+    ),
     "reflection": ("reflect", ("pagemind.runtime.reflection.run", "pagemind.runtime.reflection"), ("reflect",)),
 }
 SESSION_END_ORDER = ("episodes", "profile", "reflection")  # the contract's order
@@ -151,8 +154,9 @@ async def simulate(history: History, home: Path, label: str, steps: dict[str, Se
     settings = Settings(home=home, database_url=f"sqlite:///{home / 'pagemind.db'}")
     clock = ManualClock(history.days[0].turns[0].at)
     model = FunctionModel(respond)
-    agent = await Agent.load(bench_spec(), model=model, settings=settings,
-                             store=StateStore.open(settings.database_url), clock=clock)
+    agent = await Agent.load(
+        bench_spec(), model=model, settings=settings, store=StateStore.open(settings.database_url), clock=clock
+    )
     run = Run(label, agent, model, history.turn_count)
     for day in history.days:
         for turn in day.turns:
@@ -215,8 +219,11 @@ async def fact_lookups(archival: Any, history: History) -> tuple[list[str], int]
     hit names, and the corrected facts where a hit stating an older value ranks above the first naming the latest."""
     missed, stale_first = [], 0
     for fact in history.facts.values():
-        hits = [h for h in await archival.search(fact.question, top_k=5, count_hits=False)
-                if h.kind not in RECORDS_OF_THE_PAST]
+        hits = [
+            h
+            for h in await archival.search(fact.question, top_k=5, count_hits=False)
+            if h.kind not in RECORDS_OF_THE_PAST
+        ]
         values = [v for _, v in fact.values]
         states = [asserted(h.text, values) for h in hits]
         if not any(mentions(h.text, fact.latest) for h in hits):
@@ -238,10 +245,19 @@ async def expired_plans(archival: Any, history: History, now: datetime) -> dict[
         if any(h.kind not in RECORDS_OF_THE_PAST for h in naming):
             shown.append(f"“{plan.text}” (day {plan.day})")
         in_episodes += bool(naming) and all(h.kind in RECORDS_OF_THE_PAST for h in naming)
-    dated = sum(1 for p in history.plans for r in archival.list(include_superseded=True)
-                if r.kind not in RECORDS_OF_THE_PAST and mentions(r.text, p.marker) and r.expires_at is not None)
-    return {"expired_plans": len(expired), "expired_plans_shown": len(shown), "expired_plans_listed": shown,
-            "expired_plans_in_episodes": in_episodes, "plans_with_expiry": dated}
+    dated = sum(
+        1
+        for p in history.plans
+        for r in archival.list(include_superseded=True)
+        if r.kind not in RECORDS_OF_THE_PAST and mentions(r.text, p.marker) and r.expires_at is not None
+    )
+    return {
+        "expired_plans": len(expired),
+        "expired_plans_shown": len(shown),
+        "expired_plans_listed": shown,
+        "expired_plans_in_episodes": in_episodes,
+        "plans_with_expiry": dated,
+    }
 
 
 def model_calls(run: Run, history: History) -> dict[str, Any]:
@@ -250,10 +266,12 @@ def model_calls(run: Run, history: History) -> dict[str, Any]:
     chat = {t.text for d in history.days for t in d.turns if t.kind == "chat"}
     on_chat = sum(1 for r in run.model.requests if "salien" in r.purpose and turn_text(r) in chat)
     per_100 = 100 / max(1, run.turns)
-    return {"reflection_calls_per_100": sum(n for p, n in calls.items() if "reflect" in p) * per_100,
-            "salience_calls_per_100": sum(n for p, n in calls.items() if "salien" in p) * per_100,
-            "salience_chat_calls_per_100": on_chat * per_100,
-            "calls_per_100": {p: round(n * per_100, 1) for p, n in sorted(calls.items())}}
+    return {
+        "reflection_calls_per_100": sum(n for p, n in calls.items() if "reflect" in p) * per_100,
+        "salience_calls_per_100": sum(n for p, n in calls.items() if "salien" in p) * per_100,
+        "salience_chat_calls_per_100": on_chat * per_100,
+        "calls_per_100": {p: round(n * per_100, 1) for p, n in sorted(calls.items())},
+    }
 
 
 async def score(run: Run, history: History) -> dict[str, Any]:
@@ -264,19 +282,29 @@ async def score(run: Run, history: History) -> dict[str, Any]:
     means = {day: sum(v) / len(v) for day, v in run.tokens_by_day.items()}
     kinds = Counter(r.kind for r in live)
     return {
-        "turns": run.turns, "tokens_by_day": {d: means[d] for d in (*REPORT_DAYS, len(history.days)) if d in means},
-        "tokens_max_day": max(means.values()), "live": len(live), "live_by_kind": dict(sorted(kinds.items())),
-        "contradictions_live": contradictions_live(live, history), "corrections": len(history.corrections),
-        "facts_found": len(history.facts) - len(missed), "facts": len(history.facts), "facts_missed": missed,
-        "stale_first": stale_first, "corrected_facts": sum(1 for t in history.facts.values() if len(t.values) > 1),
-        **await expired_plans(archival, history, now), **model_calls(run, history),
-        "session_errors": run.session_errors, "seconds": run.seconds,
+        "turns": run.turns,
+        "tokens_by_day": {d: means[d] for d in (*REPORT_DAYS, len(history.days)) if d in means},
+        "tokens_max_day": max(means.values()),
+        "live": len(live),
+        "live_by_kind": dict(sorted(kinds.items())),
+        "contradictions_live": contradictions_live(live, history),
+        "corrections": len(history.corrections),
+        "facts_found": len(history.facts) - len(missed),
+        "facts": len(history.facts),
+        "facts_missed": missed,
+        "stale_first": stale_first,
+        "corrected_facts": sum(1 for t in history.facts.values() if len(t.values) > 1),
+        **await expired_plans(archival, history, now),
+        **model_calls(run, history),
+        "session_errors": run.session_errors,
+        "seconds": run.seconds,
         "session_status": {part: dict(counts) for part, counts in run.session_status.items()},
     }
 
 
-async def simulate_and_score(history: History, home: Path, label: str,
-                             steps: dict[str, SessionStep | None]) -> dict[str, Any]:
+async def simulate_and_score(
+    history: History, home: Path, label: str, steps: dict[str, SessionStep | None]
+) -> dict[str, Any]:
     """`simulate`, then `score`, in one event loop."""
     return await score(await simulate(history, home, label, steps), history)
 
@@ -310,7 +338,7 @@ def main() -> None:
     text = report(history, scores, available, note)
     print(text)
     if not args.quick:
-        write_section("Memory lifecycle (bench/lifecycle.py)", text)
+        write_section("lifecycle", "Memory lifecycle", text)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A synthetic companion history for bench/lifecycle.py: days of chit-chat with planted facts, later corrections
+"""A synthetic companion history for bench.lifecycle: days of chit-chat with planted facts, later corrections
 of some of them, and time-bound plans, generated from templates and a seed, with the ground truth beside it.
 
     history = generate(seed=7, days=90, turns_per_day=6)
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
-START = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday
+START = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday
 FIRST_TURN_HOUR, LAST_TURN_HOUR = 8, 22
 
 TurnKind = Literal["chat", "fact", "correction", "plan"]
@@ -35,44 +35,90 @@ class Slot:
 
 
 SLOTS: tuple[Slot, ...] = (
-    Slot("city", "Which city does the user live in?",
-         ("Lisbon", "Toronto", "Osaka", "Berlin", "Melbourne", "Denver", "Madrid", "Vienna"),
-         ("I live in {v}.", "I've been living in {v} for a few years."),
-         ("Actually I moved to {v} last month.", "Big news: I moved to {v}, I'm not in {old} anymore.")),
-    Slot("job", "Where does the user work?",
-         ("Acme", "Globex", "Initech", "Hooli", "Umbrella Corp", "Stark Industries"),
-         ("I work at {v} as an engineer.", "I work for {v}, mostly as a designer."),
-         ("I'm not at {old} anymore, I joined {v}.", "I left {old} and joined {v} this month.")),
-    Slot("pet", "What is the user's pet called?", ("Miso", "Biscuit", "Pepper", "Mochi", "Luna", "Tofu"),
-         ("I have a cat called {v}.", "My dog is named {v}.")),
-    Slot("food", "What is the user's favourite food?",
-         ("ramen", "lasagna", "dumplings", "tacos", "pho", "paella", "curry"),
-         ("My favourite food is {v}.", "I could eat {v} every day, it's my favourite food."),
-         ("These days my favourite food is {v}, not {old}.", "I'm over {old}; my new favourite food is {v}.")),
-    Slot("sister", "What is the user's sister's name?", ("Mei", "Anna", "Priya", "Sofia", "Hana", "Clara"),
-         ("My sister's name is {v}.", "My older sister is called {v}.")),
-    Slot("allergy", "What is the user allergic to?", ("peanuts", "shellfish", "penicillin", "pollen", "sesame"),
-         ("I'm allergic to {v}.", "Just so you know, I have a {v} allergy.")),
-    Slot("hobby", "What is the user's hobby?",
-         ("rock climbing", "pottery", "chess", "gardening", "photography", "knitting"),
-         ("My hobby is {v}.", "In my free time my main hobby is {v}."),
-         ("I gave up {old}; my new hobby is {v}.", "My hobby these days is {v} instead of {old}.")),
-    Slot("car", "What car does the user drive?",
-         ("Toyota Corolla", "Honda Civic", "Volkswagen Golf", "Tesla Model 3", "Mazda MX-5", "Ford Focus"),
-         ("I drive a {v}.", "My car is a {v}."),
-         ("I sold my {old} and bought a {v}.", "I drive a {v} now, the {old} is gone.")),
-    Slot("birthday", "When is the user's birthday?", ("March 3", "July 14", "October 21", "January 9", "May 27"),
-         ("My birthday is on {v}.", "My birthday is {v}, don't forget!")),
-    Slot("partner", "What is the user's partner called?", ("Sam", "Alex", "Jordan", "Kai", "Noor"),
-         ("My partner is called {v}.", "My partner's name is {v}.")),
-    Slot("band", "What is the user's favourite band?",
-         ("Radiohead", "Coldplay", "Arctic Monkeys", "Daft Punk", "ABBA", "Fleetwood Mac"),
-         ("My favourite band is {v}.", "I listen to {v} all the time, they're my favourite band."),
-         ("My favourite band now is {v}, I'm tired of {old}.", "I switched from {old} to {v}, my new favourite band.")),
-    Slot("hometown", "Where did the user grow up?", ("Porto", "Krakow", "Chengdu", "Cork", "Brno"),
-         ("I grew up in {v}.", "I was born and grew up in {v}.")),
-    Slot("language", "Which language is the user learning?", ("Japanese", "Spanish", "Italian", "Korean", "Greek"),
-         ("I'm learning {v} at the moment.", "I started learning {v}, it's hard but fun.")),
+    Slot(
+        "city",
+        "Which city does the user live in?",
+        ("Lisbon", "Toronto", "Osaka", "Berlin", "Melbourne", "Denver", "Madrid", "Vienna"),
+        ("I live in {v}.", "I've been living in {v} for a few years."),
+        ("Actually I moved to {v} last month.", "Big news: I moved to {v}, I'm not in {old} anymore."),
+    ),
+    Slot(
+        "job",
+        "Where does the user work?",
+        ("Acme", "Globex", "Initech", "Hooli", "Umbrella Corp", "Stark Industries"),
+        ("I work at {v} as an engineer.", "I work for {v}, mostly as a designer."),
+        ("I'm not at {old} anymore, I joined {v}.", "I left {old} and joined {v} this month."),
+    ),
+    Slot(
+        "pet",
+        "What is the user's pet called?",
+        ("Miso", "Biscuit", "Pepper", "Mochi", "Luna", "Tofu"),
+        ("I have a cat called {v}.", "My dog is named {v}."),
+    ),
+    Slot(
+        "food",
+        "What is the user's favourite food?",
+        ("ramen", "lasagna", "dumplings", "tacos", "pho", "paella", "curry"),
+        ("My favourite food is {v}.", "I could eat {v} every day, it's my favourite food."),
+        ("These days my favourite food is {v}, not {old}.", "I'm over {old}; my new favourite food is {v}."),
+    ),
+    Slot(
+        "sister",
+        "What is the user's sister's name?",
+        ("Mei", "Anna", "Priya", "Sofia", "Hana", "Clara"),
+        ("My sister's name is {v}.", "My older sister is called {v}."),
+    ),
+    Slot(
+        "allergy",
+        "What is the user allergic to?",
+        ("peanuts", "shellfish", "penicillin", "pollen", "sesame"),
+        ("I'm allergic to {v}.", "Just so you know, I have a {v} allergy."),
+    ),
+    Slot(
+        "hobby",
+        "What is the user's hobby?",
+        ("rock climbing", "pottery", "chess", "gardening", "photography", "knitting"),
+        ("My hobby is {v}.", "In my free time my main hobby is {v}."),
+        ("I gave up {old}; my new hobby is {v}.", "My hobby these days is {v} instead of {old}."),
+    ),
+    Slot(
+        "car",
+        "What car does the user drive?",
+        ("Toyota Corolla", "Honda Civic", "Volkswagen Golf", "Tesla Model 3", "Mazda MX-5", "Ford Focus"),
+        ("I drive a {v}.", "My car is a {v}."),
+        ("I sold my {old} and bought a {v}.", "I drive a {v} now, the {old} is gone."),
+    ),
+    Slot(
+        "birthday",
+        "When is the user's birthday?",
+        ("March 3", "July 14", "October 21", "January 9", "May 27"),
+        ("My birthday is on {v}.", "My birthday is {v}, don't forget!"),
+    ),
+    Slot(
+        "partner",
+        "What is the user's partner called?",
+        ("Sam", "Alex", "Jordan", "Kai", "Noor"),
+        ("My partner is called {v}.", "My partner's name is {v}."),
+    ),
+    Slot(
+        "band",
+        "What is the user's favourite band?",
+        ("Radiohead", "Coldplay", "Arctic Monkeys", "Daft Punk", "ABBA", "Fleetwood Mac"),
+        ("My favourite band is {v}.", "I listen to {v} all the time, they're my favourite band."),
+        ("My favourite band now is {v}, I'm tired of {old}.", "I switched from {old} to {v}, my new favourite band."),
+    ),
+    Slot(
+        "hometown",
+        "Where did the user grow up?",
+        ("Porto", "Krakow", "Chengdu", "Cork", "Brno"),
+        ("I grew up in {v}.", "I was born and grew up in {v}."),
+    ),
+    Slot(
+        "language",
+        "Which language is the user learning?",
+        ("Japanese", "Spanish", "Italian", "Korean", "Greek"),
+        ("I'm learning {v} at the moment.", "I started learning {v}, it's hard but fun."),
+    ),
 )
 
 
@@ -95,25 +141,74 @@ class PlanTemplate:
 
 
 PLANS: tuple[PlanTemplate, ...] = (
-    PlanTemplate("I have a dentist appointment with Dr. {v} tomorrow.", ("Lee", "Novak", "Haddad", "Okafor", "Rossi"),
-                 "dentist appointment with Dr. {v}", lambda d: d + timedelta(days=1)),
-    PlanTemplate("This week I'm visiting my mum in {v}.", ("Bath", "Ghent", "Aarhus", "Lucca", "Bergen"),
-                 "visiting mum in {v}", _sunday),
-    PlanTemplate("下周{v}考试，有点紧张。", ("数学", "英语", "物理", "化学", "历史"), "下周{v}考试",
-                 lambda d: _sunday(d) + timedelta(days=7)),
-    PlanTemplate("I'm on a work trip to {v} until Friday.", ("Zurich", "Dublin", "Seoul", "Nairobi", "Oslo"),
-                 "work trip to {v}", _friday),
-    PlanTemplate("My job interview at {v} is the day after tomorrow.",
-                 ("Vandelay", "Pied Piper", "Dunder Mifflin", "Soylent", "Cyberdyne"), "job interview at {v}",
-                 lambda d: d + timedelta(days=2)),
-    PlanTemplate("Tonight I'm seeing {v} in concert!", ("Muse", "Blur", "Portishead", "Massive Attack", "Bjork"),
-                 "{v} concert", lambda d: d),
+    PlanTemplate(
+        "I have a dentist appointment with Dr. {v} tomorrow.",
+        ("Lee", "Novak", "Haddad", "Okafor", "Rossi"),
+        "dentist appointment with Dr. {v}",
+        lambda d: d + timedelta(days=1),
+    ),
+    PlanTemplate(
+        "This week I'm visiting my mum in {v}.",
+        ("Bath", "Ghent", "Aarhus", "Lucca", "Bergen"),
+        "visiting mum in {v}",
+        _sunday,
+    ),
+    PlanTemplate(
+        "下周{v}考试，有点紧张。",
+        ("数学", "英语", "物理", "化学", "历史"),
+        "下周{v}考试",
+        lambda d: _sunday(d) + timedelta(days=7),
+    ),
+    PlanTemplate(
+        "I'm on a work trip to {v} until Friday.",
+        ("Zurich", "Dublin", "Seoul", "Nairobi", "Oslo"),
+        "work trip to {v}",
+        _friday,
+    ),
+    PlanTemplate(
+        "My job interview at {v} is the day after tomorrow.",
+        ("Vandelay", "Pied Piper", "Dunder Mifflin", "Soylent", "Cyberdyne"),
+        "job interview at {v}",
+        lambda d: d + timedelta(days=2),
+    ),
+    PlanTemplate(
+        "Tonight I'm seeing {v} in concert!",
+        ("Muse", "Blur", "Portishead", "Massive Attack", "Bjork"),
+        "{v} concert",
+        lambda d: d,
+    ),
 )
 
-CHAT = ("ok", "haha", "lol", "thanks!", "good morning", "how are you?", "nice", "hmm", "the weather is lovely today",
-        "I'm a bit tired", "just had lunch", "what do you think about rainy days?", "nothing much, just relaxing",
-        "see you later", "that's funny", "yeah", "good night", "I made tea", "it's so quiet today",
-        "嗯嗯", "哈哈", "好的", "今天好累", "晚安", "早上好", "吃饭了吗？", "没什么，随便聊聊", "天气不错")
+CHAT = (
+    "ok",
+    "haha",
+    "lol",
+    "thanks!",
+    "good morning",
+    "how are you?",
+    "nice",
+    "hmm",
+    "the weather is lovely today",
+    "I'm a bit tired",
+    "just had lunch",
+    "what do you think about rainy days?",
+    "nothing much, just relaxing",
+    "see you later",
+    "that's funny",
+    "yeah",
+    "good night",
+    "I made tea",
+    "it's so quiet today",
+    "嗯嗯",
+    "哈哈",
+    "好的",
+    "今天好累",
+    "晚安",
+    "早上好",
+    "吃饭了吗？",
+    "没什么，随便聊聊",
+    "天气不错",
+)
 
 
 @dataclass(frozen=True)
@@ -137,7 +232,7 @@ class Day:
     @property
     def session_end(self) -> datetime:
         """When the day's session ends (the idle trigger would fire): after its last turn."""
-        return datetime.combine(self.date, datetime.min.time(), timezone.utc) + timedelta(hours=LAST_TURN_HOUR + 1)
+        return datetime.combine(self.date, datetime.min.time(), UTC) + timedelta(hours=LAST_TURN_HOUR + 1)
 
 
 @dataclass
@@ -192,12 +287,20 @@ class History:
         """User messages in the whole history."""
         return sum(len(d.turns) for d in self.days)
 
-    def first(self, days: int) -> "History":
+    def first(self, days: int) -> History:
         """The history cut after `days` days, its ground truth as it stood then."""
-        facts = {slot: FactTruth(t.slot, t.question, [(d, v) for d, v in t.values if d <= days])
-                 for slot, t in self.facts.items()}
-        return History(self.seed, self.turns_per_day, self.days[:days], {s: t for s, t in facts.items() if t.values},
-                       [c for c in self.corrections if c.day <= days], [p for p in self.plans if p.day <= days])
+        facts = {
+            slot: FactTruth(t.slot, t.question, [(d, v) for d, v in t.values if d <= days])
+            for slot, t in self.facts.items()
+        }
+        return History(
+            self.seed,
+            self.turns_per_day,
+            self.days[:days],
+            {s: t for s, t in facts.items() if t.values},
+            [c for c in self.corrections if c.day <= days],
+            [p for p in self.plans if p.day <= days],
+        )
 
 
 def _schedule_facts(rng: random.Random, days: int) -> tuple[dict[str, FactTruth], list[tuple[int, Turn]]]:
@@ -234,8 +337,14 @@ def _schedule_plans(rng: random.Random, days: int) -> tuple[list[Plan], list[tup
             continue
         template, value = pairs.pop()
         said = (START + timedelta(days=day - 1)).date()
-        plan = Plan(f"plan{len(plans) + 1}", day, template.text.format(v=value), value,
-                    template.query.format(v=value), template.ends(said))
+        plan = Plan(
+            f"plan{len(plans) + 1}",
+            day,
+            template.text.format(v=value),
+            value,
+            template.query.format(v=value),
+            template.ends(said),
+        )
         plans.append(plan)
         events.append((day, Turn(START, plan.text, "plan", plan.id)))
     return plans, events
@@ -247,8 +356,12 @@ def generate(seed: int = 7, days: int = 90, turns_per_day: int = 6) -> History:
     rng = random.Random(seed)
     facts, fact_events = _schedule_facts(rng, days)
     plans, plan_events = _schedule_plans(rng, days)
-    corrections = [Correction(t.slot, d, t.values[i - 1][1], v) for t in facts.values()
-                   for i, (d, v) in enumerate(t.values) if i > 0]
+    corrections = [
+        Correction(t.slot, d, t.values[i - 1][1], v)
+        for t in facts.values()
+        for i, (d, v) in enumerate(t.values)
+        if i > 0
+    ]
     planted: dict[int, list[Turn]] = {}
     for day, turn in sorted(fact_events + plan_events, key=lambda e: e[0]):
         planted.setdefault(day, []).append(turn)
@@ -260,7 +373,7 @@ def generate(seed: int = 7, days: int = 90, turns_per_day: int = 6) -> History:
             texts.insert(rng.randint(0, len(texts)), turn)
         day = (START + timedelta(days=number - 1)).date()
         step = (LAST_TURN_HOUR - FIRST_TURN_HOUR) * 60 // max(1, len(texts))
-        first = datetime.combine(day, datetime.min.time(), timezone.utc) + timedelta(hours=FIRST_TURN_HOUR)
+        first = datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=FIRST_TURN_HOUR)
         turns = [Turn(first + timedelta(minutes=i * step), t.text, t.kind, t.ref) for i, t in enumerate(texts)]
         out.append(Day(number, day, turns))
     return History(seed, turns_per_day, out, facts, sorted(corrections, key=lambda c: c.day), plans)

@@ -1,4 +1,4 @@
-"""The scripted models of bench/lifecycle.py: a companion that answers each request as a competent model would,
+"""The scripted models of bench.lifecycle: a companion that answers each request as a competent model would,
 and a reflector that applies rules a weak model could follow. Neither reads the benchmark's ground truth; each
 sees only the request it answers.
 
@@ -6,7 +6,7 @@ sees only the request it answers.
   `archival_memory_insert` (rewritten in the third person, Chinese kept in Chinese; kind `todo` when it names a
   time); anything else, and
   the step after a tool result, is answered with `send_message`;
-- summaries: extractive (bench/long_conversation.py's); extraction on eviction: nothing (the companion filed the
+- summaries: extractive (bench.long_conversation's); extraction on eviction: nothing (the companion filed the
   facts when they were said);
 - reflector (the contract's reflection request, `runtime/reflection`): near-duplicate texts are merged; two
   fact/preference memories on the same subject (a keyword table: "lives in / moved to", "works at / joined", …)
@@ -31,22 +31,34 @@ from pagemind.runtime.testing.doubles import Body, reply_body, tool_call_body
 from pagemind.runtime.tokens import count_tokens
 
 REPLY = "I hear you. Tell me more?"
-SALIENCE_MODEL = "scripted-small"  # the name bench/lifecycle.py gives `memory.salience.model`
+SALIENCE_MODEL = "scripted-small"  # the name bench.lifecycle gives `memory.salience.model`
 EMPTY_EXTRACTION = '{"facts": [], "preferences": [], "progress": [], "todos": []}'
 
 # -- the companion ----------------------------------------------------------------------------------------------
 
-_LIFE = re.compile(r"\b(?:live|living|moved|work|joined|left|favou?rite|hobby|sister|partner|allerg\w*|birthday|"
-                   r"grew up|learning|drive|car|cat|dog|pet|named|called|appointment|interview|trip|visiting|"
-                   r"concert)\b|考试|面试|搬家|工作", re.I)
+_LIFE = re.compile(
+    r"\b(?:live|living|moved|work|joined|left|favou?rite|hobby|sister|partner|allerg\w*|birthday|"
+    r"grew up|learning|drive|car|cat|dog|pet|named|called|appointment|interview|trip|visiting|"
+    r"concert)\b|考试|面试|搬家|工作",
+    re.I,
+)
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|my|me)\b", re.I)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
-_TIME_BOUND = re.compile(r"\b(?:tomorrow|tonight|this week|next week|until|the day after tomorrow)\b|下周|明天|今晚",
-                         re.I)
+_TIME_BOUND = re.compile(
+    r"\b(?:tomorrow|tonight|this week|next week|until|the day after tomorrow)\b|下周|明天|今晚", re.I
+)
 _LEAD = re.compile(r"^(?:actually|big news|just so you know|oh|well)[,:]?\s*", re.I)
-_PRONOUNS = [(re.compile(p, re.I), r) for p, r in (
-    (r"\bI'm\b", "the user is"), (r"\bI am\b", "the user is"), (r"\bI've\b", "the user has"),
-    (r"\bI\b", "the user"), (r"\bmy\b", "the user's"), (r"\bme\b", "the user"))]
+_PRONOUNS = [
+    (re.compile(p, re.I), r)
+    for p, r in (
+        (r"\bI'm\b", "the user is"),
+        (r"\bI am\b", "the user is"),
+        (r"\bI've\b", "the user has"),
+        (r"\bI\b", "the user"),
+        (r"\bmy\b", "the user's"),
+        (r"\bme\b", "the user"),
+    )
+]
 _VERB = re.compile(r"\b(the user) (have|work|live|drive|listen|love|like|go|play)\b", re.I)
 
 
@@ -78,12 +90,24 @@ def companion_step(request: ModelRequest) -> Body:
 
 # -- the reflector ----------------------------------------------------------------------------------------------
 
-TOPICS: dict[str, re.Pattern[str]] = {name: re.compile(pattern, re.I) for name, pattern in {
-    "home": r"\b(?:lives? in|living in|moved to)\b", "employer": r"\b(?:works? (?:at|for)|joined)\b",
-    "food": r"favou?rite food", "band": r"favou?rite band", "hobby": r"\bhobby\b",
-    "car": r"\b(?:drives? an?|car is|bought an?)\b", "pet": r"\b(?:cat|dog|pet)\b", "sister": r"\bsister\b",
-    "partner": r"\bpartner\b", "allergy": r"\ballerg", "birthday": r"\bbirthday\b", "hometown": r"\bgrew up\b",
-    "learning": r"\blearning\b"}.items()}
+TOPICS: dict[str, re.Pattern[str]] = {
+    name: re.compile(pattern, re.I)
+    for name, pattern in {
+        "home": r"\b(?:lives? in|living in|moved to)\b",
+        "employer": r"\b(?:works? (?:at|for)|joined)\b",
+        "food": r"favou?rite food",
+        "band": r"favou?rite band",
+        "hobby": r"\bhobby\b",
+        "car": r"\b(?:drives? an?|car is|bought an?)\b",
+        "pet": r"\b(?:cat|dog|pet)\b",
+        "sister": r"\bsister\b",
+        "partner": r"\bpartner\b",
+        "allergy": r"\ballerg",
+        "birthday": r"\bbirthday\b",
+        "hometown": r"\bgrew up\b",
+        "learning": r"\blearning\b",
+    }.items()
+}
 _WORD = re.compile(r"\w+")
 _DATE = re.compile(r"\((?:week of )?(\d{4}-\d{2}-\d{2})\)")
 NEAR_DUPLICATE = 0.8  # word-set Jaccard at which two memories say the same thing
@@ -102,7 +126,7 @@ def _jaccard(a: str, b: str) -> float:
 def _merges(facts: list[dict[str, Any]], used: set[str]) -> list[dict[str, Any]]:
     merges = []
     for i, old in enumerate(facts):
-        for new in facts[i + 1:]:
+        for new in facts[i + 1 :]:
             if old["id"] not in used and new["id"] not in used and _jaccard(old["text"], new["text"]) >= NEAR_DUPLICATE:
                 merges.append({"keep": new["id"], "drop": [old["id"]], "reason": "near-duplicate text"})
                 used.add(old["id"])
@@ -117,8 +141,13 @@ def _contradictions(facts: list[dict[str, Any]], used: set[str]) -> list[dict[st
     out = []
     for name, group in groups.items():
         if len(group) > 1:  # facts come sorted oldest first: the newest wins
-            out.append({"winner": group[-1]["id"], "losers": [m["id"] for m in group[:-1]],
-                        "reason": f"newer statement about the user's {name}"})
+            out.append(
+                {
+                    "winner": group[-1]["id"],
+                    "losers": [m["id"] for m in group[:-1]],
+                    "reason": f"newer statement about the user's {name}",
+                }
+            )
             used.update(m["id"] for m in group[:-1])
     return out
 
@@ -145,12 +174,18 @@ def reflect_answer(request: ModelRequest) -> Body:
         return reply_body('{"merges": [], "contradictions": [], "insights": [], "done": []}')
     facts = [m for m in memories if m.get("kind") in ("fact", "preference")]
     used: set[str] = set()
-    output = {"merges": _merges(facts, used), "contradictions": _contradictions(facts, used), "insights": [],
-              "profile": None, "done": _done(memories, today)}
+    output = {
+        "merges": _merges(facts, used),
+        "contradictions": _contradictions(facts, used),
+        "insights": [],
+        "profile": None,
+        "done": _done(memories, today),
+    }
     return reply_body(json.dumps(output))
 
 
 # -- routing ----------------------------------------------------------------------------------------------------
+
 
 def salience_answer(request: ModelRequest) -> Body:
     """`{"remember", "lookup"}` for the turn in the request (JSON `{"user": text, ...}`, or the text itself): worth

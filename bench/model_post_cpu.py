@@ -8,7 +8,7 @@ user + system time over the calls. With `--base CHECKOUT` each measurement also 
 interpreter (`CHECKOUT/.venv/bin/python`, whose editable install is that checkout's code), alternating which
 goes first, and the ratios are reported.
 
-    python bench/model_post_cpu.py [--base /path/to/main-checkout] [--inflight 1 8 64] [--repeat 4] [--no-write]
+    python -m bench.model_post_cpu [--base /path/to/main-checkout] [--inflight 1 8 64] [--repeat 4] [--no-write]
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.common import alternating, checkout_pythons, machine_note, median, write_section  # noqa: E402
-from bench.daemon_throughput import free_port  # noqa: E402
+from bench.common import ROOT, alternating, bench_argv, checkout_pythons, machine_note, median, write_section
+from bench.daemon_throughput import free_port
 
 BODY = json.dumps({"model": "stub", "messages": [{"role": "user", "content": "hello " * 50}]}).encode()
 
@@ -49,9 +46,17 @@ async def cpu_per_request(url: str, requests: int, inflight: int) -> float:
 
 
 def measure_with(python: str, url: str, requests: int, inflight: int) -> float:
-    """`cpu_per_request` in a fresh process of `python` (this script with `--json`)."""
-    done = subprocess.run([python, __file__, "--json", "--url", url, "--requests", str(requests),
-                           "--inflight", str(inflight)], capture_output=True, text=True, check=True, timeout=600)
+    """`cpu_per_request` in a fresh process of `python` (this module with `--json`)."""
+    done = subprocess.run(
+        bench_argv(
+            python, "model_post_cpu", "--json", "--url", url, "--requests", str(requests), "--inflight", str(inflight)
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -72,14 +77,27 @@ def main() -> None:
     note = machine_note()
     checkouts = checkout_pythons(args.base)
     port = free_port()
-    stub = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "openai_stub.py"), "--port", str(port),
-                             "--latency-ms", str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
+    stub = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "support" / "openai_stub.py"),
+            "--port",
+            str(port),
+            "--latency-ms",
+            str(args.latency_ms),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         stub.stdout.readline()  # "listening on …": it accepts connections
         url = f"http://127.0.0.1:{port}/v1"
-        rows = ["| calls in flight | " + " | ".join(f"{name}: CPU ms per call (median)" for name in checkouts)
-                + (" | this / base |" if args.base else " |"),
-                "| ---: |" + " ---: |" * (len(checkouts) + (1 if args.base else 0))]
+        rows = [
+            "| calls in flight | "
+            + " | ".join(f"{name}: CPU ms per call (median)" for name in checkouts)
+            + (" | this / base |" if args.base else " |"),
+            "| ---: |" + " ---: |" * (len(checkouts) + (1 if args.base else 0)),
+        ]
         for inflight in args.inflight:
             runs: dict[str, list[float]] = {name: [] for name in checkouts}
             for i in range(args.repeat):
@@ -91,14 +109,16 @@ def main() -> None:
     finally:
         stub.kill()
         stub.wait()
-    body = (f"{note}. `python bench/model_post_cpu.py{' --base <checkout>' if args.base else ''} --inflight "
-            f"{' '.join(map(str, args.inflight))} --requests {args.requests} --repeat {args.repeat}`: tests/support/openai_stub.py "
-            f"with {args.latency_ms:g} ms latency in another process; each measurement a fresh process (connections "
-            f"warmed first), medians of {args.repeat} per checkout, alternating which runs first.\n\n"
-            + "\n".join(rows))
+    body = (
+        f"{note}. `python -m bench.model_post_cpu{' --base <checkout>' if args.base else ''} --inflight "
+        f"{' '.join(map(str, args.inflight))} --requests {args.requests} --repeat {args.repeat}`: "
+        f"tests/support/openai_stub.py with {args.latency_ms:g} ms latency in another process; each measurement a "
+        f"fresh process (connections warmed first), medians of {args.repeat} per checkout, alternating which "
+        "runs first.\n\n" + "\n".join(rows)
+    )
     print(body)
     if not args.no_write:
-        write_section("Model call CPU over HTTP (bench/model_post_cpu.py)", body)
+        write_section("model_post_cpu", "Model call CPU over HTTP", body)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ The workload of issue 12: 10 agents x 10 messages, a 50 ms job, strict per-agent
 Ours also runs the burst with real agent turns (a 50 ms model, one step) and, on Postgres, the idle case with the
 jobs submitted by another process's client (woken by LISTEN/NOTIFY only).
 
-    python bench/queue_compare.py [--skip-dbos]
+    python -m bench.queue_compare [--skip-dbos]
 """
 
 from __future__ import annotations
@@ -24,32 +24,48 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import machine_note, median, percentile, scratch_postgres, write_section  # noqa: E402
+from bench.common import (
+    ROOT,
+    bench_argv,
+    machine_note,
+    median,
+    percentile,
+    read_section,
+    scratch_postgres,
+    write_section,
+)
 
 AGENTS, PER_AGENT, JOB_S, IDLE_JOBS = 10, 10, 0.05, 20
 
 
-def summary(name: str, spans: list[tuple[str, int, float, float, float]], wall: float,
-            idle: list[float]) -> dict:
+def summary(name: str, spans: list[tuple[str, int, float, float, float]], wall: float, idle: list[float]) -> dict:
     """spans: (agent, seq, enqueued, started, ended) per job of the burst; idle: dequeue latencies."""
     ordered = True
     for agent in {s[0] for s in spans}:
         mine = sorted((s for s in spans if s[0] == agent), key=lambda s: s[3])
         ordered &= [s[1] for s in mine] == sorted(s[1] for s in mine)
-        ordered &= all(a[4] <= b[3] + 1e-6 for a, b in zip(mine, mine[1:]))
+        ordered &= all(a[4] <= b[3] + 1e-6 for a, b in pairwise(mine))
     starts = [(s[3] - s[2]) * 1000 for s in spans]
-    return {"name": name, "jobs_per_s": len(spans) / wall, "start_p50_ms": median(starts),
-            "start_p95_ms": percentile(starts, 95), "idle_p50_ms": median(idle) if idle else None,
-            "idle_p95_ms": percentile(idle, 95) if idle else None, "ordered": ordered}
+    return {
+        "name": name,
+        "jobs_per_s": len(spans) / wall,
+        "start_p50_ms": median(starts),
+        "start_p95_ms": percentile(starts, 95),
+        "idle_p50_ms": median(idle) if idle else None,
+        "idle_p95_ms": percentile(idle, 95) if idle else None,
+        "ordered": ordered,
+    }
 
 
 # -- ours --------------------------------------------------------------------------------------------------------
 
+
 async def ours(url: str, name: str, turns: bool = False, remote_client: bool = False) -> dict:
+    import yaml
+
     from pagemind.runtime.process.logs import configure_logging
     from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
@@ -57,19 +73,18 @@ async def ours(url: str, name: str, turns: bool = False, remote_client: bool = F
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon, DaemonConfig
     from pagemind.scheduler.jobs import register_job
-    import yaml
 
     configure_logging("WARNING")
 
     starts: list[float] = []  # when each job (or each model call) began, as DBOS's job records its start
 
     @register_job("sleep50")
-    async def sleep50(agent):  # noqa: ANN001, ANN202
+    async def sleep50(agent):
         starts.append(time.time())
         await asyncio.sleep(JOB_S)
         return {"job": "sleep50"}
 
-    async def model_step(request):  # noqa: ANN001, ANN202
+    async def model_step(request):
         starts.append(time.time())
         await asyncio.sleep(JOB_S)
         return reply_body("ok")
@@ -105,21 +120,30 @@ async def ours(url: str, name: str, turns: bool = False, remote_client: bool = F
         idle.append((starts[before] - enqueued) * 1000)  # to the job's (the turn's first model call's) start
     await daemon.stop()
     seq = {item.run_id: n for n, item in enumerate(items)}
-    burst = [(d.agent_name, seq[d.run_id], d.created_at.timestamp(), d.started_at.timestamp(),
-              d.finished_at.timestamp()) for d in done]
+    burst = [
+        (d.agent_name, seq[d.run_id], d.created_at.timestamp(), d.started_at.timestamp(), d.finished_at.timestamp())
+        for d in done
+    ]
     assert all(d.state == "done" for d in done), [d.error for d in done if d.state != "done"][:3]
     return summary(name, burst, wall, idle)
 
 
 # -- DBOS (in a process of its own: DBOS is process-global) ------------------------------------------------------
 
+
 def dbos_child(url: str, poll_s: float) -> None:
     """Run the workload on DBOS and print the summary as JSON."""
     from dbos import DBOS, SetEnqueueOptions
 
     spans: dict[tuple[str, int], tuple[float, float, float]] = {}
-    DBOS(config={"name": "queue-compare", "system_database_url": url, "run_admin_server": False,
-                 "notification_listener_polling_interval_sec": poll_s})
+    DBOS(
+        config={
+            "name": "queue-compare",
+            "system_database_url": url,
+            "run_admin_server": False,
+            "notification_listener_polling_interval_sec": poll_s,
+        }
+    )
 
     @DBOS.workflow()
     async def job(agent: str, seq: int, enqueued: float) -> None:
@@ -131,7 +155,7 @@ def dbos_child(url: str, poll_s: float) -> None:
     queue = DBOS.register_queue("agents", partition_concurrency=1, polling_interval_sec=poll_s)
 
     async def run() -> dict:
-        async def enqueue(agent: str, seq: int):  # noqa: ANN202
+        async def enqueue(agent: str, seq: int):
             with SetEnqueueOptions(queue_partition_key=agent):
                 return await queue.enqueue_async(job, agent, seq, time.time())
 
@@ -155,8 +179,8 @@ def dbos_child(url: str, poll_s: float) -> None:
 
 
 def dbos(url: str, poll_s: float) -> dict | None:
-    command = [sys.executable, __file__, "--dbos-child", url, str(poll_s)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    command = bench_argv(sys.executable, "queue_compare", "--dbos-child", url, str(poll_s))
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         print(done.stderr[-2000:], file=sys.stderr)
         return None
@@ -165,20 +189,10 @@ def dbos(url: str, poll_s: float) -> dict | None:
 
 def row(r: dict) -> str:
     idle = f"{r['idle_p50_ms']:.1f} / {r['idle_p95_ms']:.1f}" if r["idle_p50_ms"] is not None else "–"
-    return (f"| {r['name']} | {r['jobs_per_s']:.1f} | {r['start_p50_ms']:.0f} / {r['start_p95_ms']:.0f} | {idle} | "
-            f"{'yes' if r['ordered'] else '**no**'} |")
-
-
-def previous_section() -> str:
-    """This script's section of bench/RESULTS.md as it stands (empty when there is none)."""
-    from bench.common import RESULTS
-
-    text = RESULTS.read_text() if RESULTS.exists() else ""
-    start = text.find("## Queue comparison (daemon inbox)")
-    if start < 0:
-        return ""
-    end = text.find("\n## ", start + 1)
-    return text[start:end if end >= 0 else len(text)]
+    return (
+        f"| {r['name']} | {r['jobs_per_s']:.1f} | {r['start_p50_ms']:.0f} / {r['start_p95_ms']:.0f} | {idle} | "
+        f"{'yes' if r['ordered'] else '**no**'} |"
+    )
 
 
 def main() -> None:
@@ -194,37 +208,57 @@ def main() -> None:
     results = [
         asyncio.run(ours(f"sqlite:///{tmp / 'ours.db'}", "ours, SQLite")),
         asyncio.run(ours(scratch_postgres("qc"), "ours, Postgres")),
-        asyncio.run(ours(scratch_postgres("qc"), "ours, Postgres, submitted by another client (NOTIFY)",
-                         remote_client=True)),
+        asyncio.run(
+            ours(scratch_postgres("qc"), "ours, Postgres, submitted by another client (NOTIFY)", remote_client=True)
+        ),
         asyncio.run(ours(f"sqlite:///{tmp / 'turns.db'}", "ours, SQLite, real turns (50 ms model)", turns=True)),
         asyncio.run(ours(scratch_postgres("qc"), "ours, Postgres, real turns (50 ms model)", turns=True)),
     ]
     try:
         import dbos as _  # noqa: F401
+
         have_dbos = not args.skip_dbos
     except ImportError:
         have_dbos = False
     kept: list[str] = []
     if have_dbos:
-        for url, poll in ((scratch_postgres("qc"), 0.05), (scratch_postgres("qc"), 0.01), (f"sqlite:///{tmp / 'dbos.db'}", 0.05)):
+        for url, poll in (
+            (scratch_postgres("qc"), 0.05),
+            (scratch_postgres("qc"), 0.01),
+            (f"sqlite:///{tmp / 'dbos.db'}", 0.05),
+        ):
             result = dbos(url.replace("postgresql+psycopg://", "postgresql://"), poll)
             if result:
                 results.append(result)
     else:  # the DBOS rows of the last run that had it stay, marked as such
-        kept = [line if line.endswith("(not re-run) |") else line[:-1] + "(not re-run) |"
-                for line in previous_section().splitlines() if line.startswith("| DBOS")]
-    lines = ["| queue | jobs/s (burst) | start latency p50 / p95, ms (burst) | dequeue latency p50 / p95, ms (idle) "
-             "| per-agent order |", "| --- | --- | --- | --- | --- |", *map(row, results), *kept]
-    body = (f"{AGENTS} agents x {PER_AGENT} jobs of {JOB_S * 1000:g} ms, strict per-agent order (the floor: "
-            f"{AGENTS / JOB_S:.0f} jobs/s); idle: {IDLE_JOBS} jobs one at a time. `python bench/queue_compare.py`; "
-            f"{note}.\n\n" + "\n".join(lines))
-    body += ("\n\nIdle dequeue latency: from the `submit`/`enqueue` call (its commit included) to the job's first line "
-             "(for real turns: the first model call), for ours and DBOS alike.")
+        kept = [
+            line if line.endswith("(not re-run) |") else line[:-1] + "(not re-run) |"
+            for line in read_section("queue_compare").splitlines()
+            if line.startswith("| DBOS")
+        ]
+    lines = [
+        "| queue | jobs/s (burst) | start latency p50 / p95, ms (burst) | dequeue latency p50 / p95, ms (idle) "
+        "| per-agent order |",
+        "| --- | --- | --- | --- | --- |",
+        *map(row, results),
+        *kept,
+    ]
+    body = (
+        f"{AGENTS} agents x {PER_AGENT} jobs of {JOB_S * 1000:g} ms, strict per-agent order (the floor: "
+        f"{AGENTS / JOB_S:.0f} jobs/s); idle: {IDLE_JOBS} jobs one at a time. `python -m bench.queue_compare`; "
+        f"{note}.\n\n" + "\n".join(lines)
+    )
+    body += (
+        "\n\nIdle dequeue latency: from the `submit`/`enqueue` call (its commit included) to the job's first line "
+        "(for real turns: the first model call), for ours and DBOS alike."
+    )
     if not have_dbos:
-        body += (" DBOS was not installed in this run (`pip install dbos` to compare): its rows are those of the "
-                 "last run that had it, on a machine as loaded as that run's note says.")
+        body += (
+            " DBOS was not installed in this run (`pip install dbos` to compare): its rows are those of the "
+            "last run that had it, on a machine as loaded as that run's note says."
+        )
     print(body)
-    write_section("Queue comparison (daemon inbox)", body)
+    write_section("queue_compare", "Queue comparison (daemon inbox)", body)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ a turn, a memory edit then `send_message`), X takes no work and streams. Each ro
 Per model step: this process's CPU (both daemons, their database clients, the streams), the Postgres server's
 CPU (every `postgres` process on the machine, from /proc: other users of the server count too), the relay's
 statements (writes, reads, watches) and the bytes written, with the model bodies left out as relayed and, for
-comparison, as whole trace lines. Writes a section of bench/RESULTS.md unless --no-write.
+comparison, as whole trace lines. Writes its block of bench/RESULTS.md unless --no-write.
 
-    python bench/relay_cost.py [--agents 20] [--turns 5] [--rounds 3] [--no-write]
+    python -m bench.relay_cost [--agents 20] [--turns 5] [--rounds 3] [--no-write]
 """
 
 from __future__ import annotations
@@ -23,34 +23,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import sqlalchemy
+from pydantic_core import to_json
 
-import sqlalchemy  # noqa: E402
-from pydantic_core import to_json  # noqa: E402
-
-from bench.common import machine_note, median, write_section  # noqa: E402
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.process.settings import Settings  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.scheduler.streams import relay as relay_module  # noqa: E402
-from pagemind.scheduler.catalog import AgentCatalog  # noqa: E402
-from pagemind.scheduler.daemon import Daemon, DaemonConfig  # noqa: E402
-from pagemind.scheduler.queue.inbox import Inbox  # noqa: E402
-from tests.support.daemon_support import ledger_model, write_agents  # noqa: E402
+from bench.common import machine_note, median, write_section
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.state.store import StateStore
+from pagemind.scheduler.catalog import AgentCatalog
+from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.queue.inbox import Inbox
+from pagemind.scheduler.streams import relay as relay_module
+from tests.support.daemon_support import ledger_model, write_agents
 
 POSTGRES = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 STEPS_PER_TURN = 2
 TICK = os.sysconf("SC_CLK_TCK")
 MODES = ("none", "local", "remote")
-HEADER = ("| mode | ms CPU/step | vs none | server ms CPU/step | vs none | writes / reads / watches per step | "
-          "ms in writes / reads per step | bytes/step (whole) | rounds (ms CPU/step) |\n"
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+HEADER = (
+    "| mode | ms CPU/step | vs none | server ms CPU/step | vs none | writes / reads / watches per step | "
+    "ms in writes / reads per step | bytes/step (whole) | rounds (ms CPU/step) |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+)
 
 
 class Counters:
@@ -91,6 +90,7 @@ class Counters:
         store.write, store.read, inbox.watch = counted_write, counted_read, counted_watch
         relay_module.relayed_line = measured_line
         import pagemind.scheduler.streams.fanout as fanout_module
+
         fanout_module.relayed_line = measured_line
 
     def snapshot(self) -> tuple[float, ...]:
@@ -123,12 +123,14 @@ def postgres_cpu_since(before: dict[str, int]) -> float:
 
 def make_daemon(url: str, folder: Path, home: Path) -> Daemon:
     settings = Settings.from_env({"PAGEMIND_HOME": str(home), "DATABASE_URL": url})
-    return Daemon(AgentCatalog(folder, StateStore.open(url)), settings, model=ledger_model(),
-                  config=DaemonConfig(poll_s=1.0))
+    return Daemon(
+        AgentCatalog(folder, StateStore.open(url)), settings, model=ledger_model(), config=DaemonConfig(poll_s=1.0)
+    )
 
 
-async def one_round(mode: str, x: Daemon, y: Daemon, names: list[str], turns: int, counters: Counters,
-                    tag: str) -> dict[str, float]:
+async def one_round(
+    mode: str, x: Daemon, y: Daemon, names: list[str], turns: int, counters: Counters, tag: str
+) -> dict[str, float]:
     """Run `turns` messages per agent in `mode`; the costs per step."""
     front = x if mode == "remote" else y
     before, cpu, server, wall = counters.snapshot(), time.process_time(), postgres_cpu(), time.monotonic()
@@ -152,13 +154,19 @@ async def one_round(mode: str, x: Daemon, y: Daemon, names: list[str], turns: in
     if mode != "none":
         assert all(count == 12 for count in seen), seen[:5]
     after = counters.snapshot()
-    delta = [b - a for a, b in zip(before, after)]
-    return {"cpu_ms": (time.process_time() - cpu) * 1000 / steps,
-            "server_ms": postgres_cpu_since(server) * 1000 / steps,
-            "wall_ms": (time.monotonic() - wall) * 1000 / steps,
-            "writes": delta[0] / steps, "reads": delta[1] / steps, "watches": delta[2] / steps,
-            "bytes": delta[3] / steps, "whole_bytes": delta[4] / steps,
-            "write_ms": delta[5] * 1000 / steps, "read_ms": delta[6] * 1000 / steps}
+    delta = [b - a for a, b in zip(before, after, strict=True)]
+    return {
+        "cpu_ms": (time.process_time() - cpu) * 1000 / steps,
+        "server_ms": postgres_cpu_since(server) * 1000 / steps,
+        "wall_ms": (time.monotonic() - wall) * 1000 / steps,
+        "writes": delta[0] / steps,
+        "reads": delta[1] / steps,
+        "watches": delta[2] / steps,
+        "bytes": delta[3] / steps,
+        "whole_bytes": delta[4] / steps,
+        "write_ms": delta[5] * 1000 / steps,
+        "read_ms": delta[6] * 1000 / steps,
+    }
 
 
 async def measure(url: str, agents: int, turns: int, rounds: int, home: Path) -> dict[str, list[dict[str, float]]]:
@@ -203,28 +211,44 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["PAGEMIND_HOME"] = tmp
-            results = asyncio.run(measure(f"{POSTGRES}?options=-csearch_path%3D{schema}", args.agents, args.turns,
-                                          args.rounds, Path(tmp)))
+            results = asyncio.run(
+                measure(f"{POSTGRES}?options=-csearch_path%3D{schema}", args.agents, args.turns, args.rounds, Path(tmp))
+            )
     finally:
         with admin.begin() as conn:
             conn.execute(sqlalchemy.text(f"DROP SCHEMA {schema} CASCADE"))
         admin.dispose()
-    keys = ("cpu_ms", "server_ms", "wall_ms", "writes", "reads", "watches", "bytes", "whole_bytes", "write_ms",
-            "read_ms")
+    keys = (
+        "cpu_ms",
+        "server_ms",
+        "wall_ms",
+        "writes",
+        "reads",
+        "watches",
+        "bytes",
+        "whole_bytes",
+        "write_ms",
+        "read_ms",
+    )
     med = {mode: {k: median([r[k] for r in results[mode]]) for k in keys} for mode in MODES}
     base = med["none"]
     rows = []
     for mode in MODES:
         m = med[mode]
-        rows.append(f"| {mode} | {m['cpu_ms']:.2f} | {m['cpu_ms'] - base['cpu_ms']:+.2f} | {m['server_ms']:.2f} | "
-                    f"{m['server_ms'] - base['server_ms']:+.2f} | {m['writes']:.2f} / {m['reads']:.2f} / "
-                    f"{m['watches']:.2f} | {m['write_ms']:.2f} / {m['read_ms']:.2f} | "
-                    f"{m['bytes']:.0f} ({m['whole_bytes']:.0f}) | "
-                    f"{', '.join(format(r['cpu_ms'], '.2f') for r in results[mode])} |")
+        rows.append(
+            f"| {mode} | {m['cpu_ms']:.2f} | {m['cpu_ms'] - base['cpu_ms']:+.2f} | {m['server_ms']:.2f} | "
+            f"{m['server_ms'] - base['server_ms']:+.2f} | {m['writes']:.2f} / {m['reads']:.2f} / "
+            f"{m['watches']:.2f} | {m['write_ms']:.2f} / {m['read_ms']:.2f} | "
+            f"{m['bytes']:.0f} ({m['whole_bytes']:.0f}) | "
+            f"{', '.join(format(r['cpu_ms'], '.2f') for r in results[mode])} |"
+        )
         print(rows[-1])
     if args.no_write:
         return
-    write_section("Event relay between daemon processes (bench/relay_cost.py)", f"""
+    write_section(
+        "relay_cost",
+        "Event relay between daemon processes",
+        f"""
 {note}; Postgres, one process, daemons X (streams only) and Y (runs every turn); {args.agents} agents ×
 {args.turns} messages a round, submitted at once, ledger model (instant; 2 steps, 12 events a turn), {args.rounds}
 rounds per mode, modes interleaved; medians. CPU per model step: this process (both daemons and the streams), and
@@ -234,7 +258,8 @@ writes (in Y, the daemon running the turn) and reads (in X, the streaming daemon
 
 {HEADER}
 {chr(10).join(rows)}
-""")
+""",
+    )
 
 
 if __name__ == "__main__":

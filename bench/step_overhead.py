@@ -3,30 +3,27 @@
 Agents with 10, 1,000 and 10,000 stored messages; only the recent window is in context, as in a long-lived
 agent, so the compiler must not slow down with history. Writes p50/p95 into bench/RESULTS.md.
 
-    python bench/step_overhead.py [--turns 200]
+    python -m bench.step_overhead [--turns 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.messages import Message  # noqa: E402
-from pagemind.runtime.testing.doubles import FunctionModel, tool_call_body  # noqa: E402
-from pagemind.runtime.spec.agent import load_spec  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.state.records import utcnow  # noqa: E402
+from bench.common import machine_note, median, percentile, write_section
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.messages import Message
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.records import utcnow
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import FunctionModel, tool_call_body
 
 IN_CONTEXT = 20
 
@@ -35,12 +32,16 @@ def seed_history(store: StateStore, agent_id: int, count: int) -> None:
     """`count` stored messages; only the last IN_CONTEXT stay in the window."""
     start = utcnow() - timedelta(days=30)
     messages = [
-        Message("user" if i % 2 == 0 else "assistant", f"message {i}: the weather was fine and we talked about tea",
-                start + timedelta(minutes=i), in_context=i >= count - IN_CONTEXT)
+        Message(
+            "user" if i % 2 == 0 else "assistant",
+            f"message {i}: the weather was fine and we talked about tea",
+            start + timedelta(minutes=i),
+            in_context=i >= count - IN_CONTEXT,
+        )
         for i in range(count)
     ]
     for offset in range(0, count, 2000):
-        store.append_messages(agent_id, messages[offset:offset + 2000])
+        store.append_messages(agent_id, messages[offset : offset + 2000])
 
 
 async def measure(history: int, turns: int, home: Path) -> list[float]:
@@ -72,7 +73,10 @@ def main() -> None:
             print(f"history {history:>6}: p50 {rows[-1][1]:.2f} ms  p95 {rows[-1][2]:.2f} ms per step")
     table = "\n".join(f"| {h:,} | {p50:.2f} | {p95:.2f} |" for h, p50, p95 in rows)
     flat = rows[-1][1] / rows[0][1]
-    write_section("Step overhead (bench/step_overhead.py)", f"""
+    write_section(
+        "step_overhead",
+        "Step overhead",
+        f"""
 {machine_note()}; {args.turns} one-step turns per size (first 5 dropped), model answers instantly, SQLite on local disk.
 A step here = store the user message, compile the prompt, dispatch `send_message`, commit the step (one transaction).
 
@@ -81,7 +85,8 @@ A step here = store the user message, compile the prompt, dispatch `send_message
 {table}
 
 Ratio p50 at 10,000 vs 10 messages: {flat:.2f} (flat = 1.0). Target: p50 ≤ 3 ms and flat.
-""")
+""",
+    )
 
 
 if __name__ == "__main__":

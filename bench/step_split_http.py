@@ -1,6 +1,6 @@
 """Where the CPU of a step over real HTTP goes, phase by phase, in this tree and another, interleaved (issue 11).
 
-Each round runs `bench/step_overhead_http.py`'s setting for one configuration (the companion agent through the
+Each round runs `bench.step_overhead_http`'s setting for one configuration (the companion agent through the
 Python API, a local instant OpenAI-compatible server in another process, SQLite) in a fresh process per tree,
 alternating trees. Every phase of the turn is timed with `time.process_time()` by a wrapper around the function
 that does it (a few µs each, alike in both trees), so the phases add up to the turn:
@@ -17,10 +17,10 @@ that does it (a few µs each, alike in both trees), so the phases add up to the 
 - tools, commit: dispatching the tool calls, and the step's transaction (`loop.dispatch`, `loop.commit`);
 - the rest: everything else of the turn (the retry loop, events, the turn's bookkeeping).
 
-    python bench/step_split_http.py --other /tmp/basepkg --label "main abc123" [--rounds 5] [--turns 300]
+    python -m bench.step_split_http --other /tmp/basepkg --label "main abc123" [--rounds 5] [--turns 300]
         [--config 1000:51]
 
-Writes its section of bench/RESULTS.md unless --no-write.
+Writes its block of bench/RESULTS.md unless --no-write.
 """
 
 from __future__ import annotations
@@ -36,12 +36,21 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import ROOT, bench_argv, machine_note, median, write_section
 
-from bench.common import machine_note, median, write_section  # noqa: E402
-
-PHASES = ("lock and refresh", "accept", "prefetch", "compile", "body", "request building", "httpx send", "parse",
-          "tools", "commit", "the rest")
+PHASES = (
+    "lock and refresh",
+    "accept",
+    "prefetch",
+    "compile",
+    "body",
+    "request building",
+    "httpx send",
+    "parse",
+    "tools",
+    "commit",
+    "the rest",
+)
 _spent: dict[str, float] = {}
 
 
@@ -53,21 +62,24 @@ def _timed(owner: object, name: str, phase: str) -> None:
         _spent[phase] = _spent.get(phase, 0.0) + time.process_time() - started
 
     if asyncio.iscoroutinefunction(original):
+
         @functools.wraps(original)
-        async def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        async def wrapper(*args, **kwargs):
             started = time.process_time()
             try:
                 return await original(*args, **kwargs)
             finally:
                 add(started)
     else:
+
         @functools.wraps(original)
-        def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def wrapper(*args, **kwargs):
             started = time.process_time()
             try:
                 return original(*args, **kwargs)
             finally:
                 add(started)
+
     setattr(owner, name, wrapper)
 
 
@@ -75,7 +87,6 @@ def _install() -> None:
     import httpx
 
     from pagemind.runtime import agent, loop
-
     from pagemind.runtime.model import client as model_client
     from pagemind.runtime.pressure import monitor
 
@@ -108,21 +119,26 @@ async def _measure(turns: int, stored: int, window: int, home: Path) -> dict[str
             continue
         totals.append(total * 1000)
         spent = dict(_spent)
-        spent["request building"] = spent.pop("attempt", 0.0) - sum(spent.get(k, 0.0) for k in (
-            "body", "httpx send", "parse"))
+        spent["request building"] = spent.pop("attempt", 0.0) - sum(
+            spent.get(k, 0.0) for k in ("body", "httpx send", "parse")
+        )
         spent["lock and refresh"] = spent.pop("refresh", 0.0)
         spent["the rest"] = total - sum(spent.values())  # the lock's time is in here, less the refresh
         for phase, seconds in spent.items():
             sums[phase] = sums.get(phase, 0.0) + seconds * 1000
     counted = len(totals)
-    return {"total_median": median(totals), "total_mean": sum(totals) / counted,
-            **{phase: sums.get(phase, 0.0) / counted for phase in PHASES}}
+    return {
+        "total_median": median(totals),
+        "total_mean": sum(totals) / counted,
+        **{phase: sums.get(phase, 0.0) / counted for phase in PHASES},
+    }
 
 
 def _worker(turns: int, stored: int, window: int) -> dict[str, float]:
-    from bench import step_overhead_http as http
 
-    server = subprocess.Popen([sys.executable, http.__file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        bench_argv(sys.executable, "step_overhead_http", "--serve"), cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     try:
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
         with tempfile.TemporaryDirectory() as tmp:
@@ -138,8 +154,14 @@ def _run(pythonpath: str | None, args: argparse.Namespace) -> dict[str, float]:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, __file__, "--worker", "--turns", str(args.turns), "--config", args.config],
-                         env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        bench_argv(sys.executable, "step_split_http", "--worker", "--turns", str(args.turns), "--config", args.config),
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -172,22 +194,27 @@ def main() -> None:
     a = {key: median([m[key] for m in mine]) for key in keys}
     b = {key: median([o[key] for o in other]) for key in keys}
     names = {"total_mean": "**turn, mean**", "total_median": "turn, median"}
-    table = "\n".join(f"| {names.get(key, key)} | {b[key]:.3f} | {a[key]:.3f} | {a[key] - b[key]:+.3f} |"
-                      for key in keys)
+    table = "\n".join(
+        f"| {names.get(key, key)} | {b[key]:.3f} | {a[key]:.3f} | {a[key] - b[key]:+.3f} |" for key in keys
+    )
     print(table)
     if args.no_write:
         return
-    write_section(f"Step CPU split over HTTP ({stored:,} stored, window {window}) (bench/step_split_http.py)", f"""
+    write_section(
+        "step_split_http",
+        f"Step CPU split over HTTP ({stored:,} stored, window {window})",
+        f"""
 {note}; load average {load:.2f} at the end. {args.rounds} rounds, each a fresh process per tree in turn, {args.turns}
 one-step turns per process (first 10 dropped): the companion agent over a local instant OpenAI-compatible server
 in another process, SQLite. CPU (`time.process_time`) per turn by phase, ms: the mean over a process's turns, the
-median over rounds. This tree against {args.label}. Phases as the script's docstring defines them ("request
+median over rounds. This tree against {args.label}. Phases as the module's docstring defines them ("request
 building" is the model client's attempt less the body, the parse and httpx's send).
 
 | phase | {args.label} | this tree | difference |
 | --- | --- | --- | --- |
 {table}
-""")
+""",
+    )
 
 
 if __name__ == "__main__":

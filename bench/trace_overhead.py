@@ -8,37 +8,39 @@ agent pays it, recording or not: the runtime reports events as objects) is timed
 multi-turn trace is replayed offline (scratch state, real loop and compiler, every event compared): steps per
 second.
 
-    python bench/trace_overhead.py [--turns 400]
+    python -m bench.trace_overhead [--turns 400]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 import timeit
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import machine_note, median, percentile, write_section  # noqa: E402
-from pagemind.runtime.agent import Agent  # noqa: E402
-from pagemind.runtime.events import (  # noqa: E402
-    ModelRequestEvent, ModelResponseEvent, StepEndEvent, ToolCallEvent, ToolResultEvent, TurnEvent,
+from bench.common import machine_note, median, percentile, write_section
+from pagemind.runtime.agent import Agent
+from pagemind.runtime.events import (
+    ModelRequestEvent,
+    ModelResponseEvent,
+    StepEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
 )
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.model.client import ModelRequest, response_from_body  # noqa: E402
-from pagemind.runtime.trace.replay import replay  # noqa: E402
-from pagemind.runtime.testing.doubles import FunctionModel, reply_body, tool_call_body  # noqa: E402
-from pagemind.runtime.spec.agent import load_spec  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.tools import ToolCall, ToolResult  # noqa: E402
-from pagemind.runtime.trace.reader import read_trace  # noqa: E402
-from pagemind.runtime.trace.recorder import TraceRecorder, record  # noqa: E402
+from pagemind.runtime.model.client import ModelRequest, response_from_body
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import FunctionModel, reply_body, tool_call_body
+from pagemind.runtime.trace.reader import read_trace
+from pagemind.runtime.trace.recorder import TraceRecorder, record
+from pagemind.runtime.trace.replay import replay
+from pagemind.tools import ToolCall, ToolResult
 
 IN_CONTEXT = 20
 
@@ -89,8 +91,13 @@ async def overhead(turns: int, home: Path) -> dict[str, Any]:
             cpu[name].append((time.thread_time() - started_cpu) * 1000)
             agent.window.messages = agent.window.messages[-IN_CONTEXT:]  # a steady window, as in step_overhead
     recorder.close()
-    return {"plain": wall["plain"][10:], "recorded": wall["recorded"][10:], "cpu_plain": cpu["plain"][10:],
-            "cpu_recorded": cpu["recorded"][10:], "size": (home / "overhead.jsonl").stat().st_size}
+    return {
+        "plain": wall["plain"][10:],
+        "recorded": wall["recorded"][10:],
+        "cpu_plain": cpu["plain"][10:],
+        "cpu_recorded": cpu["recorded"][10:],
+        "size": (home / "overhead.jsonl").stat().st_size,
+    }
 
 
 async def hook_time(turns: int, home: Path) -> float:
@@ -158,11 +165,16 @@ def main() -> None:
     off, on = median(plain), median(recorded)
     ratio = on / off
     cpu_off, cpu_on = median(result["cpu_plain"]), median(result["cpu_recorded"])
-    print(f"recording off p50 {off:.3f} ms, on p50 {on:.3f} ms: ratio {ratio:.3f} (+{(on - off) * 1000:.0f} µs/step); "
-          f"CPU time ratio {cpu_on / cpu_off:.3f}; recorder's own time {own * 1000:.0f} µs/step = {own / off:.1%}; "
-          f"building a step's events {events_us:.1f} µs")
+    print(
+        f"recording off p50 {off:.3f} ms, on p50 {on:.3f} ms: ratio {ratio:.3f} (+{(on - off) * 1000:.0f} µs/step); "
+        f"CPU time ratio {cpu_on / cpu_off:.3f}; recorder's own time {own * 1000:.0f} µs/step = {own / off:.1%}; "
+        f"building a step's events {events_us:.1f} µs"
+    )
     print(f"replay: {steps} steps in {seconds:.2f} s = {steps / seconds:.0f} steps/s")
-    write_section("Trace overhead (bench/trace_overhead.py)", f"""
+    write_section(
+        "trace_overhead",
+        "Trace overhead",
+        f"""
 {machine_note()}; companion agent, one-step turns (send_message), instant scripted model, SQLite on local disk,
 window held at {IN_CONTEXT} messages; {args.turns} turns per agent, recording on and off interleaved in one run
 (first 10 dropped).
@@ -178,13 +190,14 @@ spent inside the recorder's hooks, timed in a separate run (the timing wrapper c
 {own * 1000:.0f} µs per step = {own / off:.1%} of an unrecorded step. Events are noted as they happen and written
 with one `write()` and flush per step. Building a step's six events (frozen dataclasses, `pagemind.runtime.events`),
 which every agent does whether it records or not, costs {events_us:.1f} µs (best of 7), {events_us / 1000 / off:.1%}
-of an unrecorded step. Trace size: {size / len(recorded) / 1024:.1f} KiB per step (a request repeats none of the messages or
-tool schemas it shares with the previous one).
+of an unrecorded step. Trace size: {size / len(recorded) / 1024:.1f} KiB per step (a request repeats none of the
+messages or tool schemas it shares with the previous one).
 
 Replay (scratch SQLite, real loop/compiler/tools, every event compared): {steps} steps of a {args.replay_turns}-turn
 trace whose window grows to {args.replay_turns * 3} messages in {seconds:.2f} s = **{steps / seconds:.0f} steps/s**
 ({replay_size / 1024 / 1024:.1f} MiB trace).
-""")
+""",
+    )
 
 
 if __name__ == "__main__":

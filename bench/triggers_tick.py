@@ -2,63 +2,82 @@
 
 N agents are stored at once (SQL, not through the API) with one finished message each; then the daemon ticks:
 the first tick records every trigger's first sighting, the steady ticks find nothing due (what the loop does at
-least every 30 s), and the 09:00 tick submits one inbox item per agent. Writes a section of bench/RESULTS.md.
+least every 30 s), and the 09:00 tick submits one inbox item per agent. Writes its block of bench/RESULTS.md.
 
-    python bench/triggers_tick.py [--sizes 100,1000,10000] [--postgres URL]
+    python -m bench.triggers_tick [--sizes 100,1000,10000] [--postgres URL]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import machine_note, median, write_section
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.state.engine import make_engine
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.tables import AgentRow, agent_origins, inbox
+from pagemind.runtime.testing.doubles import ManualClock, spec_data
+from pagemind.scheduler.catalog import AgentCatalog
+from pagemind.scheduler.daemon import Daemon
 
-from bench.common import machine_note, median, write_section  # noqa: E402
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.process.settings import Settings  # noqa: E402
-from pagemind.runtime.spec.agent import load_spec  # noqa: E402
-from pagemind.runtime.state.engine import make_engine  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.state.tables import AgentRow, agent_origins, inbox  # noqa: E402
-from pagemind.runtime.testing.doubles import ManualClock, spec_data  # noqa: E402
-from pagemind.scheduler.catalog import AgentCatalog  # noqa: E402
-from pagemind.scheduler.daemon import Daemon  # noqa: E402
-
-START = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 STEADY_TICKS = 5
 
 
 def seed(store: StateStore, folder: Path, count: int) -> None:
     """The template and `count` agents made from it, each with one finished message 5 minutes before START."""
-    data = spec_data("companion", template=True, schedule=[{"cron": "0 9 * * *", "message": "Good morning"}],
-                     idle={"after": "2h", "run": "compact"})
+    data = spec_data(
+        "companion",
+        template=True,
+        schedule=[{"cron": "0 9 * * *", "message": "Good morning"}],
+        idle={"after": "2h", "run": "compact"},
+    )
     (folder / "companion.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     template = load_spec(folder / "companion.yaml")
     agents, origins, items = [], [], []
     for i in range(count):
         spec = template.model_copy(update={"name": f"companion-u{i}", "template": False})
-        agents.append({"name": spec.name, "spec_hash": spec.spec_hash(), "spec_json": spec.model_dump_json(),
-                       "summary": "", "pressure_warned": False, "token_correction": 1.0,
-                       "created_at": START, "updated_at": START})
+        agents.append(
+            {
+                "name": spec.name,
+                "spec_hash": spec.spec_hash(),
+                "spec_json": spec.model_dump_json(),
+                "summary": "",
+                "pressure_warned": False,
+                "token_correction": 1.0,
+                "created_at": START,
+                "updated_at": START,
+            }
+        )
     with store.engine.begin() as conn:
         conn.execute(AgentRow.__table__.insert(), agents)
         ids = dict(conn.execute(sqlalchemy.select(AgentRow.__table__.c.name, AgentRow.__table__.c.id)).all())
         for i in range(count):
             agent_id = ids[f"companion-u{i}"]
             origins.append({"agent_id": agent_id, "template": "companion", "blocks": {}, "created_at": START})
-            items.append({"run_id": uuid.uuid4().hex, "agent_id": agent_id, "kind": "message", "content": "hi",
-                          "state": "done", "attempts": 1, "created_at": START - timedelta(minutes=6),
-                          "finished_at": START - timedelta(minutes=5)})
+            items.append(
+                {
+                    "run_id": uuid.uuid4().hex,
+                    "agent_id": agent_id,
+                    "kind": "message",
+                    "content": "hi",
+                    "state": "done",
+                    "attempts": 1,
+                    "created_at": START - timedelta(minutes=6),
+                    "finished_at": START - timedelta(minutes=5),
+                }
+            )
         conn.execute(agent_origins.insert(), origins)
         conn.execute(inbox.insert(), items)
 
@@ -126,17 +145,21 @@ def main() -> None:
                     if drop:
                         drop()
                 per = 1000 / count
-                rows.append(f"| {count:,} | {backend} | {timed['first']:.2f} s | {timed['steady'] * 1000:.0f} ms "
-                            f"({timed['steady'] * per * 1000:.0f} µs/agent) | {timed['fire']:.2f} s "
-                            f"({timed['fire'] * per:.2f} ms/firing) |")
+                rows.append(
+                    f"| {count:,} | {backend} | {timed['first']:.2f} s | {timed['steady'] * 1000:.0f} ms "
+                    f"({timed['steady'] * per * 1000:.0f} µs/agent) | {timed['fire']:.2f} s "
+                    f"({timed['fire'] * per:.2f} ms/firing) |"
+                )
                 print(rows[-1], flush=True)
-    body = (f"{note}. `python bench/triggers_tick.py`: N agents made from one template with `cron: \"0 9 * * *\"` "
-            "and `idle: {after: 2h, run: compact}`; ticks called directly (no sleeping). First tick: records "
-            "every trigger's first sighting; steady: median of 5 ticks with nothing due (the loop ticks at least "
-            "every 30 s); 09:00: one message submitted to each agent's inbox (500 firings per inbox transaction).\n\n"
-            "| agents | database | first tick | steady tick | 09:00 tick |\n| --- | --- | --- | --- | --- |\n"
-            + "\n".join(rows))
-    write_section("Trigger ticks (bench/triggers_tick.py)", body)
+    body = (
+        f'{note}. `python -m bench.triggers_tick`: N agents made from one template with `cron: "0 9 * * *"` '
+        "and `idle: {after: 2h, run: compact}`; ticks called directly (no sleeping). First tick: records "
+        "every trigger's first sighting; steady: median of 5 ticks with nothing due (the loop ticks at least "
+        "every 30 s); 09:00: one message submitted to each agent's inbox (500 firings per inbox transaction).\n\n"
+        "| agents | database | first tick | steady tick | 09:00 tick |\n| --- | --- | --- | --- | --- |\n"
+        + "\n".join(rows)
+    )
+    write_section("triggers_tick", "Trigger ticks", body)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 
 An in-process daemon, 20 agents made from a template, an instant model (one `send_message` step per turn), 200
 turns submitted at once; CPU time (process_time) over the whole batch divided by the turns. SQLite on local disk,
-and PostgreSQL when DATABASE_URL or the local test server answers (a fresh schema). Writes a section of
-bench/RESULTS.md unless --no-write (to measure another checkout with the same script: run it with that
-checkout's interpreter).
+and PostgreSQL when DATABASE_URL or the local test server answers (a fresh schema). Writes its block of
+bench/RESULTS.md unless --no-write (to measure another checkout with the same module: run it with that
+checkout's interpreter, from this checkout's root).
 
-    python bench/turn_cpu.py [--turns 200] [--runs 3] [--no-write]
+    python -m bench.turn_cpu [--turns 200] [--runs 3] [--no-write]
 """
 
 from __future__ import annotations
@@ -14,24 +14,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import sqlalchemy
 
-import sqlalchemy  # noqa: E402
-
-from bench.common import machine_note, median, write_section  # noqa: E402
-from tests.support.daemon_support import write_agents  # noqa: E402
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.process.settings import Settings  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body  # noqa: E402
-from pagemind.scheduler.catalog import AgentCatalog  # noqa: E402
-from pagemind.scheduler.daemon import Daemon, DaemonConfig  # noqa: E402
+from bench.common import machine_note, median, write_section
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body
+from pagemind.scheduler.catalog import AgentCatalog
+from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from tests.support.daemon_support import write_agents
 
 POSTGRES = os.environ.get("DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 AGENTS = 20
@@ -41,8 +38,9 @@ async def measure(url: str, turns: int, home: Path) -> float:
     """CPU ms per turn over `turns` turns (after one warm-up turn per agent)."""
     model = FunctionModel(by_purpose(lambda _request: tool_call_body("send_message", {"message": "ok"}, call_id="c1")))
     store = StateStore.open(url)
-    daemon = Daemon(AgentCatalog(write_agents(home / "agents", ()), store), Settings.from_env(), config=DaemonConfig(),
-                    model=model)
+    daemon = Daemon(
+        AgentCatalog(write_agents(home / "agents", ()), store), Settings.from_env(), config=DaemonConfig(), model=model
+    )
     for i in range(AGENTS):
         daemon.create_agent(f"u{i}", template="companion")
     await daemon.start()
@@ -110,14 +108,18 @@ def main() -> None:
     if args.no_write:
         return
     table = "\n".join(f"| {db} | {cost:.1f} | {', '.join(f'{c:.1f}' for c in costs)} |" for db, cost, costs in rows)
-    write_section("CPU per turn, daemon in process (bench/turn_cpu.py)", f"""
+    write_section(
+        "turn_cpu",
+        "CPU per turn, daemon in process",
+        f"""
 {note}; {AGENTS} agents, {args.turns} one-step turns per run, instant model, {args.runs} runs per database.
 CPU = the process's CPU time over the batch (inbox submit/claim/finish, the turn, the state store) per turn.
 
 | database | median ms CPU/turn | runs |
 | --- | --- | --- |
 {table}
-""")
+""",
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Postgres driver (psycopg `Connection.wait`: a statement, a commit, or a local no
 is counted by the daemon code that caused it. Postgres by default (DATABASE_URL or the local test server, a
 fresh schema); `--sqlite` for SQLite (CPU only). Prints; writes nothing.
 
-    python bench/turn_roundtrips.py [--turns 200] [--agents 10] [--sqlite]
+    python -m bench.turn_roundtrips [--turns 200] [--agents 10] [--sqlite]
 """
 
 from __future__ import annotations
@@ -22,19 +22,17 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import psycopg
+import sqlalchemy
 
-import psycopg  # noqa: E402
-import sqlalchemy  # noqa: E402
-
-from tests.support.daemon_support import write_agents  # noqa: E402
-from pagemind.runtime.process.logs import configure_logging  # noqa: E402
-from pagemind.runtime.process.settings import Settings  # noqa: E402
-from pagemind.runtime.state.store import StateStore  # noqa: E402
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body  # noqa: E402
-from pagemind.scheduler.catalog import AgentCatalog  # noqa: E402
-from pagemind.scheduler.daemon import Daemon  # noqa: E402
+from bench.common import ROOT
+from pagemind.runtime.process.logs import configure_logging
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body
+from pagemind.scheduler.catalog import AgentCatalog
+from pagemind.scheduler.daemon import Daemon
+from tests.support.daemon_support import write_agents
 
 POSTGRES = os.environ.get("DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 NETWORK = ("_execute_gen", "_commit_gen", "_exec_command")  # driver waits that go to the server
@@ -53,13 +51,13 @@ def _caller() -> str:
     return " < ".join(chain)
 
 
-def counted_wait(self, gen, *args, **kwargs):  # noqa: ANN001, ANN201 (psycopg's signature)
+def counted_wait(self, gen, *args, **kwargs):
     if counting[0]:
         waits[f"{_caller()} [{getattr(gen, '__qualname__', '?').rsplit('.', 1)[-1]}]"] += 1
     return _wait(self, gen, *args, **kwargs)
 
 
-def step(request):  # noqa: ANN001, ANN201
+def step(request):
     last = [m for m in request.messages if m["role"] in ("user", "tool")][-1]
     if last["role"] == "user":
         return tool_call_body("memory_rethink", {"label": "human", "new_value": f"Said: {str(last['content'])[:40]}"})
@@ -69,8 +67,11 @@ def step(request):  # noqa: ANN001, ANN201
 async def measure(url: str, turns: int, agents: int, home: Path) -> float:
     """CPU ms per turn (after one warm-up turn per agent); fills `waits`."""
     store = StateStore.open(url)
-    daemon = Daemon(AgentCatalog(write_agents(home / "agents", ()), store), Settings.from_env(),
-                    model=FunctionModel(by_purpose(step)))
+    daemon = Daemon(
+        AgentCatalog(write_agents(home / "agents", ()), store),
+        Settings.from_env(),
+        model=FunctionModel(by_purpose(step)),
+    )
     for i in range(agents):
         daemon.create_agent(f"u{i}", template="companion")
     await daemon.start()
@@ -111,15 +112,18 @@ def main() -> None:
             with admin.connect() as conn:
                 conn.execute(sqlalchemy.text(f"CREATE SCHEMA {schema}"))
             try:
-                cpu = asyncio.run(measure(f"{POSTGRES}?options=-csearch_path%3D{schema}", turns, args.agents,
-                                          Path(tmp)))
+                cpu = asyncio.run(
+                    measure(f"{POSTGRES}?options=-csearch_path%3D{schema}", turns, args.agents, Path(tmp))
+                )
             finally:
                 with admin.connect() as conn:
                     conn.execute(sqlalchemy.text(f"DROP SCHEMA {schema} CASCADE"))
                 admin.dispose()
     network = sum(n for key, n in waits.items() if key.endswith(tuple(f"[{g}]" for g in NETWORK)))
-    print(f"{turns} turns, {args.agents} agents: {cpu:.2f} ms CPU per turn; driver waits per turn "
-          f"{sum(waits.values()) / turns:.1f}, of them statements and commits {network / turns:.1f}")
+    print(
+        f"{turns} turns, {args.agents} agents: {cpu:.2f} ms CPU per turn; driver waits per turn "
+        f"{sum(waits.values()) / turns:.1f}, of them statements and commits {network / turns:.1f}"
+    )
     for key, n in waits.most_common():
         print(f"{n / turns:6.2f}  {key}")
 

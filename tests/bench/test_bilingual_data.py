@@ -1,4 +1,4 @@
-"""bench/bilingual_data.py is what it says: every query has its memory, the paraphrase group shares no Chinese
+"""bench.bilingual_data is what it says: every query has its memory, the paraphrase group shares no Chinese
 character with its memory, the keyword group shares a word, the cross group crosses languages."""
 
 from __future__ import annotations

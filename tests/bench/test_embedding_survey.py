@@ -1,4 +1,4 @@
-"""bench/embedding_survey.py: a model folder with prefixes is embedded with them, and queries and documents are
+"""bench.embedding_survey: a model folder with prefixes is embedded with them, and queries and documents are
 cached apart (the survey's LoCoMo numbers for e5-style models rest on both)."""
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
-"""bench/lifecycle.py: its generated history and ground truth, its scripted models, and the report's fields
+"""bench.lifecycle: its generated history and ground truth, its scripted models, and the report's fields
 computed over a few simulated days with the real runtime (timings are not checked)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from datetime import timedelta
-from pathlib import Path
+from itertools import pairwise
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.lifecycle import live_records, mentions, score, simulate, turn_text
 from bench.lifecycle_data import CHAT, START, Correction, Day, FactTruth, History, Plan, Turn, generate
@@ -29,7 +26,7 @@ def test_the_history_is_seeded_and_its_ground_truth_matches_its_turns():
     for fact in history.facts.values():  # every value the user stated is said on its day, in order
         said = [(day, t.text) for day, t in planted if t.ref == fact.slot]
         assert [day for day, _ in said] == [day for day, _ in fact.values]
-        assert all(mentions(text, value) for (_, text), (_, value) in zip(said, fact.values))
+        assert all(mentions(text, value) for (_, text), (_, value) in zip(said, fact.values, strict=True))
     for c in history.corrections:
         values = [v for _, v in history.facts[c.slot].values]
         assert values.index(c.new) == values.index(c.old) + 1
@@ -38,7 +35,7 @@ def test_the_history_is_seeded_and_its_ground_truth_matches_its_turns():
         assert any(t.ref == plan.id and t.text == plan.text for t in day.turns)
         assert plan.ends >= day.date
     assert all(t.at.date() == d.date for d in history.days for t in d.turns)
-    assert all(a.at < b.at for d in history.days for a, b in zip(d.turns, d.turns[1:]))
+    assert all(a.at < b.at for d in history.days for a, b in pairwise(d.turns))
 
 
 def test_the_companion_files_facts_and_plans_and_skips_chit_chat():
