@@ -34,7 +34,7 @@ from pagemind.runtime.model.client import (
     OpenAIModelClient,
     StreamingModelClient,
 )
-from pagemind.runtime.observer import NullObserver, TurnObserver, wants_deltas
+from pagemind.runtime.observer import NullObserver, TurnObserver, listener, wants_deltas
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.process.crashpoints import crash_point
@@ -211,7 +211,7 @@ class Agent:
         (`memory.salience`) skips the lookup for chit-chat.
         """
         crash_point("turn.prefetch")  # the user message is in the inbox; no step has run
-        top_k = self.spec.memory.prefetch_top_k
+        top_k = self.spec.memory.memories_per_turn
         if (
             self.archival is None
             or top_k == 0
@@ -255,15 +255,16 @@ class Agent:
 
         A step's call streams when the observer wants the reply as it is written and the model can stream
         (`runtime.reply_stream`); the response, and what observers see of it, is the same either way."""
-        self.observer.on_event(ModelRequestEvent.from_request(step, request))
+        hears = listener(self.observer)
+        hears.on_event(ModelRequestEvent.from_request(step, request))
         model = self.model
-        if request.purpose == "step" and wants_deltas(self.observer) and isinstance(model, StreamingModelClient):
+        if request.purpose == "step" and wants_deltas(hears) and isinstance(model, StreamingModelClient):
             replying = frozenset(name for name, tool in self.tools.items() if tool.terminal)
-            sink = ReplyStream(self.observer, step, replying)
+            sink = ReplyStream(hears, step, replying)
             response = dataclasses.replace(await model.stream(request, sink), streamed=sink.text)
         else:
             response = await model.complete(request)
-        self.observer.on_event(ModelResponseEvent.from_response(step, response))
+        hears.on_event(ModelResponseEvent.from_response(step, response))
         return response
 
     async def summarize(self, messages: Sequence[Message], budget: int, model: str | None = None) -> str:
@@ -291,6 +292,6 @@ class Agent:
         return self.clock()
 
     def report(self, event: Event) -> None:
-        """Pass what the monitor did (a repair, a warning, a flush, and a flush's model calls made ahead) to the
-        observer."""
-        self.observer.on_event(event)
+        """Pass what happened (the loop's steps, tools and edits; the monitor's repairs, warnings and flushes) to the
+        agent's observer and the current run's (`runtime.observer.observing`)."""
+        listener(self.observer).on_event(event)

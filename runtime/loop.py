@@ -29,6 +29,7 @@ import structlog
 from pagemind.blocks import BlockEdit, CoreMemory
 from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.events import (
+    Event,
     MemoryEditEvent,
     ReplyResetEvent,
     StepEndEvent,
@@ -38,7 +39,6 @@ from pagemind.runtime.events import (
 )
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
-from pagemind.runtime.observer import TurnObserver
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
@@ -58,7 +58,6 @@ class LoopAgent(Protocol):
     monitor: PressureMonitor
     memory: CoreMemory
     tools: dict[str, Tool]
-    observer: TurnObserver
 
     @property
     def name(self) -> str: ...
@@ -67,6 +66,7 @@ class LoopAgent(Protocol):
     def step_request(self, context: CompiledContext) -> ModelRequest: ...
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
     def tool_context(self, working: CoreMemory) -> ToolContext: ...
+    def report(self, event: Event) -> None: ...
 
 
 class StopReason(str, Enum):
@@ -187,7 +187,7 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite |
     )
     reply = reply_of(response, results) if reason not in (None, StopReason.MAX_STEPS) else None
     if response.streamed and response.streamed != reply:  # e.g. send_message failed: the turn goes on
-        agent.observer.on_event(ReplyResetEvent(step=step, reason="the streamed text did not end the turn"))
+        agent.report(ReplyResetEvent(step=step, reason="the streamed text did not end the turn"))
     record = StepRecord(
         turn_id,
         step,
@@ -244,12 +244,12 @@ async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, Mode
 async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working: CoreMemory) -> list[ToolResult]:
     """Step 5: run the response's tool calls against a working copy of core memory; errors become results."""
     for call in response.tool_calls:
-        agent.observer.on_event(ToolCallEvent.from_call(step, call))
+        agent.report(ToolCallEvent.from_call(step, call))
     crash_point("dispatch.before_tools")
     results = await dispatch_tool_calls(list(response.tool_calls), agent.tools, agent.tool_context(working))
     crash_point("dispatch.after_tools")
     for result in results:
-        agent.observer.on_event(ToolResultEvent.from_result(step, result))
+        agent.report(ToolResultEvent.from_result(step, result))
     return results
 
 
@@ -295,8 +295,8 @@ def adopt(agent: LoopAgent, step: int, record: StepRecord, edits: list[BlockEdit
     working.clear_pending()
     agent.memory = working
     for edit in edits:
-        agent.observer.on_event(MemoryEditEvent.from_edit(step, edit))
-    agent.observer.on_event(StepEndEvent(step=step, stop_reason=record.stop_reason))
+        agent.report(MemoryEditEvent.from_edit(step, edit))
+    agent.report(StepEndEvent(step=step, stop_reason=record.stop_reason))
     crash_point("step.end")
 
 
@@ -320,7 +320,7 @@ async def begin_turn(
     `accepted`: the turn's user message, stored already with `key` (the daemon's submission for an agent whose
     worker waited for it stores it with the inbox item, one statement for both): it is only put in view."""
     if accepted is not None:
-        agent.observer.on_event(TurnEvent(step=0, turn_id=accepted.turn_id, user_message=text))
+        agent.report(TurnEvent(step=0, turn_id=accepted.turn_id, user_message=text))
         agent.window.adopt_accepted(accepted)
         return accepted.turn_id, [accepted], 1
     store, agent_id = agent.window.store, agent.window.agent_id
@@ -332,7 +332,7 @@ async def begin_turn(
     crash_point("turn.begin")
     if turn_id is None:
         turn_id = uuid.uuid4().hex
-        agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=text))
+        agent.report(TurnEvent(step=0, turn_id=turn_id, user_message=text))
         return turn_id, await agent.window.accept(Message("user", text, agent.now(), turn_id=turn_id), key), 1
     stored, steps = store.turn_messages(agent_id, turn_id), store.turn_steps(agent_id, turn_id)
     if stored and stored[0].content != text:
@@ -340,7 +340,7 @@ async def begin_turn(
     if steps and steps[-1].stop_reason is not None:
         reason = StopReason(steps[-1].stop_reason)
         return TurnResult(turn_id, stored_reply(agent, reason, stored), reason, len(steps), stored)
-    agent.observer.on_event(TurnEvent(step=0, turn_id=turn_id, user_message=text))
+    agent.report(TurnEvent(step=0, turn_id=turn_id, user_message=text))
     return turn_id, stored, len(steps) + 1
 
 

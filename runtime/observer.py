@@ -3,10 +3,18 @@ method, `on_event`; the trace recorder, the replay comparator and the demo displ
 
 An observer that shows the reply as it is written (the daemon's event stream) says so with a true `wants_deltas`
 attribute: only then is the model asked to stream (`Agent.call_model`), so a turn nobody watches live makes the
-same plain request as always."""
+same plain request as always.
+
+An agent has its own observer (`Agent.observer`: whoever watches it for as long as it is loaded, the trace
+recorder, say); a run can add one for itself alone with `observing` (the daemon's run stream). That one is bound to
+the run's task context, never set on the agent: agents sharing an event loop never see each other's run
+observers, and nothing is left to undo when the run ends."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Protocol
 
 from pagemind.runtime.events import Event
@@ -55,3 +63,23 @@ class ObserverGroup:
 def joined(current: TurnObserver, added: TurnObserver) -> TurnObserver:
     """`added` alongside `current`: `added` alone when `current` observes nothing (no group of one)."""
     return added if isinstance(current, NullObserver) else ObserverGroup([current, added])
+
+
+_RUN_OBSERVER: ContextVar[TurnObserver | None] = ContextVar("pagemind_run_observer", default=None)
+
+
+@contextlib.contextmanager
+def observing(observer: TurnObserver) -> Iterator[None]:
+    """Hand the events of whatever runs inside (a turn, a job) to `observer` too, in this task's context and the
+    tasks it starts."""
+    bound = _RUN_OBSERVER.set(observer)
+    try:
+        yield
+    finally:
+        _RUN_OBSERVER.reset(bound)
+
+
+def listener(own: TurnObserver) -> TurnObserver:
+    """Who hears an event now: the agent's own observer, joined by the current run's (`observing`) if any."""
+    run = _RUN_OBSERVER.get()
+    return own if run is None else joined(own, run)

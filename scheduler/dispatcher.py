@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from pagemind.runtime.observer import NullObserver
+from pagemind.runtime.observer import observing
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.errors import UnknownAgent
@@ -381,8 +381,7 @@ class Dispatcher:
         taking the lock reads again whatever another process changed since this one last looked; later ones need
         not (no one else can run the agent meanwhile), unless this process lent the agent out (`Daemon.agent`)."""
         async with self.pool.hold(item.agent_name) as agent:
-            agent.observer = self.fanout.observer(item.run_id)
-            try:
+            with observing(self.fanout.observer(item.run_id)):
                 lent = item.agent_name in self.pool.lent
                 if lent or (refresh and item.agent_name not in self.pool.read_now):  # just loaded: fresh already
                     self.pool.lent.discard(item.agent_name)
@@ -392,8 +391,6 @@ class Dispatcher:
                     return result, None, finished
                 result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
                 return result, result.get("error"), None
-            finally:
-                agent.observer = NullObserver()
 
     async def _finish(
         self, item: InboxItem, result: dict[str, Any] | None, error: str | None, stored: InboxItem | None = None
