@@ -69,7 +69,7 @@ async def get_agent(name: str, daemon: DaemonDep) -> AgentOut:
         "requestBody": {
             "required": True,
             "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/CreateAgent"}},
+                "application/json": {"schema": CreateAgent.model_json_schema()},  # inline: the body is read by hand
                 "application/yaml": {"schema": {"type": "string", "description": "an agent YAML, as in agents/"}},
             },
         }

@@ -478,3 +478,22 @@ async def test_requests_run_on_the_event_loop_alone(served, monkeypatch):
     ):
         assert (await client.get(path)).status_code == 200, path
     assert hops == []
+
+
+def _refs(node: object) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return own + [ref for value in node.values() for ref in _refs(value)]
+    if isinstance(node, list):
+        return [ref for value in node for ref in _refs(value)]
+    return []
+
+
+async def test_the_openapi_document_defines_every_schema_it_refers_to(served):
+    client, _, _ = served
+    document = (await client.get("/openapi.json")).json()
+    schemas = document["components"]["schemas"]
+    missing = {ref for ref in _refs(document) if ref.removeprefix("#/components/schemas/") not in schemas}
+    assert missing == set()
+    body = document["paths"]["/v1/agents"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {"template", "name"} <= set(body["properties"])
