@@ -1,4 +1,5 @@
-"""The daemon's throughput, this checkout against another (main), interleaved in one run (issue 12).
+"""The daemon's throughput, this checkout against another (main), or with its shortcuts on against each one off,
+interleaved in one run (issue 12).
 
 Runs this checkout's `bench.daemon_throughput --no-write` with each checkout's own interpreter
 (`<checkout>/.venv/bin/python`, whose editable install serves that checkout's daemon; the client is the same for
@@ -9,6 +10,10 @@ bench/RESULTS.md unless --no-write.
 
     python -m bench.daemon_ab --base /path/to/main-checkout [--rounds 3] [--agents 10 100] [--workers 2]
                               [--inflight 64] [--section KEY]
+    python -m bench.daemon_ab --off linger hand_off finish_with_last_step [--rounds 3] ...
+
+`--off NAME…`: this checkout with every shortcut on (`DaemonConfig`'s defaults) against each named one switched
+off (`pagemind serve --set`: `linger` is `linger_s=0`, the others `NAME=false`); the ratios are to "all on".
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ FIELDS = (
 )
 
 
-def measure(checkout: Path, db: str, agents: int, turns: int, workers: int, inflight: int) -> dict[str, float]:
+def measure(
+    checkout: Path, db: str, agents: int, turns: int, workers: int, inflight: int, settings: tuple[str, ...] = ()
+) -> dict[str, float]:
     """One row of this checkout's bench.daemon_throughput run with `checkout`'s interpreter, whose editable install
     serves that checkout's daemon: both variants are driven by the same client (the bench's own CPU, on the cores
     the daemon shares, would otherwise differ between them)."""
@@ -55,6 +62,7 @@ def measure(checkout: Path, db: str, agents: int, turns: int, workers: int, infl
         str(inflight),
         "--no-write",
     )
+    command += [part for setting in settings for part in ("--set", setting)]
     if workers > 1:
         command += ["--workers", str(workers)]
     out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True, timeout=1800).stdout
@@ -70,9 +78,17 @@ def measure(checkout: Path, db: str, agents: int, turns: int, workers: int, infl
     }
 
 
+def switched_off(shortcut: str) -> str:
+    """The `pagemind serve --set` that switches a shortcut off."""
+    return "linger_s=0" if shortcut == "linger" else f"{shortcut}=false"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", type=Path, required=True, help="the other checkout (with its own .venv)")
+    parser.add_argument("--base", type=Path, help="the other checkout (with its own .venv)")
+    parser.add_argument(
+        "--off", nargs="+", default=[], metavar="SHORTCUT", help="compare each shortcut off against all on instead"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--agents", type=int, nargs="+", default=[10, 100])
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"])
@@ -87,31 +103,38 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--section",
-        default="daemon_ab",
+        default=None,
         help="the key of the bench/RESULTS.md block to write (`<!-- bench:KEY -->`)",
     )
     args = parser.parse_args()
+    if bool(args.base) == bool(args.off):
+        parser.error("give either --base (another checkout) or --off (shortcuts of this one)")
     note = machine_note()
-    variants = [("main", args.base.resolve(), 1), ("branch", ROOT, 1)]
+    reference = "all on" if args.off else "main"
+    variants: list[tuple[str, Path, int, tuple[str, ...]]] = (
+        [("all on", ROOT, 1, ()), *((f"{name} off", ROOT, 1, (switched_off(name),)) for name in args.off)]
+        if args.off
+        else [("main", args.base.resolve(), 1, ()), ("branch", ROOT, 1, ())]
+    )
     results: dict[tuple[str, str, int], list[dict[str, float]]] = {}
     for round_ in range(args.rounds):
         for db in args.db:
             for agents in args.agents:
                 order = variants if round_ % 2 == 0 else variants[::-1]
-                if db == "postgres" and args.workers > 1:
-                    order = [*order, (f"branch --workers {args.workers}", ROOT, args.workers)]
-                for name, checkout, workers in order:
-                    row = measure(checkout, db, agents, args.turns, workers, args.inflight)
+                if db == "postgres" and args.workers > 1 and not args.off:
+                    order = [*order, (f"branch --workers {args.workers}", ROOT, args.workers, ())]
+                for name, checkout, workers, settings in order:
+                    row = measure(checkout, db, agents, args.turns, workers, args.inflight, settings)
                     results.setdefault((name, db, agents), []).append(row)
                     print(f"round {round_ + 1} {db} {agents} {name}: {row}", flush=True)
     lines = [
         "| db | agents | variant | model steps/s | own overhead p50 per step (ms) | daemon CPU per step (ms) | "
-        "steps/s vs main | CPU/step vs main | failed | load (runs) |",
+        f"steps/s vs {reference} | CPU/step vs {reference} | failed | load (runs) |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for db in args.db:
         for agents in args.agents:
-            base = results[("main", db, agents)]
+            base = results[(reference, db, agents)]
             for (name, d, n), rows in results.items():
                 if (d, n) != (db, agents):
                     continue
@@ -125,6 +148,19 @@ def main() -> None:
                     f"| {cpu:.2f} | {ratio_steps:.2f} | {ratio_cpu:.2f} | "
                     f"{int(sum(r['failed'] for r in rows))} | {loads} |"
                 )
+    if args.off:
+        body = (
+            f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python -m bench.daemon_ab --off "
+            f"{' '.join(args.off)} --rounds {args.rounds} --agents {' '.join(map(str, args.agents))} --turns "
+            f"{args.turns} --inflight {args.inflight}`: bench.daemon_throughput (50 ms stub model, 2 steps a turn) "
+            "of this checkout with every shortcut on and with each one off, the order turned round each round; "
+            "medians over the rounds, ratios to all on (steps/s: higher is better; CPU: lower is better).\n\n"
+            + "\n".join(lines)
+        )
+        print(body)
+        if not args.no_write:
+            write_section(args.section or "daemon_shortcuts", "Daemon shortcuts on and off", body)
+        return
     body = (
         f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python -m bench.daemon_ab --base "
         f"<main checkout> --rounds {args.rounds} --agents {' '.join(map(str, args.agents))} --turns {args.turns} "
@@ -136,7 +172,8 @@ def main() -> None:
     print(body)
     if not args.no_write:
         title = "Daemon throughput, main against this branch"
-        write_section(args.section, title if args.section == "daemon_ab" else f"{title} ({args.section})", body)
+        section = args.section or "daemon_ab"
+        write_section(section, title if section == "daemon_ab" else f"{title} ({section})", body)
 
 
 if __name__ == "__main__":

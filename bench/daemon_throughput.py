@@ -131,6 +131,7 @@ async def run_one(
     latency_ms: float,
     workers: int = 1,
     extra_env: dict[str, str] | None = None,
+    settings: list[str] | None = None,
 ) -> dict[str, float]:
     """One measurement: a fresh database and daemon, `agents` agents, about `turns` turns in all."""
     home = Path(tempfile.mkdtemp(prefix="pagemind-bench-"))
@@ -160,6 +161,7 @@ async def run_one(
             "--concurrency",
             str(concurrency),
             *(["--workers", str(workers)] if workers > 1 else []),
+            *(part for setting in settings or [] for part in ("--set", setting)),
         ],
         cwd=ROOT,
         env=env,
@@ -327,6 +329,14 @@ async def main() -> None:
         metavar="NAME=VALUE",
         help="set in the daemon's environment (repeatable), e.g. PAGEMIND_HTTP_CLIENT=httpx",
     )
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a daemon setting for `pagemind serve --set` (repeatable), e.g. hand_off=false",
+    )
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     parser.add_argument(
         "--section",
@@ -376,6 +386,7 @@ async def main() -> None:
                     args.latency_ms,
                     args.workers if db == "postgres" else 1,
                     dict(item.split("=", 1) for item in args.env),
+                    args.settings,
                 )
                 rows.append({"db": db, **row})
                 print(table(rows[-1:]).splitlines()[-1], flush=True)

@@ -20,10 +20,10 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any, AsyncContextManager
+from typing import Any
 
 import structlog
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.messages import Message
@@ -79,6 +79,35 @@ class DaemonConfig(BaseModel):
         "(batched meanwhile) for watchers in other processes (Postgres)",
     )
     events_keep_s: float = Field(3600, gt=0, description="relayed events are deleted this long after written")
+    # Shortcuts: each saves a statement or a round trip per turn, measured on and off in one run by
+    # `python -m bench.daemon_ab --off NAME` (bench/RESULTS.md, "Daemon shortcuts on and off"); off, the daemon
+    # takes the plain path, with the same guarantees.
+    hand_off: bool = Field(
+        True,
+        description="a message for an agent whose worker lingers here is inserted already claimed for it, with "
+        "the turn's user message (one statement instead of three); off: the worker is woken and claims it",
+    )
+    finish_with_last_step: bool = Field(
+        True,
+        description="a turn's inbox item is finished in its last step's commit (one commit less a turn); "
+        "off: finished in a transaction of its own after the turn",
+    )
+
+    @classmethod
+    def from_settings(cls, settings: list[str]) -> DaemonConfig:
+        """The defaults with `NAME=VALUE` settings (`pagemind serve --set`); ValueError naming a bad one."""
+        chosen: dict[str, str] = {}
+        for setting in settings:
+            name, sep, value = setting.partition("=")
+            if not sep or name.strip() not in cls.model_fields or name.strip() == "url":
+                known = ", ".join(sorted(set(cls.model_fields) - {"url"}))
+                raise ValueError(f"--set {setting!r}: expected NAME=VALUE with NAME one of {known}")
+            chosen[name.strip()] = value.strip()
+        try:
+            return cls.model_validate(chosen)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ValueError(f"--set {first['loc'][0]}: {first['msg']}") from None
 
 
 class Daemon:
@@ -272,8 +301,8 @@ class Daemon:
     def events(self, run_id: str, after: int = 0) -> RunStream:
         """The run's events (`runtime.events`) as they happen, from its first (or after seq `after`: the stream's
         `last_seq`), each once and in order, ending when the run ends; wherever the run runs: on Postgres a run
-        that another daemon process runs is relayed (`scheduler.streams.relay`). The events so far come first, so a stream
-        that starts late misses none (model request and response events that happened before it started come
+        that another daemon process runs is relayed (`scheduler.streams.relay`). The events so far come first, so a
+        stream that starts late misses none (model request and response events that happened before it started come
         without their bodies, as relayed ones do); of a run over before the stream started it has what was relayed
         (nothing, unless another process watched it)."""
         return RunStream(self.fanout, self.inbox, run_id, owner=self.owner, poll_s=self.config.poll_s, after=after)
@@ -305,7 +334,7 @@ class Daemon:
         """One agent served, with its open items; `UnknownAgent`."""
         return self.catalog.info(name, self.inbox.open_count)
 
-    def agent(self, name: str) -> AsyncContextManager[Agent]:
+    def agent(self, name: str) -> contextlib.AbstractAsyncContextManager[Agent]:
         """The loaded agent, fresh from the store, with its turns held off meanwhile (in this process and, by the
         turn lock, in others); `UnknownAgent`."""
         return self._agent(name)

@@ -200,7 +200,8 @@ class Dispatcher:
         """Where a submission for the agent goes now (see `Route`)."""
         worker = self.workers.get(agent_id)
         if worker is not None and not worker.lost:
-            return Route.HAND_TO_LINGERING if worker.state is WorkerState.LINGERING else Route.HELD_HERE
+            lingering = worker.state is WorkerState.LINGERING and self.config.hand_off
+            return Route.HAND_TO_LINGERING if lingering else Route.HELD_HERE
         return Route.TAKE_HERE if self.can_take(agent_id) else Route.ANNOUNCE
 
     def can_take(self, agent_id: int) -> bool:
@@ -387,7 +388,8 @@ class Dispatcher:
                     self.pool.lent.discard(item.agent_name)
                     await agent.refresh()
                 if item.kind == "message":
-                    result, finished = await run_message(agent, item, self.inbox, self.fanout, self.leases.owner)
+                    owner, rider = self.leases.owner, self.config.finish_with_last_step
+                    result, finished = await run_message(agent, item, self.inbox, self.fanout, owner, rider)
                     return result, None, finished
                 result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
                 return result, result.get("error"), None

@@ -32,13 +32,13 @@ class FinishWithLastStep:
     turn's item running). Not while a daemon in another process watches the run: its relayed events, the last
     step's among them, are written before the item's end (`RunFanout.settle`), so that item is finished apart."""
 
-    def __init__(self, inbox: Inbox, fanout: RunFanout, owner: str, item: InboxItem):
-        self.inbox, self.fanout, self.owner, self.item = inbox, fanout, owner, item
+    def __init__(self, inbox: Inbox, fanout: RunFanout, owner: str, item: InboxItem, enabled: bool = True):
+        self.inbox, self.fanout, self.owner, self.item, self.enabled = inbox, fanout, owner, item, enabled
         self.rider: LinkedWrite | None = None
 
     def __call__(self, end: TurnEnd) -> LinkedWrite | None:
         """The finish to commit with the last step, or None (finish apart)."""
-        if self.fanout.relayed(self.item.run_id):
+        if not self.enabled or self.fanout.relayed(self.item.run_id):
             return None
         result = turn_result(end.turn_id, end.reply, end.stop_reason, end.steps)
         self.rider = self.inbox.finish_rider(self.item, self.owner, utcnow(), result)
@@ -53,11 +53,11 @@ class FinishWithLastStep:
 
 
 async def run_message(
-    agent: Agent, item: InboxItem, inbox: Inbox, fanout: RunFanout, owner: str
+    agent: Agent, item: InboxItem, inbox: Inbox, fanout: RunFanout, owner: str, finish_with_last_step: bool = True
 ) -> tuple[dict[str, Any], InboxItem | None]:
     """Run a claimed message item as the agent's turn (owner: the daemon holding its lease): (its result, the item
     as finished with the turn's last step, or None when it is still to be finished apart)."""
-    finish = FinishWithLastStep(inbox, fanout, owner, item)
+    finish = FinishWithLastStep(inbox, fanout, owner, item, enabled=finish_with_last_step)
     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
     turn = await run_turn(
         agent,

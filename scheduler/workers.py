@@ -53,6 +53,7 @@ def worker_argv(args: argparse.Namespace, url: str) -> list[str]:
         "--public-url",
         url,
         "--reuse-port",
+        *(part for setting in args.daemon_settings for part in ("--set", setting)),
     ]
 
 
