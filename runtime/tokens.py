@@ -15,6 +15,7 @@ from typing import Any
 import tiktoken
 
 from pagemind.runtime.process.heap import release_free_memory
+from pagemind.runtime.process.settings import Settings
 
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -30,7 +31,7 @@ TOKENS_REPLY_PRIMING = 3
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("PAGEMIND_TIKTOKEN_CACHE") or Path(tempfile.gettempdir()) / "pagemind-tiktoken")
+    return Settings.read("tiktoken_cache") or Path(tempfile.gettempdir()) / "pagemind-tiktoken"
 
 
 def seed_cache(name: str, cache: Path) -> None:
@@ -91,7 +92,7 @@ def load_encoding(name: str) -> LeanEncoding:
     except (OSError, EOFError, ValueError, TypeError, KeyError):
         pass  # not there yet, or unreadable: parse the source and write it again
     seed_cache(name, cache)
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    Settings.export("TIKTOKEN_CACHE_DIR", str(cache))
     from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
 
     source = ENCODING_CONSTRUCTORS[name]()

@@ -59,32 +59,37 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="daemon processes sharing the port, to use N cores (PostgreSQL only; default 1)",
     )
+    serve.add_argument(
+        "--set",
+        dest="daemon_settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a daemon setting (docs: DaemonConfig), e.g. linger_s=0 or hand_off=false; repeatable",
+    )
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker of --workers
     serve.set_defaults(handler=cmd_serve, loop_factory=serve_loop)
     send = sub.add_parser("send", help="send a message to an agent a daemon serves, print the reply")
     send.add_argument("agent", help="the agent's name")
     send.add_argument("text")
-    _add_server(send, required=True)
+    _add_server(send)
     send.add_argument("--key", metavar="KEY", help="idempotency key: the same key again returns the first reply")
     send.add_argument(
         "--timeout", type=float, default=300.0, metavar="SECONDS", help="how long to wait for the reply (default 300)"
     )
     send.set_defaults(handler=cmd_send)
     agents = sub.choices["agents"]
-    _add_server(agents, required=False)
+    _add_server(agents)
     agents.set_defaults(handler=cmd_agents)
     sub.choices["run"].set_defaults(handler=cmd_run)
 
 
-def _add_server(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    import os
-
-    default = os.environ.get("PAGEMIND_SERVER") or None
+def _add_server(parser: argparse.ArgumentParser) -> None:
+    # No default here: the parser is built for --help too, which must not import Settings (pydantic); the
+    # commands fall back to `settings.server` ($PAGEMIND_SERVER).
     parser.add_argument(
         "--server",
         metavar="URL",
-        default=default,
-        required=required and default is None,
         help="a daemon's URL, e.g. http://127.0.0.1:8283 (default $PAGEMIND_SERVER); the token is $PAGEMIND_API_TOKEN",
     )
 
@@ -117,11 +122,12 @@ def serve_loop() -> Any:
 
 async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Run the daemon and its API until SIGTERM or SIGINT, then stop gracefully and exit 0."""
-    import os
+    from pagemind.runtime.process.settings import Settings
 
-    token = os.environ.get("PAGEMIND_API_TOKEN") or None
-    # The daemon's model calls go out on aiohttp unless told otherwise (`runtime.model.transports.AiohttpPost`).
-    os.environ.setdefault("PAGEMIND_HTTP_CLIENT", "aiohttp")
+    token = settings.api_token
+    # The daemon's model calls go out on aiohttp unless told otherwise (`runtime.model.transports.AiohttpPost`);
+    # set for this process's model clients and the workers it starts.
+    Settings.export("PAGEMIND_HTTP_CLIENT", "aiohttp", replace=False)
     refusal = check_binding(args.host, token)
     if refusal:
         raise CliError(refusal)
@@ -131,6 +137,12 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"{args.directory} is not a folder of agent YAML files")
     if args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0 or not 0 < args.port < 65536 or args.workers <= 0:
         raise CliError("--port, --concurrency, --max-body and --workers must be positive, --grace not negative")
+    from pagemind.scheduler.daemon import DaemonConfig
+
+    try:
+        DaemonConfig.from_settings(args.daemon_settings)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     if args.workers > 1:
         if not settings.database_url.startswith("postgresql"):
             raise CliError(
@@ -182,6 +194,9 @@ async def cmd_send(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.timeout <= 0:
         raise CliError("--timeout must be positive")
+    args.server = args.server or settings.server
+    if args.server is None:
+        raise CliError("send needs a daemon: give --server URL or set PAGEMIND_SERVER")
     from pagemind.runtime.cli.live_reply import stdout_is_terminal
 
     if stdout_is_terminal():
@@ -229,6 +244,7 @@ async def send_streamed(server: str, agent: str, text: str, key: str | None, tim
 
 async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
     """`agents --server URL`: the agents a daemon serves; otherwise the stored agents (the runtime's command)."""
+    args.server = args.server or settings.server
     if args.server is None:
         return await commands.cmd_agents(args, settings)
     if args.action or args.names:

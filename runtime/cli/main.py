@@ -26,9 +26,9 @@ from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
 def configure_logging() -> None:
     """Route structlog to stderr (imported here, not at module level: help and parse errors need no logging); a
     PAGEMIND_LOG_LEVEL that names no level is a configuration error (exit 2)."""
-    import os
+    from pagemind.runtime.process.settings import Settings
 
-    level = (os.environ.get("PAGEMIND_LOG_LEVEL") or "WARNING").strip().upper()
+    level = (Settings.read("log_level") or "WARNING").strip().upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         # Checked before the import: importing the module configures library logging, which would warn as well.
         raise CliError(
@@ -118,7 +118,8 @@ def main(argv: Sequence[str] | None = None, *, extend: Extend | None = None) -> 
 
         # A command may bring its own event loop (`serve`: uvloop); the others run on asyncio's.
         with asyncio.Runner(loop_factory=getattr(args, "loop_factory", None)) as runner:
-            return runner.run(args.handler(args, Settings.from_env()))
+            code: int = runner.run(args.handler(args, Settings.from_env()))
+            return code
     except KeyboardInterrupt:
         return 130
     except Exception as exc:

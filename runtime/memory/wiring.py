@@ -17,7 +17,6 @@ from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, build_embedder
-from pagemind.runtime.memory.embedding.profiles import with_model_defaults
 from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.memory.vectors.backend import ArchivalBackend
 from pagemind.runtime.memory.vectors.stores import open_backend
@@ -66,11 +65,18 @@ def build_external_memory(
     spec: AgentSpec, record: AgentRecord, store: StateStore, settings: Settings, clock: Callable[[], datetime]
 ) -> tuple[ArchivalService | None, RecallService]:
     """(archival, recall) for an agent. Archival memory exists when the spec enables it and lists an archival
-    tool; recall memory (the message log) always does. Thresholds the YAML leaves at their defaults are the
-    embedding model's own (`model_profiles.with_model_defaults`)."""
+    tool; recall memory (the message log) always does. With no `memory.retrieval` preset, thresholds the YAML
+    leaves at their defaults are the embedding model's own (`MemoryConfig.archival_for`)."""
     embedder = shared_embedder(settings, store.engine)
-    config = with_model_defaults(spec.memory.archival, getattr(embedder, "thresholds", {}))
-    recall = RecallService(record.id, engine=store.engine, embedder=embedder, config=config, clock=clock)
+    config = spec.memory.archival_for(getattr(embedder, "thresholds", {}))
+    recall = RecallService(
+        record.id,
+        engine=store.engine,
+        embedder=embedder,
+        config=config,
+        clock=clock,
+        session_gap_hours=spec.memory.session_gap_hours,
+    )
     if not (config.enabled and ARCHIVAL_TOOLS & set(spec.tools)):
         return None, recall
     return archival_service(spec, store, settings, clock, embedder, record), recall
@@ -88,7 +94,7 @@ def archival_service(
     agent's id: `record`, or the stored agent named in `spec` (created if it was never run)."""
     embedder = embedder or shared_embedder(settings, store.engine)
     record = record or store.get_agent(spec.name) or store.ensure_agent(spec)
-    config = with_model_defaults(spec.memory.archival, getattr(embedder, "thresholds", {}))
+    config = spec.memory.archival_for(getattr(embedder, "thresholds", {}))
     return ArchivalService(
         record.id,
         engine=store.engine,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,18 +21,17 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from tenacity.wait import wait_base
 
 from pagemind.runtime.model.pool import Endpoint, shared_client, take_loop_clients
-from pagemind.runtime.model.request import ModelRequest
-from pagemind.runtime.model.response import (  # noqa: F401 (re-exported: the errors and the response live there)
-    ModelBadResponse,
-    ModelError,
-    ModelResponse,
-    one_line,
-    response_from_body,
-    response_from_http,
-)
+
+# Re-exported (`X as X`): the request, the response and the errors live in those modules; callers take them from here.
+from pagemind.runtime.model.request import ModelRequest as ModelRequest
+from pagemind.runtime.model.response import ModelBadResponse as ModelBadResponse
+from pagemind.runtime.model.response import ModelError as ModelError
+from pagemind.runtime.model.response import ModelResponse as ModelResponse
+from pagemind.runtime.model.response import one_line, response_from_http
+from pagemind.runtime.model.response import response_from_body as response_from_body
 from pagemind.runtime.model.stream import STREAM_OPTIONS, DeltaSink, post_streamed, refuses_streaming
 from pagemind.runtime.model.transports import close_poster, poster_for
-from pagemind.runtime.process.settings import SettingsError
+from pagemind.runtime.process.settings import Settings, SettingsError
 from pagemind.runtime.spec.agent import ModelSpec
 
 if TYPE_CHECKING:
@@ -252,13 +250,12 @@ class OpenAIModelClient:
     def from_spec(cls, spec: ModelSpec, environ: dict[str, str] | None = None, **kwargs: Any) -> OpenAIModelClient:
         """A client for the spec's endpoint: base URL from the spec or OPENAI_BASE_URL, key from `api_key_env`.
         Clients of one endpoint share one connection pool per event loop (`runtime.model.pool`)."""
-        env = os.environ if environ is None else environ
-        base_url = spec.base_url or env.get("OPENAI_BASE_URL") or None
-        api_key = env.get(spec.api_key_env) or None
+        base_url = spec.base_url or Settings.read("openai_base_url", environ)
+        api_key = Settings.api_key(spec.api_key_env, environ)
         if not base_url and not api_key:
             raise NoModelConfigured(missing_endpoint_message(spec.api_key_env))
         timeout = spec.request_timeout_s
-        http = env.get("PAGEMIND_HTTP_CLIENT") or "httpx"
+        http = Settings.read("http_client", environ) or "httpx"
         if http not in HTTP_CLIENTS:
             raise SettingsError(
                 f"PAGEMIND_HTTP_CLIENT={http!r} names no HTTP client: use one of {', '.join(HTTP_CLIENTS)}"
@@ -300,7 +297,7 @@ class OpenAIModelClient:
         )
         started = time.perf_counter()
         try:
-            response = await retrying(self._attempt, request, deadline, sink)
+            response: ModelResponse = await retrying(self._attempt, request, deadline, sink)
         except Exception as exc:
             typed = self._typed_error(exc, stop)
             if typed is exc:

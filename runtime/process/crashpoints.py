@@ -3,8 +3,8 @@
 `crash_point("commit.before_commit")` kills the process with SIGKILL when the environment variable
 `PAGEMIND_KILL_AT` names that point, as `NAME` (its first pass) or `NAME@N` (its Nth pass). The variable is read
 once, at import; when it is unset `crash_point` is a function that returns at once, so the points cost one call
-each in production. The names a suite can choose are the literal arguments of the calls (`tests/crash/test_step_crash.py`
-lists them).
+each in production. The names a suite can choose are the literal arguments of the calls
+(`tests/crash/test_step_crash.py` lists them).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import signal
 
-_spec = os.environ.get("PAGEMIND_KILL_AT", "")
+from pagemind.runtime.process.settings import Settings
+
+_spec = Settings.read("kill_at") or ""  # at import: the points must cost nothing when it is unset
 _name, _, _nth = _spec.partition("@")
 _passes = 0
 

@@ -10,10 +10,11 @@ may not import each other). The CLI calls `configure_logging()` itself and repor
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 import structlog
+
+from pagemind.runtime.process.settings import Settings
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -24,12 +25,13 @@ class LogLevelError(ValueError):
 
 def level_number(level: str | None = None) -> int:
     """The numeric level for `level` (or PAGEMIND_LOG_LEVEL, default WARNING); raises LogLevelError if unknown."""
-    name = (level or os.environ.get("PAGEMIND_LOG_LEVEL") or "WARNING").strip().upper()
+    name = (level or Settings.read("log_level") or "WARNING").strip().upper()
     if name not in LEVELS:
         raise LogLevelError(
             f"PAGEMIND_LOG_LEVEL={name.lower()!r} is not a level; use one of {', '.join(n.lower() for n in LEVELS)}"
         )
-    return logging.getLevelName(name)
+    number: int = logging.getLevelName(name)  # a name in LEVELS: its number
+    return number
 
 
 def configure_logging(level: str | None = None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import json
@@ -16,14 +15,18 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
     model_validator,
 )
+from pydantic_core import to_json
 
 from pagemind.blocks import Block, BlockSchema, dump_json
+from pagemind.runtime.spec.fingerprint import later_defaults
 from pagemind.runtime.spec.memory import MemoryConfig
+from pagemind.runtime.spec.renames import collecting, warn, written_locations
 from pagemind.runtime.spec.triggers import IdleTrigger, ScheduleTrigger, check_unique
 from pagemind.tools import BUILTIN_TOOLS, Tool, tool
 
@@ -52,7 +55,9 @@ def resolve_tool(reference: str) -> Tool:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
-        raise ValueError(f"cannot import module '{module_name}' for tool '{reference}': {type(exc).__name__}: {exc}")
+        raise ValueError(
+            f"cannot import module '{module_name}' for tool '{reference}': {type(exc).__name__}: {exc}"
+        ) from None
     target = getattr(module, attribute, None)
     if target is None:
         raise ValueError(f"module '{module_name}' has no attribute '{attribute}'")
@@ -62,7 +67,7 @@ def resolve_tool(reference: str) -> Tool:
         try:
             return tool(target)
         except TypeError as exc:
-            raise ValueError(str(exc))
+            raise ValueError(str(exc)) from None
     raise ValueError(f"'{reference}' is not a function or a @tool")
 
 
@@ -89,15 +94,21 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1)
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = Field(0.7, ge=0, le=2)
-    context_window: int = Field(8192, gt=0)
-    max_output_tokens: int = Field(1024, gt=0)
-    encoding: str | None = Field(None, description="tiktoken encoding; default o200k_base")
-    request_timeout_s: float = Field(60.0, gt=0, description="one attempt at the endpoint, body included")
-    turn_deadline_s: float = Field(300.0, gt=0, description="a whole turn: every attempt, retry and tool call")
+    name: str = Field(min_length=1, description="the model's name at the endpoint, e.g. gpt-4o-mini")
+    base_url: str | None = Field(
+        None, description="an OpenAI-compatible endpoint's URL (default: OPENAI_BASE_URL, else OpenAI's)"
+    )
+    api_key_env: str = Field("OPENAI_API_KEY", description="the environment variable that holds the endpoint's key")
+    temperature: float = Field(0.7, ge=0, le=2, description="sampling temperature (0: most deterministic)")
+    context_window: int = Field(8192, gt=0, description="the model's window in tokens, prompt and reply together")
+    max_output_tokens: int = Field(1024, gt=0, description="longest reply in tokens (kept free in the window)")
+    encoding: str | None = Field(None, description="tiktoken encoding that counts tokens (default o200k_base)")
+    request_timeout_s: float = Field(
+        60.0, gt=0, description="seconds one attempt at the endpoint may take, body included"
+    )
+    turn_deadline_s: float = Field(
+        300.0, gt=0, description="seconds a whole turn may take: every attempt, retry and tool"
+    )
 
     @model_validator(mode="after")
     def _fits(self) -> ModelSpec:
@@ -112,48 +123,16 @@ class ModelSpec(BaseModel):
         return self
 
 
-@functools.cache
-def _later_default(cls: type[BaseModel], name: str) -> Any:
-    """A later field's default, built once and only compared with: a default factory builds a new model at every
-    call, which made `spec_hash` cost 0.4 ms (a daemon loading an agent computes it twice)."""
-    return cls.model_fields[name].get_default(call_default_factory=True)
-
-
-def later_defaults(model: BaseModel) -> dict[Any, Any]:
-    """A `model_dump` exclude for the fields added after agents existed (each class's `LATER_FIELDS`) that are
-    still at their defaults, at any depth: the spec's fingerprint leaves them out, so adding a field changes no
-    existing agent's `spec_hash`."""
-    fields = type(model).model_fields
-    exclude: dict[Any, Any] = {
-        name: True
-        for name in getattr(model, "LATER_FIELDS", ())
-        if getattr(model, name) == _later_default(type(model), name)
-    }
-    for name in fields.keys() - exclude.keys():
-        value = getattr(model, name)
-        if isinstance(value, BaseModel):
-            inner = later_defaults(value)
-        elif isinstance(value, list):
-            inner = {
-                i: e for i, item in enumerate(value) if isinstance(item, BaseModel) and (e := later_defaults(item))
-            }
-        else:
-            continue
-        if inner:
-            exclude[name] = inner
-    return exclude
-
-
 class BlockSpec(BaseModel):
     """A core-memory block's definition; `value` seeds a new agent only."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
-    label: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
-    value: str = ""
-    limit: int = Field(2000, gt=0)
-    description: str = ""
-    read_only: bool = False
+    label: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$", description="the block's name (lowercase, digits, _)")
+    value: str = Field("", description="the seed a new agent starts with; afterwards the agent's own edits win")
+    limit: int = Field(2000, gt=0, description="most characters the block may hold")
+    description: str = Field("", description="what the block is for, shown to the model")
+    read_only: bool = Field(False, description="the agent's tools cannot change it")
     schema_: dict[str, Any] | str | None = Field(
         None,
         alias="schema",
@@ -224,29 +203,44 @@ class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("template", "schedule", "idle")  # see `later_defaults`
 
-    name: str = Field(pattern=_NAME)
-    description: str = ""
-    model: ModelSpec
-    system: str = Field(min_length=1)
-    blocks: list[BlockSpec] = Field(default_factory=list)
+    name: str = Field(pattern=_NAME, description="the agent's name: its identity in the stores (letters, digits, _.-)")
+    description: str = Field("", description="what the agent is for (listings, the API)")
+    model: ModelSpec = Field(description="the model the agent calls")
+    system: str = Field(min_length=1, description="the system prompt")
+    blocks: list[BlockSpec] = Field(default_factory=list, description="core-memory blocks, always in the prompt")
     tools: list[Annotated[str, AfterValidator(_check_tool_reference)]] = Field(
-        default_factory=lambda: list(DEFAULT_TOOLS)
+        default_factory=lambda: list(DEFAULT_TOOLS),
+        description="built-in tools by name, custom ones as package.module:function",
     )
-    max_steps_per_turn: int = Field(10, gt=0)
-    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    max_steps_per_turn: int = Field(10, gt=0, description="model calls one user message may take at most")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="how the agent remembers")
     schedule: list[ScheduleTrigger] = Field(default_factory=list, description="cron / every triggers (the daemon)")
     idle: IdleTrigger | None = Field(None, description="fired once after the agent has been idle this long")
     template: bool = Field(
         False, description="a template for agents made through the daemon (`pagemind serve`), not an agent of its own"
     )
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _old_names(cls, data: Any, handler: ModelWrapValidatorHandler[AgentSpec], info: ValidationInfo) -> AgentSpec:
+        # Old field names (`spec.renames`) are logged once the spec is valid, with the file and line when known.
+        with collecting() as renamed:
+            spec = handler(data)
+        context = info.context if isinstance(info.context, dict) else {}
+        root = context.get("yaml")
+        for old, new in renamed:
+            line = _key_line(root, tuple(old.split("."))) if root is not None else None
+            warn(old, new, file=context.get("source"), line=line, agent=None if root is not None else spec.name)
+        return spec
+
     @model_validator(mode="after")
     def _unique_labels(self) -> AgentSpec:
         seen: dict[str, int] = {}
         for index, block in enumerate(self.blocks):
             if block.label in seen:
+                first = seen[block.label]
                 raise ValueError(
-                    f"blocks[{index}].label: duplicate block label '{block.label}' (first at blocks[{seen[block.label]}])"
+                    f"blocks[{index}].label: duplicate block label '{block.label}' (first at blocks[{first}])"
                 )
             seen[block.label] = index
         check_unique(self.schedule, self.idle)
@@ -258,10 +252,20 @@ class AgentSpec(BaseModel):
         return {t.name: t for t in resolved}
 
     def spec_hash(self) -> str:
-        """A stable fingerprint of the definition, to tell when the YAML changed."""
-        # Fields added later are left out at their defaults: adding them changed no existing agent's fingerprint.
-        dumped = self.model_dump_json(exclude=later_defaults(self))
-        return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+        """A stable fingerprint of the definition as it behaves, to tell when the YAML changed (`spec.fingerprint`:
+        old and new field names give one hash, and so does every agent stored before the names changed)."""
+        return hashlib.sha256(to_json(self.fingerprint())).hexdigest()[:16]
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What `spec_hash` covers: the definition with `memory` resolved and spelled as first stored, fields
+        added later left out while at their defaults."""
+        exclude = later_defaults(self, skip=frozenset({"memory"})) | {"memory": True}
+        data = self.model_dump(mode="json", exclude=exclude)
+        return {
+            name: self.memory.fingerprint() if name == "memory" else data[name]
+            for name in type(self).model_fields
+            if name == "memory" or name in data
+        }
 
 
 _PATH_IN_MESSAGE = re.compile(r"^((?:\w+)(?:\[\d+\])?(?:\.\w+(?:\[\d+\])?)*): (.*)$", re.S)
@@ -275,9 +279,9 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return text
 
 
-def _node_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
-    """The 1-based line of the YAML node at `loc`, or of its nearest existing ancestor."""
-    node, line = root, (root.start_mark.line + 1 if root is not None else 1)
+def _walk(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[int, int, yaml.Node | None]:
+    """How many parts of `loc` the YAML holds, the 1-based line of the deepest node reached, and that node."""
+    node, line, depth = root, (root.start_mark.line + 1 if root is not None else 1), 0
     for part in loc:
         child = None
         if isinstance(node, yaml.MappingNode):
@@ -289,8 +293,36 @@ def _node_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
             child = node.value[part]
         if child is None:
             break
-        node, line = child, child.start_mark.line + 1
-    return line
+        node, line, depth = child, child.start_mark.line + 1, depth + 1
+    return depth, line, node
+
+
+def _node_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
+    """The 1-based line of the YAML node at `loc`, or of its nearest existing ancestor."""
+    return _walk(root, loc)[1]
+
+
+def _key_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
+    """The 1-based line of the key that names `loc` (a section's own line, not its first field's)."""
+    depth, _, parent = _walk(root, loc[:-1])
+    if depth == len(loc) - 1 and isinstance(parent, yaml.MappingNode):
+        for key_node, _value in parent.value:
+            if key_node.value == loc[-1]:
+                return int(key_node.start_mark.line) + 1
+    return _node_line(root, loc)
+
+
+def _as_written(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`loc` as the file spells it: a file written with old names holds `memory.archival.prefetch` where
+    validation says `memory.advanced.archival.candidates` (`spec.renames`); the spelling the file holds most of."""
+    best, reached = loc, -1
+    for candidate in written_locations(loc):
+        depth = _walk(root, candidate)[0]
+        if depth == len(candidate):
+            return candidate
+        if depth > reached:
+            best, reached = candidate, depth
+    return best
 
 
 def _message(error: dict[str, Any]) -> str:
@@ -310,6 +342,7 @@ def _problems(path: Path, root: yaml.Node | None, error: ValidationError) -> lis
         if embedded:  # a model-level check that names the field itself, e.g. a duplicate label
             loc += tuple(int(i) if i else n for n, i in _PATH_PART.findall(embedded.group(1)))
             message = embedded.group(2)
+        loc = _as_written(root, loc)
         where = _format_loc(loc) or "(top level)"
         problems.append(f"{path}:{_node_line(root, loc)} {where}: {message}")
     return problems
@@ -381,6 +414,8 @@ def parse_spec(text: str, source: str | Path = "<agent>", *, import_tools: bool 
     if not isinstance(data, dict):
         raise SpecError([f"{source}:1 (top level): must be a mapping of fields (name, model, system, …)"])
     try:
-        return AgentSpec.model_validate(data, context={"import_tools": import_tools})
+        return AgentSpec.model_validate(
+            data, context={"import_tools": import_tools, "source": str(source), "yaml": root}
+        )
     except ValidationError as exc:
         raise SpecError(_problems(Path(source), root, exc)) from None

@@ -1,296 +1,76 @@
-"""The `memory:` section of an agent's YAML: pressure lines, section budgets, summarizer, archival knobs."""
+"""The `memory:` section of an agent's YAML, in two tiers: the product knobs, and `advanced:` for the tuning.
+
+    memory:
+      retrieval: multilingual       # a tuning preset (`spec.presets`); unset: the embedding model's own
+      memories_per_turn: 3          # memories looked up into the prompt for each user message (0: none)
+      summarizer_model: gpt-4o-mini # summaries, episodes, reflections (default: the agent's model)
+      advanced:                     # everything else; what the preset does not say keeps its default
+        pressure: {flush: 0.85}
+        session_gap_hours: 6
+        archival: {dense_weight: 0.4}
+        salience: {model: tiny}
+
+The runtime reads the resolved sections where it always did (`spec.memory.archival`, `.salience`, `.pressure`,
+`.budgets`, `.extraction`, `.episodes`, `.reflection`, `.session_gap_hours`): the preset applied to
+`advanced`, one place for every tuning value. Files written before the tiers (`memory.archival: …`,
+`prefetch_top_k`) still load, with a warning (`spec.renames`).
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from pagemind.runtime.spec.fingerprint import dumped, later_default, later_defaults, legacy_archival, renamed
+from pagemind.runtime.spec.presets import PRESETS, Retrieval, apply_preset
+from pagemind.runtime.spec.renames import SALIENCE_RENAMES, migrate_memory
+from pagemind.runtime.spec.tuning import (
+    ArchivalConfig,
+    BudgetConfig,
+    EpisodesConfig,
+    EpisodeTier,
+    ExpiryConfig,
+    MultiHopConfig,
+    PressureConfig,
+    ReflectionConfig,
+    SalienceConfig,
+    SalienceWeights,
+    TemporalConfig,
+)
 
-class PressureConfig(BaseModel):
-    """Fractions of the usable window (`context_window − output reserve`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    warn: float = Field(0.70, gt=0, lt=1)
-    flush: float = Field(0.90, gt=0, le=1)
-    target: float = Field(0.50, gt=0, lt=1)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> PressureConfig:
-        if not self.target < self.flush:
-            raise ValueError(f"target ({self.target}) must be below flush ({self.flush})")
-        if not self.warn < self.flush:
-            raise ValueError(f"warn ({self.warn}) must be below flush ({self.flush})")
-        return self
-
-
-class BudgetConfig(BaseModel):
-    """Token budgets per prompt section; messages get the rest of the window."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    system: int = Field(1000, gt=0)
-    core: int = Field(1500, gt=0)
-    summary: int = Field(2000, gt=0)
-    retrieved: int = Field(2000, gt=0)
-    output_reserve: int | None = Field(None, gt=0, description="default: model.max_output_tokens")
+# The sections of `advanced` the runtime reads resolved, through `MemoryConfig`'s properties of the same names.
+ADVANCED = ("pressure", "budgets", "extraction", "session_gap_hours", "archival", "salience", "episodes", "reflection")
 
 
-class ExpiryConfig(BaseModel):
-    """When archival memories leave default results: time-bound wording expires them (`memory.expiry`), disuse
-    makes them dormant (`memory.decay`; disuse counts the agent's active days, `memory.activity`, not calendar
-    days). Date-ranged searches and `pagemind memory archival AGENT --all` still show both."""
+class MemoryAdvanced(BaseModel):
+    """Tuning for specialists. A value given here wins over the preset's (`memory.retrieval`); one equal to its
+    built-in default counts as not given."""
 
     model_config = ConfigDict(extra="forbid")
 
-    from_wording: bool = Field(
-        True,
-        description="when the writer gives no expiry, read one from time-bound wording "
-        "('tomorrow', 'this week', 'until Friday', '下周', '三天内')",
+    pressure: PressureConfig = Field(default_factory=PressureConfig, description="when the window is flushed")
+    budgets: BudgetConfig = Field(default_factory=BudgetConfig, description="token budgets per prompt section")
+    extraction: bool = Field(
+        True, description="extract archival memories from messages leaving the window (a model call per flush)"
     )
-    kinds: list[str] = Field(
-        default_factory=lambda: ["fact", "preference", "progress", "todo", "constraint", "reflection"],
-        description="kinds whose wording can expire them (episodes are history: never)",
-    )
-    decay_after_days: float = Field(
-        30.0,
+    session_gap_hours: float = Field(
+        6.0,
         gt=0,
-        description="ACTIVE days (dates on which the agent received a user "
-        "message) without retrieval after which ranking weight falls; days nobody talked "
-        "to the agent do not count, so an agent left alone forgets nothing",
+        description="hours of silence that end a session: where episodes split, and how far back "
+        "conversation_search's context reaches",
     )
-    decay_weight: float = Field(
-        0.3,
-        ge=0,
-        le=1,
-        description="score × (1 − w·f), f rising linearly from 0 at decay_after_days to 1 at hide_after_days",
+    archival: ArchivalConfig = Field(
+        default_factory=ArchivalConfig, description="archival and recall ranking, noise floors, dedupe"
     )
-    hide_after_days: float | None = Field(
-        90.0,
-        gt=0,
-        description="ACTIVE days (as decay_after_days) without "
-        "retrieval after which a memory leaves default results; a date range or "
-        "--all still finds it (null: never)",
+    salience: SalienceConfig = Field(
+        default_factory=SalienceConfig, description="which turns are worth remembering and a lookup"
     )
-    prefetch_counts: bool = Field(
-        True,
-        description="a memory prefetch shows the model counts as retrieved for decay (its hit count is left alone)",
+    episodes: EpisodesConfig = Field(
+        default_factory=EpisodesConfig, description="sessions summarised into episode memories"
     )
-
-    @model_validator(mode="after")
-    def _ordered(self) -> ExpiryConfig:
-        if self.hide_after_days is not None and not self.decay_after_days < self.hide_after_days:
-            raise ValueError(
-                f"decay_after_days ({self.decay_after_days}) must be below hide_after_days ({self.hide_after_days})"
-            )
-        return self
-
-
-class TemporalConfig(BaseModel):
-    """Questions that name a time ("last May", "in 2023", "two weeks ago", "上个月", "去年") or ask when something
-    happened (`memory.query_time`): a boost, never a filter (a caller's start/end dates filter). Defaults: the
-    LoCoMo dev sweep in bench/RESULTS.md ("Time and multi-hop questions")."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    range_boost: float = Field(
-        0.3, ge=0, le=5, description="score × (1 + b) for results dated inside the period the question names (0: off)"
-    )
-    when_boost: float = Field(
-        0.2,
-        ge=0,
-        le=5,
-        description="score × (1 + b) for results that mention a time when the question asks when (0: off)",
-    )
-
-
-class MultiHopConfig(BaseModel):
-    """A second search round when the first round's best results name entities the question does not
-    (`memory.rounds`): at most two rounds, no model call. Off by default: on LoCoMo dev it lost hit@5 overall and
-    doubled the query's cost (bench/RESULTS.md)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = Field(False, description="run the second round when new entities appear")
-    from_top: int = Field(5, gt=0, le=50, description="first-round results whose entities are read")
-    max_entities: int = Field(3, gt=0, le=10, description="entities added to the question")
-    weight: float = Field(0.5, ge=0, le=1, description="second round's share in the fused score (first: 1)")
-
-
-class ArchivalConfig(BaseModel):
-    """Archival/recall memory knobs (ranking, dedupe). Defaults are justified in bench/RESULTS.md
-    (bench/retrieval_locomo.py on the LoCoMo dev conversations)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    # Hybrid ranking: keyword (BM25) and dense scores, each divided by its best in the candidate set, mixed.
-    dense_weight: float = Field(0.5, ge=0, le=1, description="share of the dense score in the fused score")
-    min_similarity: float = Field(0.30, ge=-1, le=1, description="nothing beats noise: a result needs this cosine")
-    min_keyword_score: float = Field(
-        0.0, ge=0, description="... or a BM25 score above this (0: any non-stop-word match)"
-    )
-    prefetch: int = Field(50, gt=0, le=1000, description="candidates fetched per retriever before fusion")
-    top_k: int = Field(5, gt=0, le=50, description="results per page when the caller gives none")
-    max_top_k: int = Field(50, gt=0, le=200)
-    # After fusion (archival): score × recency × importance × usefulness.
-    recency_weight: float = Field(0.1, ge=0, le=1, description="how much of the score decays with age")
-    recency_half_life_days: float = Field(180.0, gt=0)
-    importance_weight: float = Field(0.2, ge=0, le=1, description="score × (1 + w·(importance − 0.5))")
-    default_importance: float = Field(0.5, ge=0, le=1)
-    hit_boost: float = Field(
-        0.05, ge=0, le=1, description="score × (1 + b·log(1 + hit count)), fading with time since the last hit"
-    )
-    # Write path.
-    dedupe_threshold: float = Field(0.92, gt=0, le=1, description="cosine at which a same-kind memory is a copy")
-    supersede_threshold: float = Field(
-        0.80, gt=0, le=1, description="cosine above which a same-kind memory that differs is replaced"
-    )
-    supersede_kinds: list[str] = Field(
-        default_factory=lambda: ["fact", "preference", "constraint", "progress", "todo"],
-        description="kinds that state something that can change (episodes do not)",
-    )
-    max_memory_chars: int = Field(4000, gt=0)
-    # The conversation a memory was filed from (`memory.filed_from`): keywords only, never shown.
-    context_messages: int = Field(
-        2,
-        ge=0,
-        le=10,
-        description="first source messages (the conversation a memory was "
-        "filed from) whose words the keyword index adds, never shown (0: off)",
-    )
-    context_chars: int = Field(
-        400,
-        gt=0,
-        le=10000,
-        description="characters of each such message indexed (a long reply must not outweigh the memory's own words)",
-    )
-    keyword_avg_len: float = Field(
-        48.0,
-        gt=0,
-        le=1000,
-        description="BM25's average keyword-document length in "
-        "terms (memory, date and its context; 24 suited memories without context); "
-        "applies to memories written afterwards",
-    )
-    neighbour_weight: float = Field(
-        0.0,
-        ge=0,
-        le=1,
-        description="share of the better score of the memories filed "
-        "just before and after a result (within neighbour_seconds) added to its own "
-        "(0: off; on LoCoMo dev 0.2 moved the conversations both ways)",
-    )
-    neighbour_seconds: float = Field(
-        600.0,
-        gt=0,
-        description="memories filed this close in time count as filed together (one stretch of conversation)",
-    )
-    # Recall (conversation_search): each message is keyed with the message before it.
-    recall_dense: bool = Field(True, description="add dense similarity to conversation_search's full-text ranking")
-    recall_own_text_weight: float = Field(1.0, ge=0, description="extra BM25 weight of a message's own words")
-    recall_next_weight: float = Field(0.2, ge=0, le=1, description="share of the next message's score added")
-    recall_context_messages: int = Field(
-        2,
-        ge=0,
-        le=5,
-        description="messages before each one (same session) whose "
-        "words conversation_search's keyword index adds to it; the dense index "
-        "keys it with the one just before (0: none); applies to messages "
-        "indexed afterwards",
-    )
-    recall_session_gap_hours: float = Field(6.0, gt=0, description="messages further apart start a new session")
-    recall_speaker_boost: float = Field(
-        0.3,
-        ge=0,
-        le=5,
-        description='score × (1 + b) for turns whose speaker label ("Caroline: …") the query names (0: off)',
-    )
-    recall_diversity: float = Field(
-        0.4,
-        ge=0,
-        le=1,
-        description="re-order the head for variety: score × (1 − w·max cosine to the results above) (0: off)",
-    )
-    recall_diversity_depth: int = Field(30, gt=0, le=200, description="results re-ordered for variety")
-    # Expiry and decay (README: "Expiry and decay").
-    expiry: ExpiryConfig = Field(default_factory=ExpiryConfig)
-    # Questions about time and about several facts (README: "Time and multi-hop questions").
-    temporal: TemporalConfig = Field(default_factory=TemporalConfig)
-    multihop: MultiHopConfig = Field(default_factory=MultiHopConfig)
-
-    # Added after agents existed: left out of the spec's fingerprint while at their defaults (`spec.later_defaults`).
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = (
-        "expiry",
-        "temporal",
-        "multihop",
-        "recall_speaker_boost",
-        "recall_diversity",
-        "recall_diversity_depth",
-        "context_messages",
-        "context_chars",
-        "neighbour_weight",
-        "neighbour_seconds",
-        "keyword_avg_len",
-        "recall_context_messages",
-    )
-
-
-class EpisodeTier(BaseModel):
-    """One step of fading: episodes older than `after_days` are re-summarised to at most `max_tokens`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    after_days: float = Field(gt=0, description="age (from the session's start) at which this tier applies")
-    max_tokens: int = Field(gt=0, description="the episode's resolution in this tier")
-
-
-class EpisodesConfig(BaseModel):
-    """Sessions become `episode` memories at session end, and fade with age (`runtime.memory.episodes`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    min_session_words: int = Field(
-        10,
-        ge=0,
-        description="a session whose user messages hold fewer words (each CJK "
-        "character counts as one) is chit-chat: no episode",
-    )
-    max_tokens: int = Field(512, gt=0, description="a fresh episode's length")
-    tiers: list[EpisodeTier] = Field(
-        default_factory=lambda: [EpisodeTier(after_days=7, max_tokens=256), EpisodeTier(after_days=30, max_tokens=64)],
-        description="older tiers hold fewer tokens",
-    )
-    model: str | None = Field(None, description="default: memory.summarizer_model, else the agent's model")
-    max_sessions_per_run: int = Field(
-        20, gt=0, description="sessions turned into episodes per run (the oldest first; the rest wait for the next run)"
-    )
-
-    @model_validator(mode="after")
-    def _fading(self) -> EpisodesConfig:
-        self.tiers = sorted(self.tiers, key=lambda t: t.after_days)
-        budgets = [self.max_tokens] + [t.max_tokens for t in self.tiers]
-        if any(older > younger for younger, older in zip(budgets, budgets[1:])):
-            raise ValueError(f"episode tiers must not grow with age (max_tokens {budgets})")
-        return self
-
-
-class ReflectionConfig(BaseModel):
-    """Sleep-time reflection (`pagemind.runtime.reflection`): one bounded model call that merges, resolves
-    contradictions, writes insights, updates the profile and marks todos done."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = Field(True, description="off: `reflect` does nothing (and every_turns is ignored)")
-    every_turns: int = Field(0, ge=0, description="reflect after every N user turns (0: only when asked or idle)")
-    budget: int = Field(6000, ge=500, description="input tokens of the reflection request; oldest messages go first")
-    max_output_tokens: int = Field(1500, gt=0, description="the reflection answer's token limit")
-    model: str | None = Field(None, description="default: memory.summarizer_model, which defaults to the agent's")
-    profile_block: str = Field("profile", description="the core block the profile patch applies to")
-    neighbours: int = Field(3, ge=0, le=20, description="nearest live memories added per memory the messages touched")
-    max_memories: int = Field(60, gt=0, le=500, description="memories offered to the model at most")
+    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig, description="sleep-time reflection")
 
 
 class MemoryConfig(BaseModel):
@@ -298,67 +78,148 @@ class MemoryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pressure: PressureConfig = Field(default_factory=PressureConfig)
-    budgets: BudgetConfig = Field(default_factory=BudgetConfig)
-    summarizer_model: str | None = Field(None, description="default: the agent's model")
-    extraction: bool = True
-    prefetch_top_k: int = Field(3, ge=0, le=20, description="archival memories fetched into the prompt per turn")
-    archival: ArchivalConfig = Field(default_factory=ArchivalConfig)
-    episodes: EpisodesConfig = Field(default_factory=EpisodesConfig)
-    salience: SalienceConfig = Field(default_factory=lambda: SalienceConfig())
-    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
-
-    # Fields added after agents existed: left out of the spec's fingerprint while at their defaults, so adding
-    # them changed no existing agent's `spec_hash` (`spec.later_defaults`).
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("salience", "episodes", "reflection")
-
-
-class SalienceWeights(BaseModel):
-    """What each signal adds to a turn's salience score (0–1); the rules in `runtime/memory/lifecycle/salience.py`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base: float = Field(0.25, ge=0, le=1, description="any message that is not chit-chat")
-    length: float = Field(0.15, ge=0, le=1, description="added in proportion to length, in full at `long_chars`")
-    life_event: float = Field(
-        0.5, ge=0, le=1, description="job, exam, move, break-up, allergy, birthday … (工作, 考试 …)"
+    retrieval: Retrieval | None = Field(
+        None,
+        description="tuning preset: default (English, all-MiniLM-L6-v2) or multilingual (multilingual-e5-small); "
+        "unset: the preset of the embedding model in use (PAGEMIND_EMBEDDING_MODEL)",
     )
-    recall_question: float = Field(0.5, ge=0, le=1, description="'do you remember', 'what did I say', 上次, 还记得")
-    emotion: float = Field(0.3, ge=0, le=1, description="emotion words (sad, anxious, 难过, 焦虑 …)")
-    preference: float = Field(0.3, ge=0, le=1, description="'I like/hate/prefer', 'my favourite', 我喜欢, 我讨厌")
-    about_user: float = Field(0.2, ge=0, le=1, description="the user speaks of themselves: 'my', 'I am', 我的, 我是")
-    specifics: float = Field(0.2, ge=0, le=1, description="names, dates, numbers, weekdays (明天, 下周, 3月)")
-    reply: float = Field(0.5, ge=0, le=1, description="share of the reply's signals that counts for the turn")
-
-
-class SalienceConfig(BaseModel):
-    """The salience gate: whether a turn is worth remembering (extraction on eviction) and worth a memory lookup
-    (prefetch). Rules first; a turn scoring between `skip_below` and `remember_above` is unsure and goes to
-    `model` (a small model on the agent's endpoint), or counts as worth it when there is none."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = Field(True, description="off: every turn is looked up and extracted, no decisions are traced")
-    prefetch: bool = Field(True, description="gate the per-turn archival lookup (Agent.prefetch)")
-    extraction: bool = Field(True, description="gate the extraction model call when messages leave the window")
-    skip_below: float = Field(0.2, ge=0, le=1, description="a score below this is not worth remembering or a lookup")
-    remember_above: float = Field(0.5, ge=0, le=1, description="a score at or above this is worth both")
-    min_chars: int = Field(4, ge=0, description="shorter messages with no signal score as too short (a CJK char is 3)")
-    long_chars: int = Field(200, gt=0, description="length at which the length bonus is full (a CJK char is 3)")
-    small_talk_chars: int = Field(
-        60,
-        ge=0,
-        description="a message shorter than this with no signal at all is small "
-        "talk: worth neither, no model call (a CJK char is 3; 0: off)",
+    memories_per_turn: int = Field(
+        3, ge=0, le=20, description="archival memories looked up into the prompt for each user message (0: none)"
     )
-    keywords: list[str] = Field(default_factory=list, description="extra life-event keywords (any language)")
-    chitchat: list[str] = Field(default_factory=list, description="extra chit-chat phrases ('roger', '收到啦')")
-    model: str | None = Field(None, description="model asked when the rules are unsure; none: unsure is worth it")
-    max_tokens: int = Field(20, gt=0, le=200, description="the model's answer is a tiny JSON object")
-    weights: SalienceWeights = Field(default_factory=SalienceWeights)
+    summarizer_model: str | None = Field(
+        None, description="model that writes summaries, episodes and reflections (default: the agent's model)"
+    )
+    advanced: MemoryAdvanced = Field(default_factory=MemoryAdvanced, description="tuning; the preset's values apply")
+
+    _archival: ArchivalConfig = PrivateAttr(default_factory=ArchivalConfig)
+    _salience: SalienceConfig = PrivateAttr(default_factory=SalienceConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return migrate_memory(data)
 
     @model_validator(mode="after")
-    def _ordered(self) -> SalienceConfig:
-        if self.skip_below > self.remember_above:
-            raise ValueError(f"skip_below ({self.skip_below}) must not exceed remember_above ({self.remember_above})")
+    def _resolved(self) -> MemoryConfig:
+        self.resolve()
         return self
+
+    def resolve(self) -> None:
+        """Work out the resolved sections again (the preset applied to `advanced`)."""
+        preset = PRESETS[self.retrieval or "default"]
+        self._archival = apply_preset(self.advanced.archival, preset.archival)
+        self._salience = apply_preset(self.advanced.salience, preset.salience)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update` applied and the sections resolved again; a section named as the runtime reads it
+        (`update={"salience": …}`) replaces that section of `advanced`."""
+        update = dict(update or {})
+        if "prefetch_top_k" in update:
+            update["memories_per_turn"] = update.pop("prefetch_top_k")
+        sections = {name: update.pop(name) for name in ADVANCED if name in update}
+        if sections:
+            update["advanced"] = update.get("advanced", self.advanced).model_copy(update=sections)
+        copied = super().model_copy(update=update, deep=deep)
+        copied.resolve()
+        return copied
+
+    # -- the resolved sections: what the runtime reads ---------------------------------------------------------
+
+    @property
+    def archival(self) -> ArchivalConfig:
+        """Archival and recall ranking: `advanced.archival` with the preset applied (the embedding model's own
+        preset, when `retrieval` is unset, applies at wiring: `archival_for`)."""
+        return self._archival
+
+    @property
+    def salience(self) -> SalienceConfig:
+        """The salience gate: `advanced.salience` with the preset applied."""
+        return self._salience
+
+    @property
+    def pressure(self) -> PressureConfig:
+        """The pressure lines (`advanced.pressure`)."""
+        return self.advanced.pressure
+
+    @property
+    def budgets(self) -> BudgetConfig:
+        """The prompt's section budgets (`advanced.budgets`)."""
+        return self.advanced.budgets
+
+    @property
+    def extraction(self) -> bool:
+        """Whether messages leaving the window are mined for memories (`advanced.extraction`)."""
+        return self.advanced.extraction
+
+    @property
+    def session_gap_hours(self) -> float:
+        """Hours of silence that end a session (`advanced.session_gap_hours`)."""
+        return self.advanced.session_gap_hours
+
+    @property
+    def episodes(self) -> EpisodesConfig:
+        """Episodes (`advanced.episodes`)."""
+        return self.advanced.episodes
+
+    @property
+    def reflection(self) -> ReflectionConfig:
+        """Reflection (`advanced.reflection`)."""
+        return self.advanced.reflection
+
+    def archival_for(self, model_values: Mapping[str, Any]) -> ArchivalConfig:
+        """The archival configuration on an embedding model that brings its own preset's values (`profiles`):
+        they apply when `retrieval` is unset, to the fields `advanced.archival` leaves at their defaults."""
+        return self.archival if self.retrieval is not None else apply_preset(self.archival, model_values)
+
+    # -- the fingerprint (`spec.fingerprint`) ------------------------------------------------------------------
+
+    def fingerprint_exclude(self) -> dict[str, Any]:
+        """`later_defaults` for the fingerprint's shape (the section as it was before the tiers)."""
+        exclude: dict[str, Any] = {}
+        for name in ("pressure", "budgets", "archival", "episodes", "salience", "reflection"):
+            section = getattr(self, name)
+            if name in ("episodes", "salience", "reflection") and section == later_default(type(self.advanced), name):
+                exclude[name] = True
+            elif inner := later_defaults(section):
+                exclude[name] = inner
+        if self.retrieval is None:
+            exclude["retrieval"] = True
+        return exclude
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The resolved section, spelled as agents were first stored with it (`spec.fingerprint`)."""
+        exclude = self.fingerprint_exclude()
+        data: dict[str, Any] = {
+            "pressure": dumped(self.pressure, exclude.get("pressure")),
+            "budgets": dumped(self.budgets, exclude.get("budgets")),
+            "summarizer_model": self.summarizer_model,
+            "extraction": self.extraction,
+            "prefetch_top_k": self.memories_per_turn,
+            "archival": legacy_archival(dumped(self.archival, exclude.get("archival")), self.session_gap_hours),
+        }
+        for name in ("episodes", "salience", "reflection"):
+            if exclude.get(name) is not True:
+                data[name] = dumped(getattr(self, name), exclude.get(name))
+        if "salience" in data:
+            data["salience"] = renamed(data["salience"], {new: old for old, new in SALIENCE_RENAMES.items()})
+        if self.retrieval is not None:
+            data["retrieval"] = self.retrieval
+        return data
+
+
+__all__ = [
+    "ADVANCED",
+    "ArchivalConfig",
+    "BudgetConfig",
+    "EpisodeTier",
+    "EpisodesConfig",
+    "ExpiryConfig",
+    "MemoryAdvanced",
+    "MemoryConfig",
+    "MultiHopConfig",
+    "PressureConfig",
+    "ReflectionConfig",
+    "SalienceConfig",
+    "SalienceWeights",
+    "TemporalConfig",
+]

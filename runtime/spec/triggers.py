@@ -76,8 +76,10 @@ class _Action(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    message: str | None = Field(None, min_length=1)
-    run: Annotated[str, AfterValidator(_job)] | None = None
+    message: str | None = Field(None, min_length=1, description="text the agent receives as a user turn when it fires")
+    run: Annotated[str, AfterValidator(_job)] | None = Field(
+        None, description=f"maintenance job run instead of a turn ({', '.join(MAINTENANCE_JOBS)})"
+    )
     missed: Literal["once", "skip"] = Field(
         "once", description="firings due while no daemon ran: fire the most recent one once at start, or skip them"
     )
@@ -108,9 +110,13 @@ class ScheduleTrigger(_Action):
     counted from 00:00 UTC on 1 January 1970 so that every process agrees on the times (`every: 30m` fires at :00
     and :30)."""
 
-    cron: Annotated[str, AfterValidator(_cron)] | None = None
-    every: Duration | None = None
-    timezone: Annotated[str, AfterValidator(_timezone)] | None = None
+    cron: Annotated[str, AfterValidator(_cron)] | None = Field(
+        None, description="five-field cron expression (minute hour day month weekday), e.g. '0 9 * * *'"
+    )
+    every: Duration | None = Field(None, description="fixed interval, e.g. 30m, 2h, 1d (at least one minute)")
+    timezone: Annotated[str, AfterValidator(_timezone)] | None = Field(
+        None, description="IANA time zone the cron expression is read in (default UTC)"
+    )
 
     @model_validator(mode="after")
     def _one_clock(self) -> ScheduleTrigger:
@@ -144,7 +150,7 @@ class IdleTrigger(_Action):
     """Fires once when the agent has had no message for `after`; not again until a new message ends that idle
     period."""
 
-    after: Duration
+    after: Duration = Field(description="how long without a message before it fires, e.g. 15m, 2h")
 
     @cached_property
     def delay(self) -> timedelta:

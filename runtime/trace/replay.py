@@ -80,12 +80,14 @@ def replay_spec(trace: Trace, trust_tools: bool) -> AgentSpec:
         spec = AgentSpec.model_validate(trace.header.spec, context={"import_tools": trust_tools})
     except ValueError as exc:
         raise ReplayError(f"{trace.path}:1: the recorded agent spec no longer loads: {exc}") from None
-    if "salience" not in (trace.header.spec.get("memory") or {}):  # recorded before the salience gate existed
+    section = trace.header.spec.get("memory") or {}
+    advanced = section.get("advanced") or {}  # `memory.salience` was recorded there from the tiers on (issue #32)
+    if "salience" not in section and "salience" not in advanced:  # recorded before the salience gate existed
         spec.memory = spec.memory.model_copy(update={"salience": SalienceConfig(enabled=False)})
     # Seed blocks with the snapshot's exact values (model_construct: no stripping, no re-validation).
     # What the snapshot does not hold (a block's schema, whether it is ephemeral) comes from the recorded spec.
     # Untrusted, a schema named by a module outside the package is left off (importing it would run its code).
-    recorded = {
+    recorded: dict[str, dict[str, Any]] = {
         b.label: {"schema_": b.schema_ if trust_tools or _shipped_schema(b.schema_) else None, "ephemeral": b.ephemeral}
         for b in spec.blocks
     }
@@ -219,7 +221,7 @@ async def _drive(
         return ReplayReport(trace, "diverged", comparator.steps, failure, record_to)
     if forking:
         return ReplayReport(trace, "forked", comparator.steps, None, record_to)
-    status = "identical" if trace.complete and failure is None else "truncated"
+    status: Literal["identical", "truncated"] = "identical" if trace.complete and failure is None else "truncated"
     return ReplayReport(trace, status, comparator.steps, None, record_to)
 
 
@@ -250,6 +252,7 @@ def _outcome(report: ReplayReport) -> str:
     trace, name = report.trace, report.trace.path.name
     if report.status == "diverged":
         d = report.divergence
+        assert d is not None  # a diverged report carries its divergence
         where = f" ({name}:{d.line})" if d.line else f" ({name})"
         text = f"DIVERGED at event {d.index + 1} of {len(trace.events)}{where}, {d.where}: {d.what}"
         return text + (f"\n{d.detail}" if d.detail else "")

@@ -4,11 +4,12 @@ daemon) and for scripts: plain httpx, the bearer token from the caller or `PAGEM
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+
+from pagemind.runtime.process.settings import Settings
 
 
 class ClientError(RuntimeError):
@@ -32,7 +33,7 @@ class DaemonClient:
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
     ):
-        token = token if token is not None else os.environ.get("PAGEMIND_API_TOKEN") or None
+        token = token if token is not None else Settings.read("api_token")
         self.headers = {"authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.timeout = timeout
@@ -67,7 +68,8 @@ class DaemonClient:
         body = {"content": content, "mode": "sync", "timeout_s": timeout_s}
         if idempotency_key:
             body["idempotency_key"] = idempotency_key
-        return self.request("POST", f"/v1/agents/{agent}/messages", json=body, timeout=timeout_s + 30)
+        run: dict[str, Any] = self.request("POST", f"/v1/agents/{agent}/messages", json=body, timeout=timeout_s + 30)
+        return run
 
     async def stream_send(
         self, agent: str, content: str, *, idempotency_key: str | None = None, timeout_s: float = 300.0
@@ -102,7 +104,8 @@ class DaemonClient:
 
     def agents(self) -> list[dict[str, Any]]:
         """The agents the daemon serves."""
-        return self.request("GET", "/v1/agents")["agents"]
+        agents: list[dict[str, Any]] = self.request("GET", "/v1/agents")["agents"]
+        return agents
 
     def has_agent(self, name: str) -> bool:
         """Whether the daemon serves an agent of this name."""

@@ -16,7 +16,7 @@ import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +42,11 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     store = StateStore.open(settings.database_url)
     catalog = AgentCatalog(args.directory, store)
     load_before_serving(catalog)
-    daemon = Daemon(catalog, settings, config=DaemonConfig(concurrency=args.concurrency, grace_s=args.grace, url=url))
+    chosen = DaemonConfig.from_settings(args.daemon_settings)  # CliError-free: checked in cmd_serve already
+    config = chosen.model_copy(update={"concurrency": args.concurrency, "grace_s": args.grace, "url": url})
+    daemon = Daemon(catalog, settings, config=config)
     app = create_app(daemon, token, max_body=args.max_body)
-    config = uvicorn.Config(
+    server_config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
@@ -68,7 +70,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
         )
         sys.stderr.flush()
 
-    server = _Server(config, started)
+    server = _Server(server_config, started)
     sockets = [_reuse_port_socket(args.host, args.port)] if getattr(args, "reuse_port", False) else None
 
     def on_signal() -> None:
@@ -85,7 +87,9 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     try:
         await server.serve(sockets)
     except SystemExit:  # uvicorn could not bind (it has logged why)
-        raise CliError(f"cannot listen on {args.host}:{args.port} (in use, or not an address of this machine)")
+        raise CliError(
+            f"cannot listen on {args.host}:{args.port} (in use, or not an address of this machine)"
+        ) from None
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
@@ -104,8 +108,9 @@ class _Server:
         import uvicorn
 
         class Server(uvicorn.Server):
-            def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
-                return contextlib.nullcontext()
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:  # the caller handles the signals
+                yield
 
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:
                 await super().startup(sockets)
@@ -130,12 +135,11 @@ def load_before_serving(catalog: AgentCatalog) -> None:
     """What the first turn would load, loaded before the daemon listens: its first user would otherwise wait for
     it (the SDK's ~800 modules 0.7 s, a tiktoken encoding 0.2 s of CPU here), and the collector's freeze at start
     (`scheduler.gc_tuning`) would miss it, so every full collection would walk it again."""
-    import os
-
     from pagemind.runtime.model.pool import import_model_stack
+    from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.tokens import DEFAULT_ENCODING, encoding
 
-    import_model_stack(os.environ.get("PAGEMIND_HTTP_CLIENT") or "httpx")
+    import_model_stack(Settings.read("http_client") or "httpx")
     for name in {spec.model.encoding or DEFAULT_ENCODING for spec in catalog.folder_specs()} or {DEFAULT_ENCODING}:
         encoding(name)
 
@@ -196,7 +200,8 @@ def live_daemon_url(settings: Settings, now: datetime | None = None) -> str | No
             continue
         if row.host == here and not _alive(row.pid):
             continue
-        return row.url
+        url: str | None = row.url
+        return url
     return None
 
 

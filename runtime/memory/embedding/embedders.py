@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.memory.embedding.onnx_arena import keep_model_memory_small
 from pagemind.runtime.memory.embedding.profiles import MINILM, ModelProfile, local_profile
+from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
 
 log = structlog.get_logger("pagemind.embeddings")
@@ -50,7 +50,11 @@ class Embedder(Protocol):
     """Turns texts into unit-length vectors. `model_id` names the model (cache key and store name)."""
 
     model_id: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """The vector size (an attribute or a property)."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts synchronously: a float32 array of shape (len(texts), dim), rows of unit length."""
@@ -79,7 +83,8 @@ def query_vector(embedder: Embedder, text: str) -> np.ndarray:
     """One search query's vector: from the in-process cache or the model, never SQL (a query is rarely repeated
     across processes, and a cache read and write there cost more than the model does: ≈ 2 ms)."""
     embed_query = getattr(embedder, "embed_query", None)
-    return embed_query(text) if embed_query is not None else embedder.embed([text])[0]
+    vector: np.ndarray = embed_query(text) if embed_query is not None else embedder.embed([text])[0]
+    return vector
 
 
 class FastEmbedEmbedder:
@@ -124,7 +129,7 @@ class FastEmbedEmbedder:
                 if not (self.model_dir / "model.onnx").exists():
                     raise EmbeddingError(f"embedding model not found at {self.model_dir} (reinstall pagemind)")
                 # fastembed must never reach for the hub: the model comes from the folder we ship.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                Settings.export("HF_HUB_OFFLINE", "1", replace=False)
                 from fastembed import TextEmbedding
 
                 if not self.profile.shipped:
@@ -151,7 +156,8 @@ class FastEmbedEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """One search query's vector (with the model's query prefix)."""
-        return self._run([self.query_prefix + text])[0]
+        vector: np.ndarray = self._run([self.query_prefix + text])[0]
+        return vector
 
 
 def register_custom(profile: ModelProfile) -> None:
@@ -268,11 +274,11 @@ class CachedEmbedder:
         missing = [k for k in dict.fromkeys(keys) if k not in found]
         if missing and self.engine is not None:
             found.update(self._from_sql(missing))
-        todo = {k: t for k, t in zip(keys, texts) if k not in found}
+        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
         if todo:
             fresh = self.inner.embed(list(todo.values()))
             self.computed += len(todo)
-            computed = dict(zip(todo, fresh))
+            computed = dict(zip(todo, fresh, strict=True))
             found.update(computed)
             if self.engine is not None and defer is not None:
                 defer += self._rows(computed)
@@ -320,6 +326,7 @@ class CachedEmbedder:
 
     def _from_sql(self, keys: list[str]) -> dict[str, np.ndarray]:
         table, found = embedding_cache_table, {}
+        assert self.engine is not None  # read only when there is one (`embed`)
         with self.engine.connect() as conn:
             for chunk in batched(keys, 500):
                 rows = conn.execute(
@@ -343,6 +350,7 @@ class CachedEmbedder:
 
     def _to_sql(self, vectors: dict[str, np.ndarray]) -> None:
         rows = self._rows(vectors)
+        assert self.engine is not None  # written only when there is one (`embed`)
         try:
             with self.engine.begin() as conn:
                 conn.execute(embedding_cache_table.insert(), rows)
@@ -368,10 +376,13 @@ def write_cache_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        conn.execute(pg_insert(embedding_cache_table).on_conflict_do_nothing(), rows)
     else:
-        from sqlalchemy.dialects.sqlite import insert
-    conn.execute(insert(embedding_cache_table).on_conflict_do_nothing(), rows)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        conn.execute(sqlite_insert(embedding_cache_table).on_conflict_do_nothing(), rows)
 
 
 def configured_profile(settings: Any) -> ModelProfile | None:

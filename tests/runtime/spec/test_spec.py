@@ -62,7 +62,8 @@ def test_errors_name_file_line_and_field(tmp_path, edit, expected):
 
 def test_custom_tool_by_import_path(tmp_path, monkeypatch):
     (tmp_path / "mytools.py").write_text(
-        'def shout(text: str) -> str:\n    """Shout it.\n\n    Args:\n        text: words\n    """\n    return text.upper()\n'
+        'def shout(text: str) -> str:\n    """Shout it.\n\n    Args:\n        text: words\n    """\n'
+        "    return text.upper()\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     spec = load_spec(write(tmp_path, GOOD.replace("tools: [send_message]", "tools: [send_message, 'mytools:shout']")))

@@ -492,6 +492,6 @@ async def test_a_trace_recorded_before_the_gate_existed_replays_with_it_off(tmp_
     recorder.close()
     lines = (tmp_path / "old.jsonl").read_text().splitlines()
     header = json.loads(lines[0])
-    del header["spec"]["memory"]["salience"]  # as a trace of an older pagemind has it
+    del header["spec"]["memory"]["advanced"]["salience"]  # as a trace of an older pagemind has it
     (tmp_path / "old.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     assert (await replay(read_trace(tmp_path / "old.jsonl"))).status == "identical"
