@@ -159,7 +159,7 @@ def main() -> None:
         )
         print(body)
         if not args.no_write:
-            write_section(args.section or "daemon_shortcuts", "Daemon shortcuts on and off", body)
+            write_section(args.section or "daemon_ab.shortcuts", "Daemon shortcuts on and off", body)
         return
     body = (
         f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python -m bench.daemon_ab --base "

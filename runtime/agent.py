@@ -12,11 +12,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import ContextManager
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
@@ -45,9 +44,9 @@ from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.window import Window
+from pagemind.tools import ArchivalMemory, RecallMemory, Tool
 
 DEFAULT_WAIT = 30.0  # seconds a turn waits for another turn of the same agent before `AgentBusy`
-from pagemind.tools import ArchivalMemory, RecallMemory, Tool
 
 
 @dataclass
@@ -171,7 +170,7 @@ class Agent:
             with self._turn_stats():
                 return await run_turn(self, text, idempotency_key=idempotency_key)
 
-    def _turn_stats(self) -> ContextManager[None]:
+    def _turn_stats(self) -> AbstractContextManager[None]:
         """The archival statistics for one turn: checked against the revision `refresh` read with the rest."""
         if not isinstance(self.archival, ArchivalService):
             return nullcontext()

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from pagemind.runtime.spec.agent import AgentSpec
 
 
-class Pressure(str, Enum):
+class Pressure(StrEnum):
     """Where the window stands against its lines."""
 
     OK = "ok"

@@ -15,7 +15,7 @@ import structlog
 
 from pagemind.blocks import BlockEdit, CoreMemory
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.state.store import StaleBlocks
+from pagemind.runtime.state.block_edits import StaleBlocks
 
 log = structlog.get_logger("pagemind.ephemeral")
 

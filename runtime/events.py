@@ -305,8 +305,8 @@ class PressureSqueezedEvent(RuntimeEventBase):
 
 @dataclass(frozen=True, kw_only=True)
 class Salience:
-    """A salience gate's decision (`runtime/memory/lifecycle/salience.py`): whether a turn, or the turns leaving the window,
-    are worth remembering and worth a memory lookup, with the score, the reason and who decided."""
+    """A salience gate's decision (`runtime/memory/lifecycle/salience.py`): whether a turn, or the turns leaving the
+    window, are worth remembering and worth a memory lookup, with the score, the reason and who decided."""
 
     __pydantic_config__ = _STRICT
 

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Protocol
 
 import structlog
@@ -69,7 +69,7 @@ class LoopAgent(Protocol):
     def report(self, event: Event) -> None: ...
 
 
-class StopReason(str, Enum):
+class StopReason(StrEnum):
     """Why a turn ended."""
 
     SEND_MESSAGE = "send_message"
@@ -320,6 +320,7 @@ async def begin_turn(
     `accepted`: the turn's user message, stored already with `key` (the daemon's submission for an agent whose
     worker waited for it stores it with the inbox item, one statement for both): it is only put in view."""
     if accepted is not None:
+        assert accepted.turn_id is not None  # stored as its turn's message
         agent.report(TurnEvent(step=0, turn_id=accepted.turn_id, user_message=text))
         agent.window.adopt_accepted(accepted)
         return accepted.turn_id, [accepted], 1
@@ -327,6 +328,7 @@ async def begin_turn(
     turn_id = await store.turn_for_key(agent_id, key) if key is not None and not new_key else None
     if turn_id is None and (pending := agent.window.unanswered(text)) is not None:
         turn_id = pending.turn_id
+        assert turn_id is not None  # `unanswered` returns only a message of a turn
         if key is not None:
             await store.add_turn_key(agent_id, key, turn_id, agent.now())
     crash_point("turn.begin")

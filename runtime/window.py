@@ -155,7 +155,7 @@ class Window:
         crash_point("window.before_adopt")
         held = [m for write in self.held for m in write.messages]
         if held:  # the stored copies take the held messages' places (and their wire forms, unchanged)
-            self.copies, self.copied = dict(zip(map(id, held), stored)), self.copied + 1
+            self.copies, self.copied = dict(zip(map(id, held), stored, strict=False)), self.copied + 1
             self.messages = list(rebound(self.messages, self.copies))
             self.wire_cache.rebind(self.copies)
             self.seen = max([self.seen, *(m.id or 0 for m in stored[: len(held)])])
@@ -194,9 +194,7 @@ class Window:
         self.summary, self.warned = summary, False
         return evicted
 
-    async def repair(
-        self, repaired: list[Message], added: list[Message], dropped: list[Message]
-    ) -> list[Message]:
+    async def repair(self, repaired: list[Message], added: list[Message], dropped: list[Message]) -> list[Message]:
         """Adopt a repaired history: store the synthetic messages in `added`, take `dropped` out of view.
 
         `repaired` is the new window in order, holding the unstored `added` messages; they are replaced by

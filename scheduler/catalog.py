@@ -32,11 +32,11 @@ from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.new_agent import insert_agent
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import AgentRow, agent_origins
+from pagemind.runtime.state.tables import AgentRow, agent_origins, table_of
 from pagemind.scheduler.errors import AgentExists, DaemonError, NotDeletable, UnknownAgent, UnknownTemplate
 
 log = structlog.get_logger("pagemind.scheduler")
-agents = AgentRow.__table__
+agents = table_of(AgentRow)
 ORIGIN_TTL_S = 2.0  # how long an agent made through the daemon is taken to exist without asking the database
 # Built once (a statement built per call costs more CPU than running it); read on an autocommit connection.
 ORIGIN = (
@@ -167,7 +167,7 @@ class AgentCatalog:
         cached = self._origins.get(name)
         return cached if cached is not None and cached.read_at > time.monotonic() - ORIGIN_TTL_S else None
 
-    def _remember_origin(self, name: str, row: Mapping[str, Any] | None) -> _Origin | None:
+    def _remember_origin(self, name: str, row: Mapping[Any, Any] | None) -> _Origin | None:
         origin = _Origin(row["agent_id"], row["template"], time.monotonic()) if row else None
         if origin is None:
             self._origins.pop(name, None)
@@ -243,7 +243,8 @@ class AgentCatalog:
             if source is None:
                 raise UnknownTemplate(template, self.templates())
             spec = source.spec
-        seeded = _seeded(spec.model_copy(update={"name": name, "template": False}), blocks or {})  # type: ignore[union-attr]
+        assert spec is not None  # a template's, or the one given (exactly one of them: checked above)
+        seeded = _seeded(spec.model_copy(update={"name": name, "template": False}), blocks or {})
         try:  # a new name (the usual case): the agent, its blocks and its origin in one commit
             with self.store.engine.begin() as conn:
                 record = insert_agent(conn, seeded, now)

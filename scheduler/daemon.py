@@ -257,7 +257,7 @@ class Daemon:
             )
         finally:
             if lingering is not None:
-                self.dispatcher.hand(lingering, item if new and item.state == RUNNING else None)
+                self.dispatcher.hand(lingering, item if new and item is not None and item.state == RUNNING else None)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
         if new and lingering is None:  # this process takes the agent at once (a busy worker claims it next anyway)

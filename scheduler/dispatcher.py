@@ -308,6 +308,7 @@ class Dispatcher:
                 self.leases.release(agent_id)
                 return
             more = True  # whether a claim may find an item (the last finish says when there is none)
+            item: InboxItem | None
             while not self.stopping and not worker.lost:
                 if first is not None:
                     item, first = first, None

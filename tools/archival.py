@@ -65,7 +65,7 @@ async def archival_memory_insert(
         tags: Optional labels to filter by later, e.g. ["family", "health"]. Include one of fact, preference, progress,
             todo, episode, constraint, reflection to set the memory's kind (default fact).
         importance: Optional, 0 to 1 (default 0.5); important memories rank higher.
-    """
+    """  # noqa: E501 (the model reads this docstring as the tool's description, line breaks and all; traces pin it)
     labels = [t for t in tags or [] if t]
     kinds = [t.lower() for t in labels if t.lower() in MEMORY_KINDS]
     kind = kinds[0] if kinds else "fact"

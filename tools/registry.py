@@ -6,7 +6,7 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -116,6 +116,28 @@ def _build_args_model(function: Callable[..., Any], param_docs: dict[str, str]) 
     return model, context_param
 
 
+@overload
+def tool(
+    function: Callable[..., Any],
+    *,
+    name: str | None = None,
+    terminal: bool = False,
+    read_only: bool = False,
+    commits_with_step: bool = False,
+) -> Tool: ...
+
+
+@overload
+def tool(
+    function: None = None,
+    *,
+    name: str | None = None,
+    terminal: bool = False,
+    read_only: bool = False,
+    commits_with_step: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
 def tool(
     function: Callable[..., Any] | None = None,
     *,
@@ -123,7 +145,7 @@ def tool(
     terminal: bool = False,
     read_only: bool = False,
     commits_with_step: bool = False,
-) -> Any:
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed, documented function into a `Tool`.
 
     The schema comes from the signature (pydantic) and the docstring (description; `Args:` gives each

@@ -181,7 +181,8 @@ async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
         out("no agents yet: `pagemind run agents/companion.yaml -m 'hi'` creates one")
     for a in agents:
         out(
-            f"{a.name:<24} spec {a.spec_hash}  created {a.created_at:%Y-%m-%d %H:%M}  updated {a.updated_at:%Y-%m-%d %H:%M}"
+            f"{a.name:<24} spec {a.spec_hash}  created {a.created_at:%Y-%m-%d %H:%M}  "
+            f"updated {a.updated_at:%Y-%m-%d %H:%M}"
         )
     return 0
 

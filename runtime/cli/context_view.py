@@ -67,7 +67,8 @@ def render_bar(compiled: CompiledContext, spec: AgentSpec, correction: float = 1
     reading = read_pressure(compiled.total_tokens, correction, spec)
     percent = round(100 * reading.tokens / usable)
     head = f"[{bar}] {reading.tokens}/{usable} tokens ({percent}%, {reading.level.value})"
-    return f"{head}\n {''.join(marks)} warn {round(100 * spec.memory.pressure.warn)}% / flush {round(100 * spec.memory.pressure.flush)}%"
+    pressure = spec.memory.pressure
+    return f"{head}\n {''.join(marks)} warn {round(100 * pressure.warn)}% / flush {round(100 * pressure.flush)}%"
 
 
 def render_legend(compiled: CompiledContext, spec: AgentSpec) -> str:

@@ -168,6 +168,7 @@ class DemoModel(FunctionModel):
                 f"({self.turn.at if self.turn else '?'}): it no longer fits the runtime"
             )
         step = self.steps.pop(0)
+        assert self.turn is not None  # steps come from a turn (`start_turn`)
         return step.body(f"t{self.turn_index + 1}s{len(self.turn.model) - len(self.steps)}")
 
 

@@ -6,7 +6,8 @@ With `--end-session` it does what the daemon's idle trigger does first: the sess
 episodes fade and ephemeral blocks go back to their seeds (`runtime.session_end`), then it reflects.
 
 It holds the agent's turn lock, like a turn. Exit 0 when the reflection is done or had nothing to do, 1 when the
-model failed or its answer was not a valid plan (nothing changed). Imports only the standard library until a command runs.
+model failed or its answer was not a valid plan (nothing changed). Imports only the standard library until a command
+runs.
 """
 
 from __future__ import annotations
@@ -90,4 +91,5 @@ async def _end_session(agent: Any, wait: float) -> dict[str, Any]:
         f"session ended: episodes {made}, {episodes.get('faded', 0)} faded; "
         f"ephemeral blocks cleared: {', '.join(cleared.get('cleared', [])) or 'none'}"
     )
-    return steps.get("reflection", {})
+    reflection: dict[str, Any] = steps.get("reflection", {})
+    return reflection

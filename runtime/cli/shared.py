@@ -62,4 +62,6 @@ def resolve_spec(target: str, store: StateStore) -> AgentSpec:
     try:
         return AgentSpec.model_validate_json(stored)
     except ValidationError as exc:
-        raise CliError(f"stored agent '{target}' no longer validates; run it from its YAML file instead: {exc}")
+        raise CliError(
+            f"stored agent '{target}' no longer validates; run it from its YAML file instead: {exc}"
+        ) from None

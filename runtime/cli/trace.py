@@ -36,7 +36,8 @@ def _command(handler: Any) -> Any:
     @functools.wraps(handler)
     async def run(args: argparse.Namespace, settings: Settings) -> int:
         try:
-            return await handler(args, settings)
+            code: int = await handler(args, settings)
+            return code
         except CliError as exc:
             sys.stderr.write(f"error: {exc}\n")
             return 2

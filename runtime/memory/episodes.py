@@ -2,7 +2,7 @@
 
     summary = await end_session(agent)   # at session end (the daemon's idle trigger); safe to run twice
 
-A **session** is a run of messages with no gap longer than `memory.archival.recall_session_gap_hours` (the same
+A **session** is a run of messages with no gap longer than `memory.advanced.session_gap_hours` (the same
 rule recall memory uses to key a message with the one before it). The sessions since the newest episode's last
 message (the last of them taken as ended: the caller runs this at session end; messages that come later start the
 next episode) are summarised, oldest first, at most `max_sessions_per_run` a run, by the summarizer model
@@ -72,7 +72,11 @@ class EpisodeAgent(Protocol):
     record: AgentRecord
     store: StateStore
     archival: ArchivalMemory | None
-    clock: Callable[[], datetime]
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        """The agent's clock (read only: a dataclass's callable field reads as read-only to a type checker)."""
+        ...
 
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
         """One model call, seen by the agent's observers."""
@@ -112,7 +116,7 @@ def pending_sessions(agent: EpisodeAgent, archival: ArchivalService) -> list[lis
     """The sessions after the newest episode's last message, oldest first."""
     after = max((i for m in _episodes(archival) for i in m.source_message_ids), default=0)
     messages = agent.store.messages_after(agent.record.id, after)
-    return split_sessions(messages, timedelta(hours=agent.spec.memory.archival.recall_session_gap_hours))
+    return split_sessions(messages, timedelta(hours=agent.spec.memory.session_gap_hours))
 
 
 # -- session end ------------------------------------------------------------------------------------------------

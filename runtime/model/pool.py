@@ -88,11 +88,11 @@ def import_model_stack(http: str = "httpx") -> None:
     them at the first model call, to start fast; a daemon calls this at start instead, so that its first turn does
     not wait for ~800 modules (0.7 s of CPU here; aiohttp 0.13 s more), all of it inside that call's
     `request_timeout_s`, and the collector's start-up freeze (`scheduler.gc_tuning`) covers them."""
-    import httpcore  # noqa: F401  (httpx imports it only when the first client is built)
-    import openai  # noqa: F401
+    import httpcore  # noqa: F401 (loaded now, not in the first call: httpx imports it only when a client is built)
+    import openai  # noqa: F401 (loaded now, not in the first call)
 
     if http == "aiohttp":
-        import aiohttp  # noqa: F401
+        import aiohttp  # noqa: F401 (loaded now, not in the first call)
 
 
 def pooled_clients() -> int:

@@ -94,7 +94,7 @@ def response_from_body(body: Any, latency_ms: float = 0.0) -> ModelResponse:
     calls = tuple(_tool_call(c) for c in raw_calls)
     if not calls and not (content or "").strip():
         raise ModelBadResponse("the assistant message has neither content nor tool calls", transient=True)
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    usage = found if isinstance(found := body.get("usage"), dict) else {}
     return ModelResponse(
         content=content,
         tool_calls=calls,

@@ -111,11 +111,11 @@ class ChunkAssembler:
                 self._call_fragment(position, raw)
 
     def _call_fragment(self, position: int, raw: dict[str, Any]) -> None:
-        index = raw.get("index") if isinstance(raw.get("index"), int) else position  # some servers leave it out
+        index = given if isinstance(given := raw.get("index"), int) else position  # some servers leave it out
         call = self.calls.setdefault(index, _Call())
         call.id = call.id or str(raw.get("id") or "")
         call.type = str(raw.get("type") or call.type)
-        function = raw.get("function") if isinstance(raw.get("function"), dict) else {}
+        function = found if isinstance(found := raw.get("function"), dict) else {}
         name = function.get("name")
         if isinstance(name, str) and name and name != call.name:  # OpenAI sends it once; some servers repeat it
             call.name += name
@@ -155,7 +155,8 @@ async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]
     """(event name, data) per server-sent event: `data:` lines joined by newlines, comments skipped, an event ended
     by a blank line. An event the body ends in the middle of is dropped, as the SSE standard says (a chunk cut
     short), except a bare `[DONE]` without its blank line."""
-    name, data = "", []
+    name = ""
+    data: list[str] = []
     async for line in lines:
         if not line:
             if data:

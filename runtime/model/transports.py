@@ -295,7 +295,7 @@ def plain_transport(http: httpx.AsyncClient) -> httpx.AsyncHTTPTransport | None:
     hooks, proxy mounts, query parameters or cookies set up front) and a pool of default settings; else None."""
     try:
         transport = http._transport
-        pool = transport._pool  # type: ignore[attr-defined]
+        pool = transport._pool  # type: ignore[attr-defined]  # httpx's private pool; the base transport type lacks it
         plain = (
             type(transport) is httpx.AsyncHTTPTransport
             and not http._mounts
@@ -320,14 +320,14 @@ def plain_transport(http: httpx.AsyncClient) -> httpx.AsyncHTTPTransport | None:
                 )
             )
         )
-        return transport if plain else None
+        return transport if plain and isinstance(transport, httpx.AsyncHTTPTransport) else None
     except AttributeError:  # another httpx or httpcore
         return None
 
 
 def copy_of(http: httpx.AsyncClient) -> httpx.AsyncClient:
     """A new client with the settings of `http`, a plain client (`plain_transport`): a pool of its own."""
-    pool = http._transport._pool  # type: ignore[attr-defined]
+    pool = http._transport._pool  # type: ignore[attr-defined]  # httpx's private pool (a plain transport's)
     limits = httpx.Limits(
         max_connections=pool._max_connections,
         max_keepalive_connections=pool._max_keepalive_connections,

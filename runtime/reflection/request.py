@@ -147,7 +147,8 @@ async def _neighbours(archival: ArchivalService, ids: list[str], per_memory: int
         return []
 
     def find() -> list[MemoryRecord]:
-        now, given, found = archival.clock(), set(ids), {}
+        now, given = archival.clock(), set(ids)
+        found: dict[str, MemoryRecord] = {}
         vectors = archival.store.dense_vectors(ids)
         for memory_id in [i for i in ids if i in vectors]:
             hits = archival.store.search_dense(vectors[memory_id], MemoryFilter(live_at=now), per_memory + len(ids))

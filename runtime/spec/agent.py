@@ -21,7 +21,7 @@ from pydantic import (
     ValidationInfo,
     model_validator,
 )
-from pydantic_core import to_json
+from pydantic_core import ErrorDetails, to_json
 
 from pagemind.blocks import Block, BlockSchema, dump_json
 from pagemind.runtime.spec.fingerprint import later_defaults
@@ -65,9 +65,10 @@ def resolve_tool(reference: str) -> Tool:
         return target
     if callable(target):
         try:
-            return tool(target)
+            made: Tool = tool(target)
         except TypeError as exc:
             raise ValueError(str(exc)) from None
+        return made
     raise ValueError(f"'{reference}' is not a function or a @tool")
 
 
@@ -156,7 +157,9 @@ class BlockSpec(BaseModel):
         self.value = self.value.strip()  # YAML block scalars end with a newline that is not memory
         trusted = not (isinstance(info.context, dict) and info.context.get("import_tools") is False)
         if self.schema_ is not None and (trusted or isinstance(self.schema_, dict)):
-            self.value = self._checked_seed(self.block_schema())
+            schema = self.block_schema()  # resolved: schema_ is set
+            if schema is not None:
+                self.value = self._checked_seed(schema)
         if len(self.value) > self.limit:
             raise ValueError(f"value has {len(self.value)} characters, over its limit of {self.limit}")
         return self
@@ -325,7 +328,7 @@ def _as_written(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[Any, ...]
     return best
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: ErrorDetails) -> str:
     msg = error["msg"]
     msg = re.sub(r"^Value error, ", "", msg)
     if error["type"] == "extra_forbidden":

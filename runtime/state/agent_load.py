@@ -14,7 +14,7 @@ takes the writing path.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,12 +24,12 @@ from pagemind.blocks import Block
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.rows import blocks_table, message_from_row, messages_table, newest_message_ids
-from pagemind.runtime.state.tables import AgentRow
+from pagemind.runtime.state.tables import AgentRow, table_of
 
 if TYPE_CHECKING:
     from pagemind.runtime.spec.agent import AgentSpec, BlockSpec
 
-agents_table = AgentRow.__table__  # type: ignore[attr-defined]
+agents_table = table_of(AgentRow)
 
 
 # One row: the agent, its newest message id in and out of context, and how many messages recall holds.
@@ -90,7 +90,7 @@ class StoredAgent:
     messages: list[Message]
 
 
-Rows = Callable[[Any, dict[str, Any]], Awaitable[list[Any]]]
+Rows = Callable[[Any, dict[str, Any]], Awaitable[Sequence[Any]]]
 """Runs one statement and returns its rows, each with its columns as attributes (SQLAlchemy's rows, or psycopg's
 named tuples): each read is its own snapshot."""
 

@@ -23,14 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from pagemind.runtime.state.engine import clean_parameters
 from pagemind.runtime.state.held import hung_off
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 ROW_SHAPES = {"tuple": "tuple_row", "mapping": "dict_row", "named": "namedtuple_row"}  # psycopg.rows factories
 POOL_SIZE = 8  # connections per event loop and engine: statements beyond this many in flight wait for one
 _ATTRIBUTE = "_pagemind_awaited_statements"  # hangs off the engine, as `state.held`'s connections do (see there)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,14 @@ class AwaitedStatements:
         found = await self.rows(statement, params, shape=shape)
         return found[0] if found else None
 
+    async def one(self, statement: str | ClauseElement, params: Mapping[str, Any], *, shape: str = "tuple") -> Any:
+        """The row of a statement that always returns one (RETURNING of an insert that cannot skip, an aggregate);
+        raises `NoResultFound` if it returned none."""
+        found = await self.rows(statement, params, shape=shape)
+        if not found:
+            raise sa_exc.NoResultFound("the statement returned no row")
+        return found[0]
+
     def prepared(self, statement: str | ClauseElement, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """The statement as psycopg runs it: its SQL text (a Core statement compiled once) and its values."""
         if isinstance(statement, str):
@@ -211,9 +221,11 @@ def _compile(statement: ClauseElement, engine: Engine) -> _Compiled:
     is rendered per execution: statements built once use literal values instead, as `scheduler.queue.inbox.is_open`)."""
     dialect = engine.dialect
     compiled = statement.compile(dialect=dialect)
+    if not isinstance(compiled, SQLCompiler):  # DDL: no parameters, and never run here
+        raise TypeError(f"not a statement with parameters: {type(statement).__name__}")
     if "POSTCOMPILE" in compiled.string:
         raise ValueError("a statement run awaited must not have expanding parameters (IN over a list)")
-    processors = {}
+    processors: dict[str, Callable[[Any], Any]] = {}
     for name, bind in compiled.binds.items():
         process = bind.type.dialect_impl(dialect).bind_processor(dialect)
         if process is not None:
@@ -221,7 +233,7 @@ def _compile(statement: ClauseElement, engine: Engine) -> _Compiled:
     return _Compiled(compiled.string, dict(compiled.params), processors)
 
 
-async def run_to_end(work: Any) -> Any:
+async def run_to_end(work: Coroutine[Any, Any, T]) -> T:
     """Await `work` (a coroutine) to its end even when the caller is cancelled meanwhile; then return its result
     (or raise its error) and deliver the cancellation at the caller's next await, as a synchronous call that
     cannot be interrupted would. A timeout (`asyncio.timeout`) still reads it as its own."""

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.state.rows import blocks_table
-from pagemind.runtime.state.tables import BlockVersionRow
+from pagemind.runtime.state.tables import BlockVersionRow, table_of
 
 
 class StaleBlocks(RuntimeError):
@@ -38,8 +38,8 @@ def apply_edits(
     written: dict[str, int] = {}
     stale: list[str] = []
     conn.execute(
-        insert(BlockVersionRow.__table__),
-        [  # type: ignore[attr-defined]
+        insert(table_of(BlockVersionRow)),
+        [
             {
                 "agent_id": agent_id,
                 "label": e.label,

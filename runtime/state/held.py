@@ -150,16 +150,16 @@ def _close(conn: Connection) -> None:
         conn.close()
 
 
-def write_transaction(engine: Engine):
+def write_transaction(engine: Engine) -> contextlib.AbstractContextManager[Connection]:
     """`HeldConnections.of(engine).write()`."""
     return HeldConnections.of(engine).write()
 
 
-def read_connection(engine: Engine):
+def read_connection(engine: Engine) -> contextlib.AbstractContextManager[Connection]:
     """`HeldConnections.of(engine).read()`."""
     return HeldConnections.of(engine).read()
 
 
-def single_statement(engine: Engine):
+def single_statement(engine: Engine) -> contextlib.AbstractContextManager[Connection]:
     """`HeldConnections.of(engine).statement()`."""
     return HeldConnections.of(engine).statement()

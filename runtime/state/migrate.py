@@ -22,7 +22,7 @@ import fcntl
 import functools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from sqlalchemy import create_engine, event, inspect, text
@@ -64,7 +64,7 @@ def include_name(name: str | None, type_: str, _parent: Any) -> bool:
     return not (type_ == "table" and name is not None and name.startswith(FULLTEXT_PREFIX))
 
 
-def render_item(type_: str, obj: Any, _autogen_context: Any) -> str | bool:
+def render_item(type_: str, obj: Any, _autogen_context: Any) -> str | Literal[False]:
     """For autogenerate: write sqlmodel's column types as plain SQLAlchemy ones (migrations never import sqlmodel)."""
     if type_ == "type":
         kind = type(obj).__name__

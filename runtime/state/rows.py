@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,15 @@ from sqlalchemy.engine import Connection
 
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import aware
-from pagemind.runtime.state.tables import AgentRow, BlockRow, MessageRow, StepRow, TurnKeyRow, archival_revisions
+from pagemind.runtime.state.tables import (
+    AgentRow,
+    BlockRow,
+    MessageRow,
+    StepRow,
+    TurnKeyRow,
+    archival_revisions,
+    table_of,
+)
 from pagemind.tools import ToolCall
 
 
@@ -41,11 +49,12 @@ def message_from_row(row: Any) -> Message:
     )
 
 
-messages_table = MessageRow.__table__  # type: ignore[attr-defined]
-steps_table = StepRow.__table__  # type: ignore[attr-defined]
-turn_keys_table = TurnKeyRow.__table__  # type: ignore[attr-defined]
-blocks_table = BlockRow.__table__  # type: ignore[attr-defined]
-# Built once (a statement built per call costs more CPU than running it). Multi-row insert whose RETURNING rows come back in the order of the parameters (ids for the messages, in order).
+messages_table = table_of(MessageRow)
+steps_table = table_of(StepRow)
+turn_keys_table = table_of(TurnKeyRow)
+blocks_table = table_of(BlockRow)
+# Built once (a statement built per call costs more CPU than running it). Multi-row insert whose RETURNING rows come
+# back in the order of the parameters (ids for the messages, in order).
 INSERT_MESSAGES = insert(messages_table).returning(messages_table.c.id, sort_by_parameter_order=True)
 INSERT_STEP = insert(steps_table).returning(steps_table.c.id)
 
@@ -122,13 +131,13 @@ def insert_messages(
     if not messages:
         return []
     ids = conn.execute(INSERT_MESSAGES, [values_of(agent_id, m, step_id) for m in messages]).scalars().all()
-    return [stored_message(m, i, m.step_id if step_id is None else step_id) for m, i in zip(messages, ids)]
+    return [stored_message(m, i, m.step_id if step_id is None else step_id) for m, i in zip(messages, ids, strict=True)]
 
 
 @functools.cache
 def pressure_update(columns: tuple[str, ...]) -> Any:
     """`UPDATE agents SET <columns> WHERE id = :p_agent_id`, with a bound parameter `p_<column>` for each."""
-    agents = AgentRow.__table__
+    agents = table_of(AgentRow)
     return (
         update(agents)
         .where(agents.c.id == bindparam("p_agent_id"))
@@ -136,17 +145,17 @@ def pressure_update(columns: tuple[str, ...]) -> Any:
     )
 
 
-def freshness_of(rows: list[Any]) -> Freshness:
+def freshness_of(rows: Sequence[Any]) -> Freshness:
     """The `Freshness` that the `FRESHNESS` read's rows (one per block, at least one) say."""
     *newest, revision, _, _ = rows[0]
     versions = {label: version for *_, label, version in rows if label is not None}
     return Freshness(max(value or 0 for value in newest), versions, int(revision or 0))
 
 
-def rows_on(conn: Connection) -> Callable[[Any, dict[str, Any]], Awaitable[list[Any]]]:
+def rows_on(conn: Connection) -> Callable[[Any, dict[str, Any]], Awaitable[Sequence[Any]]]:
     """Runs a statement on `conn` and returns its rows, awaitably (the interface `state.agent_load` reads through)."""
 
-    async def rows_of(statement: Any, params: dict[str, Any]) -> list[Any]:
+    async def rows_of(statement: Any, params: dict[str, Any]) -> Sequence[Any]:
         return conn.execute(statement, params).all()
 
     return rows_of

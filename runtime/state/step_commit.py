@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError
-from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.dml import UpdateBase
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.messages import Message
@@ -106,7 +106,7 @@ class LinkedWrite:
     row, and its parameters. `row` is what it returned once stored: a dict of its columns, or None when it wrote
     no row."""
 
-    statement: ClauseElement
+    statement: UpdateBase
     params: dict[str, Any]
     row: dict[str, Any] | None = None
 
@@ -160,7 +160,7 @@ async def accept_pg(awaited: AwaitedStatements, agent_id: int, message: Message,
     """Store a turn's incoming message and its idempotency key in one statement (its own transaction); returns the
     message's id. A key used already fails it on the key's primary key (`IntegrityError`)."""
     crash_point("accept.before_commit")  # as in the transaction this replaces: before anything is stored
-    (message_id,) = await awaited.first(ACCEPT, accept_parameters(agent_id, message, key))
+    message_id: int = (await awaited.one(ACCEPT, accept_parameters(agent_id, message, key)))[0]
     return message_id
 
 
@@ -171,12 +171,12 @@ async def accept_after_pg(
     own transaction); `first.row` gets its row. Returns the message's id (None: nothing was stored)."""
     crash_point("accept.before_commit")
     sql, values = awaited.prepared(first.statement, first.params)
-    row = await awaited.first(
+    row = await awaited.one(
         ACCEPT_AFTER.format(first=sql, accept=_accept_ctes("first")),
         {**values, **accept_parameters(agent_id, message, key)},
         shape="mapping",
     )
-    message_id = row.pop("pm_message_id")
+    message_id: int | None = row.pop("pm_message_id")
     first.row = row if message_id is not None else None
     return message_id
 
@@ -222,7 +222,7 @@ def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tup
         }
         for label, e in last.items()
     ]
-    return json.dumps(rows), {label: reads[label] + count[label] for label in last if reads[label] is not None}
+    return json.dumps(rows), {label: read + count[label] for label in last if (read := reads[label]) is not None}
 
 
 def steps_statement(
@@ -274,10 +274,10 @@ async def _run_steps(
     """Run the steps' statement, with the rider's CTE when there is one (its row goes to `rider.row`); returns the
     steps' ids and their messages' ids, in order."""
     if rider is None:
-        step_ids, ids = await awaited.first(ctes + _RESULT, params)
+        step_ids, ids = await awaited.one(ctes + _RESULT, params)
         return step_ids, ids
     rider_sql, rider_values = awaited.prepared(rider.statement, rider.params)
-    row = await awaited.first(ctes + _RIDDEN.format(rider=rider_sql), {**params, **rider_values}, shape="mapping")
+    row = await awaited.one(ctes + _RIDDEN.format(rider=rider_sql), {**params, **rider_values}, shape="mapping")
     step_ids, ids = row.pop("pm_step_ids"), row.pop("pm_message_ids")
     rider.row = row if any(value is not None for value in row.values()) else None
     return step_ids, ids
@@ -305,8 +305,8 @@ async def store_steps_pg(
             raise
         current = dict(await awaited.rows(BLOCK_VERSIONS, {"agent_id": agent_id}))
         raise stale(stale_labels(current, [e for w in steps for e in w.edits], versions)) from None
-    owned = [(m, step_id) for w, step_id in zip(steps, step_ids) for m in w.messages]
-    return step_ids, [stored_message(m, i, step_id) for (m, step_id), i in zip(owned, ids)], written
+    owned = [(m, step_id) for w, step_id in zip(steps, step_ids, strict=True) for m in w.messages]
+    return step_ids, [stored_message(m, i, step_id) for (m, step_id), i in zip(owned, ids, strict=True)], written
 
 
 def write_steps(

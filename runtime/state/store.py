@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from contextlib import AbstractContextManager as ContextManager
 from datetime import datetime
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from sqlalchemy import func, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.messages import Message
@@ -75,9 +76,8 @@ class StateStore:
         """A connection in autocommit mode for a `with` block of work that is one statement (or reads that need no
         common snapshot), each its own transaction on Postgres, with no BEGIN and COMMIT/ROLLBACK round trips: the
         synchronous reads (a turn's hot statements are awaited there instead: `state.async_pg`). On Postgres the
-        thread's
-        held connection (`state.held`: no checkout, no switch to autocommit and back per block). SQLite sends no
-        BEGIN for reads anyway, and switching its isolation level there and back would cost more than the reads
+        thread's held connection (`state.held`: no checkout, no switch to autocommit and back per block). SQLite sends
+        no BEGIN for reads anyway, and switching its isolation level there and back would cost more than the reads
         (about 0.1 ms of CPU a turn): a pooled connection."""
         if self.engine.dialect.name == "sqlite":
             return self.engine.connect()
@@ -112,6 +112,7 @@ class StateStore:
                 session.flush()
             elif row.spec_hash != spec.spec_hash():
                 row.spec_hash, row.spec_json, row.updated_at = spec.spec_hash(), spec.model_dump_json(), now
+            assert row.id is not None  # flushed: the database gave it its id
             self._sync_blocks(session, row.id, spec, reset_memory, now)
             if reset_memory:
                 row.summary, row.pressure_warned = "", False
@@ -235,7 +236,9 @@ class StateStore:
         with self.one_statement() as conn:
             return freshness_of(conn.execute(FRESHNESS, {"p_agent_id": agent_id}).all())
 
-    def turn_lock(self, agent_id: int, wait: float, label: str | int | None = None):
+    def turn_lock(
+        self, agent_id: int, wait: float, label: str | int | None = None
+    ) -> AbstractAsyncContextManager[None]:
         """Hold the agent's turn lock for an `async with` block, across tasks and processes (`state.locks`);
         raises `AgentBusy` after waiting `wait` seconds."""
         return turn_lock(self.engine, agent_id, wait, label)
@@ -246,7 +249,7 @@ class StateStore:
             query = select(BlockVersionRow).where(BlockVersionRow.agent_id == agent_id)
             if label:
                 query = query.where(BlockVersionRow.label == label)
-            rows = session.exec(query.order_by(BlockVersionRow.id)).all()
+            rows = session.exec(query.order_by(col(BlockVersionRow.id))).all()
         return [
             BlockVersion(r.label, r.operation, r.old_value, r.new_value, r.step_id, aware(r.created_at)) for r in rows
         ]
@@ -275,17 +278,22 @@ class StateStore:
         if (awaited := self.awaited) is not None:
             message_id = await accept_after_pg(awaited, first, agent_id, message, key)
         else:
-            message_id = await asyncio.to_thread(self._accept, agent_id, message, key, first)
+            message_id = await asyncio.to_thread(self._accept_after, first, agent_id, message, key)
         if message_id is None:
             return None
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
-    def _accept(self, agent_id: int, message: Message, key: str | None, first: LinkedWrite | None = None) -> int | None:
+    def _accept(self, agent_id: int, message: Message, key: str | None) -> int:
+        """The accepted message's id."""
+        with self.engine.begin() as conn:
+            return _insert_accepted(conn, agent_id, message, key)
+
+    def _accept_after(self, first: LinkedWrite, agent_id: int, message: Message, key: str) -> int | None:
         """The accepted message's id, after `first`'s write in the same transaction (None: `first` wrote nothing,
         and neither did this)."""
         with self.engine.begin() as conn:
-            if first is not None and first.execute(conn) is None:
+            if first.execute(conn) is None:
                 return None
             return _insert_accepted(conn, agent_id, message, key)
 
@@ -309,13 +317,13 @@ class StateStore:
         """Every stored message of one turn, oldest first."""
         with self._session() as session:
             query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.turn_id == turn_id)
-            return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
+            return [message_from_row(r) for r in session.exec(query.order_by(col(MessageRow.id)))]
 
     def turn_steps(self, agent_id: int, turn_id: str) -> list[StepRow]:
         """The committed steps of one turn, in order."""
         with self._session() as session:
             query = select(StepRow).where(StepRow.agent_id == agent_id, StepRow.turn_id == turn_id)
-            return list(session.exec(query.order_by(StepRow.step_index)))
+            return list(session.exec(query.order_by(col(StepRow.step_index))))
 
     def last_message_id(self, agent_id: int) -> int:
         """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
@@ -325,8 +333,8 @@ class StateStore:
     def in_context_messages(self, agent_id: int) -> list[Message]:
         """The messages currently in the agent's window, oldest first (an indexed read, never the whole log)."""
         with self._session() as session:
-            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.in_context == True)  # noqa: E712
-            return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
+            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.in_context == True)  # noqa: E712 (SQL: in_context = true)
+            return [message_from_row(r) for r in session.exec(query.order_by(col(MessageRow.id)))]
 
     def message_count(self, agent_id: int) -> int:
         """How many messages recall memory holds for the agent."""
@@ -342,8 +350,8 @@ class StateStore:
     def messages_after(self, agent_id: int, after_id: int) -> list[Message]:
         """The agent's messages newer than message `after_id`, oldest first (what a reflection reads)."""
         with self._session() as session:
-            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.id > after_id)
-            return [message_from_row(r) for r in session.exec(query.order_by(MessageRow.id))]
+            query = select(MessageRow).where(MessageRow.agent_id == agent_id, col(MessageRow.id) > after_id)
+            return [message_from_row(r) for r in session.exec(query.order_by(col(MessageRow.id)))]
 
     async def evict(
         self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int, at: datetime
@@ -359,16 +367,11 @@ class StateStore:
             # Two UPDATEs, not a row read and written back per message: a flush commits on the user's path.
             session.exec(
                 update(MessageRow)
-                .where(
-                    MessageRow.agent_id == agent_id,  # type: ignore[call-overload]
-                    MessageRow.id.in_(message_ids),
-                )  # type: ignore[union-attr]
+                .where(col(MessageRow.agent_id) == agent_id, col(MessageRow.id).in_(message_ids))
                 .values(in_context=False)
             )
             session.exec(
-                update(AgentRow)
-                .where(AgentRow.id == agent_id)  # type: ignore[call-overload]
-                .values(summary=summary, pressure_warned=False)
+                update(AgentRow).where(col(AgentRow.id) == agent_id).values(summary=summary, pressure_warned=False)
             )
             session.add(
                 SummaryRow(
@@ -427,7 +430,9 @@ class StateStore:
     def summaries(self, agent_id: int) -> list[SummaryRow]:
         """Every summary the agent has had, oldest first."""
         with self._session() as session:
-            return list(session.exec(select(SummaryRow).where(SummaryRow.agent_id == agent_id).order_by(SummaryRow.id)))
+            return list(
+                session.exec(select(SummaryRow).where(SummaryRow.agent_id == agent_id).order_by(col(SummaryRow.id)))
+            )
 
     # -- steps --------------------------------------------------------------------------------------------------
 
@@ -483,13 +488,13 @@ class StateStore:
     def steps(self, agent_id: int) -> list[StepRow]:
         """The agent's step records, oldest first."""
         with self._session() as session:
-            return list(session.exec(select(StepRow).where(StepRow.agent_id == agent_id).order_by(StepRow.id)))
+            return list(session.exec(select(StepRow).where(StepRow.agent_id == agent_id).order_by(col(StepRow.id))))
 
 
 def _insert_accepted(conn: Connection, agent_id: int, message: Message, key: str | None) -> int:
     """A turn's incoming message and, if given, its idempotency key, inside the caller's transaction (SQLite's
     accept; Postgres runs `state.step_commit.ACCEPT`); returns the message's id."""
-    message_id = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
+    message_id: int = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
     if key is not None:
         conn.execute(
             INSERT_TURN_KEY,

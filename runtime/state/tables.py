@@ -52,6 +52,12 @@ from pagemind.runtime.state.records import utcnow
 metadata = SQLModel.metadata
 
 
+def table_of(row: type[SQLModel]) -> Table:
+    """The Core table of a SQLModel table class (for statements that skip the ORM)."""
+    table: Table = row.__table__  # type: ignore[attr-defined]  # every table class has one; SQLModel's stubs lack it
+    return table
+
+
 # -- agent state ------------------------------------------------------------------------------------------------
 
 

@@ -44,7 +44,7 @@ def compact_body(body: dict[str, Any], messages: list[Any], tools: list[Any]) ->
     compact = dict(body)
     compact["messages"], shared = _compact_messages(body["messages"], messages)
     current = body.get("tools")
-    if current and len(current) == len(tools) and all(a is b for a, b in zip(current, tools)):
+    if current and len(current) == len(tools) and all(a is b for a, b in zip(current, tools, strict=True)):
         compact["tools"], shared = {"$prev": True}, True
     return (compact, True) if shared else (body, False)
 

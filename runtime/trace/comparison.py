@@ -119,9 +119,15 @@ def _request_diff(expected: dict[str, Any], actual: dict[str, Any], ids: IdMap) 
             render_prompt(expected.get("messages") or []), render_prompt(actual.get("messages") or [])
         )
     if not ids.same(expected.get("tools"), actual.get("tools")):
-        dump = lambda tools: json.dumps(tools, indent=1, sort_keys=True).splitlines()  # noqa: E731
+
+        def dump(tools: Any) -> list[str]:
+            return json.dumps(tools, indent=1, sort_keys=True).splitlines()
+
         return "the tool schemas differ", unified(dump(expected.get("tools")), dump(actual.get("tools")))
-    rest = lambda body: {k: v for k, v in body.items() if k not in ("messages", "tools")}  # noqa: E731
+
+    def rest(body: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in body.items() if k not in ("messages", "tools")}
+
     return _field_diff(rest(expected), rest(actual), ids)
 
 

@@ -37,7 +37,7 @@ def strip_userinfo(url: str | None) -> str | None:
 
 
 def _public_spec(agent: Any) -> dict[str, Any]:
-    spec = agent.spec.model_dump(mode="json")
+    spec: dict[str, Any] = agent.spec.model_dump(mode="json")
     spec["model"]["base_url"] = strip_userinfo(spec["model"].get("base_url"))
     return spec
 

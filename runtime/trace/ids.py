@@ -43,7 +43,7 @@ class IdMap:
         if len(left) != len(right):
             return False
         pending: dict[str, str] = {}
-        for index, (a, b) in enumerate(zip(left, right)):
+        for index, (a, b) in enumerate(zip(left, right, strict=True)):
             if index % 2 == 0:
                 if a != b:
                     return False
@@ -61,8 +61,11 @@ class IdMap:
         if isinstance(recorded, dict) and isinstance(replayed, dict):
             return recorded.keys() == replayed.keys() and all(self.same(recorded[k], replayed[k]) for k in recorded)
         if isinstance(recorded, (list, tuple)) and isinstance(replayed, (list, tuple)):
-            return len(recorded) == len(replayed) and all(self.same(a, b) for a, b in zip(recorded, replayed))
-        return recorded == replayed
+            return len(recorded) == len(replayed) and all(
+                self.same(a, b) for a, b in zip(recorded, replayed, strict=True)
+            )
+        equal: bool = recorded == replayed  # JSON values: `==` gives a bool
+        return equal
 
     def translate(self, value: Any) -> Any:
         """A recorded value with the recorded ids it mentions replaced by their replayed names."""

@@ -116,7 +116,7 @@ def response_shape_problem(body: dict[str, Any]) -> str | None:
 def _expand(path: Path, events: list[Any], lines: list[int]) -> None:
     """Replace compact requests by their full bodies, in place."""
     previous: dict[str, dict[str, Any]] = {}
-    for index, (event, number) in enumerate(zip(events, lines)):
+    for index, (event, number) in enumerate(zip(events, lines, strict=True)):
         if not isinstance(event, ModelRequestEvent):
             continue
         if not isinstance(event.body.get("messages"), list):

@@ -139,15 +139,21 @@ def _collect_message(redactor: Redactor, message: dict[str, Any]) -> None:
 
 
 def _collect(redactor: Redactor, event: dict[str, Any]) -> None:
+    def model_response(e: dict[str, Any]) -> None:
+        for c in e["body"].get("choices") or []:
+            _collect_message(redactor, (c.get("message") or {}))
+
+    def memory_edit(e: dict[str, Any]) -> None:
+        redactor.add(e["old"], "memory")
+        redactor.add(e["new"], "memory")
+
     collectors: dict[str, Callable[[dict[str, Any]], None]] = {
         "header": lambda e: _collect_header(redactor, e),
         "turn": lambda e: redactor.add(e["user_message"], "user"),
-        "model_response": lambda e: [
-            _collect_message(redactor, (c.get("message") or {})) for c in e["body"].get("choices") or []
-        ],
+        "model_response": model_response,
         "tool_call": lambda e: redactor.add_arguments(e["arguments"]),
         "tool_result": lambda e: redactor.add(e["content"], "text"),
-        "memory_edit": lambda e: (redactor.add(e["old"], "memory"), redactor.add(e["new"], "memory")),
+        "memory_edit": memory_edit,
     }
     collect = collectors.get(event["type"])
     if collect:

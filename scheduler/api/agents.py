@@ -16,6 +16,8 @@ from pagemind.scheduler.api.errors import ApiError
 from pagemind.scheduler.api.models import AgentList, AgentOut, CreateAgent, RunOut, SendMessage
 from pagemind.scheduler.api.sse import accepted, turn_sse
 from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.queue.inbox import InboxItem
+from pagemind.scheduler.streams.run_stream import RunStream
 
 log = structlog.get_logger("pagemind.api")
 router = APIRouter(prefix="/v1")
@@ -25,7 +27,8 @@ YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yam
 async def daemon_of(request: Request) -> Daemon:
     """The daemon the app serves (a dependency, so tests and routes share one way in). Async although it never
     waits: FastAPI runs a plain `def` dependency in its thread pool, a thread hop on every request."""
-    return request.app.state.daemon
+    daemon: Daemon = request.app.state.daemon
+    return daemon
 
 
 DaemonDep = Annotated[Daemon, Depends(daemon_of)]
@@ -148,12 +151,13 @@ async def delete_agent(name: str, daemon: DaemonDep) -> Response:
     "/agents/{name}/messages",
     tags=["messages"],
     summary="send a message",
+    response_model=RunOut,  # the 200 answer (a 202 is a JSONResponse of the same model)
     responses={
         202: {"model": RunOut, "description": "accepted, not finished (async, or past timeout_s)"},
         404: {"description": "unknown agent"},
     },
 )
-async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOut:
+async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOut | JSONResponse:
     """Commits the message to the agent's inbox, then (sync) waits up to `timeout_s` for the turn: 200 with the
     reply when it ended, 202 with the run to poll (`GET /v1/runs/{run_id}`) when it did not, or at once with
     `mode: async`. The same `idempotency_key` again returns the first run and runs nothing."""
@@ -165,12 +169,12 @@ async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOu
         return run
     return JSONResponse(
         run.model_dump(mode="json"),
-        status_code=202,  # type: ignore[return-value]
+        status_code=202,
         headers={"location": f"/v1/runs/{run.run_id}"},
     )
 
 
-async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[Any, AsyncIterable[Any] | None]:
+async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[InboxItem, RunStream | None]:
     """The stream's message, committed before the stream starts (so an unknown agent is a plain 404), and the
     run's event stream, subscribed at once."""
     item = await daemon.submit(name, body.content, idempotency_key=body.idempotency_key)
@@ -185,7 +189,7 @@ async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[An
     responses={404: {"description": "unknown agent"}},
 )
 async def stream_message(
-    body: SendMessage, started: Annotated[tuple[Any, AsyncIterable[Any] | None], Depends(submitted)], daemon: DaemonDep
+    body: SendMessage, started: Annotated[tuple[InboxItem, RunStream | None], Depends(submitted)], daemon: DaemonDep
 ) -> AsyncIterable[ServerSentEvent]:
     """`accepted` (the run id), then the turn as it happens — `turn_start`, `step_start`, `reply_delta` (the
     reply's text as the model writes it) and `reply_reset`, `tool_call`, `tool_result`, `memory_edit`,
@@ -226,7 +230,7 @@ def resume_point(run_id: str, last_event_id: str | None) -> int:
     return after
 
 
-async def watched(run_id: str, request: Request, daemon: DaemonDep) -> tuple[Any, AsyncIterable[Any] | None, int]:
+async def watched(run_id: str, request: Request, daemon: DaemonDep) -> tuple[InboxItem, RunStream | None, int]:
     """The run (an unknown one is a plain 404 before the stream starts), its event stream, and where to resume."""
     after = resume_point(run_id, request.headers.get("last-event-id"))
     item = daemon.run(run_id)
@@ -246,7 +250,7 @@ async def watched(run_id: str, request: Request, daemon: DaemonDep) -> tuple[Any
     responses={400: {"description": "a Last-Event-ID that is not a seq"}, 404: {"description": "unknown run"}},
 )
 async def run_events(
-    watch: Annotated[tuple[Any, AsyncIterable[Any] | None, int], Depends(watched)],
+    watch: Annotated[tuple[InboxItem, RunStream | None, int], Depends(watched)],
     daemon: DaemonDep,
     timeout_s: Annotated[float, Query(gt=0, le=3600, description="stop streaming after")] = 600.0,
 ) -> AsyncIterable[ServerSentEvent]:

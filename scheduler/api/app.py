@@ -118,7 +118,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if self.token is not None and scope["path"] not in OPEN_PATHS and not self._authorized(headers):
+        if self.token is not None and scope["path"] not in OPEN_PATHS and not self._authorized(headers, self.token):
             await _answer(
                 send,
                 401,
@@ -134,9 +134,9 @@ class Guard:
             return
         await self.app(scope, self._counting(receive, send), send)
 
-    def _authorized(self, headers: dict[str, str]) -> bool:
+    def _authorized(self, headers: dict[str, str], token: str) -> bool:
         scheme, _, given = headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), self.token.encode())
+        return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode())
 
     def _counting(self, receive: Receive, send: Send) -> Receive:
         """`receive` that refuses a body growing past the limit (one sent in chunks, without a length)."""

@@ -154,7 +154,8 @@ async def insert_archival(name: str, body: ArchivalInsertIn, daemon: DaemonDep) 
             )
         except ValueError as exc:  # the write policy's refusal (blank, oversize …)
             raise ApiError(422, "refused", str(exc)) from None
-    return result.model_dump()
+    dumped: dict[str, Any] = result.model_dump()
+    return dumped
 
 
 @router.delete(
@@ -186,6 +187,7 @@ async def search_recall(
 ) -> list[RecallHitOut]:
     """Every stored message, evicted from the window or not, ranked for `q` (newest first without one)."""
     async with daemon.agent(name) as agent:
+        assert agent.recall is not None  # a loaded agent always has recall memory (`memory.wiring`)
         hits = await agent.recall.search(q, roles=roles, limit=limit, page=page)
     return list(hits)
 

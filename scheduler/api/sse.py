@@ -180,8 +180,9 @@ async def turn_sse(
     timed_out = False
     try:
         async with asyncio.timeout(timeout_s):
-            async for event in events or _nothing():
-                seq = events.last_seq  # type: ignore[union-attr]
+            async for event in events if events is not None else _nothing():
+                assert events is not None  # `_nothing` yields no event
+                seq = events.last_seq
                 sse = mapper.convert(event, seq)
                 if sse is not None and seq > after:
                     yield sse

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import bindparam, exists, literal, select, update
+from sqlalchemy import Update, bindparam, exists, literal, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Engine
 
@@ -31,7 +31,7 @@ from pagemind.scheduler.queue.leases import Leases, taking
 OPEN_WORK = exists().where(inbox.c.agent_id == bindparam("p_agent_id"), is_open(inbox.c.state))
 
 
-def _postgres_claim():
+def _postgres_claim() -> Update:
     """WITH lease AS (INSERT … SELECT … WHERE <open work> ON CONFLICT DO UPDATE … WHERE <expired or ours>
     RETURNING agent_id) UPDATE inbox SET running … WHERE id = <head> AND EXISTS (SELECT FROM lease) RETURNING …"""
     values = select(

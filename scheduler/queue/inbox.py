@@ -22,6 +22,7 @@ from sqlalchemy import Integer, String, and_, bindparam, case, exists, func, lit
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import BindParameter
 
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
@@ -29,14 +30,14 @@ from pagemind.runtime.state.held import read_connection, single_statement, write
 from pagemind.runtime.state.records import aware, without_nul
 from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import AgentRow, inbox
+from pagemind.runtime.state.tables import AgentRow, inbox, table_of
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying
 from pagemind.scheduler.queue.wakeup import arrival_notice
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 OPEN = (PENDING, RUNNING)  # an item still to run (a running one whose owner died is run again)
 TERMINAL = (DONE, FAILED)
-agents = AgentRow.__table__
+agents = table_of(AgentRow)
 
 
 _STATE_SQL = {state: literal_column(f"'{state}'", String) for state in OPEN}  # constants of ours, never user input
@@ -93,7 +94,7 @@ def _maybe(value: datetime | None) -> datetime | None:
     return aware(value) if value is not None else None
 
 
-def item_from_row(row: Row | Mapping[str, Any], name: str | None = None) -> InboxItem:
+def item_from_row(row: Row[Any] | Mapping[str, Any], name: str | None = None) -> InboxItem:
     """An inbox row (or a returned mapping of one) as an `InboxItem`."""
     m = row._mapping if isinstance(row, Row) else row
     return InboxItem(
@@ -221,7 +222,7 @@ class _Statements:
         )
         # One watcher keeps its id; a second, different one makes it "*". The notice tells the daemon running the
         # item (if one does) who watches, so it starts relaying the run's events at once.
-        watcher = bindparam("p_watcher")
+        watcher: BindParameter[Any] = bindparam("p_watcher")
         # Only an open item: a stream of a finished run (a replay, a late GET) writes nothing and wakes nobody.
         self.watch = (
             update(inbox)
@@ -265,7 +266,7 @@ class Inbox:
         `accept` (with `claim_for`, a message item's turn's user message): stored with the claimed item, in its
         transaction, with the turn's key (`InboxItem.turn_key`); the item returned carries it as `accepted`, for
         its turn to begin with (`runtime.loop.begin_turn`). A pending item stores none."""
-        params = {  # NUL: as the runtime's engine does for every statement
+        params: dict[str, Any] = {  # NUL: as the runtime's engine does for every statement
             "p_run_id": uuid.uuid4().hex,
             "p_agent_id": agent_id,
             "p_kind": kind,
@@ -285,6 +286,7 @@ class Inbox:
         accepted = None
         try:
             if accept is not None:
+                assert self.store is not None  # checked above
                 claimed = LinkedWrite(statement, {**params, **extra})
                 accepted = await self.store.accept_after(claimed, agent_id, accept, "inbox:" + params["p_run_id"])
                 row = claimed.row
@@ -401,13 +403,17 @@ class Inbox:
 
     def finished(self, item: InboxItem, row: Mapping[str, Any] | None) -> InboxItem:
         """The item as a finish returned it (`row`; None: it was finished already, so it is read as stored)."""
-        return item_from_row(row, item.agent_name) if row is not None else self.get(item.run_id)  # type: ignore[return-value]
+        if row is not None:
+            return item_from_row(row, item.agent_name)
+        stored = self.get(item.run_id)
+        assert stored is not None  # finished already: its row is there
+        return stored
 
     def watch(self, run_id: str, watcher: str) -> str | None:
-        """Record that daemon `watcher` streams the run's events (`scheduler.streams.relay`), and tell the daemon running it;
-        returns the run's state (None if there is no such run, or it is over: then nothing is written). Committed on
-        return, without waiting for the WAL flush on Postgres (a watch lost in a server crash goes with the stream
-        that made it): a stream's start never waits on a busy disk."""
+        """Record that daemon `watcher` streams the run's events (`scheduler.streams.relay`), and tell the daemon
+        running it; returns the run's state (None if there is no such run, or it is over: then nothing is written).
+        Committed on return, without waiting for the WAL flush on Postgres (a watch lost in a server crash goes with the
+        stream that made it): a stream's start never waits on a busy disk."""
         with write_transaction(self.engine) as conn:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")

@@ -151,7 +151,7 @@ class Leases:
         if self.awaited is not None:
             row = await self.awaited.first(self._statements.release_looking, params)
             if row is None:
-                row = await self.awaited.first(self._statements.has_open_read, params)
+                row = await self.awaited.one(self._statements.has_open_read, params)
             return bool(row[0])
         with single_statement(self.engine) as conn:
             row = conn.execute(self._statements.release_looking, params).first()

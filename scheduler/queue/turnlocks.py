@@ -74,6 +74,7 @@ class HeldAgents:
             self._session.close()
 
     async def _execute(self, sql: str, agent_id: int) -> Any:
+        assert self._session is not None  # run only with a lock session (Postgres)
         try:
             return await self._session.scalar(_STATEMENTS[sql], {"id": agent_id})
         except Exception as exc:  # the session died and every lock with it: the next statement starts a new one

@@ -1,11 +1,11 @@
 """A run's live events and its end, for whoever waits in this process, and for watchers in other processes.
 
 The daemon gives each run's agent an observer that hands every event (`runtime.events`) to the run's subscribers
-(`Daemon.events`, through `scheduler.streams.run_stream`), numbered by `seq` (`scheduler.streams.relay.first_seq`), and keeps the
-run's events so far, so that a subscriber that comes late gets them from the start. When a daemon in another
-process watches the run, the events are also written to `run_events` for it (`scheduler.streams.relay`, Postgres). What
-is kept leaves out the model requests' and responses' bodies, as the relay does: a subscriber there when an event
-happens gets it whole, a late one as a watcher elsewhere would. The run's end wakes `Daemon.wait` and ends the
+(`Daemon.events`, through `scheduler.streams.run_stream`), numbered by `seq` (`scheduler.streams.relay.first_seq`),
+and keeps the run's events so far, so that a subscriber that comes late gets them from the start. When a daemon in
+another process watches the run, the events are also written to `run_events` for it (`scheduler.streams.relay`,
+Postgres). What is kept leaves out the model requests' and responses' bodies, as the relay does: a subscriber there when
+an event happens gets it whole, a late one as a watcher elsewhere would. The run's end wakes `Daemon.wait` and ends the
 subscribers' streams. Runs finished by another daemon process are heard of through Postgres NOTIFY
 (`scheduler.queue.wakeup`) or the slow poll; their events arrive as `MORE`, to be read.
 """
@@ -16,13 +16,16 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from pagemind.runtime.events import Event, without_body
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.streams.relay import END_LINE, RelayStore, first_seq, relayed_line
+
+if TYPE_CHECKING:
+    from pagemind.scheduler.queue.inbox import InboxItem
 
 log = structlog.get_logger("pagemind.scheduler")
 END = object()  # on a subscriber's queue: the run ended here, every event of it was delivered before
@@ -41,7 +44,7 @@ class Subscription:
 class Waiter(asyncio.Event):
     """`RunFanout.waiter`: an event, and the finished item when the run ended in this process."""
 
-    item: Any = None
+    item: InboxItem | None = None
 
 
 @dataclass
@@ -88,7 +91,7 @@ class RunFanout:
     ):
         self.owner, self.relay, self.interval_s, self.clock = owner, relay, interval_s, clock
         self._subs: dict[str, list[Subscription]] = {}
-        self._waiters: dict[str, list[asyncio.Event]] = {}
+        self._waiters: dict[str, list[Waiter]] = {}
         self._runs: dict[str, _RunLog] = {}
 
     # -- the runs this process runs -------------------------------------------------------------------------------
@@ -236,7 +239,7 @@ class RunFanout:
         if not events:
             self._waiters.pop(run_id, None)
 
-    def finish(self, run_id: str, watcher: str | None = None, item: Any = None) -> None:
+    def finish(self, run_id: str, watcher: str | None = None, item: InboxItem | None = None) -> None:
         """The run ended here (its row, as the finish returned it, names `watcher`): end its subscribers' streams
         and wake its waiters, handing them `item` (the finished item as stored: they need not read it again); the
         dispatcher then `forget`s its events. A watcher in another process whose notice was not heard yet (it came

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from typing import Any
 
 import structlog
 
@@ -83,7 +84,7 @@ class RunStream:
                 continue
             self._take(message)
 
-    def _take(self, message: object) -> None:
+    def _take(self, message: Any) -> None:
         if message is MORE:
             self.sub.more = False
             self._pull()
@@ -93,7 +94,8 @@ class RunStream:
         elif message is END_ELSEWHERE:
             self._ended()
         else:
-            seq, event = message  # type: ignore[misc]
+            pair: tuple[int, Event] = message  # not a marker: a (seq, event) pair (`RunFanout`)
+            seq, event = pair
             if attempt_of(seq) > max(attempt_of(self.cursor), 1):  # taken over here: earlier attempts first
                 self._pull(upto=first_seq(attempt_of(seq)))
             self._add(seq, event)

@@ -47,8 +47,8 @@ class TriggerFires:
     def record(self, rows: Iterable[tuple[int, str, datetime]]) -> None:
         """Note, for each (agent id, trigger key, time), that the trigger was handled up to that time, all in one
         transaction; a later time already recorded is kept."""
-        rows = [{"agent_id": a, "trigger_key": k, "fired_at": at} for a, k, at in rows]
-        if not rows:
+        values = [{"agent_id": a, "trigger_key": k, "fired_at": at} for a, k, at in rows]
+        if not values:
             return
         insert = (postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert)(trigger_fires)
         statement = insert.on_conflict_do_update(
@@ -57,7 +57,7 @@ class TriggerFires:
             where=trigger_fires.c.fired_at < insert.excluded.fired_at,
         )
         with write_transaction(self.engine) as conn:
-            conn.execute(statement, rows)
+            conn.execute(statement, values)
 
     def last_activity(self, agent_ids: Iterable[int], now: datetime) -> dict[int, datetime]:
         """Per agent, when its last message ended — `now` if one is pending or running; agents that never had one

@@ -25,7 +25,7 @@ from sqlalchemy import select
 
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import AgentRow
+from pagemind.runtime.state.tables import AgentRow, table_of
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.errors import DaemonError
 from pagemind.scheduler.queue.inbox import Inbox
@@ -36,7 +36,7 @@ log = structlog.get_logger("pagemind.scheduler")
 MAX_SLEEP = timedelta(seconds=30)
 BATCH = 500  # firings per inbox transaction
 _RETRY = timedelta(seconds=5)  # after a tick that failed (the database away, say)
-agents = AgentRow.__table__
+agents = table_of(AgentRow)
 
 
 class Submitter(Protocol):
@@ -46,7 +46,11 @@ class Submitter(Protocol):
     inbox: Inbox
     dispatcher: Any  # has `wake`, an asyncio.Event
     started: bool  # false once `stop` began: the loop fires nothing more
-    owner: str  # this daemon process's identity (its own inbox notices are ignored)
+
+    @property
+    def owner(self) -> str:
+        """This daemon process's identity (its own inbox notices are ignored)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,7 @@ class TriggerRunner:
             plans.append(decided)
             recorded += [(target.agent_id, key, at) for key, at in decided.records.items()]
         self.fires.record(recorded)  # first sightings and skipped firings: nothing to submit first
-        due = [(target, firing) for target, decided in zip(targets, plans) for firing in decided.firings]
+        due = [(target, firing) for target, decided in zip(targets, plans, strict=True) for firing in decided.firings]
         for start in range(0, len(due), BATCH):
             batch = due[start : start + BATCH]
             await self.submit(batch)

@@ -21,6 +21,7 @@ from datetime import datetime
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from pagemind.runtime.memory.vectors.records import MemoryRecord, to_epoch
 from pagemind.runtime.state.tables import MessageRow
@@ -39,8 +40,8 @@ def context_texts(
         return {}
     with engine.connect() as conn:
         rows = conn.execute(
-            select(MessageRow.id, MessageRow.content).where(
-                MessageRow.agent_id == agent_id, MessageRow.id.in_(sorted(ids))
+            select(col(MessageRow.id), col(MessageRow.content)).where(
+                col(MessageRow.agent_id) == agent_id, col(MessageRow.id).in_(sorted(ids))
             )
         ).all()
     text = {r.id: (r.content or "")[:chars] for r in rows}

@@ -46,7 +46,7 @@ class PendingInsert:
     detail: dict[str, Any]
     cache_rows: list[dict[str, Any]] = field(default_factory=list)  # the text's embedding, cached with the row
     token: str = field(default_factory=new_token)
-    future: Future = field(default_factory=Future)
+    future: Future[bool] = field(default_factory=Future)
 
     @property
     def record(self) -> MemoryRecord:

@@ -24,13 +24,14 @@ cache still holds.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import re
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, ContextManager
+from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import bindparam, delete, select, update
@@ -190,7 +191,7 @@ class Ledger:
         with self.engine.connect() as conn:
             return [record_of(r) for r in conn.execute(query.order_by(memories.c.created_at.desc())).mappings()]
 
-    def history(self, memory_id: str) -> list[MemoryVersion]:
+    def history(self, memory_id: str) -> builtins.list[MemoryVersion]:  # `list` here is the method above
         """Every recorded change of one of the agent's memories, oldest first."""
         with self.engine.connect() as conn:
             rows = (
@@ -231,7 +232,7 @@ class Ledger:
 
     # -- the write order ----------------------------------------------------------------------------------------
 
-    def _transaction(self, conn: Connection | None) -> ContextManager[Connection]:
+    def _transaction(self, conn: Connection | None) -> contextlib.AbstractContextManager[Connection]:
         """The caller's transaction (a group commit's, shared by several inserts), or a new one."""
         return contextlib.nullcontext(conn) if conn is not None else self.engine.begin()
 
@@ -276,6 +277,7 @@ class Ledger:
             if not made_live:
                 return row is not None and row["state"] == LIVE
             crash_point("archival.complete.in_transaction")
+            assert row is not None  # made live just now, in this transaction
             if row["supersedes"]:
                 self._mark_superseded(conn, row, similarity)
             self._bump(conn)
@@ -290,6 +292,7 @@ class Ledger:
             .values(superseded_by=new["id"], updated_at=at)
         ).rowcount
         if marked:  # not if forgotten meanwhile
+            assert old is not None  # the row just marked: its text (NOT NULL) was read in this transaction
             self._version(
                 conn,
                 old_id,
@@ -424,7 +427,7 @@ class Ledger:
                 delete(versions).where(versions.c.agent_id == self.agent_id, versions.c.memory_id == memory_id)
             )
 
-    def changed_since(self, since: datetime) -> list[MemoryRecord]:
+    def changed_since(self, since: datetime) -> builtins.list[MemoryRecord]:
         """The agent's live, unsuperseded memories written, refreshed or found by a search at or after `since`,
         newest first (what a reflection calls the memories its messages touched)."""
         changed = (

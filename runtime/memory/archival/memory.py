@@ -18,9 +18,11 @@ is checked against the agent's revision, one primary-key read.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, ContextManager, Literal
+from typing import Any, Literal
 
 import numpy as np
 import structlog
@@ -115,7 +117,7 @@ class ArchivalService:
         """Points for memories whose point is missing (see memory.reconcile), embedded again from their text (and
         the keywords of the conversation they were filed from, from SQL)."""
         vectors = self.embedder.embed([r.text for r in records])
-        return [StoredPoint(r, v, s) for r, v, s in zip(records, vectors, self._keywords(records))]
+        return [StoredPoint(r, v, s) for r, v, s in zip(records, vectors, self._keywords(records), strict=True)]
 
     def _keywords(self, records: list[MemoryRecord]) -> list[Sparse]:
         """The keyword (sparse) vectors of records: text, date and the conversation filed from (`filed_from`)."""
@@ -165,6 +167,7 @@ class ArchivalService:
             neighbour = await asyncio.to_thread(self._nearest, vector, kind, now)
             decision = decide(text, neighbour, self.config)
             if decision.action == "duplicate":
+                assert decision.neighbour is not None  # a duplicate of its neighbour (`decide`)
                 return await asyncio.to_thread(self._refresh, decision.neighbour, record, vector, cache_rows)
             return await asyncio.to_thread(
                 self._add, record, vector, decision.neighbour if decision.action == "supersede" else None, cache_rows
@@ -203,7 +206,7 @@ class ArchivalService:
         into the 'insert' version's detail."""
         old_id = superseded.record.id if superseded else None
         similarity = round(superseded.score, 4) if superseded else None
-        [point] = self.store.owned([StoredPoint(record, vector, *self._keywords([record]))])
+        [point] = self.store.owned([StoredPoint(record, vector, self._keywords([record])[0])])
         detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance} | (extra or {})
         group_commit(self.store.backend).insert(
             PendingInsert(
@@ -217,7 +220,7 @@ class ArchivalService:
             )
         )
         crash_point("archival.insert.completed")
-        action = "superseded" if old_id else "inserted"
+        action: Literal["superseded", "inserted"] = "superseded" if old_id else "inserted"
         log.info(
             f"archival_{'supersede' if old_id else 'insert'}",
             agent_id=self.agent_id,
@@ -306,7 +309,7 @@ class ArchivalService:
         if record is None:
             return False
         crash_point("archival.rewrite.pending")
-        store.upsert([StoredPoint(record, vector, *self._keywords([record]))])
+        store.upsert([StoredPoint(record, vector, self._keywords([record])[0])])
         crash_point("archival.rewrite.upserted")
         self.ledger.settle([memory_id], token)
         crash_point("archival.rewrite.completed")
@@ -353,7 +356,7 @@ class ArchivalService:
             return []  # nothing to find (checked against the database): no need to load the model or open the store
         now = self.clock()
         use = "hit" if count_hits else "seen" if seen and self.config.expiry.prefetch_counts else None
-        limit = max(self.config.prefetch, k * max(1, page) * 2)
+        limit = max(self.config.candidates, k * max(1, page) * 2)
         # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
         results, candidates = await asyncio.to_thread(
             self._search, query, (tags, start_date, end_date), limit, k, page, mode, now, use
@@ -464,8 +467,8 @@ class ArchivalService:
         same: dict[tuple[tuple[str, Any], ...], list[str]] = {}
         for memory_id, values in fields.items():
             same.setdefault(tuple(sorted(values.items())), []).append(memory_id)
-        for values, memory_ids in same.items():
-            self.store.set_payloads(memory_ids, dict(values))
+        for items, memory_ids in same.items():
+            self.store.set_payloads(memory_ids, dict(items))
         crash_point("archival.hits.payload")
         self.ledger.settle(list(fields), token)
 
@@ -477,7 +480,7 @@ class ArchivalService:
         (`turn_stats`), one such read for the whole turn (`memory.stats_cache`)."""
         return self._stats_cache.value()
 
-    def turn_stats(self, revision: int | None = None) -> ContextManager[None]:
+    def turn_stats(self, revision: int | None = None) -> AbstractContextManager[None]:
         """For one turn (`with`): statistics as of its start plus its own writes, the revision read once (or
         `revision`, the agent's revision the turn read with its other checks, taken for the first read)."""
         return self._stats_cache.turn(revision)
@@ -486,7 +489,7 @@ class ArchivalService:
         """The agent's memories from SQL, newest first (no vector store needed)."""
         return self.ledger.list(include_superseded)
 
-    def history(self, memory_id: str) -> list[MemoryVersion]:
+    def history(self, memory_id: str) -> builtins.list[MemoryVersion]:  # `list` here is the method above
         """Every recorded change of one of the agent's memories, oldest first."""
         return self.ledger.history(memory_id)
 

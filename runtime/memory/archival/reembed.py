@@ -9,8 +9,8 @@ Batches of `BATCH` are embedded and written one after the other, so the work is 
 loses at most one batch: the next open finds only the memories still missing and goes on from there (nothing to
 record: the store itself says what is done). Progress is reported as structlog events (`archival_reembed_started`
 and `archival_reembed_done` as warnings, seen at the default level: an open that takes minutes must say why;
-`archival_reembed_progress` with counts at info, every `LOG_EVERY_S`) and, for a person waiting on a terminal, as a progress bar on
-stderr when it is a terminal or the re-embed is large (never on stdout, never in a tool's output).
+`archival_reembed_progress` with counts at info, every `LOG_EVERY_S`) and, for a person waiting on a terminal, as a
+progress bar on stderr when it is a terminal or the re-embed is large (never on stdout, never in a tool's output).
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ def write_tokenizer(m: dict[str, Any], out: Path) -> None:
 
     removed = "".join(chr(c) for c, r in m["norm"].items() if r == "" and unicodedata.normalize("NFKC", chr(c)) != r)
     spaced = "".join(chr(c) for c, r in m["norm"].items() if r == " " and unicodedata.normalize("NFKC", chr(c)) != r)
-    vocab = [(p, float(s)) for p, s in zip(m["pieces"], m["scores"])]
+    vocab = [(p, float(s)) for p, s in zip(m["pieces"], m["scores"], strict=True)]
     tok = Tokenizer(models.Unigram(vocab, unk_id=m["unk"], byte_fallback=False))
     replaced = [
         normalizers.Replace(Regex("[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]"), into)

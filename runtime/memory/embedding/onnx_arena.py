@@ -7,7 +7,8 @@ memory"). fastembed builds the session and runs it with no run options, so `shri
 asks the arena to give back its free chunks at its end (`memory.enable_memory_arena_shrinkage`), and the C heap
 is trimmed after it (the chunks sit under glibc's dynamic mmap threshold, so they would otherwise stay). Smaller
 runs go through untouched: the arena keeps ≤ 4.5 MB for them and reuses it, as before. fastembed still tokenises,
-runs, pools and normalises; the vectors are the same to the bit (tests/runtime/memory/embedding/test_embedding_vectors.py).
+runs, pools and normalises; the vectors are the same to the bit
+(tests/runtime/memory/embedding/test_embedding_vectors.py).
 
 fastembed's own switch, `enable_cpu_mem_arena=False`, gives the same resident size after a run but a transient
 peak 1.6–1.8× higher (every tensor of a run comes from malloc: ≈ 380 MB against ≈ 225 MB with the arena) and
@@ -60,7 +61,8 @@ def is_large(input_feed: Mapping[str, Any]) -> bool:
     if len(shape) != 2:
         return False
     batch, length = shape
-    return batch * length * length > SHRINK_ABOVE_TOKENS**2
+    large: bool = batch * length * length > SHRINK_ABOVE_TOKENS**2
+    return large
 
 
 def keep_model_memory_small(embedding: Any) -> None:
@@ -78,7 +80,7 @@ def shrink_after_long_runs(embedding: Any) -> bool:
     as fastembed runs it, and a long text's arena peak stays."""
     import onnxruntime as ort
 
-    text_model = getattr(embedding, "model", None)
+    text_model: Any = getattr(embedding, "model", None)
     session = getattr(text_model, "model", None)
     if isinstance(session, ShrinkingSession):
         return True

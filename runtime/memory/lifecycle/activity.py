@@ -20,6 +20,7 @@ from datetime import UTC, date, datetime, time
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from pagemind.runtime.state.records import aware
 from pagemind.runtime.state.tables import MessageRow
@@ -75,11 +76,11 @@ class ActiveDays:
     def _read(self) -> None:
         # `in_context IN (false, true)`: both halves of the (agent_id, in_context, id) index are range-seeked
         # past the last id read, instead of walking every message of the agent.
-        query = select(MessageRow.id, MessageRow.created_at).where(
-            MessageRow.agent_id == self.agent_id,
-            MessageRow.in_context.in_([False, True]),
-            MessageRow.id > self._last_id,
-            MessageRow.role == "user",
+        query = select(col(MessageRow.id), col(MessageRow.created_at)).where(
+            col(MessageRow.agent_id) == self.agent_id,
+            col(MessageRow.in_context).in_([False, True]),
+            col(MessageRow.id) > self._last_id,
+            col(MessageRow.role) == "user",
         )
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()

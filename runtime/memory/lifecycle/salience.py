@@ -308,7 +308,7 @@ async def assess(
 async def lookup_gate(text: str, config: SalienceConfig, *, model: Call, report: Callable[[Event], None]) -> bool:
     """Whether this turn's archival lookup (prefetch) is worth it; the decision is reported as a trace event.
     Always true, and nothing reported, when the gate or its prefetch part is off."""
-    if not (config.enabled and config.prefetch):
+    if not (config.enabled and config.gate_lookup):
         return True
     decision = await assess(text, config, model=model)
     log.info(
@@ -352,7 +352,7 @@ def _message_argument(arguments: str) -> str:
 def extraction_gate(messages: Sequence[Message], config: SalienceConfig) -> Salience | None:
     """The rules' decision on the turns leaving the window: worth an extraction call when any of them is worth
     remembering (an unsure one counts). None when the gate or its extraction part is off."""
-    if not (config.enabled and config.extraction):
+    if not (config.enabled and config.gate_extraction):
         return None
     decisions = [assess_rules(user, config, reply=reply) for user, reply in turns_of(messages)]
     if not decisions:

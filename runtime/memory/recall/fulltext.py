@@ -161,7 +161,8 @@ class FullText:
                 query = " | ".join(f"'{t}'" for t in terms)
                 rows = conn.execute(
                     sql(
-                        "SELECT message_id, ts_rank(CAST(:w AS float4[]), tsv, to_tsquery('simple', :q)) FROM recall_fts "
+                        "SELECT message_id, ts_rank(CAST(:w AS float4[]), tsv, to_tsquery('simple', :q)) "
+                        "FROM recall_fts "
                         "WHERE agent_id = :a AND tsv @@ to_tsquery('simple', :q)"
                     ),
                     {"q": query, "a": agent_id, "w": [0.05, 0.1, 1 / (1 + own_weight), 1.0]},
@@ -172,7 +173,8 @@ class FullText:
                 # Left to itself the planner walks the agent's messages and asks FTS5 about each rowid, which runs
                 # the whole MATCH again per message: ~3 s instead of ~10 ms at 10,000 messages. The driver's own
                 # cursor: thousands of (id, score) pairs need none of SQLAlchemy's per-row work (≈ 2 ms of 7).
-                rows = conn.connection.driver_connection.execute(
+                driver: Any = conn.connection.driver_connection  # the open connection's sqlite3 connection
+                rows = driver.execute(
                     f"SELECT recall_fts.rowid, -bm25(recall_fts, 1.0, {float(own_weight)}) FROM recall_fts "
                     "CROSS JOIN messages ON messages.id = recall_fts.rowid "
                     "WHERE recall_fts MATCH :q AND messages.agent_id = :a",

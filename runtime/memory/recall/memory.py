@@ -35,7 +35,7 @@ from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse
 from pagemind.runtime.memory.retrieval.rounds import refine, time_asked
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import MessageRow
+from pagemind.runtime.state.tables import MessageRow, table_of
 from pagemind.tools.context import RecallHit
 
 log = structlog.get_logger("pagemind.recall")
@@ -43,7 +43,7 @@ log = structlog.get_logger("pagemind.recall")
 Mode = Literal["hybrid", "bm25", "dense"]
 _Read = dict[int, Any]  # messages rows a search read already, by id
 _BATCH = 500
-_MESSAGES = MessageRow.__table__
+_MESSAGES = table_of(MessageRow)
 _COLUMNS = (
     _MESSAGES.c.id,
     _MESSAGES.c.role,
@@ -92,6 +92,7 @@ class _Fast:
         """Cosine of the query with each message alone and keyed. einsum, not `@`: a matrix-vector product goes
         to OpenBLAS, which splits it over threads that, on a busy 2-core host, wait for cores (≈ 13 ms wall for
         10,000 × 384 instead of < 1 ms)."""
+        assert self.own is not None and self.keyed is not None  # searched only with messages indexed
         vector = np.asarray(vector, dtype=self.own.dtype)
         return np.einsum("ij,j->i", self.own, vector), np.einsum("ij,j->i", self.keyed, vector)
 
@@ -109,7 +110,7 @@ class _Fast:
         """(id, score) of the kept messages, best first (ties in id order)."""
         order = np.argsort(-fused, kind="stable")
         order = order[keep[order]]
-        return list(zip(self.id_array[order].tolist(), fused[order].tolist()))
+        return list(zip(self.id_array[order].tolist(), fused[order].tolist(), strict=True))
 
 
 @dataclass
@@ -137,11 +138,13 @@ class RecallService:
         embedder: Embedder | None = None,
         config: ArchivalConfig | None = None,
         clock: Callable[[], datetime] | None = None,
+        session_gap_hours: float = 6.0,
     ):
         self.agent_id = agent_id
         self.engine = engine
         self.embedder = embedder
         self.config = config or ArchivalConfig()
+        self.session_gap_hours = session_gap_hours  # `memory.advanced.session_gap_hours`
         self.clock = clock or utcnow
         self.fulltext = FullText(engine)
         self._dense = DenseIndex()
@@ -162,7 +165,7 @@ class RecallService:
     def _with_context(self, messages: list[IndexedMessage], before: list[IndexedMessage]) -> list[IndexedMessage]:
         # The message just before is context for both indexes; the ones before it (`recall_context_messages`) for
         # keywords only. `before`: the messages preceding the first one, oldest first.
-        gap = timedelta(hours=self.config.recall_session_gap_hours)
+        gap = timedelta(hours=self.session_gap_hours)
         depth = self.config.recall_context_messages
         window = list(before)
         for message in messages:
@@ -181,8 +184,8 @@ class RecallService:
             if newest > self._fulltext_covered:
                 self._catch_up_fulltext()
                 self._fulltext_covered = newest  # (a message stored meanwhile is above it: seen next time)
-            if dense and self.embedder is not None and newest > self._dense.covered:
-                self._catch_up_dense()
+            if dense and (embedder := self.embedder) is not None and newest > self._dense.covered:
+                self._catch_up_dense(embedder)
                 self._dense.covered = newest
 
     def _newest_id(self) -> int:
@@ -222,12 +225,12 @@ class RecallService:
         before = [m for m in (_indexed(row) for row in self._rows(query)) if m.text]
         return before[:count][::-1]
 
-    def _catch_up_dense(self) -> None:
+    def _catch_up_dense(self, embedder: Embedder) -> None:
         after = self._dense.ids[-1] if self._dense.ids else 0
         fresh = self._with_context(self._load(after), [self._last] if self._last is not None else [])
         if not fresh:
             return
-        own, keyed = self._embed_documents(fresh)
+        own, keyed = self._embed_documents(embedder, fresh)
         index = self._dense
         base = len(index.ids)
         if index.next_index and self._last is not None and fresh[0].context:
@@ -243,27 +246,27 @@ class RecallService:
         index.id_array = np.asarray(index.ids, dtype=np.int64)
         index.next_array = np.asarray(index.next_index, dtype=np.int64)
 
-    def _embed_documents(self, fresh: list[IndexedMessage]) -> tuple[np.ndarray, np.ndarray]:
+    def _embed_documents(self, embedder: Embedder, fresh: list[IndexedMessage]) -> tuple[np.ndarray, np.ndarray]:
         """Vectors of the messages alone and keyed, `_BATCH` messages at a time: a process's first search reads
         them all from the SQL cache, but after an embedding-model change the model computes every one (minutes at
         10,000 messages), so a long catch-up reports its progress."""
-        parts, computed = [], getattr(self.embedder, "computed", 0)
+        parts, computed = [], getattr(embedder, "computed", 0)
         for start in range(0, len(fresh), _BATCH):
             chunk = fresh[start : start + _BATCH]
             parts.append(
                 (
-                    self.embedder.embed([m.own_document() for m in chunk]),
-                    self.embedder.embed([m.keyed_document() for m in chunk]),
+                    embedder.embed([m.own_document() for m in chunk]),
+                    embedder.embed([m.keyed_document() for m in chunk]),
                 )
             )
             if len(fresh) > _BATCH:
                 log.info("recall_embedding_progress", agent_id=self.agent_id, done=start + len(chunk), total=len(fresh))
-        embedded = getattr(self.embedder, "computed", 0) - computed
+        embedded = getattr(embedder, "computed", 0) - computed
         if embedded > _BATCH:  # not from the cache: a new model (or a new cache) re-embedded the conversation
             log.warning(
                 "recall_reembedded",
                 agent_id=self.agent_id,
-                model=self.embedder.model_id,
+                model=embedder.model_id,
                 messages=len(fresh),
                 texts=embedded,
             )
@@ -306,10 +309,16 @@ class RecallService:
         """The blocking part of a search, in one worker thread (each hand-over to a thread costs a wait for a
         core on a busy host): the query's vector (in-process cache or model, never SQL: `query_vector`), the
         catch-up, the ranking, the page's rows. Returns the page and the number of candidates."""
-        vector = None if mode == "bm25" else query_vector(self.embedder, query)
+        vector = None if mode == "bm25" else query_vector(self._dense_model(), query)
         self.catch_up(mode != "bm25")
         scored, read = self._ranked(query, vector, mode)
         return self._page(scored, read, roles, start, end, limit, page), len(scored)
+
+    def _dense_model(self) -> Embedder:
+        """The embedder, which a dense or hybrid search needs (`search` picks bm25 when there is none)."""
+        if self.embedder is None:
+            raise ValueError("recall memory has no embedder: a dense or hybrid search needs one")
+        return self.embedder
 
     def _rank(self, query: str, vector: np.ndarray | None, mode: Mode) -> list[tuple[int, float]]:
         keyword = self.fulltext.search(self.agent_id, query_terms(query), self.config.recall_own_text_weight)
@@ -318,6 +327,7 @@ class RecallService:
         index = self._dense
         if not index.ids:
             return []
+        assert vector is not None  # not bm25: the query has a vector (`_search`)
         own, keyed = index.similarities(vector)
         kw = index.keyword_scores(keyword)
         dense = own + keyed
@@ -344,6 +354,7 @@ class RecallService:
             return scored, read
         head = scored[:depth]
         rows = np.searchsorted(self._dense.id_array, [i for i, _ in head])
+        assert self._dense.own is not None  # a dense mode's results: the messages are indexed
         return diversify(head, self._dense.own[rows], self.config.recall_diversity) + scored[depth:], read
 
     def _refined(self, query: str, vector: np.ndarray | None, mode: Mode) -> tuple[list[tuple[int, float]], _Read]:
@@ -352,10 +363,10 @@ class RecallService:
         asked = time_asked(query, now, c)
         if not (c.multihop.enabled or asked):
             return scored, read  # nothing to refine: no need to read the head's rows
-        n = c.prefetch
+        n = c.candidates
 
         def again(text: str) -> list[tuple[float, IndexedMessage]]:
-            vector = None if mode == "bm25" else query_vector(self.embedder, text)
+            vector = None if mode == "bm25" else query_vector(self._dense_model(), text)
             return self._items(self._rank(text, vector, mode)[:n], read)
 
         head = refine(query, self._items(scored[:n], read), again, now, c, asked=asked)

@@ -53,7 +53,7 @@ class Speakers:
         return np.isin(self.codes, list(wanted)).astype(np.float64)
 
 
-def with_next(scores: np.ndarray, next_index: Sequence[int], weight: float) -> np.ndarray:
+def with_next(scores: np.ndarray, next_index: np.ndarray | Sequence[int], weight: float) -> np.ndarray:
     """Add `weight` × the next message's score (same session) to each message's score."""
     if weight <= 0 or not len(scores):
         return scores

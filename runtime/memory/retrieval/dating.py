@@ -58,7 +58,12 @@ def count_of(word: str) -> int:
     return int(word) if word.isdigit() else NUMBER_WORDS[word.lower()]
 
 
-_AGO_TEXT = {"day": _iso, "week": _week_of, "month": _month, "year": lambda day: str(day.year)}
+_AGO_TEXT: dict[str, Callable[[date], str]] = {
+    "day": _iso,
+    "week": _week_of,
+    "month": _month,
+    "year": lambda day: str(day.year),
+}
 AGO = re.compile(rf"\b{NUMBER_PATTERN} (day|week|month|year)s? ago\b", re.I)  # "3 days ago": count_of(m[1]), unit m[2]
 LAST_WEEKDAY = re.compile(r"\b(?:last|this past) (" + "|".join(WEEKDAYS) + r")\b", re.I)  # "last friday": m[1]
 

@@ -33,7 +33,8 @@ def _cjk_bigrams(run: str) -> list[str]:
 
 @functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    return _stemmer.stem_word(word)
+    stem: str = _stemmer.stem_word(word)
+    return stem
 
 
 def terms(text: str) -> list[str]:

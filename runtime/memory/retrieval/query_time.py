@@ -231,7 +231,8 @@ def parse_query_time(query: str, now: datetime) -> TimeQuery:
 _SAYS_TIME = re.compile(
     "|".join(
         [
-            rf"\b{_MONTH}\b|\b(?:19|20)\d\d\b|\b(?:last|next|this|on) (?:{'|'.join(WEEKDAYS)}|week(?:end)?|month|year)\b",
+            rf"\b{_MONTH}\b|\b(?:19|20)\d\d\b|"
+            rf"\b(?:last|next|this|on) (?:{'|'.join(WEEKDAYS)}|week(?:end)?|month|year)\b",
             r"\b(?:ago|since|anniversary|birthday)\b|[昨前今明后]天|[上下这本]个?(?:周|星期|月)|[去今明前]年|\d+月|\d+号|以前|之前",
             *(f"(?:{pattern.pattern})" for pattern, _ in _RELATIVE_WORDS),
         ]

@@ -34,7 +34,8 @@ def beats_noise(keyword: np.ndarray, dense: np.ndarray, min_keyword: float, min_
 def recency(created_at: datetime, now: datetime, weight: float, half_life_days: float) -> float:
     """`1 − w + w·0.5^(age/half-life)`: 1 for a new memory, never below `1 − w`."""
     age_days = max(0.0, (now - created_at).total_seconds() / 86400)
-    return 1 - weight + weight * 0.5 ** (age_days / half_life_days)
+    decay: float = 0.5 ** (age_days / half_life_days)  # a positive base: a real power
+    return 1 - weight + weight * decay
 
 
 def importance_factor(importance: float, weight: float) -> float:

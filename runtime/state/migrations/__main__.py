@@ -31,6 +31,7 @@ def _scratch_url(folder: str, url: str | None) -> str:
 def revision(message: str, autogenerate: bool, url: str | None) -> str:
     """Write the next revision file; returns its path."""
     from alembic import command
+    from alembic.script import Script
 
     with tempfile.TemporaryDirectory() as folder:
         engine = create_engine(_scratch_url(folder, url))
@@ -43,6 +44,8 @@ def revision(message: str, autogenerate: bool, url: str | None) -> str:
                 rev_id=f"{int(head_revision()) + 1:04d}",
             )
         engine.dispose()
+    if not isinstance(script, Script):  # one head, one revision: alembic returns a list only for several heads
+        raise RuntimeError(f"alembic wrote no single revision: {script!r}")
     return script.path
 
 
@@ -56,7 +59,7 @@ def check(url: str | None) -> list[object]:
         migrate(engine)
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"include_name": include_name, "compare_type": True})
-            diffs = compare_metadata(context, metadata)
+            diffs: list[object] = compare_metadata(context, metadata)
         engine.dispose()
     return diffs
 

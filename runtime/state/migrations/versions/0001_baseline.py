@@ -23,7 +23,7 @@ depends_on: Union[str, Sequence[str], None] = None
 STAMP = sa.DateTime(timezone=True)
 
 
-def _tables() -> dict[str, tuple[list, list[tuple[str, list[str], bool]]]]:
+def _tables() -> dict[str, tuple[list[sa.schema.SchemaItem], list[tuple[str, list[str], bool]]]]:
     """Each table: (columns and constraints, indexes as (name, columns, unique))."""
     return {
         "agents": ([
@@ -172,7 +172,7 @@ def upgrade() -> None:
     for name, (columns, indexes) in _tables().items():
         if name not in present:
             op.create_table(name, *columns)
-            known: set[str] = set()
+            known: set[str | None] = set()
         else:
             known = {i["name"] for i in inspector.get_indexes(name)}
             have = {c["name"] for c in inspector.get_columns(name)}
