@@ -3,10 +3,13 @@
 A step's edits (on SQLite, inside its transaction; on Postgres they are part of the step's one statement,
 `state.step_commit`) and an operator's edits through the daemon's API (`StateStore.commit_edits`) are written
 here: one UPDATE … WHERE version = <the version read> per edit, so the check holds even against a writer that
-bypassed the turn lock, and every edit recorded in `block_versions`.
+bypassed the turn lock, and every edit recorded in `block_versions`. This is the one module that writes
+`block_versions`: a step's edits, an operator's, and a reset's (`reset_version`).
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from sqlalchemy import insert, update
 from sqlalchemy.engine import Connection
@@ -14,6 +17,27 @@ from sqlalchemy.engine import Connection
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.state.rows import blocks_table
 from pagemind.runtime.state.tables import BlockVersionRow, table_of
+
+# The same writes on Postgres, as parts of a step's one statement (`state.step_commit.EDITING`): every step's edits
+# as one UPDATE per block (a statement cannot update a row twice), and their history rows, each with its step's id.
+PG_BLOCK_UPDATES = """
+  UPDATE blocks AS b SET value = e.new_value, updated_at = e.at, version = b.version + e.n
+  FROM json_to_recordset(%(blocks)s::json) AS e(label text, new_value text, at timestamptz, n int, read int)
+  WHERE b.agent_id = %(agent_id)s AND b.label = e.label AND (e.read IS NULL OR b.version = e.read)
+  RETURNING b.label"""
+PG_BLOCK_VERSIONS = """
+  INSERT INTO block_versions (agent_id, label, step_id, operation, old_value, new_value, created_at)
+  SELECT %(agent_id)s, v.label, step.id, v.operation, v.old_value, v.new_value, v.created_at
+  FROM step JOIN json_to_recordset(%(edits)s::json) AS v(ord int, step_index int, label text, operation text,
+       old_value text, new_value text, created_at timestamptz) ON v.step_index = step.step_index
+  ORDER BY v.ord"""
+
+
+def reset_version(agent_id: int, label: str, old_value: str, new_value: str, at: datetime) -> BlockVersionRow:
+    """The history row of a block set back to its seed (`ensure_agent` with `reset_memory`), no step's."""
+    return BlockVersionRow(
+        agent_id=agent_id, label=label, operation="reset", old_value=old_value, new_value=new_value, created_at=at
+    )
 
 
 class StaleBlocks(RuntimeError):

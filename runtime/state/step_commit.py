@@ -36,7 +36,7 @@ from pagemind.blocks import BlockEdit
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.async_pg import AwaitedStatements
-from pagemind.runtime.state.block_edits import apply_edits
+from pagemind.runtime.state.block_edits import PG_BLOCK_UPDATES, PG_BLOCK_VERSIONS, apply_edits
 from pagemind.runtime.state.records import StepRecord, without_nul
 from pagemind.runtime.state.rows import INSERT_STEP, insert_messages, stored_message
 
@@ -74,19 +74,10 @@ FROM (SELECT 1) AS one LEFT JOIN rider ON true"""
 PLAIN = "WITH " + _STEPS.format(gate="", where="") + _MESSAGES
 # With edits: the blocks first (compare-and-set), the check every insert reads, the versions, then as above. The
 # edits of all the steps are one UPDATE per block (a statement cannot update a row twice).
-EDITING = f"""WITH upd AS (
-  UPDATE blocks AS b SET value = e.new_value, updated_at = e.at, version = b.version + e.n
-  FROM json_to_recordset(%(blocks)s::json) AS e(label text, new_value text, at timestamptz, n int, read int)
-  WHERE b.agent_id = %(agent_id)s AND b.label = e.label AND (e.read IS NULL OR b.version = e.read)
-  RETURNING b.label),
+EDITING = f"""WITH upd AS ({PG_BLOCK_UPDATES}),
 checked AS (SELECT CAST(CASE WHEN count(*) = %(labels)s THEN '0' ELSE '{STALE}' END AS int) AS ok FROM upd),
 {_STEPS.format(gate="checked, ", where=" WHERE checked.ok = 0")},
-vers AS (
-  INSERT INTO block_versions (agent_id, label, step_id, operation, old_value, new_value, created_at)
-  SELECT %(agent_id)s, v.label, step.id, v.operation, v.old_value, v.new_value, v.created_at
-  FROM step JOIN json_to_recordset(%(edits)s::json) AS v(ord int, step_index int, label text, operation text,
-       old_value text, new_value text, created_at timestamptz) ON v.step_index = step.step_index
-  ORDER BY v.ord){_MESSAGES}"""
+vers AS ({PG_BLOCK_VERSIONS}){_MESSAGES}"""
 
 
 @dataclass(frozen=True)

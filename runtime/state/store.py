@@ -25,7 +25,7 @@ from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.async_pg import AwaitedStatements
-from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits
+from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits, reset_version
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.locks import turn_lock
@@ -141,16 +141,7 @@ class StateStore:
                 block_spec.read_only,
             )
             if reset and row.value != block_spec.value:
-                session.add(
-                    BlockVersionRow(
-                        agent_id=agent_id,
-                        label=row.label,
-                        operation="reset",
-                        old_value=row.value,
-                        new_value=block_spec.value,
-                        created_at=now,
-                    )
-                )
+                session.add(reset_version(agent_id, row.label, row.value, block_spec.value, now))
                 row.value, row.updated_at, row.version = block_spec.value, now, row.version + 1
 
     async def unchanged_agent(self, spec: AgentSpec) -> StoredAgent | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,15 @@ def test_the_private_import_check_finds_one(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from pagemind.runtime.compiler import _tokens as t, wire_message_tokens\n")
     assert _private_imports(probe, tmp_path) == ["probe.py:2: from pagemind.runtime.compiler import _tokens"]
+
+
+def test_block_versions_are_written_by_one_module():
+    """A block's history rows (a step's edits, an operator's, a reset's) are made in `runtime/state/block_edits.py`."""
+    writes = re.compile(r"INSERT INTO block_versions|(?<!class )BlockVersionRow\(|(insert|table_of)\(BlockVersionRow")
+    writers = sorted(
+        str(path.relative_to(ROOT))
+        for folder in SOURCE_FOLDERS
+        for path in (ROOT / folder).rglob("*.py")
+        if "migrations" not in path.parts and writes.search(path.read_text(encoding="utf-8"))
+    )
+    assert writers == ["runtime/state/block_edits.py"]
