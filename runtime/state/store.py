@@ -6,7 +6,6 @@ or none. The tables are defined in `state.tables`; `make_engine` (state.engine) 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -29,6 +28,7 @@ from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits, reset_v
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.locks import turn_lock
+from pagemind.runtime.state.off_loop import off_loop
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
 from pagemind.runtime.state.rows import (
     FRESHNESS,
@@ -221,7 +221,7 @@ class StateStore:
         see whether another process changed the agent since it loaded it (awaited on Postgres)."""
         if (awaited := self.awaited) is not None:
             return freshness_of(await awaited.rows(FRESHNESS, {"p_agent_id": agent_id}))
-        return await asyncio.to_thread(self._freshness, agent_id)
+        return await off_loop(self.engine, self._freshness, agent_id)
 
     def _freshness(self, agent_id: int) -> Freshness:
         with self.one_statement() as conn:
@@ -258,7 +258,7 @@ class StateStore:
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
             message_id = await accept_pg(awaited, agent_id, message, key)
         else:
-            message_id = await asyncio.to_thread(self._accept, agent_id, message, key)
+            message_id = await off_loop(self.engine, self._accept, agent_id, message, key)
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
@@ -269,7 +269,7 @@ class StateStore:
         if (awaited := self.awaited) is not None:
             message_id = await accept_after_pg(awaited, first, agent_id, message, key)
         else:
-            message_id = await asyncio.to_thread(self._accept_after, first, agent_id, message, key)
+            message_id = await off_loop(self.engine, self._accept_after, first, agent_id, message, key)
         if message_id is None:
             return None
         crash_point("accept.after_commit")
@@ -290,7 +290,7 @@ class StateStore:
 
     async def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
         """Record that `key` names the (already stored) turn `turn_id` (off the event loop)."""
-        await asyncio.to_thread(self._add_turn_key, agent_id, key, turn_id, at)
+        await off_loop(self.engine, self._add_turn_key, agent_id, key, turn_id, at)
 
     def _add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
         with self.engine.begin() as conn:
@@ -298,7 +298,7 @@ class StateStore:
 
     async def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None (off the event loop)."""
-        return await asyncio.to_thread(self._turn_for_key, agent_id, key)
+        return await off_loop(self.engine, self._turn_for_key, agent_id, key)
 
     def _turn_for_key(self, agent_id: int, key: str) -> str | None:
         with self.one_statement() as conn:
@@ -349,7 +349,7 @@ class StateStore:
     ) -> None:
         """Take messages out of the window and install the new summary, in one transaction (they stay in recall);
         run off the event loop, which other agents' turns share."""
-        await asyncio.to_thread(self._evict, agent_id, message_ids, summary, tokens_before, tokens_after, at)
+        await off_loop(self.engine, self._evict, agent_id, message_ids, summary, tokens_before, tokens_after, at)
 
     def _evict(
         self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int, at: datetime
@@ -396,7 +396,7 @@ class StateStore:
         if (awaited := self.awaited) is not None:
             await awaited.rows(statement, params)
             return
-        await asyncio.to_thread(self._execute_alone, statement, params)
+        await off_loop(self.engine, self._execute_alone, statement, params)
 
     def _execute_alone(self, statement: Any, params: dict[str, Any]) -> None:
         with single_statement(self.engine) as conn:
@@ -405,7 +405,7 @@ class StateStore:
     async def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
         """Store synthetic tool results and take orphan messages out of the window, in one transaction (off the
         event loop)."""
-        return await asyncio.to_thread(self._apply_repair, agent_id, added, dropped_ids)
+        return await off_loop(self.engine, self._apply_repair, agent_id, added, dropped_ids)
 
     def _apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
         with self.engine.begin() as conn:
@@ -457,7 +457,7 @@ class StateStore:
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
             step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks, rider)
         else:
-            step_ids, stored, written = await asyncio.to_thread(self._write_steps, agent_id, steps, versions, rider)
+            step_ids, stored, written = await off_loop(self.engine, self._write_steps, agent_id, steps, versions, rider)
         crash_point("commit.after_commit")
         if versions is not None:
             versions.update(written)
