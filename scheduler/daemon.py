@@ -81,7 +81,8 @@ class DaemonConfig(BaseModel):
     events_keep_s: float = Field(3600, gt=0, description="relayed events are deleted this long after written")
     # Shortcuts: each saves a statement or a round trip per turn, measured on and off in one run by
     # `python -m bench.daemon_ab --off NAME` (bench/RESULTS.md, "Daemon shortcuts on and off"); off, the daemon
-    # takes the plain path, with the same guarantees.
+    # takes the plain path, with the same guarantees. Gain: linger_s 3.7x steps/s at 10 agents (Postgres);
+    # hand_off and finish_with_last_step within the host's noise in the last quiet run.
     hand_off: bool = Field(
         True,
         description="a message for an agent whose worker lingers here is inserted already claimed for it, with "
