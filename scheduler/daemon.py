@@ -34,7 +34,7 @@ from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
-from pagemind.scheduler.dispatcher import Dispatcher, Route
+from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.queue.inbox import RUNNING, Inbox, InboxItem
@@ -45,6 +45,7 @@ from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.scheduler.streams.relay import RelayStore
 from pagemind.scheduler.streams.run_stream import RunStream
 from pagemind.scheduler.triggers.runner import TriggerRunner
+from pagemind.scheduler.worker_state import Route
 
 log = structlog.get_logger("pagemind.scheduler")
 KINDS = ("message", "job")
