@@ -22,7 +22,8 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import BASE_URL, ManualClock, ScriptedOpenAI, build_spec
 
-pytest_plugins = ["tests.support.zygote"]  # the crash suites' daemon child factory (`zygote`)
+# the crash suites' daemon child factory (`zygote`); the installed wheel in a fresh venv (`venv`)
+pytest_plugins = ["tests.support.zygote", "tests.support.installed"]
 
 POSTGRES_URL = os.environ.get("PAGEMIND_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
