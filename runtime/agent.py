@@ -24,6 +24,8 @@ from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.lifecycle.salience import PREFETCH_STEP, extraction_gate, lookup_gate
+from pagemind.runtime.memory.reads import LiveReads, ReadTape
+from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import (
@@ -94,6 +96,15 @@ class Agent:
 
     def __post_init__(self) -> None:
         self.monitor = PressureMonitor(self)
+        self.read_through(LiveReads(lambda: listener(self.observer)))
+
+    def read_through(self, tape: ReadTape) -> None:
+        """Send what archival and recall memory read for this agent through `tape`: live ones report each read to
+        an observer that records them; a replay's serves them from its trace (`pagemind.runtime.memory.reads`)."""
+        if isinstance(self.archival, ArchivalService):
+            self.archival.reads.tape = tape
+        if isinstance(self.recall, RecallService):
+            self.recall.tape = tape
 
     @classmethod
     async def load(

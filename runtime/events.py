@@ -179,6 +179,22 @@ class ReplyResetEvent(_Event):
     reason: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class MemoryReadEvent(_Event):
+    """What the turn read from external memory (archival or recall), as the runtime used it: `source` the memory,
+    `read` which read (`pagemind.runtime.memory.reads`), `request` what was asked, `result` what came back (JSON).
+
+    Recorded only for observers that ask for reads (the trace recorder): a replay rebuilds the agent without its
+    archival and recall stores and is served these reads in their place, while its writes go to a scratch store.
+    Never shown on streams; clock readings stay with the events around it."""
+
+    type: Literal["memory_read"] = "memory_read"
+    source: str
+    read: str
+    request: dict[str, Any]
+    result: Any
+
+
 # -- what the runtime did on its own (one line type, "event", told apart by `kind`; the details under `data`) ----
 
 
@@ -343,7 +359,8 @@ Event = Annotated[
     | RuntimeEvent
     | StepEndEvent
     | ReplyDeltaEvent
-    | ReplyResetEvent,
+    | ReplyResetEvent
+    | MemoryReadEvent,
     Field(discriminator="type"),
 ]
 """Every event of a turn, in the order they happen: what observers receive and what a trace holds."""

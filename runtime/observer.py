@@ -36,6 +36,12 @@ def wants_deltas(observer: TurnObserver) -> bool:
     return bool(getattr(observer, "wants_deltas", False))
 
 
+def wants_reads(observer: TurnObserver) -> bool:
+    """Whether the observer wants what the turn reads from external memory (`MemoryReadEvent`): the trace
+    recorder does, so a replay can be served the same reads; read at each read, so nobody else pays for them."""
+    return bool(getattr(observer, "wants_reads", False))
+
+
 class NullObserver:
     """Observes nothing."""
 
@@ -53,6 +59,11 @@ class ObserverGroup:
     def wants_deltas(self) -> bool:
         """Whether any of them wants the reply's pieces."""
         return any(wants_deltas(o) for o in self.observers)
+
+    @property
+    def wants_reads(self) -> bool:
+        """Whether any of them wants the external-memory reads."""
+        return any(wants_reads(o) for o in self.observers)
 
     def on_event(self, event: Event) -> None:
         """Hand it to each observer."""

@@ -28,6 +28,7 @@ from pagemind.runtime.events import (
     FlushEvent,
     HistoryRepairEvent,
     MemoryEditEvent,
+    MemoryReadEvent,
     ModelRequestEvent,
     ModelResponseEvent,
     PressureSqueezedEvent,
@@ -221,6 +222,8 @@ class DemoDisplay:
                 self._count(event.kind)
             case StepEndEvent():
                 return  # the next step or turn speaks for itself
+            case MemoryReadEvent():
+                return  # what the turn read shows in what it leads to (and in `pagemind trace show`)
             case ModelRequestEvent() | ModelResponseEvent() | ToolCallEvent():
                 pass
             case ReplyDeltaEvent() | ReplyResetEvent():
@@ -313,8 +316,8 @@ async def run_demo(
         )
         out(f"trace: {len(trace.events)} events over {len(trace.steps)} steps, recorded {where}")
     out(
-        f"({time.perf_counter() - started:.1f} s.) Talk to the agent with a real model: "
-        "OPENAI_API_KEY=sk-... pagemind chat agents/companion.yaml"
+        f"({time.perf_counter() - started:.1f} s.) Talk to the agent with a real model: `pagemind init` writes the "
+        "example agents into ./agents, then OPENAI_API_KEY=sk-... pagemind chat agents/companion.yaml"
     )
     out("(or any OpenAI-compatible server: OPENAI_BASE_URL=http://127.0.0.1:8080/v1 pagemind chat …)")
     return 0

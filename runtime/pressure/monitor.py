@@ -136,7 +136,7 @@ class PressureMonitor:
 
     agent: MonitoredAgent
     concurrent: bool = True
-    _told_squeezed: bool = field(default=False, init=False)  # said once per loaded agent
+    told_squeezed: bool = field(default=False, init=False)  # said once per loaded agent (a trace snapshot keeps it)
     _ahead: FlushWork | None = field(default=None, init=False)  # the next flush's work, prepared in advance
     _valid: ValidityMemo = field(default_factory=ValidityMemo, init=False)  # the last window found valid
     _copied: int = field(default=0, init=False)  # `Window.copied` as `_valid` last followed it
@@ -198,9 +198,9 @@ class PressureMonitor:
         return message_tokens(message, self.encoding, max_message_tokens(self.spec))
 
     def _say_squeezed(self, step: int, reading: PressureReading, room: Squeeze, compiled: CompiledContext) -> None:
-        if self._told_squeezed:
+        if self.told_squeezed:
             return
-        self._told_squeezed = True
+        self.told_squeezed = True
         told = Squeezed(
             tokens=reading.tokens,
             usable=reading.usable,

@@ -1,5 +1,11 @@
 """Following a recording during a replay: compare each event the replay reports with the recorded one, serve
-the recorded clock readings, and say precisely where and how the two part (a unified diff for prompts)."""
+the recorded clock readings and external-memory reads, and say precisely where and how the two part (a unified
+diff for prompts).
+
+Events are compared in order. Recorded memory reads (`memory_read` lines) are not: the runtime may make them from
+worker threads and a flush's work in the background, so each read the replay makes is served the first unused
+recorded read of the same kind with the same request, wherever it sits in the turn; a read the recording does not
+hold is a divergence at that read."""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from pagemind.runtime.events import (
     FlushEvent,
     HistoryRepairEvent,
     MemoryEditEvent,
+    MemoryReadEvent,
     ModelRequestEvent,
     ModelResponseEvent,
     PressureSqueezedEvent,
@@ -173,6 +180,8 @@ def _compared(event: Event) -> dict[str, Any] | None:
             return {"stop_reason": event.stop_reason}
         case ReplyDeltaEvent() | ReplyResetEvent():
             return None  # never recorded (`Comparator.on_event` skips them); the response they make up is served
+        case MemoryReadEvent():
+            return None  # served by request, not compared in order (`Comparator.served_read`)
         case _:
             assert_never(event)
 
@@ -208,7 +217,16 @@ class Comparator:
         self.seen_steps: list[tuple[int, int]] = []
         self.failure: BaseException | None = None
         self.ids = IdMap()
-        self.clock.load(trace.events[0].clock if trace.events else ())
+        self.events: list[Event] = []  # what is compared in order, with its index among the trace's events
+        self.indices: list[int] = []
+        self.reads: list[tuple[int, MemoryReadEvent]] = []  # recorded reads not yet served, by trace index
+        for index, event in enumerate(trace.events):
+            if isinstance(event, MemoryReadEvent):
+                self.reads.append((index, event))
+            else:
+                self.events.append(event)
+                self.indices.append(index)
+        self.clock.load(self.events[0].clock if self.events else ())
 
     def _where(self, event: Event) -> str:
         number = len(self.seen_steps) if self.seen_steps else 0
@@ -220,64 +238,77 @@ class Comparator:
         self.failure = self.failure or error
         raise error
 
+    def _diverged(self, position: int, where: str, what: str, detail: str) -> NoReturn:
+        """A divergence at the `position`-th compared event (at the end of the recording when past its end)."""
+        if position >= len(self.events):
+            self._fail(Divergence(len(self.trace.events), None, where, what, detail))
+        index = self.indices[position]
+        self._fail(Divergence(index, self.trace.line_of(index), where, what, detail))
+
     def check(self, actual: Event) -> None:
         """Compare the replay's next event with the recording's; advance on a match, raise otherwise."""
         if self.live:
             return
-        events = self.trace.events
+        events = self.events
         if self.position >= len(events):
             if not self.trace.complete:
                 self._fail(TraceEnded(self._where(actual)))
-            self._fail(
-                Divergence(
-                    self.position,
-                    None,
-                    self._where(actual),
-                    f"the replay went on past the end of the recording: {describe(actual)}",
-                    "",
-                )
+            self._diverged(
+                self.position,
+                self._where(actual),
+                f"the replay went on past the end of the recording: {describe(actual)}",
+                "",
             )
         expected = events[self.position]
         problem = compare(expected, actual, self.ids)
         if problem is not None:
-            self._fail(
-                Divergence(
-                    self.position,
-                    self.trace.line_of(self.position),
-                    self._where(expected),
-                    f"{describe(expected)}: {problem[0]}",
-                    problem[1],
-                )
-            )
+            self._diverged(self.position, self._where(expected), f"{describe(expected)}: {problem[0]}", problem[1])
         self.position += 1
         self.steps += isinstance(expected, StepEndEvent)
         self.clock.load(events[self.position].clock if self.position < len(events) else ())
 
     def recorded_response(self) -> ModelResponseEvent:
         """The recorded answer to the request just matched."""
-        events = self.trace.events
+        events = self.events
         expected = events[self.position] if self.position < len(events) else None
         if not isinstance(expected, ModelResponseEvent):
-            self._fail(
-                TraceEnded("no recorded response")
-                if expected is None and not self.trace.complete
-                else Divergence(self.position, None, "model call", "the recording has no response here", "")
-            )
+            if expected is None and not self.trace.complete:
+                self._fail(TraceEnded("no recorded response"))
+            self._diverged(self.position, "model call", "the recording has no response here", "")
         return expected
+
+    def served_read(self, source: str, read: str, request: dict[str, Any]) -> Any:
+        """The recorded result of this external-memory read (recorded ids given their replayed names): the first
+        unused recorded read of the same kind with an equal request. None recorded is a divergence."""
+        asked = json.loads(json.dumps(request))  # the form a trace line gives it back in
+        same_kind = [(n, e) for n, (_, e) in enumerate(self.reads) if (e.source, e.read) == (source, read)]
+        for n, recorded in same_kind:
+            if self.ids.same(recorded.request, asked):
+                del self.reads[n]
+                return self.ids.translate(recorded.result)
+        where = f"turn {self.turn}" + (f" step {self.seen_steps[-1][1]}" if self.seen_steps else "")
+        if not same_kind:
+            what = f"the replay read {source} memory ({read}) where the recording read nothing more of that kind"
+            self._diverged(self.position, where, what, json.dumps(asked, ensure_ascii=False)[:2000])
+
+        def dump(value: Any) -> list[str]:
+            return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False).splitlines()
+
+        index, expected = self.reads[same_kind[0][0]]
+        what = f"the replay read {source} memory ({read}) with a request the recording does not hold"
+        detail = unified(dump(expected.request), dump(asked))
+        self._fail(Divergence(index, self.trace.line_of(index), where, what, detail))
 
     def finish(self) -> None:
         """After the last turn: every recorded event must have been used."""
-        if not self.live and self.position < len(self.trace.events):
-            left = self.trace.events[self.position]
-            self._fail(
-                Divergence(
-                    self.position,
-                    self.trace.line_of(self.position),
-                    self._where(left),
-                    f"the replay ended but the recording goes on with {describe(left)} "
-                    f"({len(self.trace.events) - self.position} recorded event(s) left unused)",
-                    "",
-                )
+        if not self.live and self.position < len(self.events):
+            left = self.events[self.position]
+            self._diverged(
+                self.position,
+                self._where(left),
+                f"the replay ended but the recording goes on with {describe(left)} "
+                f"({len(self.events) - self.position} recorded event(s) left unused)",
+                "",
             )
 
     def _maybe_go_live(self, step: int) -> None:
@@ -290,8 +321,8 @@ class Comparator:
 
     def on_event(self, event: Event) -> None:
         """Number the turns as the recorder did, go live where a fork says, and compare (see `compare`)."""
-        if isinstance(event, (ReplyDeltaEvent, ReplyResetEvent)):
-            return  # the recorder does not write them either
+        if isinstance(event, (ReplyDeltaEvent, ReplyResetEvent, MemoryReadEvent)):
+            return  # deltas are not recorded; reads are served (`served_read`), not compared
         if isinstance(event, TurnEvent):
             self.turn += 1
         elif isinstance(event, ModelRequestEvent):

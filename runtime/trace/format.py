@@ -2,9 +2,11 @@
 
 The first line is the header (schema version, agent, spec, runtime version, model settings, and a snapshot of
 core memory and the in-context messages at the start); then one line per event as the runtime reported it
-(`pagemind.runtime.events`: turn, model request, model response, tool call, tool result, memory edit, runtime
-event, step end), each with the agent-clock readings taken since the previous line, so a replay can serve the
-same clock values. `LINE_ADAPTER` validates any line, the header included, into these types by its `type`.
+(`pagemind.runtime.events`: turn, model request, model response, tool call, tool result, memory edit, memory
+read, runtime event, step end), each with the agent-clock readings taken since the previous line, so a replay can
+serve the same clock values. A `memory_read` line is what the turn read from archival or recall memory (its
+request and result), which a replay serves in place of memory the trace does not carry (`header.reads` says a
+trace has them; older ones do not). `LINE_ADAPTER` validates any line, the header included, into these types by its `type`.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class Header(_Strict):
     snapshot: Snapshot
     parent: Parent | None = None
     redacted: bool = False  # user and memory text replaced by placeholders (`pagemind trace export --redact`)
+    reads: bool = False  # the turns' external-memory reads are recorded (`memory_read` lines); older traces lack them
 
 
 TraceLine = Annotated[Header | Event, Field(discriminator="type")]

@@ -73,9 +73,13 @@ def snapshot_message(snapshot: MessageSnapshot) -> Message:
 
 def take_snapshot(agent: Any) -> Snapshot:
     """The agent's core memory, window and small per-agent state, as they stand."""
-    archival_count = agent.archival.stats()[0] if getattr(agent, "archival", None) else None
+    archival = getattr(agent, "archival", None)
+    stats = getattr(archival, "stored_stats", None) or getattr(archival, "stats", None)  # (a test's own archival)
+    archival_count = stats()[0] if stats is not None else None
     window = agent.window
     state = {"pressure_warned": window.warned, "token_correction": window.correction}
+    if agent.monitor.told_squeezed:  # said once per loaded agent: a replay, a new load, must not say it again
+        state["pressure_squeezed_told"] = True
     return Snapshot(
         blocks=[
             BlockSnapshot(label=b.label, value=b.value, limit=b.limit, description=b.description, read_only=b.read_only)
@@ -102,4 +106,5 @@ def make_header(agent: Any, parent: Parent | None = None, trace_id: str | None =
         model=model,
         snapshot=take_snapshot(agent),
         parent=parent,
+        reads=True,
     )

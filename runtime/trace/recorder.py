@@ -22,6 +22,7 @@ from pagemind.runtime.events import (
     FlushEvent,
     HistoryRepairEvent,
     MemoryEditEvent,
+    MemoryReadEvent,
     ModelRequestEvent,
     ModelResponseEvent,
     PressureSqueezedEvent,
@@ -130,6 +131,9 @@ class TraceRecorder:
     write_request_after = 0.02
     """Seconds a model call may take before its request is written without waiting for the step's end."""
 
+    wants_reads = True
+    """A trace holds what each turn read from external memory, so a replay can be served the same reads."""
+
     def __init__(self, *, path: Path | None = None, directory: Path | None = None, parent: Parent | None = None):
         if (path is None) == (directory is None):
             raise ValueError("give exactly one of path (one trace) or directory (one trace per turn)")
@@ -142,6 +146,7 @@ class TraceRecorder:
         self.pending: list[Pending] = []
         self.paths: list[Path] = []
         self.failed = False
+        self.in_turn = False  # between a turn's start and its last step's end: the turn's reads are recorded
         self._scheduled_write: asyncio.Handle | None = None
 
     def attach(self, agent: Any) -> TraceRecorder:
@@ -219,9 +224,11 @@ class TraceRecorder:
         """Note the event; a turn may start a new file, a step's end writes the step."""
         match event:
             case TurnEvent():
+                self.in_turn = False  # the header's snapshot reads the statistics: no part of the turn
                 if self.writer is None or self.directory is not None:
                     self._open()
                 self.turn += 1
+                self.in_turn = True
                 self._note(event)
             case ModelRequestEvent():
                 previous = self.previous.get(event.purpose)
@@ -230,7 +237,12 @@ class TraceRecorder:
                 self._write_if_the_call_lasts()
             case StepEndEvent():
                 self._note(event)
+                self.in_turn = event.stop_reason is None
                 self.write_pending()
+            case MemoryReadEvent():
+                if self.in_turn:  # (a read between turns, e.g. inspecting the prompt, belongs to no trace)
+                    # No clock readings of its own: those stay with the events the replay compares in order.
+                    self.pending.append(Pending(event, (), self.turn))
             case (
                 ModelResponseEvent()
                 | ToolCallEvent()

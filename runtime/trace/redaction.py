@@ -130,6 +130,17 @@ def _json_strings(data: Any) -> list[str]:
     return []
 
 
+def _memory_texts(data: Any) -> list[str]:
+    """The texts and tags of the records or messages in a read's result, however nested."""
+    if isinstance(data, list):
+        return [t for v in data for t in _memory_texts(v)]
+    if not isinstance(data, dict):
+        return []
+    found = [data["text"]] if isinstance(data.get("text"), str) else []
+    found += [t for t in data.get("tags") or [] if isinstance(t, str)]
+    return found + [t for k, v in data.items() if k not in ("text", "tags") for t in _memory_texts(v)]
+
+
 def _collect_message(redactor: Redactor, message: dict[str, Any]) -> None:
     role = message.get("role")
     if role in ("user", "assistant", "tool"):
@@ -147,6 +158,12 @@ def _collect(redactor: Redactor, event: dict[str, Any]) -> None:
         redactor.add(e["old"], "memory")
         redactor.add(e["new"], "memory")
 
+    def memory_read(e: dict[str, Any]) -> None:  # the memories (and messages) a turn read, and what it asked
+        for text in _memory_texts(e["result"]):
+            redactor.add(text, "memory")
+        for key in ("text", "query"):
+            redactor.add(e["request"].get(key), "user")
+
     collectors: dict[str, Callable[[dict[str, Any]], None]] = {
         "header": lambda e: _collect_header(redactor, e),
         "turn": lambda e: redactor.add(e["user_message"], "user"),
@@ -154,6 +171,7 @@ def _collect(redactor: Redactor, event: dict[str, Any]) -> None:
         "tool_call": lambda e: redactor.add_arguments(e["arguments"]),
         "tool_result": lambda e: redactor.add(e["content"], "text"),
         "memory_edit": memory_edit,
+        "memory_read": memory_read,
     }
     collect = collectors.get(event["type"])
     if collect:
@@ -176,7 +194,7 @@ def redact_trace(trace: Trace, out: Path) -> Redactor:
     events = [LINE_ADAPTER.dump_python(line, mode="json") for line in (trace.header, *trace.events)]
     redactor = Redactor()
     # Memory and user text first, so their placeholders say so; then everything else, in order of appearance.
-    first = ("header", "memory_edit", "turn")
+    first = ("header", "memory_edit", "memory_read", "turn")
     for event in [e for e in events if e["type"] in first] + [e for e in events if e["type"] not in first]:
         _collect(redactor, event)
     writer = TraceWriter(out)

@@ -1,8 +1,11 @@
 """Replay a trace offline: the real loop, tools and compiler against the recorded model responses.
 
 Replay rebuilds the agent from the trace header's snapshot in a scratch database (a temporary SQLite file; the
-agent's real memory is never touched), serves the recorded clock readings and model responses in order, and
-compares every request, tool call, tool result, memory edit, runtime event and step end with the recording.
+agent's real memory is never touched), serves the recorded clock readings and model responses in order and the
+recorded external-memory reads by request (`trace.served_reads`: archival and recall memory are not in the
+snapshot; their writes go to the scratch store), and compares every request, tool call, tool result, memory edit,
+runtime event and step end with the recording. A trace recorded before reads were (header `reads` false) reads
+the empty scratch store instead, and a divergence then says so.
 The first difference stops the replay with a `Divergence` (exit code 1). A recorded response left unused is a
 divergence too. A trace cut short by a crash replays up to its last complete step and says where it ends.
 
@@ -24,6 +27,7 @@ from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import ModelClient, ModelRequest, ModelResponse, response_from_body
+from pagemind.runtime.observer import listener
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec, BlockSpec
 from pagemind.runtime.spec.memory import SalienceConfig
@@ -35,6 +39,7 @@ from pagemind.runtime.trace.header import snapshot_message
 from pagemind.runtime.trace.reader import Trace
 from pagemind.runtime.trace.recorded_tools import TRUST_HINT, custom_tools, replay_tools
 from pagemind.runtime.trace.recorder import TraceRecorder
+from pagemind.runtime.trace.served_reads import ServedReads
 
 log = structlog.get_logger("pagemind.replay")
 
@@ -135,6 +140,7 @@ async def scratch_agent(
     agent.monitor.concurrent = False  # a flush's model calls in the order the trace holds their answers
     snapshot = trace.header.snapshot
     state = snapshot.agent_state
+    agent.monitor.told_squeezed = bool(state.get("pressure_squeezed_told", False))
     await agent.window.restore(
         [snapshot_message(m) for m in snapshot.messages],
         snapshot.summary,
@@ -193,6 +199,8 @@ async def replay(
         comparator = Comparator(trace, clock, from_step)
         agent = await scratch_agent(trace, ReplayModel(comparator, live), clock, Path(tmp), trust_tools)
         agent.observer = comparator
+        if trace.header.reads:
+            agent.read_through(ServedReads(comparator, lambda: listener(agent.observer)))
         recorder = None
         if record_to is not None:
             parent = Parent(trace=str(trace.path), from_step=from_step) if from_step else None
@@ -218,6 +226,8 @@ async def _drive(
         pass
     failure = comparator.failure  # also when something in the runtime swallowed the exception
     if isinstance(failure, Divergence):
+        if not trace.header.reads:
+            failure.detail = (failure.detail + "\n" if failure.detail else "") + OLD_TRACE_NOTE
         return ReplayReport(trace, "diverged", comparator.steps, failure, record_to)
     if forking:
         return ReplayReport(trace, "forked", comparator.steps, None, record_to)
@@ -226,6 +236,12 @@ async def _drive(
 
 
 # -- reporting ----------------------------------------------------------------------------------------------------
+
+OLD_TRACE_NOTE = (
+    "(this trace was recorded before traces held what a turn read from archival and recall memory: the replay "
+    "read them from an empty scratch store, so a turn that used stored memories cannot replay identically; a trace "
+    "recorded now can)"
+)
 
 
 def trace_end_note(trace: Trace) -> str:

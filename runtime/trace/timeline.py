@@ -19,6 +19,7 @@ from pagemind.runtime.events import (
     FlushEvent,
     HistoryRepairEvent,
     MemoryEditEvent,
+    MemoryReadEvent,
     ModelRequestEvent,
     ModelResponseEvent,
     PressureSqueezedEvent,
@@ -216,8 +217,20 @@ class TimelineRenderer:
                 return []  # the reply shows whole, as its tool call or response
             case ReplyResetEvent():
                 return [f"    ↺ streamed reply discarded: {short(event.reason, self.text_width)}"]
+            case MemoryReadEvent():
+                return self._memory_read(event)
             case _:
                 assert_never(event)
+
+    def _memory_read(self, e: MemoryReadEvent) -> list[str]:
+        # Searches only: the statistics, active days and neighbour lookups show in what they lead to.
+        if e.read == "candidates":
+            found = f"{len(e.result['dense'])} dense + {len(e.result['keyword'])} keyword candidates"
+            return [f"    ⌕ {e.source} {found} for {short(e.request.get('text'), self.text_width // 2)!r}"]
+        if e.read == "search":
+            asked = short(e.request.get("query") or "(newest)", self.text_width // 2)
+            return [f"    ⌕ {e.source}: {len(e.result)} message(s) for {asked!r}"]
+        return []
 
     def _header(self, e: Header) -> list[str]:
         snap = e.snapshot

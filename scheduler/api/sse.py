@@ -46,6 +46,7 @@ from pagemind.runtime.events import (
     FlushEvent,
     HistoryRepairEvent,
     MemoryEditEvent,
+    MemoryReadEvent,
     ModelRequestEvent,
     ModelResponseEvent,
     PressureSqueezedEvent,
@@ -149,6 +150,8 @@ def sse_of(event: Any) -> ServerSentEvent | None:
             )
         case ReplyResetEvent():
             return ServerSentEvent(event="reply_reset", data={"step": event.step, "reason": event.reason})
+        case MemoryReadEvent():
+            return None  # a trace's business (streams ask for no reads)
         case _:
             assert_never(event)
 

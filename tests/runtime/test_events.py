@@ -18,6 +18,7 @@ from pagemind.runtime.events import (
     HistoryRepair,
     HistoryRepairEvent,
     MemoryEditEvent,
+    MemoryReadEvent,
     ModelRequestEvent,
     ModelResponseEvent,
     PressureSqueezedEvent,
@@ -99,6 +100,14 @@ SAMPLES = [  # one turn's worth, in an order the runtime could report them
     ToolCallEvent(step=1, call_id="c1", name="core_memory_append", arguments='{"label": "human", "content": "Lin"}'),
     ToolResultEvent(step=1, call_id="c1", name="core_memory_append", content="Appended.", is_error=False),
     MemoryEditEvent(step=1, label="human", operation="append", old="", new="Lin", at=AT),
+    MemoryReadEvent(step=0, source="archival", read="stats", request={}, result=[2, ["work"]]),
+    MemoryReadEvent(
+        step=0,
+        source="recall",
+        read="search",
+        request={"query": "Lin", "roles": None, "dates": [None, None], "limit": 5, "page": 1, "mode": "bm25"},
+        result=[{"id": 3, "role": "user", "time": AT.isoformat(), "text": "I'm Lin", "score": 0.5}],
+    ),
     StepEndEvent(step=1, stop_reason="send_message"),
 ]
 

@@ -31,6 +31,7 @@ from sqlalchemy.engine import Engine
 from pagemind.runtime.memory.archival.filed_from import context_texts, filed_together
 from pagemind.runtime.memory.archival.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.archival.ledger import Ledger, MemoryVersion, new_token
+from pagemind.runtime.memory.archival.reads import ArchivalReads
 from pagemind.runtime.memory.archival.reconcile import reconcile_once
 from pagemind.runtime.memory.archival.rekey import complete_rekeys
 from pagemind.runtime.memory.archival.stats_cache import StatsCache
@@ -43,8 +44,7 @@ from pagemind.runtime.memory.retrieval.keywords import analysed
 from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse, importance_factor, recency, usefulness
 from pagemind.runtime.memory.retrieval.rounds import refine
 from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
-from pagemind.runtime.memory.vectors.index import PLAN
-from pagemind.runtime.memory.vectors.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
+from pagemind.runtime.memory.vectors.records import Hit, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.records import utcnow, without_nul
@@ -53,8 +53,6 @@ from pagemind.tools.context import MEMORY_KINDS, ArchivalHit, InsertResult
 __all__ = ["ArchivalService", "MemoryVersion"]
 
 log = structlog.get_logger("pagemind.archival")
-
-NEIGHBOURS = 4  # nearest candidates the write path looks through for the nearest settled one
 
 
 class ArchivalService:
@@ -85,6 +83,7 @@ class ArchivalService:
         self._stats_cache = StatsCache(self.ledger, clock)
         self._bm25: Any = None
         self.activity = ActiveDays(agent_id, engine)  # the days disuse is counted in (`memory.decay`)
+        self.reads = ArchivalReads(self)  # every read a turn makes, through the agent's tape (`memory.reads`)
 
     @property
     def context_messages(self) -> int:
@@ -101,7 +100,7 @@ class ArchivalService:
             backend = self._open_backend()
             complete_rekeys(self.engine, backend)
             store = AgentStore(backend, self.agent_id, self.ledger.origin())
-            reconcile_once(self.ledger, store, backend, restore=self._points, model=self.embedder.model_id)
+            reconcile_once(self.ledger, store, backend, restore=self.points, model=self.embedder.model_id)
             self._store = store
         return self._store
 
@@ -113,9 +112,9 @@ class ArchivalService:
         vector = self._bm25.embed_query(text) if query else self._bm25.embed_document(text)
         return Sparse(list(vector.indices), list(vector.values))
 
-    def _points(self, records: list[MemoryRecord]) -> list[StoredPoint]:
-        """Points for memories whose point is missing (see memory.reconcile), embedded again from their text (and
-        the keywords of the conversation they were filed from, from SQL)."""
+    def points(self, records: list[MemoryRecord]) -> list[StoredPoint]:
+        """Points for memories whose point is missing (see memory.reconcile; a replay's memories read from its
+        trace), embedded again from their text (and the keywords of the conversation they were filed from)."""
         vectors = self.embedder.embed([r.text for r in records])
         return [StoredPoint(r, v, s) for r, v, s in zip(records, vectors, self._keywords(records), strict=True)]
 
@@ -164,7 +163,7 @@ class ArchivalService:
         cache_rows: list[dict[str, Any]] = []  # the vector's cache row, written with the memory's row
         [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
         async with self._write_lock:  # two inserts of the same fact must not both miss each other
-            neighbour = await asyncio.to_thread(self._nearest, vector, kind, now)
+            neighbour = await asyncio.to_thread(self.reads.neighbour, text, vector, kind, now)
             decision = decide(text, neighbour, self.config)
             if decision.action == "duplicate":
                 assert decision.neighbour is not None  # a duplicate of its neighbour (`decide`)
@@ -185,13 +184,6 @@ class ArchivalService:
             raise ValueError(f"unknown kind '{kind}' (one of {', '.join(MEMORY_KINDS)})")
         if importance is not None and not 0 <= importance <= 1:
             raise ValueError("importance must be between 0 and 1")
-
-    def _nearest(self, vector: np.ndarray, kind: str, now: datetime) -> Hit | None:
-        hits = self.store.search_dense(
-            vector, MemoryFilter(kinds=[kind], live_at=now), NEIGHBOURS, ef=PLAN.neighbour_ef
-        )
-        live = self.ledger.live_ids([h.record.id for h in hits]) if hits else set()
-        return next((h for h in hits if h.record.id in live), None)
 
     def _add(
         self,
@@ -352,7 +344,7 @@ class ArchivalService:
         (prefetch: the model was shown them)."""
         k = max(1, min(top_k or self.config.top_k, self.config.max_top_k))
         dated = start_date is not None or end_date is not None
-        if not self._stats_cache.may_find(dated):
+        if not self.reads.may_find(dated, lambda: self._stats_cache.may_find(dated)):
             return []  # nothing to find (checked against the database): no need to load the model or open the store
         now = self.clock()
         use = "hit" if count_hits else "seen" if seen and self.config.expiry.prefetch_counts else None
@@ -382,16 +374,16 @@ class ArchivalService:
         now: datetime,
         use: str | None,
     ) -> tuple[list[ArchivalHit], int]:
-        activity = self.activity.at(now)  # cached: a read only until today is known active
+        activity = self.reads.activity(now)  # cached: a read only until today is known active
         tags, start_date, end_date = scope
         flt = search_filter(now, self.config.expiry, activity, tags=tags, start_date=start_date, end_date=end_date)
 
         def one_round(text: str) -> list[tuple[float, MemoryRecord]]:
             vector = query_vector(self.embedder, text)
             sparse = self._sparse(analysed(text), query=True) if mode != "dense" else None
-            dense_hits, keyword_hits = self.store.search_hybrid(vector if mode != "bm25" else None, sparse, flt, limit)
-            live = self.ledger.live_ids([h.record.id for h in [*dense_hits, *keyword_hits]])
-            dense_hits, keyword_hits = ([h for h in hits if h.record.id in live] for hits in (dense_hits, keyword_hits))
+            dense_hits, keyword_hits = self.reads.candidates(
+                text, mode, flt, limit, vector if mode != "bm25" else None, sparse
+            )
             return self._rank(vector, dense_hits, keyword_hits, now, mode, activity)
 
         ranked = refine(query, one_round(query), one_round, now, self.config)  # a second round, the time boost
@@ -433,7 +425,7 @@ class ArchivalService:
         cos.update({h.record.id: h.cosine for h in keyword_hits if h.cosine is not None and h.record.id not in cos})
         missing = [i for i in ids if i not in cos]
         if missing and mode != "bm25":
-            cos.update({i: float(v @ vector) for i, v in self.store.dense_vectors(missing).items()})
+            cos.update({i: float(v @ vector) for i, v in self.reads.vectors(missing).items()})
         kw = {h.record.id: h.score for h in keyword_hits}
         dense = np.array([cos.get(i, 0.0) for i in ids])
         keyword = np.array([kw.get(i, 0.0) for i in ids])
@@ -478,6 +470,11 @@ class ArchivalService:
         """(live memories, tags in use by them) now, from SQL: whoever wrote them, whatever expired since.
         Costs one primary-key read while nothing changed (the agent's revision) and no memory expired; in a turn
         (`turn_stats`), one such read for the whole turn (`memory.stats_cache`)."""
+        return self.reads.stats(self._stats_cache.value)
+
+    def stored_stats(self) -> tuple[int, tuple[str, ...]]:
+        """`stats` from this store, never through the agent's tape: what a trace header's snapshot notes (a read of
+        no turn, which a replay is not served)."""
         return self._stats_cache.value()
 
     def turn_stats(self, revision: int | None = None) -> AbstractContextManager[None]:

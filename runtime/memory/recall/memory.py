@@ -28,6 +28,7 @@ from sqlalchemy import and_, func, select, union_all
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.embedding.embedders import Embedder, query_vector
+from pagemind.runtime.memory.reads import UNRECORDED, Codec, ReadTape
 from pagemind.runtime.memory.recall.fulltext import INDEX_CHARS, FullText, IndexedMessage
 from pagemind.runtime.memory.recall.rank import Speakers, diversify, speaker_boost, with_next
 from pagemind.runtime.memory.retrieval.keywords import query_terms
@@ -43,6 +44,12 @@ log = structlog.get_logger("pagemind.recall")
 Mode = Literal["hybrid", "bm25", "dense"]
 _Read = dict[int, Any]  # messages rows a search read already, by id
 _BATCH = 500
+# A search is one read (`memory.reads`): a replay is served its hits, since the conversation log it ranks is not
+# in the trace (archival memory, by contrast, is served the candidates and ranks them again).
+_HITS: Codec[list[RecallHit]] = Codec(
+    dump=lambda hits: [h.model_dump(mode="json") for h in hits],
+    load=lambda data: [RecallHit.model_validate(h) for h in data],
+)
 _MESSAGES = table_of(MessageRow)
 _COLUMNS = (
     _MESSAGES.c.id,
@@ -151,6 +158,7 @@ class RecallService:
         self._last: IndexedMessage | None = None  # the last indexed message (context for the next one)
         self._fulltext_covered = 0  # the newest message id the full-text index is known to have covered
         self._lock = threading.Lock()
+        self.tape: ReadTape = UNRECORDED  # the agent's, once loaded (`memory.reads`)
 
     # -- indexing ---------------------------------------------------------------------------------------------
 
@@ -289,12 +297,21 @@ class RecallService:
         date range narrow it, `limit` per page, `page` from 1."""
         limit = max(1, min(limit or self.config.top_k, self.config.max_top_k))
         page = max(1, page)
-        if not query or not query.strip():
-            return await asyncio.to_thread(self._newest, roles, start_date, end_date, limit, page)
-        mode = mode or ("hybrid" if self.config.recall_dense and self.embedder is not None else "bm25")
-        hits, candidates = await asyncio.to_thread(self._search, query, mode, roles, start_date, end_date, limit, page)
-        log.info("recall_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(hits))
-        return hits
+        query = query if query and query.strip() else None
+        if query is not None:
+            mode = mode or ("hybrid" if self.config.recall_dense and self.embedder is not None else "bm25")
+        dates = [d.isoformat() if d else None for d in (start_date, end_date)]
+        request = {"query": query, "roles": roles, "dates": dates, "limit": limit, "page": page, "mode": mode}
+
+        def live() -> list[RecallHit]:
+            if query is None:
+                return self._newest(roles, start_date, end_date, limit, page)
+            assert mode is not None  # set with the query above
+            hits, candidates = self._search(query, mode, roles, start_date, end_date, limit, page)
+            log.info("recall_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(hits))
+            return hits
+
+        return await asyncio.to_thread(self.tape.read, "recall", "search", request, live, _HITS)
 
     def _search(
         self,

@@ -77,7 +77,9 @@ def test_a_run_whose_model_fails_still_leaves_its_trace(home, scripted_openai, c
     [path] = list((home / "traces" / "companion").glob("*.jsonl"))
     trace = read_trace(path)
     assert not trace.complete and trace.steps == [(1, 1)]
-    assert trace.dropped == 1  # the second step's request, which got no answer, is in the file
+    # the second step's request, which got no answer, is in the file (after the statistics its prompt read)
+    last = [json.loads(line) for line in path.read_text().splitlines()[-trace.dropped :]]
+    assert [e["type"] for e in last] == ["memory_read", "model_request"] and last[1]["step"] == 2
 
 
 def test_replay_reports_a_divergence_with_exit_1(home, scripted_openai, capsys):
@@ -89,7 +91,7 @@ def test_replay_reports_a_divergence_with_exit_1(home, scripted_openai, capsys):
     path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     assert main(["replay", str(path)]) == 1
     output = capsys.readouterr().out
-    assert output.startswith(f"DIVERGED at event 3 of 13 ({path.name}:4), turn 1 step 1")
+    assert output.startswith(f"DIVERGED at event 5 of 16 ({path.name}:6), turn 1 step 1")
     assert "+Name: Sam" in output
 
 

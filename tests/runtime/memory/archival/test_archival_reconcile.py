@@ -60,7 +60,7 @@ def half_insert(service: ArchivalService, rec: MemoryRecord, *, point: bool, sup
     """Step 1 of an insert, and step 2 too when `point`: a crash right after."""
     service.ledger.begin_insert(rec, new_token(), supersedes, {"kind": rec.kind})
     if point:
-        service.store.upsert(service._points([rec]))
+        service.store.upsert(service.points([rec]))
 
 
 def test_an_inserting_row_with_its_point_is_invisible_until_reconcile_completes_it(world):
@@ -151,11 +151,11 @@ def test_points_without_a_row_are_deleted_only_when_this_database_wrote_them(wor
     service, _ = world
     writer = service()
     ours, legacy, theirs = (record(t) for t in ("Lin lives in Lyon", "Lin lives in Paris", "Lin plays the cello"))
-    [point] = writer._points([ours])
+    [point] = writer.points([ours])
     writer.store.upsert([point])  # the store marks it with this database's origin
     backend = writer.store._backend
     for rec, origin in ((legacy, None), (theirs, "another-database")):
-        [p] = writer._points([rec])
+        [p] = writer.points([rec])
         backend.upsert(ALICE, [type(p)(p.record, p.dense, p.sparse, origin)])
     assert writer.store.origins()[ours.id] == writer.ledger.origin()
     assert writer.list() == [] and visible(writer, "Lin plays the cello") == set()
@@ -173,7 +173,7 @@ def test_a_live_row_whose_point_is_missing_gets_it_back(world):
     writer = service()
     lost = run(writer.insert("Lin plays the cello"))
     writer.store.delete([lost.id])
-    done = reconcile(writer.ledger, writer.store, exclusive=False, restore=writer._points)
+    done = reconcile(writer.ledger, writer.store, exclusive=False, restore=writer.points)
     assert done.restored == 1 and visible(writer, "Lin plays the cello") == {lost.id}
 
 

@@ -82,7 +82,7 @@ def test_a_point_restored_from_sql_gets_its_context_keywords_back(backend, tmp_p
     run(service.insert("Lin plays the cello"))
     service.store.delete([lost.id])  # a crash took the point; SQL keeps the row and its source messages
     assert keyword_texts(service, "fjords") == []
-    assert reconcile(service.ledger, service.store, exclusive=False, restore=service._points).restored == 1
+    assert reconcile(service.ledger, service.store, exclusive=False, restore=service.points).restored == 1
     assert keyword_texts(service, "fjords") == ["Mei lives in Oslo"]
 
 
