@@ -11,6 +11,9 @@ Three kinds of agent, one lookup (`spec_for`):
 - an agent made from a spec given to the API (`create` with `spec=`): its spec is the one stored with it.
 
 `agent_origins` records the last two (the template's name, or none, and the block values given at creation).
+
+A YAML file that does not load is not served; `errors` says why, `problems` says it in one line per file (what
+`pagemind serve` prints at start), and a request for the name the file would define gets `AgentUnavailable`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+import yaml
 from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
@@ -33,7 +37,14 @@ from pagemind.runtime.state.new_agent import insert_agent
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import AgentRow, agent_origins, table_of
-from pagemind.scheduler.errors import AgentExists, DaemonError, NotDeletable, UnknownAgent, UnknownTemplate
+from pagemind.scheduler.errors import (
+    AgentExists,
+    AgentUnavailable,
+    DaemonError,
+    NotDeletable,
+    UnknownAgent,
+    UnknownTemplate,
+)
 
 log = structlog.get_logger("pagemind.scheduler")
 agents = table_of(AgentRow)
@@ -79,6 +90,7 @@ class AgentCatalog:
         self.store = store
         self._awaited = AwaitedStatements.of(store.engine)
         self.errors: dict[Path, str] = {}  # YAML files that do not load, and why (the API's readiness shows them)
+        self._claims: dict[Path, str] = {}  # the agent name each file that does not load would define
         self._files: dict[str, _File] = {}
         self._origins: dict[str, _Origin] = {}
         self._yaml_ids: dict[str, int] = {}
@@ -96,6 +108,9 @@ class AgentCatalog:
             return
         seen: dict[str, _File] = {}
         paths = sorted(p for p in self.directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        for gone in set(self.errors) - set(paths):  # a removed file no longer keeps its name unavailable
+            self.errors.pop(gone)
+            self._claims.pop(gone, None)
         for path in paths:
             current = next((f for f in self._files.values() if f.path == path), None)
             loaded = self._read(path, current)
@@ -114,11 +129,27 @@ class AgentCatalog:
                 return current
             spec = load_spec(path)
         except (OSError, SpecError) as exc:
+            if self.errors.get(path) != str(exc):  # once per version: every rescan reads a broken file again
+                log.warning("agent_yaml_invalid", path=str(path), error=str(exc)[:300])
             self.errors[path] = str(exc)
-            log.warning("agent_yaml_invalid", path=str(path), error=str(exc)[:300])
+            self._claims[path] = _claimed_name(path)
             return current  # keep serving the last good version of a file being edited
         self.errors.pop(path, None)
+        self._claims.pop(path, None)
         return _File(path, mtime, spec)
+
+    def problems(self) -> list[str]:
+        """One line per YAML file of the folder that is not served: the file, then each problem (line, field,
+        message) — what `pagemind serve` prints at start."""
+        return [one_line(path, why) for path, why in sorted(self.errors.items())]
+
+    def _unavailable(self, name: str) -> UnknownAgent:
+        """The error for a name no agent (or template) is served under: `AgentUnavailable` when a file that does
+        not load would define it, else `UnknownAgent`."""
+        for path, claimed in self._claims.items():
+            if claimed == name and path in self.errors:
+                return AgentUnavailable(name, str(path), one_line(path, self.errors[path]))
+        return UnknownAgent(name)
 
     def _file(self, name: str) -> _File | None:
         entry = self._files.get(name)
@@ -177,7 +208,8 @@ class AgentCatalog:
         return origin
 
     def spec_for(self, name: str) -> AgentSpec:
-        """The spec agent `name` runs with now; raises `UnknownAgent`."""
+        """The spec agent `name` runs with now; raises `UnknownAgent` (`AgentUnavailable`: its file, or its
+        template's, does not load)."""
         entry = self._file(name)
         if entry is not None and not entry.spec.template:
             return entry.spec
@@ -187,10 +219,13 @@ class AgentCatalog:
                 self.rescan()  # a file added since
                 if self.is_yaml_agent(name):
                     return self._files[name].spec
-            raise UnknownAgent(name)
+            raise self._unavailable(name)
         if origin.template is not None:
             template = self._file(origin.template)
             if template is None:
+                broken = self._unavailable(origin.template)
+                if isinstance(broken, AgentUnavailable):  # say why, not that the agent is unknown
+                    raise AgentUnavailable(name, broken.path, broken.why)
                 raise UnknownAgent(name) from UnknownTemplate(origin.template, self.templates())
             return self._derived_spec(name, template.spec)
         stored = self.store.stored_spec_json(name)
@@ -233,7 +268,8 @@ class AgentCatalog:
         blocks: dict[str, str] | None = None,
     ) -> AgentInfo:
         """Make an agent from a template (by name) or a spec, with `blocks` as its first block values; raises
-        `AgentExists`, `UnknownTemplate`, or `DaemonError` for a block the spec lacks or a value over its limit."""
+        `AgentExists`, `UnknownTemplate` (`AgentUnavailable`: the template's file does not load), or `DaemonError`
+        for a block the spec lacks or a value over its limit."""
         if (template is None) == (spec is None):
             raise DaemonError("give a template or a spec (one of them)")
         if name in self._files:
@@ -241,6 +277,9 @@ class AgentCatalog:
         if template is not None:
             source = self._file(template)
             if source is None:
+                broken = self._unavailable(template)
+                if isinstance(broken, AgentUnavailable):
+                    raise AgentUnavailable(template, broken.path, broken.why, "template")
                 raise UnknownTemplate(template, self.templates())
             spec = source.spec
         assert spec is not None  # a template's, or the one given (exactly one of them: checked above)
@@ -307,7 +346,7 @@ class AgentCatalog:
             )
         origin = self._origin(name)
         if origin is None:
-            raise UnknownAgent(name)
+            raise self._unavailable(name)
         record = self.store.agent_record(origin.agent_id)
         return AgentInfo(
             name,
@@ -350,6 +389,30 @@ class AgentCatalog:
             if r.origin is not None and r.name not in self._files
         ]
         return sorted(infos, key=lambda info: info.name)
+
+
+def one_line(path: Path, error: str) -> str:
+    """A file's load error in one line: `FILE: line N field: message; line M …` (a `SpecError` names the file
+    in each of its problems; said once here)."""
+    prefix = f"{path}:"
+    parts = []
+    for problem in (line.strip() for line in error.splitlines()):
+        if not problem:
+            continue
+        rest = problem.removeprefix(prefix).strip() if problem.startswith(prefix) else problem
+        parts.append(f"line {rest}" if rest[:1].isdigit() else rest)
+    return f"{path}: {'; '.join(parts) or 'does not load'}"
+
+
+def _claimed_name(path: Path) -> str:
+    """The agent name a file that does not load would define: its `name:` when the YAML still parses (a tool that
+    cannot be imported, a field out of range), else the file's stem (a syntax error)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        data = None
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name else path.stem
 
 
 def _seeded(spec: AgentSpec, blocks: dict[str, str]) -> AgentSpec:

@@ -15,6 +15,20 @@ class UnknownAgent(DaemonError, LookupError):
         self.name = name
 
 
+class AgentUnavailable(UnknownAgent):
+    """A YAML file in the agents folder would define the agent, but it does not load: the message says which file
+    and why. An `UnknownAgent` to callers that only ask whether the agent is served; the file is read again when it
+    changes, so fixing it serves the agent without a restart."""
+
+    def __init__(self, name: str, path: str, why: str, kind: str = "agent"):
+        DaemonError.__init__(
+            self,
+            f"{kind} '{name}' failed to load, so it is not served: {why} "
+            "(fix the file; the daemon reads it again when it changes)",
+        )
+        self.name, self.path, self.why = name, path, why
+
+
 class AgentExists(DaemonError):
     """The name is taken: by a YAML agent or template in the folder, or by a stored agent."""
 

@@ -1,5 +1,5 @@
-"""The `pagemind` command line: the parser and the dispatch of run, chat, memory, context, agents, trace, replay, demo,
-reflect, models.
+"""The `pagemind` command line: the parser and the dispatch of init, run, chat, memory, context, agents, trace,
+replay, demo, reflect, models; and the notes that say where state lives when PAGEMIND_HOME does not.
 
 Start-up is part of the interface: this module and the command modules it imports load only the standard
 library, and each command imports what it needs when it runs, so `pagemind --help` pays for no SQL, model SDK,
@@ -12,14 +12,16 @@ import argparse
 import gc
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.errors import bad_argument, exit_code
+from pagemind.runtime.cli.init import add_parser as add_init_parser
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
 from pagemind.runtime.cli.models import add_parser as add_models_parser
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
-from pagemind.runtime.cli.shared import CliError
+from pagemind.runtime.cli.shared import CliError, notice
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
 
 
@@ -44,10 +46,30 @@ Extend = Callable[[Any], None]
 are in, so a layer above the runtime (the daemon's `serve`, `send`) can add commands or wrap a handler."""
 
 
+# Commands that read and write no state under the home folder (the demo keeps its own, in a temporary folder).
+STATELESS = frozenset({"init", "demo"})
+GENERIC_HOME = (
+    "$PAGEMIND_HOME; when unset, a ./.pagemind the current folder has, else the user data folder "
+    "(~/.local/share/pagemind on Linux)"
+)
+
+
+def state_epilog(where: str) -> str:
+    """The help's closing line: where state lives (`where`: the folder, or for the docs how it is chosen)."""
+    return (
+        f"State (the database, archival vectors, traces) lives in {where}. "
+        "Start with `pagemind init` (example agents) or `pagemind demo`."
+    )
+
+
 def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
-    """The argument parser (exposed for tests and docs); `extend` adds a higher layer's commands."""
-    parser = argparse.ArgumentParser(prog="pagemind", description="A virtual-context OS for LLM agents.")
+    """The argument parser (exposed for tests and docs); `extend` adds a higher layer's commands. Its epilog says
+    how the state folder is chosen; `main` names the folder itself."""
+    parser = argparse.ArgumentParser(
+        prog="pagemind", description="A virtual-context OS for LLM agents.", epilog=state_epilog(GENERIC_HOME)
+    )
     sub = parser.add_subparsers(dest="command", required=True)
+    add_init_parser(sub)
     run = sub.add_parser("run", help="send one message and print the reply")
     run.add_argument("agent", help="agent YAML file or stored agent name")
     run.add_argument("-m", "--message", required=True)
@@ -89,6 +111,24 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def announce_home(command: str | None) -> Path | None:
+    """Say where state is when PAGEMIND_HOME does not: a ./.pagemind of the current folder in use (said now), or
+    the user data folder not made yet (returned, to be announced once the command has made it)."""
+    from pagemind.runtime.process.home import find_home, user_home
+
+    if command in STATELESS:
+        return None
+    home = find_home()
+    if home.origin == "local":
+        notice(
+            f"using {home.path}, found in this folder, for pagemind's state; to use the same state from any folder, "
+            f"move it to {user_home()} or set PAGEMIND_HOME={home.path}"
+        )
+    elif home.origin == "user" and not home.path.exists():
+        return home.path
+    return None
+
+
 def _add_wait(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait",
@@ -109,22 +149,36 @@ def main(argv: Sequence[str] | None = None, *, extend: Extend | None = None) -> 
     if bad:
         sys.stderr.write(f"error: {bad}; pagemind stores text as UTF-8\n")
         return 2
-    args = (memory_parser() if is_memory_subcommand(argv) else build_parser(extend)).parse_args(argv)
+    if is_memory_subcommand(argv):
+        parser = memory_parser()
+    else:
+        from pagemind.runtime.process.home import describe, find_home  # stdlib and platformdirs only
+
+        parser = build_parser(extend)
+        parser.epilog = state_epilog(describe(find_home()))
+    args = parser.parse_args(argv)
     import asyncio  # after parsing: --help and usage errors exit above without an event loop
 
+    made: Path | None = None
     try:
         configure_logging()
         from pagemind.runtime.process.settings import Settings
 
+        settings = Settings.from_env()
+        made = announce_home(getattr(args, "command", None))
         # A command may bring its own event loop (`serve`: uvloop); the others run on asyncio's.
         with asyncio.Runner(loop_factory=getattr(args, "loop_factory", None)) as runner:
-            code: int = runner.run(args.handler(args, Settings.from_env()))
+            code: int = runner.run(args.handler(args, settings))
             return code
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
         return exit_code(exc)
     finally:
+        if made is not None and made.is_dir():
+            notice(
+                f"created {made} for pagemind's state (agents, memory, traces); set PAGEMIND_HOME to keep it elsewhere"
+            )
         if process_ends:
             # The interpreter's last garbage collection walks every object the command created (the SDK's types,
             # SQL metadata, tokenizer tables): half a second for a run. Frozen objects are skipped; atexit handlers

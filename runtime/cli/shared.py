@@ -40,6 +40,11 @@ def out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def notice(text: str) -> None:
+    """A one-line note for the user beside a command's output (stderr, so that piped output stays clean)."""
+    sys.stderr.write(f"note: {text}\n")
+
+
 def open_store(settings: Settings) -> StateStore:
     """The state database named by the settings."""
     from pagemind.runtime.state.store import StateStore

@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
+from pagemind.runtime.process.home import find_home
+
 
 class SettingsError(ValueError):
     """An environment variable pagemind cannot use; the message names it and says what it takes."""
@@ -62,7 +64,8 @@ class Settings(BaseModel):
     (the variable named first in its description)."""
 
     home: Path = Field(
-        description="`PAGEMIND_HOME`: the folder state lives in (default ./.pagemind)",
+        description="`PAGEMIND_HOME`: the folder state lives in (default: a ./.pagemind the current folder has, "
+        "else the user data folder, ~/.local/share/pagemind on Linux; `runtime.process.home`)",
         json_schema_extra={"env": "PAGEMIND_HOME"},
     )
     database_url: str = Field(
@@ -165,7 +168,7 @@ _READERS: dict[str, Callable[[Mapping[str, str]], Any]] = {
 _READERS["embedding_dim"] = _reader("PAGEMIND_EMBEDDING_DIM", lambda raw: _positive_int(raw, "PAGEMIND_EMBEDDING_DIM"))
 _READERS["models_dir"] = _reader("PAGEMIND_MODELS_DIR", _path)
 _READERS["tiktoken_cache"] = _reader("PAGEMIND_TIKTOKEN_CACHE", _path)
-_READERS["home"] = lambda env: Path(env.get("PAGEMIND_HOME") or "./.pagemind")
+_READERS["home"] = lambda env: find_home(env).path
 
 Settings.VARIABLES = (
     *(Variable(_variable(name), name, info.description or "") for name, info in Settings.model_fields.items()),

@@ -6,7 +6,10 @@ import hashlib
 import importlib
 import json
 import re
+import sys
+import threading
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any, ClassVar
 
 import yaml
@@ -44,8 +47,9 @@ class SpecError(ValueError):
         self.problems = problems
 
 
-def resolve_tool(reference: str) -> Tool:
-    """A built-in tool by name, or a custom one by `package.module:function`; raises ValueError if neither."""
+def resolve_tool(reference: str, folder: Path | None = None) -> Tool:
+    """A built-in tool by name, or a custom one by `package.module:function`; raises ValueError if neither.
+    `folder`: the folder of the agent file that names it, where the module is looked for first."""
     if reference in BUILTIN_TOOLS:
         return BUILTIN_TOOLS[reference]
     if ":" not in reference:
@@ -53,10 +57,15 @@ def resolve_tool(reference: str) -> Tool:
         raise ValueError(f"unknown tool '{reference}' (built-ins: {known}; custom tools: package.module:function)")
     module_name, _, attribute = reference.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_tool_module(module_name, folder)
     except Exception as exc:
+        where = (
+            f" (looked beside the agent file, in {folder}, and on the Python path)"
+            if folder is not None
+            else " (a module beside an agent's YAML file is found when the agent is loaded from that file)"
+        )
         raise ValueError(
-            f"cannot import module '{module_name}' for tool '{reference}': {type(exc).__name__}: {exc}"
+            f"cannot import module '{module_name}' for tool '{reference}'{where}: {type(exc).__name__}: {exc}"
         ) from None
     target = getattr(module, attribute, None)
     if target is None:
@@ -72,6 +81,27 @@ def resolve_tool(reference: str) -> Tool:
     raise ValueError(f"'{reference}' is not a function or a @tool")
 
 
+# sys.path is the process's: one import with an agent's folder on it at a time (the daemon reads files off its loop).
+_FOLDER_IMPORT = threading.Lock()
+
+
+def _import_tool_module(name: str, folder: Path | None) -> ModuleType:
+    """Import a custom tool's module; with `folder` (the agent file's own), from there first, as Python runs a
+    script with its folder first on the path. The folder is on sys.path only while this import runs, so that it
+    shadows nothing for the rest of the process: an import the module makes later, inside a function, does not
+    see it (import helper modules at the top of the tool's module). The module stays in sys.modules under its
+    name, which is how the agent finds the tool again when it is loaded."""
+    if folder is None or name.partition(".")[0] in sys.modules:
+        return importlib.import_module(name)
+    entry = str(folder)
+    with _FOLDER_IMPORT:
+        sys.path.insert(0, entry)
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path.remove(entry)  # the first occurrence: the one inserted above
+
+
 def check_tool_syntax(reference: str) -> str:
     """A built-in tool's name or a `package.module:function` reference, checked without importing anything."""
     module_name, colon, attribute = reference.partition(":")
@@ -84,9 +114,11 @@ def check_tool_syntax(reference: str) -> str:
 def _check_tool_reference(reference: str, info: ValidationInfo) -> str:
     # A spec from somewhere untrusted (a trace someone shared) is validated with context {"import_tools": False}:
     # importing a module named there runs its code.
-    if isinstance(info.context, dict) and info.context.get("import_tools") is False:
+    # A spec read from a file the user named ({"tool_folder": its folder}) finds the modules beside it.
+    context = info.context if isinstance(info.context, dict) else {}
+    if context.get("import_tools") is False:
         return check_tool_syntax(reference)
-    resolve_tool(reference)
+    resolve_tool(reference, context.get("tool_folder"))
     return reference
 
 
@@ -393,7 +425,8 @@ def _parse(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
 
 
 def load_spec(path: str | Path) -> AgentSpec:
-    """Read and validate an agent YAML file; raises SpecError naming file, line and field for every problem."""
+    """Read and validate an agent YAML file; raises SpecError naming file, line and field for every problem. A
+    custom tool's module is looked for in the file's own folder first (`weather_tools:forecast` beside it)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -407,18 +440,23 @@ def load_spec(path: str | Path) -> AgentSpec:
                 "save the file as UTF-8"
             ]
         ) from None
-    return parse_spec(text, path)
+    return parse_spec(text, path, tool_folder=path.parent.resolve())
 
 
-def parse_spec(text: str, source: str | Path = "<agent>", *, import_tools: bool = True) -> AgentSpec:
+def parse_spec(
+    text: str, source: str | Path = "<agent>", *, import_tools: bool = True, tool_folder: Path | None = None
+) -> AgentSpec:
     """Validate an agent definition given as YAML text (the API receives agents this way); errors name `source`,
-    line and field. `import_tools=False` for text from elsewhere: custom tool modules are checked, not imported."""
+    line and field. `import_tools=False` for text from elsewhere: custom tool modules are checked, not imported.
+    `tool_folder`: where custom tool modules are looked for first (`load_spec`: the file's folder; text that
+    comes from no file the user named gets none)."""
     root, data = _parse(Path(source), text)
     if not isinstance(data, dict):
         raise SpecError([f"{source}:1 (top level): must be a mapping of fields (name, model, system, …)"])
     try:
         return AgentSpec.model_validate(
-            data, context={"import_tools": import_tools, "source": str(source), "yaml": root}
+            data,
+            context={"import_tools": import_tools, "source": str(source), "yaml": root, "tool_folder": tool_folder},
         )
     except ValidationError as exc:
         raise SpecError(_problems(Path(source), root, exc)) from None

@@ -3,13 +3,16 @@
 The routes live by area in `api_agents` (agents, messages, runs, the event stream) and `api_memory` (memory,
 context); their bodies in `api_models`. This module holds what every route shares:
 
-- **auth**: with a token every request but `/health` and `/ready` (probes) needs `Authorization: Bearer TOKEN`,
-  else 401; without one the server is reachable from this machine only (`scheduler.cli` refuses to bind
-  elsewhere), so there is nothing to check;
+- **auth**: with a token every request but the probes (`/health`, `/ready`, and the same under `/v1`) and the
+  docs page (`/docs` and the OpenAPI document it loads) needs `Authorization: Bearer TOKEN`, else 401; the
+  document declares the bearer scheme, so the page's "Authorize" button sends the token with its calls. Without
+  a token the server is reachable from this machine only (`scheduler.cli` refuses to bind elsewhere), so there
+  is nothing to check. Readiness without the key counts the agent files that do not load; what is wrong with
+  them (paths, YAML) is shown only with it;
 - **request size**: a body over `max_body` bytes is refused with 413 before the route runs, whether it says its
   length or streams it (a chunked body is counted as it arrives);
 - **errors**: every failure answers `{"error": {"code", "message"}}` — validation 422, unknown agent 404, an agent
-  that exists 409, too large 413 — never a bare string or an HTML page.
+  that exists 409, too large 413, an agent whose YAML does not load 503 — never a bare string or an HTML page.
 
 Both checks are pure ASGI middleware: Starlette's `BaseHTTPMiddleware` would buffer the event stream.
 """
@@ -33,7 +36,34 @@ from pagemind.scheduler.errors import DaemonError
 log = structlog.get_logger("pagemind.api")
 
 MAX_BODY = 1024 * 1024  # bytes; a message is text, and a YAML agent a page or two
-OPEN_PATHS = frozenset({"/health", "/ready"})  # load balancers probe these without credentials
+PROBES = ("/health", "/ready", "/v1/health", "/v1/ready")  # load balancers probe these without credentials
+# The docs pages and what they load: a browser opening them cannot send a token (their API calls still need one).
+DOCS_URL, OAUTH2_REDIRECT_URL, REDOC_URL, OPENAPI_URL = "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"
+OPEN_PATHS = frozenset((*PROBES, DOCS_URL, OAUTH2_REDIRECT_URL, REDOC_URL, OPENAPI_URL))
+BEARER = "bearer"  # the security scheme's name in the OpenAPI document
+
+
+class _Api(FastAPI):
+    """FastAPI whose OpenAPI document declares the bearer token (checked by `Guard`, not by a dependency per route,
+    which would cost every request), so the docs page offers "Authorize"; the open routes need none."""
+
+    def openapi(self) -> dict[str, Any]:
+        """The document, built once, with the bearer scheme required everywhere but on `OPEN_PATHS`."""
+        if self.openapi_schema is None:
+            document = super().openapi()
+            document.setdefault("components", {})["securitySchemes"] = {
+                BEARER: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "PAGEMIND_API_TOKEN, when the daemon was started with one",
+                }
+            }
+            document["security"] = [{BEARER: []}]
+            for path in OPEN_PATHS.intersection(document.get("paths", {})):
+                for operation in document["paths"][path].values():
+                    operation["security"] = []
+            self.openapi_schema = document
+        return self.openapi_schema
 
 
 def create_app(daemon: Daemon, token: str | None = None, *, max_body: int = MAX_BODY) -> FastAPI:
@@ -41,16 +71,21 @@ def create_app(daemon: Daemon, token: str | None = None, *, max_body: int = MAX_
     from pagemind.scheduler.api import agents as api_agents
     from pagemind.scheduler.api import memory as api_memory
 
-    app = FastAPI(
+    app = _Api(
         title="pagemind",
         version="1",
         description="Agents with memory, served by a pagemind daemon.",
+        docs_url=DOCS_URL,
+        swagger_ui_oauth2_redirect_url=OAUTH2_REDIRECT_URL,
+        redoc_url=REDOC_URL,
+        openapi_url=OPENAPI_URL,
         responses={
             401: {"description": "missing or wrong bearer token"},
             413: {"description": "request body too large"},
         },
     )
     app.state.daemon = daemon
+    app.state.token = token
     app.include_router(api_agents.router)
     app.include_router(api_memory.router)
     _add_health(app)
@@ -60,21 +95,29 @@ def create_app(daemon: Daemon, token: str | None = None, *, max_body: int = MAX_
 
 
 def _add_health(app: FastAPI) -> None:
-    @app.get("/health", tags=["health"], summary="the process answers")
     async def health() -> dict[str, str]:
         """Liveness: the event loop runs."""
         return {"status": "ok"}
 
-    @app.get("/ready", tags=["health"], summary="the daemon takes work")
     async def ready(request: Request) -> JSONResponse:
-        """Readiness: the daemon is started and not stopping (503 while it drains, so a balancer moves on)."""
+        """Readiness: the daemon is started and not stopping (503 while it drains, so a balancer moves on), and
+        how many files of the agents folder do not load; what is wrong with them only with the bearer token (or
+        when the daemon has none), as a file's YAML and paths are no business of an anonymous prober."""
         daemon = request.app.state.daemon
         if not daemon.started:
             return JSONResponse(
                 error_body("not_ready", "the daemon is not running (starting, or stopping)"), status_code=503
             )
-        broken = {str(path): why for path, why in daemon.catalog.errors.items()}
-        return JSONResponse({"status": "ready", "agents_folder_errors": broken})
+        errors = daemon.catalog.errors
+        body: dict[str, Any] = {"status": "ready", "agents_folder_error_count": len(errors)}
+        token = request.app.state.token
+        if token is None or bearer_matches(request.headers.get("authorization", ""), token):
+            body["agents_folder_errors"] = {str(path): why for path, why in errors.items()}
+        return JSONResponse(body)
+
+    for prefix in ("", "/v1"):  # the root for probes configured before /v1; /v1 as every other route
+        app.get(f"{prefix}/health", tags=["health"], summary="the process answers")(health)
+        app.get(f"{prefix}/ready", tags=["health"], summary="the daemon takes work")(ready)
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -118,7 +161,11 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if self.token is not None and scope["path"] not in OPEN_PATHS and not self._authorized(headers, self.token):
+        if (
+            self.token is not None
+            and scope["path"] not in OPEN_PATHS
+            and not bearer_matches(headers.get("authorization", ""), self.token)
+        ):
             await _answer(
                 send,
                 401,
@@ -133,10 +180,6 @@ class Guard:
             await _answer(send, 413, _too_large(self.max_body))
             return
         await self.app(scope, self._counting(receive, send), send)
-
-    def _authorized(self, headers: dict[str, str], token: str) -> bool:
-        scheme, _, given = headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode())
 
     def _counting(self, receive: Receive, send: Send) -> Receive:
         """`receive` that refuses a body growing past the limit (one sent in chunks, without a length)."""
@@ -153,6 +196,12 @@ class Guard:
             return message
 
         return counted
+
+
+def bearer_matches(authorization: str, token: str) -> bool:
+    """Whether an `Authorization` header's value is `Bearer TOKEN` (compared in constant time)."""
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode())
 
 
 def _too_large(limit: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from starlette.exceptions import HTTPException
 
 from pagemind.scheduler.errors import (
     AgentExists,
+    AgentUnavailable,
     DaemonError,
     KeyReused,
     NotDeletable,
@@ -33,6 +34,7 @@ def error_body(code: str, message: str) -> dict[str, Any]:
 
 # The status and code of each daemon error (subclasses first: the first match wins).
 _DAEMON_ERRORS: tuple[tuple[type[DaemonError], int, str], ...] = (
+    (AgentUnavailable, 503, "agent_unavailable"),  # its YAML fails to load; served again once fixed
     (UnknownAgent, 404, "unknown_agent"),
     (AgentExists, 409, "agent_exists"),
     (UnknownRun, 404, "unknown_run"),

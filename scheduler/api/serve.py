@@ -41,6 +41,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     url = public_url(args)
     store = StateStore.open(settings.database_url)
     catalog = AgentCatalog(args.directory, store)
+    report_unloaded(catalog)
     load_before_serving(catalog)
     chosen = DaemonConfig.from_settings(args.daemon_settings)  # CliError-free: checked in cmd_serve already
     config = chosen.model_copy(update={"concurrency": args.concurrency, "grace_s": args.grace, "url": url})
@@ -64,8 +65,9 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
             if token
             else "no PAGEMIND_API_TOKEN: loopback only, no authentication"
         )
+        unloaded = f", {len(catalog.errors)} file(s) not loaded (above)" if catalog.errors else ""
         sys.stderr.write(
-            f"pagemind: serving {len(daemon.list_agents())} agent(s) from {args.directory} "
+            f"pagemind: serving {len(daemon.list_agents())} agent(s) from {args.directory}{unloaded} "
             f"on {url} ({auth}); SIGTERM or Ctrl-C stops it\n"
         )
         sys.stderr.flush()
@@ -129,6 +131,14 @@ def serving_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+def report_unloaded(catalog: AgentCatalog) -> None:
+    """Tell the user, on stderr and before anything else, which files of the folder will not be served and why,
+    one line each (the log has them too, but a log is not where someone starting `serve` looks)."""
+    for line in catalog.problems():
+        sys.stderr.write(f"pagemind: not serving {line}\n")
+    sys.stderr.flush()
 
 
 def load_before_serving(catalog: AgentCatalog) -> None:
