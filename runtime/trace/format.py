@@ -6,7 +6,8 @@ core memory and the in-context messages at the start); then one line per event a
 read, runtime event, step end), each with the agent-clock readings taken since the previous line, so a replay can
 serve the same clock values. A `memory_read` line is what the turn read from archival or recall memory (its
 request and result), which a replay serves in place of memory the trace does not carry (`header.reads` says a
-trace has them; older ones do not). `LINE_ADAPTER` validates any line, the header included, into these types by its `type`.
+trace has them; older ones do not). `LINE_ADAPTER` validates any line, the header included, into these types by
+its `type`.
 """
 
 from __future__ import annotations
