@@ -303,7 +303,7 @@ def agent_name(target: str) -> str:
 
 def live_daemon(settings: Settings) -> str | None:
     """The URL of a daemon serving this database with a fresh heartbeat, or None."""
-    from pagemind.scheduler.api.serve import live_daemon_url
+    from pagemind.runtime.cli.held_store import live_daemon_url
 
     return live_daemon_url(settings)
 

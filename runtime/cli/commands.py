@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pagemind.runtime.cli.errors import exit_code
+from pagemind.runtime.cli.held_store import open_archival
 from pagemind.runtime.cli.live_reply import watch
 from pagemind.runtime.cli.shared import CliError, open_store, out, resolve_spec
 from pagemind.runtime.cli.trace import start_recording
@@ -28,27 +30,33 @@ async def load_agent(target: str, settings: Settings, reset_memory: bool = False
     return await Agent.load(resolve_spec(target, store), store=store, reset_memory=reset_memory)
 
 
-def open_memory_stores(agent: Agent) -> None:
-    """Open the agent's archival store before a turn stores anything: the embedded Qdrant store has one writer
-    process, and a turn that found it held only after storing the user's message left that message unanswered.
-    Held: exit 3 (busy), with who holds it and what to do."""
-    from pagemind.runtime.memory.vectors.records import StoreError, StoreLocked
+def send_through(name: str) -> Callable[[str], str]:
+    """What to do through a daemon instead of a turn here: send the message to the daemon."""
+    return lambda url: (
+        f"send through it with `pagemind send {name} TEXT --server {url}` (POST /v1/agents/{name}/messages)"
+    )
 
-    if agent.archival is None:
-        return
-    try:
-        getattr(agent.archival, "store", None)
-    except StoreLocked as exc:
-        raise CliError(f"{exc} Nothing was stored.", code=3) from None
-    except StoreError as exc:
-        raise CliError(f"{exc} Nothing was stored.", code=2) from None
+
+def run_through(args: argparse.Namespace, name: str) -> Callable[[str], str]:
+    """What to do through a daemon instead of `run`/`chat` with these flags here."""
+    if getattr(args, "reset_memory", False):
+        return lambda url: (
+            "stop it to reset the agent's memory here, or delete the agent through it "
+            f"(DELETE {url}/v1/agents/{name}) and send again"
+        )
+    if getattr(args, "trace", None):
+        return lambda url: (
+            f"it records every turn's trace under the traces folder (`pagemind trace ls {name}`): send without "
+            f"--trace (`pagemind send {name} TEXT --server {url}`)"
+        )
+    return send_through(name)
 
 
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """Send one message and print the reply."""
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model  # fail before storing the message when no endpoint is configured
-    open_memory_stores(agent)
+    await open_archival(agent.archival, settings, args.wait, run_through(args, agent.name))
     live = watch(agent)  # on a terminal, the reply is printed as it is written
     recorder = start_recording(agent, settings, args.trace)
     try:
@@ -77,7 +85,7 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 
     agent = await load_agent(args.agent, settings, args.reset_memory)
     _ = agent.model
-    open_memory_stores(agent)
+    await open_archival(agent.archival, settings, args.wait, run_through(args, agent.name))
     live = watch(agent, prefix=f"{agent.name}> ")  # on a terminal, each reply is printed as it is written
     recorder = start_recording(agent, settings, args.trace)
     out(f"Chatting with {agent.name}. Ctrl-D or /quit to leave.")
@@ -128,12 +136,16 @@ def _read_line() -> str | UnicodeDecodeError | None:
 
 async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:
     """Core blocks with chars/limit, and their edit history."""
-    agent = await load_agent(args.agent, settings)
-    history = agent.store.block_history(agent.record.id, args.history if args.history != "*" else None)
-    for block in agent.memory.blocks:
+    store = open_store(settings)
+    spec = resolve_spec(args.agent, store, tools=False)  # core memory needs no tool
+    record = store.get_agent(spec.name) or store.ensure_agent(spec)
+    blocks, _ = store.load_core(record.id, spec)
+    every = store.block_history(record.id, None)  # the counts are every block's, whichever block is listed
+    history = [v for v in every if args.history in ("*", v.label)] if args.history else every
+    for block in blocks:
         flag = ", read-only" if block.read_only else ""
         flag += (", structured" if block.schema is not None else "") + (", ephemeral" if block.ephemeral else "")
-        edits = [v for v in history if v.label == block.label]
+        edits = [v for v in every if v.label == block.label]
         out(f"[{block.label}] {block.chars}/{block.limit} chars{flag}, {len(edits)} edit(s)")
         out("  " + (block.value.replace("\n", "\n  ") if block.value else "(empty)"))
     if args.history:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from pagemind.runtime.cli.init import add_parser as add_init_parser
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
 from pagemind.runtime.cli.models import add_parser as add_models_parser
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
-from pagemind.runtime.cli.shared import CliError, notice
+from pagemind.runtime.cli.shared import CliError, add_wait, notice
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
 
 
@@ -80,12 +81,12 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
         help="the same key again returns the first turn's reply and stores nothing new "
         "(a turn a crash interrupted is completed)",
     )
-    _add_wait(run)
+    add_wait(run)
     run.set_defaults(handler=commands.cmd_run)
     chat = sub.add_parser("chat", help="interactive conversation")
     chat.add_argument("agent")
     chat.add_argument("--reset-memory", action="store_true")
-    _add_wait(chat)
+    add_wait(chat)
     chat.set_defaults(handler=commands.cmd_chat)
     memory = sub.add_parser(
         "memory",
@@ -129,17 +130,6 @@ def announce_home(command: str | None) -> Path | None:
     return None
 
 
-def _add_wait(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--wait",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="how long a turn waits while another process runs a turn of the same agent, "
-        "before exiting 3 (agent busy) with nothing stored (default 30)",
-    )
-
-
 def main(argv: Sequence[str] | None = None, *, extend: Extend | None = None) -> int:
     """Entry point of the runtime's commands (`argv` None: the process's own arguments, and the process ends when
     this returns); the `pagemind` console script is `pagemind.scheduler.cli:main`, which adds the daemon's."""
@@ -169,9 +159,13 @@ def main(argv: Sequence[str] | None = None, *, extend: Extend | None = None) -> 
         # A command may bring its own event loop (`serve`: uvloop); the others run on asyncio's.
         with asyncio.Runner(loop_factory=getattr(args, "loop_factory", None)) as runner:
             code: int = runner.run(args.handler(args, settings))
-            return code
+        sys.stdout.flush()  # here, not at exit, so that a reader who left (below) is no error
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `pagemind context AGENT | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit either
+        return 0
     except Exception as exc:
         return exit_code(exc)
     finally:

@@ -12,10 +12,12 @@ The parser is built at every start, so this module imports the memory services o
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-from pagemind.runtime.cli.shared import CliError, clip, open_store, out, resolve_spec
+from pagemind.runtime.cli.held_store import open_archival
+from pagemind.runtime.cli.shared import CliError, add_wait, clip, open_store, out, resolve_spec
 
 if TYPE_CHECKING:
     from pagemind.runtime.memory.archival.memory import ArchivalService
@@ -42,6 +44,7 @@ def memory_parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("--in", dest="where", choices=("both", "archival", "recall"), default="both")
     search.add_argument("--limit", type=int, default=10)
+    add_wait(search, "the search")
     search.set_defaults(handler=cmd_search)
     archival = memory.add_parser("archival", help="list archival memories with kind, date and importance")
     archival.add_argument("agent")
@@ -56,6 +59,7 @@ def memory_parser() -> argparse.ArgumentParser:
     forget.add_argument("agent")
     forget.add_argument("id", help=f"memory id or unique prefix (at least {MIN_PREFIX} characters)")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_wait(forget, "forgetting")
     forget.set_defaults(handler=cmd_forget)
     return parser
 
@@ -76,6 +80,15 @@ def _resolve(archival: ArchivalService, prefix: str, agent_name: str) -> str:
     return memory_id
 
 
+def _search_through(name: str, query: str) -> Callable[[str], str]:
+    """The daemon's routes that search as `memory search` does."""
+    q = quote(query)
+    return lambda url: (
+        f"search through it: GET {url}/v1/agents/{name}/memory/archival/search?q={q} "
+        f"and {url}/v1/agents/{name}/memory/recall/search?q={q}"
+    )
+
+
 async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """Print archival and/or recall matches for a query."""
     from pagemind.runtime.memory.vectors.records import StoreError
@@ -91,21 +104,30 @@ async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"--limit {args.limit}: give a positive number of results")
     archival, store, spec = _open(args.agent, settings)
     if args.where in ("both", "archival"):
+        await open_archival(archival, settings, args.wait, _search_through(spec.name, args.query))
         try:
             hits = await archival.search(args.query, top_k=args.limit, count_hits=False)
         except StoreError as exc:
             raise CliError(str(exc)) from None
-        out(f"archival memory ({len(hits)}):")
+        out(f"archival memory ({len(hits)}){_order_note([h.score for h in hits])}:")
         for h in hits:
             out(f"  {h.id[:8]} {h.date:%Y-%m-%d} {h.kind:<10} score {h.score:.3f}  {clip(h.text)}")
     if args.where in ("both", "recall"):
         record = store.ensure_agent(spec)
         _, recall = build_external_memory(spec, record, store, settings, utcnow)
         messages = await recall.search(args.query, limit=args.limit)
-        out(f"recall memory ({len(messages)}):")
+        out(f"recall memory ({len(messages)}){_order_note([m.score for m in messages if m.score is not None])}:")
         for m in messages:
             out(f"  #{m.id} {m.time:%Y-%m-%d %H:%M} {m.role:<9} score {m.score:.3f}  {clip(m.text)}")
     return 0
+
+
+def _order_note(scores: list[float]) -> str:
+    """Why hits are listed out of score order, when they are: the ranking moves a hit that says much what a better
+    one said below other hits (`memory.advanced` diversity), and the list shows the order the model gets."""
+    if all(a >= b for a, b in zip(scores, scores[1:], strict=False)):
+        return ""
+    return ", in the order the agent gets them: a hit much like a better one is moved down"
 
 
 async def cmd_archival(args: argparse.Namespace, settings: Settings) -> int:
@@ -150,6 +172,12 @@ async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
         )
     archival, _, spec = _open(args.agent, settings)
     memory_id = _resolve(archival, args.id, spec.name)
+    await open_archival(
+        archival,
+        settings,
+        args.wait,
+        lambda url: f"forget through it: DELETE {url}/v1/agents/{spec.name}/memory/archival/{memory_id}",
+    )
     if not args.yes and not _confirm(f"forget {memory_id} of '{spec.name}' for good? [y/N] "):
         raise CliError("not confirmed; nothing deleted (add --yes to skip the question)")
     try:

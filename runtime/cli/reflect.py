@@ -62,14 +62,22 @@ def summary(result: dict[str, Any]) -> str:
     return f"reflection {result.get('reflection_id', '')[:8]}{resumed}: {', '.join(parts) or 'no changes'}"
 
 
+def _through_daemon(url: str) -> str:
+    return (
+        f"it reflects on its own as the agent's `idle:` and `schedule:` say; stop it (the daemon at {url}) "
+        "to reflect here"
+    )
+
+
 async def cmd_reflect(args: argparse.Namespace, settings: Settings) -> int:
     """Run one reflection of the agent and print a summary of its changes."""
-    from pagemind.runtime.cli.commands import load_agent, open_memory_stores
+    from pagemind.runtime.cli.commands import load_agent
+    from pagemind.runtime.cli.held_store import open_archival
     from pagemind.runtime.reflection.run import reflect_now
 
     agent = await load_agent(args.agent, settings)
     _ = agent.model  # no endpoint configured: say how to configure one before anything runs
-    open_memory_stores(agent)
+    await open_archival(agent.archival, settings, args.wait, _through_daemon)
     if args.end_session:
         result = await _end_session(agent, args.wait)
     else:

@@ -6,6 +6,7 @@ module level beyond the standard library: `pagemind --help` must not pay for SQL
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,18 @@ def out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def add_wait(parser: argparse.ArgumentParser, what: str = "a turn") -> None:
+    """The `--wait SECONDS` option: how long a command waits for what another process holds."""
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help=f"how long {what} waits while another process runs a turn of the same agent or has its archival "
+        "store open, before exiting 3 (busy) with nothing stored (default 30)",
+    )
+
+
 def notice(text: str) -> None:
     """A one-line note for the user beside a command's output (stderr, so that piped output stays clean)."""
     sys.stderr.write(f"note: {text}\n")
@@ -52,8 +65,9 @@ def open_store(settings: Settings) -> StateStore:
     return StateStore.open(settings.database_url)
 
 
-def resolve_spec(target: str, store: StateStore) -> AgentSpec:
-    """An agent by YAML path, or by name from the database."""
+def resolve_spec(target: str, store: StateStore, *, tools: bool = True) -> AgentSpec:
+    """An agent by YAML path, or by name from the database. `tools=False`: a stored agent's custom tools are not
+    imported (a command that shows its memory needs none, and their module may be found only beside its YAML)."""
     from pydantic import ValidationError
 
     from pagemind.runtime.spec.agent import AgentSpec, load_spec
@@ -65,8 +79,11 @@ def resolve_spec(target: str, store: StateStore) -> AgentSpec:
     if stored is None:
         raise CliError(f"no agent file or stored agent called '{target}' (see `pagemind agents`)")
     try:
-        return AgentSpec.model_validate_json(stored)
+        return AgentSpec.model_validate_json(stored, context=None if tools else {"import_tools": False})
     except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
         raise CliError(
-            f"stored agent '{target}' no longer validates; run it from its YAML file instead: {exc}"
+            f"stored agent '{target}' cannot be loaded by its name here ({where}: {first['msg']}); "
+            "give its YAML file instead of the name"
         ) from None

@@ -1,5 +1,4 @@
-"""`pagemind serve`: the daemon and its API in one process, until SIGTERM or SIGINT; and finding a live daemon
-that serves a database (for `pagemind run`).
+"""`pagemind serve`: the daemon and its API in one process, until SIGTERM or SIGINT.
 
 Shutdown: the first signal stops the daemon taking work and lets the turns in flight finish within the grace
 period (`Daemon.stop`), while uvicorn stops accepting connections and lets the requests in flight end (a waiting
@@ -17,14 +16,11 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pagemind.runtime.process.settings import Settings
     from pagemind.scheduler.catalog import AgentCatalog
-
-LIVE_S = 90.0  # a daemon whose heartbeat is older than this is dead (three default leases: scheduler/queue/leases.py)
 
 
 async def serve(args: argparse.Namespace, settings: Settings, token: str | None) -> int:
@@ -43,6 +39,8 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     catalog = AgentCatalog(args.directory, store)
     report_unloaded(catalog)
     load_before_serving(catalog)
+    if not getattr(args, "reuse_port", False):  # one process: it owns the embedded store (workers share a server)
+        claim_archival_store(catalog, settings)
     chosen = DaemonConfig.from_settings(args.daemon_settings)  # CliError-free: checked in cmd_serve already
     config = chosen.model_copy(update={"concurrency": args.concurrency, "grace_s": args.grace, "url": url})
     daemon = Daemon(catalog, settings, config=config)
@@ -182,46 +180,19 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def live_daemon_url(settings: Settings, now: datetime | None = None) -> str | None:
-    """The URL of a daemon serving the database of `settings` with a fresh heartbeat (on this host: its process
-    still running), or None. Reads SQL only."""
-    from sqlalchemy import select
+def claim_archival_store(catalog: AgentCatalog, settings: Settings) -> None:
+    """Open the embedded archival store before serving when an agent of the folder keeps archival memory. It has
+    one writer process: opened at the first turn that needs it, a command run beside the daemon meanwhile could
+    take it, and the daemon's turns would then fail; held from the start, such a command is told to go through
+    the daemon (`pagemind.runtime.cli.held_store`). A Qdrant server (`QDRANT_URL`) is shared: nothing to claim."""
+    from pagemind.runtime.memory.wiring import ARCHIVAL_TOOLS, backend_opener, shared_embedder
 
-    from pagemind.runtime.state.engine import make_engine
-    from pagemind.runtime.state.tables import daemons
-
-    now = now or datetime.now(UTC)
-    engine = make_engine(settings.database_url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                select(daemons.c.url, daemons.c.host, daemons.c.pid, daemons.c.heartbeat_at).order_by(
-                    daemons.c.heartbeat_at.desc()
-                )
-            ).all()
-    except Exception:
-        return None
-    finally:
-        engine.dispose()
-    here = socket.gethostname()[:255]
-    for row in rows:
-        beat = row.heartbeat_at if row.heartbeat_at.tzinfo else row.heartbeat_at.replace(tzinfo=UTC)
-        if now - beat > timedelta(seconds=LIVE_S):
-            continue
-        if row.host == here and not _alive(row.pid):
-            continue
-        url: str | None = row.url
-        return url
-    return None
-
-
-def _alive(pid: int) -> bool:
-    import os
+    if settings.qdrant_url or not any(ARCHIVAL_TOOLS & set(spec.tools) for spec in catalog.folder_specs()):
+        return
+    from pagemind.runtime.cli.shared import CliError
+    from pagemind.runtime.memory.vectors.records import StoreLocked
 
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        backend_opener(settings, shared_embedder(settings, catalog.store.engine))()
+    except StoreLocked as exc:
+        raise CliError(f"{exc} The daemon did not start.", code=3) from None

@@ -349,7 +349,7 @@ def test_run_while_another_process_holds_the_archival_store_is_busy_and_stores_n
     agent = asyncio.run(hold())
     try:
         case = Case(
-            ["run", "keeper.yaml", "-m", "Hi, I'm Lin."],
+            ["run", "keeper.yaml", "-m", "Hi, I'm Lin.", "--wait", "0.3"],
             3,
             f"in use by process {os.getpid()}",
             env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x"},

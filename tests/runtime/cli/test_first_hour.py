@@ -211,3 +211,68 @@ def test_help_names_the_state_folder(venv, user):
     assert helped.returncode == 0, helped.stderr
     assert f"lives in {user.state} (the user data folder" in helped.stdout
     assert not user.state.exists()  # help makes nothing
+
+
+def test_memory_of_a_stored_agent_with_a_custom_tool_needs_no_tool(venv, user):
+    work = user.folder("work")
+    assert user.run(venv, work, "init", "myagents").returncode == 0
+    assert user.run(venv, work, "context", "myagents/weatherbot.yaml").returncode == 0
+    elsewhere = user.folder("elsewhere")
+    shown = user.run(venv, elsewhere, "memory", "weatherbot")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("[human] 0/1000 chars, 0 edit(s)")
+    # A command that needs the tool says, in one line, why the name is not enough and what to give instead.
+    context = user.run(venv, elsewhere, "context", "weatherbot")
+    assert context.returncode == 2
+    [line] = context.stderr.splitlines()
+    assert "tools[2]" in line and "weather_tools" in line and "give its YAML file instead of the name" in line
+
+
+def _demo(venv: Path, user: User) -> Path:
+    home = user.root / "demo-home"
+    shown = user.run(venv, user.folder("anywhere"), "demo", "--home", str(home))
+    assert shown.returncode == 0, shown.stderr
+    return home
+
+
+def test_memory_history_of_one_block_keeps_every_blocks_count(venv, user):
+    home = _demo(venv, user)
+
+    def counts(*args: str) -> list[str]:
+        shown = user.run(venv, user.folder("anywhere"), "memory", "companion", *args, PAGEMIND_HOME=str(home))
+        assert shown.returncode == 0, shown.stderr
+        return [line for line in shown.stdout.splitlines() if line.startswith("[")]
+
+    plain = counts()
+    assert any(line.startswith("[human]") and " 0 edit(s)" not in line for line in plain)  # the demo edits `human`
+    assert counts("--history", "persona") == plain == counts("--history")
+
+
+def test_a_reader_that_leaves_early_is_no_error(venv, user):
+    home = _demo(venv, user)
+    environ = clean_env(XDG_DATA_HOME=str(user.data), HOME=str(user.root / "home"), PAGEMIND_HOME=str(home))
+    for args in (["context", "companion"], ["memory", "companion"], ["trace", "show", "demo-week"]):
+        process = subprocess.Popen(
+            [pagemind_command(venv), *args],
+            cwd=user.folder("anywhere"),
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stdout is not None
+        process.stdout.close()  # `| head` that has read what it wanted: every write now fails with EPIPE
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, (args, stderr.decode())
+        assert stderr.decode() == "", args
+
+
+def test_search_says_why_hits_are_out_of_score_order(venv, user):
+    home = _demo(venv, user)
+    found = user.run(venv, user.folder("anywhere"), "memory", "search", "companion", "sister", PAGEMIND_HOME=str(home))
+    assert found.returncode == 0, found.stderr
+    lines = found.stdout.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("recall memory"))
+    scores = [float(line.split(" score ")[1].split()[0]) for line in lines[start + 1 :] if " score " in line]
+    assert len(scores) >= 3
+    ordered = all(a >= b for a, b in zip(scores, scores[1:], strict=False))
+    assert ordered or "in the order the agent gets them" in lines[start]
