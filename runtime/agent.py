@@ -91,6 +91,7 @@ class Agent:
     archival: ArchivalMemory | None = None
     recall: RecallMemory | None = None
     retrieved: tuple[str, ...] = ()  # archival memories fetched for the current turn, best first
+    turn_time: datetime | None = None  # when the current turn began: the prompt states one time per turn
     _model: ModelClient | None = None
     monitor: PressureMonitor = field(init=False)
 
@@ -199,7 +200,8 @@ class Agent:
         """The prompt the model would see now."""
         archival_count, archival_tags = self.archival.stats() if self.archival else (None, ())
         window = self.window
-        stats = MemoryStats(self.clock(), window.recall_count, len(window.messages), archival_count, archival_tags)
+        now = self.turn_time or self.clock()
+        stats = MemoryStats(now, window.recall_count, len(window.messages), archival_count, archival_tags)
         inputs = ContextInputs(
             system=self.spec.system,
             blocks=tuple(self.memory.blocks),
@@ -221,6 +223,7 @@ class Agent:
         (`memory.salience`) skips the lookup for chit-chat.
         """
         crash_point("turn.prefetch")  # the user message is in the inbox; no step has run
+        self.turn_time = self.clock()
         top_k = self.spec.memory.memories_per_turn
         if (
             self.archival is None

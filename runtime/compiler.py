@@ -1,8 +1,12 @@
 """The context compiler: agent state in, the exact OpenAI `messages` list and its token count per section out.
 
-A pure function. Stable parts come first (instructions, core blocks) so provider prompt caches hit; the parts
-that change every call (statistics, summary, messages) come after. Memory text is quoted as data inside
-delimiters; the `constraints` block is pinned at the top and restated in a closing line after the messages.
+A pure function. Providers cache a prompt's longest exact prefix, so the prompt is ordered by how often each part
+changes: the system message (hard constraints, instructions, core blocks, the summary: they change at an edit or a
+flush), then the conversation (a step only appends to it), then one closing system message with what changes
+from request to request (the turn's time and the memory counts, the memories retrieved for this turn, and the
+hard constraints restated: models read a prompt's ends best). Between flushes and edits a request therefore
+starts with the whole of the previous one but its closing message. Memory text is quoted as data inside
+delimiters.
 """
 
 from __future__ import annotations
@@ -294,6 +298,18 @@ class WireCache:
         return wire, encoded, sum(tokens)
 
 
+def _joined(pieces: list[tuple[str, str]], overhead: str, sections: dict[str, int], encoding: str) -> str:
+    """One message's text from its pieces, each piece's tokens added to its section in `sections`, and what the
+    message itself costs (its framing, and what each seam adds where BPE merges across it) to `overhead`'s.
+    Counting the joined text would re-tokenize the whole message every call; the pieces are counted (and cached)
+    alone."""
+    for name, text in pieces:
+        sections[name] = sections.get(name, 0) + _tokens(text, encoding)
+    seams = sum(_seam_tokens(a[-1:], b[:1], encoding) for (_, a), (_, b) in zip(pieces, pieces[1:], strict=False))
+    sections[overhead] += seams + TOKENS_PER_MESSAGE
+    return "\n\n".join(text for _, text in pieces)
+
+
 def compile_context(inputs: ContextInputs) -> CompiledContext:
     """Render the prompt for one model call and count its tokens by section."""
     enc = inputs.encoding
@@ -309,23 +325,18 @@ def compile_context(inputs: ContextInputs) -> CompiledContext:
         pieces.append(("system", "</core_memory>"))
     if inputs.summary:
         pieces.append(("summary", render_summary(inputs.summary)))
-    pieces.append(("memory_stats", render_stats(inputs.stats)))
+    closing = [("memory_stats", render_stats(inputs.stats))]
     if inputs.retrieved:
-        pieces.append(("retrieved", render_retrieved(inputs.retrieved)))
+        closing.append(("retrieved", render_retrieved(inputs.retrieved)))
+    if constraints:
+        closing.append(("closing", render_closing(constraints)))
 
     sections: dict[str, int] = {}
-    for name, text in pieces:
-        sections[name] = sections.get(name, 0) + _tokens(text, enc)
-    system_text = "\n\n".join(text for _, text in pieces)
-    # Counting the joined text would re-tokenize the whole system prompt every call (the clock line changes);
-    # the pieces are counted (and cached) alone, plus what each seam adds where BPE merges across it.
-    seams = sum(_seam_tokens(a[-1:], b[:1], enc) for (_, a), (_, b) in zip(pieces, pieces[1:], strict=False))
-    sections["system"] += seams + TOKENS_PER_MESSAGE
-
+    ends = [
+        {"role": "system", "content": _joined(pieces, "system", sections, enc)},
+        {"role": "system", "content": _joined(closing, "memory_stats", sections, enc)},
+    ]
     limit, cache = inputs.max_message_tokens, inputs.wire_cache
-    ends = [{"role": "system", "content": system_text}]
-    if constraints:
-        ends.append({"role": "system", "content": render_closing(constraints)})
     encoded: tuple[bytes, ...] | None = None
     if cache is not None:
         messages, parts, sections["messages"] = cache.update(inputs.messages, limit, enc)
@@ -333,8 +344,6 @@ def compile_context(inputs: ContextInputs) -> CompiledContext:
     else:
         messages = [_wire_message(m, limit, enc) for m in inputs.messages]
         sections["messages"] = sum(_wire_tokens(m, limit, enc) for m in inputs.messages)
-    if constraints:
-        sections["closing"] = _message_tokens(ends[-1], enc)
     wire = [ends[0], *messages, *ends[1:]]
     tools = list(inputs.tools)
     sections["tools"] = _tools_tokens(inputs.tools, enc) if tools else 0

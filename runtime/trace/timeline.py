@@ -72,7 +72,11 @@ def prompt_sections(body: dict[str, Any], encoding: str) -> dict[str, int]:
     chat = [m for m in rest if m is not closing]
     sections["messages"] = sum(wire_message_tokens(m, encoding) for m in chat)
     if closing:
-        sections["closing"] = wire_message_tokens(closing, encoding)
+        # What changes per request (statistics, retrieved memories) closes the prompt, with the constraints'
+        # restatement: each tagged part is its section, the rest is the closing line's (older traces: all of it).
+        tagged = {m.group(1): count_tokens(m.group(0), encoding) for m in _TOP_LEVEL.finditer(closing["content"] or "")}
+        sections.update(tagged)
+        sections["closing"] = wire_message_tokens(closing, encoding) - sum(tagged.values())
     sections["tools"] = tool_schema_tokens(body.get("tools") or [], encoding)
     return sections
 

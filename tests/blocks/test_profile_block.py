@@ -265,10 +265,10 @@ async def test_a_bad_update_is_a_tool_error_naming_the_field_and_the_turn_goes_o
     agent = await make_agent(database_url, model, structured_spec())
     result = await run_turn(agent, "My exam is on June 2nd.")
     assert (result.reply, result.stop_reason) == ("Good luck!", StopReason.SEND_MESSAGE)
-    error = model.requests[1].messages[-1]
+    error = model.requests[1].messages[-2]  # the last message before the closing one
     assert error["role"] == "tool" and "dates.exam: String should match pattern" in error["content"]
     assert "Nothing was changed" in error["content"]
-    assert "Updated. Block 'profile' now holds" in model.requests[2].messages[-1]["content"]
+    assert "Updated. Block 'profile' now holds" in model.requests[2].messages[-2]["content"]
     fresh = await Agent.load(agent.spec, store=StateStore(make_engine(database_url)))
     stored = json.loads(fresh.memory.get("profile").value)
     assert stored == {"name": "Mia", "dates": {"exam": "2026-06-02"}, "situations": {"exams": "revising"}}

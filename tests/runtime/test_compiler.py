@@ -52,15 +52,34 @@ def test_same_state_same_prompt():
     assert compile_context(inputs()) == compile_context(inputs())
 
 
-def test_stable_parts_first_and_constraints_at_both_ends():
-    system = compile_context(inputs()).messages[0]["content"]
-    order = [
-        system.index(s)
-        for s in ("<hard_constraints>", "<instructions>", "<core_memory>", "<conversation_summary>", "<memory_stats>")
-    ]
+def test_stable_parts_first_then_the_conversation_then_what_changes_with_constraints_at_both_ends():
+    compiled = compile_context(inputs(retrieved=("Lin likes tea.",)))
+    system = compiled.messages[0]["content"]
+    order = [system.index(s) for s in ("<hard_constraints>", "<instructions>", "<core_memory>", "<conversation_summary>")]
     assert order == sorted(order)
-    closing = compile_context(inputs()).messages[-1]
-    assert closing["role"] == "system" and "Never suggest peanuts." in closing["content"]
+    assert "<memory_stats>" not in system and "<retrieved_memories>" not in system and "Current time" not in system
+    assert [m["role"] for m in compiled.messages[1:-1]] == ["user", "assistant", "tool"]
+    closing = compiled.messages[-1]["content"]
+    assert compiled.messages[-1]["role"] == "system"
+    order = [closing.index(s) for s in ("<memory_stats>", "<retrieved_memories>", "Reminder of hard constraints")]
+    assert order == sorted(order)
+    assert closing.rstrip().endswith("Never suggest peanuts.")
+
+
+def test_a_step_that_appends_keeps_the_previous_request_but_its_closing_message_as_prefix():
+    first = compile_context(inputs())
+    later = T.replace(hour=16)  # another minute, more messages in recall: the closing message differs
+    appended = (Message("user", "And tomorrow?", later),)
+    second = compile_context(inputs(messages=inputs().messages + appended, stats=MemoryStats(later, 43, 4)))
+    assert second.messages[: len(first.messages) - 1] == first.messages[:-1]
+    assert second.messages[-1] != first.messages[-1]
+
+
+def test_an_agent_without_constraints_still_ends_with_what_changes():
+    blocks = tuple(b for b in inputs().blocks if b.label != "constraints")
+    compiled = compile_context(inputs(blocks=blocks))
+    assert compiled.messages[-1]["role"] == "system" and compiled.messages[-1]["content"].startswith("<memory_stats>")
+    assert "closing" not in compiled.sections and "Reminder" not in compiled.messages[-1]["content"]
 
 
 def test_memory_cannot_close_its_delimiters():
@@ -71,16 +90,20 @@ def test_memory_cannot_close_its_delimiters():
 
 
 def test_sections_add_up_to_the_exact_total():
-    compiled = compile_context(inputs())
+    compiled = compile_context(inputs(retrieved=("Lin likes tea.", "Lin runs.")))
     system_tokens = count_tokens(compiled.messages[0]["content"]) + 3
     assert (
         compiled.sections["system"]
         + compiled.sections["block:persona"]
         + compiled.sections["block:human"]
         + compiled.sections["block:constraints"]
-        + compiled.sections["memory_stats"]
         + compiled.sections["summary"]
         == system_tokens
+    )
+    closing_tokens = count_tokens(compiled.messages[-1]["content"]) + 3
+    assert (
+        compiled.sections["memory_stats"] + compiled.sections["retrieved"] + compiled.sections["closing"]
+        == closing_tokens
     )
     assert compiled.total_tokens == sum(compiled.sections.values())
 
@@ -96,10 +119,10 @@ def test_an_oversize_message_is_clipped_in_the_prompt_only():
 
 def test_retrieved_memories_put_the_best_two_at_the_ends():
     items = ("best", "second", "third", "fourth")
-    system = compile_context(inputs(retrieved=items)).messages[0]["content"]
-    section = system[system.index("<retrieved_memories>") :]
+    closing = compile_context(inputs(retrieved=items)).messages[-1]["content"]
+    section = closing[closing.index("<retrieved_memories>") : closing.index("</retrieved_memories>")]
     assert [line[2:] for line in section.splitlines() if line.startswith("- ")] == ["best", "third", "fourth", "second"]
-    assert system.index("<memory_stats>") < system.index("<retrieved_memories>")
+    assert closing.index("<memory_stats>") < closing.index("<retrieved_memories>")
     assert compile_context(inputs(retrieved=items)).sections["retrieved"] > 0
 
 

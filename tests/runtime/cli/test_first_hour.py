@@ -108,7 +108,7 @@ class _Model(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        last = body["messages"][-1]
+        last = [m for m in body["messages"] if m["role"] != "system"][-1]  # the closing system message aside
         if body.get("stream") or not self.path.endswith("/chat/completions"):
             self._send(400, {"error": {"message": "this stub answers plain chat completions only"}})
             return

@@ -194,7 +194,7 @@ async def test_multi_turn_traces_replay_the_recorded_clock(scripted_openai, make
     await run_turn(agent, "tuesday")
     recorder.close()
     second_day = read_trace(path).events[-5]
-    assert "2026-11-30 18:07" in second_day.body["messages"][0]["content"]
+    assert "2026-11-30 18:07" in second_day.body["messages"][-1]["content"]  # the turn's time closes the prompt
     report = await replay(read_trace(path))
     assert (report.status, report.steps) == ("identical", 3)
 

@@ -6,9 +6,9 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_call_body
 
 
-def retrieved_section(system: str) -> str:
-    start = system.find("<retrieved_memories>")
-    return system[start : system.index("</retrieved_memories>")] if start >= 0 else ""
+def retrieved_section(closing: str) -> str:
+    start = closing.find("<retrieved_memories>")
+    return closing[start : closing.index("</retrieved_memories>")] if start >= 0 else ""
 
 
 async def test_relevant_memories_are_prefetched_into_the_prompt(tmp_path, clock):
@@ -20,11 +20,11 @@ async def test_relevant_memories_are_prefetched_into_the_prompt(tmp_path, clock)
     await agent.archival.insert("Lin's sister Mei loves hiking near Oslo.", kind="fact")
 
     await run_turn(agent, "Could you suggest a snack with peanuts for my party?")
-    section = retrieved_section(model.requests[-1].messages[0]["content"])
+    section = retrieved_section(model.requests[-1].messages[-1]["content"])
     assert "allergic to peanuts" in section and "(constraint)" in section
 
     await run_turn(agent, "What is the boiling point of mercury in kelvin?")
-    assert retrieved_section(model.requests[-1].messages[0]["content"]) == ""
+    assert retrieved_section(model.requests[-1].messages[-1]["content"]) == ""
     # Prefetching is not a use: hit counts only move when the model searches.
     [memory] = [m for m in agent.archival.list() if "peanuts" in m.text]
     assert memory.hit_count == 0

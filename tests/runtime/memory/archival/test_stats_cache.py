@@ -99,7 +99,7 @@ async def test_an_agent_sees_another_instances_memory_from_its_next_turn(tmp_pat
     first = await Agent.load(spec, model=model, settings=settings, clock=clock)
     second = await Agent.load(spec, model=model, settings=settings, clock=clock)
     await second.send("hello")
-    assert "Archival memory: 0 memories" in model.requests[-1].messages[0]["content"]
+    assert "Archival memory: 0 memories" in model.requests[-1].messages[-1]["content"]
     await first.archival.insert("Lin is severely allergic to peanuts.", kind="constraint", tags=["health"])
     await second.send("hello again")
-    assert "Archival memory: 1 memories (tags: health)" in model.requests[-1].messages[0]["content"]
+    assert "Archival memory: 1 memories (tags: health)" in model.requests[-1].messages[-1]["content"]
