@@ -91,6 +91,7 @@ class Agent:
     archival: ArchivalMemory | None = None
     recall: RecallMemory | None = None
     retrieved: tuple[str, ...] = ()  # archival memories fetched for the current turn, best first
+    hold_steps: bool = True  # a step whose effects all commit with it rides on the next one's commit (`runtime.loop`)
     _model: ModelClient | None = None
     monitor: PressureMonitor = field(init=False)
 
@@ -116,10 +117,12 @@ class Agent:
         store: StateStore | None = None,
         reset_memory: bool = False,
         clock: Callable[[], datetime] = utcnow,
+        hold_steps: bool = True,
     ) -> Agent:
         """Load the agent defined by a YAML file (or a spec), creating its stored state on first use.
 
-        `model` replaces the configured endpoint (tests, replays); `store` shares an open database.
+        `model` replaces the configured endpoint (tests, replays); `store` shares an open database; `hold_steps`:
+        see `runtime.loop` (off: every step commits alone).
         """
         spec = path if isinstance(path, AgentSpec) else load_spec(path)
         settings = settings or Settings.from_env()
@@ -143,6 +146,7 @@ class Agent:
             clock=clock,
             archival=archival,
             recall=recall,
+            hold_steps=hold_steps,
         )
 
     @property

@@ -65,7 +65,7 @@ def add_parsers(sub: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a daemon setting (docs: DaemonConfig), e.g. linger_s=0 or hand_off=false; repeatable",
+        help="a daemon setting (docs: DaemonConfig), e.g. linger_s=0 or hold_steps=false; repeatable",
     )
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker of --workers
     serve.set_defaults(handler=cmd_serve, loop_factory=serve_loop)
