@@ -35,7 +35,7 @@ from pagemind.runtime.model.client import (
     OpenAIModelClient,
     StreamingModelClient,
 )
-from pagemind.runtime.observer import NullObserver, TurnObserver, listener, wants_deltas
+from pagemind.runtime.observer import HeardClock, NullObserver, TurnObserver, listener, wants_deltas
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.process.crashpoints import crash_point
@@ -98,6 +98,18 @@ class Agent:
     def __post_init__(self) -> None:
         self.monitor = PressureMonitor(self)
         self.read_through(LiveReads(lambda: listener(self.observer)))
+        self._hear_clock()
+
+    def _hear_clock(self) -> None:
+        """Make the agent's clock a `HeardClock` (its readings go to whoever hears the agent: a trace recorder
+        notes them), and its memory services' too where they share it; once, when the agent is made."""
+        raw = self.clock
+        heard = raw if isinstance(raw, HeardClock) else HeardClock(raw)
+        heard.hears = lambda: listener(self.observer)
+        self.clock = heard
+        for part in (self.archival, self.recall):
+            if isinstance(part, ArchivalService | RecallService) and part.clock is raw:
+                part.clock = heard
 
     def read_through(self, tape: ReadTape) -> None:
         """Send what archival and recall memory read for this agent through `tape`: live ones report each read to
