@@ -144,7 +144,15 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if args.workers > 1:
-        if not settings.database_url.startswith("postgresql"):
+        from sqlalchemy.exc import ArgumentError
+
+        from pagemind.runtime.state.dialects import dialect_for_url
+
+        try:
+            shared = dialect_for_url(settings.database_url).notices
+        except ArgumentError:  # not a database URL: refused below as not PostgreSQL
+            shared = False
+        if not shared:
             raise CliError(
                 "--workers needs PostgreSQL (DATABASE_URL=postgresql://…): the workers share the "
                 "database, and SQLite takes one writer at a time and relays no events between processes"

@@ -29,6 +29,7 @@ from pagemind.runtime.model.client import ModelClient, close_shared_clients
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
@@ -160,7 +161,7 @@ class Daemon:
         now = utcnow()
         self.leases.register(self.config.url, now)
         swept = self.leases.sweep(now)
-        if self.store.engine.dialect.name == "postgresql":
+        if dialect(self.store.engine).notices:
             self.wakeups = PgWakeups(
                 self.store.engine,
                 {

@@ -25,6 +25,7 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits, reset_version
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.locks import turn_lock
@@ -77,7 +78,7 @@ class StateStore:
         thread's held connection (`state.held`: no checkout, no switch to autocommit and back per block). SQLite sends
         no BEGIN for reads anyway, and switching its isolation level there and back would cost more than the reads
         (about 0.1 ms of CPU a turn): a pooled connection."""
-        if self.engine.dialect.name == "sqlite":
+        if not dialect(self.engine).held_reads:
             return self.engine.connect()
         return read_connection(self.engine)
 

@@ -19,12 +19,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import String, and_, bindparam, case, exists, func, literal_column, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
 
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import aware, without_nul
 from pagemind.runtime.state.tables import AgentRow, inbox, table_of
@@ -282,7 +282,7 @@ class Inbox:
             }
             for agent_id, kind, content, key in items
         ]
-        insert = (postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert)(inbox)
+        insert = dialect(self.engine).insert(inbox)
         with write_transaction(self.engine) as conn:
             conn.execute(
                 insert.on_conflict_do_nothing(index_elements=[inbox.c.agent_id, inbox.c.idempotency_key]), rows
@@ -349,8 +349,7 @@ class Inbox:
         Committed on return, without waiting for the WAL flush on Postgres (a watch lost in a server crash goes with the
         stream that made it): a stream's start never waits on a busy disk."""
         with write_transaction(self.engine) as conn:
-            if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+            dialect(conn).relax_commit(conn)
             row = conn.execute(self._statements.watch, {"p_run_id": run_id, "p_watcher": watcher}).first()
         return row.state if row is not None else None
 
