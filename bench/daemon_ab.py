@@ -10,7 +10,7 @@ bench/RESULTS.md unless --no-write.
 
     python -m bench.daemon_ab --base /path/to/main-checkout [--rounds 3] [--agents 10 100] [--workers 2]
                               [--inflight 64] [--section KEY]
-    python -m bench.daemon_ab --off linger hand_off finish_with_last_step [--rounds 3] ...
+    python -m bench.daemon_ab --off linger hold_steps [--rounds 3] ...
 
 `--off NAME…`: this checkout with every shortcut on (`DaemonConfig`'s defaults) against each named one switched
 off (`pagemind serve --set`: `linger` is `linger_s=0`, the others `NAME=false`); the ratios are to "all on".

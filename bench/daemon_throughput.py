@@ -335,7 +335,7 @@ async def main() -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a daemon setting for `pagemind serve --set` (repeatable), e.g. hand_off=false",
+        help="a daemon setting for `pagemind serve --set` (repeatable), e.g. hold_steps=false",
     )
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     parser.add_argument(

@@ -1,5 +1,6 @@
 """An agent's inbox statements per turn on Postgres, as the inbox's history grows (issue 12): wall and CPU time of a
-turn's inbox work — its submission and claim (or the one claimed submission a lingering worker gets) and its finish —
+turn's inbox work — its submission and claim (or, in a checkout that still has `hand_off`, the one claimed
+submission a lingering worker got) and its finish —
 with 1,000 and 100,000 finished items already stored, this tree against another checkout (`--base`, its own
 virtual environment), interleaved in fresh processes on fresh databases. Each statement runs well past psycopg's
 prepare threshold, so Postgres plans it as the daemon's long-lived connections do.

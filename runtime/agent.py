@@ -35,7 +35,7 @@ from pagemind.runtime.model.client import (
     OpenAIModelClient,
     StreamingModelClient,
 )
-from pagemind.runtime.observer import NullObserver, TurnObserver, listener, wants_deltas
+from pagemind.runtime.observer import HeardClock, NullObserver, TurnObserver, listener, wants_deltas
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.process.crashpoints import crash_point
@@ -92,12 +92,25 @@ class Agent:
     recall: RecallMemory | None = None
     retrieved: tuple[str, ...] = ()  # archival memories fetched for the current turn, best first
     turn_time: datetime | None = None  # when the current turn began: the prompt states one time per turn
+    hold_steps: bool = True  # a step whose effects all commit with it rides on the next one's commit (`runtime.loop`)
     _model: ModelClient | None = None
     monitor: PressureMonitor = field(init=False)
 
     def __post_init__(self) -> None:
         self.monitor = PressureMonitor(self)
         self.read_through(LiveReads(lambda: listener(self.observer)))
+        self._hear_clock()
+
+    def _hear_clock(self) -> None:
+        """Make the agent's clock a `HeardClock` (its readings go to whoever hears the agent: a trace recorder
+        notes them), and its memory services' too where they share it; once, when the agent is made."""
+        raw = self.clock
+        heard = raw if isinstance(raw, HeardClock) else HeardClock(raw)
+        heard.hears = lambda: listener(self.observer)
+        self.clock = heard
+        for part in (self.archival, self.recall):
+            if isinstance(part, ArchivalService | RecallService) and part.clock is raw:
+                part.clock = heard
 
     def read_through(self, tape: ReadTape) -> None:
         """Send what archival and recall memory read for this agent through `tape`: live ones report each read to
@@ -117,10 +130,12 @@ class Agent:
         store: StateStore | None = None,
         reset_memory: bool = False,
         clock: Callable[[], datetime] = utcnow,
+        hold_steps: bool = True,
     ) -> Agent:
         """Load the agent defined by a YAML file (or a spec), creating its stored state on first use.
 
-        `model` replaces the configured endpoint (tests, replays); `store` shares an open database.
+        `model` replaces the configured endpoint (tests, replays); `store` shares an open database; `hold_steps`:
+        see `runtime.loop` (off: every step commits alone).
         """
         spec = path if isinstance(path, AgentSpec) else load_spec(path)
         settings = settings or Settings.from_env()
@@ -144,6 +159,7 @@ class Agent:
             clock=clock,
             archival=archival,
             recall=recall,
+            hold_steps=hold_steps,
         )
 
     @property

@@ -8,14 +8,19 @@ same plain request as always.
 An agent has its own observer (`Agent.observer`: whoever watches it for as long as it is loaded, the trace
 recorder, say); a run can add one for itself alone with `observing` (the daemon's run stream). That one is bound to
 the run's task context, never set on the agent: agents sharing an event loop never see each other's run
-observers, and nothing is left to undo when the run ends."""
+observers, and nothing is left to undo when the run ends.
+
+An observer that notes the agent clock's readings (the trace recorder, so a replay can be served the same times)
+has a `note_clock(value)` method: the agent's clock (`HeardClock`) hands each reading to whoever hears the agent
+then, so nothing swaps the agent's clock to listen to it."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
 from pagemind.runtime.events import Event
 
@@ -40,6 +45,12 @@ def wants_reads(observer: TurnObserver) -> bool:
     """Whether the observer wants what the turn reads from external memory (`MemoryReadEvent`): the trace
     recorder does, so a replay can be served the same reads; read at each read, so nobody else pays for them."""
     return bool(getattr(observer, "wants_reads", False))
+
+
+def clock_notes(observer: TurnObserver) -> Callable[[datetime], None] | None:
+    """The observer's `note_clock`, if it notes the agent clock's readings; read at each reading."""
+    note = getattr(observer, "note_clock", None)
+    return note if callable(note) else None
 
 
 class NullObserver:
@@ -70,6 +81,12 @@ class ObserverGroup:
         for observer in self.observers:
             observer.on_event(event)
 
+    def note_clock(self, value: datetime) -> None:
+        """Hand a clock reading to each observer that notes them."""
+        for observer in self.observers:
+            if (note := clock_notes(observer)) is not None:
+                note(value)
+
 
 def joined(current: TurnObserver, added: TurnObserver) -> TurnObserver:
     """`added` alongside `current`: `added` alone when `current` observes nothing (no group of one)."""
@@ -94,3 +111,24 @@ def listener(own: TurnObserver) -> TurnObserver:
     """Who hears an event now: the agent's own observer, joined by the current run's (`observing`) if any."""
     run = _RUN_OBSERVER.get()
     return own if run is None else joined(own, run)
+
+
+class HeardClock:
+    """An agent's clock: reads `inner` and hands each reading to whoever notes them among those who hear the agent
+    now (`hears`: the agent's observer joined by the run's, set by the agent). Other attributes are `inner`'s (a
+    test's `ManualClock.advance`)."""
+
+    def __init__(self, inner: Callable[[], datetime]):
+        self.inner = inner
+        self.hears: Callable[[], TurnObserver] = lambda: _RUN_OBSERVER.get() or NullObserver()
+
+    def __call__(self) -> datetime:
+        value = self.inner()
+        if (note := clock_notes(self.hears())) is not None:
+            note(value)
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a copy being built): no recursion through `self.inner`
+            raise AttributeError(name)
+        return getattr(self.inner, name)

@@ -65,7 +65,7 @@ def add_parsers(sub: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a daemon setting (docs: DaemonConfig), e.g. linger_s=0 or hand_off=false; repeatable",
+        help="a daemon setting (docs: DaemonConfig), e.g. linger_s=0 or hold_steps=false; repeatable",
     )
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker of --workers
     serve.set_defaults(handler=cmd_serve, loop_factory=serve_loop)
@@ -144,7 +144,15 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if args.workers > 1:
-        if not settings.database_url.startswith("postgresql"):
+        from sqlalchemy.exc import ArgumentError
+
+        from pagemind.runtime.state.dialects import dialect_for_url
+
+        try:
+            shared = dialect_for_url(settings.database_url).notices
+        except ArgumentError:  # not a database URL: refused below as not PostgreSQL
+            shared = False
+        if not shared:
             raise CliError(
                 "--workers needs PostgreSQL (DATABASE_URL=postgresql://…): the workers share the "
                 "database, and SQLite takes one writer at a time and relays no events between processes"

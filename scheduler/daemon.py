@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
@@ -26,18 +25,18 @@ import structlog
 from pydantic import BaseModel, Field, ValidationError
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelClient, close_shared_clients
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
 from pagemind.scheduler.pool import AgentPool
-from pagemind.scheduler.queue.inbox import RUNNING, Inbox, InboxItem
+from pagemind.scheduler.queue.inbox import Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases, new_owner_id
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
 from pagemind.scheduler.queue.wakeup import PgWakeups, read_arrival
@@ -49,6 +48,9 @@ from pagemind.scheduler.worker_state import Route
 
 log = structlog.get_logger("pagemind.scheduler")
 KINDS = ("message", "job")
+# Settings of shortcuts that were removed (measured inside the host's noise): still accepted by `--set`, with a
+# warning, for one release, so a command line that names them keeps working.
+REMOVED_SETTINGS = ("hand_off", "finish_with_last_step")
 
 
 class DaemonConfig(BaseModel):
@@ -80,19 +82,16 @@ class DaemonConfig(BaseModel):
         "(batched meanwhile) for watchers in other processes (Postgres)",
     )
     events_keep_s: float = Field(3600, gt=0, description="relayed events are deleted this long after written")
-    # Shortcuts: each saves a statement or a round trip per turn, measured on and off in one run by
-    # `python -m bench.daemon_ab --off NAME` (bench/RESULTS.md, "Daemon shortcuts on and off"); off, the daemon
-    # takes the plain path, with the same guarantees. Gain: linger_s 3.7x steps/s at 10 agents (Postgres);
-    # hand_off and finish_with_last_step within the host's noise in the last quiet run.
-    hand_off: bool = Field(
+    # Shortcuts: each saves statements or round trips per turn, measured on and off in one run by
+    # `python -m bench.daemon_ab --off NAME` (bench/RESULTS.md); off, the daemon takes the plain path, with the
+    # same outcome. One gain each:
+    # linger_s: off (0) gives 0.27x the steps/s at 10 agents on Postgres ("Daemon shortcuts on and off").
+    # hold_steps: own overhead per step x0.86-0.88 at low load on Postgres, x0.96 on SQLite ("Held steps").
+    # (hand_off and finish_with_last_step measured inside the host's noise and were removed.)
+    hold_steps: bool = Field(
         True,
-        description="a message for an agent whose worker lingers here is inserted already claimed for it, with "
-        "the turn's user message (one statement instead of three); off: the worker is woken and claims it",
-    )
-    finish_with_last_step: bool = Field(
-        True,
-        description="a turn's inbox item is finished in its last step's commit (one commit less a turn); "
-        "off: finished in a transaction of its own after the turn",
+        description="a step that only edited core memory or read is stored with the turn's next step, in one "
+        "statement (`runtime.loop`); off: every step commits alone",
     )
 
     @classmethod
@@ -101,6 +100,9 @@ class DaemonConfig(BaseModel):
         chosen: dict[str, str] = {}
         for setting in settings:
             name, sep, value = setting.partition("=")
+            if sep and name.strip() in REMOVED_SETTINGS:
+                log.warning("daemon_setting_removed", setting=name.strip(), detail="ignored: no such path now")
+                continue
             if not sep or name.strip() not in cls.model_fields or name.strip() == "url":
                 known = ", ".join(sorted(set(cls.model_fields) - {"url"}))
                 raise ValueError(f"--set {setting!r}: expected NAME=VALUE with NAME one of {known}")
@@ -127,7 +129,7 @@ class Daemon:
         self.catalog, self.settings, self.config = catalog, settings, config or DaemonConfig()
         self.clock = clock
         self.store = catalog.store
-        self.inbox = Inbox(self.store.engine, self.store)
+        self.inbox = Inbox(self.store.engine)
         self.leases = Leases(self.store.engine, new_owner_id(), self.config.lease_s)
         self.pool = AgentPool(
             catalog,
@@ -136,6 +138,7 @@ class Daemon:
             clock=clock,
             max_loaded=self.config.max_loaded,
             idle_unload_s=self.config.idle_unload_s,
+            hold_steps=self.config.hold_steps,
         )
         self.relay = RelayStore(self.store.engine) if RelayStore.supported(self.store.engine) else None
         self.fanout = RunFanout(self.owner, self.relay, interval_s=self.config.relay_interval_s)
@@ -158,7 +161,7 @@ class Daemon:
         now = utcnow()
         self.leases.register(self.config.url, now)
         swept = self.leases.sweep(now)
-        if self.store.engine.dialect.name == "postgresql":
+        if dialect(self.store.engine).notices:
             self.wakeups = PgWakeups(
                 self.store.engine,
                 {
@@ -239,41 +242,24 @@ class Daemon:
         await self.catalog.read_origin(agent)  # awaited: `agent_id` then finds it read
         agent_id = self.catalog.agent_id(agent)
         route = self.dispatcher.route(agent_id) if self.started else Route.ANNOUNCE
-        lingering = self.dispatcher.take_lingering(agent_id) if route is Route.HAND_TO_LINGERING else None
-        now, item, new = utcnow(), None, False
-        try:
-            item, new = await self.inbox.submit(
-                agent_id,
-                agent,
-                kind,
-                content,
-                idempotency_key,
-                now,
-                # Every daemon hearing a notice without a source may take the agent (`_heard_of_work`), so that one
-                # with room runs it while this one is full; a worker here on the agent holds its lease, so no other
-                # daemon could take it: no notice (each wakes every daemon's listener and costs a signal apiece).
-                source="" if route is Route.ANNOUNCE else self.owner,
-                announce=route in (Route.TAKE_HERE, Route.ANNOUNCE),
-                claim_for=(self.owner, self.leases.until(now)) if lingering is not None else None,
-                accept=self._incoming(agent, content) if lingering is not None and kind == "message" else None,
-            )
-        finally:
-            if lingering is not None:
-                self.dispatcher.hand(lingering, item if new and item is not None and item.state == RUNNING else None)
+        item, new = await self.inbox.submit(
+            agent_id,
+            agent,
+            kind,
+            content,
+            idempotency_key,
+            utcnow(),
+            # Every daemon hearing a notice without a source may take the agent (`_heard_of_work`), so that one
+            # with room runs it while this one is full; a worker here on the agent holds its lease, so no other
+            # daemon could take it: no notice (each wakes every daemon's listener and costs a signal apiece).
+            source="" if route is Route.ANNOUNCE else self.owner,
+            announce=route is not Route.HELD_HERE,
+        )
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
-        if new and lingering is None:  # this process takes the agent at once (a busy worker claims it next anyway)
+        if new:  # this process takes the agent at once, or wakes its worker here (lingering: it claims at once)
             self.dispatcher.arrived(agent_id, agent)
         return item
-
-    def _incoming(self, agent: str, content: str) -> Message | None:
-        """The turn's user message, to store with a message item claimed for the worker lingering here on `agent`
-        (`Inbox.submit`'s `accept`: one statement for both), or None: the agent is not loaded here, or a failed
-        turn left this very message unanswered (its retry reuses it: `runtime.loop.begin_turn`)."""
-        loaded = self.pool.loaded(agent)
-        if loaded is None or loaded.window.unanswered(content) is not None:
-            return None
-        return Message("user", content, loaded.now(), turn_id=uuid.uuid4().hex)
 
     def run(self, run_id: str) -> InboxItem | None:
         """The item with this run id, as stored now (None if there is none)."""

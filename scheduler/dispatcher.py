@@ -5,19 +5,17 @@ The dispatcher wakes on a submission in this process, a Postgres notice from ano
 its oldest item, lease and claim in one commit (`scheduler.queue.arrivals`). Anything else makes it scan the inbox and
 take the leases of as many agents with work as there are free slots (`concurrency`). Each taken agent gets a
 worker task that claims its oldest open item, runs it (a message as a turn with the idempotency key
-`inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed (a turn's done commits with its last
-step: `scheduler.message_turn`), and goes on until the agent's inbox is empty; then it lingers `linger_s` (the
-user's next message usually follows the reply: an arrival for the agent wakes it, with no lease or lock to take
-again; a submission in this process hands it the item, claimed for it by the insert itself, with the turn's user
-message) and gives the lease back. A message that arrives while its agent is busy
+`inbox:<run id>`, a job through `scheduler.jobs`), marks it done or failed, and goes on until the agent's inbox is
+empty; then it lingers `linger_s` (the user's next message usually follows the reply: an arrival for the agent
+wakes it and it claims the item, with no lease or lock to take again) and gives the lease back. A message that
+arrives while its agent is busy
 waits its turn: items are never batched into one turn. A heartbeat renews the leases of agents being worked on.
 A run's events go to the fanout (`scheduler.streams.fanout`), which relays them when a daemon elsewhere watches the run:
 what is left of them, and the end row, is written before the item is marked finished.
 
 Exactly once: the turn's idempotency key makes a re-run of an item whose daemon died after the turn committed
 return the stored turn, and a re-run of one killed mid-turn resume after its last committed step
-(`runtime.loop.begin_turn`); the item is then marked done once (`Inbox.finish` only moves an open item). A turn
-whose item finished with its last step is over in one commit: a kill after it leaves nothing to run again.
+(`runtime.loop.begin_turn`); the item is then marked done once (`Inbox.finish` only moves an open item).
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.queue.turnlocks import HeldAgents
 from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.scheduler.triggers.rules import fired_by_idle
-from pagemind.scheduler.worker_state import Linger, Route, Wake, Worker, WorkerState
+from pagemind.scheduler.worker_state import Route, Wake, Worker, WorkerState
 
 log = structlog.get_logger("pagemind.scheduler")
 
@@ -142,8 +140,7 @@ class Dispatcher:
         """Where a submission for the agent goes now (see `Route`)."""
         worker = self.workers.get(agent_id)
         if worker is not None and not worker.lost:
-            lingering = worker.state is WorkerState.LINGERING and self.config.hand_off
-            return Route.HAND_TO_LINGERING if lingering else Route.HELD_HERE
+            return Route.HELD_HERE
         return Route.TAKE_HERE if self.can_take(agent_id) else Route.ANNOUNCE
 
     def can_take(self, agent_id: int) -> bool:
@@ -188,32 +185,17 @@ class Dispatcher:
         worker.state = WorkerState.WAITING_FOR_SLOT  # woken, and holding no slot until it takes one
         worker.linger.set()
 
-    def take_lingering(self, agent_id: int) -> Linger | None:
-        """The agent's lingering worker, kept from ending its linger, for a submission that claims its item for it
-        in the insert itself (one statement instead of two); `hand` must follow. None if no worker lingers on it."""
-        worker = self.workers.get(agent_id)
-        if worker is None or worker.state is not WorkerState.LINGERING or worker.linger is None:
-            return None
-        worker.state = WorkerState.WAITING_FOR_SLOT
-        worker.linger.taken = True
-        return worker.linger
-
-    def hand(self, event: Linger, item: InboxItem | None) -> None:
-        """Give a worker taken by `take_lingering` the item claimed for it (None: it claims the next one itself)."""
-        event.item = item
-        event.set()
-
-    async def _linger(self, worker: Worker) -> Linger | None:
+    async def _linger(self, worker: Worker) -> bool:
         """Keep an agent whose inbox is empty (its lease, its turn lock, its loaded state) for `linger_s`, and
         say whether work came for it meanwhile. A user's next message usually comes right after the reply: a worker
         that kept the agent claims it at once, instead of giving the lease and lock back and taking them again (six
         statements, two of them commits) and reading the agent's state again. Lingering workers hold no slot of
         `concurrency` (woken, they take one: `_take_slot`), and at most `max_lingering` of them linger at once.
-        Returns the wake-up (None: the linger ended with no work, or the daemon stops)."""
+        Returns whether it was woken (False: the linger ended with no work, or the daemon stops)."""
         lingering = len(self._in_state(WorkerState.LINGERING))
         if self.config.linger_s <= 0 or self.stopping or lingering >= self.config.max_lingering:
-            return None
-        event = worker.linger = Linger()
+            return False
+        event = worker.linger = asyncio.Event()
         worker.state = WorkerState.LINGERING
         self._slot_freed.set()
         if self.wake.scan:  # work left waiting for a slot (an arrival deferred): this worker's slot is free now
@@ -221,19 +203,18 @@ class Dispatcher:
         try:
             await self._linger_wait(event)
         except TimeoutError:
-            if not (event.taken or event.is_set()):
-                return None
-            await event.wait()  # a submission is claiming an item for this worker: it hands it over next
+            if not event.is_set():
+                return False
         finally:
             worker.linger = None
             if worker.state is WorkerState.LINGERING:  # not woken: it gives the agent back, holding its slot
                 worker.state = WorkerState.RUNNING
         if self.stopping:
             worker.state = WorkerState.RUNNING
-            return None
-        return event
+            return False
+        return True
 
-    async def _linger_wait(self, event: Linger) -> None:
+    async def _linger_wait(self, event: asyncio.Event) -> None:
         """Wait for the wake-up; TimeoutError after `linger_s`."""
         await asyncio.wait_for(event.wait(), self.config.linger_s)
 
@@ -261,11 +242,9 @@ class Dispatcher:
                 else:  # the last finish said nothing else waits: no empty claim (claim again after a linger)
                     item, more = None, True
                 if item is None:
-                    woken = await self._linger(worker)
-                    if woken is not None:
+                    if await self._linger(worker):
                         await self._take_slot(worker)
-                        first = woken.item  # claimed for it by the submission, or None: claim it
-                        continue
+                        continue  # claim what woke it
                     await self.held.release(agent_id)
                     # An item submitted between the empty claim and the release found this agent leased: look again.
                     has_open = await self.leases.release_looking(agent_id)
@@ -304,24 +283,21 @@ class Dispatcher:
                     f"gave up after {item.attempts - 1} attempts: the daemon stopped while running it each time",
                 )
             log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
-            finished = None
             try:
-                result, error, finished = await self._execute(item, refresh)
+                result, error = await self._execute(item, refresh)
             except UnknownAgent as exc:
                 result, error = None, str(exc)
             except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
                 log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
                 result, error = None, f"{type(exc).__name__}: {exc}"
             crash_point("daemon.turn_done")
-            return await self._finish(item, result, error, finished)
+            return await self._finish(item, result, error)
         finally:
             self.fanout.forget(item.run_id)  # given back unfinished (a stop, a failing store): the next attempt relays
 
-    async def _execute(
-        self, item: InboxItem, refresh: bool
-    ) -> tuple[dict[str, Any] | None, str | None, InboxItem | None]:
-        """Run the item with the agent's turn lock held (`self.held`, taken with the lease): (its result, its error,
-        the item as finished when its finish committed with the turn's last step, else None). The first item after
+    async def _execute(self, item: InboxItem, refresh: bool) -> tuple[dict[str, Any] | None, str | None]:
+        """Run the item with the agent's turn lock held (`self.held`, taken with the lease): (its result, its
+        error). The first item after
         taking the lock reads again whatever another process changed since this one last looked; later ones need
         not (no one else can run the agent meanwhile), unless this process lent the agent out (`Daemon.agent`)."""
         async with self.pool.hold(item.agent_name) as agent:
@@ -331,20 +307,14 @@ class Dispatcher:
                     self.pool.lent.discard(item.agent_name)
                     await agent.refresh()
                 if item.kind == "message":
-                    owner, rider = self.leases.owner, self.config.finish_with_last_step
-                    result, finished = await run_message(agent, item, self.inbox, self.fanout, owner, rider)
-                    return result, None, finished
+                    return await run_message(agent, item, self.inbox, self.leases.owner), None
                 result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
-                return result, result.get("error"), None
+                return result, result.get("error")
 
-    async def _finish(
-        self, item: InboxItem, result: dict[str, Any] | None, error: str | None, stored: InboxItem | None = None
-    ) -> bool | None:
-        """Mark the item finished, unless it was already (`stored`: its finish committed with the turn's last
-        step); end the run's streams and waiters; return `InboxItem.more`."""
+    async def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> bool | None:
+        """Mark the item finished; end the run's streams and waiters; return `InboxItem.more`."""
         self.fanout.settle(item.run_id, last=True)  # every relayed event is written before the end is
-        if stored is None:
-            stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
+        stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
         crash_point("daemon.item_finished")
         log.info(
             "item_end",

@@ -1,24 +1,20 @@
-"""A message item run as its agent's turn: the turn, its item's finish committed with its last step, and the
-reflection it makes due.
+"""A message item run as its agent's turn: the turn, keyed by its item, and the reflection it makes due.
 
-A turn that ends well was two commits at its end: its last step, then its inbox item's finish. Here the finish is a
-`LinkedWrite` that rides on the last step's statement (`runtime.loop.EndWrite`), so the turn costs one round trip
-less and its end and its item's end are one commit (issue 12: the daemon's own overhead per step). A turn whose
-user message was stored with its item (`Inbox.submit`'s `accept`) begins with it (`InboxItem.accepted`).
+The item is finished by the dispatcher after the turn, in a statement of its own (`Inbox.finish`); a kill between
+the turn's last commit and that finish runs the item again, and its key returns the stored turn
+(`runtime.loop.begin_turn`). Committing the finish with the last step saved a statement a turn, but measured
+inside the host's noise (bench/RESULTS.md, "Daemon shortcuts on and off"), so it was removed.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.loop import StopReason, TurnEnd, run_turn
+from pagemind.runtime.loop import StopReason, run_turn
 from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.scheduler.queue.inbox import Inbox, InboxItem
-from pagemind.scheduler.streams.fanout import RunFanout
 
 
 def turn_result(turn_id: str, reply: str | None, stop_reason: StopReason, steps: int) -> dict[str, Any]:
@@ -26,51 +22,13 @@ def turn_result(turn_id: str, reply: str | None, stop_reason: StopReason, steps:
     return {"reply": reply, "stop_reason": stop_reason.value, "steps": steps, "turn_id": turn_id}
 
 
-class FinishWithLastStep:
-    """A message item's finish, committed with its turn's last step (`runtime.loop.EndWrite`): one round trip less a
-    turn, and the turn's end and the item's are one commit (a kill between them can no longer leave a finished
-    turn's item running). Not while a daemon in another process watches the run: its relayed events, the last
-    step's among them, are written before the item's end (`RunFanout.settle`), so that item is finished apart."""
-
-    def __init__(self, inbox: Inbox, fanout: RunFanout, owner: str, item: InboxItem, enabled: bool = True):
-        self.inbox, self.fanout, self.owner, self.item, self.enabled = inbox, fanout, owner, item, enabled
-        self.rider: LinkedWrite | None = None
-
-    def __call__(self, end: TurnEnd) -> LinkedWrite | None:
-        """The finish to commit with the last step, or None (finish apart)."""
-        if not self.enabled or self.fanout.relayed(self.item.run_id):
-            return None
-        result = turn_result(end.turn_id, end.reply, end.stop_reason, end.steps)
-        self.rider = self.inbox.finish_rider(self.item, self.owner, utcnow(), result)
-        return self.rider
-
-    def outcome(self) -> InboxItem | None:
-        """After the turn returned: the item as its finish left it, or None if it was not finished with the turn
-        (a stored turn returned again, a watched run)."""
-        if self.rider is None:
-            return None
-        return self.inbox.finished(self.item, self.rider.row)
-
-
-async def run_message(
-    agent: Agent, item: InboxItem, inbox: Inbox, fanout: RunFanout, owner: str, finish_with_last_step: bool = True
-) -> tuple[dict[str, Any], InboxItem | None]:
-    """Run a claimed message item as the agent's turn (owner: the daemon holding its lease): (its result, the item
-    as finished with the turn's last step, or None when it is still to be finished apart)."""
-    finish = FinishWithLastStep(inbox, fanout, owner, item, enabled=finish_with_last_step)
+async def run_message(agent: Agent, item: InboxItem, inbox: Inbox, owner: str) -> dict[str, Any]:
+    """Run a claimed message item as the agent's turn (owner: the daemon holding its lease); returns its result,
+    for the item's finish."""
     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
-    turn = await run_turn(
-        agent,
-        item.content,
-        idempotency_key=item.turn_key,
-        new_key=item.attempts == 1,
-        on_end=finish,
-        accepted=item.accepted,
-    )
-    finished = finish.outcome()
-    if await queue_reflection(agent, item, inbox, owner) and finished is not None:
-        finished = replace(finished, more=True)  # the job came after the finish: claim it next
-    return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps), finished
+    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key, new_key=item.attempts == 1)
+    await queue_reflection(agent, item, inbox, owner)
+    return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps)
 
 
 async def queue_reflection(agent: Agent, item: InboxItem, inbox: Inbox, owner: str) -> bool:

@@ -51,8 +51,10 @@ class AgentPool:
         clock: Callable[[], datetime],
         max_loaded: int,
         idle_unload_s: float,
+        hold_steps: bool = True,
     ):
         self.catalog, self.settings, self.model, self.clock = catalog, settings, model, clock
+        self.hold_steps = hold_steps  # `DaemonConfig.hold_steps`, given to every agent loaded
         self.max_loaded, self.idle_unload_s = max_loaded, idle_unload_s
         self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
@@ -88,7 +90,12 @@ class AgentPool:
             entry.spec = spec
             return entry.agent
         agent = await Agent.load(
-            spec, model=self.model, settings=self.settings, store=self.catalog.store, clock=self.clock
+            spec,
+            model=self.model,
+            settings=self.settings,
+            store=self.catalog.store,
+            clock=self.clock,
+            hold_steps=self.hold_steps,
         )
         if entry is not None:
             entry.agent.monitor.cancel()  # the old instance's flush work ahead would only be thrown away

@@ -1,13 +1,11 @@
-"""What the dispatcher keeps of its workers and decides for a submission: the dispatcher's and a lingering worker's
-wake-ups, each worker's record with its one state, and where a submission goes (`Route`)."""
+"""What the dispatcher keeps of its workers and decides for a submission: the dispatcher's wake-up, each worker's
+record with its one state, and where a submission goes (`Route`)."""
 
 from __future__ import annotations
 
 import asyncio
 import enum
 from dataclasses import dataclass
-
-from pagemind.scheduler.queue.inbox import InboxItem
 
 
 class Wake(asyncio.Event):
@@ -28,16 +26,6 @@ class Wake(asyncio.Event):
         super().set()
 
 
-class Linger(asyncio.Event):
-    """A lingering worker's wake-up. `item`: an item a submission claimed for it (`Dispatcher.take_lingering`);
-    None: claim the next item itself. `taken`: a submission is claiming one for it now (it will be handed)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.item: InboxItem | None = None
-        self.taken = False
-
-
 class WorkerState(enum.Enum):
     """What an agent's worker is doing; each worker is in exactly one state."""
 
@@ -52,7 +40,7 @@ class Worker:
 
     task: asyncio.Task[None]
     state: WorkerState = WorkerState.RUNNING
-    linger: Linger | None = None  # its wake-up, while it lingers
+    linger: asyncio.Event | None = None  # its wake-up, while it lingers
     lost: bool = False  # another daemon took its lease over (a stall): it stops after the item
     poked: bool = False  # a submission committed while it ran: it claims again before lingering
 
@@ -61,7 +49,7 @@ class Route(enum.Enum):
     """Where a submission for an agent goes: decided once, by `Dispatcher.route`, in the submission's synchronous
     stretch (no await between the decision and acting on it)."""
 
-    HAND_TO_LINGERING = "hand"  # a worker here lingers on it: the insert claims the item for that worker
-    HELD_HERE = "held"  # a worker here runs it: it claims the item next; no notice (no one else could take it)
+    HELD_HERE = "held"  # a worker here runs or lingers on it: it claims the item next (woken if it lingers); no
+    # notice (its lease is ours: no one else could take it)
     TAKE_HERE = "take"  # a slot is free here: taken at once; the notice names this daemon
     ANNOUNCE = "announce"  # no room here: the notice lets any daemon with room take it

@@ -33,6 +33,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.engine import clean_parameters
 from pagemind.runtime.state.held import hung_off
 
@@ -116,7 +117,7 @@ class AwaitedStatements:
     @classmethod
     def of(cls, engine: Engine) -> AwaitedStatements | None:
         """The engine's awaited statements, or None when its database is not Postgres."""
-        if engine.dialect.name != "postgresql":
+        if not dialect(engine).awaits_statements:
             return None
         return hung_off(engine, _ATTRIBUTE, cls)
 

@@ -17,6 +17,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.process import logs as _logs  # noqa: F401  (imported for its effect: logs go to stderr)
+from pagemind.runtime.state.dialects import dialect_for_url
 from pagemind.runtime.state.migrate import migrate
 from pagemind.runtime.state.records import without_nul
 
@@ -132,8 +133,9 @@ def make_engine(database_url: str) -> Engine:
     """A SQLAlchemy engine for the URL, its schema migrated to the head revision. SQLite files get their folder.
     Raises DatabaseOpenError (one line: which database, what went wrong) when it cannot be opened."""
     try:
-        if database_url.startswith("sqlite:///"):
-            path = Path(database_url.removeprefix("sqlite:///"))
+        backend = dialect_for_url(database_url)
+        path = backend.engine_file(database_url)
+        if path is not None:
             _check_sqlite_file(path)
             engine = create_engine(database_url, connect_args={"check_same_thread": False})
             event.listen(engine, "connect", _sqlite_pragmas)
@@ -153,10 +155,6 @@ def make_engine(database_url: str) -> Engine:
         migrate(engine)
     except sa_exc.DatabaseError as exc:
         engine.dispose()
-        what = _first_line(exc)
-        if database_url.startswith("sqlite:"):
-            hint = "the file is damaged or not a pagemind database: restore it from a backup, or move it away"
-        else:
-            hint = "check DATABASE_URL, that the server is running and that the database exists"
+        what, hint = _first_line(exc), backend.damaged_hint
         raise DatabaseOpenError(f"cannot open database {_shown(database_url)}: {what} ({hint})") from None
     return engine

@@ -24,6 +24,8 @@ from typing import TypeVar
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from pagemind.runtime.state.dialects import dialect
+
 # An engine's held connections hang off the engine itself, not off a dictionary keyed by it: each connection
 # refers to its engine, so a dictionary's value would keep its own key alive and no engine (with its connections,
 # and an in-memory SQLite database's data) would ever be freed. As an attribute they form a cycle with the engine,
@@ -37,7 +39,7 @@ class HeldConnections:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.sqlite = engine.dialect.name == "sqlite"
+        self.dialect = dialect(engine)
         # Per thread, in a table the collector sees, not a `threading.local`: a live thread's locals are a root,
         # so the main thread's connections would keep the engine alive for ever. A thread's entry goes with it.
         self._by_thread: weakref.WeakKeyDictionary[threading.Thread, dict[str, Connection]] = (
@@ -89,8 +91,8 @@ class HeldConnections:
         rolled back on an exception."""
         conn = self._connection("writer")
         try:
-            if self.sqlite:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            if self.dialect.write_begin is not None:
+                conn.exec_driver_sql(self.dialect.write_begin)
             yield conn
             conn.commit()
         except BaseException:
@@ -113,11 +115,11 @@ class HeldConnections:
     def statement(self) -> Iterator[Connection]:
         """A connection for one self-contained write statement: on Postgres the autocommit connection (the
         statement is its own transaction: no BEGIN and COMMIT round trips), on SQLite a `write` transaction."""
-        if self.sqlite:
-            with self.write() as conn:
+        if self.dialect.autocommit_statements:
+            with self.read() as conn:
                 yield conn
         else:
-            with self.read() as conn:
+            with self.write() as conn:
                 yield conn
 
     def close(self) -> None:

@@ -28,6 +28,8 @@ import structlog
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from pagemind.runtime.state.dialects import dialect
+
 log = structlog.get_logger("pagemind.locks")
 
 # The two-key advisory lock: (this schema's key space, the agent's id). Advisory locks are per database, not per
@@ -68,11 +70,12 @@ async def turn_lock(engine: Engine, agent_id: int, wait: float, label: str | int
 
 
 def _lock_for(engine: Engine, agent_id: int) -> tuple[Callable[[], bool], Callable[[], None]]:
-    if engine.dialect.name == "postgresql":
+    backend = dialect(engine)
+    if backend.session_locks:
         return _advisory_lock(engine, agent_id)
-    database = engine.url.database
-    if engine.dialect.name == "sqlite" and database and database != ":memory:" and not database.startswith("file:"):
-        return _file_lock(Path(database), agent_id)
+    database = backend.database_file(engine.url)
+    if database is not None:
+        return _file_lock(database, agent_id)
     return _local_lock(str(engine.url), agent_id)
 
 

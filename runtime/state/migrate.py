@@ -28,6 +28,8 @@ import structlog
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Connection, Engine
 
+from pagemind.runtime.state.dialects import dialect
+
 log = structlog.get_logger("pagemind.migrate")
 
 FULLTEXT_PREFIX = "recall_fts"  # the recall index's raw-DDL tables (see state.tables)
@@ -87,14 +89,11 @@ def migrate(engine: Engine) -> None:
     with engine.connect() as conn:
         if current_revision(conn) == head_revision():
             return
-    if engine.dialect.name == "postgresql":
+    backend = dialect(engine)
+    path = backend.database_file(engine.url)
+    if path is None:  # a server (its own lock, in the transaction) or a database in memory (one process)
         with engine.begin() as conn:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
-            _upgrade(conn)
-        return
-    path = _sqlite_path(engine)
-    if path is None:  # an in-memory or non-SQLite database: one process by construction, no lock to share
-        with engine.begin() as conn:
+            backend.lock_migrations(conn, _LOCK_KEY)
             _upgrade(conn)
         return
     with _file_lock(path.with_name(path.name + ".lock")):
@@ -122,13 +121,6 @@ def _upgrade(conn: Connection) -> None:
         log.info("schema_adopt", detail="a database made before migrations: revision 0001 adopts it")
     command.upgrade(alembic_config(conn), "head")
     log.info("schema_migrated", from_revision=before, to_revision=current_revision(conn))
-
-
-def _sqlite_path(engine: Engine) -> Path | None:
-    database = engine.url.database
-    if engine.dialect.name != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
-        return None
-    return Path(database)
 
 
 @contextlib.contextmanager

@@ -18,13 +18,14 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.state.async_pg import run_to_end
+from pagemind.runtime.state.dialects import dialect
 
 T = TypeVar("T")
 
 
 async def off_loop(engine: Engine, work: Callable[..., T], *args: Any) -> T:
     """`work(*args)` in a worker thread (SQLite: inline), awaited to its end."""
-    if engine.dialect.name == "sqlite":
+    if dialect(engine).runs_inline:
         return work(*args)
     loop = asyncio.get_running_loop()
 

@@ -25,6 +25,7 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits, reset_version
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.locks import turn_lock
@@ -47,9 +48,7 @@ from pagemind.runtime.state.rows import (
     values_of,
 )
 from pagemind.runtime.state.step_commit import (
-    LinkedWrite,
     StepWrite,
-    accept_after_pg,
     accept_pg,
     store_steps_pg,
     write_steps,
@@ -79,7 +78,7 @@ class StateStore:
         thread's held connection (`state.held`: no checkout, no switch to autocommit and back per block). SQLite sends
         no BEGIN for reads anyway, and switching its isolation level there and back would cost more than the reads
         (about 0.1 ms of CPU a turn): a pooled connection."""
-        if self.engine.dialect.name == "sqlite":
+        if not dialect(self.engine).held_reads:
             return self.engine.connect()
         return read_connection(self.engine)
 
@@ -262,30 +261,9 @@ class StateStore:
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
-    async def accept_after(self, first: LinkedWrite, agent_id: int, message: Message, key: str) -> Message | None:
-        """`first`'s write, then a turn's incoming message and its idempotency key if `first` wrote its row (else
-        nothing), in one transaction (one statement on Postgres): the message as stored, or None. `first.row` gets
-        `first`'s row."""
-        if (awaited := self.awaited) is not None:
-            message_id = await accept_after_pg(awaited, first, agent_id, message, key)
-        else:
-            message_id = await off_loop(self.engine, self._accept_after, first, agent_id, message, key)
-        if message_id is None:
-            return None
-        crash_point("accept.after_commit")
-        return stored_message(message, message_id, message.step_id)
-
     def _accept(self, agent_id: int, message: Message, key: str | None) -> int:
         """The accepted message's id."""
         with self.engine.begin() as conn:
-            return _insert_accepted(conn, agent_id, message, key)
-
-    def _accept_after(self, first: LinkedWrite, agent_id: int, message: Message, key: str) -> int | None:
-        """The accepted message's id, after `first`'s write in the same transaction (None: `first` wrote nothing,
-        and neither did this)."""
-        with self.engine.begin() as conn:
-            if first.execute(conn) is None:
-                return None
             return _insert_accepted(conn, agent_id, message, key)
 
     async def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
@@ -434,10 +412,9 @@ class StateStore:
         messages: list[Message],
         edits: list[BlockEdit],
         versions: dict[str, int] | None = None,
-        rider: LinkedWrite | None = None,
     ) -> tuple[int, list[Message]]:
         """Store one step atomically (`commit_steps` with that step alone): its id and its stored messages."""
-        step_ids, stored = await self.commit_steps(agent_id, [StepWrite(step, messages, edits)], versions, rider)
+        step_ids, stored = await self.commit_steps(agent_id, [StepWrite(step, messages, edits)], versions)
         return step_ids[-1], stored
 
     async def commit_steps(
@@ -445,29 +422,27 @@ class StateStore:
         agent_id: int,
         steps: Sequence[StepWrite],
         versions: dict[str, int] | None = None,
-        rider: LinkedWrite | None = None,
     ) -> tuple[list[int], list[Message]]:
         """Store steps of one turn atomically, in order: their records, messages and block edits. Returns the steps'
         ids and all their stored messages, in order.
 
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
-        written. Without `versions` the edits are written unchecked (the caller vouches for its values).
-        `rider`: another write committed in the same transaction (`state.step_commit.LinkedWrite`)."""
+        written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
-            step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks, rider)
+            step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks)
         else:
-            step_ids, stored, written = await off_loop(self.engine, self._write_steps, agent_id, steps, versions, rider)
+            step_ids, stored, written = await off_loop(self.engine, self._write_steps, agent_id, steps, versions)
         crash_point("commit.after_commit")
         if versions is not None:
             versions.update(written)
         return step_ids, stored
 
     def _write_steps(
-        self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None, rider: LinkedWrite | None
+        self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None
     ) -> tuple[list[int], list[Message], dict[str, int]]:
         with self.engine.begin() as conn:
-            return write_steps(conn, agent_id, steps, versions, rider)
+            return write_steps(conn, agent_id, steps, versions)
 
     def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
         """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the

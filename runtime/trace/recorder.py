@@ -1,7 +1,8 @@
 """Recording a running agent into a trace file (`pagemind.runtime.trace.format`).
 
 The recorder observes the agent's events, stamps each with its turn within the trace and the clock readings
-taken since the previous one, and writes them as JSON lines. Events are noted as they happen and written and
+taken since the previous one (the agent's clock hands them to it: `note_clock`, `runtime.observer.HeardClock`;
+nothing of the agent is swapped), and writes them as JSON lines. Events are noted as they happen and written and
 flushed at every step's end, a model request also while a slow model call is in flight: a crash leaves a
 readable trace up to the last complete step, and the request that was in flight.
 """
@@ -9,7 +10,7 @@ readable trace up to the last complete step, and the request that was in flight.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple, assert_never
@@ -44,18 +45,6 @@ log = structlog.get_logger("pagemind.trace")
 
 LineData = dict[str, Any]
 """An event's trace line as plain data, fields in order (what the recorder writes)."""
-
-
-class TapeClock:
-    """Wraps an agent's clock and notes every reading, so a trace can hand the same times to a replay."""
-
-    def __init__(self, inner: Callable[[], datetime], readings: list[datetime]):
-        self.inner, self.readings = inner, readings
-
-    def __call__(self) -> datetime:
-        value = self.inner()
-        self.readings.append(value)
-        return value
 
 
 class Pending(NamedTuple):
@@ -150,20 +139,19 @@ class TraceRecorder:
         self._scheduled_write: asyncio.Handle | None = None
 
     def attach(self, agent: Any) -> TraceRecorder:
-        """Observe `agent` (alongside any observer it has) and note its clock readings — the agent's own, and
-        those of its memory services that share its clock."""
+        """Observe `agent` (alongside any observer it has), its events and its clock readings (the agent's own,
+        and those of its memory services that share its clock), from now on."""
         self.agent = agent
-        original = agent.clock
-        agent.clock = TapeClock(original, self.readings)
-        for part in (getattr(agent, "archival", None), getattr(agent, "recall", None)):
-            if part is not None and getattr(part, "clock", None) is original:
-                part.clock = agent.clock
         agent.observer = joined(agent.observer, self)
         return self
 
+    def note_clock(self, value: datetime) -> None:
+        """A reading of the agent's clock, for the next event's stamp (`runtime.observer.HeardClock`)."""
+        self.readings.append(value)
+
     def _clock(self) -> tuple[datetime, ...]:
         readings = tuple(self.readings)
-        self.readings.clear()  # the same list the tape clock appends to
+        self.readings.clear()
         return readings
 
     def _open(self) -> None:

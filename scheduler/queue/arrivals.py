@@ -19,10 +19,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Update, bindparam, exists, literal, select, update
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.dialects.postgres import POSTGRES
 from pagemind.runtime.state.held import write_transaction
 from pagemind.runtime.state.tables import agent_leases, inbox
 from pagemind.scheduler.queue.inbox import CLAIM_HEAD, HEAD_ITEM, RUNNING, InboxItem, is_open, item_from_row
@@ -39,7 +39,7 @@ def _postgres_claim() -> Update:
         bindparam("p_owner", type_=agent_leases.c.owner.type),
         bindparam("p_until", type_=agent_leases.c.expires_at.type),
     ).where(OPEN_WORK)
-    insert = postgresql.insert(agent_leases).from_select(["agent_id", "owner", "expires_at"], values)
+    insert = POSTGRES.insert(agent_leases).from_select(["agent_id", "owner", "expires_at"], values)
     lease = taking(insert).returning(agent_leases.c.agent_id).cte("lease")
     return (
         update(inbox)

@@ -14,22 +14,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, and_, bindparam, case, exists, func, literal_column, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import String, and_, bindparam, case, exists, func, literal_column, or_, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
 
-from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import aware, without_nul
-from pagemind.runtime.state.step_commit import LinkedWrite
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import AgentRow, inbox, table_of
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying
 from pagemind.scheduler.queue.wakeup import arrival_notice
@@ -77,7 +74,6 @@ class InboxItem:
     error: str | None
     watcher: str | None = None  # who streams its events: a daemon id, "*" for several (`scheduler.streams.relay`)
     more: bool | None = None  # as `finish` returned it: whether the agent had other open items then (None: unknown)
-    accepted: Message | None = None  # its turn's user message, stored with it by `submit` (`accept`); None: not yet
 
     @property
     def finished(self) -> bool:
@@ -160,29 +156,6 @@ CLAIM_HEAD = (
 )
 
 
-def submit_claimed_statement() -> Any:
-    """The submission for an agent whose worker lingers here, claimed for it in the same statement: running, with
-    the worker's owner and lease; nothing is stored when the agent has an older open item (that one runs first:
-    the caller then submits the new one pending, as any other)."""
-    other = inbox.alias("other")
-    now = bindparam("p_now", type_=inbox.c.created_at.type)
-    columns = {
-        "run_id": bindparam("p_run_id", type_=inbox.c.run_id.type),
-        "agent_id": bindparam("p_agent_id", type_=inbox.c.agent_id.type),
-        "kind": bindparam("p_kind", type_=inbox.c.kind.type),
-        "content": bindparam("p_content", type_=inbox.c.content.type),
-        "idempotency_key": bindparam("p_key", type_=inbox.c.idempotency_key.type),
-        "state": _STATE_SQL[RUNNING],
-        "owner": bindparam("p_owner", type_=inbox.c.owner.type),
-        "lease_expires_at": bindparam("p_until", type_=inbox.c.lease_expires_at.type),
-        "attempts": literal_column("1", Integer),  # a claim counts as an attempt, as `claim_next`'s does
-        "created_at": now,
-        "started_at": now,
-    }
-    idle = ~exists().where(other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state))
-    return inbox.insert().from_select(list(columns), select(*columns.values()).where(idle)).returning(*inbox.c)
-
-
 class _Statements:
     """The submit and finish statements of one dialect (on Postgres they NOTIFY from inside the statement)."""
 
@@ -199,7 +172,6 @@ class _Statements:
         )
         self.submit = insert.returning(*inbox.c, *notifying(engine, INBOX_CHANNEL, bindparam("p_source")))
         self.submit_unannounced = insert.returning(*inbox.c)
-        self.submit_claimed = submit_claimed_statement()
         # `more`: the agent's other open items, so that its worker need not claim again to learn it has none.
         # Parameters, not correlated columns: RETURNING names the target's columns unqualified, so inside the
         # subquery `agent_id` would be the subquery's own.
@@ -237,8 +209,8 @@ class _Statements:
 class Inbox:
     """Reads and writes the `inbox` table (the only code that does)."""
 
-    def __init__(self, engine: Engine, store: StateStore | None = None):
-        self.engine, self.store = engine, store  # `store` (on `engine`): for submissions that `accept` a message
+    def __init__(self, engine: Engine):
+        self.engine = engine
         self.awaited = AwaitedStatements.of(engine)
         self._statements = _Statements(engine)
 
@@ -253,19 +225,12 @@ class Inbox:
         source: str = "",
         *,
         announce: bool = True,
-        claim_for: tuple[str, datetime] | None = None,
-        accept: Message | None = None,
     ) -> tuple[InboxItem, bool]:
         """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
         woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once.
         `announce=False`: no notice (the submitting daemon's own worker holds the agent's lease, so no other
-        daemon could take the item, and that worker is woken in process). `claim_for` (owner, lease expiry): that
-        worker lingers, so the item is claimed for it in the same statement (`state` running), unless an older item
-        of the agent is still open (then it is stored pending, by a second statement). Never announced.
-        `accept` (with `claim_for`, a message item's turn's user message): stored with the claimed item, in its
-        transaction, with the turn's key (`InboxItem.turn_key`); the item returned carries it as `accepted`, for
-        its turn to begin with (`runtime.loop.begin_turn`). A pending item stores none."""
+        daemon could take the item, and that worker is woken in process)."""
         params: dict[str, Any] = {  # NUL: as the runtime's engine does for every statement
             "p_run_id": uuid.uuid4().hex,
             "p_agent_id": agent_id,
@@ -274,45 +239,20 @@ class Inbox:
             "p_key": without_nul(key) if key is not None else None,
             "p_now": now,
         }
-        if claim_for is not None:
-            statement, extra = self._statements.submit_claimed, {"p_owner": claim_for[0], "p_until": claim_for[1]}
-        elif announce:
+        if announce:
             statement, extra = self._statements.submit, {"p_source": arrival_notice(source, agent_id, name)}
         else:
             statement, extra = self._statements.submit_unannounced, {}
-        if accept is not None and (claim_for is None or self.store is None):
-            # A pending item's turn stores its own message (`begin_turn`): one stored here would be a second.
-            raise ValueError("accept needs claim_for (the item claimed by the insert) and an Inbox with a store")
-        accepted = None
         try:
-            if accept is not None:
-                assert self.store is not None  # checked above
-                claimed = LinkedWrite(statement, {**params, **extra})
-                accepted = await self.store.accept_after(claimed, agent_id, accept, "inbox:" + params["p_run_id"])
-                row = claimed.row
-            else:
-                row = await self._one_statement(statement, {**params, **extra})
+            row = await self._one_statement(statement, {**params, **extra})
         except IntegrityError:
             if key is None:
                 raise
             existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
             if existing is None:  # the other insert was rolled back meanwhile: try once more
-                return await self.submit(
-                    agent_id,
-                    name,
-                    kind,
-                    content,
-                    key,
-                    now,
-                    source,
-                    announce=announce,
-                    claim_for=claim_for,
-                    accept=accept,
-                )
+                return await self.submit(agent_id, name, kind, content, key, now, source, announce=announce)
             return existing, False
-        if row is None:  # not claimed: an older item of the agent is open, so this one waits its turn, pending
-            return await self.submit(agent_id, name, kind, content, key, now, source, announce=False)
-        return replace(item_from_row(row, name), accepted=accepted), True
+        return item_from_row(row, name), True
 
     async def _one_statement(self, statement: Any, params: dict[str, Any]) -> Any:
         """The first row (a mapping) of a statement that is its own transaction: awaited on Postgres
@@ -342,7 +282,7 @@ class Inbox:
             }
             for agent_id, kind, content, key in items
         ]
-        insert = (postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert)(inbox)
+        insert = dialect(self.engine).insert(inbox)
         with write_transaction(self.engine) as conn:
             conn.execute(
                 insert.on_conflict_do_nothing(index_elements=[inbox.c.agent_id, inbox.c.idempotency_key]), rows
@@ -395,12 +335,6 @@ class Inbox:
         row = await self._one_statement(self._statements.finish, _finish_parameters(item, owner, now, result, error))
         return self.finished(item, row)
 
-    def finish_rider(self, item: InboxItem, owner: str, now: datetime, result: dict[str, Any]) -> LinkedWrite:
-        """`finish` (done, with `result`) as a write to commit with the turn's last step (`runtime.loop.EndWrite`):
-        the turn's end and its item's end are one commit, and one round trip less. `finished(item, rider.row)`
-        then reads the outcome."""
-        return LinkedWrite(self._statements.finish, _finish_parameters(item, owner, now, result, None))
-
     def finished(self, item: InboxItem, row: Mapping[str, Any] | None) -> InboxItem:
         """The item as a finish returned it (`row`; None: it was finished already, so it is read as stored)."""
         if row is not None:
@@ -415,8 +349,7 @@ class Inbox:
         Committed on return, without waiting for the WAL flush on Postgres (a watch lost in a server crash goes with the
         stream that made it): a stream's start never waits on a busy disk."""
         with write_transaction(self.engine) as conn:
-            if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+            dialect(conn).relax_commit(conn)
             row = conn.execute(self._statements.watch, {"p_run_id": run_id, "p_watcher": watcher}).first()
         return row.state if row is not None else None
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import structlog
 from sqlalchemy import bindparam, delete, exists, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.tables import agent_leases, daemons, inbox
 from pagemind.scheduler.queue.inbox import is_open, is_running
@@ -62,8 +62,8 @@ class _Statements:
     call costs more CPU, building it and then its cache key, than running it does)."""
 
     def __init__(self, engine: Engine):
-        postgres = engine.dialect.name == "postgresql"
-        insert = (postgresql.insert if postgres else sqlite.insert)(agent_leases).values(
+        backend = dialect(engine)
+        insert = backend.insert(agent_leases).values(
             agent_id=bindparam("p_agent_id"), owner=bindparam("p_owner"), expires_at=bindparam("p_until")
         )
         self.take = taking(insert).returning(agent_leases.c.agent_id)
@@ -86,8 +86,8 @@ class _Statements:
             .order_by(inbox.c.id)
             .limit(bindparam("p_limit"))
         )
-        # On Postgres two daemons looking at once skip each other's rows instead of racing for the same agents.
-        self.heads = heads.with_for_update(of=inbox, skip_locked=True) if postgres else heads
+        # Two daemons looking at once skip each other's rows instead of racing for the same agents.
+        self.heads = backend.skip_locked(heads, inbox)
 
 
 class Leases:

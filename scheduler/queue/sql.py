@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, text
 from sqlalchemy.engine import Connection, Engine
+
+from pagemind.runtime.state.dialects import dialect
 
 INBOX_CHANNEL = "pagemind_inbox"  # NOTIFYed in the transaction that adds work (delivered at commit)
 DONE_CHANNEL = "pagemind_done"  # NOTIFYed with the run id in the transaction that finishes an item
@@ -25,13 +26,10 @@ EVENTS_CHANNEL = "pagemind_events"  # NOTIFYed with the run id in the statement 
 def notifying(engine: Engine, channel: str, payload: Any) -> list[Any]:
     """Extra RETURNING columns that NOTIFY `channel` with `payload` (a value or a column) from inside the statement
     itself, when it commits (Postgres; nothing elsewhere)."""
-    if engine.dialect.name != "postgresql":
-        return []
-    return [func.pg_notify(channel, payload).label("notified")]
+    return dialect(engine).notifying(channel, payload)
 
 
 def notify(conn: Connection, channel: str, payload: str = "") -> None:
     """Wake the daemons listening on `channel` when this transaction commits (Postgres; a no-op elsewhere, where
     the only listeners are in this process and are woken directly)."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_notify(:channel, :payload)"), {"channel": channel, "payload": payload})
+    dialect(conn).notify(conn, channel, payload)

@@ -42,6 +42,7 @@ from sqlalchemy import bindparam, delete, select, text
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.events import Event, without_body
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.tables import run_events
 from pagemind.runtime.trace.format import LINE_ADAPTER, Header, dump_line
@@ -92,7 +93,7 @@ class RelayStore:
         """Whether events are relayed on this database: on Postgres. SQLite has no notices, and its deployment is
         one daemon per database file (several processes on one file share the work, and learn only of a run's
         end, by their poll)."""
-        return engine.dialect.name == "postgresql"
+        return dialect(engine).notices
 
     def write(self, run_id: str, batch: list[tuple[int, str]], now: datetime) -> None:
         """Write a batch of (seq, JSON) and notify watchers, in one statement, committed on return."""

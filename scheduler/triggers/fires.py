@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import and_, func, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import write_transaction
 from pagemind.runtime.state.records import aware
 from pagemind.runtime.state.tables import inbox, trigger_fires
@@ -50,7 +50,7 @@ class TriggerFires:
         values = [{"agent_id": a, "trigger_key": k, "fired_at": at} for a, k, at in rows]
         if not values:
             return
-        insert = (postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert)(trigger_fires)
+        insert = dialect(self.engine).insert(trigger_fires)
         statement = insert.on_conflict_do_update(
             index_elements=[trigger_fires.c.agent_id, trigger_fires.c.trigger_key],
             set_={"fired_at": insert.excluded.fired_at},

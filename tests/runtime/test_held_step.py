@@ -84,6 +84,33 @@ async def test_a_memory_edit_step_commits_with_the_reply(scripted_openai, make_a
     assert [m.id for m in fresh.window.messages] == [m.id for m in stored]
 
 
+@pytest.mark.parametrize("hold_steps", [True, False])
+async def test_held_steps_switched_off_commit_each_step_alone_with_the_same_outcome(
+    scripted_openai, make_agent, database_url, hold_steps
+):
+    """`Agent.hold_steps` off (the daemon's `hold_steps=false`): the same turn, stored the same, one commit a step."""
+    scripted_openai.add(
+        tool_call("core_memory_append", {"label": "human", "content": "Lin"}),
+        tool_call("send_message", {"message": "Hello Lin"}),
+    )
+    agent = await make_agent(database_url, scripted_openai.client())
+    agent.hold_steps = hold_steps
+    commits = spy_commits(agent.store)
+    result = await run_turn(agent, "I'm Lin")
+
+    assert commits == ([[1, 2]] if hold_steps else [[1], [2]])
+    assert (result.reply, result.stop_reason.value, result.steps) == ("Hello Lin", "send_message", 2)
+    store, agent_id = agent.store, agent.record.id
+    steps = store.steps(agent_id)
+    assert [(s.step_index, s.stop_reason) for s in steps] == [(1, None), (2, "send_message")]
+    stored = store.turn_messages(agent_id, result.turn_id)
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [m.id for m in stored] == [m.id for m in result.messages]
+    [version] = store.block_history(agent_id, "human")
+    assert (version.step_id, version.new_value) == (steps[0].id, "Lin")
+    assert agent.memory.get("human").value == "Lin" and agent.window.held == []
+
+
 async def test_a_step_with_an_effect_outside_its_commit_commits_alone(scripted_openai, make_agent, sqlite_url):
     scripted_openai.add(
         tool_call("ring_bell", {"tune": "do"}),

@@ -7,8 +7,8 @@ It serves an agents folder over a database with the ledger model (tests/support/
 - `until:N`: runs until N items are finished, then stops and exits 0;
 - `serve`: runs until SIGTERM or SIGINT, then stops gracefully (`Daemon.stop`) and exits 0;
 - `converse:AGENT:FIRST:LAST`: submits "msg N" to AGENT for N from FIRST to LAST, one at a time in this process,
-  each after the last one's turn (so from the second on, the agent's worker lingers here: the submission stores
-  the turn's user message), appending N to HOME/accepted once its submission returned; then as `drain`.
+  each after the last one's turn (so from the second on, the agent's worker lingers here and is woken to claim it),
+  appending N to HOME/accepted once its submission returned; then as `drain`.
 
 The zygote (`python -m tests.support.daemon_child zygote`, started with PAGEMIND_KILL_AT set to a placeholder) imports
 pagemind once with its crash points armed; for each line of JSON arguments on stdin it forks a child that arms its

@@ -40,6 +40,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.memory.vectors.records import MemoryRecord
 from pagemind.runtime.process.crashpoints import crash_point
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.records import aware, utcnow
 from pagemind.runtime.state.tables import archival_memories as memories
 from pagemind.runtime.state.tables import archival_memory_versions as versions
@@ -146,7 +147,7 @@ class Ledger:
         """Which of these ids are settled, unsuperseded memories of the agent (what search may return)."""
         found: set[str] = set()
         with self.engine.connect() as conn:
-            if conn.dialect.name == "sqlite":
+            if dialect(conn).ids_as_json:
                 found.update(
                     conn.execute(
                         LIVE_IDS_SQLITE, {"ids": json.dumps(list(dict.fromkeys(ids))), "agent_id": self.agent_id}

@@ -31,6 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from pagemind.runtime.memory.embedding.onnx_arena import keep_model_memory_small
 from pagemind.runtime.memory.embedding.profiles import MINILM, ModelProfile, local_profile
 from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
 
 log = structlog.get_logger("pagemind.embeddings")
@@ -375,14 +376,7 @@ def write_cache_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
     failure here must not fail the write they ride with)."""
     if not rows:
         return
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        conn.execute(pg_insert(embedding_cache_table).on_conflict_do_nothing(), rows)
-    else:
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        conn.execute(sqlite_insert(embedding_cache_table).on_conflict_do_nothing(), rows)
+    conn.execute(dialect(conn).insert(embedding_cache_table).on_conflict_do_nothing(), rows)
 
 
 def configured_profile(settings: Any) -> ModelProfile | None:

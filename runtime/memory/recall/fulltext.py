@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from pagemind.runtime.memory.retrieval.keywords import analysed
-from pagemind.runtime.state.records import without_nul
+from pagemind.runtime.state.dialects import dialect
 
 log = structlog.get_logger("pagemind.recall")
 
@@ -75,7 +75,7 @@ class FullText:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.postgres = engine.dialect.name == "postgresql"
+        self.dialect = dialect(engine)  # the index's statements are the backend's (`state.dialects`)
 
     def watermark(self, agent_id: int) -> int:
         """The last message id indexed for the agent."""
@@ -99,29 +99,17 @@ class FullText:
             self._move_watermark(conn, agent_id, last_id)
 
     def _statement(self, conn: Connection) -> Any:
-        # Postgres aborts the whole transaction on a failed statement: a savepoint keeps the rest. SQLite undoes
-        # just the statement, and its driver mishandles savepoints (the transaction is left open and locked).
-        return conn.begin_nested() if self.postgres else contextlib.nullcontext()
+        # A failed statement must not take the rest of the transaction with it (`Dialect.savepoint_per_statement`).
+        return conn.begin_nested() if self.dialect.savepoint_per_statement else contextlib.nullcontext()
 
     def _row(self, agent_id: int, m: IndexedMessage) -> dict[str, object]:
         own = clip_terms(analysed(m.own_document()), OWN_BYTES)
         context = clip_terms(analysed(f"{m.context} {m.earlier}"), CONTEXT_BYTES)
-        if self.postgres:
-            return {"id": m.id, "a": agent_id, "own": own, "ctx": context}
-        return {"id": m.id, "keyed": f"{own} {context}".strip(), "own": own}
+        return self.dialect.fulltext_row(m.id, agent_id, own, context)
 
     def _insert(self, conn: Connection, rows: list[dict[str, object]]) -> None:
-        if rows and self.postgres:
-            conn.execute(
-                sql(
-                    "INSERT INTO recall_fts (message_id, agent_id, tsv) VALUES (:id, :a, "
-                    "setweight(to_tsvector('simple', :own), 'A') || setweight(to_tsvector('simple', :ctx), 'B')) "
-                    "ON CONFLICT (message_id) DO NOTHING"
-                ),
-                rows,
-            )
-        elif rows:
-            conn.execute(sql("INSERT OR REPLACE INTO recall_fts (rowid, keyed, own) VALUES (:id, :keyed, :own)"), rows)
+        if rows:
+            conn.execute(sql(self.dialect.fulltext_insert), rows)
 
     def _insert_one_by_one(self, conn: Connection, rows: list[dict[str, object]]) -> None:
         for row in rows:
@@ -134,50 +122,11 @@ class FullText:
                 log.warning("recall_index_skipped", message_id=row["id"], error=str(exc.orig).splitlines()[0])
 
     def _move_watermark(self, conn: Connection, agent_id: int, last_id: int) -> None:
-        params = {"a": agent_id, "m": last_id}
-        if self.postgres:
-            conn.execute(
-                sql(
-                    "INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
-                    "(agent_id) DO UPDATE SET message_id = GREATEST(recall_watermarks.message_id, :m)"
-                ),
-                params,
-            )
-        else:
-            conn.execute(
-                sql(
-                    "INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
-                    "(agent_id) DO UPDATE SET message_id = MAX(message_id, :m)"
-                ),
-                params,
-            )
+        conn.execute(sql(self.dialect.watermark_upsert), {"a": agent_id, "m": last_id})
 
     def search(self, agent_id: int, terms: list[str], own_weight: float) -> dict[int, float]:
         """BM25-style scores of the agent's messages matching any of the terms (higher is better)."""
         if not terms:
             return {}
         with self.engine.connect() as conn:
-            if self.postgres:
-                query = " | ".join(f"'{t}'" for t in terms)
-                rows = conn.execute(
-                    sql(
-                        "SELECT message_id, ts_rank(CAST(:w AS float4[]), tsv, to_tsquery('simple', :q)) "
-                        "FROM recall_fts "
-                        "WHERE agent_id = :a AND tsv @@ to_tsquery('simple', :q)"
-                    ),
-                    {"q": query, "a": agent_id, "w": [0.05, 0.1, 1 / (1 + own_weight), 1.0]},
-                )  # {D, C, B=context, A=own}
-            else:
-                query = without_nul(" OR ".join(f'"{t}"' for t in terms))
-                # CROSS JOIN fixes the order: the full-text match first, then each match's message by primary key.
-                # Left to itself the planner walks the agent's messages and asks FTS5 about each rowid, which runs
-                # the whole MATCH again per message: ~3 s instead of ~10 ms at 10,000 messages. The driver's own
-                # cursor: thousands of (id, score) pairs need none of SQLAlchemy's per-row work (≈ 2 ms of 7).
-                driver: Any = conn.connection.driver_connection  # the open connection's sqlite3 connection
-                rows = driver.execute(
-                    f"SELECT recall_fts.rowid, -bm25(recall_fts, 1.0, {float(own_weight)}) FROM recall_fts "
-                    "CROSS JOIN messages ON messages.id = recall_fts.rowid "
-                    "WHERE recall_fts MATCH :q AND messages.agent_id = :a",
-                    {"q": query, "a": agent_id},
-                ).fetchall()
-            return {int(i): float(s) for i, s in rows}
+            return dict(self.dialect.fulltext_search(conn, agent_id, terms, own_weight))

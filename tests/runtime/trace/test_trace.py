@@ -24,13 +24,13 @@ from pagemind.runtime.events import (
     TurnEvent,
 )
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.observer import NullObserver, ObserverGroup
+from pagemind.runtime.observer import HeardClock, NullObserver, ObserverGroup, observing
 from pagemind.runtime.testing.doubles import TEST_API_KEY
 from pagemind.runtime.testing.doubles import tool_call_body as tool_call
 from pagemind.runtime.trace.format import LINE_ADAPTER, SCHEMA_VERSION, Header, Parent, Snapshot
 from pagemind.runtime.trace.header import strip_userinfo
 from pagemind.runtime.trace.reader import TraceFormatError, read_trace
-from pagemind.runtime.trace.recorder import record
+from pagemind.runtime.trace.recorder import TraceRecorder, record
 
 ROOT = Path(__file__).parents[3]
 
@@ -92,6 +92,32 @@ async def test_a_recorded_turn_has_every_event_in_order(scripted_openai, make_ag
     # Clock readings are recorded, so a replay can serve the same times.
     assert all(r == datetime(2026, 11, 29, 15, 0, tzinfo=UTC) for e in trace.events for r in e.clock)
     assert sum(len(e.clock) for e in trace.events) > 0
+
+
+async def test_the_recorder_hears_the_clock_without_swapping_it(scripted_openai, make_agent, sqlite_url, tmp_path):
+    """The agent's clock hands its readings to whoever hears the agent (`HeardClock`): a recorder attached for the
+    agent's life and one bound to a run alone (`observing`) note the same readings, and the clock stays the
+    agent's own object (and its memory services' where they share it)."""
+    stamps = []
+    for bound in ("attached", "run"):
+        scripted_openai.add(*SCRIPT)
+        agent = await make_agent(sqlite_url, scripted_openai.client())
+        clock = agent.clock
+        path = tmp_path / f"{bound}.jsonl"
+        if bound == "attached":
+            recorder = record(agent, path=path)
+            await run_turn(agent, "Hi, I'm Lin.")
+        else:
+            recorder = TraceRecorder(path=path)
+            recorder.agent = agent
+            with observing(recorder):
+                await run_turn(agent, "Hi, I'm Lin.")
+            assert isinstance(agent.observer, NullObserver)  # nothing was set on the agent
+        recorder.close()
+        assert agent.clock is clock and agent.recall.clock is clock
+        assert isinstance(clock, HeardClock) and clock.now == clock.inner.now  # the clock's own attributes show
+        stamps.append([len(e.clock) for e in read_trace(path).events])
+    assert stamps[0] == stamps[1] and sum(stamps[0]) > 0
 
 
 class FileAtStepEnd(NullObserver):

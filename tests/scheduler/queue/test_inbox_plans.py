@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql
 
 from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.queue.arrivals import OPEN_WORK
-from pagemind.scheduler.queue.inbox import CLAIM_HEAD, Inbox, submit_claimed_statement
+from pagemind.scheduler.queue.inbox import CLAIM_HEAD, Inbox
 from pagemind.scheduler.queue.leases import Leases
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
@@ -86,10 +86,6 @@ def test_claiming_finishing_and_looking_for_open_items_never_scan_the_inbox(engi
         "finish": (
             Inbox(engine)._statements.finish,
             {**base, "p_id": 1, "p_state": "done", "p_result": None, "p_error": None},
-        ),
-        "claimed submission": (
-            submit_claimed_statement(),
-            {**base, "p_run_id": "r", "p_kind": "message", "p_content": "x", "p_key": None},
         ),
         "an arrival's look": (sa.select(OPEN_WORK), base),
         "a released lease's look": (Leases(engine, "me", 30)._statements.has_open_read, base),
