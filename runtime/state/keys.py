@@ -190,6 +190,13 @@ class KeyStore:
             row = conn.execute(_OWNER_OF_ID, {"p_id": agent_id}).first()
         return row.owner if row else None
 
+    async def owner_of_id_awaited(self, agent_id: int) -> str | None:
+        """`owner_of_id`, awaited on Postgres."""
+        if self._awaited is None:
+            return self.owner_of_id(agent_id)
+        row = await self._awaited.first(_OWNER_OF_ID, {"p_id": agent_id}, shape="named")
+        return row.owner if row else None
+
     def assign(self, agent_id: int, user: str | None) -> None:
         """Give the stored agent `agent_id` to `user` (None: to nobody, admin keys only)."""
         user = checked_user(user) if user is not None else None

@@ -145,7 +145,7 @@ async def authorize(request: Request) -> None:
     if "run_id" in params:
         daemon = request.app.state.daemon
         item = await daemon.inbox.read(params["run_id"])
-        if item is None or ring.keys.owner_of_id(item.agent_id) != principal.user:
+        if item is None or await ring.keys.owner_of_id_awaited(item.agent_id) != principal.user:
             raise unknown_run(params["run_id"])
 
 

@@ -46,6 +46,7 @@ async def test_the_awaited_lookups_answer_as_the_plain_ones(stores):
     keys.assign(agent.id, "u1")
     assert await keys.owner_awaited("a1") == "u1" == keys.owner_of("a1") == keys.owner_of_id(agent.id)
     assert await keys.owner_awaited("nobody") is None
+    assert await keys.owner_of_id_awaited(agent.id) == "u1" and await keys.owner_of_id_awaited(agent.id + 99) is None
 
 
 def test_revoke_by_key_by_id_and_by_user(stores):

@@ -286,3 +286,44 @@ async def test_past_its_turns_in_flight_a_user_gets_429(keyed):
         f"/v1/agents/{world['name']}/messages", json={"content": "admin's", "mode": "async"}, headers=creds["admin"]
     )
     assert admin.status_code == 202  # the operator is not limited
+
+
+async def test_keys_and_owners_hold_on_either_database(tmp_path, database_url):
+    """The lookups the matrix makes on SQLite, on Postgres too (where they are awaited)."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "companion.yaml").write_text(TEMPLATE)
+    store = StateStore.open(database_url)
+    keys = KeyStore(store.engine)
+    _, alice = keys.create("alice")
+    _, bob = keys.create("bob")
+    daemon = Daemon(
+        AgentCatalog(folder, store),
+        Settings(home=tmp_path / "home", database_url=database_url),
+        model=scripted(),
+        config=DaemonConfig(concurrency=2, poll_s=0.05),
+    )
+    await daemon.start()
+    try:
+        app = create_app(daemon, None)  # no token: the keys in the database make auth required
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            assert (await client.get("/v1/agents")).status_code == 401
+            made = await client.post("/v1/agents", json={"template": "companion", "name": "a-1"}, headers=bearer(alice))
+            assert made.status_code == 201 and made.json()["owner"] == "alice"
+            run = await client.post("/v1/agents/a-1/messages", json={"content": "hi"}, headers=bearer(alice))
+            assert run.status_code == 200, run.text
+            run_id = run.json()["run_id"]
+            assert (await client.get(f"/v1/runs/{run_id}", headers=bearer(alice))).status_code == 200
+            for path in ("/v1/agents/a-1", f"/v1/runs/{run_id}", "/v1/agents/a-1/memory"):
+                theirs = await client.get(path, headers=bearer(bob))
+                unknown = await client.get(path.replace("a-1", "b-1").replace(run_id, UNKNOWN_RUN), headers=bearer(bob))
+                assert theirs.status_code == unknown.status_code == 404
+                assert theirs.json()["error"]["code"] == unknown.json()["error"]["code"]
+            assert (await client.get("/v1/agents", headers=bearer(bob))).json()["agents"] == []
+            keys.revoke_user("alice")
+            daemon_ring = app.state.keyring
+            daemon_ring.forget({k.id for k in keys.all()})
+            assert (await client.get("/v1/agents", headers=bearer(alice))).status_code == 401
+    finally:
+        await daemon.stop(5)
+        store.engine.dispose()
