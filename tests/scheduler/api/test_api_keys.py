@@ -16,10 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy
 
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.tables import archival_memories
 from pagemind.scheduler.api.app import OPEN_PATHS, create_app
 from pagemind.scheduler.api.auth import ADMIN_ONLY, KeyRing
 from pagemind.scheduler.catalog import AgentCatalog
@@ -208,6 +210,10 @@ async def test_a_user_key_lists_and_makes_only_its_users_agents(keyed):
     )
     assert made.status_code == 201 and made.json()["owner"] == "alice"
     assert (await client.get("/v1/agents/gift", headers=creds["owner"])).status_code == 200
+    odd = await client.post(
+        "/v1/agents", json={"template": "companion", "name": "odd", "owner": "a b"}, headers=creds["admin"]
+    )
+    assert odd.status_code == 422
 
 
 async def test_an_admin_assigns_an_agent_and_the_old_owner_loses_it(keyed):
@@ -225,6 +231,11 @@ async def test_an_admin_assigns_an_agent_and_the_old_owner_loses_it(keyed):
     assert stored.status_code == 201
     async with daemon.agent(name) as agent:
         assert agent.archival.user_id == "bob"  # the tenancy field is set from the owner
+    with daemon.store.engine.connect() as conn:
+        rows = conn.execute(
+            sqlalchemy.select(archival_memories.c.user_id).where(archival_memories.c.id == stored.json()["id"])
+        ).all()
+    assert [r.user_id for r in rows] == ["bob"]
     keeper = await client.put("/v1/agents/keeper/owner", json={"owner": "alice"}, headers=creds["admin"])
     assert keeper.status_code == 200  # a folder agent too
     assert (await client.get("/v1/agents/keeper", headers=creds["owner"])).status_code == 200
