@@ -84,6 +84,7 @@ def create_app(
     """The API over a started `daemon`. Auth is required when there is a `token` or any live key in the database
     (else none: the caller binds to loopback only); `keyring` replaces the one made here (tests: its clock)."""
     from pagemind.scheduler.api import agents as api_agents
+    from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
 
     if keyring is None:
@@ -110,6 +111,7 @@ def create_app(
     app.state.keyring = keyring
     app.include_router(api_agents.router)
     app.include_router(api_memory.router)
+    app.include_router(api_keys.router)
     _add_health(app)
     _add_error_handlers(app)
     limiter = RateLimiter(daemon.config.key_requests_per_minute, keyring.clock)

@@ -190,3 +190,34 @@ class ContextOut(BaseModel):
     correction: float
     sections: dict[str, int]
     grouped: dict[str, int]
+
+
+class KeyIn(_Request):
+    """A key to make."""
+
+    user: str | None = Field(
+        None, pattern=USER_PATTERN, description="the end user it acts for (required for scope user)"
+    )
+    scope: Literal["user", "admin"] = Field("user", description="user: that user's agents only; admin: every agent")
+
+
+class KeyOut(BaseModel):
+    """A key as stored: never the key itself."""
+
+    id: str = Field(description="its public name, for listings and revocation")
+    user: str | None = None
+    scope: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class KeyMade(KeyOut):
+    """A new key, with the key itself: shown this once (only its hash is stored)."""
+
+    key: str
+
+
+class KeyList(BaseModel):
+    """Every key, oldest first."""
+
+    keys: list[KeyOut]

@@ -41,6 +41,7 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("patch", "/v1/agents/{name}/memory/blocks/{label}"): lambda: {"value": "likes tea"},
     ("post", "/v1/agents/{name}/memory/archival"): lambda: {"content": "Lin likes green tea", "kind": "preference"},
     ("put", "/v1/agents/{name}/owner"): lambda: {"owner": "alice"},
+    ("post", "/v1/keys"): lambda: {"user": "dave"},
 }
 
 
@@ -108,7 +109,15 @@ async def alices_world(client: httpx.AsyncClient, owner: dict[str, str], admin: 
     assert run.status_code == 200, run.text
     memory = await client.post(f"/v1/agents/{name}/memory/archival", json={"content": "Lin hums"}, headers=admin)
     assert memory.status_code == 201, memory.text
-    return {"name": name, "run_id": run.json()["run_id"], "label": "human", "memory_id": memory.json()["id"]}
+    key = await client.post("/v1/keys", json={"user": "alice"}, headers=admin)
+    assert key.status_code == 201, key.text
+    return {
+        "name": name,
+        "run_id": run.json()["run_id"],
+        "label": "human",
+        "memory_id": memory.json()["id"],
+        "key_id": key.json()["id"],
+    }
 
 
 def routes(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -338,3 +347,19 @@ async def test_keys_and_owners_hold_on_either_database(tmp_path, database_url):
     finally:
         await daemon.stop(5)
         store.engine.dispose()
+
+
+async def test_an_admin_makes_lists_and_revokes_keys_through_the_api(keyed):
+    client, _, creds, _ = keyed
+    made = await client.post("/v1/keys", json={"user": "erin"}, headers=creds["token"])
+    assert made.status_code == 201 and made.json()["user"] == "erin" and made.json()["key"].startswith("pm_")
+    key, key_id = made.json()["key"], made.json()["id"]
+    assert (await client.get("/v1/agents", headers=bearer(key))).status_code == 200
+    listing = (await client.get("/v1/keys", headers=creds["admin"])).json()["keys"]
+    assert key_id in {k["id"] for k in listing} and key not in json.dumps(listing)
+    assert (await client.post("/v1/keys", json={}, headers=creds["admin"])).status_code == 422  # a user key's user
+    assert (await client.get("/v1/keys", headers=bearer(key))).status_code == 403
+    assert (await client.delete(f"/v1/keys/{key_id}", headers=creds["admin"])).status_code == 204
+    assert (await client.get("/v1/agents", headers=bearer(key))).status_code == 401  # at once: cached before
+    gone = await client.delete(f"/v1/keys/{key_id}", headers=creds["admin"])
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "unknown_key"
