@@ -312,8 +312,8 @@ class AgentCatalog:
         if self._origin(name) is not None:
             raise AgentExists(name)
         existing = self.store.get_agent(name)
-        if existing is not None and existing.spec_hash != seeded.spec_hash():
-            raise AgentExists(name)  # stored by something else (`pagemind run`); a half-made one of ours matches
+        if existing is not None and (existing.spec_hash != seeded.spec_hash() or existing.owner != owner):
+            raise AgentExists(name)  # stored by something else (`pagemind run`), or another user's: never taken over
         record = existing or self.store.ensure_agent(seeded)
         KeyStore(self.store.engine).assign(record.id, owner)  # before its origin: never served as nobody's
         record = replace(record, owner=owner)

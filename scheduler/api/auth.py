@@ -53,6 +53,7 @@ class Principal:
 
 OPEN = Principal("open")  # a daemon with neither token nor keys: loopback only, nothing to check
 TOKEN = Principal("token")
+NOBODY = Principal("nobody", user="")  # a request `Guard` did not authenticate (an open path): owns nothing
 
 
 def principal_of(key: ApiKey) -> Principal:
@@ -125,9 +126,10 @@ class RateLimiter:
 
 
 def principal_in(request: Request) -> Principal:
-    """The principal `Guard` found for this request (`OPEN` where it found none: an open path)."""
+    """The principal `Guard` found for this request; `NOBODY` where it looked for none (an open path), so that a
+    route there reaches no agent."""
     found: Principal | None = getattr(request.state, "principal", None)
-    return found or OPEN
+    return found or NOBODY
 
 
 async def authorize(request: Request) -> None:

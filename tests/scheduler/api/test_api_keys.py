@@ -363,3 +363,18 @@ async def test_an_admin_makes_lists_and_revokes_keys_through_the_api(keyed):
     assert (await client.get("/v1/agents", headers=bearer(key))).status_code == 401  # at once: cached before
     gone = await client.delete(f"/v1/keys/{key_id}", headers=creds["admin"])
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "unknown_key"
+
+
+async def test_a_user_key_never_takes_over_a_stored_agent_of_the_same_name(keyed, tmp_path):
+    """An agent stored by `pagemind run` (or half made) with the very spec a create would make is adopted by an
+    admin's create, as before keys; a user key's create of that name is refused: it would get that memory."""
+    from pagemind.runtime.spec.agent import load_spec
+
+    client, daemon, creds, _ = keyed
+    spec = load_spec(tmp_path / "agents" / "companion.yaml").model_copy(update={"name": "lone", "template": False})
+    daemon.store.ensure_agent(spec)
+    taken = await client.post("/v1/agents", json={"template": "companion", "name": "lone"}, headers=creds["owner"])
+    assert taken.status_code == 409 and taken.json()["error"]["code"] == "agent_exists"
+    assert KeyStore(daemon.store.engine).owner_of("lone") is None
+    adopted = await client.post("/v1/agents", json={"template": "companion", "name": "lone"}, headers=creds["admin"])
+    assert adopted.status_code == 201, adopted.text
