@@ -378,3 +378,13 @@ async def test_a_user_key_never_takes_over_a_stored_agent_of_the_same_name(keyed
     assert KeyStore(daemon.store.engine).owner_of("lone") is None
     adopted = await client.post("/v1/agents", json={"template": "companion", "name": "lone"}, headers=creds["admin"])
     assert adopted.status_code == 201, adopted.text
+
+
+async def test_readiness_names_the_broken_files_to_admins_alone(keyed, tmp_path):
+    client, daemon, creds, _ = keyed
+    (tmp_path / "agents" / "broken.yaml").write_text("name: [unclosed\n")
+    daemon.catalog.rescan()
+    for who, shown in (("none", False), ("wrong", False), ("owner", False), ("admin", True), ("token", True)):
+        body = (await client.get("/v1/ready", headers=creds[who])).json()
+        assert body["agents_folder_error_count"] == 1
+        assert ("agents_folder_errors" in body) is shown, who
