@@ -78,7 +78,8 @@ class KeyRing:
 
     async def principal(self, authorization: str) -> Principal | None:
         """The principal of an `Authorization` header's value; None for a missing, wrong or revoked credential.
-        A daemon that requires nothing takes a request without one as `OPEN`."""
+        A daemon that requires nothing (loopback only) takes such a request as `OPEN`, and a live key's as its
+        user's all the same."""
         scheme, _, given = authorization.partition(" ")
         given = given.strip()
         if scheme.lower() != "bearer" or not given:
