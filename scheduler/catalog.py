@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.spec.agent import AgentSpec, SpecError, load_spec
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.keys import KeyStore
 from pagemind.runtime.state.new_agent import insert_agent
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.store import StateStore
@@ -66,6 +67,7 @@ class AgentInfo:
     created_at: datetime | None  # None for a YAML agent that has never run
     pending: int  # items in its inbox still to run
     source: str = "yaml"  # "yaml" (a file in the folder), "template" (made from one) or "spec" (made from a spec)
+    owner: str | None = None  # the end user it belongs to (`runtime.state.keys`); None: nobody's
 
 
 @dataclass
@@ -266,10 +268,12 @@ class AgentCatalog:
         template: str | None = None,
         spec: AgentSpec | None = None,
         blocks: dict[str, str] | None = None,
+        owner: str | None = None,
     ) -> AgentInfo:
-        """Make an agent from a template (by name) or a spec, with `blocks` as its first block values; raises
-        `AgentExists`, `UnknownTemplate` (`AgentUnavailable`: the template's file does not load), or `DaemonError`
-        for a block the spec lacks or a value over its limit."""
+        """Make an agent from a template (by name) or a spec, with `blocks` as its first block values, belonging to
+        `owner` (an end user's id; None: nobody's) from its first commit; raises `AgentExists`, `UnknownTemplate`
+        (`AgentUnavailable`: the template's file does not load), or `DaemonError` for a block the spec lacks or a
+        value over its limit."""
         if (template is None) == (spec is None):
             raise DaemonError("give a template or a spec (one of them)")
         if name in self._files:
@@ -286,25 +290,33 @@ class AgentCatalog:
         seeded = _seeded(spec.model_copy(update={"name": name, "template": False}), blocks or {})
         try:  # a new name (the usual case): the agent, its blocks and its origin in one commit
             with self.store.engine.begin() as conn:
-                record = insert_agent(conn, seeded, now)
+                record = insert_agent(conn, seeded, now, owner)
                 conn.execute(
                     agent_origins.insert().values(
                         agent_id=record.id, template=template, blocks=blocks or {}, created_at=now
                     )
                 )
         except IntegrityError:  # the name is taken: by one of ours, by `pagemind run`, or by a half-made one
-            return self._create_over(name, now, template, seeded, blocks)
+            return self._create_over(name, now, template, seeded, blocks, owner)
         return self._created(name, template, record)
 
     def _create_over(
-        self, name: str, now: datetime, template: str | None, seeded: AgentSpec, blocks: dict[str, str] | None
+        self,
+        name: str,
+        now: datetime,
+        template: str | None,
+        seeded: AgentSpec,
+        blocks: dict[str, str] | None,
+        owner: str | None,
     ) -> AgentInfo:
         if self._origin(name) is not None:
             raise AgentExists(name)
         existing = self.store.get_agent(name)
-        if existing is not None and existing.spec_hash != seeded.spec_hash():
-            raise AgentExists(name)  # stored by something else (`pagemind run`); a half-made one of ours matches
+        if existing is not None and (existing.spec_hash != seeded.spec_hash() or existing.owner != owner):
+            raise AgentExists(name)  # stored by something else (`pagemind run`), or another user's: never taken over
         record = existing or self.store.ensure_agent(seeded)
+        KeyStore(self.store.engine).assign(record.id, owner)  # before its origin: never served as nobody's
+        record = replace(record, owner=owner)
         with self.store.engine.begin() as conn:
             conn.execute(
                 agent_origins.insert().values(
@@ -316,7 +328,7 @@ class AgentCatalog:
     def _created(self, name: str, template: str | None, record: AgentRecord) -> AgentInfo:
         self._origins[name] = _Origin(record.id, template, time.monotonic())
         log.info("agent_created", agent=name, template=template)
-        return AgentInfo(name, template, record.created_at, 0, "template" if template else "spec")
+        return AgentInfo(name, template, record.created_at, 0, "template" if template else "spec", record.owner)
 
     def delete(self, name: str) -> int:
         """Stop serving an agent made through the daemon; returns its id. Its stored state is kept under the name
@@ -342,7 +354,12 @@ class AgentCatalog:
         if entry is not None and not entry.spec.template:
             record = self.store.get_agent(name)
             return AgentInfo(
-                name, None, aware(record.created_at) if record else None, open_items(record.id) if record else 0, "yaml"
+                name,
+                None,
+                aware(record.created_at) if record else None,
+                open_items(record.id) if record else 0,
+                "yaml",
+                record.owner if record else None,
             )
         origin = self._origin(name)
         if origin is None:
@@ -354,6 +371,7 @@ class AgentCatalog:
             aware(record.created_at),
             open_items(origin.agent_id),
             "template" if origin.template else "spec",
+            record.owner,
         )
 
     def list(self, pending: dict[int, int]) -> list[AgentInfo]:
@@ -365,6 +383,7 @@ class AgentCatalog:
                     agents.c.id,
                     agents.c.name,
                     agents.c.created_at,
+                    agents.c.owner,
                     agent_origins.c.template,
                     agent_origins.c.agent_id.label("origin"),
                 ).outerjoin(agent_origins, agent_origins.c.agent_id == agents.c.id)
@@ -377,13 +396,19 @@ class AgentCatalog:
                 aware(stored[name].created_at) if name in stored else None,
                 pending.get(stored[name].id, 0) if name in stored else 0,
                 "yaml",
+                stored[name].owner if name in stored else None,
             )
             for name, entry in self._files.items()
             if not entry.spec.template
         ]
         infos += [
             AgentInfo(
-                r.name, r.template, aware(r.created_at), pending.get(r.id, 0), "template" if r.template else "spec"
+                r.name,
+                r.template,
+                aware(r.created_at),
+                pending.get(r.id, 0),
+                "template" if r.template else "spec",
+                r.owner,
             )
             for r in rows
             if r.origin is not None and r.name not in self._files

@@ -31,7 +31,7 @@ def add_parsers(sub: Any) -> None:
     serve.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to bind (anything but loopback needs PAGEMIND_API_TOKEN; default 127.0.0.1)",
+        help="address to bind (anything but loopback needs PAGEMIND_API_TOKEN or API keys; default 127.0.0.1)",
     )
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     serve.add_argument("--concurrency", type=int, default=64, help="agents running turns at once (default 64)")
@@ -102,14 +102,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- serve --------------------------------------------------------------------------------------------------------
 
 
-def check_binding(host: str, token: str | None) -> str | None:
-    """Why the daemon must not bind to `host` (None: it may): without a token only this machine may reach it."""
-    if token is None and host not in LOOPBACK:
+def check_binding(host: str, token: str | None, keyed: bool = False) -> str | None:
+    """Why the daemon must not bind to `host` (None: it may): without a token or an API key (`keyed`: the database
+    holds a live one, so every request needs one) only this machine may reach it."""
+    if token is None and not keyed and host not in LOOPBACK:
         return (
-            f"refusing to serve on {host} without PAGEMIND_API_TOKEN: anyone who reaches that address could "
-            "read and drive every agent. Set PAGEMIND_API_TOKEN, or bind to 127.0.0.1"
+            f"refusing to serve on {host} without PAGEMIND_API_TOKEN or an API key: anyone who reaches that address "
+            "could read and drive every agent. Set PAGEMIND_API_TOKEN, make keys (`pagemind keys create`), or "
+            "bind to 127.0.0.1"
         )
     return None
+
+
+def has_keys(settings: Settings) -> bool:
+    """Whether the database holds a live API key (the daemon then requires a credential on every request)."""
+    from pagemind.runtime.state.keys import KeyStore
+    from pagemind.runtime.state.store import StateStore
+
+    engine = StateStore.open(settings.database_url).engine
+    try:
+        return KeyStore(engine).any_live()
+    finally:
+        engine.dispose()
 
 
 def serve_loop() -> Any:
@@ -128,7 +142,7 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # The daemon's model calls go out on aiohttp unless told otherwise (`runtime.model.transports.AiohttpPost`);
     # set for this process's model clients and the workers it starts.
     Settings.export("PAGEMIND_HTTP_CLIENT", "aiohttp", replace=False)
-    refusal = check_binding(args.host, token)
+    refusal = check_binding(args.host, token, token is None and args.host not in LOOPBACK and has_keys(settings))
     if refusal:
         raise CliError(refusal)
     from pathlib import Path

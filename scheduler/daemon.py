@@ -82,6 +82,13 @@ class DaemonConfig(BaseModel):
         "(batched meanwhile) for watchers in other processes (Postgres)",
     )
     events_keep_s: float = Field(3600, gt=0, description="relayed events are deleted this long after written")
+    # The API's keys (`scheduler.api.auth`): limits of each user key (admins have none; 0: no limit), and how long
+    # this process trusts a key it found without asking the database again (a revocation elsewhere waits for it).
+    key_requests_per_minute: int = Field(600, ge=0, description="requests a user key may make per minute (0: any)")
+    key_turns_in_flight: int = Field(
+        4, ge=0, description="messages of one user accepted and not finished at once, over its agents (0: any)"
+    )
+    key_cache_s: float = Field(5.0, ge=0, description="a key found is trusted this long before it is read again")
     # Shortcuts: each saves statements or round trips per turn, measured on and off in one run by
     # `python -m bench.daemon_ab --off NAME` (bench/RESULTS.md); off, the daemon takes the plain path, with the
     # same outcome. One gain each:
@@ -304,9 +311,11 @@ class Daemon:
         template: str | None = None,
         spec: AgentSpec | None = None,
         blocks: dict[str, str] | None = None,
+        owner: str | None = None,
     ) -> AgentInfo:
-        """Make an agent from a template (by name) or a spec; `AgentExists`, `UnknownTemplate`."""
-        return self.catalog.create(name, utcnow(), template=template, spec=spec, blocks=blocks)
+        """Make an agent from a template (by name) or a spec, belonging to `owner` (an end user; None: nobody's);
+        `AgentExists`, `UnknownTemplate`."""
+        return self.catalog.create(name, utcnow(), template=template, spec=spec, blocks=blocks, owner=owner)
 
     def delete_agent(self, name: str) -> None:
         """Stop serving an agent made through the daemon; its open items fail. `UnknownAgent`, `NotDeletable`."""

@@ -133,6 +133,8 @@ def _operation(method: str, path: str, op: dict[str, Any], known: Container[str]
         lines += [f"**{op['summary'][0].upper()}{op['summary'][1:]}.**", ""]
     if op.get("description"):
         lines += [op["description"], ""]
+    if op.get("x-admin-only"):
+        lines += ["`x-admin-only`: the admin token or a key of scope admin; 403 `admin_only` to every user key.", ""]
     parameters = op.get("parameters", [])
     if parameters:
         lines += ["| parameter | in | type | required | description |", "| --- | --- | --- | --- | --- |"]

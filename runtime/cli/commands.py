@@ -183,18 +183,20 @@ async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
-    """The stored agents (SQL only), or `agents rename OLD NEW`."""
+    """The stored agents (SQL only), `agents rename OLD NEW`, or `agents assign NAME --user U`."""
     if args.action == "rename":
         return rename_agent(args.names, settings)
+    if args.action == "assign":
+        return assign_agent(args.names, args.user, settings)
     if args.names:
-        raise CliError("usage: pagemind agents [rename OLD NEW]")
+        raise CliError("usage: pagemind agents [rename OLD NEW | assign NAME --user U]")
     agents = open_store(settings).list_agents()
     if not agents:
         out("no agents yet: `pagemind run agents/companion.yaml -m 'hi'` creates one")
     for a in agents:
         out(
             f"{a.name:<24} spec {a.spec_hash}  created {a.created_at:%Y-%m-%d %H:%M}  "
-            f"updated {a.updated_at:%Y-%m-%d %H:%M}"
+            f"updated {a.updated_at:%Y-%m-%d %H:%M}  owner {a.owner or '-'}"
         )
     return 0
 
@@ -213,4 +215,21 @@ def rename_agent(names: list[str], settings: Settings) -> int:
     except AgentNameTaken:
         raise CliError(f"an agent called '{new}' already exists; agents are never merged") from None
     out(f"renamed '{old}' to '{new}'; now set `name: {new}` in its YAML")
+    return 0
+
+
+def assign_agent(names: list[str], user: str | None, settings: Settings) -> int:
+    """`agents assign NAME --user U`: the stored agent belongs to U (its user keys reach it, no other's do);
+    `--user ''`: to nobody (admin keys only). A running daemon sees it at the agent's next request."""
+    from pagemind.runtime.state.keys import KeyInputError, KeyStore
+
+    if len(names) != 1 or user is None:
+        raise CliError("usage: pagemind agents assign NAME --user U")
+    try:
+        found = KeyStore(open_store(settings).engine).assign_by_name(names[0], user or None)
+    except KeyInputError as exc:
+        raise CliError(str(exc)) from None
+    if not found:
+        raise CliError(f"no agent is called '{names[0]}' (see `pagemind agents`)")
+    out(f"'{names[0]}' now belongs to {user}" if user else f"'{names[0]}' now belongs to nobody (admin keys only)")
     return 0

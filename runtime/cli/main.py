@@ -19,6 +19,7 @@ from typing import Any
 from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.init import add_parser as add_init_parser
+from pagemind.runtime.cli.keys import add_parser as add_keys_parser
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
 from pagemind.runtime.cli.models import add_parser as add_models_parser
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
@@ -100,13 +101,22 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     context.add_argument("agent")
     context.add_argument("--json", action="store_true")
     context.set_defaults(handler=commands.cmd_context)
-    agents = sub.add_parser("agents", help="list stored agents; `agents rename OLD NEW` renames one")
-    agents.add_argument("action", nargs="?", choices=["rename"], help="rename a stored agent (its memory follows)")
+    agents = sub.add_parser(
+        "agents", help="list stored agents; `agents rename OLD NEW` renames one; `agents assign NAME --user U`"
+    )
+    agents.add_argument(
+        "action",
+        nargs="?",
+        choices=["rename", "assign"],
+        help="rename a stored agent (its memory follows), or assign it to an end user (its user keys reach it)",
+    )
     agents.add_argument("names", nargs="*", metavar="OLD NEW")
+    agents.add_argument("--user", metavar="U", help="assign: the end user (`--user ''`: nobody, admin keys only)")
     agents.set_defaults(handler=commands.cmd_agents)
     add_trace_parsers(sub)  # trace ls|show|export, replay, demo; --trace on run and chat
     add_reflect_parser(sub)
     add_models_parser(sub)
+    add_keys_parser(sub)
     if extend is not None:
         extend(sub)
     return parser

@@ -102,4 +102,5 @@ def archival_service(
         embedder=embedder,
         config=config,
         clock=clock,
+        user_id=record.owner,  # the tenancy field of every memory it stores (its point's payload too)
     )

@@ -61,6 +61,7 @@ def record_of(row: Any) -> AgentRecord:
         aware(row.updated_at),
         row.pressure_warned,
         row.token_correction,
+        row.owner,
     )
 
 

@@ -23,9 +23,9 @@ _agents, _blocks = table_of(AgentRow), table_of(BlockRow)
 _INSERT_AGENT = insert(_agents).returning(_agents.c.id, _agents.c.created_at)
 
 
-def insert_agent(conn: Connection, spec: AgentSpec, now: datetime) -> AgentRecord:
-    """Insert the agent named in `spec` and its blocks (seeded from the spec) on `conn`; not committed. Raises
-    `IntegrityError` when the name is taken."""
+def insert_agent(conn: Connection, spec: AgentSpec, now: datetime, owner: str | None = None) -> AgentRecord:
+    """Insert the agent named in `spec` and its blocks (seeded from the spec) on `conn`, belonging to `owner` (an
+    end user's id, `state.keys`); not committed. Raises `IntegrityError` when the name is taken."""
     spec_hash = spec.spec_hash()
     row = conn.execute(
         _INSERT_AGENT,
@@ -38,6 +38,7 @@ def insert_agent(conn: Connection, spec: AgentSpec, now: datetime) -> AgentRecor
             "token_correction": 1.0,
             "created_at": now,
             "updated_at": now,
+            "owner": owner,
         },
     ).one()
     if spec.blocks:
@@ -57,4 +58,4 @@ def insert_agent(conn: Connection, spec: AgentSpec, now: datetime) -> AgentRecor
                 for b in spec.blocks
             ],
         )
-    return AgentRecord(row.id, spec.name, spec_hash, "", aware(row.created_at), aware(now))
+    return AgentRecord(row.id, spec.name, spec_hash, "", aware(row.created_at), aware(now), owner=owner)

@@ -61,6 +61,7 @@ class AgentRecord:
     updated_at: datetime
     pressure_warned: bool = False
     token_correction: float = 1.0
+    owner: str | None = None  # the end user it belongs to (`state.keys`): its archival memories carry it as user_id
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
   (migration 0007) `run_events`, a run's events relayed to watchers in other daemon processes, and the inbox's
   `watcher` column.
 - Reflection's (`runtime.reflection`, migration 0006): `reflections`, one row per reflection of an agent.
+- The API's keys (`runtime.state.keys`, migration 0008): `api_keys` (hashes only), and `agents.owner`, the end user
+  an agent belongs to.
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
@@ -74,6 +76,9 @@ class AgentRow(SQLModel, table=True):
     token_correction: float = 1.0
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # The end user it belongs to (migration 0008): a user key of the API reaches only the agents it owns; NULL for
+    # an agent of nobody's (only admin keys reach it). Written by `state.keys` alone.
+    owner: str | None = Field(default=None, sa_column=Column(String(128), nullable=True, index=True))
 
 
 class SummaryRow(SQLModel, table=True):
@@ -359,6 +364,24 @@ run_events = Table(
     Column("at", DateTime(timezone=True), nullable=False),
     Column("event", Text, nullable=False),
     Index("ix_run_events_at", "at"),
+)
+
+
+# -- API keys (`runtime.state.keys`, migration 0008) ------------------------------------------------------------
+
+# A key of the daemon's API: only its SHA-256 is kept (the key itself is shown once, when made). `id` is its public
+# name (listed, and accepted by `keys revoke`); `user_id` the end user a user key acts for (NULL for an admin key);
+# `scope` "user" or "admin"; a revoked key keeps its row (`revoked_at`), so a listing shows when it stopped.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("user_id", String(128), nullable=True),
+    Column("scope", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Index("ix_api_keys_user", "user_id"),
 )
 
 

@@ -12,8 +12,9 @@ from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import ValidationError
 
-from pagemind.scheduler.api.errors import ApiError
-from pagemind.scheduler.api.models import AgentList, AgentOut, CreateAgent, RunOut, SendMessage
+from pagemind.scheduler.api.auth import KeyRing, admin_only, principal_in, turn_quota
+from pagemind.scheduler.api.errors import ApiError, unknown_run
+from pagemind.scheduler.api.models import AgentList, AgentOut, AssignOwner, CreateAgent, RunOut, SendMessage
 from pagemind.scheduler.api.sse import accepted, turn_sse
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.queue.inbox import InboxItem
@@ -36,7 +37,9 @@ DaemonDep = Annotated[Daemon, Depends(daemon_of)]
 
 def agent_out(info: Any) -> AgentOut:
     """From the daemon's `AgentInfo`."""
-    return AgentOut(name=info.name, template=info.template, created_at=info.created_at, pending=info.pending)
+    return AgentOut(
+        name=info.name, template=info.template, created_at=info.created_at, pending=info.pending, owner=info.owner
+    )
 
 
 def find_agent(daemon: Daemon, name: str) -> AgentOut:
@@ -47,10 +50,14 @@ def find_agent(daemon: Daemon, name: str) -> AgentOut:
 # -- agents -------------------------------------------------------------------------------------------------------
 
 
-@router.get("/agents", tags=["agents"], summary="every agent the daemon serves")
-async def list_agents(daemon: DaemonDep) -> AgentList:
-    """YAML agents, templates' agents and API-made agents, with how much work each has waiting."""
-    return AgentList(agents=[agent_out(a) for a in daemon.list_agents()])
+@router.get("/agents", tags=["agents"], summary="every agent the daemon serves (a user key: that user's)")
+async def list_agents(request: Request, daemon: DaemonDep) -> AgentList:
+    """YAML agents, templates' agents and API-made agents, with how much work each has waiting; with a user key,
+    the agents its user owns."""
+    principal = principal_in(request)
+    return AgentList(
+        agents=[agent_out(a) for a in daemon.list_agents() if principal.admin or a.owner == principal.user]
+    )
 
 
 @router.get("/agents/{name}", tags=["agents"], summary="one agent", responses={404: {"description": "unknown agent"}})
@@ -65,7 +72,8 @@ async def get_agent(name: str, daemon: DaemonDep) -> AgentOut:
     status_code=201,
     summary="create an agent from a template or a YAML body",
     responses={
-        409: {"description": "an agent of that name exists"},
+        403: {"description": "`owner` given with a user key (its agents are its user's)"},
+        409: {"description": "an agent of that name exists (any user's: names are shared by the whole daemon)"},
         422: {"description": "invalid body, unknown template or invalid YAML"},
     },
     openapi_extra={
@@ -83,19 +91,24 @@ async def create_agent(request: Request, daemon: DaemonDep) -> AgentOut:
     change of the template reaches it); a YAML body (`Content-Type: application/yaml`) is a whole agent
     definition. A YAML agent may use the built-in tools only and the daemon's model endpoint and key: a
     `package.module:function` tool would run code named by the client, and a `base_url` or `api_key_env` would
-    send a key the server holds wherever the client says."""
+    send a key the server holds wherever the client says. An agent made with a user key belongs to its user; an
+    admin names its owner with `owner` (or later: `PUT /v1/agents/{name}/owner`)."""
+    principal = principal_in(request)
     raw = await request.body()
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media in YAML_TYPES:
         spec = api_spec(raw)
-        info = daemon.create_agent(spec.name, spec=spec)
+        info = daemon.create_agent(spec.name, spec=spec, owner=principal.user)
     else:
         try:
             body = CreateAgent.model_validate_json(raw or b"null")
         except ValidationError as exc:
             raise RequestValidationError(exc.errors(include_url=False)) from None
-        info = daemon.create_agent(body.name, template=body.template, blocks=body.blocks or None)
-    log.info("api_agent_created", agent=info.name, template=info.template)
+        if body.owner is not None and not principal.admin and body.owner != principal.user:
+            raise ApiError(403, "admin_only", "only an admin key gives an agent to another user (`owner`)")
+        owner = principal.user if not principal.admin else body.owner
+        info = daemon.create_agent(body.name, template=body.template, blocks=body.blocks or None, owner=owner)
+    log.info("api_agent_created", agent=info.name, template=info.template, owner=info.owner)
     return agent_out(info)
 
 
@@ -144,6 +157,24 @@ async def delete_agent(name: str, daemon: DaemonDep) -> Response:
     return Response(status_code=204)
 
 
+@router.put(
+    "/agents/{name}/owner",
+    tags=["agents"],
+    summary="give an agent to an end user (admin keys only)",
+    responses={403: {"description": "a user key"}, 404: {"description": "unknown agent"}},
+    openapi_extra=admin_only(),
+)
+async def assign_owner(name: str, body: AssignOwner, request: Request, daemon: DaemonDep) -> AgentOut:
+    """From now on the user keys of `owner` reach the agent (and no other user's do); null: admin keys only.
+    Memories it stores carry the owner as their `user_id` from its next load."""
+    agent_id = daemon.catalog.agent_id(name)  # UnknownAgent; a YAML agent that never ran gets its row
+    keyring: KeyRing = request.app.state.keyring
+    keyring.keys.assign(agent_id, body.owner)
+    daemon.pool.forget(name)  # loaded again at its next use, with its archival memory's user_id
+    log.info("api_agent_assigned", agent=name, owner=body.owner)
+    return find_agent(daemon, name)
+
+
 # -- messages and runs --------------------------------------------------------------------------------------------
 
 
@@ -156,6 +187,7 @@ async def delete_agent(name: str, daemon: DaemonDep) -> Response:
         202: {"model": RunOut, "description": "accepted, not finished (async, or past timeout_s)"},
         404: {"description": "unknown agent"},
     },
+    dependencies=[Depends(turn_quota)],
 )
 async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOut | JSONResponse:
     """Commits the message to the agent's inbox, then (sync) waits up to `timeout_s` for the turn: 200 with the
@@ -187,6 +219,7 @@ async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[In
     response_class=EventSourceResponse,
     summary="send a message and stream its turn as server-sent events",
     responses={404: {"description": "unknown agent"}},
+    dependencies=[Depends(turn_quota)],
 )
 async def stream_message(
     body: SendMessage, started: Annotated[tuple[InboxItem, RunStream | None], Depends(submitted)], daemon: DaemonDep
@@ -210,7 +243,7 @@ async def get_run(run_id: str, daemon: DaemonDep) -> RunOut:
     """pending → running → done (with the reply) or failed (with the error)."""
     item = daemon.run(run_id)
     if item is None:
-        raise ApiError(404, "unknown_run", f"no run {run_id!r}")
+        raise unknown_run(run_id)
     return RunOut.of(item)
 
 
@@ -235,7 +268,7 @@ async def watched(run_id: str, request: Request, daemon: DaemonDep) -> tuple[Inb
     after = resume_point(run_id, request.headers.get("last-event-id"))
     item = daemon.run(run_id)
     if item is None:
-        raise ApiError(404, "unknown_run", f"no run {run_id!r}")
+        raise unknown_run(run_id)
     if item.finished and daemon.relay is None:  # nothing of a finished run is kept but its row
         return item, None, after
     # From the first event, even when resuming: the mapper must see a step's model request to show its response.

@@ -3,32 +3,36 @@
 The routes live by area in `api_agents` (agents, messages, runs, the event stream) and `api_memory` (memory,
 context); their bodies in `api_models`. This module holds what every route shares:
 
-- **auth**: with a token every request but the probes (`/health`, `/ready`, and the same under `/v1`) and the
-  docs page (`/docs` and the OpenAPI document it loads) needs `Authorization: Bearer TOKEN`, else 401; the
-  document declares the bearer scheme, so the page's "Authorize" button sends the token with its calls. Without
-  a token the server is reachable from this machine only (`scheduler.cli` refuses to bind elsewhere), so there
-  is nothing to check. Readiness without the key counts the agent files that do not load; what is wrong with
-  them (paths, YAML) is shown only with it;
+- **auth**: with a token or any API key in the database, every request but the probes (`/health`, `/ready`, and
+  the same under `/v1`) and the docs page (`/docs` and the OpenAPI document it loads) needs `Authorization:
+  Bearer TOKEN-OR-KEY`, else 401; the document declares the bearer scheme, so the page's "Authorize" button sends
+  it with its calls. `PAGEMIND_API_TOKEN` and keys of scope admin reach everything; a user key reaches its user's
+  agents only (`api.auth`: ownership, the 404 that says nothing, limits). With neither token nor key the server is
+  reachable from this machine only (`scheduler.cli` refuses to bind elsewhere), so there is nothing to check.
+  Readiness without an admin credential counts the agent files that do not load; what is wrong with them (paths,
+  YAML) is shown only with one;
 - **request size**: a body over `max_body` bytes is refused with 413 before the route runs, whether it says its
   length or streams it (a chunked body is counted as it arrives);
 - **errors**: every failure answers `{"error": {"code", "message"}}` — validation 422, unknown agent 404, an agent
-  that exists 409, too large 413, an agent whose YAML does not load 503 — never a bare string or an HTML page.
+  that exists 409, too large 413, too many requests 429, an agent whose YAML does not load 503 — never a bare
+  string or an HTML page.
 
 Both checks are pure ASGI middleware: Starlette's `BaseHTTPMiddleware` would buffer the event stream.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 import structlog
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pagemind.runtime.state.keys import KeyStore
+from pagemind.scheduler.api.auth import KeyRing, RateLimiter, authorize
 from pagemind.scheduler.api.errors import ApiError, error_body, status_of_daemon_error
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import DaemonError
@@ -41,6 +45,10 @@ PROBES = ("/health", "/ready", "/v1/health", "/v1/ready")  # load balancers prob
 DOCS_URL, OAUTH2_REDIRECT_URL, REDOC_URL, OPENAPI_URL = "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"
 OPEN_PATHS = frozenset((*PROBES, DOCS_URL, OAUTH2_REDIRECT_URL, REDOC_URL, OPENAPI_URL))
 BEARER = "bearer"  # the security scheme's name in the OpenAPI document
+UNAUTHORIZED = error_body(
+    "unauthorized",
+    "missing, wrong or revoked bearer token (send `Authorization: Bearer $PAGEMIND_API_TOKEN` or an API key)",
+)
 
 
 class _Api(FastAPI):
@@ -55,7 +63,11 @@ class _Api(FastAPI):
                 BEARER: {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "PAGEMIND_API_TOKEN, when the daemon was started with one",
+                    "description": "PAGEMIND_API_TOKEN (an admin: every agent) or an API key from `pagemind keys "
+                    "create` (scope admin: every agent; scope user: only that user's agents, anything else answers "
+                    "404 as an unknown agent or run would; routes marked x-admin-only answer 403). Needed when the "
+                    "daemon has a token or any key; per user key: key_requests_per_minute and key_turns_in_flight "
+                    "(429 with Retry-After)",
                 }
             }
             document["security"] = [{BEARER: []}]
@@ -66,10 +78,19 @@ class _Api(FastAPI):
         return self.openapi_schema
 
 
-def create_app(daemon: Daemon, token: str | None = None, *, max_body: int = MAX_BODY) -> FastAPI:
-    """The API over a started `daemon`. `token` None: no auth (the caller binds to loopback only)."""
+def create_app(
+    daemon: Daemon, token: str | None = None, *, max_body: int = MAX_BODY, keyring: KeyRing | None = None
+) -> FastAPI:
+    """The API over a started `daemon`. Auth is required when there is a `token` or any live key in the database
+    (else none: the caller binds to loopback only); `keyring` replaces the one made here (tests: its clock)."""
     from pagemind.scheduler.api import agents as api_agents
+    from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
+
+    if keyring is None:
+        keys = KeyStore(daemon.store.engine)
+        required = token is not None or keys.any_live()
+        keyring = KeyRing(keys, token, required=required, cache_s=daemon.config.key_cache_s)
 
     app = _Api(
         title="pagemind",
@@ -80,17 +101,21 @@ def create_app(daemon: Daemon, token: str | None = None, *, max_body: int = MAX_
         redoc_url=REDOC_URL,
         openapi_url=OPENAPI_URL,
         responses={
-            401: {"description": "missing or wrong bearer token"},
+            401: {"description": "missing, wrong or revoked bearer token or key"},
             413: {"description": "request body too large"},
+            429: {"description": "this key's requests per minute or turns in flight are used up; see Retry-After"},
         },
+        dependencies=[Depends(authorize)],  # every route, those added later too: the owner of what its path names
     )
     app.state.daemon = daemon
-    app.state.token = token
+    app.state.keyring = keyring
     app.include_router(api_agents.router)
     app.include_router(api_memory.router)
+    app.include_router(api_keys.router)
     _add_health(app)
     _add_error_handlers(app)
-    app.add_middleware(Guard, token=token, max_body=max_body)
+    limiter = RateLimiter(daemon.config.key_requests_per_minute, keyring.clock)
+    app.add_middleware(Guard, keyring=keyring, limiter=limiter, max_body=max_body)
     return app
 
 
@@ -101,8 +126,8 @@ def _add_health(app: FastAPI) -> None:
 
     async def ready(request: Request) -> JSONResponse:
         """Readiness: the daemon is started and not stopping (503 while it drains, so a balancer moves on), and
-        how many files of the agents folder do not load; what is wrong with them only with the bearer token (or
-        when the daemon has none), as a file's YAML and paths are no business of an anonymous prober."""
+        how many files of the agents folder do not load; what is wrong with them only with an admin credential (or
+        when the daemon needs none), as a file's YAML and paths are no business of an anonymous prober."""
         daemon = request.app.state.daemon
         if not daemon.started:
             return JSONResponse(
@@ -110,8 +135,8 @@ def _add_health(app: FastAPI) -> None:
             )
         errors = daemon.catalog.errors
         body: dict[str, Any] = {"status": "ready", "agents_folder_error_count": len(errors)}
-        token = request.app.state.token
-        if token is None or bearer_matches(request.headers.get("authorization", ""), token):
+        principal = await request.app.state.keyring.principal(request.headers.get("authorization", ""))
+        if principal is not None and principal.admin:
             body["agents_folder_errors"] = {str(path): why for path, why in errors.items()}
         return JSONResponse(body)
 
@@ -123,7 +148,7 @@ def _add_health(app: FastAPI) -> None:
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status)
+        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(DaemonError)
     async def daemon_error(_: Request, exc: DaemonError) -> JSONResponse:
@@ -151,30 +176,28 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 class Guard:
-    """Bearer-token auth and the request size limit, in front of every route (pure ASGI: streams pass through)."""
+    """Auth (`api.auth.KeyRing`), the per-key request rate and the request size limit, in front of every route
+    (pure ASGI: streams pass through). The principal found goes to the route in `scope["state"]`."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body: int):
-        self.app, self.token, self.max_body = app, token, max_body
+    def __init__(self, app: ASGIApp, *, keyring: KeyRing, limiter: RateLimiter, max_body: int):
+        self.app, self.keyring, self.limiter, self.max_body = app, keyring, limiter, max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if (
-            self.token is not None
-            and scope["path"] not in OPEN_PATHS
-            and not bearer_matches(headers.get("authorization", ""), self.token)
-        ):
-            await _answer(
-                send,
-                401,
-                error_body(
-                    "unauthorized", "missing or wrong bearer token (send `Authorization: Bearer $PAGEMIND_API_TOKEN`)"
-                ),
-                {"www-authenticate": "Bearer"},
-            )
-            return
+        if scope["path"] not in OPEN_PATHS:
+            principal = await self.keyring.principal(headers.get("authorization", ""))
+            if principal is None:
+                await _answer(send, 401, UNAUTHORIZED, {"www-authenticate": "Bearer"})
+                return
+            wait = 0 if principal.admin else self.limiter.wait_s(principal.key_id)
+            if wait:
+                message = "too many requests with this key; retry after the seconds Retry-After says"
+                await _answer(send, 429, error_body("rate_limited", message), {"retry-after": str(wait)})
+                return
+            scope.setdefault("state", {})["principal"] = principal
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
             await _answer(send, 413, _too_large(self.max_body))
@@ -196,12 +219,6 @@ class Guard:
             return message
 
         return counted
-
-
-def bearer_matches(authorization: str, token: str) -> bool:
-    """Whether an `Authorization` header's value is `Bearer TOKEN` (compared in constant time)."""
-    scheme, _, given = authorization.partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode())
 
 
 def _too_large(limit: int) -> dict[str, Any]:

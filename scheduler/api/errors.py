@@ -22,9 +22,14 @@ class ApiError(HTTPException):
     """A failure a route reports to the client: an HTTP status, a stable machine-readable code and a message for
     people. (An HTTPException, so FastAPI lets it through when it is raised while a body is read.)"""
 
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(status_code=status, detail=message)
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(status_code=status, detail=message, headers=headers)
         self.status, self.code, self.message = status, code, message
+
+
+def unknown_run(run_id: str) -> ApiError:
+    """The one 404 of a run that does not exist, or that the caller's key may not see."""
+    return ApiError(404, "unknown_run", f"no run {run_id!r}")
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:

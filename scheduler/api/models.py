@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagemind.tools.context import ArchivalHit, RecallHit
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # also a safe URL path segment
+USER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@+:-]{0,127}$"  # an end user's id (`runtime.state.keys.USER_ID`)
 
 
 class _Request(BaseModel):
@@ -26,6 +27,19 @@ class CreateAgent(_Request):
     name: str = Field(pattern=NAME_PATTERN, description="the new agent's name, e.g. one per end user")
     template: str = Field(min_length=1, description="a template or agent the daemon serves")
     blocks: dict[str, str] = Field(default_factory=dict, description="initial values of core blocks, by label")
+    owner: str | None = Field(
+        None,
+        pattern=USER_PATTERN,
+        description="the end user it belongs to (admin keys only; an agent made with a user key is its user's)",
+    )
+
+
+class AssignOwner(_Request):
+    """Who an agent belongs to from now on."""
+
+    owner: str | None = Field(
+        pattern=USER_PATTERN, description="an end user's id (its user keys then reach the agent); null: nobody's"
+    )
 
 
 class AgentOut(BaseModel):
@@ -35,6 +49,7 @@ class AgentOut(BaseModel):
     template: str | None = None
     created_at: datetime | None = None
     pending: int = Field(0, description="messages and jobs accepted and not finished yet")
+    owner: str | None = Field(None, description="the end user it belongs to; null: nobody's (admin keys only)")
 
 
 class AgentList(BaseModel):
@@ -175,3 +190,34 @@ class ContextOut(BaseModel):
     correction: float
     sections: dict[str, int]
     grouped: dict[str, int]
+
+
+class KeyIn(_Request):
+    """A key to make."""
+
+    user: str | None = Field(
+        None, pattern=USER_PATTERN, description="the end user it acts for (required for scope user)"
+    )
+    scope: Literal["user", "admin"] = Field("user", description="user: that user's agents only; admin: every agent")
+
+
+class KeyOut(BaseModel):
+    """A key as stored: never the key itself."""
+
+    id: str = Field(description="its public name, for listings and revocation")
+    user: str | None = None
+    scope: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class KeyMade(KeyOut):
+    """A new key, with the key itself: shown this once (only its hash is stored)."""
+
+    key: str
+
+
+class KeyList(BaseModel):
+    """Every key, oldest first."""
+
+    keys: list[KeyOut]

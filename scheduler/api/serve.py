@@ -59,9 +59,9 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     def started(server: uvicorn.Server) -> None:
         tune_for_serving()  # everything made at start lives until exit: out of the collector's sight
         auth = (
-            "bearer token required (PAGEMIND_API_TOKEN)"
-            if token
-            else "no PAGEMIND_API_TOKEN: loopback only, no authentication"
+            "bearer token or API key required"
+            if app.state.keyring.required
+            else "no PAGEMIND_API_TOKEN and no API key: loopback only, no authentication"
         )
         unloaded = f", {len(catalog.errors)} file(s) not loaded (above)" if catalog.errors else ""
         sys.stderr.write(
