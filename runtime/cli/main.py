@@ -99,9 +99,16 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     context.add_argument("agent")
     context.add_argument("--json", action="store_true")
     context.set_defaults(handler=commands.cmd_context)
-    agents = sub.add_parser("agents", help="list stored agents; `agents rename OLD NEW` renames one")
-    agents.add_argument("action", nargs="?", choices=["rename"], help="rename a stored agent (its memory follows)")
-    agents.add_argument("names", nargs="*", metavar="OLD NEW")
+    agents = sub.add_parser(
+        "agents", help="list stored agents; `agents rename OLD NEW` renames one; `agents purge NAME` erases one"
+    )
+    agents.add_argument(
+        "action",
+        nargs="?",
+        choices=["rename", "purge"],
+        help="rename a stored agent (its memory follows), or purge one: every row, memory, vector and trace of it",
+    )
+    agents.add_argument("names", nargs="*", metavar="NAME")
     agents.set_defaults(handler=commands.cmd_agents)
     add_trace_parsers(sub)  # trace ls|show|export, replay, demo; --trace on run and chat
     add_reflect_parser(sub)
