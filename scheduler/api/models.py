@@ -37,6 +37,17 @@ class AgentOut(BaseModel):
     pending: int = Field(0, description="messages and jobs accepted and not finished yet")
 
 
+class PurgeOut(BaseModel):
+    """What a purge erased (`DELETE /v1/agents/{name}?purge=true`)."""
+
+    name: str
+    purged: Literal[True] = True
+    counts: dict[str, dict[str, int]] = Field(
+        description="per store: `sql` (rows per table, the recall index and the embedding cache included), "
+        "`vectors` (points), `traces` (files)"
+    )
+
+
 class AgentList(BaseModel):
     """Every agent the daemon serves."""
 
