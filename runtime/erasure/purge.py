@@ -8,7 +8,7 @@
 3. their points are deleted from every vector store and each embedded shard is rewritten without them
    (`vectors.stores.erase_agents`);
 4. their rows, one transaction per agent (`rows.erase_rows`), the record's step set to `erased` in it;
-5. SQLite is compacted (`rows.compact`), then the records go.
+5. SQLite's WAL is checkpointed and truncated (`rows.compact`), then the records go.
 
 Each step is idempotent, so a purge resumed after a kill (`resume_purges`, at the next open) does it all again
 where it is not done; what it reports adds up every attempt's counts.
@@ -94,12 +94,17 @@ def finish(engine: Engine, settings: Settings, ids: Sequence[int] | None) -> lis
         for item in todo:
             erase_rows(engine, item.agent_id, _progress(item))
             crash_point("purge.rows_erased")
-    compact(engine)
+    if not compact(engine):
+        return _reports(items)  # recorded still, rows gone: the next open compacts again
     crash_point("purge.compacted")
     with engine.begin() as conn:
         purges.forget(conn, [item.agent_id for item in items])
     for item in items:
         log.info("purge_done", agent_id=item.agent_id, counts=item.counts)
+    return _reports(items)
+
+
+def _reports(items: list[Pending]) -> list[PurgeReport]:
     return [PurgeReport(item.agent_id, item.name, item.counts, item.attempts > 0) for item in items]
 
 

@@ -73,7 +73,7 @@ def rows_holding(database_url: str, canary: str) -> list[str]:
                 name
                 for name in names
                 if conn.execute(
-                    sqlalchemy.text(f'SELECT 1 FROM "{name}" t WHERE t::text LIKE :c LIMIT 1'), {"c": f"%{canary}%"}
+                    sqlalchemy.text(f'SELECT 1 FROM "{name}" t WHERE t::text ILIKE :c LIMIT 1'), {"c": f"%{canary}%"}
                 ).first()
             ]
     finally:
@@ -89,11 +89,16 @@ async def test_purge_erases_one_agent_everywhere_and_the_other_keeps_everything(
             assert run.status_code == 200 and run.json()["reply"] == f"echo: {text}", run.text
     memory = (await client.get("/v1/agents/u1/memory")).json()
     assert CANARIES["u1"] in str(memory)
+    for user, canary in CANARIES.items():  # the recall index is filled by a search
+        recall = await client.get(f"/v1/agents/{user}/memory/recall/search", params={"q": canary})
+        assert canary in recall.text
     sqlite = database_url.startswith("sqlite")
     holding = (
         (lambda canary: files_holding(home.parent, canary)) if sqlite else (lambda c: rows_holding(database_url, c))
     )
     assert holding(CANARIES["u1"]) and holding(CANARIES["u2"])
+    if not sqlite:  # (the tsvector holds it lower-cased: ILIKE)
+        assert {"recall_fts", "messages", "blocks", "archival_memories"} <= set(holding(CANARIES["u1"]))
 
     purged = await client.delete("/v1/agents/u1", params={"purge": "true"})
     assert purged.status_code == 200, purged.text
