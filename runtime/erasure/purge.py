@@ -26,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.erasure import record as purges
-from pagemind.runtime.erasure.record import ERASED, RECORDED, Pending
+from pagemind.runtime.erasure.record import ERASED, RECORDED, Pending, summary
 from pagemind.runtime.erasure.rows import compact, erase_rows
 from pagemind.runtime.memory.vectors.records import tenant_key
 from pagemind.runtime.memory.vectors.stores import check_stores, erase_agents
@@ -50,13 +50,7 @@ class PurgeReport:
 
     def summary(self) -> str:
         """One line: the totals per store."""
-        sql = self.counts.get("sql", {})
-        tables = ", ".join(f"{table} {count}" for table, count in sorted(sql.items()))
-        return (
-            f"{sum(sql.values())} rows ({tables or 'none'}), "
-            f"{self.counts.get('vectors', {}).get('points', 0)} vector points, "
-            f"{self.counts.get('traces', {}).get('files', 0)} trace files"
-        )
+        return summary(self.counts)
 
 
 def purge_agents(engine: Engine, settings: Settings, agents: Sequence[tuple[int, str]]) -> list[PurgeReport]:

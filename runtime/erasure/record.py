@@ -90,3 +90,14 @@ def progress(conn: Connection, item: Pending, step: str, counts: dict[str, dict[
 def forget(conn: Connection, ids: Sequence[int]) -> None:
     """The purges are over: their rows go."""
     conn.execute(delete(purges).where(purges.c.agent_id.in_(list(ids))))
+
+
+def summary(counts: dict[str, dict[str, int]]) -> str:
+    """What a purge erased, in one line: the rows per table, the vector points, the trace files."""
+    sql = counts.get("sql", {})
+    tables = ", ".join(f"{table} {count}" for table, count in sorted(sql.items()))
+    return (
+        f"{sum(sql.values())} rows ({tables or 'none'}), "
+        f"{counts.get('vectors', {}).get('points', 0)} vector points, "
+        f"{counts.get('traces', {}).get('files', 0)} trace files"
+    )
