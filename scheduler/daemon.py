@@ -335,15 +335,14 @@ class Daemon:
         """Erase an agent made through the daemon from every store (`runtime.erasure`), with its turns held off
         while it is recorded; its open items fail. `UnknownAgent`, `NotDeletable`; `StoreError` when a vector
         store cannot be reached (nothing erased then)."""
-        from pagemind.runtime.erasure.purge import purge_agents
+        from pagemind.runtime.erasure.purge import finish, record_purges
 
-        agent_id = self.catalog.deletable_id(name)
+        agent_id, engine = self.catalog.deletable_id(name), self.catalog.store.engine
         async with self.agent(name):
-            [report] = await asyncio.to_thread(
-                purge_agents, self.catalog.store.engine, self.settings, [(agent_id, name)]
-            )
-        self.catalog.forget(name)
+            await asyncio.to_thread(record_purges, engine, self.settings, [(agent_id, name)])
+            self.catalog.forget(name)  # from the record on it is no one's: not even from this process's cache
         self.pool.forget(name)
+        [report] = await asyncio.to_thread(finish, engine, self.settings, [agent_id])
         return report
 
     def list_agents(self) -> list[AgentInfo]:

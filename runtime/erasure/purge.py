@@ -56,14 +56,20 @@ class PurgeReport:
 def purge_agents(engine: Engine, settings: Settings, agents: Sequence[tuple[int, str]]) -> list[PurgeReport]:
     """Erase `agents` (id, name) from every store: recorded (and hidden) first, then erased, then compacted.
     Callers hold off the agents' turns while the record is written. Agents already being purged are finished."""
+    record_purges(engine, settings, agents)
+    return finish(engine, settings, [agent_id for agent_id, _ in agents])
+
+
+def record_purges(engine: Engine, settings: Settings, agents: Sequence[tuple[int, str]]) -> None:
+    """Check that every vector store answers (nothing is recorded otherwise: `StoreError`), then record the purges
+    and hide the agents in one transaction. `finish` does the rest."""
     if not agents:
-        return []
-    check_stores(settings.home, settings.qdrant_url, settings.qdrant_api_key)  # before the agents are hidden
+        return
+    check_stores(settings.home, settings.qdrant_url, settings.qdrant_api_key)
     with engine.begin() as conn:
         purges.record(conn, agents, utcnow())
     crash_point("purge.recorded")
     log.info("purge_recorded", agents=[agent_id for agent_id, _ in agents])
-    return finish(engine, settings, [agent_id for agent_id, _ in agents])
 
 
 def resume_purges(engine: Engine, settings: Settings) -> list[PurgeReport]:

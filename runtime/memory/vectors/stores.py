@@ -129,7 +129,7 @@ def _server_collections(url: str, api_key: str | None) -> list[ArchivalBackend]:
     from qdrant_client import QdrantClient
 
     try:
-        client = QdrantClient(url=url, api_key=api_key)
+        client = QdrantClient(url=url, api_key=api_key, check_compatibility=False)  # (its warning says nothing here)
         names = [c.name for c in client.get_collections().collections if c.name.startswith("pagemind_")]
     except Exception as exc:  # refused, unauthorised, timed out: one line that names the server
         raise StoreError(f"cannot reach the Qdrant server at {url}: {_first_line(exc)}") from None

@@ -115,3 +115,18 @@ def test_a_server_collection_loses_the_agents_points_only():
     backend.compact()  # nothing to do: the server's optimizer does it
     assert AgentStore(backend, 1).count() == 0 and AgentStore(backend, 2).count() == 1
     backend.close()
+
+
+def test_a_vector_store_that_does_not_answer_fails_the_purge_before_anything_is_recorded(sqlite_url, tmp_path):
+    from pagemind.runtime.erasure.purge import purge_agents
+    from pagemind.runtime.erasure.record import pending
+    from pagemind.runtime.memory.vectors.records import StoreError
+    from pagemind.runtime.process.settings import Settings
+
+    store = StateStore(make_engine(sqlite_url))
+    agent = store.ensure_agent(build_spec().model_copy(update={"name": "kept"}))
+    settings = Settings(home=tmp_path, database_url=sqlite_url, qdrant_url="http://127.0.0.1:9")  # nothing listens
+    with pytest.raises(StoreError, match="cannot reach the Qdrant server at http://127.0.0.1:9"):
+        purge_agents(store.engine, settings, [(agent.id, agent.name)])
+    assert pending(store.engine) == [] and [a.name for a in store.list_agents()] == ["kept"]
+    store.engine.dispose()
