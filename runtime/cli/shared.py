@@ -57,14 +57,15 @@ def open_store(settings: Settings) -> StateStore:
 def finish_purges(store: StateStore, settings: Settings) -> None:
     """Finish the purges a kill cut short (`runtime.erasure`; one read when there is none). A vector store held by
     another process (a daemon serving: it finishes them when it starts next) leaves them for later, said once."""
-    import structlog
-
-    from pagemind.runtime.erasure.purge import resume_purges
     from pagemind.runtime.erasure.record import any_pending
-    from pagemind.runtime.memory.vectors.records import StoreError
 
     if not any_pending(store.engine):
         return
+    import structlog
+
+    from pagemind.runtime.erasure.purge import resume_purges  # the vector stores' code: only when there is work
+    from pagemind.runtime.memory.vectors.records import StoreError
+
     try:
         resume_purges(store.engine, settings)
     except StoreError as exc:
