@@ -41,7 +41,8 @@ log = structlog.get_logger("pagemind.erasure")
 @dataclass(frozen=True)
 class PurgeReport:
     """What a purge erased, per store: `sql` (rows per table, the full-text index and the embedding cache
-    included), `vectors` (points), `traces` (files); `resumed`: it was finished after a kill."""
+    included), `vectors` (points), `traces` (files); `resumed`: it was finished after a kill (its counts then
+    leave out what the killed attempt erased after its last stored step: a floor, not a tally)."""
 
     agent_id: int
     name: str
