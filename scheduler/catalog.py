@@ -347,6 +347,21 @@ class AgentCatalog:
         log.info("agent_deleted", agent=name, agent_id=origin.agent_id)
         return origin.agent_id
 
+    def deletable_id(self, name: str) -> int:
+        """The id of an agent made through the daemon (what may be deleted or purged); raises `NotDeletable` for a
+        YAML agent and `UnknownAgent`."""
+        if self.is_yaml_agent(name):
+            raise NotDeletable(name)
+        origin = self._origin(name)
+        if origin is None:
+            raise UnknownAgent(name)
+        return origin.agent_id
+
+    def forget(self, name: str) -> None:
+        """Drop what is cached of an agent that is gone (purged: `runtime.erasure` deleted its origin)."""
+        self._origins.pop(name, None)
+        self._derived.pop(name, None)
+
     def info(self, name: str, open_items: Callable[[int], int]) -> AgentInfo:
         """One served agent (`open_items(agent id)`: its open items); `UnknownAgent`. Reads one agent, where
         `list` reads them all."""

@@ -265,13 +265,24 @@ async def send_streamed(server: str, agent: str, text: str, key: str | None, tim
 
 
 async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
-    """`agents --server URL`: the agents a daemon serves; otherwise the stored agents (the runtime's command)."""
+    """`agents --server URL`: the agents a daemon serves, or `agents purge NAME` through it; otherwise the stored
+    agents (the runtime's command)."""
     args.server = args.server or settings.server
     if args.server is None:
         return await commands.cmd_agents(args, settings)
+    from pagemind.runtime.erasure.record import summary
+    from pagemind.scheduler.api.client import ClientError
+
+    if args.action == "purge" and len(args.names) == 1:
+        with _client(args.server) as client:
+            try:
+                erased = client.purge(args.names[0])
+            except ClientError as exc:
+                raise _client_error(exc) from None
+        out(f"purged '{args.names[0]}': {summary(erased['counts'])}")
+        return 0
     if args.action or args.names:
         raise CliError("`agents rename` works on the database, not through --server")
-    from pagemind.scheduler.api.client import ClientError
 
     with _client(args.server) as client:
         try:

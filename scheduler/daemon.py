@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from pydantic import BaseModel, Field, ValidationError
@@ -45,6 +45,9 @@ from pagemind.scheduler.streams.relay import RelayStore
 from pagemind.scheduler.streams.run_stream import RunStream
 from pagemind.scheduler.triggers.runner import TriggerRunner
 from pagemind.scheduler.worker_state import Route
+
+if TYPE_CHECKING:
+    from pagemind.runtime.erasure.purge import PurgeReport
 
 log = structlog.get_logger("pagemind.scheduler")
 KINDS = ("message", "job")
@@ -322,6 +325,20 @@ class Daemon:
         agent_id = self.catalog.delete(name)
         self.inbox.fail_open(agent_id, f"agent '{name}' was deleted", utcnow())
         self.pool.forget(name)
+
+    async def purge_agent(self, name: str) -> PurgeReport:
+        """Erase an agent made through the daemon from every store (`runtime.erasure`), with its turns held off
+        while it is recorded; its open items fail. `UnknownAgent`, `NotDeletable`; `StoreError` when a vector
+        store cannot be reached (nothing erased then)."""
+        from pagemind.runtime.erasure.purge import finish, record_purges
+
+        agent_id, engine = self.catalog.deletable_id(name), self.catalog.store.engine
+        async with self.agent(name):
+            await asyncio.to_thread(record_purges, engine, self.settings, [(agent_id, name)])
+            self.catalog.forget(name)  # from the record on it is no one's: not even from this process's cache
+        self.pool.forget(name)
+        [report] = await asyncio.to_thread(finish, engine, self.settings, [agent_id])
+        return report
 
     def list_agents(self) -> list[AgentInfo]:
         """Every agent served, with its open items."""

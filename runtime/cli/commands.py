@@ -183,13 +183,15 @@ async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
-    """The stored agents (SQL only), `agents rename OLD NEW`, or `agents assign NAME --user U`."""
+    """The stored agents (SQL only), `agents rename OLD NEW`, `agents assign NAME --user U`, or `agents purge NAME`."""
     if args.action == "rename":
         return rename_agent(args.names, settings)
     if args.action == "assign":
         return assign_agent(args.names, args.user, settings)
+    if args.action == "purge":
+        return await purge_agent(args.names, settings)
     if args.names:
-        raise CliError("usage: pagemind agents [rename OLD NEW | assign NAME --user U]")
+        raise CliError("usage: pagemind agents [rename OLD NEW | assign NAME --user U | purge NAME]")
     agents = open_store(settings).list_agents()
     if not agents:
         out("no agents yet: `pagemind run agents/companion.yaml -m 'hi'` creates one")
@@ -233,3 +235,34 @@ def assign_agent(names: list[str], user: str | None, settings: Settings) -> int:
         raise CliError(f"no agent is called '{names[0]}' (see `pagemind agents`)")
     out(f"'{names[0]}' now belongs to {user}" if user else f"'{names[0]}' now belongs to nobody (admin keys only)")
     return 0
+
+
+async def purge_agent(names: list[str], settings: Settings) -> int:
+    """`agents purge NAME`: erase the stored agent from every store (`runtime.erasure`), after its running turn."""
+    from pagemind.runtime.erasure.purge import purge_agents
+    from pagemind.runtime.memory.vectors.records import StoreError, StoreLocked
+    from pagemind.runtime.state.locks import AgentBusy
+
+    if len(names) != 1:
+        raise CliError("usage: pagemind agents purge NAME")
+    [name] = names
+    store = open_store(settings)
+    record = store.get_agent(name)
+    if record is None:
+        raise CliError(f"no agent is called '{name}' (see `pagemind agents`); nothing was purged")
+    try:
+        async with store.turn_lock(record.id, _PURGE_WAIT_S, name):
+            [report] = purge_agents(store.engine, settings, [(record.id, name)])
+    except AgentBusy:
+        raise CliError(
+            f"agent '{name}' is running a turn; try again when it ends. Nothing was purged.", code=3
+        ) from None
+    except StoreLocked as exc:
+        raise CliError(f"{exc} Nothing was purged.", code=3) from None
+    except StoreError as exc:
+        raise CliError(f"{exc} Nothing was purged.", code=2) from None
+    out(f"purged '{name}': {report.summary()}")
+    return 0
+
+
+_PURGE_WAIT_S = 30.0  # for a running turn of the agent to end

@@ -102,15 +102,18 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     context.add_argument("--json", action="store_true")
     context.set_defaults(handler=commands.cmd_context)
     agents = sub.add_parser(
-        "agents", help="list stored agents; `agents rename OLD NEW` renames one; `agents assign NAME --user U`"
+        "agents",
+        help="list stored agents; `agents rename OLD NEW` renames one; `agents assign NAME --user U` gives one to an "
+        "end user; `agents purge NAME` erases one",
     )
     agents.add_argument(
         "action",
         nargs="?",
-        choices=["rename", "assign"],
-        help="rename a stored agent (its memory follows), or assign it to an end user (its user keys reach it)",
+        choices=["rename", "assign", "purge"],
+        help="rename a stored agent (its memory follows), assign it to an end user (its user keys reach it), or "
+        "purge one: every row, memory, vector and trace of it",
     )
-    agents.add_argument("names", nargs="*", metavar="OLD NEW")
+    agents.add_argument("names", nargs="*", metavar="NAME")
     agents.add_argument("--user", metavar="U", help="assign: the end user (`--user ''`: nobody, admin keys only)")
     agents.set_defaults(handler=commands.cmd_agents)
     add_trace_parsers(sub)  # trace ls|show|export, replay, demo; --trace on run and chat

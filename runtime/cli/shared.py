@@ -59,10 +59,30 @@ def notice(text: str) -> None:
 
 
 def open_store(settings: Settings) -> StateStore:
-    """The state database named by the settings."""
+    """The state database named by the settings, with any purge a kill cut short finished first."""
     from pagemind.runtime.state.store import StateStore
 
-    return StateStore.open(settings.database_url)
+    store = StateStore.open(settings.database_url)
+    finish_purges(store, settings)
+    return store
+
+
+def finish_purges(store: StateStore, settings: Settings) -> None:
+    """Finish the purges a kill cut short (`runtime.erasure`; one read when there is none). A vector store held by
+    another process (a daemon serving: it finishes them when it starts next) leaves them for later, said once."""
+    from pagemind.runtime.erasure.record import any_pending
+
+    if not any_pending(store.engine):
+        return
+    import structlog
+
+    from pagemind.runtime.erasure.purge import resume_purges  # the vector stores' code: only when there is work
+    from pagemind.runtime.memory.vectors.records import StoreError
+
+    try:
+        resume_purges(store.engine, settings)
+    except StoreError as exc:
+        structlog.get_logger("pagemind.erasure").warning("purge_not_resumed", detail=str(exc))
 
 
 def resolve_spec(target: str, store: StateStore, *, tools: bool = True) -> AgentSpec:

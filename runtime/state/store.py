@@ -53,7 +53,15 @@ from pagemind.runtime.state.step_commit import (
     store_steps_pg,
     write_steps,
 )
-from pagemind.runtime.state.tables import AgentRow, BlockRow, BlockVersionRow, MessageRow, StepRow, SummaryRow
+from pagemind.runtime.state.tables import (
+    AgentRow,
+    BlockRow,
+    BlockVersionRow,
+    MessageRow,
+    StepRow,
+    SummaryRow,
+    purges,
+)
 
 
 class AgentNameTaken(ValueError):
@@ -192,9 +200,11 @@ class StateStore:
             return record_of(row)
 
     def list_agents(self) -> list[AgentRecord]:
-        """Every stored agent, by name."""
+        """Every stored agent, by name; not one being purged (`runtime.erasure`: invisible from its record on)."""
         with self._session() as session:
-            return [record_of(r) for r in session.exec(select(AgentRow).order_by(AgentRow.name))]
+            being_purged = select(purges.c.agent_id)
+            query = select(AgentRow).where(col(AgentRow.id).not_in(being_purged)).order_by(AgentRow.name)
+            return [record_of(r) for r in session.exec(query)]
 
     # -- blocks -------------------------------------------------------------------------------------------------
 

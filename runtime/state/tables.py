@@ -23,6 +23,7 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
 - Reflection's (`runtime.reflection`, migration 0006): `reflections`, one row per reflection of an agent.
 - The API's keys (`runtime.state.keys`, migration 0008): `api_keys` (hashes only), and `agents.owner`, the end user
   an agent belongs to.
+- Erasure's (`runtime.erasure`, migration 0009): `purges`, the agents being erased.
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
@@ -404,4 +405,23 @@ reflections = Table(
     Column("plan", JSON, nullable=True),
     Column("error", Text, nullable=True),
     Index("ix_reflections_agent", "agent_id", "started_at"),
+)
+
+
+# -- erasure (`runtime.erasure`, migration 0009) ----------------------------------------------------------------------
+
+# One row per agent being erased, written before anything of it is erased and deleted when nothing is left: an
+# agent with a row here is invisible (every listing leaves it out; its name was changed in the same transaction),
+# and the next process that opens the stores finishes its purge. `name`: its name when the purge began (its trace
+# folder); `step`: `recorded`, then `erased` once its rows are gone (only the compaction is left); `counts`: what
+# was erased so far, per store.
+purges = Table(
+    "purges",
+    metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("name", String(255), nullable=False),
+    Column("step", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("counts", JSON, nullable=False),
+    Column("requested_at", DateTime(timezone=True), nullable=False),
 )

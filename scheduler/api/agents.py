@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from pagemind.scheduler.api.auth import KeyRing, admin_only, principal_in, turn_quota
 from pagemind.scheduler.api.errors import ApiError, unknown_run
-from pagemind.scheduler.api.models import AgentList, AgentOut, AssignOwner, CreateAgent, RunOut, SendMessage
+from pagemind.scheduler.api.models import AgentList, AgentOut, AssignOwner, CreateAgent, PurgeOut, RunOut, SendMessage
 from pagemind.scheduler.api.sse import accepted, turn_sse
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.queue.inbox import InboxItem
@@ -147,14 +147,38 @@ def api_spec(raw: bytes) -> Any:
     "/agents/{name}",
     tags=["agents"],
     status_code=204,
-    summary="delete an agent",
-    responses={404: {"description": "unknown agent"}},
+    summary="delete an agent, or purge it",
+    responses={
+        200: {"model": PurgeOut, "description": "purged (`purge=true`): what was erased, per store"},
+        404: {"description": "unknown agent"},
+        409: {"description": "an agent of the served folder (its YAML file), which only its file can remove"},
+        503: {"description": "a vector store cannot be reached (`purge=true`; nothing was erased)"},
+    },
 )
-async def delete_agent(name: str, daemon: DaemonDep) -> Response:
-    """Forget an agent made through the API (its memory with it)."""
-    daemon.delete_agent(name)
-    log.info("api_agent_deleted", agent=name)
-    return Response(status_code=204)
+async def delete_agent(
+    name: str,
+    daemon: DaemonDep,
+    purge: Annotated[bool, Query(description="erase every row, memory, vector point and trace of the agent")] = False,
+) -> Response:
+    """Without `purge`: the daemon stops serving an agent made through the API and its name is free again, but
+    nothing of it is erased (its state is kept under the name `NAME.deleted-ID`). With `purge=true`: the agent is
+    erased from every store (its messages, blocks and their history, archival memory and its vector points, the
+    recall index, the embedding cache entries only its texts produced, its runs and their events, its traces),
+    and the answer counts what was erased; a purge cut short is finished when the daemon starts next, and the agent
+    is invisible from its start. A Postgres or Qdrant server keeps erased data until its own vacuum (docs:
+    operations)."""
+    if not purge:
+        daemon.delete_agent(name)
+        log.info("api_agent_deleted", agent=name)
+        return Response(status_code=204)
+    from pagemind.runtime.memory.vectors.records import StoreError
+
+    try:
+        report = await daemon.purge_agent(name)
+    except StoreError as exc:
+        raise ApiError(503, "store_unavailable", f"{exc} Nothing was purged.") from None
+    log.info("api_agent_purged", agent=name, counts=report.counts)
+    return JSONResponse(PurgeOut(name=name, counts=report.counts).model_dump(mode="json"))
 
 
 @router.put(

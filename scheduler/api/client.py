@@ -107,6 +107,11 @@ class DaemonClient:
         agents: list[dict[str, Any]] = self.request("GET", "/v1/agents")["agents"]
         return agents
 
+    def purge(self, name: str) -> dict[str, Any]:
+        """Erase an agent made through the daemon from every store (`DELETE …?purge=true`); what was erased."""
+        erased: dict[str, Any] = self.request("DELETE", f"/v1/agents/{name}", params={"purge": "true"}, timeout=600)
+        return erased
+
     def has_agent(self, name: str) -> bool:
         """Whether the daemon serves an agent of this name."""
         try:

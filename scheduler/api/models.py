@@ -52,6 +52,17 @@ class AgentOut(BaseModel):
     owner: str | None = Field(None, description="the end user it belongs to; null: nobody's (admin keys only)")
 
 
+class PurgeOut(BaseModel):
+    """What a purge erased (`DELETE /v1/agents/{name}?purge=true`)."""
+
+    name: str
+    purged: Literal[True] = True
+    counts: dict[str, dict[str, int]] = Field(
+        description="per store: `sql` (rows per table, the recall index and the embedding cache included), "
+        "`vectors` (points), `traces` (files)"
+    )
+
+
 class AgentList(BaseModel):
     """Every agent the daemon serves."""
 

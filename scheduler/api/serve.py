@@ -27,15 +27,14 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     """Load the folder, start the daemon, serve the API; stop gracefully on a signal. Returns the exit code."""
     import uvicorn
 
-    from pagemind.runtime.cli.shared import CliError
-    from pagemind.runtime.state.store import StateStore
+    from pagemind.runtime.cli.shared import CliError, open_store
     from pagemind.scheduler.api.app import create_app
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon, DaemonConfig
     from pagemind.scheduler.gc_tuning import tune_for_serving
 
     url = public_url(args)
-    store = StateStore.open(settings.database_url)
+    store = open_store(settings)  # a purge a kill cut short is finished here (`runtime.erasure`)
     catalog = AgentCatalog(args.directory, store)
     report_unloaded(catalog)
     load_before_serving(catalog)

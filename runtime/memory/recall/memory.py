@@ -496,3 +496,20 @@ def _passes(row: Any, roles: list[str] | None, start: datetime | None, end: date
 def _utc(value: datetime) -> datetime:
     # The messages table's datetime type wants aware values; naive ones are taken as UTC.
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def embedded_documents(conn: Any, agent_id: int) -> set[str]:
+    """Every text the dense recall index may have embedded for the agent's messages (the embedding cache's keys
+    are their hashes): each message's own document, and the same with the message before it as its context. A
+    superset of what was embedded (whether that context applied depended on the session gap, which a purge need
+    not know); erasure keeps an entry only another agent's texts could also have produced."""
+    rows = conn.execute(select(*_COLUMNS).where(_MESSAGES.c.agent_id == agent_id).order_by(_MESSAGES.c.id))
+    texts: set[str] = set()
+    before: IndexedMessage | None = None
+    for message in (m for m in map(_indexed, rows) if m.text):
+        texts.add(message.own_document())
+        if before is not None:
+            message.context = f"{before.role}: {before.text}"
+            texts.add(message.keyed_document())
+        before = message
+    return texts

@@ -101,6 +101,16 @@ class ArchivalBackend(ABC):
         Idempotent: points already keyed by an id are never matched again; durable on return."""
 
     @abstractmethod
+    def delete_agents(self, keys: Sequence[str]) -> int:
+        """Delete every point whose `agent_id` payload is one of `keys` (an agent's tenant key, or a name its points
+        were keyed by before re-keying), payload and vectors; how many there were. Durable on return; their bytes
+        stay in the store's files until `compact`."""
+
+    @abstractmethod
+    def compact(self) -> None:
+        """Leave no byte of deleted points in the store's files (erasure)."""
+
+    @abstractmethod
     def close(self) -> None:
         """Flush and release the store."""
 

@@ -17,6 +17,7 @@ about as long; see bench/RESULTS.md), which turns the appendable segment into an
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from pagemind.runtime.memory.vectors.backend import ArchivalBackend
+from pagemind.runtime.memory.vectors.backend import UPSERT_BATCH, ArchivalBackend
 from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
 from pagemind.runtime.memory.vectors.records import (
     DENSE,
@@ -51,6 +52,9 @@ log = structlog.get_logger("pagemind.archival_store")
 PID_FILE = "pagemind.pid"
 PAYLOADS_IN_RAM = "pagemind.payloads-in-ram"  # present once the shard keeps its payloads in RAM (`_place_payloads`)
 FLUSH_EVERY = 1000  # updates between flushes (10–30 ms each) besides the one after every optimization
+# An erasure rewrites the shard beside it (`EdgeBackend.erase_agents`): the new one is built in FRESH, then the old
+# one is moved to RETIRED and the new one into place. `recover_rewrite` finishes or undoes one a kill cut short.
+FRESH, RETIRED = ".rewrite-new", ".rewrite-old"
 
 
 def to_edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
@@ -91,6 +95,17 @@ def to_edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
     return Filter(must=must, must_not=must_not or None)
 
 
+def recover_rewrite(folder: Path) -> None:
+    """Finish or undo a rewrite of the shard at `folder` that a kill cut short (`EdgeBackend.erase_agents`): a
+    finished new shard whose old one was already moved aside takes its place; an unfinished one is dropped (the old
+    shard is still in place, and the erasure that wanted it rewrites it again); the old one goes."""
+    fresh, retired = folder.with_name(folder.name + FRESH), folder.with_name(folder.name + RETIRED)
+    if fresh.exists() and not folder.exists():
+        os.replace(fresh, folder)
+    shutil.rmtree(fresh, ignore_errors=True)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
 def _holder(folder: Path) -> str:
     pid_file = folder / PID_FILE
     try:
@@ -123,6 +138,7 @@ class EdgeBackend(ArchivalBackend):
         self._optimizing = threading.Lock()  # one optimization at a time
         self.optimizer: threading.Thread | None = None  # the last optimization started on its own
         self._since_flush = 0  # updates since the last flush
+        recover_rewrite(self.folder)
         self._payloads_in_ram = plan.payload_in_ram and (self.folder / PAYLOADS_IN_RAM).exists()
         self.shard = self._open()
         info = self.shard.info()
@@ -434,6 +450,62 @@ class EdgeBackend(ArchivalBackend):
             self.shard.update(self.qe.UpdateOperation.delete_points_by_filter(flt))
             crash_point("edge.delete.unflushed")  # in the WAL: a crash of this process keeps it
             self._updated()
+
+    def delete_agents(self, keys: Sequence[str]) -> int:
+        qe = self.qe
+        flt = qe.Filter(must=[qe.FieldCondition(key="agent_id", match=qe.MatchAny(list(keys)))])
+        with self._lock:
+            if self.shard is None:
+                raise StoreError(f"the archival store at {self.folder} is closed")
+            found = int(self.shard.count(qe.CountRequest(exact=True, filter=flt)))
+            if found:
+                self.shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+                self.shard.flush()
+        return found
+
+    def compact(self) -> None:
+        """Rewrite the shard with its remaining points only. A deleted point stays in the WAL and in its segment's
+        payload pages until a vacuum, which Edge's optimizer runs only past its thresholds (measured: 5 deleted of
+        10 stay after `optimize` and `flush`): only a shard written anew holds none of its bytes. It costs a copy
+        of every point and an optimization of the new shard, with the store held meanwhile."""
+        with self._optimizing, self._lock:
+            if self.shard is None:
+                raise StoreError(f"the archival store at {self.folder} is closed")
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        """Write every remaining point into a new shard beside this one, then swap it in (the caller holds both
+        locks). A kill at any point leaves one whole shard for `recover_rewrite` to keep."""
+        qe = self.qe
+        fresh = self.folder.with_name(self.folder.name + FRESH)
+        shutil.rmtree(fresh, ignore_errors=True)
+        target = qe.EdgeShard.create(str(fresh), self._config())
+        self._create_indexes(target)
+        offset, copied = None, 0
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=UPSERT_BATCH, with_payload=True, with_vector=True)
+            records, offset = self.shard.scroll(request)
+            if records:
+                target.update(qe.UpdateOperation.upsert_points([qe.Point(r.id, r.vector, r.payload) for r in records]))
+                copied += len(records)
+            if offset is None:
+                break
+        target.optimize()
+        target.close()  # flushes
+        if self._payloads_in_ram:
+            (fresh / PAYLOADS_IN_RAM).touch()
+        self.shard.close()
+        self.shard = None
+        retired = self.folder.with_name(self.folder.name + RETIRED)
+        shutil.rmtree(retired, ignore_errors=True)
+        os.replace(self.folder, retired)
+        crash_point("edge.rewrite.swapping")
+        os.replace(fresh, self.folder)
+        shutil.rmtree(retired)
+        self.shard = self._open()
+        (self.folder / PID_FILE).write_text(str(os.getpid()))
+        self._unindexed, self._since_flush = 0, 0
+        log.info("archival_store_rewritten", backend=self.name, path=self.location, points=copied)
 
     def rekey(self, old_key: str, agent_id: int) -> None:
         from qdrant_edge import FieldCondition, Filter, IsEmptyCondition, MatchValue

@@ -311,5 +311,23 @@ class ServerBackend(ArchivalBackend):
             wait=True,
         )
 
+    def delete_agents(self, keys: Sequence[str]) -> int:
+        return erase_in_collection(self.client, self.collection, keys)
+
+    def compact(self) -> None:
+        """Nothing: a server drops deleted points from its segments and WAL in its own time (its optimizer; the
+        docs' operations page say how to make it run)."""
+
     def close(self) -> None:
         self.client.close()
+
+
+def erase_in_collection(client: Any, collection: str, keys: Sequence[str]) -> int:
+    """Delete every point of the agents `keys` from one collection (waiting for the server); how many there were."""
+    from qdrant_client import models as m
+
+    flt = m.Filter(must=[m.FieldCondition(key="agent_id", match=m.MatchAny(any=list(keys)))])
+    found = int(client.count(collection, count_filter=flt, exact=True).count)
+    if found:
+        client.delete(collection, points_selector=m.FilterSelector(filter=flt), wait=True)
+    return found

@@ -1,0 +1,156 @@
+"""An agent's rows erased from SQL, and the database compacted so that no page or WAL frame keeps them.
+
+Every table with an `agent_id` column loses the agent's rows (a table added later is covered without a change
+here), then `run_events` (keyed by the agent's runs), the recall full-text index (FTS5 on SQLite, a tsvector table
+on Postgres), the embedding cache entries that only this agent's texts produced, and the agent's own row.
+
+On SQLite the deletes run with `PRAGMA secure_delete=ON` (freed space is overwritten with zeros), the FTS5 index is
+merged (`optimize`: a deleted row's terms otherwise stay in its older segments), and `compact` checkpoints the WAL
+into the database and truncates it. Postgres keeps deleted rows as dead tuples until VACUUM: the
+docs' operations page says how to run it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import structlog
+from sqlalchemy import delete, or_, select, text
+from sqlalchemy.engine import Connection, Engine
+
+from pagemind.runtime.memory.embedding.embedders import text_hash
+from pagemind.runtime.memory.recall.memory import embedded_documents
+from pagemind.runtime.state.tables import (
+    AgentRow,
+    MessageRow,
+    archival_memories,
+    archival_memory_versions,
+    embedding_cache,
+    inbox,
+    metadata,
+    purges,
+    run_events,
+    table_of,
+)
+
+log = structlog.get_logger("pagemind.erasure")
+
+_AGENTS, _MESSAGES = table_of(AgentRow), table_of(MessageRow)
+_CHUNK = 500  # values per IN list
+
+
+def erase_rows(
+    engine: Engine, agent_id: int, then: Callable[[Connection, dict[str, int]], None] | None = None
+) -> dict[str, int]:
+    """Delete every row of the agent, in one transaction (`then(conn)` runs in it last: the purge's progress);
+    rows deleted per table."""
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        if sqlite and raw is not None:  # (a PRAGMA through SQLAlchemy would begin its transaction)
+            raw.execute("PRAGMA secure_delete=ON")
+        try:
+            with conn.begin():
+                counts = _erase(conn, agent_id, sqlite)
+                if then is not None:
+                    then(conn, counts)
+        finally:
+            if sqlite and raw is not None:
+                raw.execute("PRAGMA secure_delete=OFF")
+    return counts
+
+
+def _erase(conn: Connection, agent_id: int, sqlite: bool) -> dict[str, int]:
+    counts = {"embedding_cache": _erase_cache(conn, agent_id), "recall_fts": _erase_fulltext(conn, agent_id, sqlite)}
+    runs = select(inbox.c.run_id).where(inbox.c.agent_id == agent_id)
+    counts["run_events"] = conn.execute(delete(run_events).where(run_events.c.run_id.in_(runs))).rowcount
+    for table in reversed(metadata.sorted_tables):  # children before the tables their foreign keys name
+        if "agent_id" in table.c and table is not purges:
+            counts[table.name] = conn.execute(delete(table).where(table.c.agent_id == agent_id)).rowcount
+    counts["agents"] = conn.execute(delete(_AGENTS).where(_AGENTS.c.id == agent_id)).rowcount
+    return {name: count for name, count in counts.items() if count}
+
+
+def _erase_fulltext(conn: Connection, agent_id: int, sqlite: bool) -> int:
+    if not sqlite:
+        return conn.execute(text("DELETE FROM recall_fts WHERE agent_id = :a"), {"a": agent_id}).rowcount
+    count = conn.execute(
+        text("DELETE FROM recall_fts WHERE rowid IN (SELECT id FROM messages WHERE agent_id = :a)"), {"a": agent_id}
+    )
+    # A deleted FTS5 row's terms stay in the index's older segments (its deletion is a marker) until they merge.
+    conn.execute(text("INSERT INTO recall_fts(recall_fts) VALUES ('optimize')"))
+    return count.rowcount
+
+
+def _texts(conn: Connection, agent_id: int) -> set[str]:
+    """Every text of the agent the embedding cache may hold a vector of: its memories (every version) and what
+    the recall index embeds of its messages."""
+    texts = set(
+        conn.execute(select(archival_memories.c.text).where(archival_memories.c.agent_id == agent_id)).scalars()
+    )
+    versions = archival_memory_versions
+    texts |= set(conn.execute(select(versions.c.text).where(versions.c.agent_id == agent_id)).scalars())
+    return texts | embedded_documents(conn, agent_id)
+
+
+def _erase_cache(conn: Connection, agent_id: int) -> int:
+    """Delete the cache entries of the agent's texts that no other agent's texts also produced (whatever model)."""
+    ours = {text_hash(t): t for t in _texts(conn, agent_id)}
+    if not ours:
+        return 0
+    shared: set[str] = set()
+    for other in _agents_sharing(conn, agent_id, list(ours.values())):
+        shared |= {text_hash(t) for t in _texts(conn, other)}
+    doomed = [h for h in ours if h not in shared]
+    return sum(
+        conn.execute(delete(embedding_cache).where(embedding_cache.c.text_hash.in_(chunk))).rowcount
+        for chunk in _chunks(doomed)
+    )
+
+
+def _agents_sharing(conn: Connection, agent_id: int, texts: list[str]) -> set[int]:
+    """Other agents with a memory or a message that says one of `texts` or one of the agent's messages: only their
+    texts can have produced the same cache entries (a recall document holds its message's text)."""
+    said = list(
+        conn.execute(
+            select(_MESSAGES.c.content).where(_MESSAGES.c.agent_id == agent_id, _MESSAGES.c.content.is_not(None))
+        ).scalars()
+    )
+    others: set[int] = set()
+    for chunk in _chunks(sorted(set(texts) | set(said))):
+        for table, column in (
+            (_MESSAGES, _MESSAGES.c.content),
+            (archival_memories, archival_memories.c.text),
+            (archival_memory_versions, archival_memory_versions.c.text),
+        ):
+            found = select(table.c.agent_id).where(table.c.agent_id != agent_id, or_(column.in_(chunk)))
+            others |= set(conn.execute(found.distinct()).scalars())
+    return others
+
+
+def _chunks(values: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(values), _CHUNK):
+        yield values[start : start + _CHUNK]
+
+
+def compact(engine: Engine, tries: int = 5) -> bool:
+    """SQLite: the WAL checkpointed into the database and truncated, so the frames that held the deleted rows are
+    gone (the deletes' own pages carry zeros: `secure_delete`). Measured with a canary (tests/runtime/erasure):
+    without secure_delete the database file keeps it, without the checkpoint the WAL and the database do, with
+    both neither does, and VACUUM adds nothing (it would also need the database to itself). A reader in another
+    connection can keep the checkpoint from finishing: tried `tries` times; False when it never finished (the
+    purge stays recorded and the next open compacts again). Postgres: nothing here (VACUUM is the operator's:
+    docs, operations page); True."""
+    if engine.dialect.name != "sqlite":
+        return True
+    for attempt in range(tries):
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None  # a checked-out connection has its driver connection
+            busy = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy or not busy[0]:
+            return True
+        time.sleep(0.05 * (attempt + 1))  # a reader's transaction is short: let it end
+    log.warning("purge_checkpoint_busy", detail="a reader kept the WAL from being truncated; the next open retries")
+    return False
