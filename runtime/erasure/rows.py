@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.memory.embedding.embedders import text_hash
 from pagemind.runtime.memory.recall.memory import embedded_documents
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.tables import (
     AgentRow,
     MessageRow,
@@ -45,14 +46,14 @@ def erase_rows(
 ) -> dict[str, int]:
     """Delete every row of the agent, in one transaction (`then(conn)` runs in it last: the purge's progress);
     rows deleted per table."""
-    sqlite = engine.dialect.name == "sqlite"
+    sqlite = dialect(engine).keeps_deleted_pages
     with engine.connect() as conn:
         raw = conn.connection.dbapi_connection
         if sqlite and raw is not None:  # (a PRAGMA through SQLAlchemy would begin its transaction)
             raw.execute("PRAGMA secure_delete=ON")
         try:
             with conn.begin():
-                counts = _erase(conn, agent_id, sqlite)
+                counts = _erase(conn, agent_id)
                 if then is not None:
                     then(conn, counts)
         finally:
@@ -61,8 +62,8 @@ def erase_rows(
     return counts
 
 
-def _erase(conn: Connection, agent_id: int, sqlite: bool) -> dict[str, int]:
-    counts = {"embedding_cache": _erase_cache(conn, agent_id), "recall_fts": _erase_fulltext(conn, agent_id, sqlite)}
+def _erase(conn: Connection, agent_id: int) -> dict[str, int]:
+    counts = {"embedding_cache": _erase_cache(conn, agent_id), "recall_fts": _erase_fulltext(conn, agent_id)}
     runs = select(inbox.c.run_id).where(inbox.c.agent_id == agent_id)
     counts["run_events"] = conn.execute(delete(run_events).where(run_events.c.run_id.in_(runs))).rowcount
     for table in reversed(metadata.sorted_tables):  # children before the tables their foreign keys name
@@ -72,15 +73,12 @@ def _erase(conn: Connection, agent_id: int, sqlite: bool) -> dict[str, int]:
     return {name: count for name, count in counts.items() if count}
 
 
-def _erase_fulltext(conn: Connection, agent_id: int, sqlite: bool) -> int:
-    if not sqlite:
-        return conn.execute(text("DELETE FROM recall_fts WHERE agent_id = :a"), {"a": agent_id}).rowcount
-    count = conn.execute(
-        text("DELETE FROM recall_fts WHERE rowid IN (SELECT id FROM messages WHERE agent_id = :a)"), {"a": agent_id}
-    )
-    # A deleted FTS5 row's terms stay in the index's older segments (its deletion is a marker) until they merge.
-    conn.execute(text("INSERT INTO recall_fts(recall_fts) VALUES ('optimize')"))
-    return count.rowcount
+def _erase_fulltext(conn: Connection, agent_id: int) -> int:
+    first, *rest = dialect(conn).fulltext_erase
+    count = conn.execute(text(first), {"a": agent_id}).rowcount
+    for statement in rest:
+        conn.execute(text(statement))
+    return count
 
 
 def _texts(conn: Connection, agent_id: int) -> set[str]:
@@ -142,7 +140,7 @@ def compact(engine: Engine, tries: int = 5) -> bool:
     connection can keep the checkpoint from finishing: tried `tries` times; False when it never finished (the
     purge stays recorded and the next open compacts again). Postgres: nothing here (VACUUM is the operator's:
     docs, operations page); True."""
-    if engine.dialect.name != "sqlite":
+    if not dialect(engine).keeps_deleted_pages:
         return True
     for attempt in range(tries):
         with engine.connect() as conn:

@@ -26,6 +26,7 @@ from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection
 from pagemind.runtime.state.records import aware, utcnow
 from pagemind.runtime.state.tables import AgentRow, api_keys, table_of
@@ -89,7 +90,7 @@ class KeyStore:
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Connection]:
-        if self.engine.dialect.name == "sqlite":  # as `StateStore.one_statement`: a pooled connection there
+        if not dialect(self.engine).held_reads:  # as `StateStore.one_statement`: a pooled connection there
             with self.engine.connect() as conn:
                 yield conn
             return

@@ -38,6 +38,8 @@ class Dialect(Protocol):
     damaged_hint: str  # what to do when the database cannot be opened
     fulltext_insert: str  # the recall index's insert (`memory.recall.fulltext`), rows from `fulltext_row`
     watermark_upsert: str  # the recall index's watermark, moved forward only
+    fulltext_erase: tuple[str, ...]  # the statements that delete an agent's recall index rows (`runtime.erasure`)
+    keeps_deleted_pages: bool  # deleted rows stay in the file until zeroed and checkpointed (`runtime.erasure`)
 
     def insert(self, table: Table) -> Any:
         """The backend's INSERT for `table`, with its `on_conflict_do_nothing` / `on_conflict_do_update`."""

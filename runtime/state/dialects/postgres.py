@@ -30,6 +30,8 @@ class Postgres:
         "setweight(to_tsvector('simple', :own), 'A') || setweight(to_tsvector('simple', :ctx), 'B')) "
         "ON CONFLICT (message_id) DO NOTHING"
     )
+    fulltext_erase: tuple[str, ...] = ("DELETE FROM recall_fts WHERE agent_id = :a",)  # an agent's recall index rows
+    keeps_deleted_pages = False  # dead rows until VACUUM: the server's, not a purge's (docs, operations page)
     watermark_upsert = (
         "INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
         "(agent_id) DO UPDATE SET message_id = GREATEST(recall_watermarks.message_id, :m)"

@@ -28,6 +28,13 @@ class SQLite:
     ids_as_json = True
     damaged_hint = "the file is damaged or not a pagemind database: restore it from a backup, or move it away"
     fulltext_insert = "INSERT OR REPLACE INTO recall_fts (rowid, keyed, own) VALUES (:id, :keyed, :own)"
+    # An agent's recall index rows; then a merge: a deleted FTS5 row's terms stay in the index's older segments
+    # (its deletion is a marker) until they merge.
+    fulltext_erase: tuple[str, ...] = (
+        "DELETE FROM recall_fts WHERE rowid IN (SELECT id FROM messages WHERE agent_id = :a)",
+        "INSERT INTO recall_fts(recall_fts) VALUES ('optimize')",
+    )
+    keeps_deleted_pages = True  # in free pages and the WAL, until `secure_delete` zeroes them and a checkpoint
     watermark_upsert = (
         "INSERT INTO recall_watermarks (agent_id, message_id) VALUES (:a, :m) ON CONFLICT "
         "(agent_id) DO UPDATE SET message_id = MAX(message_id, :m)"
