@@ -30,7 +30,8 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
     archival memory (SQL, vector payload, embedding cache) and the trace."""
     messages = body.get("messages", [])
     said = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
-    if messages and messages[-1].get("role") == "user":
+    chat = [m for m in messages if m.get("role") != "system"]  # the closing system message aside
+    if chat and chat[-1].get("role") == "user":
         calls = [
             ("memory_rethink", {"label": "human", "new_value": f"Notes: {said}"}),
             ("archival_memory_insert", {"content": f"The user said: {said}"}),
