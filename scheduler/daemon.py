@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
-from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
+from pagemind.scheduler.errors import DaemonError, KeyReused, NotDeletable, UnknownAgent, UnknownRun
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.queue.inbox import Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases, new_owner_id
@@ -54,6 +55,17 @@ KINDS = ("message", "job")
 # Settings of shortcuts that were removed (measured inside the host's noise): still accepted by `--set`, with a
 # warning, for one release, so a command line that names them keeps working.
 REMOVED_SETTINGS = ("hand_off", "finish_with_last_step")
+
+
+@dataclass
+class UserPurge:
+    """What erasing an end user did (`Daemon.purge_user`): each agent purged with its report, the agents kept (of
+    the served folder), and how many keys were deleted."""
+
+    user: str
+    purged: list[tuple[str, PurgeReport]] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    keys: int = 0
 
 
 class DaemonConfig(BaseModel):
@@ -339,6 +351,25 @@ class Daemon:
         self.pool.forget(name)
         [report] = await asyncio.to_thread(finish, engine, self.settings, [agent_id])
         return report
+
+    async def purge_user(self, user: str) -> UserPurge:
+        """Erase an end user: every agent made for them through the daemon (`purge_agent`, one after another), then
+        their keys (revoke them first: `KeyStore.revoke_user`). Agents of the served folder given to them are kept
+        (only their files remove them) and named. Each part is idempotent: a purge cut short is done by calling
+        this again, and what was recorded of an agent's purge is finished at the next start anyway."""
+        from pagemind.runtime.state.keys import KeyStore
+
+        keys = KeyStore(self.catalog.store.engine)
+        done = UserPurge(user)
+        for name in sorted(await asyncio.to_thread(keys.owned_names, user)):
+            try:
+                done.purged.append((name, await self.purge_agent(name)))
+            except NotDeletable:
+                done.kept.append(name)
+            except UnknownAgent:  # being purged already (a purge cut short): its record finishes it
+                continue
+        done.keys = await asyncio.to_thread(keys.delete_user, user)
+        return done
 
     def list_agents(self) -> list[AgentInfo]:
         """Every agent served, with its open items."""

@@ -20,6 +20,7 @@ from pagemind.runtime.cli.trace import start_recording
 if TYPE_CHECKING:
     from pagemind.runtime.agent import Agent
     from pagemind.runtime.process.settings import Settings
+    from pagemind.runtime.state.store import StateStore
 
 
 async def load_agent(target: str, settings: Settings, reset_memory: bool = False) -> Agent:
@@ -189,7 +190,7 @@ async def cmd_agents(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "assign":
         return assign_agent(args.names, args.user, settings)
     if args.action == "purge":
-        return await purge_agent(args.names, settings)
+        return await purge_agent(args.names, args.user, settings)
     if args.names:
         raise CliError("usage: pagemind agents [rename OLD NEW | assign NAME --user U | purge NAME]")
     agents = open_store(settings).list_agents()
@@ -237,19 +238,30 @@ def assign_agent(names: list[str], user: str | None, settings: Settings) -> int:
     return 0
 
 
-async def purge_agent(names: list[str], settings: Settings) -> int:
-    """`agents purge NAME`: erase the stored agent from every store (`runtime.erasure`), after its running turn."""
+async def purge_agent(names: list[str], user: str | None, settings: Settings) -> int:
+    """`agents purge NAME`: erase the stored agent from every store (`runtime.erasure`), after its running turn.
+    `agents purge --user U`: erase the end user: their keys revoked, every agent they own purged, their keys
+    deleted (run it again to finish one cut short)."""
+    if user is not None and not names:
+        return await _purge_user(user, settings)
+    if len(names) != 1 or user is not None:
+        raise CliError("usage: pagemind agents purge NAME | pagemind agents purge --user U")
+    store = open_store(settings)
+    if store.get_agent(names[0]) is None:
+        raise CliError(f"no agent is called '{names[0]}' (see `pagemind agents`); nothing was purged")
+    out(f"purged '{names[0]}': {await _purge_one(store, settings, names[0])}")
+    return 0
+
+
+async def _purge_one(store: StateStore, settings: Settings, name: str) -> str:
+    """Purge the stored agent `name` with its turns held off; what was erased, in words."""
     from pagemind.runtime.erasure.purge import purge_agents
     from pagemind.runtime.memory.vectors.records import StoreError, StoreLocked
     from pagemind.runtime.state.locks import AgentBusy
 
-    if len(names) != 1:
-        raise CliError("usage: pagemind agents purge NAME")
-    [name] = names
-    store = open_store(settings)
     record = store.get_agent(name)
     if record is None:
-        raise CliError(f"no agent is called '{name}' (see `pagemind agents`); nothing was purged")
+        return "nothing left (purged meanwhile)"
     try:
         async with store.turn_lock(record.id, _PURGE_WAIT_S, name):
             [report] = purge_agents(store.engine, settings, [(record.id, name)])
@@ -261,7 +273,24 @@ async def purge_agent(names: list[str], settings: Settings) -> int:
         raise CliError(f"{exc} Nothing was purged.", code=3) from None
     except StoreError as exc:
         raise CliError(f"{exc} Nothing was purged.", code=2) from None
-    out(f"purged '{name}': {report.summary()}")
+    summary: str = report.summary()
+    return summary
+
+
+async def _purge_user(user: str, settings: Settings) -> int:
+    from pagemind.runtime.state.keys import KeyInputError, KeyStore
+
+    store = open_store(settings)
+    keys = KeyStore(store.engine)
+    try:
+        keys.revoke_user(user)  # no request of theirs from now on (a daemon's cache: within `key_cache_s`)
+    except KeyInputError as exc:
+        raise CliError(str(exc)) from None
+    names = sorted(n for n in keys.owned_names(user) if store.get_agent(n) is not None)
+    for name in names:
+        out(f"purged '{name}': {await _purge_one(store, settings, name)}")
+    deleted = keys.delete_user(user)
+    out(f"erased user {user}: {len(names)} agent(s) purged, {deleted} key(s) deleted")
     return 0
 
 

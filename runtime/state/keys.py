@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.state.async_pg import AwaitedStatements
@@ -162,6 +162,11 @@ class KeyStore:
                 ids = [row.id for row in rows]
                 conn.execute(update(api_keys).where(api_keys.c.id.in_(ids)).values(revoked_at=at))
         return [ApiKey(row.id, row.user_id, row.scope, aware(row.created_at), at) for row in rows]
+
+    def delete_user(self, user: str) -> int:
+        """Delete every key of `user`, revoked or not (the last step of erasing an end user); how many."""
+        with self.engine.begin() as conn:
+            return conn.execute(delete(api_keys).where(api_keys.c.user_id == checked_user(user))).rowcount
 
     def any_live(self) -> bool:
         """Whether any key is not revoked."""

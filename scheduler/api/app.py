@@ -86,6 +86,7 @@ def create_app(
     from pagemind.scheduler.api import agents as api_agents
     from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
+    from pagemind.scheduler.api import users as api_users
 
     if keyring is None:
         keys = KeyStore(daemon.store.engine)
@@ -112,6 +113,7 @@ def create_app(
     app.include_router(api_agents.router)
     app.include_router(api_memory.router)
     app.include_router(api_keys.router)
+    app.include_router(api_users.router)
     _add_health(app)
     _add_error_handlers(app)
     limiter = RateLimiter(daemon.config.key_requests_per_minute, keyring.clock)

@@ -63,6 +63,15 @@ class PurgeOut(BaseModel):
     )
 
 
+class UserPurgeOut(BaseModel):
+    """What erasing an end user did (`DELETE /v1/users/{user}`)."""
+
+    user: str
+    agents: list[PurgeOut] = Field(description="the user's agents made through the API, each purged")
+    kept: list[str] = Field(description="agents of the served folder given to the user: only their files remove them")
+    keys_deleted: int = Field(description="the user's keys, deleted (revoked ones included)")
+
+
 class AgentList(BaseModel):
     """Every agent the daemon serves."""
 

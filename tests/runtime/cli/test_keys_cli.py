@@ -67,3 +67,23 @@ def test_agents_assign_gives_a_stored_agent_to_a_user(tmp_path):
     assert "owner u1" in pagemind(tmp_path, "agents").stdout
     assert pagemind(tmp_path, "agents", "assign", "companion-u1", "--user", "").returncode == 0
     assert keys_of(tmp_path).owner_of("companion-u1") is None
+
+
+def test_purge_a_user_erases_their_agents_and_keys_and_nothing_else(tmp_path):
+    for name in ("companion", "assistant"):
+        made = pagemind(tmp_path, "context", f"agents/{name}.yaml")
+        assert made.returncode == 0, made.stderr
+    assert pagemind(tmp_path, "agents", "assign", "companion", "--user", "u7").returncode == 0
+    key = pagemind(tmp_path, "keys", "create", "--user", "u7").stdout.strip().splitlines()[-1]
+    other = pagemind(tmp_path, "keys", "create", "--user", "u8").stdout.strip().splitlines()[-1]
+    erased = pagemind(tmp_path, "agents", "purge", "--user", "u7")
+    assert erased.returncode == 0, erased.stderr
+    assert erased.stdout.startswith("purged 'companion': ")
+    assert erased.stdout.strip().endswith("erased user u7: 1 agent(s) purged, 1 key(s) deleted")
+    listed = pagemind(tmp_path, "agents")
+    assert "companion" not in listed.stdout and "assistant" in listed.stdout
+    keys = keys_of(tmp_path)
+    assert keys.find(key) is None and keys.find(other) is not None
+    assert "u7" not in pagemind(tmp_path, "keys", "list").stdout
+    usage = pagemind(tmp_path, "agents", "purge", "assistant", "--user", "u8")
+    assert usage.returncode == 2 and "usage" in usage.stderr

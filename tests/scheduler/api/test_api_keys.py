@@ -117,6 +117,7 @@ async def alices_world(client: httpx.AsyncClient, owner: dict[str, str], admin: 
         "label": "human",
         "memory_id": memory.json()["id"],
         "key_id": key.json()["id"],
+        "user": f"gone-{next(NAMES)}",  # a user with nothing (erasing alice here would take the owner's key)
     }
 
 
