@@ -27,9 +27,9 @@ class CompanionProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, description="what the user likes to be called")
+    name: str | None = Field(None, description="what to call the user")
     preferences: dict[str, str] = Field(
-        default_factory=dict, description="topic → what they like or dislike, e.g. drinks: green tea"
+        default_factory=dict, description="topic → like or dislike, e.g. drinks: green tea"
     )
     people: dict[str, Person] = Field(default_factory=dict, description="people who matter, keyed by name")
     dates: dict[str, Date] = Field(default_factory=dict, description="event → date, YYYY-MM-DD (MM-DD if yearly)")
@@ -37,5 +37,5 @@ class CompanionProfile(BaseModel):
         default_factory=dict, description="allergies, conditions, medication, limits → detail"
     )
     situations: dict[str, str] = Field(
-        default_factory=dict, description="ongoing situations (job search, exams, a move) → where it stands"
+        default_factory=dict, description="ongoing situations (job search, a move) → where it stands"
     )

@@ -55,17 +55,14 @@ async def _filed_from(context: ToolContext) -> list[int]:
 async def archival_memory_insert(
     content: str, context: ToolContext, tags: list[str] | None = None, importance: float | None = None
 ) -> str:
-    """Save a lasting memory to archival memory (long-term storage outside your prompt; search it with archival_search).
-    Write one self-contained fact per call, in the third person, with names and dates ("Sam's sister Mei lives in Oslo").
-    Relative dates like "today" are dated automatically. A near-copy of an existing memory refreshes it instead of
-    adding a duplicate; a newer statement that contradicts an older one replaces it (the old one is kept in history).
+    """Save one lasting fact to archival memory: self-contained, third person, with names and dates ("Sam's sister
+    Mei lives in Oslo").
 
     Args:
-        content: The memory, one fact, self-contained.
-        tags: Optional labels to filter by later, e.g. ["family", "health"]. Include one of fact, preference, progress,
-            todo, episode, constraint, reflection to set the memory's kind (default fact).
-        importance: Optional, 0 to 1 (default 0.5); important memories rank higher.
-    """  # noqa: E501 (the model reads this docstring as the tool's description, line breaks and all; traces pin it)
+        content: One fact.
+        tags: Labels, e.g. ["family"]; a kind (preference, progress, todo, constraint …) among them sets it.
+        importance: 0 to 1 (default 0.5).
+    """
     labels = [t for t in tags or [] if t]
     kinds = [t.lower() for t in labels if t.lower() in MEMORY_KINDS]
     kind = kinds[0] if kinds else "fact"
@@ -96,16 +93,15 @@ async def archival_search(
     top_k: int | None = None,
     page: int = 1,
 ) -> str:
-    """Search your archival memory (facts and notes you saved earlier) by meaning and keywords.
-    Returns the best matches with date, kind and score; nothing if nothing is relevant.
+    """Search archival memory by meaning and keywords.
 
     Args:
-        query: What you are looking for, in words, e.g. "sister's job" or "food allergies".
-        tags: Only memories with any of these tags.
-        start_date: Only memories saved on or after this date (YYYY-MM-DD).
-        end_date: Only memories saved on or before this date (YYYY-MM-DD).
-        top_k: How many results per page (default 5).
-        page: Which page of results, from 1, to see more.
+        query: What to find.
+        tags: Any of these tags.
+        start_date: Saved from (YYYY-MM-DD).
+        end_date: Saved until (YYYY-MM-DD).
+        top_k: Results per page (default 5).
+        page: From 1.
     """
     hits = await _archival(context).search(
         query,
@@ -132,16 +128,15 @@ async def conversation_search(
     limit: int | None = None,
     page: int = 1,
 ) -> str:
-    """Search the whole past conversation with the user, including messages no longer in your context window.
-    With a query: the best matching messages. Without one: the most recent messages (use dates to look at a period).
+    """Search the whole conversation, older messages included; no query: the latest ones.
 
     Args:
-        query: Words to look for, e.g. "sister's wedding". Leave empty to list messages by time.
-        roles: Only messages from these roles: "user", "assistant", "tool".
-        start_date: Only messages on or after this date (YYYY-MM-DD).
-        end_date: Only messages on or before this date (YYYY-MM-DD).
-        limit: How many messages per page (default 5).
-        page: Which page of results, from 1, to see more.
+        query: Words to find.
+        roles: Only these: user, assistant, tool.
+        start_date: From (YYYY-MM-DD).
+        end_date: Until (YYYY-MM-DD).
+        limit: Messages per page (default 5).
+        page: From 1.
     """
     hits = await _recall(context).search(
         query,

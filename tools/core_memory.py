@@ -18,21 +18,21 @@ def _usage(context: ToolContext, label: str) -> str:
 
 @tool(terminal=True)
 def send_message(message: str) -> str:
-    """Send a message to the user. This ends your turn; the user sees only this text.
+    """Reply to the user; this ends your turn.
 
     Args:
-        message: The full text of your reply to the user.
+        message: Your whole reply.
     """
     return message
 
 
 @tool(commits_with_step=True)
 def core_memory_append(label: str, content: str, context: ToolContext) -> str:
-    """Append a line to one of your core memory blocks (always in your prompt). Use it for lasting facts.
+    """Add a line to a core memory block.
 
     Args:
-        label: The block to edit, e.g. "human" or "persona".
-        content: The text to add, as a new line at the end of the block.
+        label: Block label, e.g. human.
+        content: The line to add.
     """
     context.core_memory.append(label, content, context.now())
     return f"Appended. {_usage(context, label)}"
@@ -40,12 +40,12 @@ def core_memory_append(label: str, content: str, context: ToolContext) -> str:
 
 @tool(commits_with_step=True)
 def core_memory_replace(label: str, old_content: str, new_content: str, context: ToolContext) -> str:
-    """Replace text in a core memory block. old_content must match exactly one place in the block.
+    """Replace text in a core memory block.
 
     Args:
-        label: The block to edit.
-        old_content: The exact text to replace; it must occur exactly once in the block.
-        new_content: The new text. An empty string deletes old_content.
+        label: Block label.
+        old_content: Exact text to replace; must occur once.
+        new_content: New text; empty deletes.
     """
     context.core_memory.replace(label, old_content, new_content, context.now())
     return f"Replaced. {_usage(context, label)}"
@@ -53,11 +53,11 @@ def core_memory_replace(label: str, old_content: str, new_content: str, context:
 
 @tool(commits_with_step=True)
 def memory_rethink(label: str, new_value: str, context: ToolContext) -> str:
-    """Rewrite a core memory block completely, e.g. to reorganise or condense it.
+    """Rewrite a core memory block whole.
 
     Args:
-        label: The block to rewrite.
-        new_value: The block's complete new text.
+        label: Block label.
+        new_value: The block's new text.
     """
     context.core_memory.rethink(label, new_value, context.now())
     return f"Rewritten. {_usage(context, label)}"
@@ -77,16 +77,12 @@ def _json_object(value: Any) -> Any:
 def core_memory_update(
     label: str, changes: Annotated[dict[str, Any], BeforeValidator(_json_object)], context: ToolContext
 ) -> str:
-    """Change fields of a structured core memory block (one shown with format="json", such as "profile").
-
-    Send only what changes, as a JSON merge patch: a field you give is set; a nested object is merged field by
-    field; a list is replaced whole; a field set to null is removed. The result must still fit the block's
-    fields (listed in the block); if it does not, nothing changes and the error names the field to fix.
+    """Change fields of a structured block (format="json") by a JSON merge patch: a field given is set, an object
+    merged, a list replaced, null removes.
 
     Args:
-        label: The structured block to change, e.g. "profile".
-        changes: The fields to set or remove, e.g. {"name": "Mia", "people": {"Leo": {"relation": "brother"}}}
-            adds Leo and keeps everyone else; {"people": {"Leo": null}} removes Leo.
+        label: Block label, e.g. profile.
+        changes: Only what changes, e.g. {"people": {"Leo": {"relation": "brother"}}}.
     """
     context.core_memory.update(label, changes, context.now())
     return f"Updated. {_usage(context, label)}"

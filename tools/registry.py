@@ -88,11 +88,25 @@ class Tool:
 
 
 def _function_schema(name: str, description: str, args_model: type[BaseModel]) -> dict[str, Any]:
+    """The tool's schema as the model reads it, in as few tokens as say the same: every request carries every
+    tool's schema. An optional parameter (`X | None = None`) is shown as its type alone, outside `required`: the
+    model leaves it out rather than send null. Extra arguments are refused by the arguments' model (a tool error
+    the model reads), so `additionalProperties` is not spelled out."""
     parameters = args_model.model_json_schema()
-    parameters.pop("title", None)
-    for prop in parameters.get("properties", {}).values():
-        prop.pop("title", None)
+    for key in ("title", "additionalProperties"):
+        parameters.pop(key, None)
+    parameters["properties"] = {key: _compact(prop) for key, prop in parameters.get("properties", {}).items()}
     return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+def _compact(prop: dict[str, Any]) -> dict[str, Any]:
+    # A default is the tool's business (the docstring says it where the model should know it).
+    prop = {key: value for key, value in prop.items() if key not in ("title", "default") or value is None}
+    options = prop.get("anyOf")
+    others = [option for option in options if option != {"type": "null"}] if isinstance(options, list) else []
+    if prop.get("default", ...) is None and len(others) == 1 and len(others) < len(options or []):
+        prop = {**{k: v for k, v in prop.items() if k not in ("anyOf", "default")}, **others[0]}
+    return prop
 
 
 def _is_context_annotation(annotation: Any) -> bool:

@@ -345,11 +345,27 @@ class PressureMonitor:
         if abs(correction - self.window.correction) > 0.01:
             await self.window.set_correction(correction)
 
+    def prepared(self) -> tuple[int, datetime] | None:
+        """(messages, when) of the flush work prepared ahead that still fits the window, if any: a trace's header
+        keeps it, since the work outlives the turn that started it (`adopt_prepared`)."""
+        ahead = self._ahead
+        if ahead is None or not ahead.fits(self.window.messages, self.window.summary):
+            return None
+        return ahead.count, ahead.now
+
+    def adopt_prepared(self, count: int, now: datetime) -> None:
+        """Take up flush work an earlier turn prepared for the `count` oldest messages at `now` (a replay, from the
+        trace's header): held as that turn held it, not reported again (its start is in that turn's trace), and,
+        as a replay's is, done at the flush."""
+        messages = self.window.messages[:count]
+        plan = EvictionPlan(count, sum(self._tokens(m) for m in messages), True)
+        self._ahead = self._work(plan, ahead=True, now=now)
+
     def _plan(self, need: int) -> EvictionPlan:
         messages = self.window.messages
         return plan_eviction(messages, [self._tokens(m) for m in messages], need)  # tokens as compiled: clipped
 
-    def _work(self, plan: EvictionPlan, ahead: bool = False) -> FlushWork:
+    def _work(self, plan: EvictionPlan, ahead: bool = False, now: datetime | None = None) -> FlushWork:
         spec = self.spec
         settings = WorkSettings(
             model=spec.memory.summarizer_model or spec.model.name,
@@ -364,7 +380,7 @@ class PressureMonitor:
             self.window.summary,
             plan.freed_tokens,
             plan.enough,
-            self.agent.now(),
+            now or self.agent.now(),
             settings,
             ahead=ahead,
             salience=self.agent.extraction_gate(evicted) if settings.extract else None,

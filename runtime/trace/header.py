@@ -80,6 +80,9 @@ def take_snapshot(agent: Any) -> Snapshot:
     state = {"pressure_warned": window.warned, "token_correction": window.correction}
     if agent.monitor.told_squeezed:  # said once per loaded agent: a replay, a new load, must not say it again
         state["pressure_squeezed_told"] = True
+    prepared = agent.monitor.prepared()
+    if prepared is not None:  # flush work an earlier turn started: a replay holds it as this turn did
+        state["flush_prepared"] = {"count": prepared[0], "at": prepared[1].isoformat()}
     return Snapshot(
         blocks=[
             BlockSnapshot(label=b.label, value=b.value, limit=b.limit, description=b.description, read_only=b.read_only)

@@ -149,6 +149,9 @@ async def scratch_agent(
         recall_count=snapshot.recall_count,
     )
     agent.memory = CoreMemory([b.to_block(b.value) for b in spec.blocks])  # the snapshot's blocks (`replay_spec`)
+    prepared = state.get("flush_prepared")
+    if isinstance(prepared, dict):
+        agent.monitor.adopt_prepared(int(prepared["count"]), datetime.fromisoformat(str(prepared["at"])))
     return agent
 
 

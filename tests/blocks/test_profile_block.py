@@ -222,7 +222,7 @@ def test_a_structured_block_renders_compactly_with_its_fields():
     stored = updated_value(profile_block(), json.loads(value))
     text = render_block(profile_block(stored))
     assert f'chars="{len(stored)}/2000" format="json"' in text
-    assert "<fields>\nname: string — what the user likes to be called\n" in text
+    assert "<fields>\nname: string — what to call the user\n" in text
     assert "people: {key: {relation, notes}} — people who matter, keyed by name" in text
     assert (
         '<value>\nname: Mia\npeople: {"Leo":{"relation":"brother"}}\nhealth: {"peanuts":"severe allergy"}\n</value>'

@@ -67,8 +67,37 @@ def test_schema_comes_from_signature_and_docstring():
     assert schema["name"] == "add" and schema["description"] == "Add two numbers."
     props = schema["parameters"]["properties"]
     assert props["a"] == {"type": "integer", "description": "The first number."}
-    assert props["b"]["default"] == 2 and props["b"]["description"] == "The second number, which defaults to two."
+    assert props["b"] == {"type": "integer", "description": "The second number, which defaults to two."}
     assert schema["parameters"]["required"] == ["a"]
+
+
+@tool
+def look(query: str, tags: list[str] | None = None, limit: int | None = None, either: int | str | None = None) -> str:
+    """Look something up.
+
+    Args:
+        query: What to look for.
+        tags: Only these.
+        limit: How many.
+        either: A number or a name.
+    """
+    return query
+
+
+def test_an_optional_parameter_is_shown_as_its_type_and_left_out_of_required():
+    schema = look.openai_schema()["function"]["parameters"]
+    assert schema["required"] == ["query"] and "additionalProperties" not in schema
+    props = schema["properties"]
+    assert props["tags"] == {"type": "array", "items": {"type": "string"}, "description": "Only these."}
+    assert props["limit"] == {"type": "integer", "description": "How many."}
+    # Two types besides null stay a choice (null left in: the shape is not one type).
+    assert {"type": "integer"} in props["either"]["anyOf"] and {"type": "string"} in props["either"]["anyOf"]
+
+
+async def test_an_optional_parameter_left_out_or_sent_as_null_both_work():
+    for arguments in ('{"query": "tea"}', '{"query": "tea", "tags": null, "limit": null}'):
+        [result] = await dispatch_tool_calls([ToolCall("c1", "look", arguments)], {"look": look}, ctx())
+        assert result.content == "tea" and not result.is_error
 
 
 def test_context_parameter_is_hidden_from_the_schema_and_injected():

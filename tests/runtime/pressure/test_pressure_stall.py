@@ -50,7 +50,7 @@ async def test_one_bad_extracted_item_is_skipped_and_the_flush_commits(tmp_path,
     )
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'x.db'}")
     agent = await Agent.load(spec, model=replying(answer), settings=settings, clock=clock)
-    for i in range(30):
+    for i in range(45):
         await agent.window.accept(Message("user", f"Old message {i} " + "about gardening " * 40, clock()))
     events = agent.observer = Events()
 
@@ -96,9 +96,18 @@ async def test_eviction_counts_a_clipped_message_as_the_compiler_does(sqlite_url
 
 async def test_a_window_whose_pinned_part_leaves_no_room_flushes_rarely_and_says_so_once(sqlite_url, clock):
     spec = load_spec(COMPANION)
-    spec = spec.model_copy(
-        update={"model": spec.model.model_copy(update={"context_window": 3700})}
-    )  # the pinned part just fits
+    # The pinned part just fits: the window is what the empty agent's prompt takes, the output reserve, and room
+    # for about five turns.
+    sizing = await Agent.load(
+        spec,
+        model=replying(),
+        clock=clock,
+        settings=Settings(
+            home=Path(sqlite_url[10:]).parent, database_url=f"sqlite:///{Path(sqlite_url[10:]).parent / 'sizing.db'}"
+        ),
+    )
+    window = sizing.compile().total_tokens + spec.model.max_output_tokens + 310
+    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context_window": window})})
     requests: list[ModelRequest] = []
     agent = await Agent.load(
         spec,

@@ -265,7 +265,8 @@ async def test_requests_share_unchanged_messages_and_tools_with_the_previous_one
     assert on_disk[2]["compact"] and on_disk[2]["body"]["tools"] == {"$prev": True}
     assert {"$prev": [1, 4]} in on_disk[2]["body"]["messages"]  # user, assistant, tool of the step before
     written = sum(len(line) for line in path.read_text().splitlines() if '"model_request"' in line)
-    assert written < 0.7 * sum(len(json.dumps(r, separators=(",", ":"))) for r in scripted_openai.requests)
+    # the tool schemas are written once and each message once: a quarter or more saved on even a short turn
+    assert written < 0.75 * sum(len(json.dumps(r, separators=(",", ":"))) for r in scripted_openai.requests)
 
     lines = path.read_text().splitlines()
     third = next(i for i, line in enumerate(lines) if '"compact":true' in line and '"step":3' in line)
