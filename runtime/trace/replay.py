@@ -43,6 +43,8 @@ from pagemind.runtime.trace.served_reads import ServedReads
 
 log = structlog.get_logger("pagemind.replay")
 
+LOCAL_KEY_ENV = "OPENAI_API_KEY"  # the only key variable a replay's agent may name
+
 
 # -- outcomes -------------------------------------------------------------------------------------------------
 
@@ -85,6 +87,9 @@ def replay_spec(trace: Trace, trust_tools: bool) -> AgentSpec:
         spec = AgentSpec.model_validate(trace.header.spec, context={"import_tools": trust_tools})
     except ValueError as exc:
         raise ReplayError(f"{trace.path}:1: the recorded agent spec no longer loads: {exc}") from None
+    # The recorded endpoint and key variable are the trace author's: the scratch agent never gets them (a fork's
+    # live model is built from the local configuration, `pagemind replay --live`).
+    spec.model = spec.model.model_copy(update={"base_url": None, "api_key_env": LOCAL_KEY_ENV})
     section = trace.header.spec.get("memory") or {}
     advanced = section.get("advanced") or {}  # `memory.salience` was recorded there from the tiers on (issue #32)
     if "salience" not in section and "salience" not in advanced:  # recorded before the salience gate existed
