@@ -231,7 +231,8 @@ class AgentCatalog:
         stored = self.store.stored_spec_json(name)
         if stored is None:
             raise UnknownAgent(name)
-        return AgentSpec.model_validate_json(stored)
+        # An agent a client posted: what it stored names no code, and is read as a client's spec again (`spec.trust`).
+        return AgentSpec.model_validate_json(stored, context={"trust": "client"})
 
     def _derived_spec(self, name: str, template: AgentSpec) -> AgentSpec:
         """The spec of agent `name` made from `template`: the template's, renamed (made once per template version)."""

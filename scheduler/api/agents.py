@@ -103,22 +103,14 @@ def api_spec(raw: bytes) -> Any:
     """An agent definition posted as YAML, validated without importing anything it names; 422 when it is not
     one, or uses what only the served folder may (custom tools, its own endpoint or key)."""
     from pagemind.runtime.spec.agent import ModelSpec, SpecError, parse_spec
-    from pagemind.tools import BUILTIN_TOOLS
 
     try:
-        spec = parse_spec(raw.decode("utf-8"), "<request body>", import_tools=False)
+        # A client's spec names no code (`runtime.spec.trust`: custom tools, schemas by module), imports nothing.
+        spec = parse_spec(raw.decode("utf-8"), "<request body>", trust="client")
     except UnicodeDecodeError as exc:
         raise ApiError(422, "invalid_yaml", f"the body is not UTF-8 text (byte offset {exc.start})") from None
     except SpecError as exc:
-        raise ApiError(422, "invalid_yaml", str(exc)) from None
-    custom = [t for t in spec.tools if t not in BUILTIN_TOOLS]
-    if custom:
-        raise ApiError(
-            422,
-            "forbidden_field",
-            f"tools {custom}: an agent posted to the API may use built-in tools "
-            "only; put an agent with custom tools in the served folder",
-        )
+        raise ApiError(422, "forbidden_field" if exc.refused else "invalid_yaml", str(exc)) from None
     default = ModelSpec(name="x")
     if spec.model.base_url is not None or spec.model.api_key_env != default.api_key_env:
         raise ApiError(
