@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pagemind.runtime.cli.shared import CliError, out
+from pagemind.runtime.cli.shared import CliError, error_line, out
 
 if TYPE_CHECKING:
     from pagemind.runtime.process.settings import Settings
@@ -41,7 +41,7 @@ def _command(handler: Any) -> Any:
             code: int = await handler(args, settings)
             return code
         except CliError as exc:
-            sys.stderr.write(f"error: {exc}\n")
+            error_line(str(exc))
             return 2
         except BrokenPipeError:  # `pagemind trace show … | head`: the reader left, nothing is wrong
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
