@@ -34,7 +34,10 @@ def with_endpoint(exc: BaseException) -> str:
     request = getattr(exc.__cause__, "request", None)
     url = getattr(request, "url", None)
     text = str(exc)
-    return f"{text} (endpoint {url})" if url and str(url) not in text else text
+    if not url or str(url) in text:
+        return text
+    shown = str(url).split("?", 1)[0]  # a gateway may take its key as a query parameter (`error_line` drops user:pw@)
+    return f"{text} (endpoint {shown})"
 
 
 def bad_argument(argv: list[str]) -> str | None:

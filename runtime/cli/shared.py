@@ -71,9 +71,19 @@ def notice(text: str) -> None:
     sys.stderr.write(f"note: {terminal_safe(text)}\n")
 
 
+# `user:password@` in a URL (OPENAI_BASE_URL may carry a gateway's credentials): never shown in an error.
+_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
+
+
+def without_credentials(text: str) -> str:
+    """`text` with the `user:password@` of every URL in it left out."""
+    return _USERINFO.sub("", text)
+
+
 def error_line(text: str) -> None:
-    """An error for the user on stderr (`error: …`), control characters neutralised as `out` does."""
-    sys.stderr.write(f"error: {terminal_safe(text)}\n")
+    """An error for the user on stderr (`error: …`): no URL's credentials, control characters neutralised as `out`
+    does."""
+    sys.stderr.write(f"error: {terminal_safe(without_credentials(text))}\n")
 
 
 def open_store(settings: Settings) -> StateStore:

@@ -28,6 +28,7 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import ModelClient, ModelRequest, ModelResponse, response_from_body
 from pagemind.runtime.observer import listener
+from pagemind.runtime.process.home import cache_folder
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec, BlockSpec
 from pagemind.runtime.spec.memory import SalienceConfig
@@ -199,7 +200,7 @@ async def replay(
     step of the trace; `record_to` records the new run (its header names the parent). `trust_tools` imports and
     runs the custom tools the trace names; without it they are never imported and serve their recorded results."""
     _check_from_step(trace, from_step, live)
-    with tempfile.TemporaryDirectory(prefix="pagemind-replay-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="replay-", dir=cache_folder()) as tmp:  # never the shared temp folder
         clock = ReplayClock(_start_time(trace))
         comparator = Comparator(trace, clock, from_step)
         agent = await scratch_agent(trace, ReplayModel(comparator, live), clock, Path(tmp), trust_tools)
