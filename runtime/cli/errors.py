@@ -16,6 +16,7 @@ _CONFIGURATION_ERRORS = (
     ("pagemind.runtime.state.engine", "DatabaseOpenError"),
     ("pagemind.runtime.state.migrate", "SchemaTooNew"),
     ("pagemind.runtime.trace.replay", "ReplayError"),
+    ("pagemind.runtime.memory.vectors.records", "StoreError"),  # a bad or unreachable QDRANT_URL (held: exit 3)
 )
 
 

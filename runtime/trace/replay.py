@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import structlog
+from pydantic import ValidationError
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import Agent
@@ -29,6 +30,7 @@ from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import ModelClient, ModelRequest, ModelResponse, response_from_body
 from pagemind.runtime.observer import listener
 from pagemind.runtime.process.home import cache_folder
+from pagemind.runtime.process.problems import one_line_problems
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec, BlockSpec
 from pagemind.runtime.spec.memory import SalienceConfig
@@ -86,8 +88,10 @@ def replay_spec(trace: Trace, trust_tools: bool) -> AgentSpec:
     # Untrusted, the spec's tool references are checked for form only: importing a module runs its code.
     try:
         spec = AgentSpec.model_validate(trace.header.spec, context={"import_tools": trust_tools})
-    except ValueError as exc:
-        raise ReplayError(f"{trace.path}:1: the recorded agent spec no longer loads: {exc}") from None
+    except ValidationError as exc:
+        raise ReplayError(
+            f"{trace.path}:1: the recorded agent spec no longer loads: {one_line_problems(exc)}"
+        ) from None
     # The recorded endpoint and key variable are the trace author's: the scratch agent never gets them (a fork's
     # live model is built from the local configuration, `pagemind replay --live`).
     spec.model = spec.model.model_copy(update={"base_url": None, "api_key_env": LOCAL_KEY_ENV})

@@ -66,7 +66,10 @@ async def get_agent(name: str, daemon: DaemonDep) -> AgentOut:
     summary="create an agent from a template or a YAML body",
     responses={
         409: {"description": "an agent of that name exists"},
-        422: {"description": "invalid body, unknown template or invalid YAML"},
+        422: {
+            "description": "invalid body, unknown template, block values the template does not take, invalid YAML, "
+            "or YAML that names code"
+        },
     },
     openapi_extra={
         "requestBody": {
@@ -127,7 +130,10 @@ def api_spec(raw: bytes) -> Any:
     tags=["agents"],
     status_code=204,
     summary="delete an agent",
-    responses={404: {"description": "unknown agent"}},
+    responses={
+        404: {"description": "unknown agent"},
+        409: {"description": "an agent of the served folder (not_deletable): remove its file instead"},
+    },
 )
 async def delete_agent(name: str, daemon: DaemonDep) -> Response:
     """Forget an agent made through the API (its memory with it)."""
@@ -147,6 +153,7 @@ async def delete_agent(name: str, daemon: DaemonDep) -> Response:
     responses={
         202: {"model": RunOut, "description": "accepted, not finished (async, or past timeout_s)"},
         404: {"description": "unknown agent"},
+        409: {"description": "the idempotency key was used for other content (idempotency_key_reused)"},
     },
 )
 async def send_message(name: str, body: SendMessage, daemon: DaemonDep) -> RunOut | JSONResponse:

@@ -10,6 +10,7 @@ from pagemind.scheduler.errors import (
     AgentExists,
     AgentUnavailable,
     DaemonError,
+    InvalidBlocks,
     KeyReused,
     NotDeletable,
     UnknownAgent,
@@ -41,6 +42,7 @@ _DAEMON_ERRORS: tuple[tuple[type[DaemonError], int, str], ...] = (
     (KeyReused, 409, "idempotency_key_reused"),
     (NotDeletable, 409, "not_deletable"),
     (UnknownTemplate, 422, "unknown_template"),
+    (InvalidBlocks, 422, "invalid_blocks"),
 )
 
 
