@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pagemind.runtime.cli.shared import CliError, error_line, out
+from pagemind.runtime.cli.shared import CliError, error_line, notice, out
 
 if TYPE_CHECKING:
     from pagemind.runtime.process.settings import Settings
@@ -218,7 +218,8 @@ def _live_model(trace: Trace, args: argparse.Namespace, settings: Settings) -> A
     except NoModelConfigured as exc:
         raise CliError(str(exc)) from None
     endpoint = strip_userinfo(spec.base_url) or f"{OPENAI_DEFAULT_URL} (OpenAI's; set OPENAI_BASE_URL or --base-url)"
-    out(f"live model: {spec.name} at {endpoint}, key from ${spec.api_key_env}")
+    said = f"live model: {spec.name} at {endpoint}, key from ${spec.api_key_env}"
+    (notice if args.json else out)(said)  # --json keeps stdout one JSON document
     return live
 
 

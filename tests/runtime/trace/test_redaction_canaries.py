@@ -198,3 +198,11 @@ def test_redacted_exports_carry_no_user_memory_or_tool_text(tmp_path):
         leaked = [where for where, canary in CANARIES.items() if canary.lower().encode() in data]
         assert leaked == [], f"{trace.name}: {leaked}"
         assert read_trace(exported).header.redacted  # still a trace
+    shown = subprocess.run(
+        [sys.executable, "-m", "pagemind.runtime.cli.main", "trace", "show", str(exported)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0 and "(redacted copy" in shown.stdout, shown.stderr

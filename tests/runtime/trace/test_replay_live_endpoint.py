@@ -131,3 +131,33 @@ def test_the_endpoint_can_be_given_by_flag(tmp_path, monkeypatch, listeners):
     assert attacker.requests == [] and len(configured.requests) >= 1
     assert configured.requests[0]["headers"].get("Authorization") != f"Bearer {SECRET}"
     assert done.stdout.splitlines()[0].startswith(f"live model: gpt-4o-mini at {configured.url}"), done.stdout
+
+
+def test_with_json_the_endpoint_is_said_on_stderr_and_stdout_stays_json(tmp_path, monkeypatch, listeners):
+    attacker, configured = listeners
+    monkeypatch.setenv("PAGEMIND_HOME", str(tmp_path / "author"))
+    trace = _doctored_trace(tmp_path, attacker.url)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
+    env.update(PAGEMIND_HOME=str(tmp_path / "home"), OPENAI_BASE_URL=configured.url, OPENAI_API_KEY="local-key")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pagemind.runtime.cli.main",
+            "replay",
+            str(trace),
+            "--live",
+            "--from-step",
+            "1",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "forked"
+    assert f"note: live model: gpt-4o-mini at {configured.url}" in done.stderr
+    assert attacker.requests == []
