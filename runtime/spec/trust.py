@@ -5,16 +5,17 @@ a trace someone shared (`shared`: references are kept as text and never imported
 recorded), or from a client of the daemon's API (`client`: a reference is refused, nothing is imported). The
 source is the validation context's `trust` (`{"trust": "client"}`; the older `{"import_tools": False}` means
 `shared`; no context means `file`). Every spec field that names code — a custom tool, a structured block's schema —
-is validated by `code_reference`, so a field added later that names code is checked the same way by taking the
-`CodeRef` type.
+is validated by `code_reference` before anything is imported; `tests/runtime/spec/test_trust.py` validates a
+client's spec with a reference to code in every field the spec has (those added later too) and checks that
+nothing was imported.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, ValidationInfo
+from pydantic import ValidationInfo
 from pydantic_core import PydanticCustomError
 
 Trust = Literal["file", "shared", "client"]
@@ -57,12 +58,3 @@ def code_reference(reference: str, info: ValidationInfo, kind: str) -> bool:
             {"reference": reference, "instead": _INSTEAD.get(kind, "a posted agent may name no code")},
         )
     return trust == "file"
-
-
-def _schema_reference(reference: str, info: ValidationInfo) -> str:
-    code_reference(reference, info, "schema")
-    return reference
-
-
-CodeRef = Annotated[str, AfterValidator(_schema_reference)]
-"""A spec field's `package.module:Model` reference: checked by `code_reference` (refused from a client)."""
