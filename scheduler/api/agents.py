@@ -185,7 +185,10 @@ async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[In
     tags=["messages"],
     response_class=EventSourceResponse,
     summary="send a message and stream its turn as server-sent events",
-    responses={404: {"description": "unknown agent"}},
+    responses={
+        404: {"description": "unknown agent"},
+        409: {"description": "the idempotency key was used for other content (idempotency_key_reused)"},
+    },
 )
 async def stream_message(
     body: SendMessage, started: Annotated[tuple[InboxItem, RunStream | None], Depends(submitted)], daemon: DaemonDep

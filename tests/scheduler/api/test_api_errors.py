@@ -60,7 +60,8 @@ async def test_the_openapi_document_gives_the_statuses_the_routes_answer(client)
     assert {"409", "422"} <= set(paths["/v1/agents"]["post"]["responses"])
     assert "400" not in paths["/v1/agents"]["post"]["responses"]
     assert "409" in paths["/v1/agents/{name}"]["delete"]["responses"]  # a folder's agent is not deletable
-    assert "409" in paths["/v1/agents/{name}/messages"]["post"]["responses"]  # an idempotency key reused
+    for route in ("/v1/agents/{name}/messages", "/v1/agents/{name}/messages/stream"):
+        assert "409" in paths[route]["post"]["responses"]  # an idempotency key reused
     assert "400" in paths["/v1/runs/{run_id}/events"]["get"]["responses"]
 
 
@@ -72,3 +73,12 @@ async def test_an_archival_memory_is_documented_as_long_as_it_is_accepted(client
     assert stored.status_code == 201, stored.text
     refused = await client.post("/v1/agents/u3/memory/archival", json={"content": "y" * (longest + 1)})
     assert refused.status_code == 422
+
+
+async def test_a_reused_idempotency_key_is_a_409_on_both_message_routes(client):
+    assert (await client.post("/v1/agents", json={"template": "companion", "name": "u4"})).status_code == 201
+    first = {"content": "one", "idempotency_key": "k-1", "mode": "async"}
+    assert (await client.post("/v1/agents/u4/messages", json=first)).status_code in (200, 202)
+    other = {"content": "two", "idempotency_key": "k-1"}
+    for route in ("/v1/agents/u4/messages", "/v1/agents/u4/messages/stream"):
+        one_line_error(await client.post(route, json=other), 409, "idempotency_key_reused")
