@@ -72,12 +72,12 @@ def notice(text: str) -> None:
 
 
 # `user:password@` in a URL (OPENAI_BASE_URL may carry a gateway's credentials): never shown in an error.
-_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
+_PASSWORD = re.compile(r"(?<=://)([^/\s@:]+):[^/\s@]+@")
 
 
 def without_credentials(text: str) -> str:
-    """`text` with the `user:password@` of every URL in it left out."""
-    return _USERINFO.sub("", text)
+    """`text` with the password of every URL in it shown as `***` (`user:***@`, as the database's errors say)."""
+    return _PASSWORD.sub(r"\1:***@", text)
 
 
 def error_line(text: str) -> None:

@@ -137,8 +137,9 @@ def make_engine(database_url: str) -> Engine:
     dialect = database_url.partition("://")[0].partition("+")[0] if "://" in database_url else ""
     if dialect not in SUPPORTED_DIALECTS:  # another dialect's driver is not installed, nor its SQL written for
         raise DatabaseOpenError(
-            f"DATABASE_URL {_shown(database_url)!r} names a database pagemind does not support "
-            f"({dialect or 'no scheme'}); use postgresql://host:5432/db or sqlite:///path/to/pagemind.db"
+            f"DATABASE_URL {_shown(database_url)!r} is not a database URL pagemind can use "
+            f"({f'{dialect} is not supported' if dialect else 'no scheme'}); e.g. postgresql://user@host:5432/db or "
+            "sqlite:///path/to/pagemind.db"
         )
     try:
         if database_url.startswith("sqlite:///"):

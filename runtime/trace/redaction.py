@@ -216,6 +216,12 @@ def _collect(redactor: Redactor, event: dict[str, Any]) -> None:
             redactor.add(e["request"].get(key), "user")
 
     def model_request(e: dict[str, Any]) -> None:
+        # The conversation a request carries is user, memory or tool text whatever the purpose (a summary's or an
+        # extraction's request quotes the messages it condenses, in its own layout); its system text is the
+        # runtime's, less the data it quotes.
+        for message in e["body"].get("messages") or []:
+            if isinstance(message, dict):
+                _collect_message(redactor, message)
         for text in _json_strings({k: v for k, v in e["body"].items() if k != "tools"}):
             redactor.add_sections(text)
 

@@ -47,7 +47,7 @@ def test_a_remote_ref_in_an_inline_schema(tmp_path):
 
 def test_a_database_url_pagemind_does_not_support(tmp_path):
     code, stderr = pagemind(tmp_path, "agents", DATABASE_URL="mysql://u:pw@localhost/db")
-    assert_one_clear_line(code, stderr, "names a database pagemind does not support (mysql)")
+    assert_one_clear_line(code, stderr, "is not a database URL pagemind can use (mysql is not supported)")
     assert "pw" not in stderr
 
 

@@ -61,5 +61,5 @@ def test_credentials_in_the_model_url_are_never_printed(tmp_path):
         timeout=120,
     )
     assert done.returncode == 1, done.stderr
-    assert "\nerror: " in "\n" + done.stderr and "(endpoint http://127.0.0.1:9/v1" in done.stderr
-    assert "s3cretpw" not in done.stdout + done.stderr and "bob:" not in done.stdout + done.stderr
+    assert "\nerror: " in "\n" + done.stderr and "(endpoint http://bob:***@127.0.0.1:9/v1" in done.stderr
+    assert "s3cretpw" not in done.stdout + done.stderr
