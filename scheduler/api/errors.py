@@ -29,8 +29,9 @@ class ApiError(HTTPException):
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
-    """The JSON every error answers with."""
-    return {"error": {"code": code, "message": message}}
+    """The JSON every error answers with; its message one line (several problems, as a spec's, joined by "; ")."""
+    one_line = "; ".join(line.strip() for line in message.splitlines() if line.strip())
+    return {"error": {"code": code, "message": one_line or message}}
 
 
 # The status and code of each daemon error (subclasses first: the first match wins).

@@ -82,3 +82,10 @@ async def test_a_reused_idempotency_key_is_a_409_on_both_message_routes(client):
     other = {"content": "two", "idempotency_key": "k-1"}
     for route in ("/v1/agents/u4/messages", "/v1/agents/u4/messages/stream"):
         one_line_error(await client.post(route, json=other), 409, "idempotency_key_reused")
+
+
+async def test_a_yaml_body_with_several_problems_is_one_line_naming_each(client):
+    body = "name: broken\nmodel: {name: m, context_window: -1}\nsystem: ''\nmax_steps_per_turn: 0\n"
+    answer = await client.post("/v1/agents", content=body, headers={"content-type": "application/yaml"})
+    message = one_line_error(answer, 422, "invalid_yaml")
+    assert message.count("<request body>:") >= 2 and "; " in message
