@@ -35,6 +35,40 @@ def format_path(parts: Any) -> str:
     return text or "(top level)"
 
 
+def _check_references(node: Any, root: Mapping[str, Any], path: tuple[Any, ...]) -> None:
+    """Raise ValueError, naming where, for a `$ref` that leaves the schema (a URL or another file: a schema is never
+    fetched) or points at nothing in it; otherwise the first value checked against it would fail to resolve."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            _check_references(item, root, (*path, index))
+        return
+    if not isinstance(node, Mapping):
+        return
+    for key, value in node.items():
+        if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+            where = format_path((*path, key))
+            if not value.startswith("#"):
+                raise ValueError(
+                    f"{where}: {value!r} is outside the schema; an inline schema may refer only to its own parts "
+                    "('#/$defs/Name'), it is never fetched"
+                )
+            if value.startswith("#/") or value == "#":
+                _resolve_pointer(root, value, where)
+        _check_references(value, root, (*path, key))
+
+
+def _resolve_pointer(root: Mapping[str, Any], reference: str, where: str) -> None:
+    target: Any = root
+    for raw in reference[2:].split("/") if reference != "#" else []:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, Mapping) and part in target:
+            target = target[part]
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            raise ValueError(f"{where}: {reference!r} points at nothing in the schema")
+
+
 @dataclass(frozen=True)
 class BlockSchema:
     """The schema of a structured block. Equal schemas have equal `reference`s (the canonical text of an inline
@@ -54,6 +88,7 @@ class BlockSchema:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
             raise ValueError(f"not a valid JSON Schema at {format_path(exc.absolute_path)}: {exc.message}") from None
+        _check_references(schema, schema, ())
         return cls(json.dumps(schema, sort_keys=True, ensure_ascii=False), schema)
 
     @classmethod

@@ -15,6 +15,7 @@ from typing import Any
 import tiktoken
 
 from pagemind.runtime.process.heap import release_free_memory
+from pagemind.runtime.process.home import cache_folder
 from pagemind.runtime.process.settings import Settings
 
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
@@ -31,7 +32,8 @@ TOKENS_REPLY_PRIMING = 3
 
 
 def _cache_dir() -> Path:
-    return Settings.read("tiktoken_cache") or Path(tempfile.gettempdir()) / "pagemind-tiktoken"
+    configured: Path | None = Settings.read("tiktoken_cache")
+    return configured or cache_folder() / "tiktoken"
 
 
 def seed_cache(name: str, cache: Path) -> None:

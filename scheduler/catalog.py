@@ -28,9 +28,11 @@ from typing import Any
 
 import structlog
 import yaml
+from pydantic import ValidationError
 from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
+from pagemind.runtime.process.problems import one_line_problems
 from pagemind.runtime.spec.agent import AgentSpec, SpecError, load_spec
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.keys import KeyStore
@@ -42,6 +44,7 @@ from pagemind.scheduler.errors import (
     AgentExists,
     AgentUnavailable,
     DaemonError,
+    InvalidBlocks,
     NotDeletable,
     UnknownAgent,
     UnknownTemplate,
@@ -233,7 +236,8 @@ class AgentCatalog:
         stored = self.store.stored_spec_json(name)
         if stored is None:
             raise UnknownAgent(name)
-        return AgentSpec.model_validate_json(stored)
+        # An agent a client posted: what it stored names no code, and is read as a client's spec again (`spec.trust`).
+        return AgentSpec.model_validate_json(stored, context={"trust": "client"})
 
     def _derived_spec(self, name: str, template: AgentSpec) -> AgentSpec:
         """The spec of agent `name` made from `template`: the template's, renamed (made once per template version)."""
@@ -459,12 +463,16 @@ def _seeded(spec: AgentSpec, blocks: dict[str, str]) -> AgentSpec:
     labels = {b.label for b in spec.blocks}
     unknown = sorted(set(blocks) - labels)
     if unknown:
-        raise DaemonError(f"no block {', '.join(map(repr, unknown))} in the spec (blocks: {', '.join(sorted(labels))})")
+        raise InvalidBlocks(
+            f"no block {', '.join(map(repr, unknown))} in the spec (blocks: {', '.join(sorted(labels))})"
+        )
     data = json.loads(spec.model_dump_json())
     for block in data["blocks"]:
         if block["label"] in blocks:
             block["value"] = blocks[block["label"]]
     try:
         return AgentSpec.model_validate(data)
-    except ValueError as exc:
-        raise DaemonError(f"block values do not fit the spec: {exc}") from None
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        which = f"block '{data['blocks'][loc[1]]['label']}': " if loc[:1] == ("blocks",) and len(loc) > 1 else ""
+        raise InvalidBlocks(f"block values do not fit the spec: {which}{one_line_problems(exc)}") from None

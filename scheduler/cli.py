@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.main import main as runtime_main
-from pagemind.runtime.cli.shared import CliError, out
+from pagemind.runtime.cli.shared import CliError, error_line, out
 
 if TYPE_CHECKING:
     from pagemind.runtime.process.settings import Settings
@@ -200,7 +200,7 @@ def print_run(run: dict[str, Any]) -> int:
         out(run.get("reply") or "(no reply)")
         return 0
     if run["state"] == "failed":
-        sys.stderr.write(f"error: the turn failed: {run.get('error')}\n")
+        error_line(f"the turn failed: {run.get('error')}")
         return 1
     sys.stderr.write(
         f"error: the turn has not finished ({run['state']}); its result will be at /v1/runs/{run['run_id']}\n"

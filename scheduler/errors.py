@@ -46,6 +46,10 @@ class UnknownTemplate(DaemonError, LookupError):
         self.name = name
 
 
+class InvalidBlocks(DaemonError):
+    """Block values an agent's spec does not take: a label it has no block for, or a value its block refuses."""
+
+
 class NotDeletable(DaemonError):
     """The agent is defined by a YAML file in the agents folder: remove the file instead."""
 

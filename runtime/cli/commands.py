@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pagemind.runtime.cli.errors import exit_code
 from pagemind.runtime.cli.held_store import open_archival
 from pagemind.runtime.cli.live_reply import watch
-from pagemind.runtime.cli.shared import CliError, open_store, out, resolve_spec
+from pagemind.runtime.cli.shared import CliError, error_line, open_store, out, resolve_spec
 from pagemind.runtime.cli.trace import start_recording
 
 if TYPE_CHECKING:
@@ -115,9 +115,7 @@ async def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _report(message: str) -> None:
-    import sys
-
-    sys.stderr.write(f"error: {message}\n")
+    error_line(message)
 
 
 def _read_line() -> str | UnicodeDecodeError | None:

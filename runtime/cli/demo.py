@@ -44,6 +44,7 @@ from pagemind.runtime.events import (
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import ObserverGroup
+from pagemind.runtime.process.home import cache_folder
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import load_spec
 from pagemind.runtime.state.engine import make_engine
@@ -299,7 +300,7 @@ async def run_demo(
     demo, folder = load_script(script)
     out(FIRST_LINE)
     out(SECOND_LINE)
-    with tempfile.TemporaryDirectory(prefix="pagemind-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="demo-", dir=cache_folder()) as tmp:  # never the shared temp folder
         state = home or Path(tmp)
         out(
             f"{demo.title}: {len(demo.turns)} messages over {(demo.turns[-1].at - demo.turns[0].at).days + 1} "

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import sys
 
-from pagemind.runtime.cli.shared import CliError
+from pagemind.runtime.cli.shared import CliError, error_line
 
 _CONFIGURATION_ERRORS = (
     ("pagemind.runtime.process.settings", "SettingsError"),
     ("pagemind.runtime.state.engine", "DatabaseOpenError"),
     ("pagemind.runtime.state.migrate", "SchemaTooNew"),
     ("pagemind.runtime.trace.replay", "ReplayError"),
+    ("pagemind.runtime.memory.vectors.records", "StoreError"),  # a bad or unreachable QDRANT_URL (held: exit 3)
 )
 
 
@@ -34,7 +35,10 @@ def with_endpoint(exc: BaseException) -> str:
     request = getattr(exc.__cause__, "request", None)
     url = getattr(request, "url", None)
     text = str(exc)
-    return f"{text} (endpoint {url})" if url and str(url) not in text else text
+    if not url or str(url) in text:
+        return text
+    shown = str(url).split("?", 1)[0]  # a gateway may take its key as a query parameter (`error_line` drops user:pw@)
+    return f"{text} (endpoint {shown})"
 
 
 def bad_argument(argv: list[str]) -> str | None:
@@ -56,36 +60,36 @@ def exit_code(exc: Exception) -> int:
     spec = sys.modules.get("pagemind.runtime.spec.agent")
     model_client = sys.modules.get("pagemind.runtime.model.client")
     if spec is not None and isinstance(exc, spec.SpecError):
-        sys.stderr.write(f"error: invalid agent definition\n{exc}\n")
+        error_line(f"invalid agent definition\n{exc}")
         return 2
     if type(exc).__name__ in {"AgentBusy", "StaleBlocks", "IdempotencyKeyReused"}:
         # Raised only once the state store (and the loop) are loaded; matched by name so this error path imports
         # nothing. Busy and stale are both another process's turn in the way: exit 3; a reused key is bad input.
-        sys.stderr.write(f"error: {exc}\n")
+        error_line(f"{exc}")
         return 2 if type(exc).__name__ == "IdempotencyKeyReused" else 3
     if model_client is not None and isinstance(exc, model_client.NoModelConfigured):
-        sys.stderr.write(f"error: {exc}\n")
+        error_line(f"{exc}")
         return 2  # configuration, not a model failure
     if model_client is not None and isinstance(exc, model_client.ModelError):
-        sys.stderr.write(f"error: {with_endpoint(exc)}\n")
+        error_line(f"{with_endpoint(exc)}")
         return getattr(exc, "code", 1)
     if isinstance(exc, CliError):
-        sys.stderr.write(f"error: {exc}\n")
+        error_line(f"{exc}")
         return exc.code
     if _is_configuration_error(exc):
-        sys.stderr.write(f"error: {exc}\n")
+        error_line(f"{exc}")
         return 2
     if isinstance(exc, FileExistsError):
-        sys.stderr.write(f"error: {exc.filename} already exists (traces are never overwritten); choose another path\n")
+        error_line(f"{exc.filename} already exists (traces are never overwritten); choose another path")
         return 2
     if isinstance(exc, UnicodeError):
-        sys.stderr.write(f"error: text that is not valid UTF-8: {exc}\n")
+        error_line(f"text that is not valid UTF-8: {exc}")
         return 2
     # A bug, not the user's doing: one line that says so; the traceback goes to the log at debug level.
     first = str(exc).splitlines()[0][:300] if str(exc) else ""
-    sys.stderr.write(
-        f"error: unexpected {type(exc).__name__}: {first} (this is a bug in pagemind; "
-        "PAGEMIND_LOG_LEVEL=debug shows the traceback)\n"
+    error_line(
+        f"unexpected {type(exc).__name__}: {first} (this is a bug in pagemind; "
+        "PAGEMIND_LOG_LEVEL=debug shows the traceback)"
     )
     logs = sys.modules.get("pagemind.runtime.process.logs")
     if logs is not None:

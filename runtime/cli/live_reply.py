@@ -15,6 +15,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pagemind.runtime.cli.shared import terminal_safe
+
 if TYPE_CHECKING:
     from pagemind.runtime.events import Event
 
@@ -43,7 +45,7 @@ class LiveReply:
 
     def _write(self, text: str) -> None:
         stream = self.stream or sys.stdout
-        stream.write(text)
+        stream.write(terminal_safe(text))  # the model's text, as `out` shows every other
         stream.flush()
 
     def on_event(self, event: Event | Any) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from pagemind.runtime.cli.held_store import open_archival
-from pagemind.runtime.cli.shared import CliError, add_wait, clip, open_store, out, resolve_spec
+from pagemind.runtime.cli.shared import CliError, add_wait, clip, open_store, out, resolve_spec, terminal_safe
 
 if TYPE_CHECKING:
     from pagemind.runtime.memory.archival.memory import ArchivalService
@@ -192,7 +192,7 @@ def _confirm(question: str) -> bool:
     """Ask on the terminal (or read the answer from stdin); no answer is no."""
     import sys
 
-    sys.stderr.write(question)
+    sys.stderr.write(terminal_safe(question))
     sys.stderr.flush()
     answer = sys.stdin.readline() if sys.stdin is not None else ""
     return answer.strip().lower() in {"y", "yes"}

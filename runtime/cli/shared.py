@@ -7,6 +7,7 @@ module level beyond the standard library: `pagemind --help` must not pay for SQL
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,9 +37,21 @@ def clip(text: str, limit: int = SHOWN_CHARS) -> str:
     return f"{text[:limit]}… [{len(text) - limit:,} more characters not shown; {len(text):,} in all]"
 
 
+# C0 controls but tab and newline, DEL, and C1 controls: what a terminal acts on (ESC starts a sequence; C1 CSI and
+# OSC do the same on some terminals) instead of showing.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character a terminal would act on shown as `\\xNN` instead: stored text (a
+    block, a message, a trace someone shared) can then neither retitle nor clear the terminal. Tab and newline
+    stay."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def out(text: str = "") -> None:
-    """What the CLI shows the user (output, not logging)."""
-    sys.stdout.write(text + "\n")
+    """What the CLI shows the user (output, not logging); control characters neutralised (`terminal_safe`)."""
+    sys.stdout.write(terminal_safe(text) + "\n")
 
 
 def add_wait(parser: argparse.ArgumentParser, what: str = "a turn") -> None:
@@ -55,7 +68,22 @@ def add_wait(parser: argparse.ArgumentParser, what: str = "a turn") -> None:
 
 def notice(text: str) -> None:
     """A one-line note for the user beside a command's output (stderr, so that piped output stays clean)."""
-    sys.stderr.write(f"note: {text}\n")
+    sys.stderr.write(f"note: {terminal_safe(text)}\n")
+
+
+# `user:password@` in a URL (OPENAI_BASE_URL may carry a gateway's credentials): never shown in an error.
+_PASSWORD = re.compile(r"(?<=://)([^/\s@:]+):[^/\s@]+@")
+
+
+def without_credentials(text: str) -> str:
+    """`text` with the password of every URL in it shown as `***` (`user:***@`, as the database's errors say)."""
+    return _PASSWORD.sub(r"\1:***@", text)
+
+
+def error_line(text: str) -> None:
+    """An error for the user on stderr (`error: …`): no URL's credentials, control characters neutralised as `out`
+    does."""
+    sys.stderr.write(f"error: {terminal_safe(without_credentials(text))}\n")
 
 
 def open_store(settings: Settings) -> StateStore:
@@ -99,7 +127,7 @@ def resolve_spec(target: str, store: StateStore, *, tools: bool = True) -> Agent
     if stored is None:
         raise CliError(f"no agent file or stored agent called '{target}' (see `pagemind agents`)")
     try:
-        return AgentSpec.model_validate_json(stored, context=None if tools else {"import_tools": False})
+        return AgentSpec.model_validate_json(stored, context=None if tools else {"trust": "shared"})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")

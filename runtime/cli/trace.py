@@ -21,12 +21,14 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pagemind.runtime.cli.shared import CliError, out
+from pagemind.runtime.cli.shared import CliError, error_line, notice, out
 
 if TYPE_CHECKING:
     from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.trace.reader import Trace
     from pagemind.runtime.trace.recorder import TraceRecorder
+
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"  # where the SDK sends a client with no base URL
 
 # The parsers below are built at every start (`pagemind --help` included), so the trace machinery, the replayer
 # and the model client are imported by the commands that use them, not here.
@@ -39,7 +41,7 @@ def _command(handler: Any) -> Any:
             code: int = await handler(args, settings)
             return code
         except CliError as exc:
-            sys.stderr.write(f"error: {exc}\n")
+            error_line(str(exc))
             return 2
         except BrokenPipeError:  # `pagemind trace show … | head`: the reader left, nothing is wrong
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -192,10 +194,37 @@ async def cmd_trace_export(args: argparse.Namespace, settings: Settings) -> int:
 # -- replay / fork ----------------------------------------------------------------------------------------------
 
 
+def _live_model(trace: Trace, args: argparse.Namespace, settings: Settings) -> Any:
+    """The fork's live model, at the endpoint and with the key the local configuration (or a flag) names.
+
+    A trace is shared text: its header's `base_url` and `api_key_env` are never used (a doctored header would send
+    a local secret to a listener of its author's choosing); only the model's name and sizes come from it."""
+    from pydantic import ValidationError
+
+    from pagemind.runtime.model.client import NoModelConfigured, OpenAIModelClient
+    from pagemind.runtime.process.problems import one_line_problems
+    from pagemind.runtime.spec.agent import ModelSpec
+    from pagemind.runtime.trace.header import strip_userinfo
+
+    recorded = dict(trace.header.spec.get("model") or {})
+    recorded.update(base_url=args.base_url or settings.openai_base_url, api_key_env=args.api_key_env)
+    if args.model:
+        recorded["name"] = args.model
+    try:
+        spec = ModelSpec.model_validate(recorded)
+        live = OpenAIModelClient.from_spec(spec)
+    except ValidationError as exc:
+        raise CliError(f"the trace's model settings do not load: {one_line_problems(exc)}") from None
+    except NoModelConfigured as exc:
+        raise CliError(str(exc)) from None
+    endpoint = strip_userinfo(spec.base_url) or f"{OPENAI_DEFAULT_URL} (OpenAI's; set OPENAI_BASE_URL or --base-url)"
+    said = f"live model: {spec.name} at {endpoint}, key from ${spec.api_key_env}"
+    (notice if args.json else out)(said)  # --json keeps stdout one JSON document
+    return live
+
+
 @_command
 async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    from pagemind.runtime.model.client import OpenAIModelClient
-    from pagemind.runtime.spec.agent import ModelSpec
     from pagemind.runtime.state.records import utcnow
     from pagemind.runtime.trace.recorder import trace_filename, traces_dir
     from pagemind.runtime.trace.replay import ReplayError, format_report, replay, report_dict
@@ -207,7 +236,7 @@ async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         )
     live, record_to = None, None
     if args.live:
-        live = OpenAIModelClient.from_spec(ModelSpec.model_validate(trace.header.spec["model"]))
+        live = _live_model(trace, args, settings)
         record_to = (
             Path(args.out)
             if args.out
@@ -268,6 +297,14 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument("--live", action="store_true", help="fork: call the configured model from --from-step on")
     rep.add_argument("--from-step", type=int, metavar="N", help="the trace's step where the live model takes over")
     rep.add_argument("--out", help="where a fork's new trace goes (default: $PAGEMIND_HOME/traces/AGENT/)")
+    rep.add_argument("--base-url", metavar="URL", help="the live model's endpoint (default: OPENAI_BASE_URL)")
+    rep.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        default="OPENAI_API_KEY",
+        help="the environment variable with the live model's key (default OPENAI_API_KEY; never the trace's)",
+    )
+    rep.add_argument("--model", metavar="NAME", help="the live model's name (default: the one the trace recorded)")
     rep.add_argument("--json", action="store_true", help="the outcome as JSON")
     rep.add_argument(
         "--trust-tools",

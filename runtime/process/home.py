@@ -36,6 +36,15 @@ def user_home() -> Path:
     return platformdirs.user_data_path("pagemind", appauthor=False)
 
 
+def cache_folder() -> Path:
+    """pagemind's own user cache folder (platformdirs: ~/.cache/pagemind on Linux, honouring XDG_CACHE_HOME),
+    created: the only place besides the state folder pagemind writes (the tokenizer's tables, fastembed's cache,
+    the scratch state of a replay or a demo) — never the shared temp folder."""
+    path = platformdirs.user_cache_path("pagemind", appauthor=False)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def find_home(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Home:
     """The state folder for this environment (default: the process's) and current folder (default: the
     process's); nothing is created."""

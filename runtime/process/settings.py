@@ -100,7 +100,9 @@ class Settings(BaseModel):
     )
     log_level: str | None = _env("PAGEMIND_LOG_LEVEL", "debug, info, warning (default), error or critical")
     tiktoken_cache: Path | None = _env(
-        "PAGEMIND_TIKTOKEN_CACHE", "where the tokenizer's parsed tables are kept (default $TMPDIR/pagemind-tiktoken)"
+        "PAGEMIND_TIKTOKEN_CACHE",
+        "where the tokenizer's parsed tables are kept (default: tiktoken in pagemind's user cache folder, "
+        "~/.cache/pagemind on Linux)",
     )
     server: str | None = _env("PAGEMIND_SERVER", "the daemon `send` and `agents --server` talk to, e.g. http://…:8283")
     api_token: str | None = _env(
@@ -175,6 +177,11 @@ Settings.VARIABLES = (
     Variable("<model.api_key_env>", None, "the variable an agent's model.api_key_env names holds its endpoint's key"),
     Variable("TIKTOKEN_CACHE_DIR", None, "set to PAGEMIND_TIKTOKEN_CACHE for tiktoken, which reads it"),
     Variable("HF_HUB_OFFLINE", None, "set to 1 (unless set) before fastembed loads: the model never comes off the hub"),
+    Variable(
+        "ORT_DISABLE_TELEMETRY",
+        None,
+        "set to 1 (unless set) before onnxruntime is imported: it writes no device id or event database",
+    ),
     Variable(
         "HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY",
         None,

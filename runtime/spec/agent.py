@@ -22,6 +22,7 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic_core import ErrorDetails, to_json
@@ -31,6 +32,7 @@ from pagemind.runtime.spec.fingerprint import later_defaults
 from pagemind.runtime.spec.memory import MemoryConfig
 from pagemind.runtime.spec.renames import collecting, warn, written_locations
 from pagemind.runtime.spec.triggers import IdleTrigger, ScheduleTrigger, check_unique
+from pagemind.runtime.spec.trust import REFUSED, Trust, code_reference, trust_of
 from pagemind.tools import BUILTIN_TOOLS, Tool, tool
 
 # The tiktoken encodings shipped with the package (runtime/tokens.py loads them; a test checks the two agree).
@@ -40,11 +42,13 @@ _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 class SpecError(ValueError):
-    """An agent definition that cannot be used; `str()` lists every problem as `file:line field: message`."""
+    """An agent definition that cannot be used; `str()` lists every problem as `file:line field: message`.
+    `refused`: it names code its source may not (`spec.trust`)."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str], refused: bool = False):
         super().__init__("\n".join(problems))
         self.problems = problems
+        self.refused = refused
 
 
 def resolve_tool(reference: str, folder: Path | None = None) -> Tool:
@@ -112,13 +116,15 @@ def check_tool_syntax(reference: str) -> str:
 
 
 def _check_tool_reference(reference: str, info: ValidationInfo) -> str:
-    # A spec from somewhere untrusted (a trace someone shared) is validated with context {"import_tools": False}:
-    # importing a module named there runs its code.
-    # A spec read from a file the user named ({"tool_folder": its folder}) finds the modules beside it.
-    context = info.context if isinstance(info.context, dict) else {}
-    if context.get("import_tools") is False:
-        return check_tool_syntax(reference)
-    resolve_tool(reference, context.get("tool_folder"))
+    # A custom tool is code: `spec.trust` decides (imported from a file, kept as text from a shared trace, refused
+    # from a client). A spec read from a file the user named ({"tool_folder": its folder}) finds the modules beside it.
+    if reference in BUILTIN_TOOLS:
+        return reference
+    if ":" not in reference:
+        return check_tool_syntax(reference)  # raises: no such built-in
+    if code_reference(reference, info, "tool"):
+        context = info.context if isinstance(info.context, dict) else {}
+        resolve_tool(reference, context.get("tool_folder"))
     return reference
 
 
@@ -184,10 +190,19 @@ class BlockSpec(BaseModel):
             data = {**data, "value": json.dumps(data["value"], ensure_ascii=False)}
         return data
 
+    @field_validator("schema_")
+    @classmethod
+    def _schema_reference(cls, schema: dict[str, Any] | str | None, info: ValidationInfo) -> Any:
+        # A schema by module is code (`spec.trust`); checked here, not by a `CodeRef` in the union, whose failure
+        # would also report the mapping it is not.
+        if isinstance(schema, str):
+            code_reference(schema, info, "schema")
+        return schema
+
     @model_validator(mode="after")
     def _value_fits(self, info: ValidationInfo) -> BlockSpec:
         self.value = self.value.strip()  # YAML block scalars end with a newline that is not memory
-        trusted = not (isinstance(info.context, dict) and info.context.get("import_tools") is False)
+        trusted = trust_of(info) == "file"  # a reference from elsewhere was checked (`CodeRef`), never imported
         if self.schema_ is not None and (trusted or isinstance(self.schema_, dict)):
             schema = self.block_schema()  # resolved: schema_ is set
             if schema is not None:
@@ -444,19 +459,26 @@ def load_spec(path: str | Path) -> AgentSpec:
 
 
 def parse_spec(
-    text: str, source: str | Path = "<agent>", *, import_tools: bool = True, tool_folder: Path | None = None
+    text: str,
+    source: str | Path = "<agent>",
+    *,
+    import_tools: bool = True,
+    trust: Trust | None = None,
+    tool_folder: Path | None = None,
 ) -> AgentSpec:
     """Validate an agent definition given as YAML text (the API receives agents this way); errors name `source`,
-    line and field. `import_tools=False` for text from elsewhere: custom tool modules are checked, not imported.
+    line and field. `trust` says where the text comes from (`spec.trust`): "client" refuses every reference to
+    code (SpecError with `refused`), "shared" (or `import_tools=False`) checks them without importing anything.
     `tool_folder`: where custom tool modules are looked for first (`load_spec`: the file's folder; text that
     comes from no file the user named gets none)."""
     root, data = _parse(Path(source), text)
     if not isinstance(data, dict):
         raise SpecError([f"{source}:1 (top level): must be a mapping of fields (name, model, system, …)"])
+    trust = trust or ("file" if import_tools else "shared")
     try:
         return AgentSpec.model_validate(
-            data,
-            context={"import_tools": import_tools, "source": str(source), "yaml": root, "tool_folder": tool_folder},
+            data, context={"trust": trust, "source": str(source), "yaml": root, "tool_folder": tool_folder}
         )
     except ValidationError as exc:
-        raise SpecError(_problems(Path(source), root, exc)) from None
+        refused = any(e["type"] == REFUSED for e in exc.errors())
+        raise SpecError(_problems(Path(source), root, exc), refused=refused) from None

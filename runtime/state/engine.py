@@ -79,6 +79,9 @@ def _ping_if_idle(engine: Engine) -> None:
     event.listen(engine, "checkout", checkout)
 
 
+SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+
+
 class DatabaseOpenError(RuntimeError):
     """The database cannot be opened (a bad URL, a server that does not answer, a damaged file); the message says
     which database and what to do."""
@@ -132,6 +135,13 @@ def _check_sqlite_file(path: Path) -> None:
 def make_engine(database_url: str) -> Engine:
     """A SQLAlchemy engine for the URL, its schema migrated to the head revision. SQLite files get their folder.
     Raises DatabaseOpenError (one line: which database, what went wrong) when it cannot be opened."""
+    dialect = database_url.partition("://")[0].partition("+")[0] if "://" in database_url else ""
+    if dialect not in SUPPORTED_DIALECTS:  # another dialect's driver is not installed, nor its SQL written for
+        raise DatabaseOpenError(
+            f"DATABASE_URL {_shown(database_url)!r} is not a database URL pagemind can use "
+            f"({f'{dialect} is not supported' if dialect else 'no scheme'}); e.g. postgresql://user@host:5432/db or "
+            "sqlite:///path/to/pagemind.db"
+        )
     try:
         backend = dialect_for_url(database_url)
         path = backend.engine_file(database_url)
@@ -142,7 +152,7 @@ def make_engine(database_url: str) -> Engine:
         else:
             engine = create_engine(database_url)
             _ping_if_idle(engine)
-    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ValueError) as exc:
+    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ValueError, ImportError) as exc:
         raise DatabaseOpenError(
             f"DATABASE_URL {_shown(database_url)!r} is not a database URL pagemind can use "
             f"({_first_line(exc)}); e.g. postgresql://user@host:5432/db or "

@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import structlog
+from pydantic import ValidationError
 
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import ModelClient, ModelRequest, ModelResponse, response_from_body
 from pagemind.runtime.observer import listener
+from pagemind.runtime.process.home import cache_folder
+from pagemind.runtime.process.problems import one_line_problems
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec, BlockSpec
 from pagemind.runtime.spec.memory import SalienceConfig
@@ -42,6 +45,8 @@ from pagemind.runtime.trace.recorder import TraceRecorder
 from pagemind.runtime.trace.served_reads import ServedReads
 
 log = structlog.get_logger("pagemind.replay")
+
+LOCAL_KEY_ENV = "OPENAI_API_KEY"  # the only key variable a replay's agent may name
 
 
 # -- outcomes -------------------------------------------------------------------------------------------------
@@ -83,8 +88,13 @@ def replay_spec(trace: Trace, trust_tools: bool) -> AgentSpec:
     # Untrusted, the spec's tool references are checked for form only: importing a module runs its code.
     try:
         spec = AgentSpec.model_validate(trace.header.spec, context={"import_tools": trust_tools})
-    except ValueError as exc:
-        raise ReplayError(f"{trace.path}:1: the recorded agent spec no longer loads: {exc}") from None
+    except ValidationError as exc:
+        raise ReplayError(
+            f"{trace.path}:1: the recorded agent spec no longer loads: {one_line_problems(exc)}"
+        ) from None
+    # The recorded endpoint and key variable are the trace author's: the scratch agent never gets them (a fork's
+    # live model is built from the local configuration, `pagemind replay --live`).
+    spec.model = spec.model.model_copy(update={"base_url": None, "api_key_env": LOCAL_KEY_ENV})
     section = trace.header.spec.get("memory") or {}
     advanced = section.get("advanced") or {}  # `memory.salience` was recorded there from the tiers on (issue #32)
     if "salience" not in section and "salience" not in advanced:  # recorded before the salience gate existed
@@ -197,7 +207,7 @@ async def replay(
     step of the trace; `record_to` records the new run (its header names the parent). `trust_tools` imports and
     runs the custom tools the trace names; without it they are never imported and serve their recorded results."""
     _check_from_step(trace, from_step, live)
-    with tempfile.TemporaryDirectory(prefix="pagemind-replay-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="replay-", dir=cache_folder()) as tmp:  # never the shared temp folder
         clock = ReplayClock(_start_time(trace))
         comparator = Comparator(trace, clock, from_step)
         agent = await scratch_agent(trace, ReplayModel(comparator, live), clock, Path(tmp), trust_tools)

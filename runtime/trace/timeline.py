@@ -101,7 +101,8 @@ class BarScale:
     def from_header(cls, header: Header) -> BarScale | None:
         """The scale for a recorded agent; None when its recorded spec no longer loads."""
         try:
-            return cls.from_spec(AgentSpec.model_validate(header.spec))
+            # A trace is shared text: the tools and schemas it names are never imported (`spec.trust`).
+            return cls.from_spec(AgentSpec.model_validate(header.spec, context={"trust": "shared"}))
         except ValueError:  # a pydantic ValidationError
             return None
 

@@ -74,7 +74,10 @@ async def get_agent(name: str, daemon: DaemonDep) -> AgentOut:
     responses={
         403: {"description": "`owner` given with a user key (its agents are its user's)"},
         409: {"description": "an agent of that name exists (any user's: names are shared by the whole daemon)"},
-        422: {"description": "invalid body, unknown template or invalid YAML"},
+        422: {
+            "description": "invalid body, unknown template, block values the template does not take, invalid YAML, "
+            "or YAML that names code"
+        },
     },
     openapi_extra={
         "requestBody": {
@@ -116,22 +119,14 @@ def api_spec(raw: bytes) -> Any:
     """An agent definition posted as YAML, validated without importing anything it names; 422 when it is not
     one, or uses what only the served folder may (custom tools, its own endpoint or key)."""
     from pagemind.runtime.spec.agent import ModelSpec, SpecError, parse_spec
-    from pagemind.tools import BUILTIN_TOOLS
 
     try:
-        spec = parse_spec(raw.decode("utf-8"), "<request body>", import_tools=False)
+        # A client's spec names no code (`runtime.spec.trust`: custom tools, schemas by module), imports nothing.
+        spec = parse_spec(raw.decode("utf-8"), "<request body>", trust="client")
     except UnicodeDecodeError as exc:
         raise ApiError(422, "invalid_yaml", f"the body is not UTF-8 text (byte offset {exc.start})") from None
     except SpecError as exc:
-        raise ApiError(422, "invalid_yaml", str(exc)) from None
-    custom = [t for t in spec.tools if t not in BUILTIN_TOOLS]
-    if custom:
-        raise ApiError(
-            422,
-            "forbidden_field",
-            f"tools {custom}: an agent posted to the API may use built-in tools "
-            "only; put an agent with custom tools in the served folder",
-        )
+        raise ApiError(422, "forbidden_field" if exc.refused else "invalid_yaml", str(exc)) from None
     default = ModelSpec(name="x")
     if spec.model.base_url is not None or spec.model.api_key_env != default.api_key_env:
         raise ApiError(
@@ -151,7 +146,7 @@ def api_spec(raw: bytes) -> Any:
     responses={
         200: {"model": PurgeOut, "description": "purged (`purge=true`): what was erased, per store"},
         404: {"description": "unknown agent"},
-        409: {"description": "an agent of the served folder (its YAML file), which only its file can remove"},
+        409: {"description": "an agent of the served folder (not_deletable): remove its file instead"},
         503: {"description": "a vector store cannot be reached (`purge=true`; nothing was erased)"},
     },
 )
@@ -210,6 +205,7 @@ async def assign_owner(name: str, body: AssignOwner, request: Request, daemon: D
     responses={
         202: {"model": RunOut, "description": "accepted, not finished (async, or past timeout_s)"},
         404: {"description": "unknown agent"},
+        409: {"description": "the idempotency key was used for other content (idempotency_key_reused)"},
     },
     dependencies=[Depends(turn_quota)],
 )
@@ -242,7 +238,10 @@ async def submitted(name: str, body: SendMessage, daemon: DaemonDep) -> tuple[In
     tags=["messages"],
     response_class=EventSourceResponse,
     summary="send a message and stream its turn as server-sent events",
-    responses={404: {"description": "unknown agent"}},
+    responses={
+        404: {"description": "unknown agent"},
+        409: {"description": "the idempotency key was used for other content (idempotency_key_reused)"},
+    },
     dependencies=[Depends(turn_quota)],
 )
 async def stream_message(

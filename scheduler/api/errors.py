@@ -10,6 +10,7 @@ from pagemind.scheduler.errors import (
     AgentExists,
     AgentUnavailable,
     DaemonError,
+    InvalidBlocks,
     KeyReused,
     NotDeletable,
     UnknownAgent,
@@ -33,8 +34,9 @@ def unknown_run(run_id: str) -> ApiError:
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
-    """The JSON every error answers with."""
-    return {"error": {"code": code, "message": message}}
+    """The JSON every error answers with; its message one line (several problems, as a spec's, joined by "; ")."""
+    one_line = "; ".join(line.strip() for line in message.splitlines() if line.strip())
+    return {"error": {"code": code, "message": one_line or message}}
 
 
 # The status and code of each daemon error (subclasses first: the first match wins).
@@ -46,6 +48,7 @@ _DAEMON_ERRORS: tuple[tuple[type[DaemonError], int, str], ...] = (
     (KeyReused, 409, "idempotency_key_reused"),
     (NotDeletable, 409, "not_deletable"),
     (UnknownTemplate, 422, "unknown_template"),
+    (InvalidBlocks, 422, "invalid_blocks"),
 )
 
 

@@ -10,10 +10,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pagemind.runtime.spec.tuning import ArchivalConfig
 from pagemind.tools.context import ArchivalHit, RecallHit
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # also a safe URL path segment
 USER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@+:-]{0,127}$"  # an end user's id (`runtime.state.keys.USER_ID`)
+# The longest archival memory an agent takes by default: the API promises no more than its write path accepts.
+MEMORY_CHARS: int = ArchivalConfig.model_fields["max_memory_chars"].default
 
 
 class _Request(BaseModel):
@@ -162,7 +165,12 @@ class PatchBlock(_Request):
 class ArchivalInsertIn(_Request):
     """A memory to store (the write path may refresh a near-duplicate or supersede a contradicted one)."""
 
-    content: str = Field(min_length=1, max_length=20_000)
+    content: str = Field(
+        min_length=1,
+        max_length=MEMORY_CHARS,
+        description=f"at most {MEMORY_CHARS:,} characters (an agent's memory.advanced.archival.max_memory_chars, "
+        "when lower, refuses more with 422)",
+    )
     kind: Literal["fact", "preference", "progress", "todo", "episode", "constraint", "reflection"] = "fact"
     tags: list[str] = Field(default_factory=list, max_length=20)
     importance: float | None = Field(None, ge=0, le=1)

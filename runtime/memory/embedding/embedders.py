@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.memory.embedding.onnx_arena import keep_model_memory_small
 from pagemind.runtime.memory.embedding.profiles import MINILM, ModelProfile, local_profile
+from pagemind.runtime.process.home import cache_folder
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
@@ -137,6 +138,7 @@ class FastEmbedEmbedder:
                     register_custom(self.profile)
                 self._model = TextEmbedding(
                     self.profile.fastembed_name,
+                    cache_dir=str(cache_folder() / "fastembed"),  # its default is the shared temp folder
                     specific_model_path=str(self.model_dir),
                     threads=self.threads,
                     lazy_load=False,

@@ -8,10 +8,12 @@ indexes and search parameters (it compares every point).
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import structlog
@@ -72,6 +74,33 @@ def _client_filter(agent_id: int, flt: MemoryFilter) -> Any:
     return m.Filter(must=must, must_not=must_not or None)
 
 
+def _without_userinfo(url: str) -> str:
+    return re.sub(r"(?<=://)[^/\s@]+@", "", url)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "no message"
+
+
+def _check_url(url: str) -> None:
+    """Raise StoreError, in one line, for a QDRANT_URL that is no http(s) URL with a host (and a valid port)."""
+    problem = ""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises for a port that is not a number
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problem = "it needs http:// or https:// and a host"
+    if problem:
+        raise StoreError(
+            f"QDRANT_URL={_without_userinfo(url)!r} is not a Qdrant server URL ({problem}); "
+            "e.g. http://localhost:6333, or unset it for the embedded store"
+        )
+
+
 class ServerBackend(ArchivalBackend):
     """A Qdrant server or cluster through `qdrant-client`: one collection per embedding model and dimension."""
 
@@ -100,8 +129,16 @@ class ServerBackend(ArchivalBackend):
         from qdrant_client import QdrantClient
 
         local = url == ":memory:"
-        client = QdrantClient(location=":memory:") if local else QdrantClient(url=url, api_key=api_key)
-        return cls(client, collection, dim, url, local=local)
+        if not local:
+            _check_url(url)
+        try:
+            client = QdrantClient(location=":memory:") if local else QdrantClient(url=url, api_key=api_key)
+            return cls(client, collection, dim, url, local=local)
+        except Exception as exc:  # refused, unreachable, not Qdrant, a bad key: whatever qdrant-client raises
+            raise StoreError(
+                f"cannot use the Qdrant server at QDRANT_URL={_without_userinfo(url)!r}: {type(exc).__name__}: "
+                f"{_first_line(exc)} (check that it runs and answers there, and QDRANT_API_KEY)"
+            ) from None
 
     def _ensure_collection(self) -> None:
         if self.client.collection_exists(self.collection):

@@ -96,3 +96,33 @@ def test_replay_serves_recorded_results_and_imports_nothing_unless_trusted(tmp_p
     assert trusted.returncode == 0, trusted.stderr
     assert trusted.stdout.startswith("identical:"), trusted.stdout
     assert (marks / "imported").exists() and (marks / "ran").read_text() == "hello"
+
+
+def test_trace_show_imports_nothing_a_trace_names(tmp_path, monkeypatch):
+    module = "pagemind_shown_tools_" + tmp_path.name.replace("-", "_")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / f"{module}.py").write_text(textwrap.dedent(TOOL_MODULE))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    monkeypatch.setenv("MARKS", str(marks))
+    monkeypatch.setenv("PAGEMIND_HOME", str(tmp_path / "home"))
+    trace = _record(tmp_path, module)
+    for mark in marks.iterdir():
+        mark.unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_"))}
+    env.update(
+        PAGEMIND_HOME=str(tmp_path / "viewer"),
+        MARKS=str(marks),
+        PYTHONPATH=os.pathsep.join([str(tmp_path / "lib"), env.get("PYTHONPATH", "")]),
+    )
+    shown = subprocess.run(
+        [sys.executable, "-m", "pagemind.runtime.cli.main", "trace", "show", str(trace)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "leave_note" in shown.stdout
+    assert list(marks.iterdir()) == []  # the module the trace names was never imported

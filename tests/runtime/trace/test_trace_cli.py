@@ -132,7 +132,8 @@ def test_replay_live_from_step_forks_into_a_new_trace(home, scripted_openai, cap
     [path] = list((home / "traces" / "companion").glob("*.jsonl"))
     scripted_openai.add(tool_call("send_message", {"message": "Hello from the live model."}))
     assert main(["replay", str(path), "--live", "--from-step", "2"]) == 0
-    output = capsys.readouterr().out
+    said, output = capsys.readouterr().out.split("\n", 1)
+    assert said.startswith("live model: ") and said.endswith(", key from $OPENAI_API_KEY")  # before the call
     assert output.startswith("forked: 1 recorded step(s) replayed identically, then the live model; new trace: ")
     fork = Path(output.split("new trace: ")[1].strip())
     assert fork.parent == path.parent and fork != path
