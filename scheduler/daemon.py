@@ -35,7 +35,7 @@ from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
-from pagemind.scheduler.errors import DaemonError, KeyReused, UnknownRun
+from pagemind.scheduler.errors import DaemonError, DaemonStopping, KeyReused, UnknownRun
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.queue.inbox import RUNNING, Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases, new_owner_id
@@ -151,6 +151,7 @@ class Daemon:
         self.triggers = TriggerRunner(self, started=clock())
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
+        self.stopped = False  # `stop` gave the unfinished items back: waiting for a run here is over
 
     @property
     def owner(self) -> str:
@@ -162,6 +163,7 @@ class Daemon:
     async def start(self) -> None:
         """Register this process, end dead daemons' leases (their running items run again, completed rather than
         redone), start listening for work and the dispatcher."""
+        self.stopped = False
         now = utcnow()
         self.leases.register(self.config.url, now)
         swept = self.leases.sweep(now)
@@ -221,6 +223,8 @@ class Daemon:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         released = self.inbox.release(self.owner)
+        self.stopped = True
+        self.fanout.end_all()  # every waiter and stream looks again, and finds the daemon stopped
         await self.dispatcher.held.release_all()
         self.leases.unregister()
         HeldConnections.of(self.store.engine).close()
@@ -287,8 +291,9 @@ class Daemon:
         return self.inbox.get(run_id)
 
     async def wait(self, run_id: str, timeout: float, *, known: InboxItem | None = None) -> InboxItem:
-        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`. `known`: the item
-        as the caller just got it (from `submit`, with no await between): its first read is skipped."""
+        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`, and `DaemonStopping`
+        when the daemon stopped first (the item is pending again). `known`: the item as the caller just got it (from
+        `submit`, with no await between): its first read is skipped."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -300,10 +305,14 @@ class Daemon:
                 remaining = deadline - loop.time()
                 if item.finished or remaining <= 0:
                     return item
+                if self.stopped:  # its unfinished items are pending again: no run ends here
+                    raise DaemonStopping(run_id)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(finished.wait(), min(remaining, self.config.poll_s))
                 if finished.item is not None:  # it ended here: the item as its finish stored it, no read
                     return finished.item
+                if self.stopped:  # woken by the stop: its connections are closed, nothing to read
+                    raise DaemonStopping(run_id)
             finally:
                 self.fanout.unwait(run_id, finished)
 

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.scheduler.api.auth import KeyRing, RateLimiter, authorize
-from pagemind.scheduler.api.errors import ApiError, error_body, status_of_daemon_error
+from pagemind.scheduler.api.errors import ApiError, error_body, headers_of_daemon_error, status_of_daemon_error
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import DaemonError
 
@@ -153,7 +153,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DaemonError)
     async def daemon_error(_: Request, exc: DaemonError) -> JSONResponse:
         status, code = status_of_daemon_error(exc)
-        return JSONResponse(error_body(code, str(exc)), status_code=status)
+        return JSONResponse(error_body(code, str(exc)), status_code=status, headers=headers_of_daemon_error(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

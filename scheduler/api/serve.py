@@ -3,7 +3,8 @@ that serves a database (for `pagemind run`).
 
 Shutdown: the first signal stops the daemon taking work and lets the turns in flight finish within the grace
 period (`Daemon.stop`), while uvicorn stops accepting connections and lets the requests in flight end (a waiting
-`sync` request gets its reply, or 202 when the turn was released); then the process exits 0. A second signal
+`sync` request gets its reply when its turn ends within the grace period, else 503 `daemon_stopping` naming the run,
+which is stored and pending again; a stream ends with the same `error`); then the process exits 0. A second signal
 ends the remaining connections at once. Uvicorn's own signal handling is replaced: it re-raises the signal after
 shutting down, which would end the process with the signal's status instead of 0.
 """
