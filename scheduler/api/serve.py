@@ -72,6 +72,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
             f"on {url} ({auth}); SIGTERM or Ctrl-C stops it\n"
         )
         sys.stderr.flush()
+        tell_supervisor(getattr(args, "ready_fd", None))
 
     server = _Server(server_config, started)
     sockets = [_reuse_port_socket(args.host, args.port)] if getattr(args, "reuse_port", False) else None
@@ -121,6 +122,18 @@ class _Server:
                     on_started(self)
 
         return Server(config)
+
+
+def tell_supervisor(ready_fd: int | None) -> None:
+    """A worker of `serve --workers` says it listens (`scheduler.workers`): one byte on the pipe it was given."""
+    if ready_fd is None:
+        return
+    import os
+
+    with contextlib.suppress(OSError):  # the supervisor is gone: nobody to tell
+        os.write(ready_fd, b"1")
+    with contextlib.suppress(OSError):
+        os.close(ready_fd)
 
 
 def serving_loop() -> asyncio.AbstractEventLoop:
