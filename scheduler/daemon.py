@@ -87,6 +87,9 @@ class DaemonConfig(BaseModel):
         4, ge=0, description="messages of one user accepted and not finished at once, over its agents (0: any)"
     )
     key_cache_s: float = Field(5.0, ge=0, description="a key found is trusted this long before it is read again")
+    min_api_trigger_s: float = Field(
+        900, ge=0, description="an agent posted to the API: least time between two of its trigger firings (0: any)"
+    )
     # Shortcuts: each saves a statement or a round trip per turn, measured on and off in one run by
     # `python -m bench.daemon_ab --off NAME` (bench/RESULTS.md, "Daemon shortcuts on and off"); off, the daemon
     # takes the plain path, with the same guarantees. Gain: linger_s 3.7x steps/s at 10 agents (Postgres);

@@ -16,6 +16,7 @@ from pagemind.scheduler.api.auth import KeyRing, admin_only, principal_in, turn_
 from pagemind.scheduler.api.errors import ApiError, unknown_run
 from pagemind.scheduler.api.models import AgentList, AgentOut, AssignOwner, CreateAgent, RunOut, SendMessage
 from pagemind.scheduler.api.sse import accepted, turn_sse
+from pagemind.scheduler.api.trigger_limit import too_frequent
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.queue.inbox import InboxItem
 from pagemind.scheduler.streams.run_stream import RunStream
@@ -98,6 +99,8 @@ async def create_agent(request: Request, daemon: DaemonDep) -> AgentOut:
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media in YAML_TYPES:
         spec = api_spec(raw)
+        if (why := too_frequent(spec.schedule, daemon.config.min_api_trigger_s)) is not None:
+            raise ApiError(422, "trigger_too_frequent", why)
         info = daemon.create_agent(spec.name, spec=spec, owner=principal.user)
     else:
         try:
