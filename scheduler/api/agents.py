@@ -151,7 +151,10 @@ def api_spec(raw: bytes) -> Any:
     tags=["agents"],
     status_code=204,
     summary="delete an agent",
-    responses={404: {"description": "unknown agent"}},
+    responses={
+        404: {"description": "unknown agent"},
+        409: {"description": "defined by a YAML file of the served folder (not_deletable): delete the file"},
+    },
 )
 async def delete_agent(name: str, daemon: DaemonDep) -> Response:
     """Forget an agent made through the API (its memory with it)."""
@@ -189,6 +192,11 @@ async def assign_owner(name: str, body: AssignOwner, request: Request, daemon: D
     responses={
         202: {"model": RunOut, "description": "accepted, not finished (async, or past timeout_s)"},
         404: {"description": "unknown agent"},
+        409: {"description": "the idempotency_key was used for other content (idempotency_key_reused)"},
+        503: {
+            "description": "the agent's YAML does not load (agent_unavailable), or the daemon stopped while the "
+            "request waited (daemon_stopping: the message is stored and pending; Location names its run)"
+        },
     },
     dependencies=[Depends(turn_quota)],
 )
