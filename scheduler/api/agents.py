@@ -73,6 +73,7 @@ async def get_agent(name: str, daemon: DaemonDep) -> AgentOut:
     status_code=201,
     summary="create an agent from a template or a YAML body",
     responses={
+        400: {"description": "blocks the template does not have (daemon_error)"},
         403: {"description": "`owner` given with a user key (its agents are its user's)"},
         409: {"description": "an agent of that name exists (any user's: names are shared by the whole daemon)"},
         422: {"description": "invalid body, unknown template or invalid YAML"},

@@ -141,10 +141,12 @@ ERROR_SCHEMA: dict[str, Any] = {
 def document_errors(document: dict[str, Any]) -> None:
     """Every error answer of the document (4xx, 5xx) has the one body the API sends, `Error`: FastAPI documents
     its own 422 shape (`HTTPValidationError`, `{"detail": …}`), which the API never sends, and leaves the others
-    without a body."""
+    without a body. Every route naming an agent lists the 503 of an agent whose YAML does not load."""
     body = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    for methods in document.get("paths", {}).values():
+    for path, methods in document.get("paths", {}).items():
         for operation in methods.values():
+            if "{name}" in path:  # the agent's YAML in the served folder does not load (`AgentUnavailable`)
+                operation["responses"].setdefault("503", {"description": "the agent's YAML does not load"})
             for status, response in operation.get("responses", {}).items():
                 if status[0] in "45":
                     response["content"] = body
