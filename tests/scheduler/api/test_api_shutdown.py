@@ -1,10 +1,16 @@
 """Requests cut by the daemon's stop (issue 34, item 8): a sync message or a stream still waiting for its turn when the
 daemon stops answers a clean JSON error (503 `daemon_stopping`, naming the run, which is stored and pending again),
-never a bare 500; a turn that ends within the grace period answers with its reply as before."""
+never a bare 500; a turn that ends within the grace period answers with its reply as before. Last, a real `pagemind
+serve` stopped by SIGTERM while a sync request waits: JSON 503, exit 0, and no traceback in its output (uvicorn's
+cancelled request was a plain-text 500 and two of them)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import threading
 
 import httpx
 import pytest
@@ -17,6 +23,9 @@ from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
 from pagemind.scheduler.queue.inbox import Inbox
 from tests.scheduler.api.test_api import TEMPLATE, parse_sse
+from tests.scheduler.test_serve import ROOT, start_serve, stop
+from tests.scheduler.test_serve import TEMPLATE as SERVED_TEMPLATE
+from tests.support.daemon_support import wait_until
 from tests.support.openai_stub import answer
 
 
@@ -93,3 +102,45 @@ async def test_a_turn_that_ends_within_the_grace_period_answers_with_its_reply(s
     answer_ = await sent
     await stop
     assert answer_.status_code == 200 and answer_.json()["reply"] == "echo: slow"
+
+
+@pytest.fixture
+def slow_stub():
+    """A model endpoint that takes 60 s to answer: the turn is still waiting when the daemon stops."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "support" / "openai_stub.py"), "--latency-ms", "60000"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    port = int(process.stdout.readline().split()[-1])
+    yield f"http://127.0.0.1:{port}/v1"
+    process.terminate()
+    process.wait(10)
+
+
+def test_a_real_serve_cut_by_sigterm_answers_json_503_and_logs_no_traceback(slow_stub, tmp_path):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "companion.yaml").write_text(SERVED_TEMPLATE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_", "PAGEMIND_"))}
+    env.update(PAGEMIND_HOME=str(tmp_path / "home"), OPENAI_BASE_URL=slow_stub, OPENAI_API_KEY="test-key")
+    process, url = start_serve(folder, env, "--grace", "0.5")
+    answers: list[httpx.Response] = []
+    try:
+        assert httpx.post(f"{url}/v1/agents", json={"template": "companion", "name": "u1"}).status_code == 201
+        waiting = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(f"{url}/v1/agents/u1/messages", json={"content": "hi", "timeout_s": 120}, timeout=120)
+            )
+        )
+        waiting.start()
+        wait_until(lambda: httpx.get(f"{url}/v1/agents/u1").json()["pending"] == 1, "the message in the inbox")
+    finally:
+        code, stderr = stop(process)
+    waiting.join(60)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "Exception in ASGI application" not in stderr, stderr
+    (answer,) = answers
+    assert answer.status_code == 503 and answer.headers["content-type"] == "application/json"
+    assert answer.json()["error"]["code"] == "daemon_stopping"
+    assert answer.headers["location"].startswith("/v1/runs/")
