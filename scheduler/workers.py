@@ -152,9 +152,17 @@ class _Supervisor:
 
     async def _restart(self, index: int, delay: float) -> None:
         await asyncio.sleep(delay)
-        self.slots[index].restarting = None
-        if not self.stopping:
+        slot = self.slots[index]
+        slot.restarting = None
+        if self.stopping:
+            return
+        try:
             await self.start(index)
+        except OSError as exc:  # no process could be made (out of memory, of pids): try again after the next step
+            slot.quick_deaths += 1
+            delay = backoff_s(slot.quick_deaths, bool(self.live))
+            sys.stderr.write(f"pagemind: cannot start a worker ({exc}); trying again in {delay:g} s\n")
+            slot.restarting = asyncio.ensure_future(self._restart(index, delay))
 
     async def run(self, url: str) -> int:
         """Start every worker, then handle their exits until all have stopped after a signal or a failed start."""
