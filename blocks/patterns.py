@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
+# The largest compiled pattern accepted: matching is linear in the text, but with the program's size as its factor
+# once RE2's automaton cache runs out ('[a-z]{1,1000}' twenty times: 40,000 instructions, 0.5 s against 5,000
+# characters); real patterns compile to tens or hundreds, and 5,000 matches 100,000 characters in milliseconds.
+MAX_PROGRAM_SIZE = 5000
 # Values that are data, not schemas: a "pattern" key inside them is not a regular expression.
 _DATA_KEYWORDS = frozenset(("const", "enum", "default", "examples"))
 
@@ -30,13 +34,19 @@ def compiled(pattern: str) -> Any:
     options = re2.Options()
     options.log_errors = False  # the reason is in the exception; RE2 would also write it to stderr
     try:
-        return re2.compile(pattern, options)
+        program = re2.compile(pattern, options)
     except re2.error as exc:
         why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise ValueError(
-            f"pattern {pattern!r} cannot be matched in linear time ({why}): lookaround and backreferences are not "
-            "supported (the JSON Schema recommended regular-expression subset has neither)"
+            f"pattern {pattern!r} is refused ({why}): patterns are matched in linear time by RE2, which has no "
+            "lookaround and no backreferences (nor has the JSON Schema recommended regular-expression subset)"
         ) from None
+    if program.programsize > MAX_PROGRAM_SIZE:
+        raise ValueError(
+            f"pattern {pattern!r} is refused: it compiles to {program.programsize} instructions, at most "
+            f"{MAX_PROGRAM_SIZE} are allowed (large counted repetitions such as {{1,1000}} repeated make it so)"
+        )
+    return program
 
 
 def search(pattern: str, text: str) -> bool:
