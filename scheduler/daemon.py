@@ -151,7 +151,7 @@ class Daemon:
         self.fanout = RunFanout(self.owner, self.relay, interval_s=self.config.relay_interval_s)
         self.dispatcher = Dispatcher(self.inbox, self.leases, self.pool, self.fanout, self.config)
         self.wakeups: PgWakeups | None = None
-        self.triggers = TriggerRunner(self, started=clock())
+        self.triggers = TriggerRunner(self, started=clock(), turns_per_owner=self.config.key_turns_in_flight)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
         self.stopped = False  # `stop` gave the unfinished items back: waiting for a run here is over
