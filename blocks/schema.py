@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from pagemind.blocks.patterns import check_patterns, validator_class
+
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
+    from jsonschema.protocols import Validator
 
 # jsonschema (with referencing, rpds, attrs: ≈ 2 MB resident) is imported by the first inline schema: an agent whose
 # blocks have none, or only pydantic models (the shipped ones), never loads it.
@@ -89,6 +91,7 @@ class BlockSchema:
         except SchemaError as exc:
             raise ValueError(f"not a valid JSON Schema at {format_path(exc.absolute_path)}: {exc.message}") from None
         _check_references(schema, schema, ())
+        check_patterns(schema)  # matched by RE2, in linear time: a posted pattern cannot stall the daemon
         return cls(json.dumps(schema, sort_keys=True, ensure_ascii=False), schema)
 
     @classmethod
@@ -157,11 +160,9 @@ class BlockSchema:
 
 
 @functools.lru_cache(maxsize=256)
-def _validator(reference: str) -> Draft202012Validator:
+def _validator(reference: str) -> Validator:
     # Keyed by the canonical schema text: one compiled validator per distinct inline schema.
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(json.loads(reference))
+    return validator_class()(json.loads(reference))
 
 
 def _shape(schema: dict[str, Any], defs: dict[str, Any], depth: int) -> str:

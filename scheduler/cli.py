@@ -68,6 +68,7 @@ def add_parsers(sub: Any) -> None:
         help="a daemon setting (docs: DaemonConfig), e.g. linger_s=0 or hold_steps=false; repeatable",
     )
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker of --workers
+    serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # a worker tells its supervisor it listens
     serve.set_defaults(handler=cmd_serve, loop_factory=serve_loop)
     send = sub.add_parser("send", help="send a message to an agent a daemon serves, print the reply")
     send.add_argument("agent", help="the agent's name")

@@ -35,7 +35,7 @@ from pagemind.runtime.state.held import HeldConnections
 from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
-from pagemind.scheduler.errors import DaemonError, KeyReused, NotDeletable, UnknownAgent, UnknownRun
+from pagemind.scheduler.errors import DaemonError, DaemonStopping, KeyReused, NotDeletable, UnknownAgent, UnknownRun
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.queue.inbox import Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases, new_owner_id
@@ -104,6 +104,9 @@ class DaemonConfig(BaseModel):
         4, ge=0, description="messages of one user accepted and not finished at once, over its agents (0: any)"
     )
     key_cache_s: float = Field(5.0, ge=0, description="a key found is trusted this long before it is read again")
+    min_api_trigger_s: float = Field(
+        900, ge=0, description="an agent posted to the API: least time between two of its trigger firings (0: any)"
+    )
     # Shortcuts: each saves statements or round trips per turn, measured on and off in one run by
     # `python -m bench.daemon_ab --off NAME` (bench/RESULTS.md); off, the daemon takes the plain path, with the
     # same outcome. One gain each:
@@ -166,9 +169,10 @@ class Daemon:
         self.fanout = RunFanout(self.owner, self.relay, interval_s=self.config.relay_interval_s)
         self.dispatcher = Dispatcher(self.inbox, self.leases, self.pool, self.fanout, self.config)
         self.wakeups: PgWakeups | None = None
-        self.triggers = TriggerRunner(self, started=clock())
+        self.triggers = TriggerRunner(self, started=clock(), turns_per_owner=self.config.key_turns_in_flight)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = False
+        self.stopped = False  # `stop` gave the unfinished items back: waiting for a run here is over
 
     @property
     def owner(self) -> str:
@@ -180,6 +184,7 @@ class Daemon:
     async def start(self) -> None:
         """Register this process, end dead daemons' leases (their running items run again, completed rather than
         redone), start listening for work and the dispatcher."""
+        self.stopped = False
         now = utcnow()
         self.leases.register(self.config.url, now)
         swept = self.leases.sweep(now)
@@ -239,6 +244,8 @@ class Daemon:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         released = self.inbox.release(self.owner)
+        self.stopped = True
+        self.fanout.end_all()  # every waiter and stream looks again, and finds the daemon stopped
         await self.dispatcher.held.release_all()
         self.leases.unregister()
         HeldConnections.of(self.store.engine).close()
@@ -288,8 +295,9 @@ class Daemon:
         return self.inbox.get(run_id)
 
     async def wait(self, run_id: str, timeout: float, *, known: InboxItem | None = None) -> InboxItem:
-        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`. `known`: the item
-        as the caller just got it (from `submit`, with no await between): its first read is skipped."""
+        """The item once done or failed, or as it stands after `timeout` seconds; `UnknownRun`, and `DaemonStopping`
+        when the daemon stopped first (the item is pending again). `known`: the item as the caller just got it (from
+        `submit`, with no await between): its first read is skipped."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -301,10 +309,14 @@ class Daemon:
                 remaining = deadline - loop.time()
                 if item.finished or remaining <= 0:
                     return item
+                if self.stopped:  # its unfinished items are pending again: no run ends here
+                    raise DaemonStopping(run_id)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(finished.wait(), min(remaining, self.config.poll_s))
                 if finished.item is not None:  # it ended here: the item as its finish stored it, no read
                     return finished.item
+                if self.stopped:  # woken by the stop: its connections are closed, nothing to read
+                    raise DaemonStopping(run_id)
             finally:
                 self.fanout.unwait(run_id, finished)
 

@@ -72,3 +72,15 @@ class KeyReused(DaemonError):
     def __init__(self, agent: str, key: str):
         super().__init__(f"idempotency key {key!r} of agent '{agent}' was used for other content; use a new key")
         self.agent, self.key = agent, key
+
+
+class DaemonStopping(DaemonError):
+    """The daemon stopped while a request waited for a run that had not ended: the message is stored and pending
+    (another daemon, or this one once restarted, runs it), so the client must not send it again as new."""
+
+    def __init__(self, run_id: str):
+        super().__init__(
+            f"the daemon is stopping; message {run_id} is stored and pending, and runs once a daemon serves it again "
+            f"(GET /v1/runs/{run_id} when it is back; sending it again with the same idempotency_key returns it)"
+        )
+        self.run_id = run_id

@@ -16,6 +16,7 @@ from pagemind.scheduler.api.auth import KeyRing, admin_only, principal_in, turn_
 from pagemind.scheduler.api.errors import ApiError, unknown_run
 from pagemind.scheduler.api.models import AgentList, AgentOut, AssignOwner, CreateAgent, PurgeOut, RunOut, SendMessage
 from pagemind.scheduler.api.sse import accepted, turn_sse
+from pagemind.scheduler.api.trigger_limit import too_frequent
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.queue.inbox import InboxItem
 from pagemind.scheduler.streams.run_stream import RunStream
@@ -101,6 +102,8 @@ async def create_agent(request: Request, daemon: DaemonDep) -> AgentOut:
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media in YAML_TYPES:
         spec = api_spec(raw)
+        if (why := too_frequent(spec.schedule, daemon.config.min_api_trigger_s)) is not None:
+            raise ApiError(422, "trigger_too_frequent", why)
         info = daemon.create_agent(spec.name, spec=spec, owner=principal.user)
     else:
         try:
@@ -206,6 +209,10 @@ async def assign_owner(name: str, body: AssignOwner, request: Request, daemon: D
         202: {"model": RunOut, "description": "accepted, not finished (async, or past timeout_s)"},
         404: {"description": "unknown agent"},
         409: {"description": "the idempotency key was used for other content (idempotency_key_reused)"},
+        503: {
+            "description": "the agent's YAML does not load (agent_unavailable), or the daemon stopped while the "
+            "request waited (daemon_stopping: the message is stored and pending; Location names its run)"
+        },
     },
     dependencies=[Depends(turn_quota)],
 )

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.scheduler.api.auth import KeyRing, RateLimiter, authorize
-from pagemind.scheduler.api.errors import ApiError, error_body, status_of_daemon_error
+from pagemind.scheduler.api.errors import ApiError, error_body, headers_of_daemon_error, status_of_daemon_error
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import DaemonError
 
@@ -74,6 +74,7 @@ class _Api(FastAPI):
             for path in OPEN_PATHS.intersection(document.get("paths", {})):
                 for operation in document["paths"][path].values():
                     operation["security"] = []
+            document_errors(document)
             self.openapi_schema = document
         return self.openapi_schema
 
@@ -121,6 +122,42 @@ def create_app(
     return app
 
 
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Every error's body (scheduler/api/errors.py); a 422 adds `details`, one per problem",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {
+                "code": {"type": "string", "description": "stable and machine-readable, e.g. unknown_agent"},
+                "message": {"type": "string", "description": "for people: what is wrong and what to do"},
+                "details": {"type": "array", "items": {"type": "object"}},
+            },
+        }
+    },
+}
+
+
+def document_errors(document: dict[str, Any]) -> None:
+    """Every error answer of the document (4xx, 5xx) has the one body the API sends, `Error`: FastAPI documents
+    its own 422 shape (`HTTPValidationError`, `{"detail": …}`), which the API never sends, and leaves the others
+    without a body. Every route naming an agent lists the 503 of an agent whose YAML does not load."""
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path, methods in document.get("paths", {}).items():
+        for operation in methods.values():
+            if "{name}" in path:  # the agent's YAML in the served folder does not load (`AgentUnavailable`)
+                operation["responses"].setdefault("503", {"description": "the agent's YAML does not load"})
+            for status, response in operation.get("responses", {}).items():
+                if status[0] in "45":
+                    response["content"] = body
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    schemas["Error"] = ERROR_SCHEMA
+
+
 def _add_health(app: FastAPI) -> None:
     async def health() -> dict[str, str]:
         """Liveness: the event loop runs."""
@@ -144,7 +181,12 @@ def _add_health(app: FastAPI) -> None:
 
     for prefix in ("", "/v1"):  # the root for probes configured before /v1; /v1 as every other route
         app.get(f"{prefix}/health", tags=["health"], summary="the process answers")(health)
-        app.get(f"{prefix}/ready", tags=["health"], summary="the daemon takes work")(ready)
+        app.get(
+            f"{prefix}/ready",
+            tags=["health"],
+            summary="the daemon takes work",
+            responses={503: {"description": "not running: starting, or stopping (not_ready)"}},
+        )(ready)
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -155,7 +197,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DaemonError)
     async def daemon_error(_: Request, exc: DaemonError) -> JSONResponse:
         status, code = status_of_daemon_error(exc)
-        return JSONResponse(error_body(code, str(exc)), status_code=status)
+        return JSONResponse(error_body(code, str(exc)), status_code=status, headers=headers_of_daemon_error(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

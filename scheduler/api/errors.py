@@ -10,6 +10,7 @@ from pagemind.scheduler.errors import (
     AgentExists,
     AgentUnavailable,
     DaemonError,
+    DaemonStopping,
     InvalidBlocks,
     KeyReused,
     NotDeletable,
@@ -49,7 +50,15 @@ _DAEMON_ERRORS: tuple[tuple[type[DaemonError], int, str], ...] = (
     (NotDeletable, 409, "not_deletable"),
     (UnknownTemplate, 422, "unknown_template"),
     (InvalidBlocks, 422, "invalid_blocks"),
+    (DaemonStopping, 503, "daemon_stopping"),  # the message is stored and pending: not a failure to resend
 )
+
+
+def headers_of_daemon_error(exc: DaemonError) -> dict[str, str] | None:
+    """The headers an error answers with: where a stopped daemon's pending run is read, and when to come back."""
+    if isinstance(exc, DaemonStopping):
+        return {"location": f"/v1/runs/{exc.run_id}", "retry-after": "5"}
+    return None
 
 
 def status_of_daemon_error(exc: DaemonError) -> tuple[int, str]:

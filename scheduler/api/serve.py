@@ -2,7 +2,8 @@
 
 Shutdown: the first signal stops the daemon taking work and lets the turns in flight finish within the grace
 period (`Daemon.stop`), while uvicorn stops accepting connections and lets the requests in flight end (a waiting
-`sync` request gets its reply, or 202 when the turn was released); then the process exits 0. A second signal
+`sync` request gets its reply when its turn ends within the grace period, else 503 `daemon_stopping` naming the run,
+which is stored and pending again; a stream ends with the same `error`); then the process exits 0. A second signal
 ends the remaining connections at once. Uvicorn's own signal handling is replaced: it re-raises the signal after
 shutting down, which would end the process with the signal's status instead of 0.
 """
@@ -68,6 +69,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
             f"on {url} ({auth}); SIGTERM or Ctrl-C stops it\n"
         )
         sys.stderr.flush()
+        tell_supervisor(getattr(args, "ready_fd", None))
 
     server = _Server(server_config, started)
     sockets = [_reuse_port_socket(args.host, args.port)] if getattr(args, "reuse_port", False) else None
@@ -117,6 +119,18 @@ class _Server:
                     on_started(self)
 
         return Server(config)
+
+
+def tell_supervisor(ready_fd: int | None) -> None:
+    """A worker of `serve --workers` says it listens (`scheduler.workers`): one byte on the pipe it was given."""
+    if ready_fd is None:
+        return
+    import os
+
+    with contextlib.suppress(OSError):  # the supervisor is gone: nobody to tell
+        os.write(ready_fd, b"1")
+    with contextlib.suppress(OSError):
+        os.close(ready_fd)
 
 
 def serving_loop() -> asyncio.AbstractEventLoop:

@@ -60,6 +60,7 @@ from pagemind.runtime.events import (
     TurnEvent,
 )
 from pagemind.scheduler.api.models import RunOut
+from pagemind.scheduler.errors import DaemonStopping
 
 if TYPE_CHECKING:
     from pagemind.scheduler.daemon import Daemon
@@ -195,12 +196,21 @@ async def turn_sse(
         if events is not None:
             await events.aclose()
     # The events end with the turn; the run's row is finished by then or a moment after.
-    if item.finished:
-        final = item
-    else:
-        final = daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
+    try:
+        final = item if item.finished else await _final(item, daemon, timed_out)
+    except DaemonStopping as exc:  # the message is stored and pending: say so, as the sync answer's 503 does
+        yield ServerSentEvent(event="error", data={"code": "daemon_stopping", "message": str(exc)})
+        yield ServerSentEvent(event="done", data=RunOut.of(item).model_dump(mode="json"))
+        return
     for sse in ending(RunOut.of(final or item)):
         yield sse
+
+
+async def _final(item: Any, daemon: Daemon, timed_out: bool) -> Any:
+    """The run's row once its events ended (or it timed out); `DaemonStopping` when the daemon stopped meanwhile."""
+    if daemon.stopped:
+        raise DaemonStopping(item.run_id)
+    return daemon.run(item.run_id) if timed_out else await daemon.wait(item.run_id, FINISH_GRACE_S)
 
 
 async def _nothing() -> AsyncIterable[Any]:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("pagemind.scheduler")
 END = object()  # on a subscriber's queue: the run ended here, every event of it was delivered before
 END_ELSEWHERE = object()  # another process says the run ended: read its relayed events a last time
+STOPPED = object()  # on every queue when this daemon stopped: the stream ends now (its run pending or over)
 MORE = object()  # relayed events of the run were written: read them
 
 
@@ -267,6 +268,16 @@ class RunFanout:
         targets = [run_id] if run_id else list(self._waiters)
         for target in targets:
             for event in self._waiters.get(target, ()):
+                event.set()
+
+    def end_all(self) -> None:
+        """The daemon stopped: every stream ends (`STOPPED`) and every waiter looks again (a daemon that stopped
+        answers them without reading: `Daemon.wait`)."""
+        for subs in self._subs.values():
+            for sub in subs:
+                sub.queue.put_nowait(STOPPED)
+        for events in self._waiters.values():
+            for event in events:
                 event.set()
 
     def prune(self, before: datetime) -> None:

@@ -24,7 +24,7 @@ import structlog
 
 from pagemind.runtime.events import Event
 from pagemind.scheduler.queue.inbox import TERMINAL, Inbox
-from pagemind.scheduler.streams.fanout import END, END_ELSEWHERE, MORE, RunFanout
+from pagemind.scheduler.streams.fanout import END, END_ELSEWHERE, MORE, STOPPED, RunFanout
 from pagemind.scheduler.streams.relay import attempt_of, first_seq
 
 log = structlog.get_logger("pagemind.scheduler")
@@ -93,6 +93,8 @@ class RunStream:
             self._ended()
         elif message is END_ELSEWHERE:
             self._ended()
+        elif message is STOPPED:  # the daemon stopped: its connections are closed, nothing more comes
+            self._close()
         else:
             pair: tuple[int, Event] = message  # not a marker: a (seq, event) pair (`RunFanout`)
             seq, event = pair

@@ -61,6 +61,7 @@ class Target:
     name: str
     agent_id: int
     spec: AgentSpec
+    owner: str | None = None  # the end user it belongs to (an API-made agent of a user key)
 
 
 class TriggerRunner:
@@ -74,8 +75,13 @@ class TriggerRunner:
         *,
         max_sleep: timedelta = MAX_SLEEP,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        turns_per_owner: int = 0,
     ):
         self.daemon, self.started, self.max_sleep = daemon, as_utc(started), max_sleep
+        # A user's turns in flight (`DaemonConfig.key_turns_in_flight`; 0: any): a firing of a user's agent past
+        # it is skipped, as the API refuses that user's messages with 429, so triggers cannot spend past it either.
+        self.turns_per_owner = turns_per_owner
+        self.owner_of: dict[int, str] = {}  # agent id → its user, for every agent served that has one
         self.sleep = sleep  # what the loop waits with; a test swaps in one that moves its clock instead
         self.fires = TriggerFires(daemon.catalog.store.engine)
         self.fired_count = 0  # firings this process submitted (one whose item was already there counts too)
@@ -88,7 +94,9 @@ class TriggerRunner:
             ids = {name: agent_id for agent_id, name in conn.execute(select(agents.c.id, agents.c.name))}
         by_template: dict[str, AgentSpec] = {}  # agents made from one template share its triggers
         found: list[Target] = []
-        for info in catalog.list({}):
+        infos = catalog.list({})
+        self.owner_of = {ids[i.name]: i.owner for i in infos if i.owner is not None and i.name in ids}
+        for info in infos:
             try:
                 spec = by_template.get(info.template) if info.template is not None else None
                 if spec is None:
@@ -100,7 +108,7 @@ class TriggerRunner:
                 agent_id = ids.get(info.name)
                 if agent_id is None:  # a YAML agent that never ran: its triggers need its state (and an id)
                     agent_id = catalog.agent_id(info.name)
-                found.append(Target(info.name, agent_id, spec))
+                found.append(Target(info.name, agent_id, spec, info.owner))
             except DaemonError as exc:  # deleted or its template gone since the listing
                 log.warning("trigger_target_skipped", agent=info.name, error=str(exc))
         return found
@@ -127,6 +135,11 @@ class TriggerRunner:
             recorded += [(target.agent_id, key, at) for key, at in decided.records.items()]
         self.fires.record(recorded)  # first sightings and skipped firings: nothing to submit first
         due = [(target, firing) for target, decided in zip(targets, plans, strict=True) for firing in decided.firings]
+        due, over = self.within_quota(due)
+        if over:  # dropped as a missed firing is: recorded, never submitted
+            self.fires.record([(target.agent_id, f.trigger_key, f.due) for target, f in over])
+            for target, firing in over:
+                log.warning("trigger_over_quota", agent=target.name, owner=target.owner, trigger=firing.trigger_key)
         for start in range(0, len(due), BATCH):
             batch = due[start : start + BATCH]
             await self.submit(batch)
@@ -145,6 +158,29 @@ class TriggerRunner:
                 )
             await asyncio.sleep(0)  # the daemon's other work runs between batches
         return wake_at(plans, now, self.max_sleep)
+
+    def within_quota(
+        self, due: list[tuple[Target, Firing]]
+    ) -> tuple[list[tuple[Target, Firing]], list[tuple[Target, Firing]]]:
+        """(the firings to submit, those skipped): a user's firings go only while the user's open items, over all
+        its agents, stay under `turns_per_owner`; agents of nobody (the folder's, an admin's) are not counted."""
+        if self.turns_per_owner <= 0 or not any(target.owner is not None for target, _ in due):
+            return due, []
+        counts = self.daemon.inbox.open_counts()
+        used: dict[str, int] = {}
+        for agent_id, owner in self.owner_of.items():
+            used[owner] = used.get(owner, 0) + counts.get(agent_id, 0)
+        kept: list[tuple[Target, Firing]] = []
+        over: list[tuple[Target, Firing]] = []
+        for target, firing in due:
+            user = target.owner
+            if user is not None and used.get(user, 0) >= self.turns_per_owner:
+                over.append((target, firing))
+                continue
+            if user is not None:
+                used[user] = used.get(user, 0) + 1
+            kept.append((target, firing))
+        return kept, over
 
     async def submit(self, batch: list[tuple[Target, Firing]]) -> None:
         """Put a batch of firings in their agents' inboxes, in one transaction (an item whose idempotency key is

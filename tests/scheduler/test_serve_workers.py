@@ -4,7 +4,12 @@ they reach both workers — run one at a time in arrival order. SIGTERM stops bo
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -12,6 +17,7 @@ import sqlalchemy
 
 from pagemind.runtime.state.tables import MessageRow, inbox
 from tests.scheduler.test_serve import environment, pagemind, start_serve, stop, stub  # noqa: F401 (fixtures)
+from tests.support.daemon_support import wait_until
 
 messages = MessageRow.__table__  # type: ignore[attr-defined]
 
@@ -111,3 +117,129 @@ def test_workers_that_cannot_bind_stop_the_serve_with_an_error(environment, data
         )
     assert result.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "at its start; stopping" in result.stderr
+
+
+def workers_of(supervisor: int) -> set[int]:
+    """The supervisor's worker processes (Linux: `--workers` needs `SO_REUSEPORT` and is tested there)."""
+    return {int(pid) for pid in Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()}
+
+
+def listening(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a socket listening on `port` (its fds' socket inodes, in /proc/net/tcp)."""
+    try:
+        inodes = {os.readlink(fd.as_posix()) for fd in Path(f"/proc/{pid}/fd").iterdir()}
+    except OSError:  # gone, or an fd closed while read
+        return False
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A" and f"socket:[{fields[9]}]" in inodes:
+            return True
+    return False
+
+
+def both_listening(supervisor: int, port: int) -> set[int] | None:
+    workers = workers_of(supervisor)
+    return workers if len(workers) == 2 and all(listening(pid, port) for pid in workers) else None
+
+
+class Client(threading.Thread):
+    """Probes `/v1/ready` and sends one async message (its own idempotency key, resent with the same key after a
+    cut connection) per round, each on a new connection, until told to stop; records what it saw."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True)
+        self.url, self.done = url, threading.Event()
+        self.ready_answers, self.failed_in_a_row, self.worst_run = 0, 0, 0
+        self.accepted: dict[str, str] = {}  # content → run id
+        self.problems: list[str] = []
+
+    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
+        for _ in range(3):  # a connection in a killed worker's accept queue is reset: a new one reaches another
+            try:
+                with httpx.Client(base_url=self.url, timeout=30) as client:
+                    return client.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                self.failed_in_a_row += 1
+                self.worst_run = max(self.worst_run, self.failed_in_a_row)
+                self.problems.append(f"{method} {path}: {exc!r}")
+        return None
+
+    def run(self) -> None:
+        n = 0
+        while not self.done.is_set():
+            ready = self.call("GET", "/v1/ready")
+            if ready is not None and ready.status_code == 200:
+                self.ready_answers, self.failed_in_a_row = self.ready_answers + 1, 0
+            elif ready is not None:
+                self.problems.append(f"ready answered {ready.status_code}")
+            content = f"message {n}"
+            sent = self.call(
+                "POST",
+                "/v1/agents/steady/messages",
+                json={"content": content, "mode": "async", "idempotency_key": content},
+            )
+            if sent is not None and sent.status_code == 202:
+                self.accepted[content] = sent.json()["run_id"]
+            else:
+                self.problems.append(f"{content} not accepted: {None if sent is None else sent.text}")
+            n += 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_a_worker_killed_again_and_again_right_after_its_restart_never_takes_the_service_down(
+    environment,  # noqa: F811 (a fixture)
+    database_url,
+):
+    folder, env = environment
+    process, url = start_serve(folder, {**env, "DATABASE_URL": database_url}, "--workers", "2")
+    engine = sqlalchemy.create_engine(database_url)
+    client = Client(url)
+    try:
+        post(url, "/v1/agents", {"template": "companion", "name": "steady"})
+        port = int(url.rsplit(":", 1)[1])
+        client.start()
+        for _ in range(3):  # a worker dies; its replacement dies at once, well within the old STARTUP_S
+            before = wait_until(lambda: both_listening(process.pid, port), "both workers listening")
+            victim = min(before)
+            os.kill(victim, signal.SIGKILL)
+            replacement = wait_until(lambda b=before: workers_of(process.pid) - b, "the replacement worker").pop()
+            os.kill(replacement, signal.SIGKILL)
+            gone = before | {replacement}
+            wait_until(lambda g=gone: len(workers_of(process.pid) - g) == 1, "another replacement")
+            assert process.poll() is None  # the supervisor serves on
+        answered = client.ready_answers
+        wait_until(lambda: client.ready_answers > answered + 5, "readiness answered after the kills")
+        client.done.set()
+        client.join(60)
+        assert not [p for p in client.problems if "reset" not in p.lower() and "closed" not in p.lower()], (
+            client.problems
+        )
+        assert client.worst_run <= 1  # a cut connection is answered on the next one: /ready never went away
+        runs = set(client.accepted.values())
+        assert len(client.accepted) > 3
+
+        def all_done() -> bool:
+            with engine.connect() as conn:
+                states = conn.execute(sqlalchemy.select(inbox.c.run_id, inbox.c.state).where(inbox.c.run_id.in_(runs)))
+                return {row.run_id for row in states if row.state == "done"} == runs
+
+        wait_until(all_done, "every accepted message to be done", deadline_s=120)
+        with engine.connect() as conn:
+            agent_id = conn.execute(sqlalchemy.text("SELECT id FROM agents WHERE name = 'steady'")).scalar_one()
+            users = (
+                conn.execute(
+                    sqlalchemy.select(messages.c.content).where(
+                        messages.c.agent_id == agent_id, messages.c.role == "user"
+                    )
+                )
+                .scalars()
+                .all()
+            )
+    finally:
+        client.done.set()
+        engine.dispose()
+        code, err = stop(process)
+    assert sorted(users) == sorted(client.accepted)  # each accepted message ran once: none lost, none doubled
+    assert code == 0, err
+    assert err.count("starting another") == 6 and "at its start; stopping" not in err

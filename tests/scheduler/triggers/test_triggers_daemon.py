@@ -315,3 +315,26 @@ async def test_a_stopping_daemon_fires_nothing_more(make_daemon, agents_dir):
     finally:
         daemon.started = True
         await daemon.stop()
+
+
+async def test_a_users_firings_stop_at_its_turns_in_flight_and_the_folders_agents_are_not_counted(
+    make_daemon, agents_dir
+):
+    """Issue 34, item 9: a user's agents cannot spend past `key_turns_in_flight` with their triggers either (the API
+    answers that user's messages 429 there); firings past it are dropped as missed ones are."""
+    from pagemind.runtime.spec.agent import parse_spec
+
+    write_agent(agents_dir, "folder", schedule=[{"every": "15m", "message": "tick"}])
+    clock = ManualClock(at(9, 0, 30))
+    daemon = make_daemon(clock)
+    daemon.triggers.turns_per_owner = 1
+    for name in ("mine-a", "mine-b"):
+        spec = parse_spec(yaml.safe_dump(spec_data(name, schedule=[{"every": "15m", "message": "tick"}])), "<t>")
+        daemon.create_agent(name, spec=spec, owner="u1")
+    now = clock()
+    while now <= at(10, 0, 30):  # nothing runs them (the daemon is not started): items stay open
+        await daemon.tick(now)
+        now = clock.advance(minutes=5)
+    mine = items(daemon, "mine-a") + items(daemon, "mine-b")
+    assert len(mine) == 1  # the user's first firing; every later one found the user's turn in flight
+    assert len(items(daemon, "folder")) == 4  # 09:15, 09:30, 09:45, 10:00: nobody's agent, not counted
