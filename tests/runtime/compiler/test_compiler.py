@@ -1,4 +1,4 @@
-"""Golden-file tests pin the prompt rendering. After an intended change: PAGEMIND_UPDATE_GOLDEN=1 pytest tests/runtime/test_compiler.py"""
+"""Golden-file tests pin the prompt rendering. After an intended change: PAGEMIND_UPDATE_GOLDEN=1 pytest tests/runtime/compiler/test_compiler.py"""
 
 import json
 import os
@@ -11,7 +11,7 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.tokens import count_tokens
 from pagemind.tools import BUILTIN_TOOLS, ToolCall
 
-GOLDEN = Path(__file__).parents[1] / "golden"
+GOLDEN = Path(__file__).parents[2] / "golden"
 T = datetime(2026, 11, 29, 15, 4, 59, tzinfo=UTC)
 
 

@@ -11,7 +11,7 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import load_spec
 from pagemind.runtime.testing.doubles import FunctionModel, reply_body
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 PINNED_MAX = 1600
 
 

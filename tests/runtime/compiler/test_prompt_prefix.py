@@ -14,7 +14,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import Body, FunctionModel, ManualClock, by_purpose, tool_call_body
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 CHAT = "Today I walked along the harbour and the light on the water was lovely; I keep thinking about the seasons."
 
 
