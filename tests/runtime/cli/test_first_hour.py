@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.installed import clean_env, pagemind_command
+from tests.support.model_server import last_turn_message, model_server, tool_call
 
 ROOT = Path(__file__).parents[3]
 EXAMPLES = ROOT / "runtime" / "data" / "agents"
@@ -102,55 +100,19 @@ def test_a_custom_tool_beside_its_yaml_is_found_from_the_parent_and_from_inside(
     assert alone.returncode == 2 and "cannot import module 'weather_tools'" in alone.stderr
 
 
-class _Model(BaseHTTPRequestHandler):
-    """A chat-completions endpoint with a script: to the user's message it calls `forecast`, and to the tool's
-    result it replies with that result (so the reply shows the tool ran)."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        last = [m for m in body["messages"] if m["role"] != "system"][-1]  # the closing system message aside
-        if body.get("stream") or not self.path.endswith("/chat/completions"):
-            self._send(400, {"error": {"message": "this stub answers plain chat completions only"}})
-            return
-        if last["role"] == "user":
-            name, arguments = "forecast", {"city": "Oslo", "days": 2}
-        else:
-            name, arguments = "send_message", {"message": f"tool said: {last['content']}"}
-        call = {"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function"}
-        call["function"] = {"name": name, "arguments": json.dumps(arguments)}
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        self._send(
-            200,
-            {
-                "id": "chatcmpl-stub",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-            },
-        )
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the test's output is the CLI's."""
+def _forecast_first(body: dict[str, Any]) -> dict[str, Any]:
+    """The script: to the user's message it calls `forecast`, and to the tool's result it replies with that result
+    (so the reply shows the tool ran)."""
+    last = last_turn_message(body)
+    if last["role"] == "user":
+        return tool_call("forecast", {"city": "Oslo", "days": 2})
+    return tool_call("send_message", {"message": f"tool said: {last['content']}"})
 
 
 @pytest.fixture
 def model_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Model)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with model_server(_forecast_first) as url:
+        yield url
 
 
 def test_run_calls_the_custom_tool_beside_the_yaml(venv, user, model_url):

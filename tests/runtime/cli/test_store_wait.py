@@ -9,12 +9,10 @@ the installed wheel in a folder outside the repository (issue #33, item 4):
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ import pytest
 
 from tests.support.daemon_support import wait_until
 from tests.support.installed import clean_env, pagemind_command
+from tests.support.model_server import model_server, reply
 
 
 class _Gate:
@@ -33,46 +32,19 @@ class _Gate:
         self.open = threading.Event()
 
 
-def _handler(gate: _Gate) -> type[BaseHTTPRequestHandler]:
-    class Model(BaseHTTPRequestHandler):
-        """A chat-completions endpoint that answers each request with a plain reply once the gate is open."""
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["content-length"]))
-            gate.arrived.set()
-            gate.open.wait(120)
-            message = {"role": "assistant", "content": "Noted."}
-            answer = {
-                "id": "chatcmpl-stub",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "stub",
-                "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 3, "total_tokens": 103},
-            }
-            data = json.dumps(answer).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: the test's output is the CLI's."""
-
-    return Model
-
-
 @pytest.fixture
 def gated_model() -> Iterator[tuple[str, _Gate]]:
+    """A model that answers each request with a plain reply once the test opens the gate."""
     gate = _Gate()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(gate))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", gate
-    gate.open.set()
-    server.shutdown()
-    server.server_close()
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        gate.arrived.set()
+        gate.open.wait(120)
+        return reply("Noted.")
+
+    with model_server(answer) as url:
+        yield url, gate
+        gate.open.set()
 
 
 @pytest.fixture

@@ -3,14 +3,11 @@ agents that use it, and the byte scan of a state folder."""
 
 from __future__ import annotations
 
-import json
-import threading
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+from tests.support.model_server import last_turn_message, last_user_text, model_server, tool_calls
 
 AGENT_YAML = """
 name: {name}
@@ -28,61 +25,18 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
     """To a user's message: its text into the `human` block and into archival memory (two tool calls); to the
     tools' results: `send_message` repeating it. So a canary said once is in the conversation, a block, its history,
     archival memory (SQL, vector payload, embedding cache) and the trace."""
-    messages = body.get("messages", [])
-    said = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
-    chat = [m for m in messages if m.get("role") != "system"]  # the closing system message aside
-    if chat and chat[-1].get("role") == "user":
-        calls = [
+    said = last_user_text(body)
+    if last_turn_message(body).get("role") == "user":
+        return tool_calls(
             ("memory_rethink", {"label": "human", "new_value": f"Notes: {said}"}),
             ("archival_memory_insert", {"content": f"The user said: {said}"}),
-        ]
-    else:
-        calls = [("send_message", {"message": f"echo: {said}"})]
-    tool_calls = [
-        {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-        for n, a in calls
-    ]
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:8]}",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "stub",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-    }
+        )
+    return tool_calls(("send_message", {"message": f"echo: {said}"}))
 
 
-class _Model(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        data = json.dumps(completion(body)).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet."""
-
-
-@contextmanager
-def scripted_model() -> Iterator[str]:
+def scripted_model() -> AbstractContextManager[str]:
     """The scripted model's base URL, served for the block."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Model)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return model_server(completion)
 
 
 def files_holding(home: Path, canary: str) -> list[str]:

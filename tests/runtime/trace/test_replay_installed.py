@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.installed import clean_env, pagemind_command
+from tests.support.model_server import last_turn_message, model_server, tool_call
 
 TURNS = [
     "REMEMBER: my sister Mei lives in Lyon and loves hiking.",
@@ -27,64 +25,26 @@ TURNS = [
 ]
 
 
-def _call(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _answer(body: dict[str, Any]) -> dict[str, Any]:
     """The scripted model: to a user's message the tool its first word asks for, to a tool's result a reply."""
-    # The closing reminder (a system message) may follow the conversation: the model answers what came before it.
-    last = [m for m in body["messages"] if m["role"] != "system"][-1]
+    last = last_turn_message(body)
     if last["role"] != "user":
-        return "send_message", {"message": f"done: {str(last['content'])[:60]}"}
+        return tool_call("send_message", {"message": f"done: {str(last['content'])[:60]}"})
     word, _, rest = str(last["content"]).partition(": ")
     match word:
         case "REMEMBER":
-            return "archival_memory_insert", {"content": f"The user said: {rest}"}
+            return tool_call("archival_memory_insert", {"content": f"The user said: {rest}"})
         case "SEARCH":
-            return "archival_search", {"query": rest}
+            return tool_call("archival_search", {"query": rest})
         case "RECALL":
-            return "conversation_search", {"query": rest}
-    return "send_message", {"message": "Fine, thank you."}
-
-
-class _Model(BaseHTTPRequestHandler):
-    """A chat-completions endpoint that answers every request with the scripted tool call."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        name, arguments = _call(body)
-        call = {"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function"}
-        call["function"] = {"name": name, "arguments": json.dumps(arguments)}
-        answer = {
-            "id": "chatcmpl-stub",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "tool_calls",
-                    "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                }
-            ],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-        }
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the test's output is the CLI's."""
+            return tool_call("conversation_search", {"query": rest})
+    return tool_call("send_message", {"message": "Fine, thank you."})
 
 
 @pytest.fixture
 def model_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Model)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with model_server(_answer) as url:
+        yield url
 
 
 @pytest.mark.parametrize("agent", ["companion", "assistant"])

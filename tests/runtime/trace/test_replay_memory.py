@@ -95,7 +95,9 @@ def respond(request: ModelRequest) -> dict[str, Any]:
         case "summarize":
             return reply_body(f"Lin walked and talked about family and work ({len(request.messages)}).")
         case "extract":
-            return reply_body(json.dumps({"facts": [{"text": "Lin walks along the harbour most days.", "importance": 0.6}]}))
+            return reply_body(
+                json.dumps({"facts": [{"text": "Lin walks along the harbour most days.", "importance": 0.6}]})
+            )
         case "reflect":
             insight = {"text": "Lin's family is spread over Europe and matters to her.", "importance": 0.7}
             return reply_body(json.dumps({"insights": [insight]}))
@@ -164,7 +166,9 @@ def test_the_conversation_exercises_every_kind_of_read(recorded):
     assert any("Lyon" in r.content for r in results)
     prompts = [json.dumps(e.body) for t in traces for e in t.events if getattr(e, "purpose", None) == "step"]
     assert any("<retrieved_memories>" in p for p in prompts)
-    reflected = [t for t in traces if any("spread over Europe" in json.dumps(e.result) for e in _reads(t, "candidates"))]
+    reflected = [
+        t for t in traces if any("spread over Europe" in json.dumps(e.result) for e in _reads(t, "candidates"))
+    ]
     assert reflected  # a reflection's insight, made between sessions, was read by a later turn
 
 
@@ -176,14 +180,18 @@ async def test_every_trace_replays_identically(recorded):
 
 async def test_an_old_trace_without_reads_says_why_it_cannot_replay(recorded, tmp_path):
     # The same turn as an older pagemind wrote it (no memory_read lines, header without `reads`).
-    source = next(p for p in recorded if read_trace(p).header.snapshot.archival_count and _reads(read_trace(p), "candidates"))
+    source = next(
+        p for p in recorded if read_trace(p).header.snapshot.archival_count and _reads(read_trace(p), "candidates")
+    )
     lines = [json.loads(line) for line in source.read_text().splitlines()]
     lines[0].pop("reads")
     old = tmp_path / source.name
     old.write_text("".join(json.dumps(line) + "\n" for line in lines if line["type"] != "memory_read"))
     report = await replay(read_trace(old))
     if report.status == "diverged":
-        assert report.divergence is not None and "recorded before traces held what a turn read" in report.divergence.detail
+        assert (
+            report.divergence is not None and "recorded before traces held what a turn read" in report.divergence.detail
+        )
     else:
         assert report.status == "identical"
 
