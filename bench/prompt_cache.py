@@ -174,7 +174,7 @@ def main() -> None:
         result = asyncio.run(run(args.turns, Path(tmp)))
     body = report(result)
     print(body)
-    write_section("prompt-cache", "Prompt cache: the cacheable share of each request", body)
+    write_section("prompt_cache", "Prompt cache: the cacheable share of each request", body)
 
 
 if __name__ == "__main__":
