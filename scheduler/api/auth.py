@@ -32,6 +32,7 @@ from typing import Any
 from fastapi import Request
 
 from pagemind.runtime.state.keys import ApiKey, KeyStore
+from pagemind.runtime.state.off_loop import off_loop
 from pagemind.scheduler.api.errors import ApiError, unknown_run
 from pagemind.scheduler.errors import UnknownAgent
 
@@ -161,8 +162,9 @@ async def turn_quota(request: Request) -> None:
     if principal.admin or limit <= 0 or principal.user is None:
         return
     ring: KeyRing = request.app.state.keyring
-    owned = ring.keys.owned_ids(principal.user)
-    counts = daemon.inbox.open_counts() if owned else {}
+    engine = ring.keys.engine
+    owned = await off_loop(engine, ring.keys.owned_ids, principal.user)  # the loop never waits on SQL (Postgres)
+    counts = await off_loop(engine, daemon.inbox.open_counts) if owned else {}
     if sum(counts.get(agent_id, 0) for agent_id in owned) >= limit:
         raise ApiError(
             429,
