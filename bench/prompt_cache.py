@@ -32,7 +32,7 @@ from pagemind.runtime.spec.agent import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import Body, FunctionModel, ManualClock, by_purpose, tool_call_body
-from pagemind.runtime.tokens import encoding
+from pagemind.runtime.testing.prompt_cache import common_prefix, rendered_prompt
 
 EDIT_EVERY = 9  # a core-memory edit every ninth turn: what a companion does when it learns something lasting
 FILE_EVERY = 4  # an archival insert every fourth turn
@@ -68,24 +68,8 @@ def step(request: ModelRequest) -> Body:
 
 
 def rendered(request: ModelRequest) -> list[int]:
-    """The request's prompt as a provider renders it for its cache, one token list: the tool schemas, then each
-    message (role, content, tool calls) in order."""
-    enc = encoding("o200k_base")
-    tokens: list[int] = enc.encode(json.dumps(request.tools, sort_keys=True), disallowed_special=())
-    for message in request.messages:
-        text = f"<|{message['role']}|>{message.get('content') or ''}{json.dumps(message.get('tool_calls') or [])}"
-        tokens += enc.encode(text, disallowed_special=())
-    return tokens
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """The length of the longest common prefix of two token lists."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    """The request's prompt as a provider renders it for its cache (`runtime.testing.prompt_cache`)."""
+    return rendered_prompt(request.tools, request.messages)
 
 
 @dataclass

@@ -80,6 +80,7 @@ class ModelResponseEvent(_Event):
     latency_ms: float = 0.0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
 
     @classmethod
     def from_response(cls, step: int, response: ModelResponse) -> ModelResponseEvent:
@@ -90,6 +91,7 @@ class ModelResponseEvent(_Event):
             latency_ms=round(response.latency_ms, 3),
             prompt_tokens=response.prompt_tokens,
             completion_tokens=response.completion_tokens,
+            cached_tokens=response.cached_tokens,
         )
 
 

@@ -179,6 +179,7 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
         started_at,
         response.latency_ms,
         (time.perf_counter() - started) * 1000,
+        response.cached_tokens,
     )
     messages = step_messages(agent, turn_id, response, results)
     if reason is None and may_hold(agent, results):  # 6. with the next step's commit

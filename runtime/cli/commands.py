@@ -161,13 +161,17 @@ async def cmd_memory(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
     """The compiled prompt and its tokens per section."""
     from pagemind.runtime.budget import usable_window
-    from pagemind.runtime.cli.context_view import context_report, render_bar, render_legend
+    from pagemind.runtime.cli.context_view import context_report, render_bar, render_legend, usage_line, usage_report
 
     agent = await load_agent(args.agent, settings)
     compiled = agent.compile()
     correction = agent.window.correction
+    usage = await agent.store.usage(agent.record.id)
+    prices = agent.spec.model.prices
     if args.json:
-        out(json.dumps({**context_report(compiled, agent.spec, correction), "messages": compiled.messages}, indent=2))
+        report = context_report(compiled, agent.spec, correction)
+        report |= {"usage": usage_report(usage, prices), "messages": compiled.messages}
+        out(json.dumps(report, indent=2))
         return 0
     for message in compiled.messages:
         out(f"--- {message['role']} ---")
@@ -178,6 +182,7 @@ async def cmd_context(args: argparse.Namespace, settings: Settings) -> int:
     )
     out(render_bar(compiled, agent.spec, correction))
     out(render_legend(compiled, agent.spec))
+    out(usage_line(usage, prices))
     return 0
 
 

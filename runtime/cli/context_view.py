@@ -7,6 +7,8 @@ from typing import Any
 from pagemind.runtime.budget import read_pressure, usable_window
 from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.prices import ModelPrices
+from pagemind.runtime.state.records import UsageTotals
 
 # Section name prefix → (letter, legend). Order is the order in the bar.
 SECTION_KEYS: list[tuple[str, str, str]] = [
@@ -75,8 +77,6 @@ def render_legend(compiled: CompiledContext, spec: AgentSpec) -> str:
     """Tokens per section with its budget where one applies."""
     budgets = spec.memory.budgets
     budget_of = {
-        "system": budgets.system,
-        "core blocks": budgets.core,
         "summary": budgets.summary,
         "retrieved": budgets.retrieved,
     }
@@ -87,3 +87,37 @@ def render_legend(compiled: CompiledContext, spec: AgentSpec) -> str:
         note = f" / budget {budget}" + (" (over)" if tokens > budget else "") if budget else ""
         lines.append(f"  {letters[legend]} {legend:<14} {tokens:>7}{note}")
     return "\n".join(lines)
+
+
+def usage_report(totals: UsageTotals, prices: ModelPrices | None) -> dict[str, Any]:
+    """Token use summed over steps, with the prompt cache's share and, given prices, the estimated cost in dollars:
+    the numbers `pagemind context --json` and the API's usage route give."""
+    cost = prices.cost(totals.prompt_tokens, totals.cached_tokens, totals.completion_tokens) if prices else None
+    return {
+        "steps": totals.steps,
+        "prompt_tokens": totals.prompt_tokens,
+        "cached_tokens": totals.cached_tokens,
+        "completion_tokens": totals.completion_tokens,
+        "steps_reporting_cache": totals.steps_reporting_cache,
+        "cached_share": totals.cached_share,
+        "cost_usd": None if cost is None else round(cost, 6),
+    }
+
+
+def usage_line(totals: UsageTotals, prices: ModelPrices | None, counted: str = "steps") -> str:
+    """One line of token use: steps (or what `counted` names), prompt tokens and how many the provider's prompt
+    cache served, completion tokens, and the estimated cost when the agent's YAML gives `model.prices`."""
+    if not totals.steps:
+        return f"usage: no {counted} yet"
+    if totals.steps_reporting_cache:
+        share = totals.cached_share or 0.0
+        cache = f" ({totals.cached_tokens:,} from the prompt cache, {share:.0%})"
+    else:
+        cache = " (the provider reported no prompt-cache use)"
+    line = (
+        f"usage: {totals.steps:,} {counted}, {totals.prompt_tokens:,} prompt tokens{cache}, "
+        f"{totals.completion_tokens:,} completion tokens"
+    )
+    if prices is not None:
+        line += f"; about ${prices.cost(totals.prompt_tokens, totals.cached_tokens, totals.completion_tokens):,.4f}"
+    return line

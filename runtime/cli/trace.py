@@ -133,6 +133,27 @@ def _summary_row(trace: Trace) -> str:
     )
 
 
+def _trace_usage(trace: Trace) -> str:
+    """The trace's token use over all its model calls (steps, summaries, extraction), priced with the recorded
+    spec's `model.prices` when it has them."""
+    from pagemind.runtime.cli.context_view import usage_line
+    from pagemind.runtime.events import ModelResponseEvent
+    from pagemind.runtime.spec.prices import ModelPrices
+    from pagemind.runtime.state.records import UsageTotals
+
+    responses = [e for e in trace.events if isinstance(e, ModelResponseEvent)]
+    reported = [e.cached_tokens for e in responses if e.cached_tokens is not None]
+    totals = UsageTotals(
+        steps=len(responses),
+        prompt_tokens=sum(e.prompt_tokens or 0 for e in responses),
+        completion_tokens=sum(e.completion_tokens or 0 for e in responses),
+        cached_tokens=sum(reported),
+        steps_reporting_cache=len(reported),
+    )
+    priced = (trace.header.spec.get("model") or {}).get("prices")
+    return usage_line(totals, ModelPrices.model_validate(priced) if priced else None, "model calls")
+
+
 @_command
 async def cmd_trace_ls(args: argparse.Namespace, settings: Settings) -> int:
     from pagemind.runtime.trace.format import TRACE_SUFFIX
@@ -162,6 +183,7 @@ async def cmd_trace_show(args: argparse.Namespace, settings: Settings) -> int:
     for line in render_trace(trace.header, trace.events, width=args.width):
         out(line)
     out("")
+    out(_trace_usage(trace))
     if trace.header.redacted:
         out("(redacted copy: user and memory text are placeholders)")
     if not trace.complete:

@@ -57,6 +57,8 @@ class ModelResponse:
     tool_calls: tuple[ToolCall, ...]
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # Prompt tokens the provider served from its prompt cache (None: it did not say).
+    cached_tokens: int | None = None
     finish_reason: str | None = None
     latency_ms: float = 0.0
     raw: dict[str, Any] = field(default_factory=dict)
@@ -100,10 +102,21 @@ def response_from_body(body: Any, latency_ms: float = 0.0) -> ModelResponse:
         tool_calls=calls,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),
+        cached_tokens=cached_prompt_tokens(usage),
         finish_reason=choice.get("finish_reason"),
         latency_ms=latency_ms,
         raw=body,
     )
+
+
+def cached_prompt_tokens(usage: dict[str, Any]) -> int | None:
+    """The prompt tokens a usage object says were read from the provider's prompt cache: OpenAI's
+    `prompt_tokens_details.cached_tokens`, or Anthropic's `cache_read_input_tokens` as gateways pass it on; None
+    when it says neither."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and (cached := _count(details.get("cached_tokens"))) is not None:
+        return cached
+    return _count(usage.get("cache_read_input_tokens"))
 
 
 def _content_text(content: Any) -> str | None:

@@ -30,6 +30,7 @@ from pydantic_core import ErrorDetails, to_json
 from pagemind.blocks import Block, BlockSchema, dump_json
 from pagemind.runtime.spec.fingerprint import later_defaults
 from pagemind.runtime.spec.memory import MemoryConfig
+from pagemind.runtime.spec.prices import ModelPrices
 from pagemind.runtime.spec.renames import collecting, warn, written_locations
 from pagemind.runtime.spec.triggers import IdleTrigger, ScheduleTrigger, check_unique
 from pagemind.runtime.spec.trust import REFUSED, Trust, code_reference, trust_of
@@ -148,6 +149,10 @@ class ModelSpec(BaseModel):
     turn_deadline_s: float = Field(
         300.0, gt=0, description="seconds a whole turn may take: every attempt, retry and tool"
     )
+    prices: ModelPrices | None = Field(
+        None, description="the endpoint's prices per million tokens, for cost estimates (trace show, context, API)"
+    )
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("prices",)  # see `later_defaults`
 
     @model_validator(mode="after")
     def _fits(self) -> ModelSpec:

@@ -191,7 +191,7 @@ class MemoryConfig(BaseModel):
         exclude = self.fingerprint_exclude()
         data: dict[str, Any] = {
             "pressure": dumped(self.pressure, exclude.get("pressure")),
-            "budgets": dumped(self.budgets, exclude.get("budgets")),
+            "budgets": BudgetConfig.LEGACY | dumped(self.budgets, exclude.get("budgets")),
             "summarizer_model": self.summarizer_model,
             "extraction": self.extraction,
             "prefetch_top_k": self.memories_per_turn,

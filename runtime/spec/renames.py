@@ -37,6 +37,12 @@ RENAMED: tuple[tuple[str, str], ...] = (
     ("memory.advanced.salience.prefetch", "memory.advanced.salience.gate_lookup"),
     ("memory.advanced.salience.extraction", "memory.advanced.salience.gate_extraction"),
 )
+# Fields that are gone, as a YAML file spells them, with why: still accepted (and ignored) for one release, each
+# logged as `spec_field_removed`. Stored specs and trace headers hold them too, so they are always accepted.
+REMOVED: dict[str, str] = {
+    "memory.advanced.budgets.system": "it was never enforced; the system prompt is the YAML's own text",
+    "memory.advanced.budgets.core": "it was never enforced; each block's `limit` bounds the core blocks",
+}
 SECTIONS = ("pressure", "budgets", "extraction", "archival", "salience", "episodes", "reflection")
 ARCHIVAL_RENAMES = {"prefetch": "candidates"}
 SALIENCE_RENAMES = {"prefetch": "gate_lookup", "extraction": "gate_extraction"}
@@ -65,12 +71,27 @@ def collecting() -> Iterator[list[tuple[str, str]]]:
         _collected.reset(token)
 
 
+def dropped_keys(data: Any, where: str) -> Any:
+    """A section's input without its removed keys (`REMOVED`, under `where`), each noted."""
+    if not isinstance(data, dict):
+        return data
+    gone = [key for key in data if f"{where}.{key}" in REMOVED]
+    for key in gone:
+        note(f"{where}.{key}", "")
+    return {key: value for key, value in data.items() if key not in gone} if gone else data
+
+
 def warn(old: str, new: str, *, file: str | None = None, line: int | None = None, agent: str | None = None) -> None:
-    """Log that `old` was read where `new` is now meant, once per process for each file (or agent) and name."""
+    """Log that `old` was read where `new` is now meant (`new` empty: a removed field, `REMOVED`), once per process
+    for each file (or agent) and name."""
     key = (file, agent, old)
     if key in _warned:
         return
     _warned.add(key)
+    if not new:
+        hint = f"{old} is no longer read ({REMOVED.get(old, 'removed')}); delete it"
+        log.warning("spec_field_removed", file=file, line=line, agent=agent, field=old, hint=hint)
+        return
     log.warning(
         "spec_field_renamed",
         file=file,

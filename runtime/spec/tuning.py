@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pagemind.runtime.spec.renames import ARCHIVAL_RENAMES, SALIENCE_RENAMES, renamed_keys
+from pagemind.runtime.spec.renames import ARCHIVAL_RENAMES, SALIENCE_RENAMES, dropped_keys, renamed_keys
 
 
 class PressureConfig(BaseModel):
@@ -31,17 +31,24 @@ class PressureConfig(BaseModel):
 
 
 class BudgetConfig(BaseModel):
-    """Token budgets per prompt section; messages get the rest of the window."""
+    """Token budgets of the prompt's sections that grow on their own (the summary, the memories looked up for a
+    turn) and the room kept for the reply; messages get the rest of the window. (`system` and `core` were shown but
+    never enforced, and are gone: each block's `limit` bounds the core blocks.)"""
 
     model_config = ConfigDict(extra="forbid")
+    # What `spec_hash` covers for the removed fields: their old defaults, so no stored agent counts as edited.
+    LEGACY: ClassVar[dict[str, int]] = {"system": 1000, "core": 1500}
 
-    system: int = Field(1000, gt=0, description="tokens for the system prompt")
-    core: int = Field(1500, gt=0, description="tokens for the core-memory blocks")
     summary: int = Field(2000, gt=0, description="tokens for the running summary of evicted messages")
     retrieved: int = Field(2000, gt=0, description="tokens for the memories looked up for the turn")
     output_reserve: int | None = Field(
         None, gt=0, description="tokens kept free for the reply (default: model.max_output_tokens)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: Any) -> Any:
+        return dropped_keys(data, "memory.advanced.budgets")
 
 
 class ExpiryConfig(BaseModel):

@@ -47,6 +47,7 @@ class StepRecord:
     started_at: datetime
     model_ms: float
     total_ms: float
+    cached_tokens: int | None = None  # of prompt_tokens, read from the provider's prompt cache
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,19 @@ class BlockVersion:
     new_value: str
     step_id: int | None
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """An agent's token use summed over its stored steps (`StateStore.usage`): what the provider billed."""
+
+    steps: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int  # of prompt_tokens, read from the provider's prompt cache
+    steps_reporting_cache: int  # steps whose provider said how much it cached (None elsewhere: not counted)
+
+    @property
+    def cached_share(self) -> float | None:
+        """Cached prompt tokens ÷ all prompt tokens, or None when no step reported a cache."""
+        return self.cached_tokens / self.prompt_tokens if self.steps_reporting_cache and self.prompt_tokens else None

@@ -38,12 +38,12 @@ STALE = "stale blocks"  # the text whose cast to an integer fails the statement 
 
 _STEPS = """step AS (
   INSERT INTO steps (agent_id, turn_id, step_index, model, prompt_tokens, completion_tokens, stop_reason, started_at,
-                     model_ms, total_ms)
+                     model_ms, total_ms, cached_tokens)
   SELECT %(agent_id)s, s.turn_id, s.step_index, s.model, s.prompt_tokens, s.completion_tokens, s.stop_reason,
-         s.started_at, s.model_ms, s.total_ms
+         s.started_at, s.model_ms, s.total_ms, s.cached_tokens
   FROM {gate}json_to_recordset(%(steps)s::json) AS s(ord int, turn_id text, step_index int, model text,
        prompt_tokens int, completion_tokens int, stop_reason text, started_at timestamptz, model_ms float8,
-       total_ms float8){where}
+       total_ms float8, cached_tokens int){where}
   ORDER BY s.ord
   RETURNING id, step_index)"""
 # Each message joins its step by the step's index (distinct among the steps of one commit, all of one turn).

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, update
+from sqlalchemy import select as sql_select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -30,7 +31,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.locks import turn_lock
 from pagemind.runtime.state.off_loop import off_loop
-from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, aware, utcnow
+from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, UsageTotals, aware, utcnow
 from pagemind.runtime.state.rows import (
     FRESHNESS,
     INSERT_MESSAGES,
@@ -44,6 +45,7 @@ from pagemind.runtime.state.rows import (
     messages_table,
     pressure_update,
     rows_on,
+    steps_table,
     stored_message,
     values_of,
 )
@@ -465,6 +467,23 @@ class StateStore:
         """The agent's step records, oldest first."""
         with self._session() as session:
             return list(session.exec(select(StepRow).where(StepRow.agent_id == agent_id).order_by(col(StepRow.id))))
+
+    async def usage(self, agent_id: int) -> UsageTotals:
+        """The agent's token use summed over all its steps (run off the event loop on Postgres)."""
+        return await off_loop(self.engine, self._usage, agent_id)
+
+    def _usage(self, agent_id: int) -> UsageTotals:
+        steps = steps_table.c
+        totals = sql_select(
+            func.count(),
+            func.coalesce(func.sum(steps.prompt_tokens), 0),
+            func.coalesce(func.sum(steps.completion_tokens), 0),
+            func.coalesce(func.sum(steps.cached_tokens), 0),
+            func.count(steps.cached_tokens),
+        ).where(steps.agent_id == agent_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(totals).one()
+        return UsageTotals(*(int(value) for value in row))
 
 
 def _insert_accepted(conn: Connection, agent_id: int, message: Message, key: str | None) -> int:

@@ -163,6 +163,7 @@ class StepRow(SQLModel, table=True):
     started_at: datetime
     model_ms: float
     total_ms: float
+    cached_tokens: int | None = None  # migration 0010: the provider's prompt-cache hits, of prompt_tokens
 
 
 class TurnKeyRow(SQLModel, table=True):

@@ -54,6 +54,7 @@ from pagemind.blocks import CoreMemory
 from pagemind.runtime.agent import StepContext
 from pagemind.runtime.model.client import ModelRequest, ModelResponse, OpenAIModelClient, response_from_body
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.testing.prompt_cache import PromptCache
 from pagemind.runtime.testing.sse import streamed_response
 from pagemind.tools import ArchivalMemory, RecallMemory
 from pagemind.tools.context import ArchivalHit, InsertResult
@@ -129,17 +130,22 @@ class ScriptedModel:
 
 class FunctionModel:
     """Answers each request with `function(request)`, a response body (the function may be async); keeps every
-    request, so `len(model.requests)` inside the function is the number of this call."""
+    request, so `len(model.requests)` inside the function is the number of this call. With `prompt_cache` set,
+    each answer's usage reports the prompt tokens a caching provider would have served from its cache."""
 
-    def __init__(self, function: Respond):
+    def __init__(self, function: Respond, prompt_cache: PromptCache | None = None):
         self.function = function
         self.requests: list[ModelRequest] = []
+        self.prompt_cache = prompt_cache
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The function's answer."""
         self.requests.append(request)
         answer = self.function(request)
-        return response_from_body(await answer if inspect.isawaitable(answer) else answer)
+        body = await answer if inspect.isawaitable(answer) else answer
+        if self.prompt_cache is not None:
+            body = {**body, "usage": self.prompt_cache.usage({"tools": request.tools, "messages": request.messages})}
+        return response_from_body(body)
 
 
 def by_purpose(
@@ -190,7 +196,8 @@ class ScriptedOpenAI:
     counts the request in `unexpected`. `strict=True` first rejects, as some OpenAI-compatible servers do, a request
     holding a message whose content is null or missing (except an assistant's beside tool calls) with OpenAI's 400
     shape, counted in `rejected`. A body answers a `stream: true` request as a stream of `stream_size`-character
-    chunks sent in `stream_cut`-byte pieces."""
+    chunks sent in `stream_cut`-byte pieces. With `prompt_cache` set, each answer's usage says how many prompt
+    tokens repeated the previous request's exactly (`runtime.testing.prompt_cache`), as a caching provider does."""
 
     script: list[Any] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -201,6 +208,7 @@ class ScriptedOpenAI:
     rejected: int = 0
     stream_size: int = 3
     stream_cut: int = 5
+    prompt_cache: PromptCache | None = None
 
     def add(self, *items: Any) -> ScriptedOpenAI:
         """Queue response bodies (dicts), httpx.Responses, or exceptions to raise at the transport."""
@@ -225,6 +233,8 @@ class ScriptedOpenAI:
             raise item
         if isinstance(item, httpx.Response):
             return item
+        if self.prompt_cache is not None:
+            item = {**item, "usage": self.prompt_cache.usage(body)}
         if body.get("stream"):
             return streamed_response(item, size=self.stream_size, cut=self.stream_cut)
         return httpx.Response(200, json=item)

@@ -281,6 +281,8 @@ class TimelineRenderer:
         usage = f"{e.latency_ms:,.0f} ms" if e.latency_ms else ""
         if e.prompt_tokens:
             usage += f", {e.prompt_tokens:,}+{e.completion_tokens or 0:,} tokens"
+            if e.cached_tokens is not None:
+                usage += f", {e.cached_tokens:,} cached"
         lines = []
         if content and content.strip():
             label = "model " if self._purpose == "step" else f"{self._purpose} →"

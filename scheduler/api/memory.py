@@ -23,6 +23,7 @@ from pagemind.scheduler.api.models import (
     MemoryOut,
     PatchBlock,
     RecallHitOut,
+    UsageOut,
 )
 
 log = structlog.get_logger("pagemind.api")
@@ -204,3 +205,15 @@ async def get_context(name: str, daemon: DaemonDep, messages: bool = False) -> C
     if messages:
         report["messages"] = compiled.messages
     return ContextOut(**report)
+
+
+@router.get("/usage", tags=["memory"], summary="token use and prompt-cache hits, summed over the agent's steps")
+async def get_usage(name: str, daemon: DaemonDep) -> UsageOut:
+    """What the agent's steps cost: prompt, cached and completion tokens as the provider reported them, and the
+    estimated dollars when the agent's YAML gives `model.prices` (what `pagemind context` prints)."""
+    from pagemind.runtime.cli.context_view import usage_report
+
+    async with daemon.agent(name) as agent:
+        totals = await agent.store.usage(agent.record.id)
+        prices = agent.spec.model.prices
+    return UsageOut(agent=name, **usage_report(totals, prices))

@@ -249,3 +249,17 @@ class KeyList(BaseModel):
     """Every key, oldest first."""
 
     keys: list[KeyOut]
+
+
+class UsageOut(BaseModel):
+    """An agent's token use summed over its stored steps, with the provider's prompt-cache hits and, when the
+    agent's YAML gives `model.prices`, the estimated cost."""
+
+    agent: str
+    steps: int = Field(description="model steps stored for the agent")
+    prompt_tokens: int = Field(description="prompt tokens the provider counted, cached ones included")
+    cached_tokens: int = Field(description="of prompt_tokens, those the provider read from its prompt cache")
+    completion_tokens: int
+    steps_reporting_cache: int = Field(description="steps whose provider said how many tokens it cached")
+    cached_share: float | None = Field(description="cached_tokens ÷ prompt_tokens; null when no step reported it")
+    cost_usd: float | None = Field(description="estimated from model.prices; null without prices")

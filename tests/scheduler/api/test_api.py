@@ -497,3 +497,20 @@ async def test_the_openapi_document_defines_every_schema_it_refers_to(served):
     assert missing == set()
     body = document["paths"]["/v1/agents"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert {"template", "name"} <= set(body["properties"])
+
+
+async def test_usage_sums_the_agents_steps_and_the_prompt_cache(served):
+    from pagemind.runtime.testing.prompt_cache import PromptCache
+
+    client, _, model = served
+    await create(client)
+    empty = (await client.get("/v1/agents/companion-u1/usage")).json()
+    assert empty["steps"] == 0 and empty["cached_share"] is None and empty["cost_usd"] is None
+    model.prompt_cache = PromptCache()
+    for text in ("my sister lives in Lyon", "she visits in May"):
+        assert (await client.post("/v1/agents/companion-u1/messages", json={"content": text})).status_code == 200
+    usage = (await client.get("/v1/agents/companion-u1/usage")).json()
+    assert usage["agent"] == "companion-u1" and usage["steps"] >= 2
+    assert usage["steps_reporting_cache"] == usage["steps"] and usage["prompt_tokens"] > 0
+    assert 0 < usage["cached_tokens"] < usage["prompt_tokens"]
+    error(await client.get("/v1/agents/nobody/usage"), 404, "unknown_agent")
