@@ -168,7 +168,7 @@ async def build_window(agent: Agent, query: PageQuery) -> WindowView:
     compiled = agent.compile()
     correction = agent.window.correction
     report: dict[str, Any] = context_report(compiled, agent.spec, correction)
-    usable = max(1, int(report["usable"]))
+    usable, pressure = max(1, int(report["usable"])), agent.spec.memory.pressure
     bars, start = [], 0.0
     for legend, tokens in report["grouped"].items():
         percent = 100.0 * tokens * correction / usable
@@ -179,8 +179,8 @@ async def build_window(agent: Agent, query: PageQuery) -> WindowView:
         usable=usable,
         context_window=report["context_window"],
         used_percent=round(100.0 * report["tokens"] / usable, 1),
-        warn_percent=round(100.0 * report["warn_at"] / usable, 2),
-        flush_percent=round(100.0 * report["flush_at"] / usable, 2),
+        warn_percent=round(100.0 * pressure.warn, 2),  # where `pagemind context` draws its lines
+        flush_percent=round(100.0 * pressure.flush, 2),
         warn_at=report["warn_at"],
         flush_at=report["flush_at"],
         level=report["level"],

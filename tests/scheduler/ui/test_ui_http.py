@@ -127,6 +127,11 @@ async def test_the_agent_page_shows_every_section_and_escapes_what_memories_hold
     assert "memory_rethink" in html and "send_message" in html  # the turn's tool calls
     assert "Lin likes green tea in the morning" in html and "2 live memories" in html
     assert 'class="warn"' in html and 'class="flush"' in html and "sec-messages" in html
+    context = (
+        await client.get("/v1/agents/notes-a/context", headers={"authorization": f"Bearer {keys['alice']}"})
+    ).json()
+    assert f"{context['tokens']} / {context['usable']} tokens" in html  # what `pagemind context` reports
+    assert 'x1="70.0"' in html and 'x1="90.0"' in html  # the warn and flush lines of the default pressure
     assert "<script" not in html and "<img" not in html
     assert "&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;" in html
     history = html[html.index('class="history"') :]
