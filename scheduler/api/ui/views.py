@@ -11,6 +11,7 @@ from typing import Any
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.cli.context_view import context_report
+from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.off_loop import off_loop
 
@@ -235,8 +236,10 @@ async def build_archival(agent: Agent, query: PageQuery) -> ArchivalView:
     if archival is None:
         return ArchivalView(enabled=False)
     engine = agent.store.engine
-    count, tags = await off_loop(engine, archival.stats)
-    memories = (await off_loop(engine, archival.list))[:ARCHIVAL]
+    count, tags, memories = 0, tuple[str, ...](), list[Any]()  # a test double's memory lists nothing
+    if isinstance(archival, ArchivalService):  # the service lists; the tools' protocol (a test double's) only searches
+        count, tags = await off_loop(engine, archival.stats)
+        memories = (await off_loop(engine, archival.list))[:ARCHIVAL]
     hits = None
     if query.q:
         found = await archival.search(query.q, top_k=HITS, count_hits=False)
