@@ -27,8 +27,8 @@ CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 @pytest.fixture
 async def site(tmp_path, database_url):
-    """(client, daemon, keys): the app over a started daemon; alice owns `notes-a` (a turn run, a hostile archival
-    memory), bob owns `notes-b`."""
+    """(client, keyring, keys): the app over a started daemon; alice owns `notes-a` (a turn run, a hostile archival
+    memory), bob owns `notes-b`, carol `pal-c` (a companion: a read-only block, no archival memory)."""
     folder = tmp_path / "agents"
     folder.mkdir()
     (folder / "companion.yaml").write_text(TEMPLATE)
@@ -41,13 +41,18 @@ async def site(tmp_path, database_url):
         config=DaemonConfig(concurrency=2, poll_s=0.05),
     )
     keys = KeyStore(store.engine)
-    (_, alice), (_, bob) = keys.create("alice"), keys.create("bob")
+    (_, alice), (_, bob), (_, carol) = keys.create("alice"), keys.create("bob"), keys.create("carol")
     await daemon.start()
-    app = create_app(daemon, TOKEN, keyring=KeyRing(keys, TOKEN, required=True))
+    ring = KeyRing(keys, TOKEN, required=True)
+    app = create_app(daemon, TOKEN, keyring=ring)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
         admin = {"authorization": f"Bearer {TOKEN}"}
-        for name, owner in (("notes-a", "alice"), ("notes-b", "bob")):
-            body = {"template": "keeper", "name": name, "owner": owner}
+        for name, owner, template in (
+            ("notes-a", "alice", "keeper"),
+            ("notes-b", "bob", "keeper"),
+            ("pal-c", "carol", "companion"),
+        ):
+            body = {"template": template, "name": name, "owner": owner}
             made = await client.post("/v1/agents", json=body, headers=admin)
             assert made.status_code == 201, made.text
         sent = await client.post("/v1/agents/notes-a/messages", json={"content": f"hi {HOSTILE}"}, headers=admin)
@@ -55,7 +60,7 @@ async def site(tmp_path, database_url):
         for text in ("Lin likes green tea in the morning", f"Lin wrote {HOSTILE}"):
             stored = await client.post("/v1/agents/notes-a/memory/archival", json={"content": text}, headers=admin)
             assert stored.status_code == 201, stored.text
-        yield client, daemon, {"alice": alice, "bob": bob, "admin": TOKEN}
+        yield client, ring, {"alice": alice, "bob": bob, "carol": carol, "admin": TOKEN}
     await daemon.stop(5)
 
 
@@ -92,6 +97,18 @@ async def test_the_login_cookie_and_what_a_page_without_a_key_gets(site):
     assert (await client.get("/v1/agents")).status_code == 401  # the cookie is the page's, not the API's
     out = await client.post("/ui/logout", data={"csrf": token})
     assert out.status_code == 303 and (await client.get("/ui")).status_code == 303
+    foreign = await client.post("/ui/login", data={"csrf": token, "key": keys["alice"]}, headers={"origin": "null"})
+    assert foreign.status_code == 403 and "another site" in foreign.text
+
+
+async def test_a_revoked_key_signs_the_browser_out(site):
+    client, ring, keys = site
+    await sign_in(client, keys["alice"])
+    assert (await client.get("/ui/agents/notes-a")).status_code == 200
+    [revoked] = ring.keys.revoke(keys["alice"])
+    ring.forget({revoked.id})  # as a revocation through this process does
+    gone = await client.get("/ui/agents/notes-a")
+    assert gone.status_code == 303 and gone.headers["location"] == "/ui/login"
 
 
 async def test_a_user_key_sees_its_own_agents_and_nobody_elses(site):
@@ -169,6 +186,39 @@ async def test_an_edit_from_the_form_is_a_versioned_edit_and_needs_its_token(sit
     assert too_long.status_code == 422 and "at most 100 characters" in too_long.text and "y" * 101 in too_long.text
     unknown = await client.post("/ui/agents/notes-a/blocks/nope", data={"csrf": token, "value": "x"})
     assert unknown.status_code == 404 and "unknown_block" in unknown.text
+
+
+async def test_a_read_only_block_has_no_form_and_an_agent_without_archival_says_so(site):
+    client, _, keys = site
+    token = await sign_in(client, keys["carol"])
+    html = (await client.get("/ui/agents/pal-c")).text
+    rules = html[html.index('id="block-rules"') :].split("</article>")[0]
+    assert "read-only" in rules and "<form" not in rules and "Be kind." in rules
+    assert "no archival memory" in html
+    refused = await client.post("/ui/agents/pal-c/blocks/rules", data={"csrf": token, "value": "Be rude."})
+    assert refused.status_code == 409 and "read-only" in refused.text
+
+
+async def test_a_daemon_without_keys_shows_the_page_without_signing_in(tmp_path, sqlite_url):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "keeper.yaml").write_text(KEEPER)
+    daemon = Daemon(
+        AgentCatalog(folder, StateStore.open(sqlite_url)),
+        Settings(home=tmp_path / "home", database_url=sqlite_url),
+        model=scripted(),
+    )
+    await daemon.start()
+    try:
+        app = create_app(daemon, None)  # loopback only: nothing to check
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            login = await client.get("/ui/login")
+            assert login.status_code == 303 and login.headers["location"] == "/ui"
+            listed = await client.get("/ui")
+            assert listed.status_code == 200 and "keeper" in listed.text and "Sign out" not in listed.text
+            assert (await client.get("/ui/agents/keeper")).status_code == 200
+    finally:
+        await daemon.stop(5)
 
 
 async def test_a_section_added_later_shows_on_the_page(site, monkeypatch):
