@@ -9,13 +9,14 @@ context); their bodies in `api_models`. This module holds what every route share
   it with its calls. `PAGEMIND_API_TOKEN` and keys of scope admin reach everything; a user key reaches its user's
   agents only (`api.auth`: ownership, the 404 that says nothing, limits). With neither token nor key the server is
   reachable from this machine only (`scheduler.cli` refuses to bind elsewhere), so there is nothing to check.
-  Readiness without an admin credential counts the agent files that do not load; what is wrong with them (paths,
-  YAML) is shown only with one;
+  The memory page (`/ui`, `api.ui`) takes the same key from its login cookie as well, and sends a page request
+  without a working one to its login form (303) rather than answering 401. Readiness without an admin
+  credential counts the agent files that do not load; what is wrong with them (paths, YAML) is shown only with one;
 - **request size**: a body over `max_body` bytes is refused with 413 before the route runs, whether it says its
   length or streams it (a chunked body is counted as it arrives);
 - **errors**: every failure answers `{"error": {"code", "message"}}` — validation 422, unknown agent 404, an agent
   that exists 409, too large 413, too many requests 429, an agent whose YAML does not load 503 — never a bare
-  string or an HTML page.
+  string or an HTML page (but on the memory page, whose errors are pages).
 
 Both checks are pure ASGI middleware: Starlette's `BaseHTTPMiddleware` would buffer the event stream.
 """
