@@ -9,13 +9,14 @@ context); their bodies in `api_models`. This module holds what every route share
   it with its calls. `PAGEMIND_API_TOKEN` and keys of scope admin reach everything; a user key reaches its user's
   agents only (`api.auth`: ownership, the 404 that says nothing, limits). With neither token nor key the server is
   reachable from this machine only (`scheduler.cli` refuses to bind elsewhere), so there is nothing to check.
-  Readiness without an admin credential counts the agent files that do not load; what is wrong with them (paths,
-  YAML) is shown only with one;
+  The memory page (`/ui`, `api.ui`) takes the same key from its login cookie as well, and sends a page request
+  without a working one to its login form (303) rather than answering 401. Readiness without an admin
+  credential counts the agent files that do not load; what is wrong with them (paths, YAML) is shown only with one;
 - **request size**: a body over `max_body` bytes is refused with 413 before the route runs, whether it says its
   length or streams it (a chunked body is counted as it arrives);
 - **errors**: every failure answers `{"error": {"code", "message"}}` — validation 422, unknown agent 404, an agent
   that exists 409, too large 413, too many requests 429, an agent whose YAML does not load 503 — never a bare
-  string or an HTML page.
+  string or an HTML page (but on the memory page, whose errors are pages).
 
 Both checks are pure ASGI middleware: Starlette's `BaseHTTPMiddleware` would buffer the event stream.
 """
@@ -27,13 +28,14 @@ from typing import Any
 import structlog
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.scheduler.api.auth import KeyRing, RateLimiter, authorize
 from pagemind.scheduler.api.errors import ApiError, error_body, headers_of_daemon_error, status_of_daemon_error
+from pagemind.scheduler.api.ui import session as ui_session
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import DaemonError
 
@@ -88,6 +90,7 @@ def create_app(
     from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
     from pagemind.scheduler.api import users as api_users
+    from pagemind.scheduler.api.ui import routes as ui_routes
 
     if keyring is None:
         keys = KeyStore(daemon.store.engine)
@@ -115,6 +118,7 @@ def create_app(
     app.include_router(api_memory.router)
     app.include_router(api_keys.router)
     app.include_router(api_users.router)
+    app.include_router(ui_routes.router)  # the memory page, /ui (left out of the OpenAPI document)
     _add_health(app)
     _add_error_handlers(app)
     limiter = RateLimiter(daemon.config.key_requests_per_minute, keyring.clock)
@@ -190,25 +194,35 @@ def _add_health(app: FastAPI) -> None:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    from pagemind.scheduler.api.ui.pages import error_page  # the memory page's errors are pages (Jinja2)
+
     @app.exception_handler(ApiError)
-    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        if ui_session.is_ui(request.url.path):
+            return error_page(request, exc.status, exc.code, exc.message)
         return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(DaemonError)
-    async def daemon_error(_: Request, exc: DaemonError) -> JSONResponse:
+    async def daemon_error(request: Request, exc: DaemonError) -> Response:
         status, code = status_of_daemon_error(exc)
+        if ui_session.is_ui(request.url.path):  # an unknown agent, another user's: the same page
+            return error_page(request, status, code, str(exc))
         return JSONResponse(error_body(code, str(exc)), status_code=status, headers=headers_of_daemon_error(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
         problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        if ui_session.is_ui(request.url.path):
+            return error_page(request, 422, "invalid_request", "; ".join(problems) or "invalid request")
         body = error_body("invalid_request", "; ".join(problems) or "invalid request")
         body["error"]["details"] = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         return JSONResponse(body, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, f"http_{exc.status_code}")
+        if ui_session.is_ui(request.url.path):
+            return error_page(request, exc.status_code, code, str(exc.detail))
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
@@ -231,8 +245,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if scope["path"] not in OPEN_PATHS:
-            principal = await self.keyring.principal(headers.get("authorization", ""))
+        path, page = scope["path"], ui_session.is_ui(scope["path"])
+        if path not in OPEN_PATHS and not (page and ui_session.is_open(path)):
+            # the memory page's requests may present the key as its login cookie
+            credential = ui_session.credential(headers) if page else headers.get("authorization", "")
+            principal = await self.keyring.principal(credential)
+            if principal is None and page:
+                await _answer_redirect(send, ui_session.LOGIN)
+                return
             if principal is None:
                 await _answer(send, 401, UNAUTHORIZED, {"www-authenticate": "Bearer"})
                 return
@@ -263,6 +283,13 @@ class Guard:
             return message
 
         return counted
+
+
+async def _answer_redirect(send: Send, location: str) -> None:
+    """A page request without a key that works: to the login form."""
+    head = [(b"location", location.encode()), (b"content-length", b"0"), (b"cache-control", b"no-store")]
+    await send({"type": "http.response.start", "status": 303, "headers": head})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _too_large(limit: int) -> dict[str, Any]:

@@ -64,34 +64,43 @@ async def get_memory(name: str, daemon: DaemonDep) -> MemoryOut:
 async def patch_block(name: str, label: str, body: PatchBlock, daemon: DaemonDep) -> BlockOut:
     """Rewrite one block (recorded in its history as operation `api`); the block's limit holds, and a read-only
     block is changed in its YAML, not here."""
+    async with daemon.agent(name) as agent:
+        return block_out(set_block(agent, label, body.value))
+
+
+def set_block(agent: Any, label: str, value: str, operation: str = "api") -> Any:
+    """Rewrite one core block of a loaded agent (held off its turns: `Daemon.agent`) as a versioned edit of
+    `operation` (`api`; the memory page's `ui`), and return the new `Block`: the edit path of this route and of
+    the memory page (`api.ui`). Raises `ApiError` for an unknown (404) or read-only (409) block, and for a value
+    over its limit or not matching its schema (422)."""
     from dataclasses import replace
 
     from pagemind.blocks import BlockEdit, BlockEditError, checked_json
 
-    async with daemon.agent(name) as agent:
-        index = next((i for i, b in enumerate(agent.memory.blocks) if b.label == label), None)
-        if index is None:
-            raise ApiError(
-                404,
-                "unknown_block",
-                f"agent '{name}' has no block '{label}'; blocks: {', '.join(agent.memory.labels()) or 'none'}",
-            )
-        old, value = agent.memory.blocks[index], body.value
-        if old.read_only:
-            raise ApiError(409, "read_only", f"block '{label}' is read-only; change it in the agent's YAML")
-        try:  # a structured block takes JSON matching its schema (stored compact)
-            value = checked_json(label, old.schema, value) if old.schema is not None else value
-        except BlockEditError as exc:
-            raise ApiError(422, "schema", str(exc)) from None
-        if len(value) > old.limit:
-            raise ApiError(
-                422, "over_limit", f"block '{label}' holds at most {old.limit} characters; the value has {len(value)}"
-            )
-        edit = BlockEdit(label, "api", old.value, value, agent.clock())
-        agent.store.commit_edits(agent.record.id, [edit], agent.window.block_versions)
-        agent.memory.blocks[index] = replace(old, value=value)
-        log.info("api_block_patched", agent=name, label=label, chars=len(value))
-        return block_out(agent.memory.blocks[index])
+    name = agent.name
+    index = next((i for i, b in enumerate(agent.memory.blocks) if b.label == label), None)
+    if index is None:
+        raise ApiError(
+            404,
+            "unknown_block",
+            f"agent '{name}' has no block '{label}'; blocks: {', '.join(agent.memory.labels()) or 'none'}",
+        )
+    old = agent.memory.blocks[index]
+    if old.read_only:
+        raise ApiError(409, "read_only", f"block '{label}' is read-only; change it in the agent's YAML")
+    try:  # a structured block takes JSON matching its schema (stored compact)
+        value = checked_json(label, old.schema, value) if old.schema is not None else value
+    except BlockEditError as exc:
+        raise ApiError(422, "schema", str(exc)) from None
+    if len(value) > old.limit:
+        raise ApiError(
+            422, "over_limit", f"block '{label}' holds at most {old.limit} characters; the value has {len(value)}"
+        )
+    edit = BlockEdit(label, operation, old.value, value, agent.clock())
+    agent.store.commit_edits(agent.record.id, [edit], agent.window.block_versions)
+    agent.memory.blocks[index] = replace(old, value=value)
+    log.info("api_block_patched", agent=name, label=label, chars=len(value), operation=operation)
+    return agent.memory.blocks[index]
 
 
 def _archival(agent: Any) -> Any:

@@ -52,6 +52,8 @@ def test_the_wheel_holds_the_pagemind_namespace_and_its_data(wheel):
     assert any(n.startswith("pagemind/runtime/data/models/") for n in names)  # the shipped embedding model
     assert any(n.startswith("pagemind/runtime/data/tiktoken/") for n in names)
     assert "pagemind/runtime/state/migrations/script.py.mako" in names
+    ui = "pagemind/scheduler/api/ui/"  # the memory page's templates and stylesheet
+    assert {f"{ui}templates/agent.html", f"{ui}templates/sections/blocks.html", f"{ui}static/ui.css"} <= names
 
 
 def test_every_module_of_the_source_tree_is_installed_and_imports(venv):
@@ -147,6 +149,10 @@ def test_serve_starts_and_stops_from_a_folder_outside_the_repository(venv, tmp_p
         wait_until(healthy, "the installed `pagemind serve` to answer /health")
         agents = httpx.get(f"http://127.0.0.1:{port}/v1/agents", timeout=10)
         assert agents.status_code == 200, agents.text
+        page = httpx.get(f"http://127.0.0.1:{port}/ui", timeout=10)  # templates read from the installed package
+        assert page.status_code == 200 and "<h1>Agents</h1>" in page.text, page.text[-3000:]
+        css = httpx.get(f"http://127.0.0.1:{port}/ui/static/ui.css", timeout=10)
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     finally:
         process.send_signal(signal.SIGTERM)
         code = process.wait(60)
