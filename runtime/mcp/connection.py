@@ -103,25 +103,27 @@ class McpConnection:
         return await self._bounded(f"tool {name}", call)
 
     async def _bounded(self, what: str, act: Any) -> Any:
-        timeout = self.spec.timeout_s
+        phase, timeout = "start", self.spec.start_timeout_s
         try:
             async with asyncio.timeout(timeout):
                 session = await self._open()
+            phase, timeout = what, self.spec.timeout_s
+            async with asyncio.timeout(timeout):
                 return await act(session)
         except TimeoutError:
             await self.close()
             raise McpUnavailable(
-                f"MCP server '{self.spec.label}' did not answer {what} within {timeout:g} s; "
-                "its session was closed and restarts at the next call"
+                f"MCP server '{self.spec.label}' did not answer {'its start' if phase == 'start' else phase} within "
+                f"{timeout:g} s; its session was closed and restarts at the next call"
             ) from None
         except McpUnavailable:
             await self.close()
             raise
         except Exception as exc:  # the SDK's errors (closed connection, MCPError, a broken pipe) are all one here
             await self.close()
-            log.warning("mcp_call_failed", server=self.spec.label, what=what, error=f"{type(exc).__name__}: {exc}")
+            log.warning("mcp_call_failed", server=self.spec.label, what=phase, error=f"{type(exc).__name__}: {exc}")
             raise McpUnavailable(
-                f"MCP server '{self.spec.label}' failed on {what} ({type(exc).__name__}: {exc or 'no detail'}); "
+                f"MCP server '{self.spec.label}' failed on {phase} ({type(exc).__name__}: {exc or 'no detail'}); "
                 "its session was closed and restarts at the next call"
             ) from None
 
@@ -137,6 +139,7 @@ class McpConnection:
                 return self._session
             self._closing = asyncio.Event()
             ready: asyncio.Future[ClientSession] = loop.create_future()
+            ready.add_done_callback(lambda done: done.cancelled() or done.exception())  # read: never "not retrieved"
             self._task = loop.create_task(self._serve(ready, self._closing), name=f"mcp {self.spec.label}")
             try:
                 self._session = await asyncio.shield(ready)

@@ -56,8 +56,11 @@ class McpServerSpec(BaseModel):
         DEFAULT_CALL_TIMEOUT_S,
         gt=0,
         le=3600,
-        description="seconds one tool call (or starting the server and listing its tools) may take; past it the "
-        "model gets a tool error and the session restarts at the next call",
+        description="seconds one tool call (or listing the tools) may take; past it the model gets a tool error and "
+        "the session restarts at the next call",
+    )
+    start_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="seconds starting the server and opening its session may take (npx, uvx)"
     )
     _startable: bool = PrivateAttr(True)
 
