@@ -86,6 +86,7 @@ def create_app(
     (else none: the caller binds to loopback only); `keyring` replaces the one made here (tests: its clock)."""
     from pagemind.scheduler.api import agents as api_agents
     from pagemind.scheduler.api import keys as api_keys
+    from pagemind.scheduler.api.mcp import McpEndpoint
     from pagemind.scheduler.api import memory as api_memory
     from pagemind.scheduler.api import users as api_users
 
@@ -115,6 +116,7 @@ def create_app(
     app.include_router(api_memory.router)
     app.include_router(api_keys.router)
     app.include_router(api_users.router)
+    app.mount("/mcp", McpEndpoint(daemon, keyring))  # an agent's memory over MCP: /mcp/AGENT (`api.mcp`)
     _add_health(app)
     _add_error_handlers(app)
     limiter = RateLimiter(daemon.config.key_requests_per_minute, keyring.clock)
