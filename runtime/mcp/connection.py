@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from mcp import types
@@ -26,6 +26,7 @@ from pagemind.runtime.spec.mcp import McpServerSpec
 
 log = structlog.get_logger("pagemind.mcp")
 
+T = TypeVar("T")
 CLOSE_S = 5.0  # how long closing a session may take (the SDK's stdio shutdown is bounded by its own timeouts)
 
 
@@ -102,7 +103,7 @@ class McpConnection:
 
         return await self._bounded(f"tool {name}", call)
 
-    async def _bounded(self, what: str, act: Any) -> Any:
+    async def _bounded(self, what: str, act: Callable[[ClientSession], Awaitable[T]]) -> T:
         phase, timeout = "start", self.spec.start_timeout_s
         try:
             async with asyncio.timeout(timeout):

@@ -134,7 +134,7 @@ def memory_server(access: AgentAccess, name: str = "pagemind") -> MCPServer:
             except (ValueError, StoreError) as exc:  # the write policy's refusal (blank, oversize), a held store
                 raise ToolError(str(exc)) from None
         log.info("mcp_archival_inserted", agent=agent.name, action=result.action, id=result.id)
-        return result.model_dump_json()
+        return str(result.model_dump_json())
 
     @server.tool()
     async def core_memory_read(ctx: Context) -> str:

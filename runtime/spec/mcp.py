@@ -40,7 +40,9 @@ class McpServerSpec(BaseModel):
     )
     cwd: str | None = Field(None, description="stdio: the folder it runs in (default: the current one)")
     url: str | None = Field(None, description="streamable HTTP: the server's endpoint, e.g. http://localhost:8000/mcp")
-    headers: dict[str, str] = Field(default_factory=dict, description="streamable HTTP: headers sent with every request")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="streamable HTTP: headers sent with every request"
+    )
     bearer_token_env: str | None = Field(
         None,
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -118,7 +120,9 @@ def split_mcp_entries(data: Any, info: ValidationInfo) -> Any:
         except ValidationError as exc:
             first = exc.errors()[0]
             if first["type"] == REFUSED:
-                raise PydanticCustomError(REFUSED, "tools[{index}].mcp: {msg}", {"index": index, "msg": first["msg"]})
+                raise PydanticCustomError(
+                    REFUSED, "tools[{index}].mcp: {msg}", {"index": index, "msg": first["msg"]}
+                ) from None
             where = ".".join(str(part) for part in first["loc"])
             message = re.sub(r"^Value error, ", "", first["msg"])
             raise ValueError(f"tools[{index}].mcp{'.' + where if where else ''}: {message}") from None

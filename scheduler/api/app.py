@@ -86,9 +86,9 @@ def create_app(
     (else none: the caller binds to loopback only); `keyring` replaces the one made here (tests: its clock)."""
     from pagemind.scheduler.api import agents as api_agents
     from pagemind.scheduler.api import keys as api_keys
-    from pagemind.scheduler.api.mcp import McpEndpoint
     from pagemind.scheduler.api import memory as api_memory
     from pagemind.scheduler.api import users as api_users
+    from pagemind.scheduler.api.mcp import McpEndpoint
 
     if keyring is None:
         keys = KeyStore(daemon.store.engine)

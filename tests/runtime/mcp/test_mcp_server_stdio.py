@@ -57,7 +57,9 @@ async def test_an_mcp_client_shares_the_agents_memory_over_stdio(tmp_path):
         }
         assert listed["archival_insert"].input_schema["required"] == ["content"]
 
-        stored = await session.call_tool("archival_insert", {"content": "Lin is allergic to peanuts", "tags": ["health"]})
+        stored = await session.call_tool(
+            "archival_insert", {"content": "Lin is allergic to peanuts", "tags": ["health"]}
+        )
         assert not stored.is_error, text_of(stored)
         memory_id = json.loads(text_of(stored))["id"]
         found = await session.call_tool("archival_search", {"query": "peanut allergy"})
