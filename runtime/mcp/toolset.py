@@ -168,3 +168,16 @@ class McpToolset:
     async def close(self) -> None:
         """End every session (stdio servers stop)."""
         await asyncio.gather(*(c.close() for c in self.connections), return_exceptions=True)
+
+    def close_soon(self) -> None:
+        """`close` in the background, for a caller that cannot wait (an agent dropped from the daemon's pool);
+        nothing to do outside an event loop (none of its sessions can be open there)."""
+        try:
+            task = asyncio.get_running_loop().create_task(self.close(), name="mcp close")
+        except RuntimeError:
+            return
+        _CLOSING.add(task)  # held until done: the loop keeps only a weak reference to a task
+        task.add_done_callback(_CLOSING.discard)
+
+
+_CLOSING: set[asyncio.Task[None]] = set()

@@ -1,7 +1,8 @@
 """A real MCP server written with the SDK, for tests: run as `python tests/support/mcp_server.py` (stdio).
 
 Tools: `add` (a sum), `shout` (text back in capitals, or a tool error for empty text), `hang` (never answers),
-`crash` (the process exits mid-call), `grow` (adds the tool `late` and tells the client its tools changed).
+`crash` (the process exits mid-call), `grow` (adds the tool `late` and tells the client its tools changed). With
+MCP_TEST_MARKER set, it appends a line to that file when it starts.
 """
 
 from __future__ import annotations
@@ -56,4 +57,7 @@ async def grow(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
+    if os.environ.get("MCP_TEST_MARKER"):  # a test that must know whether the server was ever started
+        with open(os.environ["MCP_TEST_MARKER"], "a") as marker:
+            marker.write("started\n")
     server.run()
