@@ -74,6 +74,11 @@ class McpConnection:
         self._start: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    @property
+    def is_open(self) -> bool:
+        """Whether a session is open (its task running)."""
+        return self._task is not None and not self._task.done()
+
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the server offers (all pages), within the server's timeout."""
         self.tools_changed = False  # a change announced while listing marks it again
