@@ -1,6 +1,7 @@
 """An agent in the daemon's served folder uses an MCP server (tests/support/mcp_server.py, started by the daemon
-as a subprocess): a message's turn calls its tool and replies with the result; a call that hangs is a tool error
-within the server's timeout and the turn still replies; an agent dropped from the pool ends its session."""
+as a subprocess): a call that hangs is a tool error within the server's timeout and the turn still replies; the
+next message's turn calls a tool on a new session and replies with its result; an agent dropped from the pool ends
+its session."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ async def test_a_served_agent_calls_its_mcp_server_and_survives_a_hung_call(tmp_
     daemon = make_daemon(sqlite_url, folder, FunctionModel(by_purpose(step)))
     await daemon.start()
     try:
-        added = await daemon.wait((await daemon.submit("alice", "call add")).run_id, timeout=60)
         hung = await daemon.wait((await daemon.submit("alice", "call hang")).run_id, timeout=60)
+        added = await daemon.wait((await daemon.submit("alice", "call add")).run_id, timeout=60)  # a new session
         agent = daemon.pool.loaded("alice")
         assert agent is not None and agent.mcp is not None
         connection = agent.mcp.connections[0]
