@@ -159,6 +159,7 @@ class McpConnection:
         if not self.spec.startable:  # checked here too: whatever built the toolset, a shared spec starts nothing
             ready.set_exception(McpUnavailable(f"MCP server '{self.spec.label}' comes from a shared source"))
             return
+        opened: ClientSession | None = None
         try:
             async with (
                 _transport(self.spec) as (read, write),
@@ -166,6 +167,7 @@ class McpConnection:
             ):
                 await session.initialize()
                 log.info("mcp_session_started", server=self.spec.label)
+                opened = session
                 ready.set_result(session)
                 await closing.wait()
         except BaseException as exc:
@@ -175,7 +177,8 @@ class McpConnection:
                 raise
             log.warning("mcp_session_ended", server=self.spec.label, error=f"{type(exc).__name__}: {exc}")
         finally:
-            self._session = None
+            if self._session is opened:  # not a newer session's, started while this one was closing
+                self._session = None
 
     async def _heard(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

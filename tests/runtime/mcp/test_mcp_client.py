@@ -176,3 +176,19 @@ def test_a_wrong_entry_is_reported_where_it_is_written(tmp_path):
     with pytest.raises(SpecError) as error:
         parse_spec("name: a\nmodel: {name: m}\nsystem: s\ntools:\n  - send_message\n  - mcp: {args: [x]}\n", "a.yaml")
     assert str(error.value).startswith("a.yaml:6 tools[1].mcp: give either `command`")
+
+
+async def test_a_server_that_cannot_start_gives_no_tools_and_the_turn_goes_on(tmp_path, sqlite_url):
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "name: lonely\nmodel: {name: m}\nsystem: s\n"
+        f"tools: [send_message, {{mcp: {{command: {json.dumps(str(tmp_path / 'no-such-server'))}}}}}]\n"
+    )
+    model = FunctionModel(by_purpose(lambda request: reply_body("fine without it")))
+    agent = await load(path, model, sqlite_url)
+    turn = await agent.run_turn("hello")
+    assert turn.reply == "fine without it"
+    assert set(schemas(model.requests[0])) == {"send_message"}
+    assert agent.mcp is not None and 0 in agent.mcp.retry_at  # tried again later, not at every turn
+    await agent.run_turn("again")
+    assert len(agent.mcp.retry_at) == 1 and not agent.mcp.connections[0].is_open
