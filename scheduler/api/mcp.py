@@ -72,7 +72,14 @@ class McpEndpoint:
         """Run the SDK's session manager for the life of the process, from the first request on."""
         if self._running is None:
             self._running = asyncio.get_running_loop().create_task(self._run(), name="mcp sessions")
-        await self._started.wait()
+        if self._started.is_set():
+            return
+        started = asyncio.ensure_future(self._started.wait())
+        await asyncio.wait({started, self._running}, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        if not self._started.is_set():  # the manager failed to start: say so rather than wait for ever
+            failed = self._running.exception() if not self._running.cancelled() else None
+            raise RuntimeError(f"the MCP session manager did not start: {failed!r}")
 
     async def _run(self) -> None:
         async with self.server.session_manager.run():

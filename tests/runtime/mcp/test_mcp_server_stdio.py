@@ -1,6 +1,7 @@
 """`pagemind mcp AGENT` as an MCP client runs it: the SDK's own stdio client starts the venv's `pagemind` as a
 subprocess, lists the memory tools, stores a memory and finds it, edits a block (a versioned edit that `pagemind
-memory AGENT` shows, with its history), is refused a read-only block's edit, and forgets the memory by id."""
+memory AGENT` shows, with its history), is refused a read-only block's edit, and forgets the memory by id. On
+SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ tools: [send_message, core_memory_append, archival_memory_insert, archival_searc
 PAGEMIND = Path(sys.executable).parent / "pagemind"  # the venv's console script, as an MCP client would start it
 
 
-def environment(home: Path) -> dict[str, str]:
+def environment(home: Path, database_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DATABASE_URL", "QDRANT_", "PAGEMIND_"))}
-    return {**env, "PAGEMIND_HOME": str(home)}
+    return {**env, "PAGEMIND_HOME": str(home), "DATABASE_URL": database_url}
 
 
 def text_of(result) -> str:
@@ -37,11 +38,11 @@ def text_of(result) -> str:
     return "".join(part.text for part in result.content)
 
 
-async def test_an_mcp_client_shares_the_agents_memory_over_stdio(tmp_path):
+async def test_an_mcp_client_shares_the_agents_memory_over_stdio(tmp_path, database_url):
     agent = tmp_path / "keeper.yaml"
     agent.write_text(AGENT_YAML)
     home = tmp_path / "home"
-    params = StdioServerParameters(command=str(PAGEMIND), args=["mcp", str(agent)], env=environment(home))
+    params = StdioServerParameters(command=str(PAGEMIND), args=["mcp", str(agent)], env=environment(home, database_url))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         listed = {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -79,7 +80,7 @@ async def test_an_mcp_client_shares_the_agents_memory_over_stdio(tmp_path):
 
     shown = subprocess.run(
         [str(PAGEMIND), "memory", "keeper", "--history"],
-        env=environment(home),
+        env=environment(home, database_url),
         capture_output=True,
         text=True,
         timeout=120,
