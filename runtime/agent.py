@@ -22,6 +22,7 @@ from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
 from pagemind.runtime.loop import TurnResult, run_turn
+from pagemind.runtime.mcp.toolset import McpToolset
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.lifecycle.salience import PREFETCH_STEP, extraction_gate, lookup_gate
 from pagemind.runtime.memory.reads import LiveReads, ReadTape
@@ -93,6 +94,7 @@ class Agent:
     retrieved: tuple[str, ...] = ()  # archival memories fetched for the current turn, best first
     turn_time: datetime | None = None  # when the current turn began: the prompt states one time per turn
     hold_steps: bool = True  # a step whose effects all commit with it rides on the next one's commit (`runtime.loop`)
+    mcp: McpToolset | None = None  # the agent's MCP servers, whose tools join `tools` at each turn (`runtime.mcp`)
     _model: ModelClient | None = None
     monitor: PressureMonitor = field(init=False)
 
@@ -160,6 +162,7 @@ class Agent:
             archival=archival,
             recall=recall,
             hold_steps=hold_steps,
+            mcp=McpToolset.for_servers(spec.mcp_servers),
         )
 
     @property
@@ -239,6 +242,8 @@ class Agent:
         (`memory.salience`) skips the lookup for chit-chat.
         """
         crash_point("turn.prefetch")  # the user message is in the inbox; no step has run
+        if self.mcp is not None:  # the turn's tools first: MCP servers listed if new or changed (`runtime.mcp`)
+            await self.mcp.sync(self.tools)
         self.turn_time = self.clock()
         top_k = self.spec.memory.memories_per_turn
         if (

@@ -99,6 +99,8 @@ class AgentPool:
         )
         if entry is not None:
             entry.agent.monitor.cancel()  # the old instance's flush work ahead would only be thrown away
+            if entry.agent.mcp is not None:
+                entry.agent.mcp.close_soon()  # its MCP sessions (stdio servers) end with it
             log.info("agent_spec_changed", agent=name, spec_hash=spec_hash)
         self._loaded[name] = _Loaded(agent, spec_hash, spec, time.monotonic())
         self.read_now.add(name)
@@ -112,10 +114,12 @@ class AgentPool:
 
     def forget(self, name: str) -> None:
         """Drop an agent (it was deleted or renamed, or is being unloaded) and stop its flush work ahead, which
-        nothing would use (it was never stored: a later load prepares it again)."""
+        nothing would use (it was never stored: a later load prepares it again), and its MCP sessions."""
         entry = self._loaded.pop(name, None)
         if entry is not None:
             entry.agent.monitor.cancel()
+            if entry.agent.mcp is not None:
+                entry.agent.mcp.close_soon()  # its MCP sessions (stdio servers) end with it
         lock = self._locks.get(name)
         if lock is not None and not lock.locked():
             self._locks.pop(name, None)

@@ -20,6 +20,7 @@ from pagemind.runtime.cli import commands
 from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.init import add_parser as add_init_parser
 from pagemind.runtime.cli.keys import add_parser as add_keys_parser
+from pagemind.runtime.cli.mcp import add_parser as add_mcp_parser
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
 from pagemind.runtime.cli.models import add_parser as add_models_parser
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
@@ -120,6 +121,7 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     add_reflect_parser(sub)
     add_models_parser(sub)
     add_keys_parser(sub)
+    add_mcp_parser(sub)
     if extend is not None:
         extend(sub)
     return parser

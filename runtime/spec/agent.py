@@ -29,6 +29,7 @@ from pydantic_core import ErrorDetails, to_json
 
 from pagemind.blocks import Block, BlockSchema, dump_json
 from pagemind.runtime.spec.fingerprint import later_defaults
+from pagemind.runtime.spec.mcp import McpServerSpec, split_mcp_entries
 from pagemind.runtime.spec.memory import MemoryConfig
 from pagemind.runtime.spec.prices import ModelPrices
 from pagemind.runtime.spec.renames import collecting, warn, written_locations
@@ -256,7 +257,7 @@ class AgentSpec(BaseModel):
     """One agent, as its YAML file defines it."""
 
     model_config = ConfigDict(extra="forbid")
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("template", "schedule", "idle")  # see `later_defaults`
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("template", "schedule", "idle", "mcp_servers")  # `later_defaults`
 
     name: str = Field(pattern=_NAME, description="the agent's name: its identity in the stores (letters, digits, _.-)")
     description: str = Field("", description="what the agent is for (listings, the API)")
@@ -266,6 +267,10 @@ class AgentSpec(BaseModel):
     tools: list[Annotated[str, AfterValidator(_check_tool_reference)]] = Field(
         default_factory=lambda: list(DEFAULT_TOOLS),
         description="built-in tools by name, custom ones as package.module:function",
+    )
+    mcp_servers: list[McpServerSpec] = Field(
+        default_factory=list,
+        description="MCP servers whose tools the agent gets; written in `tools:` as `{mcp: {...}}` entries",
     )
     max_steps_per_turn: int = Field(10, gt=0, description="model calls one user message may take at most")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="how the agent remembers")
@@ -287,6 +292,11 @@ class AgentSpec(BaseModel):
             line = _key_line(root, tuple(old.split("."))) if root is not None else None
             warn(old, new, file=context.get("source"), line=line, agent=None if root is not None else spec.name)
         return spec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mcp_entries(cls, data: Any, info: ValidationInfo) -> Any:
+        return split_mcp_entries(data, info)  # `tools: [{mcp: …}]` into `mcp_servers` (`spec.mcp`)
 
     @model_validator(mode="after")
     def _unique_labels(self) -> AgentSpec:

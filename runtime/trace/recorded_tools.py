@@ -81,7 +81,8 @@ def _stand_in(
 
 def replay_tools(trace: Trace, references: list[str]) -> dict[str, Tool]:
     """The agent's tools for a replay that trusts nothing: built-ins as they are, a stand-in serving the recorded
-    results for every other reference, in the spec's order (the order of the recorded requests' `tools`)."""
+    results for every other reference, in the spec's order (the order of the recorded requests' `tools`), and for
+    every other tool the recorded requests offered (an MCP server's: a replay starts none)."""
     schemas = _recorded_schemas(trace)
     results: dict[str, deque[ToolResultEvent]] = defaultdict(deque)
     for event in trace.events:
@@ -97,6 +98,9 @@ def replay_tools(trace: Trace, references: list[str]) -> dict[str, Tool]:
         name = guess if guess in schemas or not schemas else _unclaimed(schemas, tools, guess)
         recorded = results[name]
         tools[name] = _stand_in(name, reference, schemas.get(name), recorded, any(r.terminal for r in recorded))
+    for name in [n for n in schemas if n not in tools and n not in BUILTIN_TOOLS]:  # an MCP server's: never started
+        recorded = results[name]
+        tools[name] = _stand_in(name, name, schemas[name], recorded, any(r.terminal for r in recorded))
     return tools
 
 

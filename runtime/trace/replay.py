@@ -138,8 +138,10 @@ async def scratch_agent(
     spec = replay_spec(trace, trust_tools)
     settings = scratch_settings(home)
     store = StateStore(make_engine(settings.database_url))
-    if trust_tools:
-        agent = await Agent.load(spec, model=model, store=store, settings=settings, clock=clock)
+    if trust_tools:  # a trace never starts MCP servers: their tools serve their recorded results (`spec.mcp`)
+        loaded = spec.model_copy(update={"mcp_servers": []})
+        agent = await Agent.load(loaded, model=model, store=store, settings=settings, clock=clock)
+        agent.tools |= {n: t for n, t in replay_tools(trace, []).items() if n not in agent.tools}
     else:
         # Loaded with its built-in tools only (Agent.load imports every tool it is given), then given stand-ins.
         builtins = [ref for ref in spec.tools if ref not in custom_tools(spec.tools)]

@@ -62,7 +62,9 @@ def knobs(model: type[BaseModel], prefix: str = "") -> list[str]:
     for name, info in model.model_fields.items():
         optional = info.default is None and type(None) in typing.get_args(info.annotation)
         inner = nested_models(info.annotation)
-        if name == "advanced":
+        if name in ("advanced", "mcp_servers"):
+            # An MCP server is written as a `tools:` entry (`spec.mcp`): its fields say where tools come from, not
+            # how the agent behaves, so they count with `tools`, not as knobs.
             continue
         if inner and not optional:
             found += [knob for m in inner for knob in knobs(m, f"{prefix}{name}.")]
