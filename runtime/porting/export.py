@@ -1,4 +1,4 @@
-"""An agent's rows read into a `Bundle`, in one read transaction, and written as `pagemind.agent` JSON Lines.
+"""An agent's rows read into a `Bundle`, in one read transaction (`files.export_lines` writes it out).
 
 Every table the format covers (`records.TABLES`) is read by the agent's id, in id order (or time order where rows
 have no id of their own), so the file lists messages in the order the window keeps them. Archival rows half
@@ -10,8 +10,6 @@ store decrypts: an export holds plain text, and whoever holds the file holds the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from datetime import datetime
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Any
@@ -19,8 +17,8 @@ from typing import Any
 from sqlalchemy import Table, select
 from sqlalchemy.engine import Connection, Engine
 
-from pagemind.runtime.porting.records import AGENT_TABLE, KEEP_ID, TABLES, Bundle, encode, lines
-from pagemind.runtime.state.records import aware, utcnow
+from pagemind.runtime.porting.records import AGENT_TABLE, KEEP_ID, TABLES, Bundle, encode
+from pagemind.runtime.state.records import aware
 
 
 class UnknownAgentName(LookupError):
@@ -68,8 +66,3 @@ def pagemind_version() -> str:
     except PackageNotFoundError:  # a source tree that was never installed
         return "unknown"
 
-
-def export_lines(engine: Engine, name: str, now: datetime | None = None) -> Iterator[str]:
-    """The agent called `name` as `pagemind.agent` JSON Lines (read first, in one transaction, then yielded)."""
-    bundle = read_bundle(engine, name)
-    return lines(bundle, now or utcnow(), pagemind_version())

@@ -11,7 +11,8 @@ import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.messages import Message
-from pagemind.runtime.porting.export import export_lines, read_bundle
+from pagemind.runtime.porting.export import read_bundle
+from pagemind.runtime.porting.files import export_lines
 from pagemind.runtime.porting.load import ImportRefused, NameTaken, import_bundle
 from pagemind.runtime.porting.records import FORMAT, VERSION, FormatError, parse
 from pagemind.runtime.process.settings import Settings
@@ -77,7 +78,7 @@ async def searches(agent: Agent) -> list[list[tuple[str, tuple[str, ...], float]
 
 
 def roundtrip(source_url, target_url, name=None, **kwargs):
-    text = "".join(export_lines(make_engine(source_url), "keeper"))
+    text = "".join(export_lines(StateStore(make_engine(source_url)), "keeper"))
     bundle = parse(text.splitlines(keepends=True))
     return text, import_bundle(StateStore(make_engine(target_url)), Settings.from_env(), bundle, name=name, **kwargs)
 
@@ -109,7 +110,7 @@ async def test_cross_backend_postgres_to_sqlite_and_back(scripted_openai, clock,
     lite = f"sqlite:///{tmp_path / 'lite.db'}"
     roundtrip(database_url, lite)
     assert prompt_bytes(await reloaded(lite, clock)) == expected_prompt
-    text = "".join(export_lines(make_engine(lite), "keeper"))
+    text = "".join(export_lines(StateStore(make_engine(lite)), "keeper"))
     bundle = parse(text.splitlines(keepends=True))
     report = import_bundle(StateStore(make_engine(database_url)), Settings.from_env(), bundle, replace=True)
     assert report.replaced and report.agent_id != agent.record.id
