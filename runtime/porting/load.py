@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
+from pagemind.runtime.memory.vectors.records import StoreError
 from pagemind.runtime.memory.wiring import archival_service
 from pagemind.runtime.porting.records import AGENT_TABLE, TABLES, Bundle, decode
 from pagemind.runtime.process.settings import Settings
@@ -103,12 +104,29 @@ def import_bundle(
         record = store.rename_agent(landing, target)
     report = ImportReport(target, record.id, counts, replaced=existing is not None)
     if counts.get("archival_memory"):
-        service = archival_service(spec, store, settings, clock, record=record)
-        before = len(service.list(include_superseded=True))
-        _ = service.store  # opening it reconciles: every memory without a point is embedded here (`reembed`)
-        report.reembedded = before
+        report.reembedded = _embed(store, settings, spec, record, clock, report.notes)
     log.info("agent_imported", agent=target, agent_id=record.id, counts=counts, replaced=report.replaced)
     return report
+
+
+def _embed(
+    store: StateStore,
+    settings: Settings,
+    spec: AgentSpec,
+    record: AgentRecord,
+    clock: Callable[[], datetime],
+    notes: list[str],
+) -> int:
+    """Make the vector points of the agent's archival memory with this side's model; how many memories. A store held
+    by another process (a daemon serving) leaves them to be made when it opens the agent's memory."""
+    service = archival_service(spec, store, settings, clock, record=record)
+    memories = len(service.list(include_superseded=True))
+    try:
+        _ = service.store  # opening it reconciles: every memory without a point is embedded here (`reembed`)
+    except StoreError as exc:
+        notes.append(f"archival memories not embedded yet ({exc}): they are when the agent's memory is next opened")
+        return 0
+    return memories
 
 
 def _write(

@@ -87,6 +87,7 @@ def create_app(
     from pagemind.scheduler.api import agents as api_agents
     from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
+    from pagemind.scheduler.api import porting as api_porting
     from pagemind.scheduler.api import users as api_users
 
     if keyring is None:
@@ -115,6 +116,7 @@ def create_app(
     app.include_router(api_memory.router)
     app.include_router(api_keys.router)
     app.include_router(api_users.router)
+    app.include_router(api_porting.router)
     _add_health(app)
     _add_error_handlers(app)
     limiter = RateLimiter(daemon.config.key_requests_per_minute, keyring.clock)
