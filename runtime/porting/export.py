@@ -65,4 +65,3 @@ def pagemind_version() -> str:
         return package_version("pagemind")
     except PackageNotFoundError:  # a source tree that was never installed
         return "unknown"
-

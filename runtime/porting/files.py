@@ -16,11 +16,12 @@ from datetime import datetime
 from typing import Literal
 
 from pagemind.runtime.porting.agent_file import agent_file
-from pagemind.runtime.porting.export import pagemind_version, read_bundle
+from pagemind.runtime.porting.export import UnknownAgentName, pagemind_version, read_bundle
 from pagemind.runtime.porting.letta import NotAnAgentFile, decoded, is_agent_file, read_agent_file
 from pagemind.runtime.porting.load import ImportRefused, ImportReport, NameTaken, import_bundle, validated_spec
 from pagemind.runtime.porting.records import FORMAT, Bundle, FormatError, lines, parse
 from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 
@@ -40,14 +41,18 @@ def read_file(data: bytes) -> Loaded:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise FormatError(f"not UTF-8 text (byte {exc.start}): neither a {FORMAT} export nor a Letta agent file")
+        raise FormatError(
+            f"not UTF-8 text (byte {exc.start}): neither a {FORMAT} export nor a Letta agent file"
+        ) from None
     first = text.lstrip().split("\n", 1)[0]
     if _is_header(first):
         return Loaded("jsonl", [(parse(text.splitlines()), [])])
     try:
         document = decoded(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise FormatError(f"neither a {FORMAT} export (no header line) nor a Letta agent file (not JSON: {exc})")
+        raise FormatError(
+            f"neither a {FORMAT} export (no header line) nor a Letta agent file (not JSON: {exc})"
+        ) from None
     if not is_agent_file(document):
         raise FormatError(f"neither a {FORMAT} export nor a Letta agent file (no `agents`, no `core_memory`)")
     try:
@@ -85,16 +90,24 @@ def import_file(
         if check is not None:
             check(bundle)
         validated_spec(bundle, name or bundle.name, allow_code=allow_code)
-        if not replace and store.get_agent(name or bundle.name) is not None:
-            raise NameTaken(f"an agent called '{name or bundle.name}' exists; import it under another name or replace it")
+        target = name or bundle.name
+        if not replace and store.get_agent(target) is not None:
+            raise NameTaken(f"an agent called '{target}' exists; import it under another name or replace it")
     reports = []
     for bundle, notes in loaded.agents:
-        report = import_bundle(
-            store, settings, bundle, name=name, replace=replace, allow_code=allow_code, owner=owner
-        )
+        report = import_bundle(store, settings, bundle, name=name, replace=replace, allow_code=allow_code, owner=owner)
         report.notes = notes + report.notes
         reports.append(report)
     return reports
+
+
+def stored_spec(store: StateStore, name: str) -> AgentSpec:
+    """The spec an imported agent was stored with, read as a client's (nothing it names is imported): what
+    `Agent.load` takes to run it."""
+    stored = store.stored_spec_json(name)
+    if stored is None:
+        raise UnknownAgentName(name)
+    return AgentSpec.model_validate_json(stored, context={"trust": "client"})
 
 
 def export_lines(store: StateStore, name: str, fmt: Format = "jsonl", now: datetime | None = None) -> Iterator[str]:

@@ -189,12 +189,13 @@ class _Reader:
         if output >= window:
             output = max(1, window // 4)
             self.notes.append(f"max_tokens {llm.get('max_tokens')} fills the window: max_output_tokens is {output}")
-        temperature = min(2.0, max(0.0, float(llm.get("temperature") if llm.get("temperature") is not None else 0.7)))
+        raw = llm.get("temperature")
+        temperature = min(2.0, max(0.0, float(raw))) if isinstance(raw, int | float) else 0.7
         endpoint = llm.get("model_endpoint")
         if endpoint:
             self.notes.append(
-                f"model endpoint {endpoint} ({llm.get('model_endpoint_type') or 'unknown type'}) not applied: the agent "
-                "calls this pagemind's endpoint (OPENAI_BASE_URL); set model.base_url in its spec to change that"
+                f"model endpoint {endpoint} ({llm.get('model_endpoint_type') or 'unknown type'}) not applied: the "
+                "agent calls this pagemind's endpoint (OPENAI_BASE_URL); set model.base_url in its spec to change that"
             )
         return {
             "name": str(llm.get("model") or self.agent.get("model") or "gpt-4o-mini"),
@@ -276,6 +277,7 @@ class _Reader:
                 continue  # Letta's compiled prompt: pagemind compiles its own
             dropped_reasoning += sum(1 for p in _parts(message) if p.get("type") in ("reasoning", "redacted_reasoning"))
             yield from writer.convert(message, index in window)
+        self.notes.append(f"messages: {writer.counts[True]} in the window, {writer.counts[False]} in recall only")
         if dropped_reasoning:
             self.notes.append(f"{dropped_reasoning} native reasoning part(s) not kept (pagemind keeps no reasoning)")
         if writer.skipped:
@@ -312,6 +314,7 @@ class _Messages:
         self.returned: set[str] = set()
         self.call_names: dict[str, str] = {}
         self.skipped = 0
+        self.counts = {True: 0, False: 0}  # messages written, by whether they are in the window
 
     def _record(self, message: dict[str, Any], role: str, in_context: bool, **fields: Any) -> dict[str, Any]:
         record = {
@@ -329,6 +332,7 @@ class _Messages:
             **fields,
         }
         self.next_id += 1
+        self.counts[in_context] += 1
         return record
 
     def convert(self, message: dict[str, Any], in_context: bool) -> Iterator[dict[str, Any]]:

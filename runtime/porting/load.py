@@ -129,9 +129,7 @@ def _embed(
     return memories
 
 
-def _write(
-    store: StateStore, bundle: Bundle, spec: AgentSpec, owner: str | None
-) -> tuple[AgentRecord, dict[str, int]]:
+def _write(store: StateStore, bundle: Bundle, spec: AgentSpec, owner: str | None) -> tuple[AgentRecord, dict[str, int]]:
     """Every row of the bundle under a new agent, in one transaction."""
     agent = bundle.agent
     now = utcnow()
@@ -176,6 +174,10 @@ class _Ids:
         return self.new[at] if at >= 0 else 0
 
 
+def _same(values: dict[str, Any]) -> dict[str, Any]:
+    return values
+
+
 class _Rows:
     """The bundle's rows written under `agent_id` on `conn`, references rewritten (see the module docstring)."""
 
@@ -215,7 +217,7 @@ class _Rows:
         for kind, table in TABLES.items():
             if kind in ("step", "message"):
                 continue
-            change = rewrite.get(kind, lambda v: v)
+            change = rewrite.get(kind, _same)
             rows = [{**change(decode(table, r)), "agent_id": self.agent_id} for r in self.bundle.of(kind)]
             if kind == "origin" and not rows:  # served by the daemon as an agent made from its stored spec
                 rows = [{"agent_id": self.agent_id, "template": None, "blocks": {}, "created_at": utcnow()}]

@@ -63,7 +63,7 @@ class ImportOut(BaseModel):
 async def export_agent(
     name: str,
     daemon: DaemonDep,
-    format: Annotated[Literal["jsonl", "af"], Query(description="jsonl (every tier of memory) or af (Letta)")] = "jsonl",
+    format: Annotated[Literal["jsonl", "af"], Query(description="jsonl (all of its memory) or af (Letta)")] = "jsonl",
 ) -> StreamingResponse:
     """The agent's spec, core blocks and their versions, messages, summaries, archival memories and their versions,
     episodes, triggers' state (`jsonl`); or its blocks, messages and tools as a Letta agent file (`af`)."""
@@ -106,7 +106,7 @@ async def import_agent(
     request: Request,
     daemon: DaemonDep,
     as_name: Annotated[str | None, Query(alias="as", description="the new agent's name (a file of one agent)")] = None,
-    replace: Annotated[bool, Query(description="purge the agent of the same name first (made through the daemon)")] = False,
+    replace: Annotated[bool, Query(description="purge the agent of that name first (made by the API)")] = False,
 ) -> JSONResponse:
     """Import every agent of the file; 201 with what each became and what did not map."""
     from pagemind.runtime.porting.files import import_file, read_file

@@ -35,7 +35,8 @@ async def test_export_and_import_with_user_keys(keyed):  # noqa: F811 (the fixtu
     assert made["name"] == "alice-copy" and made["reembedded"] == 1 and made["counts"]["message"] >= 2
     assert (await client.get("/v1/agents/alice-copy", headers=creds["owner"])).json()["owner"] == "alice"
     assert (await client.get("/v1/agents/alice-copy", headers=creds["other"])).status_code == 404
-    found = await client.get("/v1/agents/alice-copy/memory/archival/search", params={"q": "hums"}, headers=creds["owner"])
+    search = "/v1/agents/alice-copy/memory/archival/search"
+    found = await client.get(search, params={"q": "hums"}, headers=creds["owner"])
     assert found.status_code == 200 and found.json()[0]["text"] == "Lin hums"
     sent = await client.post("/v1/agents/alice-copy/messages", json={"content": "still there?"}, headers=creds["owner"])
     assert sent.status_code == 200, sent.text

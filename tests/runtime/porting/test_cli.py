@@ -85,4 +85,5 @@ def test_export_import_as_replace_and_letta(tmp_path):
     garbage = tmp_path / "garbage.txt"
     garbage.write_text("hello")
     bad = cli(there, "import", str(garbage))
-    assert bad.returncode == 2 and "neither a pagemind.agent export" in bad.stderr and "nor a Letta agent file" in bad.stderr
+    assert bad.returncode == 2 and "neither a pagemind.agent export" in bad.stderr
+    assert "nor a Letta agent file" in bad.stderr

@@ -94,7 +94,14 @@ async def test_round_trip_same_prompt_and_searches(scripted_openai, clock, datab
     first = json.loads(text.splitlines()[0])
     assert first["format"] == FORMAT and first["version"] == VERSION
     assert {json.loads(line)["type"] for line in text.splitlines()[1:]} >= {
-        "agent", "block", "block_version", "step", "message", "archival_memory", "archival_version", "end"
+        "agent",
+        "block",
+        "block_version",
+        "step",
+        "message",
+        "archival_memory",
+        "archival_version",
+        "end",
     }
     copy = await reloaded(other, clock)
     assert prompt_bytes(copy) == before_prompt
@@ -153,7 +160,8 @@ def test_code_in_a_spec_is_refused_unless_allowed(sqlite_url):
     spec = build_spec("coder").model_dump(mode="json")
     spec["tools"] = ["send_message", "os:system"]
     header = json.dumps({"format": FORMAT, "version": 1}) + "\n"
-    lines = [header, json.dumps({"type": "agent", "name": "coder", "spec": spec}) + "\n", '{"type":"end","records":1}\n']
+    agent = json.dumps({"type": "agent", "name": "coder", "spec": spec}) + "\n"
+    lines = [header, agent, '{"type":"end","records":1}\n']
     with pytest.raises(ImportRefused, match="allow-code"):
         import_bundle(store, Settings.from_env(), parse(lines))
     assert store.get_agent("coder") is None

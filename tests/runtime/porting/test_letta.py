@@ -90,9 +90,11 @@ async def test_every_file_imports_and_answers_a_turn(path, sqlite_url, scripted_
         wire = json.dumps(body["messages"], ensure_ascii=False)
         prompt = body["messages"][0]["content"]
         for block in blocks:  # pinned: every block's value is in the prompt
-            assert json.dumps(block["value"][:60], ensure_ascii=False)[1:-1].replace("</", "<\\\\/") in json.dumps(
-                prompt, ensure_ascii=False
-            ) or block["value"][:60].replace("</", "<\\/") in prompt
+            assert (
+                json.dumps(block["value"][:60], ensure_ascii=False)[1:-1].replace("</", "<\\\\/")
+                in json.dumps(prompt, ensure_ascii=False)
+                or block["value"][:60].replace("</", "<\\/") in prompt
+            )
         for text in in_view:  # the window's history is in the request; recall-only messages are not
             assert json.dumps(text, ensure_ascii=False)[1:-1] in wire
         for text in recall_only:
@@ -106,11 +108,20 @@ def stored(store: StateStore, name: str) -> dict:
     spec = json.loads(store.stored_spec_json(name))
     spec.pop("name")
     messages = [
-        (m.role, m.content, [(c.id, c.name, c.arguments) for c in m.tool_calls], m.tool_call_id, m.name, m.is_error,
-         m.in_context, m.created_at)
+        (
+            m.role,
+            m.content,
+            [(c.id, c.name, c.arguments) for c in m.tool_calls],
+            m.tool_call_id,
+            m.name,
+            m.is_error,
+            m.in_context,
+            m.created_at,
+        )
         for m in store.all_messages(record.id)
     ]
-    blocks = [(b.label, b.value, b.limit, b.description, b.read_only) for b in store.load_blocks(record.id, AgentSpec.model_validate({**spec, "name": name}, context={"trust": "client"}))]
+    as_spec = AgentSpec.model_validate({**spec, "name": name}, context={"trust": "client"})
+    blocks = [(b.label, b.value, b.limit, b.description, b.read_only) for b in store.load_blocks(record.id, as_spec)]
     return {"spec": spec, "messages": messages, "blocks": blocks, "summary": record.summary}
 
 
