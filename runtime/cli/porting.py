@@ -108,7 +108,12 @@ async def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings)
     try:
         reports = import_file(
-            store, settings, data, name=args.new_name, replace=args.replace, allow_code=args.allow_code
+            store,
+            settings,
+            data,
+            name=args.new_name,
+            replace=args.replace,
+            code="any" if args.allow_code else "shipped",
         )
     except NameTaken as exc:
         raise CliError(f"{exc}: pass --as NEW_NAME, or --replace to purge the one here first") from None

@@ -18,7 +18,7 @@ from typing import Literal
 from pagemind.runtime.porting.agent_file import agent_file
 from pagemind.runtime.porting.export import UnknownAgentName, pagemind_version, read_bundle
 from pagemind.runtime.porting.letta import NotAnAgentFile, decoded, is_agent_file, read_agent_file
-from pagemind.runtime.porting.load import ImportRefused, ImportReport, NameTaken, import_bundle, validated_spec
+from pagemind.runtime.porting.load import Code, ImportRefused, ImportReport, NameTaken, import_bundle, validated_spec
 from pagemind.runtime.porting.records import FORMAT, Bundle, FormatError, lines, parse
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
@@ -76,7 +76,7 @@ def import_file(
     *,
     name: str | None = None,
     replace: bool = False,
-    allow_code: bool = False,
+    code: Code = "shipped",
     owner: str | None = None,
     check: Callable[[Bundle], None] | None = None,
 ) -> list[ImportReport]:
@@ -89,13 +89,13 @@ def import_file(
     for bundle, _ in loaded.agents:  # every agent checked before any is written
         if check is not None:
             check(bundle)
-        validated_spec(bundle, name or bundle.name, allow_code=allow_code)
+        validated_spec(bundle, name or bundle.name, code=code)
         target = name or bundle.name
         if not replace and store.get_agent(target) is not None:
             raise NameTaken(f"an agent called '{target}' exists; import it under another name or replace it")
     reports = []
     for bundle, notes in loaded.agents:
-        report = import_bundle(store, settings, bundle, name=name, replace=replace, allow_code=allow_code, owner=owner)
+        report = import_bundle(store, settings, bundle, name=name, replace=replace, code=code, owner=owner)
         report.notes = notes + report.notes
         reports.append(report)
     return reports

@@ -12,8 +12,8 @@ embedded again by this side's embedding model.
   purged from every store (`runtime.erasure`), and the new one takes its name; a failed import leaves the old one
   as it was.
 - **Code.** The spec is validated as a client's (`spec.trust`): a custom tool or schema by module is refused
-  unless the caller allows code (`allow_code`, the CLI's `--allow-code`): a file someone sent decides no code that
-  runs.
+  unless the caller allows code (`code="any"`, the CLI's `--allow-code`), except the block schemas pagemind itself
+  ships (`code="shipped"`, the CLI's default; the API allows none): a file someone sent decides no code that runs.
 - **Vectors.** Only SQL rows travel; the vector store's points are made here by the store's own reconcile
   (`memory.archival.reembed`) when the import opens the agent's archival store, with this side's model.
 """
@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from pydantic import ValidationError
@@ -65,11 +65,29 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
 
 
-def validated_spec(bundle: Bundle, name: str, *, allow_code: bool) -> AgentSpec:
-    """The bundle's spec under `name`, validated as a client's (or as a file's with `allow_code`)."""
+Code = Literal["none", "shipped", "any"]
+"""What code an imported spec may name: none (the API's: a client's spec), the block schemas pagemind ships
+(`pagemind.blocks.…`, the example agents' profiles: the CLI's default), or any (`--allow-code`: a file of your own)."""
+SHIPPED = "pagemind.blocks."
+
+
+def _trust(data: dict[str, Any], code: Code) -> str:
+    """The validation context's trust (`spec.trust`) for an imported spec: a file's only where what it names may run."""
+    if code != "shipped":
+        return "file" if code == "any" else "client"
+    tools = [t for t in data.get("tools") or [] if isinstance(t, str) and ":" in t]
+    blocks = [b for b in data.get("blocks") or [] if isinstance(b, dict)]
+    schemas = [b["schema"] for b in blocks if isinstance(b.get("schema"), str)]
+    if tools or not schemas or any(not s.startswith(SHIPPED) for s in schemas):
+        return "client"  # nothing to import, or something that may not be: refused with the hint below
+    return "file"
+
+
+def validated_spec(bundle: Bundle, name: str, *, code: Code = "shipped") -> AgentSpec:
+    """The bundle's spec under `name`, validated with what `code` allows it to name."""
     data = {**bundle.agent["spec"], "name": name}
     try:
-        return AgentSpec.model_validate(data, context={"trust": "file" if allow_code else "client"})
+        return AgentSpec.model_validate(data, context={"trust": _trust(data, code)})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -84,14 +102,14 @@ def import_bundle(
     *,
     name: str | None = None,
     replace: bool = False,
-    allow_code: bool = False,
+    code: Code = "shipped",
     owner: str | None = None,
     clock: Callable[[], datetime] = utcnow,
 ) -> ImportReport:
     """Write `bundle` as a new agent called `name` (default: its own), owned by `owner`; see the module docstring.
     Raises NameTaken, ImportRefused."""
     target = name or bundle.name
-    spec = validated_spec(bundle, target, allow_code=allow_code)
+    spec = validated_spec(bundle, target, code=code)
     existing = store.get_agent(target)
     if existing is not None and not replace:
         raise NameTaken(f"an agent called '{target}' exists; import it under another name or replace that one")

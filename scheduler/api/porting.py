@@ -129,7 +129,7 @@ async def import_agent(
             purged.add(target)
     try:
         reports = await asyncio.to_thread(
-            import_file, daemon.catalog.store, daemon.settings, data, name=as_name, owner=principal.user
+            import_file, daemon.catalog.store, daemon.settings, data, name=as_name, code="none", owner=principal.user
         )
     except NameTaken:
         raise AgentExists(as_name or loaded.agents[0][0].name) from None

@@ -165,3 +165,16 @@ def test_code_in_a_spec_is_refused_unless_allowed(sqlite_url):
     with pytest.raises(ImportRefused, match="allow-code"):
         import_bundle(store, Settings.from_env(), parse(lines))
     assert store.get_agent("coder") is None
+
+
+def test_a_schema_pagemind_ships_is_allowed_by_default_but_not_for_a_client(sqlite_url):
+    store = StateStore(make_engine(sqlite_url))
+    spec = build_spec("profiled").model_dump(mode="json", by_alias=True)
+    spec["blocks"][1]["schema"] = "pagemind.blocks.profiles:CompanionProfile"
+    spec["blocks"][1]["value"] = ""
+    header = json.dumps({"format": FORMAT, "version": 1}) + "\n"
+    agent = json.dumps({"type": "agent", "name": "profiled", "spec": spec}) + "\n"
+    bundle = parse([header, agent, '{"type":"end","records":1}\n'])
+    with pytest.raises(ImportRefused, match="names code"):
+        import_bundle(store, Settings.from_env(), bundle, code="none")
+    assert import_bundle(store, Settings.from_env(), bundle).name == "profiled"
