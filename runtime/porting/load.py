@@ -37,6 +37,7 @@ from pagemind.runtime.memory.wiring import archival_service
 from pagemind.runtime.porting.records import AGENT_TABLE, TABLES, Bundle, decode
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.state.block_edits import insert_history
 from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import archival_memories, reflections
@@ -239,7 +240,9 @@ class _Rows:
             rows = [{**change(decode(table, r)), "agent_id": self.agent_id} for r in self.bundle.of(kind)]
             if kind == "origin" and not rows:  # served by the daemon as an agent made from its stored spec
                 rows = [{"agent_id": self.agent_id, "template": None, "blocks": {}, "created_at": utcnow()}]
-            if rows:
+            if kind == "block_version":
+                insert_history(self.conn, rows)  # the one module that writes block history
+            elif rows:
                 self.conn.execute(insert(table), rows)
             counts[kind] = len(self.bundle.of(kind))
         return counts

@@ -28,11 +28,11 @@ from typing import Any
 
 from sqlalchemy import DateTime, Table
 
+from pagemind.runtime.state.block_edits import VERSIONS
 from pagemind.runtime.state.records import aware
 from pagemind.runtime.state.tables import (
     AgentRow,
     BlockRow,
-    BlockVersionRow,
     MessageRow,
     StepRow,
     SummaryRow,
@@ -51,7 +51,7 @@ VERSION = 1
 # Record type → its table, in the order a file lists them (and an import writes them: referenced rows first).
 TABLES: dict[str, Table] = {
     "block": table_of(BlockRow),
-    "block_version": table_of(BlockVersionRow),
+    "block_version": VERSIONS,
     "step": table_of(StepRow),
     "message": table_of(MessageRow),
     "summary": table_of(SummaryRow),
