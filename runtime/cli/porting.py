@@ -4,10 +4,11 @@
     pagemind import FILE [--as NEW_NAME | --replace] [--allow-code]
 
 `export` writes JSON Lines (`pagemind.agent`, every tier of memory) unless the file ends in `.af` or `--format af`
-says a Letta agent file; `-o -` (or none) writes to stdout. The file is written beside its final name and renamed
-into place, readable by its owner only: it holds the agent's whole memory, in plain text. `import` reads either
-format, told apart by content, and prints what it made and what did not map. Imports only the standard library
-until a command runs (`pagemind --help` stays light).
+says a Letta agent file; `-o -` (or none) writes to stdout. It reads the agent under its turn lock (waiting up to
+`--wait` seconds for a turn elsewhere), so the file never holds half a step. The file is written beside its final
+name and renamed into place, readable by its owner only: it holds the agent's whole memory, in plain text.
+`import` reads either format, told apart by content, and prints what it made and what did not map. Imports only
+the standard library until a command runs (`pagemind --help` stays light).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pagemind.runtime.cli.shared import CliError, out
+from pagemind.runtime.cli.shared import CliError, add_wait, out
 
 if TYPE_CHECKING:
     from pagemind.runtime.process.settings import Settings
@@ -35,6 +36,7 @@ def add_parsers(sub: Any) -> None:
         help="jsonl: pagemind's format, every tier of memory (default); af: a Letta agent file "
         "(blocks, messages, tools; no archival memory). Default from the file's name: .af means af",
     )
+    add_wait(export, "the export")
     export.set_defaults(handler=cmd_export)
     imported = sub.add_parser(
         "import", help="make an agent from an export or a Letta agent file (.af), told apart by content"
@@ -69,9 +71,14 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 
     store = open_store(settings)
     fmt = export_format(args)
+    record = store.get_agent(args.agent)
+    if record is None:
+        raise CliError(f"no stored agent is called '{args.agent}' (see `pagemind agents`)")
     try:
-        pieces = export_lines(store, args.agent, "af" if fmt == "af" else "jsonl")
-    except UnknownAgentName:
+        # Under the turn lock: a turn elsewhere (a daemon's) is not half written into the file.
+        async with store.turn_lock(record.id, args.wait, args.agent):
+            pieces = list(export_lines(store, args.agent, "af" if fmt == "af" else "jsonl"))
+    except UnknownAgentName:  # renamed or purged meanwhile
         raise CliError(f"no stored agent is called '{args.agent}' (see `pagemind agents`)") from None
     if args.output == "-":
         for piece in pieces:
