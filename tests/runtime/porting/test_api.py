@@ -63,6 +63,8 @@ async def test_a_letta_file_and_a_file_with_its_own_endpoint(keyed):  # noqa: F8
     assert body["format"] == "af" and body["agents"][0]["counts"]["message"] == 85
     assert any("tool rule" in note for note in body["agents"][0]["notes"])
     assert (await client.get("/v1/agents/memgpt_agent", headers=creds["other"])).json()["owner"] == "bob"
+    sent = await client.post("/v1/agents/memgpt_agent/messages", json={"content": "hi again"}, headers=creds["other"])
+    assert sent.status_code == 200, sent.text  # the daemon serves it, as an agent of its stored spec
 
     exported = await client.get("/v1/agents/memgpt_agent/export", headers=creds["other"])
     lines = exported.text.splitlines()

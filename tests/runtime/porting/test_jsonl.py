@@ -8,8 +8,10 @@ import json
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import insert
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.memory.vectors.records import MemoryRecord
 from pagemind.runtime.messages import Message
 from pagemind.runtime.porting.export import read_bundle
 from pagemind.runtime.porting.files import export_lines
@@ -18,6 +20,7 @@ from pagemind.runtime.porting.records import FORMAT, VERSION, FormatError, parse
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.state.tables import SummaryRow, reflections, table_of, trigger_fires
 from pagemind.runtime.testing.doubles import build_spec
 from pagemind.runtime.testing.doubles import reply_body as reply
 from pagemind.runtime.testing.doubles import tool_call_body as tool_call
@@ -178,3 +181,79 @@ def test_a_schema_pagemind_ships_is_allowed_by_default_but_not_for_a_client(sqli
     with pytest.raises(ImportRefused, match="names code"):
         import_bundle(store, Settings.from_env(), bundle, code="none")
     assert import_bundle(store, Settings.from_env(), bundle).name == "profiled"
+
+
+def normalized(bundle) -> dict:
+    """A bundle with the ids only one database means (messages', steps') replaced by their order."""
+    messages = {r["id"]: i for i, r in enumerate(bundle.of("message"))}
+    steps = {r["id"]: i for i, r in enumerate(bundle.of("step"))}
+
+    def fix(kind: str, record: dict) -> dict:
+        record = dict(record)
+        if kind in ("message", "step"):
+            record["id"] = (messages if kind == "message" else steps)[record["id"]]
+        if record.get("step_id") is not None:
+            record["step_id"] = steps[record["step_id"]]
+        for key in ("first_message_id", "last_message_id"):
+            if record.get(key) is not None:
+                record[key] = messages[record[key]]
+        if kind == "archival_memory":
+            record["source_message_ids"] = [messages[i] for i in record["source_message_ids"]]
+        return record
+
+    rows = {kind: [fix(kind, r) for r in records] for kind, records in bundle.rows.items() if kind != "origin"}
+    return {"agent": bundle.agent, "rows": rows}
+
+
+async def test_every_record_survives_the_round_trip(scripted_openai, clock, database_url, tmp_path):
+    agent = await lived_in(database_url, scripted_openai, clock)
+    messages = agent.store.all_messages(agent.record.id)
+    episode = MemoryRecord(
+        agent_id=agent.record.id,
+        text="Lin introduced herself and said she lives in Porto.",
+        kind="episode",
+        created_at=messages[1].created_at,
+        updated_at=clock(),
+        source_message_ids=[m.id for m in messages[1:4]],
+    )
+    await agent.archival.insert_event(episode, {"messages": 3})
+    with agent.store.engine.begin() as conn:
+        conn.execute(
+            insert(table_of(SummaryRow)),
+            {
+                "agent_id": agent.record.id,
+                "text": "Lin said hello before.",
+                "evicted_count": 2,
+                "first_message_id": messages[1].id,
+                "last_message_id": messages[2].id,
+                "tokens_before": 900,
+                "tokens_after": 300,
+                "created_at": clock(),
+            },
+        )
+        conn.execute(
+            insert(trigger_fires), {"agent_id": agent.record.id, "trigger_key": "idle:2h", "fired_at": clock()}
+        )
+        conn.execute(
+            insert(reflections),
+            {
+                "id": "0f0e0d0c-0000-4000-8000-000000000001",
+                "agent_id": agent.record.id,
+                "started_at": clock(),
+                "finished_at": clock(),
+                "last_message_id": messages[-1].id,
+                "status": "done",
+                "counts": {"merged": 1},
+                "plan": None,
+                "error": None,
+            },
+        )
+    first = read_bundle(agent.store.engine, "keeper")
+    assert all(first.of(kind) for kind in ("summary", "trigger_fire", "reflection", "block_version", "step"))
+    assert any(r["kind"] == "episode" for r in first.of("archival_memory"))
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    text = "".join(export_lines(agent.store, "keeper"))
+    import_bundle(StateStore(make_engine(other)), Settings.from_env(), parse(text.splitlines()))
+    second = read_bundle(make_engine(other), "keeper")
+    assert normalized(second) == normalized(first)
+    assert second.of("origin")[0]["template"] is None  # served by a daemon as an agent of its stored spec
