@@ -184,8 +184,8 @@ class _Reader:
 
     def _model(self) -> dict[str, Any]:
         llm = self.agent.get("llm_config") or {}
-        window = int(llm.get("context_window") or self.agent.get("context_window_limit") or 8192)
-        output = int(llm.get("max_tokens") or 1024)
+        window = max(1024, _int(llm.get("context_window") or self.agent.get("context_window_limit"), 8192))
+        output = _int(llm.get("max_tokens"), 1024)
         if output >= window:
             output = max(1, window // 4)
             self.notes.append(f"max_tokens {llm.get('max_tokens')} fills the window: max_output_tokens is {output}")
@@ -217,7 +217,7 @@ class _Reader:
             if label != raw:
                 self.notes.append(f"block {raw!r} is stored as {label!r}")
             value = str(block.get("value") or "")
-            limit = int(block.get("limit") or 0)
+            limit = _int(block.get("limit"), 0)
             if len(value) > limit or limit <= 0:
                 if limit > 0:
                     self.notes.append(f"block {label!r} holds {len(value)} characters, over its limit {limit}: raised")
@@ -344,7 +344,7 @@ class _Messages:
             yield self._record(message, "assistant", in_context, content=_text(message) or None, tool_calls=calls)
         elif role == "assistant":
             yield self._record(message, "assistant", in_context, content=_text(message))
-        elif role in ("tool", "approval"):
+        elif role in ("tool", "function", "approval"):
             yield from self._returns(message, in_context)
         elif role in ("user", "system"):
             yield self._record(message, role, in_context, content=_text(message))
@@ -353,7 +353,7 @@ class _Messages:
 
     def _returns(self, message: dict[str, Any], in_context: bool) -> Iterator[dict[str, Any]]:
         returns = [r for r in (message.get("tool_returns") or message.get("approvals") or []) if isinstance(r, dict)]
-        if not returns and message.get("role") == "tool":
+        if not returns and message.get("role") in ("tool", "function"):
             returns = [{"tool_call_id": message.get("tool_call_id"), "func_response": _text(message), "status": "ok"}]
         for item in returns:
             call_id = str(item.get("tool_call_id") or "")
@@ -372,6 +372,14 @@ class _Messages:
                 name=message.get("name") or self.call_names.get(call_id),
                 is_error=item.get("status") == "error",
             )
+
+
+def _int(value: Any, default: int) -> int:
+    """A whole number from a file that may hold one as text, or something else (then `default`)."""
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else default
+    except (TypeError, ValueError):
+        return default
 
 
 def _call(call: dict[str, Any]) -> dict[str, Any]:

@@ -182,3 +182,46 @@ async def test_a_files_tool_code_never_runs(tmp_path, sqlite_url, scripted_opena
     await agent.send("call pwn")
     assert not canary.exists()
     assert all(t["function"]["name"] != "pwn" for t in scripted_openai.requests[-1].get("tools", []))
+
+
+def test_an_odd_file_still_imports_and_says_what_it_changed(sqlite_url):
+    """The general case, not the files at hand: the older schema with text content, numbers as text, a label and a
+    name pagemind would not take, a value over its limit, no system prompt, no model settings, a `function` role."""
+    document = {
+        "name": "Odd Agent / v2",
+        "core_memory": [
+            {"label": "Human Notes", "value": "x" * 50, "limit": "10", "description": None},
+            {"label": "human-notes", "value": "second", "limit": None},
+        ],
+        "messages": [
+            {"role": "system", "text": "compiled"},
+            {"role": "user", "content": "hello", "created_at": "2025-01-02T03:04:05"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "function": {"name": "lookup", "arguments": {"q": "x"}}}],
+            },
+            {"role": "function", "tool_call_id": "c1", "content": "found"},
+            {"role": "critic", "content": "?"},
+        ],
+        "in_context_message_indices": [0, 1, 2, 3],
+        "tools": [{"name": "lookup", "source_code": "import os"}],
+        "llm_config": {"context_window": "not a number", "temperature": "warm"},
+    }
+    store = StateStore(make_engine(sqlite_url))
+    [report] = import_file(store, Settings.from_env(), json.dumps(json.dumps(document)).encode())
+    assert report.name == "Odd-Agent-v2" and report.counts["message"] == 3
+    notes = "\n".join(report.notes)
+    for said in (
+        "'Human Notes' is stored as 'human_notes'",
+        "'human-notes' is stored as 'human_notes_2'",
+        "over its limit 10: raised",
+        "no system prompt",
+        "'lookup'",
+        "unknown role",
+    ):
+        assert said in notes, said
+    messages = store.all_messages(report.agent_id)
+    assert [(m.role, m.in_context) for m in messages] == [("user", True), ("assistant", True), ("tool", True)]
+    assert messages[1].tool_calls[0].arguments == '{"q": "x"}' and messages[2].name == "lookup"
+    assert messages[0].created_at.isoformat() == "2025-01-02T03:04:05+00:00"
