@@ -133,7 +133,8 @@ async def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 
 def report_text(report: Any) -> str:
     """An import's report for a person: the agent, counts, re-embedding, then one line per note."""
-    counts = ", ".join(f"{n} {kind.replace('_', ' ')}s" for kind, n in report.counts.items() if n)
+    shown = {kind: n for kind, n in report.counts.items() if n and kind != "origin"}  # origin: bookkeeping
+    counts = ", ".join(f"{n} {kind.replace('_', ' ')}s" for kind, n in shown.items())
     verb = "replaced" if report.replaced else "imported"
     lines = [f"{verb} agent '{report.name}': {counts or 'no records'}"]
     if report.reembedded:
