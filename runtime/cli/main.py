@@ -1,5 +1,5 @@
 """The `pagemind` command line: the parser and the dispatch of init, run, chat, memory, context, agents, trace,
-replay, demo, reflect, models; and the notes that say where state lives when PAGEMIND_HOME does not.
+replay, demo, reflect, models, export, import; and the notes that say where state lives when PAGEMIND_HOME does not.
 
 Start-up is part of the interface: this module and the command modules it imports load only the standard
 library, and each command imports what it needs when it runs, so `pagemind --help` pays for no SQL, model SDK,
@@ -23,6 +23,7 @@ from pagemind.runtime.cli.keys import add_parser as add_keys_parser
 from pagemind.runtime.cli.mcp import add_parser as add_mcp_parser
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
 from pagemind.runtime.cli.models import add_parser as add_models_parser
+from pagemind.runtime.cli.porting import add_parsers as add_porting_parsers
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
 from pagemind.runtime.cli.shared import CliError, add_wait, notice
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
@@ -122,6 +123,7 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     add_models_parser(sub)
     add_keys_parser(sub)
     add_mcp_parser(sub)
+    add_porting_parsers(sub)  # export, import
     if extend is not None:
         extend(sub)
     return parser

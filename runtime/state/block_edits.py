@@ -4,12 +4,14 @@ A step's edits (on SQLite, inside its transaction; on Postgres they are part of 
 `state.step_commit`) and an operator's edits through the daemon's API (`StateStore.commit_edits`) are written
 here: one UPDATE … WHERE version = <the version read> per edit, so the check holds even against a writer that
 bypassed the turn lock, and every edit recorded in `block_versions`. This is the one module that writes
-`block_versions`: a step's edits, an operator's, and a reset's (`reset_version`).
+`block_versions`: a step's edits, an operator's, a reset's (`reset_version`), and an imported agent's history
+(`insert_history`, `runtime.porting`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import insert, update
 from sqlalchemy.engine import Connection
@@ -31,6 +33,16 @@ PG_BLOCK_VERSIONS = """
   FROM step JOIN json_to_recordset(%(edits)s::json) AS v(ord int, step_index int, label text, operation text,
        old_value text, new_value text, created_at timestamptz) ON v.step_index = step.step_index
   ORDER BY v.ord"""
+
+
+VERSIONS = table_of(BlockVersionRow)
+
+
+def insert_history(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert block history rows as they are (an imported agent's, `runtime.porting.load`: each with its agent's id
+    and step ids already this database's); not committed."""
+    if rows:
+        conn.execute(insert(VERSIONS), rows)
 
 
 def reset_version(agent_id: int, label: str, old_value: str, new_value: str, at: datetime) -> BlockVersionRow:
@@ -62,7 +74,7 @@ def apply_edits(
     written: dict[str, int] = {}
     stale: list[str] = []
     conn.execute(
-        insert(table_of(BlockVersionRow)),
+        insert(VERSIONS),
         [
             {
                 "agent_id": agent_id,

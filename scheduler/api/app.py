@@ -89,6 +89,7 @@ def create_app(
     from pagemind.scheduler.api import agents as api_agents
     from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
+    from pagemind.scheduler.api import porting as api_porting
     from pagemind.scheduler.api import users as api_users
     from pagemind.scheduler.api.ui import routes as ui_routes
     from pagemind.scheduler.api.mcp import McpEndpoint
@@ -121,6 +122,7 @@ def create_app(
     app.include_router(api_users.router)
     app.include_router(ui_routes.router)  # the memory page, /ui (left out of the OpenAPI document)
     app.mount("/mcp", McpEndpoint(daemon, keyring))  # an agent's memory over MCP: /mcp/AGENT (`api.mcp`)
+    app.include_router(api_porting.router)
     _add_health(app)
     _add_error_handlers(app)
     limiter = RateLimiter(daemon.config.key_requests_per_minute, keyring.clock)
