@@ -37,6 +37,7 @@ from pagemind.runtime.memory.wiring import archival_service
 from pagemind.runtime.porting.records import AGENT_TABLE, TABLES, Bundle, decode
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.trust import REFUSED
 from pagemind.runtime.state.block_edits import insert_history
 from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
@@ -77,9 +78,11 @@ def _trust(data: dict[str, Any], code: Code) -> str:
     if code != "shipped":
         return "file" if code == "any" else "client"
     tools = [t for t in data.get("tools") or [] if isinstance(t, str) and ":" in t]
+    # An MCP server (`spec.mcp`) runs a command or calls a URL: a file from elsewhere may not start one.
+    servers = data.get("mcp_servers") or [t for t in data.get("tools") or [] if isinstance(t, dict)]
     blocks = [b for b in data.get("blocks") or [] if isinstance(b, dict)]
     schemas = [b["schema"] for b in blocks if isinstance(b.get("schema"), str)]
-    if tools or not schemas or any(not s.startswith(SHIPPED) for s in schemas):
+    if tools or servers or not schemas or any(not s.startswith(SHIPPED) for s in schemas):
         return "client"  # nothing to import, or something that may not be: refused with the hint below
     return "file"
 
@@ -92,7 +95,8 @@ def validated_spec(bundle: Bundle, name: str, *, code: Code = "shipped") -> Agen
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        hint = " (pass --allow-code to import an agent whose tools are code of yours)" if "code" in first["msg"] else ""
+        code = "code" in first["msg"] or first["type"] == REFUSED
+        hint = " (pass --allow-code to import an agent whose tools are code of yours)" if code else ""
         raise ImportRefused(f"the agent's spec does not load here: {where}: {first['msg']}{hint}") from None
 
 

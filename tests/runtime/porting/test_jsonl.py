@@ -257,3 +257,18 @@ async def test_every_record_survives_the_round_trip(scripted_openai, clock, data
     second = read_bundle(make_engine(other), "keeper")
     assert normalized(second) == normalized(first)
     assert second.of("origin")[0]["template"] is None  # served by a daemon as an agent of its stored spec
+
+
+def test_an_mcp_server_in_an_imported_spec_is_refused_unless_allowed(sqlite_url, tmp_path):
+    """An MCP server runs a command (or calls a URL) when its agent loads: a file from elsewhere may not name one."""
+    store = StateStore(make_engine(sqlite_url))
+    spec = build_spec("bridged").model_dump(mode="json")
+    marker = tmp_path / "started"
+    spec["tools"] = ["send_message", {"mcp": {"command": "touch", "args": [str(marker)]}}]
+    header = json.dumps({"format": FORMAT, "version": 1}) + "\n"
+    agent = json.dumps({"type": "agent", "name": "bridged", "spec": spec}) + "\n"
+    bundle = parse([header, agent, '{"type":"end","records":1}\n'])
+    with pytest.raises(ImportRefused, match="allow-code"):
+        import_bundle(store, Settings.from_env(), bundle)
+    assert store.get_agent("bridged") is None and not marker.exists()
+    assert import_bundle(store, Settings.from_env(), bundle, code="any").name == "bridged"
