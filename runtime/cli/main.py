@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from pagemind.runtime.cli import commands
+from pagemind.runtime.cli.admin.keys import add_parser as add_keys_parser
+from pagemind.runtime.cli.admin.models import add_parser as add_models_parser
+from pagemind.runtime.cli.bridges.mcp import add_parser as add_mcp_parser
+from pagemind.runtime.cli.bridges.porting import add_parsers as add_porting_parsers
 from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.init import add_parser as add_init_parser
-from pagemind.runtime.cli.keys import add_parser as add_keys_parser
-from pagemind.runtime.cli.mcp import add_parser as add_mcp_parser
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
-from pagemind.runtime.cli.models import add_parser as add_models_parser
-from pagemind.runtime.cli.porting import add_parsers as add_porting_parsers
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
 from pagemind.runtime.cli.shared import CliError, add_wait, notice
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
