@@ -43,8 +43,8 @@ _NOT_PERSONAL = re.compile(
     r"|package|shipment|waybill|receipt|transaction|case\b|订单|单号|快递|运单|编号|发票|流水|工单|序列号|型号|取件码"
 )
 _PHONE_WORDS = re.compile(
-    r"(?i)phone|tel\b|call|mobile|cell|whatsapp|text me|reach me|fax|contact|number is"
-    r"|电话|手机|联系|致电|打给|号码|微信"
+    r"(?i)phone|\btel\b|call|mobile|cell|whatsapp|text me|reach me|\bfax|contact|my number"
+    r"|电话|手机|联系|致电|打给|微信"
 )
 _CARD_WORDS = re.compile(r"(?i)card|visa|master|amex|卡|pay|charge|信用|银行")
 
@@ -90,10 +90,14 @@ _PHONES = [
     # international (E.164 and its printed forms): + country code, then groups
     re.compile(r"(?<![0-9A-Za-z+])\+[1-9]\d{0,2}(?:[ .-]?\(?\d{1,5}\)?){1,6}" + _Z),
     # North American: (415) 555-2671, 415-555-2671, 1-800-555-0199
-    re.compile(_A + r"(?:1[\s.-])?(?:\([2-9]\d{2}\)\s?|[2-9]\d{2}[\s.-])[2-9]\d{2}[\s.-]\d{4}" + _Z),
+    re.compile(_A + r"(?:1[\s.-])?(?:\([2-9]\d{2}\)\s?|[2-9]\d{2}[\s.-])\d{3}[\s.-]\d{4}" + _Z),
     # national numbers with a trunk 0 (UK, Germany, France, Japan …): 020 7946 0958, 0151 23456789, 06 12 34 56 78
     re.compile(_A + r"(?:\(0\d{1,4}\)|0\d{1,4})(?:[\s.-]?\d{2,4}){2,4}" + _Z),
 ]
+# Bare digits (no separators, no +) are a phone number only right after a word for one: "Phone 9876543210".
+_BARE = re.compile(_A + r"\d{10,12}" + _Z)
+_IN_LONGER_NUMBER = re.compile(r"\d[ .-]")
+_IN_LONGER_NUMBER_AFTER = re.compile(r"[ .-]\d{3}")
 _DATE_LIKE = re.compile(r"^\(?\d{1,4}[./-]\d{1,2}[./-]\d{1,4}(?:\D|$)")
 
 
@@ -101,6 +105,9 @@ def _phones(text: str) -> Iterator[Span]:
     for pattern in _PHONES:
         for match in pattern.finditer(text):
             value = match.group().rstrip()
+            head = text[max(0, match.start() - 2) : match.start()]
+            if _IN_LONGER_NUMBER.fullmatch(head) or _IN_LONGER_NUMBER_AFTER.match(text, match.end()):
+                continue  # the tail or head of a longer grouped number (a card, an IBAN): not a phone of its own
             digits = _digits(value)
             if not 8 <= len(digits) <= 15 or _DATE_LIKE.match(value):
                 continue
@@ -109,11 +116,15 @@ def _phones(text: str) -> Iterator[Span]:
             if _context_says_not(text, match.start(), _PHONE_WORDS):
                 continue
             yield Span(match.start(), match.start() + len(value), "phone", value)
+    for match in _BARE.finditer(text):
+        before = text[max(0, match.start() - 20) : match.start()]
+        if _PHONE_WORDS.search(before) and not _context_says_not(text, match.start(), _PHONE_WORDS):
+            yield Span(match.start(), match.end(), "phone", match.group())
 
 
 # -- payment cards ---------------------------------------------------------------------------------------------------
 
-_CARD_RUN = re.compile(_A + r"\d{1,6}(?:[ -]\d{1,6}){0,6}" + _Z)
+_CARD_RUN = re.compile(_A + r"\d{1,19}(?:[ -]\d{1,6}){0,6}" + _Z)
 # Issuer prefixes (IINs) of the card networks: Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro, Mir.
 _CARD_PREFIX = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|6011|64[4-9]|65|35|30[0-5]|36|38|39|62|81|50|5[6-9]|6[0-9]|220)")
 
@@ -245,18 +256,24 @@ def _ips(text: str) -> Iterator[Span]:
 
 _STREET = (
     r"(?:Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Place|Pl|Way|Terrace|Square|Sq"
-    r"|Parkway|Pkwy|Highway|Hwy|Close|Crescent|Circle|Cir|Trail|Row|Gardens|Walk|Alley|Plaza)"
+    r"|Parkway|Pkwy|Highway|Hwy|Close|Crescent|Circle|Cir|Trail|Row|Gardens|Walk|Alley|Plaza|Loop|Mews)"
 )
 _EN_ADDRESS = re.compile(
-    _A + r"\d{1,5}[A-Za-z]?(?:-\d{1,5})?\s+(?:[A-Z][A-Za-z'.-]*\s+){1,4}" + _STREET + r"\b\.?"
+    _A
+    + r"\d{1,5}[A-Za-z]?(?:-\d{1,5})?\s+(?:[A-Z][A-Za-z'.-]*\s+){1,4}"
+    + _STREET
+    + r"\b(?:\s(?:NW|NE|SW|SE|N|S|E|W)\b)?"
     r"(?:,?\s*(?:Apt|Apartment|Suite|Ste|Unit|Flat|Room|Fl|Floor|#)\.?\s*#?[A-Za-z0-9-]{1,6}\b)?"
     r"(?:,\s*[A-Z][a-z]+(?:\s[A-Z][a-z]+){0,2},?\s+(?:[A-Z]{2}\s+)?\d{5}(?:-\d{4})?\b)?"
 )
 _DE_ADDRESS = re.compile(r"[A-ZÄÖÜ][a-zäöüß]+(?:straße|strasse|weg|gasse|platz|allee|ring|damm)\s+\d{1,4}[a-z]?" + _Z)
-_HAN = r"(?:(?![在住是到于的我你他她请把寄送址为和与及或从来去了吗呢吧啊就也都还要会想说])[\u4e00-\u9fff])"
+_HAN = r"(?:(?![在住是到的我你他她请把寄送址为从了吗呢吧啊就])[\u4e00-\u9fff])"
+# A place name before its level (省, 市, 区, …): never the level's own character, so each level ends at exactly one
+# place and the pattern cannot backtrack through every way of splitting "市区县市区县…" (it took seconds).
+_PLACE = r"(?:(?![在住是到的我你他她请把寄送址为从了吗呢吧啊就省市区县镇乡])[\u4e00-\u9fff])"
 _CN_ADDRESS = re.compile(
-    rf"(?:{_HAN}{{2,8}}?(?:省|自治区|市|区|县|镇|乡))*"
-    rf"(?:{_HAN}{{1,10}}?(?:路|街|大道|大街|巷|弄|胡同)\d{{1,5}}(?:号|號)"
+    rf"(?:{_PLACE}{{2,8}}(?:省|自治区|市|区|县|镇|乡)){{0,4}}"
+    rf"(?:{_HAN}{{1,10}}?(?:路|街|大道|大街|巷|弄|胡同|段)\d{{1,5}}(?:号|號)"
     rf"|{_HAN}{{2,10}}?(?:小区|花园|公寓|大厦|新村|苑)\d{{1,4}}(?:号楼|栋|幢|座|号))"
     rf"(?:{_HAN}{{0,8}}?\d{{1,5}}(?:号楼|栋|幢|座|单元|层|楼|室|房|号))*"
 )
