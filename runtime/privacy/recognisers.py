@@ -129,6 +129,9 @@ _CARD_RUN = re.compile(_A + r"\d{1,19}(?:[ -]\d{1,6}){0,6}" + _Z)
 _CARD_PREFIX = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|6011|64[4-9]|65|35|30[0-5]|36|38|39|62|81|50|5[6-9]|6[0-9]|220)")
 
 
+_GROUP_BEFORE = re.compile(r"(?:^|(?<=[^0-9A-Z]))[0-9A-Z]*\d[0-9A-Z]*[ -]$")
+
+
 def _card_ok(groups: list[str]) -> bool:
     digits = "".join(groups)
     if not 13 <= len(digits) <= 19 or not luhn_ok(digits) or not _CARD_PREFIX.match(digits):
@@ -147,6 +150,8 @@ def _cards(text: str) -> Iterator[Span]:
             continue
         first, last = found
         start = match.start() + sum(len(g) + 1 for g in groups[:first])
+        if _GROUP_BEFORE.search(text, max(0, start - 12), start):
+            continue  # the tail of a longer code (an IBAN that failed its check, say): not a card of its own
         value = groups[first] + "".join(
             sep + group for sep, group in zip(seps[first:last], groups[first + 1 : last + 1], strict=True)
         )
