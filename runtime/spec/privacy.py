@@ -72,5 +72,6 @@ class PrivacyConfig(BaseModel):
         """The kinds replaced by placeholders, in a fixed order (none while `pii` is keep)."""
         if self.pii == "keep":
             return ()
-        chosen: dict[str, Action] = {**DEFAULT_KINDS, **self.kinds}
+        chosen: dict[str, Action] = dict(DEFAULT_KINDS)
+        chosen.update(self.kinds.items())
         return tuple(kind for kind in DEFAULT_KINDS if chosen[kind] == "redact")

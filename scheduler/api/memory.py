@@ -82,6 +82,7 @@ async def patch_block(name: str, label: str, body: PatchBlock, daemon: DaemonDep
             value = checked_json(label, old.schema, value) if old.schema is not None else value
         except BlockEditError as exc:
             raise ApiError(422, "schema", str(exc)) from None
+        value = await agent.privacy.text(value)  # the agent's privacy policy holds for the API too (JSON stays JSON)
         if len(value) > old.limit:
             raise ApiError(
                 422, "over_limit", f"block '{label}' holds at most {old.limit} characters; the value has {len(value)}"
@@ -149,9 +150,8 @@ async def insert_archival(name: str, body: ArchivalInsertIn, daemon: DaemonDep) 
     """Through the agent's write path: a near-duplicate is refreshed, a contradicted memory superseded."""
     async with daemon.agent(name) as agent:
         try:
-            result = await _archival(agent).insert(
-                body.content, kind=body.kind, tags=body.tags, importance=body.importance
-            )
+            content = await agent.privacy.text(body.content)  # the agent's privacy policy holds for the API too
+            result = await _archival(agent).insert(content, kind=body.kind, tags=body.tags, importance=body.importance)
         except ValueError as exc:  # the write policy's refusal (blank, oversize …)
             raise ApiError(422, "refused", str(exc)) from None
     dumped: dict[str, Any] = result.model_dump()
