@@ -354,3 +354,77 @@ def corpus(seed: int = 35, repeats: int = 5) -> list[Line]:
             lines += [fill(t, rng, language, negative) for t in templates]
         lines += [fill(t, rng, "zh", True) for t in ZH_NEGATIVE]
     return lines
+
+
+# -- written by hand: formats and contexts the templates above do not use (a check on over-fitting to them) ------------
+
+HAND: list[tuple[str, list[tuple[str, str]]]] = [
+    ("Text me on 555-123-4567 when you land", [("555-123-4567", "phone")]),
+    ("tel. +49 (0)30 1234567 (office)", [("+49 (0)30 1234567", "phone")]),
+    ("WhatsApp: +44 (0) 7911 123456", [("+44 (0) 7911 123456", "phone")]),
+    ("Mobile +61-412-345-678, email ops@acme.io", [("+61-412-345-678", "phone"), ("ops@acme.io", "email")]),
+    ("她的号是 186-1234-5678 别告诉别人", [("186-1234-5678", "phone")]),
+    ("客服热线 400-800-8888", [("400-800-8888", "phone")]),  # a business's, but a phone number
+    ("座机（021）5012 3456，分机 8", [("（021）5012 3456", "phone")]),
+    ("我电话换了，新号15912345678", [("15912345678", "phone")]),
+    ("打 0086 13512345678 找我", [("0086 13512345678", "phone")]),
+    ("Call 1-800-555-0199 for support", [("1-800-555-0199", "phone")]),
+    ("the ISBN is 978-0-306-40615-7", []),
+    ("Flight CA1234 departs 14:05, gate 23", []),
+    ("population 1,412,000,000 in 2023", []),
+    ("Invoice INV-2024-000123, total 1 234,56 €", []),
+    ("My email: Zhang_San99@Outlook.com!", [("Zhang_San99@Outlook.com", "email")]),
+    ("联系邮箱：service@jd.com 或者留言", [("service@jd.com", "email")]),
+    ("file me@2x.png in the assets folder", []),
+    ("pay with 4000 0566 5566 5556 please", [("4000 0566 5566 5556", "card")]),
+    ("我的招行卡 6225 8801 3725 8736 ，尾号8736", []),  # fails Luhn as written (a typo): not a card
+    ("card: 5105-1051-0510-5100 exp 11/29 cvv 123", [("5105-1051-0510-5100", "card")]),
+    ("amex 378282246310005", [("378282246310005", "card")]),
+    ("serial number 4929 1234 5678 9012", []),
+    ("身份证 34052419800101001X 复印件", [("34052419800101001X", "cn_id")]),
+    ("公民身份号码 510104 19900307 1234", []),  # checksum fails
+    ("ID card 320311770706001", []),  # an old 15-digit number: not recognised
+    ("passport # 912803456, nationality US", [("912803456", "passport")]),
+    ("护照号码为 G12345678，签发地北京", [("G12345678", "passport")]),
+    ("my passport photo is from 2019", []),
+    ("Passnummer / Reisepass: C4J9H2X71", [("C4J9H2X71", "passport")]),
+    ("IBAN FR76 3000 6000 0112 3456 7890 189 for the deposit", [("FR76 3000 6000 0112 3456 7890 189", "iban")]),
+    ("Kontonummer DE44 5001 0517 5407 3249 31", [("DE44 5001 0517 5407 3249 31", "iban")]),
+    ("ref GB00 WEST 1234 5698 7654 32", []),
+    ("ssh root@203.0.113.7 -p 22", [("203.0.113.7", "ip")]),
+    ("服务器地址 172.16.254.1，端口 443", [("172.16.254.1", "ip")]),
+    ("gateway fe80::1%eth0", [("fe80::1", "ip")]),
+    ("running kernel 5.15.0.91 and node v18.17.1", []),
+    ("the ratio was 1.5.2.0 in the spec", [("1.5.2.0", "ip")]),  # a dotted quad with no version word: an IP
+    ("deliver to 10 Downing Street, London", [("10 Downing Street", "address")]),
+    (
+        "our office: 350 Fifth Avenue, Suite 3300, New York, NY 10118",
+        [("350 Fifth Avenue, Suite 3300, New York, NY 10118", "address")],
+    ),
+    ("Hauptstraße 12a, 10115 Berlin", [("Hauptstraße 12a", "address")]),
+    ("送到杭州市余杭区文一西路969号", [("杭州市余杭区文一西路969号", "address")]),
+    ("我家在南京市鼓楼区中山路18号5栋302室", [("南京市鼓楼区中山路18号5栋302室", "address")]),
+    ("see you on Baker Street tomorrow", []),
+    ("we walked 5 miles down the road", []),
+    ("orders 100-200-3000 and 100-200-3001 shipped", []),
+    ("tracking 1Z999AA10123456784 arrives Friday", []),
+    ("2024/03/15 10:30:00 UTC", []),
+    ("price ¥13,800.00 (was ¥15,999)", []),
+    ("温度 36.5 度，体重 62.3 公斤", []),
+    ("call me at 138 0013 8000 or mail lin@example.com", [("138 0013 8000", "phone"), ("lin@example.com", "email")]),
+]
+
+
+def hand_corpus() -> list[Line]:
+    """`HAND` as labelled lines (each value's first occurrence, in order)."""
+    lines = []
+    for text, values in HAND:
+        spans, at = [], 0
+        for value, kind in values:
+            start = text.index(value, at)
+            spans.append((start, start + len(value), kind))
+            at = start + len(value)
+        lines.append(
+            Line(text, tuple(spans), not values, "zh" if any("\u4e00" <= c <= "\u9fff" for c in text) else "en")
+        )
+    return lines

@@ -66,7 +66,7 @@ def _digits(value: str) -> str:
 
 _EMAIL = re.compile(
     r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,63})@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
-    r"[A-Za-z]{2,24}(?![A-Za-z0-9-])"
+    r"(?!(?:png|jpe?g|gif|svg|webp|pdf|txt|md|js|ts|css|html?|py|json|ya?ml|zip|exe)\b)[A-Za-z]{2,24}(?![A-Za-z0-9-])"
 )
 
 
@@ -84,7 +84,7 @@ _PHONES = [
     re.compile(_A + r"(?<!\+)(?:(?:\+|00)86[\s-]?|\(\+?86\)\s?)?1[3-9]\d(?:[\s-]?\d{4}){2}" + _Z),
     # mainland China landline: an area code in brackets or followed by a separator, or after +86
     re.compile(
-        _A + r"(?:(?:\+|00)86[\s-]?\(?0?(?:10|2\d|[3-9]\d{2})\)?[\s-]?|\(0(?:10|2\d|[3-9]\d{2})\)\s?"
+        _A + r"(?:(?:\+|00)86[\s-]?\(?0?(?:10|2\d|[3-9]\d{2})\)?[\s-]?|[(（]0(?:10|2\d|[3-9]\d{2})[)）]\s?"
         r"|0(?:10|2\d|[3-9]\d{2})[\s-])[2-9]\d{2,3}[\s-]?\d{4}(?:-\d{1,4})?" + _Z
     ),
     # international (E.164 and its printed forms): + country code, then groups
@@ -239,7 +239,10 @@ _IPV4 = re.compile(r"(?<![0-9A-Za-z.])" + _OCTET + r"(?:\." + _OCTET + r"){3}(?!
 _IPV6 = re.compile(
     r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|" + r"\d+(?:\.\d+){3})?(?![0-9A-Za-z:])"
 )
-_VERSION_WORDS = re.compile(r"(?i)(?:\b(?:v|version|ver\.?|release|build|firmware)|版本|版本号|固件)\s*[:：]?\s*$")
+_VERSION_WORDS = re.compile(
+    r"(?i)(?:\b(?:v|version|ver\.?|release|build|firmware|kernel|python|node|chrome|firefox|android|ios|windows|macos"
+    r"|sdk|update|patch|upgrade)|版本|版本号|固件|升级到?)\s*[:：]?\s*$"
+)
 
 
 def _ips(text: str) -> Iterator[Span]:
