@@ -85,10 +85,10 @@ _PHONES = [
     # mainland China landline: an area code in brackets or followed by a separator, or after +86
     re.compile(
         _A + r"(?:(?:\+|00)86[\s-]?\(?0?(?:10|2\d|[3-9]\d{2})\)?[\s-]?|[(（]0(?:10|2\d|[3-9]\d{2})[)）]\s?"
-        r"|0(?:10|2\d|[3-9]\d{2})[\s-])[2-9]\d{2,3}[\s-]?\d{4}(?:-\d{1,4})?" + _Z
+        r"|0(?:10|2\d|[3-9]\d{2})[\s\-－])[2-9]\d{2,3}[\s-]?\d{4}(?:-\d{1,4})?" + _Z
     ),
     # international (E.164 and its printed forms): + country code, then groups
-    re.compile(r"(?<![0-9A-Za-z+])\+[1-9]\d{0,2}(?:[ .-]?\(?\d{1,5}\)?){1,6}" + _Z),
+    re.compile(r"(?<![0-9A-Za-z+])(?:\(\+[1-9]\d{0,2}\)|\+[1-9]\d{0,2})(?:[ .-]?\(?\d{1,5}\)?){1,6}" + _Z),
     # North American: (415) 555-2671, 415-555-2671, 1-800-555-0199
     re.compile(_A + r"(?:1[\s.-])?(?:\([2-9]\d{2}\)\s?|[2-9]\d{2}[\s.-])\d{3}[\s.-]\d{4}" + _Z),
     # national numbers with a trunk 0 (UK, Germany, France, Japan …): 020 7946 0958, 0151 23456789, 06 12 34 56 78
@@ -237,7 +237,7 @@ def _ibans(text: str) -> Iterator[Span]:
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 _IPV4 = re.compile(r"(?<![0-9A-Za-z.])" + _OCTET + r"(?:\." + _OCTET + r"){3}(?![0-9A-Za-z]|\.\d)")
 _IPV6 = re.compile(
-    r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|" + r"\d+(?:\.\d+){3})?(?![0-9A-Za-z:])"
+    r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:\d+(?:\.\d+){3}|[0-9A-Fa-f]{1,4})?(?![0-9A-Za-z:]|\.\d)"
 )
 _VERSION_WORDS = re.compile(
     r"(?i)(?:\b(?:v|version|ver\.?|release|build|firmware|kernel|python|node|chrome|firefox|android|ios|windows|macos"

@@ -29,6 +29,8 @@ def found(text: str, kinds: tuple[str, ...] = KINDS) -> list[tuple[str, str]]:
         ("E.164: +14155552671.", "+14155552671"),
         ("my cell is 07700 900123", "07700 900123"),
         ("Phone 9876543210 (India)", "9876543210"),
+        ("call (+44) 20 7946 0958", "(+44) 20 7946 0958"),
+        ("电话 021－62345678", "021－62345678"),  # a full-width hyphen
     ],
 )
 def test_phone_numbers_in_both_languages(text, value):
@@ -103,6 +105,7 @@ def test_ip_addresses_but_not_version_strings():
     assert found("server 192.168.1.10 is down") == [("ip", "192.168.1.10")]
     assert found("登录IP：10.0.0.1:8080") == [("ip", "10.0.0.1")]
     assert found("from 2001:db8:85a3::8a2e:370:7334 today") == [("ip", "2001:db8:85a3::8a2e:370:7334")]
+    assert found("mapped ::ffff:192.0.2.128, gw fe80::1.") == [("ip", "::ffff:192.0.2.128"), ("ip", "fe80::1")]
     assert found("version 2.4.1.0, v1.2.3.4, 固件版本4.3.2.1, Chrome 120.0.6099.109") == []
     assert found("at 12:30:45 and 256.1.1.1 and 00:1A:2B:3C:4D:5E") == []
 
