@@ -39,6 +39,7 @@ from pagemind.runtime.model.client import (
 from pagemind.runtime.observer import HeardClock, NullObserver, TurnObserver, listener, wants_deltas
 from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.pressure.summarizer import summarize
+from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.reply_stream import ReplyStream
@@ -95,6 +96,8 @@ class Agent:
     turn_time: datetime | None = None  # when the current turn began: the prompt states one time per turn
     hold_steps: bool = True  # a step whose effects all commit with it rides on the next one's commit (`runtime.loop`)
     mcp: McpToolset | None = None  # the agent's MCP servers, whose tools join `tools` at each turn (`runtime.mcp`)
+    # Personal data replaced by placeholders where text enters (`spec.privacy`; the default changes nothing).
+    privacy: AgentPrivacy = field(default_factory=lambda: AgentPrivacy(()))
     _model: ModelClient | None = None
     monitor: PressureMonitor = field(init=False)
 
@@ -163,6 +166,7 @@ class Agent:
             recall=recall,
             hold_steps=hold_steps,
             mcp=McpToolset.for_servers(spec.mcp_servers),
+            privacy=AgentPrivacy.of(spec.privacy, store.engine, record.id),
         )
 
     @property
@@ -285,7 +289,8 @@ class Agent:
         )
 
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse:
-        """Every model call (steps, summaries, extraction) goes through here, so observers see them all.
+        """Every model call (steps, summaries, extraction) goes through here, so observers see them all; the
+        answer is redacted by the agent's privacy policy before anything sees it.
 
         A step's call streams when the observer wants the reply as it is written and the model can stream
         (`runtime.reply_stream`); the response, and what observers see of it, is the same either way."""
@@ -298,6 +303,7 @@ class Agent:
             response = dataclasses.replace(await model.stream(request, sink), streamed=sink.text)
         else:
             response = await model.complete(request)
+        response = await self.privacy.response(response)  # before anything reads, stores or records it
         hears.on_event(ModelResponseEvent.from_response(step, response))
         return response
 

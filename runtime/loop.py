@@ -41,6 +41,7 @@ from pagemind.runtime.events import (
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
 from pagemind.runtime.pressure.monitor import PressureMonitor
+from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import StepRecord
@@ -59,6 +60,7 @@ class LoopAgent(Protocol):
     memory: CoreMemory
     tools: dict[str, Tool]
     hold_steps: bool  # whether a step may be held for the next one's commit (the module docstring)
+    privacy: AgentPrivacy  # personal data replaced by placeholders where text enters (the user's message, tools)
 
     @property
     def name(self) -> str: ...
@@ -129,6 +131,7 @@ async def run_turn(
     from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
     message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`."""
+    user_message = await agent.privacy.text(user_message)  # before it is stored, recorded or looked up
     begun = await begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or a retry's turn)
     if isinstance(begun, TurnResult):
         return begun
@@ -228,6 +231,7 @@ async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working
         agent.report(ToolCallEvent.from_call(step, call))
     crash_point("dispatch.before_tools")
     results = await dispatch_tool_calls(list(response.tool_calls), agent.tools, agent.tool_context(working))
+    results = await agent.privacy.results(results)  # a tool may read personal data from anywhere
     crash_point("dispatch.after_tools")
     for result in results:
         agent.report(ToolResultEvent.from_result(step, result))

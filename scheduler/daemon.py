@@ -27,8 +27,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.model.client import ModelClient, close_shared_clients
+from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.privacy import PrivacyConfig
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import HeldConnections
@@ -155,6 +157,7 @@ class Daemon:
         self.clock = clock
         self.store = catalog.store
         self.inbox = Inbox(self.store.engine)
+        self._privacy: dict[int, tuple[PrivacyConfig, AgentPrivacy]] = {}  # each agent's redaction, by its policy
         self.leases = Leases(self.store.engine, new_owner_id(), self.config.lease_s)
         self.pool = AgentPool(
             catalog,
@@ -270,6 +273,8 @@ class Daemon:
             raise DaemonError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         await self.catalog.read_origin(agent)  # awaited: `agent_id` then finds it read
         agent_id = self.catalog.agent_id(agent)
+        if kind == "message":  # the inbox is a store too: personal data is replaced before it (`spec.privacy`)
+            content = await self._redacted(agent, agent_id, content)
         route = self.dispatcher.route(agent_id) if self.started else Route.ANNOUNCE
         item, new = await self.inbox.submit(
             agent_id,
@@ -289,6 +294,16 @@ class Daemon:
         if new:  # this process takes the agent at once, or wakes its worker here (lingering: it claims at once)
             self.dispatcher.arrived(agent_id, agent)
         return item
+
+    async def _redacted(self, agent: str, agent_id: int, content: str) -> str:
+        """`content` as the agent's privacy policy stores it (unchanged under the default, `pii: keep`)."""
+        config = self.catalog.spec_for(agent).privacy
+        if config.pii == "keep":
+            return content
+        kept = self._privacy.get(agent_id)
+        if kept is None or kept[0] != config:
+            kept = self._privacy[agent_id] = (config, AgentPrivacy.of(config, self.store.engine, agent_id))
+        return await kept[1].text(content)
 
     def run(self, run_id: str) -> InboxItem | None:
         """The item with this run id, as stored now (None if there is none)."""

@@ -1,5 +1,6 @@
 """The `pagemind` command line: the parser and the dispatch of init, run, chat, memory, context, agents, trace,
-replay, demo, reflect, models, export, import; and the notes that say where state lives when PAGEMIND_HOME does not.
+replay, demo, reflect, models, keys, privacy, mcp, export, import; and the notes that say where state lives when
+PAGEMIND_HOME does not.
 
 Start-up is part of the interface: this module and the command modules it imports load only the standard
 library, and each command imports what it needs when it runs, so `pagemind --help` pays for no SQL, model SDK,
@@ -24,6 +25,7 @@ from pagemind.runtime.cli.bridges.porting import add_parsers as add_porting_pars
 from pagemind.runtime.cli.errors import bad_argument, exit_code
 from pagemind.runtime.cli.init import add_parser as add_init_parser
 from pagemind.runtime.cli.memory import is_memory_subcommand, memory_parser
+from pagemind.runtime.cli.privacy import add_parser as add_privacy_parser
 from pagemind.runtime.cli.reflect import add_parser as add_reflect_parser
 from pagemind.runtime.cli.shared import CliError, add_wait, notice
 from pagemind.runtime.cli.trace import add_parsers as add_trace_parsers
@@ -51,7 +53,7 @@ are in, so a layer above the runtime (the daemon's `serve`, `send`) can add comm
 
 
 # Commands that read and write no state under the home folder (the demo keeps its own, in a temporary folder).
-STATELESS = frozenset({"init", "demo"})
+STATELESS = frozenset({"init", "demo", "privacy"})
 GENERIC_HOME = (
     "$PAGEMIND_HOME; when unset, a ./.pagemind the current folder has, else the user data folder "
     "(~/.local/share/pagemind on Linux)"
@@ -124,6 +126,7 @@ def build_parser(extend: Extend | None = None) -> argparse.ArgumentParser:
     add_keys_parser(sub)
     add_mcp_parser(sub)
     add_porting_parsers(sub)  # export, import
+    add_privacy_parser(sub)
     if extend is not None:
         extend(sub)
     return parser

@@ -57,6 +57,7 @@ from pagemind.runtime.pressure.eviction import EvictionPlan, newest_group_start,
 from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
 from pagemind.runtime.pressure.flush_work import FlushOutcome, FlushWork, WorkSettings
 from pagemind.runtime.pressure.history_repair import ValidityMemo, repair_history
+from pagemind.runtime.privacy.policy import AgentPrivacy, redacting
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.window import Window
@@ -116,6 +117,7 @@ class MonitoredAgent(Protocol):
     spec: AgentSpec
     window: Window
     archival: ArchivalMemory | None
+    privacy: AgentPrivacy
 
     @property
     def model(self) -> ModelClient: ...
@@ -270,7 +272,7 @@ class PressureMonitor:
             return  # not enough history yet to make the swing: try again at the next step
         work = self._work(plan, ahead=True)
         if self.concurrent:  # else (a replay) the work is done at the flush, from this snapshot, in trace order
-            work.start(self.agent.model)
+            work.start(redacting(self.agent.model, self.agent.privacy))  # it skips `call_model`
         self._ahead = work
         crash_point("flush.ahead_started")  # the background work is under way; nothing of it is stored
         log.info("flush_ahead_started", agent_id=self.window.agent_id, evicting=work.count, tokens=plan.freed_tokens)

@@ -32,6 +32,7 @@ from pagemind.runtime.spec.fingerprint import later_defaults
 from pagemind.runtime.spec.mcp import McpServerSpec, split_mcp_entries
 from pagemind.runtime.spec.memory import MemoryConfig
 from pagemind.runtime.spec.prices import ModelPrices
+from pagemind.runtime.spec.privacy import PrivacyConfig
 from pagemind.runtime.spec.renames import collecting, warn, written_locations
 from pagemind.runtime.spec.triggers import IdleTrigger, ScheduleTrigger, check_unique
 from pagemind.runtime.spec.trust import REFUSED, Trust, code_reference, trust_of
@@ -257,7 +258,7 @@ class AgentSpec(BaseModel):
     """One agent, as its YAML file defines it."""
 
     model_config = ConfigDict(extra="forbid")
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("template", "schedule", "idle", "mcp_servers")  # `later_defaults`
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("template", "schedule", "idle", "mcp_servers", "privacy")  # `later_defaults`
 
     name: str = Field(pattern=_NAME, description="the agent's name: its identity in the stores (letters, digits, _.-)")
     description: str = Field("", description="what the agent is for (listings, the API)")
@@ -274,6 +275,9 @@ class AgentSpec(BaseModel):
     )
     max_steps_per_turn: int = Field(10, gt=0, description="model calls one user message may take at most")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="how the agent remembers")
+    privacy: PrivacyConfig = Field(
+        default_factory=PrivacyConfig, description="personal data replaced by placeholders before it is stored"
+    )
     schedule: list[ScheduleTrigger] = Field(default_factory=list, description="cron / every triggers (the daemon)")
     idle: IdleTrigger | None = Field(None, description="fired once after the agent has been idle this long")
     template: bool = Field(

@@ -24,6 +24,8 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
 - The API's keys (`runtime.state.keys`, migration 0008): `api_keys` (hashes only), and `agents.owner`, the end user
   an agent belongs to.
 - Erasure's (`runtime.erasure`, migration 0009): `purges`, the agents being erased.
+- Privacy's (`runtime.privacy`, migration 0011): `pii_keys`, `pii_placeholders` (redaction's numbering, as keyed
+  hashes) and `pii_originals` (for `privacy.keep_originals`, once encryption at rest exists).
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
@@ -425,4 +427,34 @@ purges = Table(
     Column("attempts", Integer, nullable=False),
     Column("counts", JSON, nullable=False),
     Column("requested_at", DateTime(timezone=True), nullable=False),
+)
+
+
+# -- privacy (`runtime.privacy`, migration 0011) ---------------------------------------------------------------------
+
+# Redaction's numbering per agent: `pii_keys` holds the agent's random HMAC key; `pii_placeholders` the keyed hash
+# (never the value) of each redacted value and its number per kind (`[phone#2]`). `pii_originals` is the store the
+# encryption at rest will encrypt (`value`) for `privacy.keep_originals` (not used until then: the setting is refused).
+pii_keys = Table(
+    "pii_keys",
+    metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("key", LargeBinary, nullable=False),
+)
+pii_placeholders = Table(
+    "pii_placeholders",
+    metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("kind", String(16), primary_key=True),
+    Column("number", Integer, primary_key=True, autoincrement=False),
+    Column("digest", String(64), nullable=False),
+    UniqueConstraint("agent_id", "digest", name="uq_pii_placeholders_digest"),
+)
+pii_originals = Table(
+    "pii_originals",
+    metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("kind", String(16), primary_key=True),
+    Column("number", Integer, primary_key=True, autoincrement=False),
+    Column("value", LargeBinary, nullable=False),
 )

@@ -65,10 +65,10 @@ async def patch_block(name: str, label: str, body: PatchBlock, daemon: DaemonDep
     """Rewrite one block (recorded in its history as operation `api`); the block's limit holds, and a read-only
     block is changed in its YAML, not here."""
     async with daemon.agent(name) as agent:
-        return block_out(set_block(agent, label, body.value))
+        return block_out(await set_block(agent, label, body.value))
 
 
-def set_block(agent: Any, label: str, value: str, operation: str = "api") -> Any:
+async def set_block(agent: Any, label: str, value: str, operation: str = "api") -> Any:
     """Rewrite one core block of a loaded agent (held off its turns: `Daemon.agent`) as a versioned edit of
     `operation` (`api`; the memory page's `ui`), and return the new `Block`: the edit path of this route and of
     the memory page (`api.ui`). Raises `ApiError` for an unknown (404) or read-only (409) block, and for a value
@@ -92,6 +92,7 @@ def set_block(agent: Any, label: str, value: str, operation: str = "api") -> Any
         value = checked_json(label, old.schema, value) if old.schema is not None else value
     except BlockEditError as exc:
         raise ApiError(422, "schema", str(exc)) from None
+    value = await agent.privacy.text(value)  # the agent's privacy policy holds for the API too (JSON stays JSON)
     if len(value) > old.limit:
         raise ApiError(
             422, "over_limit", f"block '{label}' holds at most {old.limit} characters; the value has {len(value)}"
@@ -159,9 +160,8 @@ async def insert_archival(name: str, body: ArchivalInsertIn, daemon: DaemonDep) 
     """Through the agent's write path: a near-duplicate is refreshed, a contradicted memory superseded."""
     async with daemon.agent(name) as agent:
         try:
-            result = await _archival(agent).insert(
-                body.content, kind=body.kind, tags=body.tags, importance=body.importance
-            )
+            content = await agent.privacy.text(body.content)  # the agent's privacy policy holds for the API too
+            result = await _archival(agent).insert(content, kind=body.kind, tags=body.tags, importance=body.importance)
         except ValueError as exc:  # the write policy's refusal (blank, oversize …)
             raise ApiError(422, "refused", str(exc)) from None
     dumped: dict[str, Any] = result.model_dump()

@@ -110,7 +110,7 @@ async def edit_block(request: Request, name: str, label: str, daemon: DaemonDep)
     value = form.get("value", "").replace("\r\n", "\n")  # a browser sends a textarea's line breaks as CRLF
     async with daemon.agent(name) as agent:
         try:
-            set_block(agent, label, value, operation="ui")
+            await set_block(agent, label, value, operation="ui")
         except ApiError as exc:
             if exc.code == "unknown_block":
                 raise
