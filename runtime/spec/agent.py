@@ -258,7 +258,8 @@ class AgentSpec(BaseModel):
     """One agent, as its YAML file defines it."""
 
     model_config = ConfigDict(extra="forbid")
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("template", "schedule", "idle", "mcp_servers", "privacy")  # `later_defaults`
+    # Fields added after agents existed (see `later_defaults`).
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("template", "schedule", "idle", "mcp_servers", "privacy")
 
     name: str = Field(pattern=_NAME, description="the agent's name: its identity in the stores (letters, digits, _.-)")
     description: str = Field("", description="what the agent is for (listings, the API)")

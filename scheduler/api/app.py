@@ -91,8 +91,8 @@ def create_app(
     from pagemind.scheduler.api import memory as api_memory
     from pagemind.scheduler.api import porting as api_porting
     from pagemind.scheduler.api import users as api_users
-    from pagemind.scheduler.api.ui import routes as ui_routes
     from pagemind.scheduler.api.mcp import McpEndpoint
+    from pagemind.scheduler.api.ui import routes as ui_routes
 
     if keyring is None:
         keys = KeyStore(daemon.store.engine)
