@@ -93,8 +93,11 @@ def _handler(answer: Answer, stream: StreamMode) -> type[BaseHTTPRequestHandler]
     class Model(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            if not self.path.endswith("/chat/completions") or (body.get("stream") and stream == "refuse"):
-                status, data = 400, {"error": {"message": "this stub answers plain chat completions only"}}
+            if not self.path.endswith("/chat/completions"):
+                status, data = 400, {"error": {"message": "this stub answers chat completions only"}}
+            elif body.get("stream") and stream == "refuse":
+                refusal = {"message": "stream is not supported by this server", "param": "stream"}
+                status, data = 400, {"error": refusal}
             else:
                 status, data = 200, answer(body)
             if status == 200 and body.get("stream") and stream == "sse":

@@ -99,6 +99,25 @@ class ModelList(BaseModel):
     data: list[ModelOut]
 
 
+def inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic JSON Schema with its `$defs` put in place of their references: the OpenAPI document defines no
+    `#/$defs/…` (a body read by hand is documented inline)."""
+    definitions = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            reference = node.get("$ref", "")
+            if reference.startswith("#/$defs/"):
+                return resolve(definitions[reference.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
+
+
 COMPLETION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "an OpenAI chat.completion (`stream: false`)",

@@ -12,7 +12,14 @@ from pydantic import ValidationError
 from pagemind.scheduler.api.agents import DaemonDep
 from pagemind.scheduler.api.auth import KeyRing, principal_in, turn_quota
 from pagemind.scheduler.api.openai.agents import resolve
-from pagemind.scheduler.api.openai.bodies import COMPLETION_SCHEMA, ChatRequest, ModelList, ModelOut, completion
+from pagemind.scheduler.api.openai.bodies import (
+    COMPLETION_SCHEMA,
+    ChatRequest,
+    ModelList,
+    ModelOut,
+    completion,
+    inlined,
+)
 from pagemind.scheduler.api.openai.chunks import completion_chunks, failure, finish_reason
 from pagemind.scheduler.api.openai.conversation import incoming
 from pagemind.scheduler.api.openai.errors import ERROR_SCHEMA, ProxyError
@@ -66,7 +73,10 @@ def parse(raw: bytes) -> ChatRequest:
     summary="OpenAI-compatible chat completions: a turn of an agent with memory",
     responses=RESPONSES,
     openapi_extra={
-        "requestBody": {"required": True, "content": {"application/json": {"schema": ChatRequest.model_json_schema()}}}
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": inlined(ChatRequest.model_json_schema())}},
+        }
     },
     dependencies=[Depends(turn_quota)],
 )
@@ -78,8 +88,8 @@ async def chat_completions(request: Request, daemon: DaemonDep) -> Response:
     body = parse(await request.body())
     keyring: KeyRing = request.app.state.keyring
     user = body.user or request.headers.get(USER_HEADER)
+    new = incoming(body.messages, request.headers.get("idempotency-key"))  # refused before an agent is made
     name = await resolve(daemon, keyring, principal_in(request), body.model, user)
-    new = incoming(body.messages, request.headers.get("idempotency-key"))
     item = await daemon.submit(name, new.text, idempotency_key=new.key)
     headers = {"x-pagemind-agent": name, "x-pagemind-run-id": item.run_id}
     if new.ignored_system:
