@@ -55,9 +55,10 @@ def all_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]
     return found
 
 
-def test_the_yaml_a_user_writes_has_at_most_35_knobs_outside_advanced():
+def test_the_yaml_a_user_writes_has_at_most_36_knobs_outside_advanced():
     outside = leaves(AgentSpec, skip="advanced")
-    assert len(outside) <= 35, outside
+    # 35, and `model.system_messages` (issue 36 puts it there: a trait of the model's chat template)
+    assert len(outside) <= 36, outside
     assert [leaf for leaf in outside if leaf.startswith("memory.")] == [
         "memory.retrieval",
         "memory.memories_per_turn",
