@@ -6,7 +6,8 @@ to that user.
   different `user` is refused (403), none is fine. An admin key (or a daemon without keys) must name one.
 - **The agent's name** is `TEMPLATE-USER` when that is a valid agent name (letters, digits, `_.-`, at most 64
   characters), else `TEMPLATE-` and 16 hex digits of the user's SHA-256 (a user id with `@` or `:`, a long one).
-  A name taken by an agent that is not that user's, or not made from that template, is a 409: never adopted.
+  An agent of that name that the user owns is theirs; a name taken by an agent that is not that user's is a 409,
+  never adopted.
 - **Reach**: a user key reaches its user's agents only; another user's agent answers the very 404 an unknown one
   does (`model_not_found`).
 """
@@ -22,7 +23,7 @@ from pagemind.scheduler.api.auth import KeyRing, Principal
 from pagemind.scheduler.api.models import NAME_PATTERN, USER_PATTERN
 from pagemind.scheduler.api.openai.errors import ProxyError
 from pagemind.scheduler.daemon import Daemon
-from pagemind.scheduler.errors import AgentExists, AgentUnavailable, UnknownAgent, UnknownTemplate
+from pagemind.scheduler.errors import AgentExists, UnknownTemplate
 
 log = structlog.get_logger("pagemind.api")
 AGENT, TEMPLATE = "agent:", "template:"
@@ -64,49 +65,32 @@ def end_user(principal: Principal, given: str | None) -> str:
 
 
 async def resolve(daemon: Daemon, keyring: KeyRing, principal: Principal, model: str, user: str | None) -> str:
-    """The name of the agent `model` names for this request (made on first use for `template:`)."""
+    """The name of the agent `model` names for this request (made on first use for `template:`). The usual
+    request costs one indexed read, awaited on Postgres (the agent's owner); an unknown `agent:` is found out by
+    the submission (`unknown`)."""
     if model.startswith(AGENT):
         name = model.removeprefix(AGENT)
-        if not _NAME.fullmatch(name) or not await _reaches(daemon, keyring, principal, name, model):
+        if not _NAME.fullmatch(name):
             raise not_found(model)
+        if not principal.admin and await keyring.keys.owner_awaited(name) != principal.user:
+            raise not_found(model)  # another user's agent answers what an unknown one does
         return name
-    if not model.startswith(TEMPLATE) or not _NAME.fullmatch(model.removeprefix(TEMPLATE)):
-        raise not_found(model)
     template = model.removeprefix(TEMPLATE)
-    if template not in daemon.catalog.templates():
+    if not model.startswith(TEMPLATE) or template not in daemon.catalog.templates():
         raise not_found(model)
     owner = end_user(principal, user)
     name = agent_name(template, owner)
-    for _ in range(2):  # made by a request beside this one in between: found the second time
-        try:
-            info = daemon.agent_info(name)
-        except AgentUnavailable:
-            raise
-        except UnknownAgent:
-            try:
-                daemon.create_agent(name, template=template, owner=owner)
-            except AgentExists:
-                continue
-            except UnknownTemplate:
-                raise not_found(model) from None
-            log.info("proxy_agent_created", agent=name, template=template, owner=owner)
-            return name
-        if info.template != template or info.owner != owner:
-            raise ProxyError(
-                409, "agent_name_taken", f"the agent name {name!r} is taken by another agent", param="model"
-            )
-        return name
-    raise ProxyError(409, "agent_name_taken", f"the agent name {name!r} is taken by another agent", param="model")
-
-
-async def _reaches(daemon: Daemon, keyring: KeyRing, principal: Principal, name: str, model: str) -> bool:
-    """Whether the agent exists and the principal may use it (`AgentUnavailable` passes: a broken YAML's 503)."""
-    if not principal.admin and await keyring.keys.owner_awaited(name) != principal.user:
-        return False
+    if await keyring.keys.owner_awaited(name) == owner:
+        return name  # made before: the usual case
     try:
-        daemon.agent_info(name)
-    except AgentUnavailable:
-        raise
-    except UnknownAgent:
-        return False
-    return True
+        daemon.create_agent(name, template=template, owner=owner)
+    except AgentExists:  # made by a request beside this one, or a name someone else has
+        if keyring.keys.owner_of(name) == owner:
+            return name
+        raise ProxyError(
+            409, "agent_name_taken", f"the agent name {name!r} is taken by another agent", param="model"
+        ) from None
+    except UnknownTemplate:
+        raise not_found(model) from None
+    log.info("proxy_agent_created", agent=name, template=template, owner=owner)
+    return name

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from pagemind.scheduler.api.agents import DaemonDep
 from pagemind.scheduler.api.auth import KeyRing, principal_in, turn_quota
-from pagemind.scheduler.api.openai.agents import resolve
+from pagemind.scheduler.api.openai.agents import not_found, resolve
 from pagemind.scheduler.api.openai.bodies import (
     COMPLETION_SCHEMA,
     ChatRequest,
@@ -23,6 +23,7 @@ from pagemind.scheduler.api.openai.bodies import (
 from pagemind.scheduler.api.openai.chunks import completion_chunks, failure, finish_reason
 from pagemind.scheduler.api.openai.conversation import incoming
 from pagemind.scheduler.api.openai.errors import ERROR_SCHEMA, ProxyError
+from pagemind.scheduler.errors import AgentUnavailable, UnknownAgent
 
 log = structlog.get_logger("pagemind.api")
 router = APIRouter(prefix="/v1")
@@ -90,7 +91,12 @@ async def chat_completions(request: Request, daemon: DaemonDep) -> Response:
     user = body.user or request.headers.get(USER_HEADER)
     new = incoming(body.messages, request.headers.get("idempotency-key"))  # refused before an agent is made
     name = await resolve(daemon, keyring, principal_in(request), body.model, user)
-    item = await daemon.submit(name, new.text, idempotency_key=new.key)
+    try:
+        item = await daemon.submit(name, new.text, idempotency_key=new.key)
+    except AgentUnavailable:
+        raise  # its YAML does not load: the 503 that says so
+    except UnknownAgent:
+        raise not_found(body.model) from None
     headers = {"x-pagemind-agent": name, "x-pagemind-run-id": item.run_id}
     if new.ignored_system:
         headers["x-pagemind-ignored-system"] = str(new.ignored_system)
