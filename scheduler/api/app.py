@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.scheduler.api.auth import KeyRing, RateLimiter, authorize
 from pagemind.scheduler.api.errors import ApiError, error_body, headers_of_daemon_error, status_of_daemon_error
+from pagemind.scheduler.api.openai.errors import ERROR_SCHEMA as OPENAI_ERROR_SCHEMA
 from pagemind.scheduler.api.openai.errors import ProxyError, is_proxy_path, openai_error_body
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import DaemonError
@@ -145,13 +146,14 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 
 def document_errors(document: dict[str, Any]) -> None:
-    """Every error answer of the document (4xx, 5xx) has the one body the API sends, `Error`: FastAPI documents
-    its own 422 shape (`HTTPValidationError`, `{"detail": …}`), which the API never sends, and leaves the others
-    without a body. Every route naming an agent lists the 503 of an agent whose YAML does not load."""
-    body = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    """Every error answer of the document (4xx, 5xx) has the one body the API sends, `Error` (`OpenAIError` on the
+    proxy's paths): FastAPI documents its own 422 shape (`HTTPValidationError`, `{"detail": …}`), which the API
+    never sends, and leaves the others without a body. Every route naming an agent lists the 503 of an agent whose
+    YAML does not load."""
+    ours = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    openai_shape = {"application/json": {"schema": {"$ref": "#/components/schemas/OpenAIError"}}}
     for path, methods in document.get("paths", {}).items():
-        if is_proxy_path(path):  # OpenAI's error shape, documented by its routes (`api.openai.routes`)
-            continue
+        body = openai_shape if is_proxy_path(path) else ours  # the proxy answers in OpenAI's shape
         for operation in methods.values():
             if "{name}" in path:  # the agent's YAML in the served folder does not load (`AgentUnavailable`)
                 operation["responses"].setdefault("503", {"description": "the agent's YAML does not load"})
@@ -162,6 +164,7 @@ def document_errors(document: dict[str, Any]) -> None:
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     schemas["Error"] = ERROR_SCHEMA
+    schemas["OpenAIError"] = OPENAI_ERROR_SCHEMA
 
 
 def _add_health(app: FastAPI) -> None:

@@ -22,7 +22,7 @@ from pagemind.scheduler.api.openai.bodies import (
 )
 from pagemind.scheduler.api.openai.chunks import completion_chunks, failure, finish_reason
 from pagemind.scheduler.api.openai.conversation import incoming
-from pagemind.scheduler.api.openai.errors import ERROR_SCHEMA, ProxyError
+from pagemind.scheduler.api.openai.errors import ProxyError
 from pagemind.scheduler.errors import AgentUnavailable, UnknownAgent
 
 log = structlog.get_logger("pagemind.api")
@@ -32,19 +32,18 @@ USER_HEADER = "x-pagemind-user"
 # A failed or unfinished turn's message is stored: the SDK must not resend it as new (it retries 5xx otherwise).
 NO_RETRY = {"x-should-retry": "false"}
 
-_ERRORS = {"application/json": {"schema": ERROR_SCHEMA}}
 RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "the reply: a chat.completion, or (`stream: true`) chat.completion.chunk events",
         "content": {"application/json": {"schema": COMPLETION_SCHEMA}, "text/event-stream": {"schema": {}}},
     },
-    400: {"description": "an invalid request, no new user message, `tools`, `n` > 1", "content": _ERRORS},
-    403: {"description": "a user key naming another `user`", "content": _ERRORS},
-    404: {"description": "no agent or template of that name the key may use (model_not_found)", "content": _ERRORS},
-    409: {"description": "the Idempotency-Key was used for other content; the agent name is taken", "content": _ERRORS},
-    500: {"description": "the agent's turn failed (run_failed)", "content": _ERRORS},
-    503: {"description": "the agent's YAML does not load; the daemon is stopping", "content": _ERRORS},
-    504: {"description": "the turn is still running after the wait (resend the same request)", "content": _ERRORS},
+    400: {"description": "an invalid request, no new user message, `tools`, `n` > 1"},
+    403: {"description": "a user key naming another `user`"},
+    404: {"description": "no agent or template of that name the key may use (model_not_found)"},
+    409: {"description": "the Idempotency-Key was used for other content; the agent name is taken"},
+    500: {"description": "the agent's turn failed (run_failed)"},
+    503: {"description": "the agent's YAML does not load; the daemon is stopping"},
+    504: {"description": "the turn is still running after the wait (resend the same request)"},
 }
 
 

@@ -54,7 +54,7 @@ class _Listening(uvicorn.Server):
 class Served:
     """The daemon and its API on `url`; `keys` made before it started (user -> key; `admin` an admin key)."""
 
-    def __init__(self, folder: Path, settings: Settings, users: tuple[str, ...]):
+    def __init__(self, folder: Path, settings: Settings, users: tuple[str, ...], max_body: int, config: dict[str, Any]):
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -65,20 +65,20 @@ class Served:
             self.keys["admin"] = keys.create(None, "admin")[1]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.run(self._start(folder, settings))
+        self.run(self._start(folder, settings, max_body, config))
 
     def run(self, coroutine: Any) -> Any:
         """Run a coroutine on the daemon's loop and wait for it."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(120)
 
-    async def _start(self, folder: Path, settings: Settings) -> None:
+    async def _start(self, folder: Path, settings: Settings, max_body: int, options: dict[str, Any]) -> None:
         catalog = AgentCatalog(folder, self.store)
         environ = {"OPENAI_BASE_URL": settings.openai_base_url or "", "OPENAI_API_KEY": "test"}
         model = OpenAIModelClient.from_spec(ModelSpec(name="gpt-4o-mini"), environ)
-        config = DaemonConfig(concurrency=4, poll_s=0.05, linger_s=0.2)
+        config = DaemonConfig(**{"concurrency": 4, "poll_s": 0.05, "linger_s": 0.2, **options})
         self.daemon = Daemon(catalog, settings, config=config, model=model)
         await self.daemon.start()
-        app = create_app(self.daemon, None)
+        app = create_app(self.daemon, None, max_body=max_body)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, lifespan="off")
         self.server = _Listening(config)
         self.serving = asyncio.ensure_future(self.server.serve())
@@ -103,16 +103,24 @@ class Served:
 
 @contextmanager
 def served(
-    tmp: Path, database_url: str, *, users: tuple[str, ...] = (), stream: StreamMode = "sse", answer: Any = echo_agent
+    tmp: Path,
+    database_url: str,
+    *,
+    users: tuple[str, ...] = (),
+    stream: StreamMode = "sse",
+    answer: Any = echo_agent,
+    max_body: int = 1024 * 1024,
+    **config: Any,
 ) -> Iterator[Served]:
     """A daemon over `database_url` serving the `companion` template and the YAML agent `alice`, its model the
-    scripted agent (`stream`: how that server meets `stream: true`), with keys for `users` (none: no auth)."""
+    scripted agent (`stream`: how that server meets `stream: true`), with keys for `users` (none: no auth);
+    `config`: `DaemonConfig` fields."""
     folder = write_agents(tmp / "agents")
     with model_server(answer, stream=stream) as model_url:
         settings = Settings(
             home=tmp / "home", database_url=database_url, openai_base_url=model_url, openai_api_key="test"
         )
-        server = Served(folder, settings, users)
+        server = Served(folder, settings, users, max_body, config)
         try:
             yield server
         finally:

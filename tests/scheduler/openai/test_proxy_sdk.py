@@ -184,6 +184,17 @@ def test_what_the_proxy_refuses_answers_in_openais_error_shape(tmp_path, sqlite_
         assert "companion-u" not in {a.name for a in server.daemon.list_agents()}  # nothing was made for refusals
 
 
+def test_the_limits_before_a_route_answer_in_openais_shape_too(tmp_path, sqlite_url):
+    with served(tmp_path, sqlite_url, users=("u1",), max_body=2048, key_requests_per_minute=2) as server:
+        client = openai.OpenAI(base_url=server.url, api_key=server.keys["u1"], max_retries=0)
+        big = _raises(openai.APIStatusError, client, model=TEMPLATE, messages=[say("x" * 4000)])
+        assert (big["code"], big["type"]) == ("too_large", "invalid_request_error")
+        client.models.list()  # the key's second request this minute
+        with pytest.raises(openai.RateLimitError) as limited:
+            client.models.list()
+        assert limited.value.body["code"] == "rate_limited" and limited.value.response.headers["retry-after"]
+
+
 _TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
 
 
