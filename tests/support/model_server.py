@@ -8,6 +8,8 @@ A request with `stream: true` is refused with a 400 (`stream="refuse"`: the clie
 with one JSON body anyway (`"ignore"`: a server that ignores the parameter), or streamed as server-sent chunks of a
 few characters (`"sse"`: the completion's content and tool-call arguments in pieces, then usage and `[DONE]`).
 
+An answer holding `error` is sent with status 400 (a model server refusing the request).
+
 `tool_calls` and `reply` build completions; `last_turn_message` is what a scripted model answers (the closing
 system message the compiler ends a prompt with left aside); `last_user_text` the user's latest words.
 """
@@ -99,7 +101,8 @@ def _handler(answer: Answer, stream: StreamMode) -> type[BaseHTTPRequestHandler]
                 refusal = {"message": "stream is not supported by this server", "param": "stream"}
                 status, data = 400, {"error": refusal}
             else:
-                status, data = 200, answer(body)
+                data = answer(body)
+                status = 400 if "error" in data else 200  # an answer may be an error (OpenAI's shape)
             if status == 200 and body.get("stream") and stream == "sse":
                 self._stream(sse_chunks(data))
                 return

@@ -195,6 +195,24 @@ def test_the_limits_before_a_route_answer_in_openais_shape_too(tmp_path, sqlite_
         assert limited.value.body["code"] == "rate_limited" and limited.value.response.headers["retry-after"]
 
 
+def refusing_model(body: dict) -> dict:
+    """A model server that refuses every request (a 400 the client does not retry): every turn fails."""
+    return {"error": {"message": "this model refuses", "type": "invalid_request_error", "param": None, "code": None}}
+
+
+def test_a_failed_turn_is_a_500_the_sdk_does_not_resend(tmp_path, sqlite_url):
+    with served(tmp_path, sqlite_url, answer=refusing_model) as server:
+        client = openai.OpenAI(base_url=server.url, api_key="anything", max_retries=2)  # the SDK's retries on
+        with pytest.raises(openai.InternalServerError) as failed:
+            client.chat.completions.create(model=TEMPLATE, messages=[say("hello")], user="u1")
+        assert failed.value.body["code"] == "run_failed" and "this model refuses" in failed.value.body["message"]
+        assert failed.value.response.headers["x-should-retry"] == "false"
+        with pytest.raises(openai.APIError) as streamed:
+            list(client.chat.completions.create(model=TEMPLATE, messages=[say("again")], user="u1", stream=True))
+        assert streamed.value.body["code"] == "run_failed"
+        assert server.user_messages("companion-u1") == ["hello", "again"]  # each stored once, none resent
+
+
 _TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
 
 
