@@ -36,7 +36,7 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 def is_proxy_path(path: str) -> bool:
     """Whether a request's path is the proxy's (its errors answer in OpenAI's shape)."""
-    return path in PROXY_PATHS
+    return path in PROXY_PATHS or path.startswith("/v1/models/")
 
 
 def error_type(status: int) -> str:

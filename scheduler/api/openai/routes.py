@@ -133,3 +133,18 @@ async def list_models(request: Request, daemon: DaemonDep) -> ModelList:
     templates = sorted(s.name for s in daemon.catalog.folder_specs() if s.template)
     models += [ModelOut(id=f"template:{t}", created=0, owned_by="pagemind") for t in templates]
     return ModelList(data=models)
+
+
+@router.get(
+    "/models/{model_id}",
+    tags=["openai"],
+    summary="one agent or template a key may name in `model`",
+    responses={404: {"description": "no agent or template of that name the key may use (model_not_found)"}},
+)
+async def get_model(model_id: str, request: Request, daemon: DaemonDep) -> ModelOut:
+    """`agent:NAME` or `template:NAME`, as `GET /v1/models` lists it; 404 `model_not_found` for anything else,
+    another user's agent included."""
+    found = [m for m in (await list_models(request, daemon)).data if m.id == model_id]
+    if not found:
+        raise not_found(model_id)
+    return found[0]

@@ -123,6 +123,9 @@ def test_keys_reach_their_own_users_agents_only(tmp_path, sqlite_url):
         other = _raises(openai.PermissionDeniedError, as_bob, model=TEMPLATE, messages=[say("x")], user="alice")
         assert (other["code"], other["param"], other["type"]) == ("other_user", "user", "permission_error")
         assert [m.id for m in as_bob.models.list()] == ["template:companion"]
+        assert as_alice.models.retrieve("agent:companion-alice").owned_by == "alice"
+        with pytest.raises(openai.NotFoundError):
+            as_bob.models.retrieve("agent:companion-alice")
         # An admin names the end user: the field, or the X-Pagemind-User header.
         anyone = _raises(openai.BadRequestError, admin, model=TEMPLATE, messages=[say("x")])
         assert (anyone["code"], anyone["param"]) == ("user_required", "user")
