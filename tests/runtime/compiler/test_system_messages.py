@@ -16,9 +16,12 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from pagemind.blocks import Block
 from pagemind.runtime.compiler import NOTE_TAG, ContextInputs, MemoryStats, compile_context, fold_system_messages
+from pagemind.runtime.loop import run_turn
 from pagemind.runtime.messages import Message
+from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.pressure.monitor import WARNING_TEXT
-from pagemind.runtime.spec.agent import ModelSpec
+from pagemind.runtime.spec.agent import AgentSpec, ModelSpec
+from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, spec_data, tool_call_body
 from pagemind.tools import ToolCall
 
 TEMPLATES = Path(__file__).parents[2] / "fixtures" / "chat_templates"
@@ -126,3 +129,20 @@ def test_the_spec_field_defaults_to_any_and_leaves_stored_agents_fingerprints_al
     assert "system_messages" not in ModelSpec(name="m").model_dump(exclude={"system_messages"})
     with pytest.raises(ValueError, match="system_messages"):
         ModelSpec.model_validate({"name": "m", "system_messages": "none"})
+
+
+async def test_an_agent_whose_model_takes_one_system_message_sends_one(make_agent, sqlite_url):
+    seen: list[list[dict[str, Any]]] = []
+
+    def step(request: ModelRequest) -> dict[str, Any]:
+        seen.append(request.messages)
+        return tool_call_body("send_message", {"message": "Hello."})
+
+    data = spec_data("gemma")
+    data["model"]["system_messages"] = "first_only"
+    agent = await make_agent(sqlite_url, FunctionModel(by_purpose(step)), AgentSpec.model_validate(data))
+    assert (await run_turn(agent, "Hi!")).reply == "Hello."
+    [messages] = seen
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[1]["content"].startswith("Hi!\n\n<system_note>\n<memory_stats>")
+    render("gemma-3-it", messages)  # renders
