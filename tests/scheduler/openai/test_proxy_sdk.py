@@ -66,6 +66,8 @@ def test_a_whole_growing_history_stores_each_user_message_once(tmp_path, databas
         for _ in range(2):
             client.chat.completions.create(model=TEMPLATE, messages=[say("ok")], extra_headers=keyed)
         assert server.user_messages("companion-u1") == [*sent, "ok"]
+        reused = _raises(openai.ConflictError, client, model=TEMPLATE, messages=[say("not ok")], extra_headers=keyed)
+        assert reused["code"] == "idempotency_key_reused"
         # ... and the same words without a key are said again (a user may say "ok" twice).
         client.chat.completions.create(model=TEMPLATE, messages=[say("ok")])
         assert server.user_messages("companion-u1") == [*sent, "ok", "ok"]
