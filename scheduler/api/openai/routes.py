@@ -118,8 +118,9 @@ async def chat_completions(request: Request, daemon: DaemonDep) -> Response:
 
 @router.get("/models", tags=["openai"], summary="the agents and templates a key may name in `model`")
 async def list_models(request: Request, daemon: DaemonDep) -> ModelList:
-    """`agent:NAME` for every agent the key reaches (a user key: its user's), then `template:NAME` for every
-    template of the agents folder (a user's agent of it is made at its first request)."""
+    """`agent:NAME` for every agent the key reaches (a user key: its user's), then `template:NAME` for every YAML
+    of the agents folder (templates and agents: any makes a user's agent at its first request, as with
+    `POST /v1/agents`)."""
     principal = principal_in(request)
     models = [
         ModelOut(
@@ -130,8 +131,7 @@ async def list_models(request: Request, daemon: DaemonDep) -> ModelList:
         for a in daemon.list_agents()
         if principal.admin or a.owner == principal.user
     ]
-    templates = sorted(s.name for s in daemon.catalog.folder_specs() if s.template)
-    models += [ModelOut(id=f"template:{t}", created=0, owned_by="pagemind") for t in templates]
+    models += [ModelOut(id=f"template:{t}", created=0, owned_by="pagemind") for t in daemon.catalog.templates()]
     return ModelList(data=models)
 
 

@@ -37,7 +37,8 @@ def test_a_template_agent_is_made_on_first_use_and_its_memory_tools_stay_inside(
         again = client.chat.completions.create(model="agent:companion-u123", messages=[say("and a raise")])
         assert again.choices[0].message.content == "echo: and a raise"
         assert server.user_messages("companion-u123") == ["I got the job!", "and a raise"]
-        assert [m.id for m in client.models.list()] == ["agent:companion-u123", "template:companion"]
+        listed = [m.id for m in client.models.list()]
+        assert listed == ["agent:companion-u123", "template:alice", "template:companion"]  # every YAML makes agents
 
 
 async def _block(server, agent: str, label: str) -> str:
@@ -124,7 +125,7 @@ def test_keys_reach_their_own_users_agents_only(tmp_path, sqlite_url):
         assert theirs["message"].replace("alice", "nobody") == unknown["message"]  # nothing tells them apart
         other = _raises(openai.PermissionDeniedError, as_bob, model=TEMPLATE, messages=[say("x")], user="alice")
         assert (other["code"], other["param"], other["type"]) == ("other_user", "user", "permission_error")
-        assert [m.id for m in as_bob.models.list()] == ["template:companion"]
+        assert [m.id for m in as_bob.models.list()] == ["template:alice", "template:companion"]
         assert as_alice.models.retrieve("agent:companion-alice").owned_by == "alice"
         with pytest.raises(openai.NotFoundError):
             as_bob.models.retrieve("agent:companion-alice")
