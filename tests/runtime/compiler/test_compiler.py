@@ -55,9 +55,7 @@ def test_same_state_same_prompt():
 def test_stable_parts_first_then_the_conversation_then_what_changes_with_constraints_at_both_ends():
     compiled = compile_context(inputs(retrieved=("Lin likes tea.",)))
     system = compiled.messages[0]["content"]
-    order = [
-        system.index(s) for s in ("<hard_constraints>", "<instructions>", "<core_memory>", "<conversation_summary>")
-    ]
+    order = [system.index(s) for s in ("<hard_constraints>", "<instructions>", "<core_memory>", "<conversation_summary>")]
     assert order == sorted(order)
     assert "<memory_stats>" not in system and "<retrieved_memories>" not in system and "Current time" not in system
     assert [m["role"] for m in compiled.messages[1:-1]] == ["user", "assistant", "tool"]
