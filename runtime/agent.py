@@ -236,6 +236,7 @@ class Agent:
             max_message_tokens=max_message_tokens(self.spec),
             retrieved=self.retrieved,
             wire_cache=window.wire_cache,
+            system_messages=self.spec.model.system_messages,
         )
         return compile_context(inputs)
 

@@ -7,6 +7,15 @@ from request to request (the turn's time and the memory counts, the memories ret
 hard constraints restated: models read a prompt's ends best). Between flushes and edits a request therefore
 starts with the whole of the previous one but its closing message. Memory text is quoted as data inside
 delimiters.
+
+`model.system_messages: first_only` (`fold_system_messages`) is for models whose chat template refuses a system
+message after the first (Gemma's and Mistral's raise "Conversation roles must alternate …" or "Only user and
+assistant roles are supported …"): the closing message and the pressure alerts in the window become tagged
+`<system_note>` blocks appended to the latest user message before them. Not into the first system message: the
+closing changes every request (the time, the counts), and the prompt's first message changing would make every
+request miss the provider's prompt cache from its first token, where a note on the latest user message changes
+the prompt only from that message on — the current turn, which is new to the cache anyway. A user message, not a
+message of its own: the templates also insist that user and assistant alternate.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pagemind.blocks import Block, compact_view
 from pagemind.runtime.messages import Message, encode_json, rebound
@@ -25,6 +34,7 @@ from pagemind.runtime.tokens import DEFAULT_ENCODING, TOKENS_PER_MESSAGE, TOKENS
 from pagemind.runtime.tokens import encoding as tiktoken_encoding
 
 CONSTRAINTS_LABEL = "constraints"
+NOTE_TAG = "system_note"  # the tag of a system message folded into a user message (`fold_system_messages`)
 TRUNCATION_NOTE = " …[clipped to fit the window; the full text is in recall memory]"
 
 _MEMORY_PREAMBLE = (
@@ -58,6 +68,7 @@ class ContextInputs:
     max_message_tokens: int | None = None  # a single message larger than this is clipped in the prompt
     retrieved: tuple[str, ...] = ()  # memories fetched for this turn, most relevant first
     wire_cache: WireCache | None = field(default=None, compare=False)  # the agent's, to redo only what changed
+    system_messages: Literal["any", "first_only"] = "any"  # `model.system_messages`: see `fold_system_messages`
 
 
 @dataclass(frozen=True)
@@ -344,7 +355,38 @@ def compile_context(inputs: ContextInputs) -> CompiledContext:
         messages = [_wire_message(m, limit, enc) for m in inputs.messages]
         sections["messages"] = sum(_wire_tokens(m, limit, enc) for m in inputs.messages)
     wire = [ends[0], *messages, *ends[1:]]
+    if inputs.system_messages == "first_only":
+        wire, encoded = fold_system_messages(wire), None  # rare: the request's bytes are encoded from the dicts
     tools = list(inputs.tools)
     sections["tools"] = _tools_tokens(inputs.tools, enc) if tools else 0
     sections["reply_priming"] = TOKENS_REPLY_PRIMING
     return CompiledContext(messages=wire, tools=tools, sections=sections, encoded=encoded)
+
+
+def system_note(text: str) -> str:
+    """A system message's text as a block inside a user message."""
+    return f"<{NOTE_TAG}>\n{text}\n</{NOTE_TAG}>"
+
+
+def fold_system_messages(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The prompt with one system message, the first: every later one (pressure alerts in the window, the closing
+    message) appended as a `system_note` to the latest user message before it, or, with none before it, put in
+    front of the next one (the first system message takes it only when the window has no user message)."""
+    folded, waiting = [wire[0]], list[str]()
+    last_user = None
+    for message in wire[1:]:
+        if message["role"] != "system":
+            if message["role"] == "user":
+                last_user = len(folded)
+                if waiting:
+                    message = {**message, "content": "\n\n".join([*waiting, message.get("content") or ""])}
+                    waiting = []
+            folded.append(message)
+        elif last_user is None:
+            waiting.append(system_note(message.get("content") or ""))
+        else:
+            user = folded[last_user]
+            folded[last_user] = {**user, "content": f"{user.get('content') or ''}\n\n{system_note(message['content'])}"}
+    if waiting:
+        folded[0] = {**folded[0], "content": "\n\n".join([folded[0].get("content") or "", *waiting])}
+    return folded

@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -154,7 +154,14 @@ class ModelSpec(BaseModel):
     prices: ModelPrices | None = Field(
         None, description="the endpoint's prices per million tokens, for cost estimates (trace show, context, API)"
     )
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("prices",)  # see `later_defaults`
+    system_messages: Literal["any", "first_only"] = Field(
+        "any",
+        description="where the prompt may have system messages: `any` (the closing reminder and pressure alerts "
+        "are system messages of their own), or `first_only` for models whose chat template refuses a system "
+        "message after the first (Gemma, Mistral): those are folded into the latest user message before them, "
+        "as a tagged `<system_note>` block",
+    )
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("prices", "system_messages")  # see `later_defaults`
 
     @model_validator(mode="after")
     def _fits(self) -> ModelSpec:

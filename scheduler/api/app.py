@@ -16,7 +16,9 @@ context); their bodies in `api_models`. This module holds what every route share
   length or streams it (a chunked body is counted as it arrives);
 - **errors**: every failure answers `{"error": {"code", "message"}}` — validation 422, unknown agent 404, an agent
   that exists 409, too large 413, too many requests 429, an agent whose YAML does not load 503 — never a bare
-  string or an HTML page (but on the memory page, whose errors are pages).
+  string or an HTML page; on the memory page, whose errors are pages, a page; on the OpenAI-compatible proxy's paths
+  (`api.openai`) in OpenAI's shape instead, `{"error": {"message", "type", "param", "code"}}`, with 400 for what is
+  invalid.
 
 Both checks are pure ASGI middleware: Starlette's `BaseHTTPMiddleware` would buffer the event stream.
 """
@@ -35,6 +37,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.scheduler.api.auth import KeyRing, RateLimiter, authorize
 from pagemind.scheduler.api.errors import ApiError, error_body, headers_of_daemon_error, status_of_daemon_error
+from pagemind.scheduler.api.openai.errors import ERROR_SCHEMA as OPENAI_ERROR_SCHEMA
+from pagemind.scheduler.api.openai.errors import ProxyError, is_proxy_path, openai_error_body
 from pagemind.scheduler.api.ui import session as ui_session
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import DaemonError
@@ -92,6 +96,7 @@ def create_app(
     from pagemind.scheduler.api import porting as api_porting
     from pagemind.scheduler.api import users as api_users
     from pagemind.scheduler.api.mcp import McpEndpoint
+    from pagemind.scheduler.api.openai import routes as api_openai
     from pagemind.scheduler.api.ui import routes as ui_routes
 
     if keyring is None:
@@ -123,6 +128,7 @@ def create_app(
     app.include_router(ui_routes.router)  # the memory page, /ui (left out of the OpenAPI document)
     app.mount("/mcp", McpEndpoint(daemon, keyring))  # an agent's memory over MCP: /mcp/AGENT (`api.mcp`)
     app.include_router(api_porting.router)
+    app.include_router(api_openai.router)
     _add_health(app)
     _add_error_handlers(app)
     limiter = RateLimiter(daemon.config.key_requests_per_minute, keyring.clock)
@@ -149,11 +155,14 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 
 def document_errors(document: dict[str, Any]) -> None:
-    """Every error answer of the document (4xx, 5xx) has the one body the API sends, `Error`: FastAPI documents
-    its own 422 shape (`HTTPValidationError`, `{"detail": …}`), which the API never sends, and leaves the others
-    without a body. Every route naming an agent lists the 503 of an agent whose YAML does not load."""
-    body = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    """Every error answer of the document (4xx, 5xx) has the one body the API sends, `Error` (`OpenAIError` on the
+    proxy's paths): FastAPI documents its own 422 shape (`HTTPValidationError`, `{"detail": …}`), which the API
+    never sends, and leaves the others without a body. Every route naming an agent lists the 503 of an agent whose
+    YAML does not load."""
+    ours = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    openai_shape = {"application/json": {"schema": {"$ref": "#/components/schemas/OpenAIError"}}}
     for path, methods in document.get("paths", {}).items():
+        body = openai_shape if is_proxy_path(path) else ours  # the proxy answers in OpenAI's shape
         for operation in methods.values():
             if "{name}" in path:  # the agent's YAML in the served folder does not load (`AgentUnavailable`)
                 operation["responses"].setdefault("503", {"description": "the agent's YAML does not load"})
@@ -164,6 +173,7 @@ def document_errors(document: dict[str, Any]) -> None:
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     schemas["Error"] = ERROR_SCHEMA
+    schemas["OpenAIError"] = OPENAI_ERROR_SCHEMA
 
 
 def _add_health(app: FastAPI) -> None:
@@ -197,6 +207,11 @@ def _add_health(app: FastAPI) -> None:
         )(ready)
 
 
+def shaped_error(path: str, status: int, code: str, message: str, param: str | None = None) -> dict[str, Any]:
+    """An error's body for a request to `path`: OpenAI's shape on the proxy's paths, the API's own elsewhere."""
+    return openai_error_body(status, code, message, param) if is_proxy_path(path) else error_body(code, message)
+
+
 def _add_error_handlers(app: FastAPI) -> None:
     from pagemind.scheduler.api.ui.pages import error_page  # the memory page's errors are pages (Jinja2)
 
@@ -204,20 +219,25 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: ApiError) -> Response:
         if ui_session.is_ui(request.url.path):
             return error_page(request, exc.status, exc.code, exc.message)
-        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers)
+        param = exc.param if isinstance(exc, ProxyError) else None
+        body = shaped_error(request.url.path, exc.status, exc.code, exc.message, param)
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(DaemonError)
     async def daemon_error(request: Request, exc: DaemonError) -> Response:
         status, code = status_of_daemon_error(exc)
         if ui_session.is_ui(request.url.path):  # an unknown agent, another user's: the same page
             return error_page(request, status, code, str(exc))
-        return JSONResponse(error_body(code, str(exc)), status_code=status, headers=headers_of_daemon_error(exc))
+        body = shaped_error(request.url.path, status, code, str(exc))
+        return JSONResponse(body, status_code=status, headers=headers_of_daemon_error(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
         if ui_session.is_ui(request.url.path):
             return error_page(request, 422, "invalid_request", "; ".join(problems) or "invalid request")
+        if is_proxy_path(request.url.path):  # OpenAI answers what is invalid with 400
+            return JSONResponse(openai_error_body(400, "invalid_request", "; ".join(problems)), status_code=400)
         body = error_body("invalid_request", "; ".join(problems) or "invalid request")
         body["error"]["details"] = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         return JSONResponse(body, status_code=422)
@@ -227,14 +247,14 @@ def _add_error_handlers(app: FastAPI) -> None:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, f"http_{exc.status_code}")
         if ui_session.is_ui(request.url.path):
             return error_page(request, exc.status_code, code, str(exc.detail))
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+        body = shaped_error(request.url.path, exc.status_code, code, str(exc.detail))
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error("api_unexpected_error", path=request.url.path, error=type(exc).__name__, exc_info=exc)
-        return JSONResponse(
-            error_body("internal", f"unexpected {type(exc).__name__}; see the daemon's log"), status_code=500
-        )
+        message = f"unexpected {type(exc).__name__}; see the daemon's log"
+        return JSONResponse(shaped_error(request.url.path, 500, "internal", message), status_code=500)
 
 
 class Guard:
@@ -258,17 +278,20 @@ class Guard:
                 await _answer_redirect(send, ui_session.LOGIN)
                 return
             if principal is None:
-                await _answer(send, 401, UNAUTHORIZED, {"www-authenticate": "Bearer"})
+                message = UNAUTHORIZED["error"]["message"]
+                body = shaped_error(path, 401, "unauthorized", message)
+                await _answer(send, 401, body, {"www-authenticate": "Bearer"})
                 return
             wait = 0 if principal.admin else self.limiter.wait_s(principal.key_id)
             if wait:
                 message = "too many requests with this key; retry after the seconds Retry-After says"
-                await _answer(send, 429, error_body("rate_limited", message), {"retry-after": str(wait)})
+                await _answer(send, 429, shaped_error(path, 429, "rate_limited", message), {"retry-after": str(wait)})
                 return
             scope.setdefault("state", {})["principal"] = principal
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            await _answer(send, 413, _too_large(self.max_body))
+            too_large = _too_large(self.max_body)["error"]["message"]
+            await _answer(send, 413, shaped_error(path, 413, "too_large", too_large))
             return
         await self.app(scope, self._counting(receive, send), send)
 

@@ -118,6 +118,7 @@ async def alices_world(client: httpx.AsyncClient, owner: dict[str, str], admin: 
         "memory_id": memory.json()["id"],
         "key_id": key.json()["id"],
         "user": f"gone-{next(NAMES)}",  # a user with nothing (erasing alice here would take the owner's key)
+        "model_id": "template:keeper",  # GET /v1/models/{model_id}: what the OpenAI-compatible proxy's `model` names
     }
 
 
