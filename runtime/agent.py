@@ -21,6 +21,7 @@ from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
+from pagemind.runtime.forgetting.requests import AgentForgetting
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.lifecycle.salience import PREFETCH_STEP, extraction_gate, lookup_gate
@@ -46,7 +47,7 @@ from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.window import Window
-from pagemind.tools import ArchivalMemory, RecallMemory, Tool
+from pagemind.tools import ArchivalMemory, Forgetting, RecallMemory, Tool
 
 DEFAULT_WAIT = 30.0  # seconds a turn waits for another turn of the same agent before `AgentBusy`
 
@@ -60,6 +61,7 @@ class StepContext:
     clock: Callable[[], datetime]
     archival: ArchivalMemory | None = None
     recall: RecallMemory | None = None
+    forgetting: Forgetting | None = None  # the forget and mute tools' way in (`runtime.forgetting`)
     tool_call_id: str | None = None  # set per call by dispatch (`for_call`): a side effect's idempotency key
 
     def for_call(self, call_id: str) -> StepContext:
@@ -93,11 +95,14 @@ class Agent:
     retrieved: tuple[str, ...] = ()  # archival memories fetched for the current turn, best first
     turn_time: datetime | None = None  # when the current turn began: the prompt states one time per turn
     hold_steps: bool = True  # a step whose effects all commit with it rides on the next one's commit (`runtime.loop`)
+    home: Path | None = None  # the state folder (a forget rewrites the agent's traces there)
     _model: ModelClient | None = None
     monitor: PressureMonitor = field(init=False)
+    forgetting: AgentForgetting = field(init=False)
 
     def __post_init__(self) -> None:
         self.monitor = PressureMonitor(self)
+        self.forgetting = AgentForgetting(self, self.home)
         self.read_through(LiveReads(lambda: listener(self.observer)))
         self._hear_clock()
 
@@ -160,6 +165,7 @@ class Agent:
             archival=archival,
             recall=recall,
             hold_steps=hold_steps,
+            home=settings.home,
         )
 
     @property
@@ -196,7 +202,10 @@ class Agent:
             crash_point("turn.locked")
             await self.refresh()
             with self._turn_stats():
-                return await run_turn(self, text, idempotency_key=idempotency_key)
+                result = await run_turn(self, text, idempotency_key=idempotency_key)
+            if self.forgetting.queued:  # the turn asked to forget: its own messages and trace lines too
+                await self.forgetting.after_turn()
+            return result
 
     def _turn_stats(self) -> AbstractContextManager[None]:
         """The archival statistics for one turn: checked against the revision `refresh` read with the rest."""
@@ -314,7 +323,7 @@ class Agent:
 
     def tool_context(self, working: CoreMemory) -> StepContext:
         """The context tools get for a step that edits `working`."""
-        return StepContext(self.name, working, self.clock, self.archival, self.recall)
+        return StepContext(self.name, working, self.clock, self.archival, self.recall, self.forgetting)
 
     def now(self) -> datetime:
         """The agent's clock reading."""

@@ -373,6 +373,7 @@ class PressureMonitor:
             window=usable_window(spec),
             encoding=self.encoding,
             extract=spec.memory.extraction and self.agent.archival is not None,
+            muted=getattr(getattr(self.agent.archival, "mutes", None), "muted", None),  # (`memory.topics`)
         )
         evicted = tuple(self.window.messages[: plan.count])
         return FlushWork(

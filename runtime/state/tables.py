@@ -24,6 +24,7 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
 - The API's keys (`runtime.state.keys`, migration 0008): `api_keys` (hashes only), and `agents.owner`, the end user
   an agent belongs to.
 - Erasure's (`runtime.erasure`, migration 0009): `purges`, the agents being erased.
+- Forget and mute's (`runtime.memory.topics`, migration 0011): `muted_topics`, the topics an agent must not bring up.
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
@@ -424,4 +425,17 @@ purges = Table(
     Column("attempts", Integer, nullable=False),
     Column("counts", JSON, nullable=False),
     Column("requested_at", DateTime(timezone=True), nullable=False),
+)
+
+
+# -- forget and mute by request (`runtime.memory.topics`, migration 0011) --------------------------------------------
+
+# A topic the user asked the agent not to bring up, until unmuted: memories and messages that touch it (by keywords
+# or by meaning) are left out of prefetch, search results, extraction and reflection.
+muted_topics = Table(
+    "muted_topics",
+    metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("topic", String(200), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

@@ -43,6 +43,7 @@ from pagemind.runtime.memory.lifecycle.expiry import expiry_from_wording
 from pagemind.runtime.memory.retrieval.keywords import analysed
 from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse, importance_factor, recency, usefulness
 from pagemind.runtime.memory.retrieval.rounds import refine
+from pagemind.runtime.memory.topics import MutedTopics
 from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.memory.vectors.records import Hit, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.process.crashpoints import crash_point
@@ -84,6 +85,7 @@ class ArchivalService:
         self._bm25: Any = None
         self.activity = ActiveDays(agent_id, engine)  # the days disuse is counted in (`memory.decay`)
         self.reads = ArchivalReads(self)  # every read a turn makes, through the agent's tape (`memory.reads`)
+        self.mutes: MutedTopics | None = None  # results touching a muted topic are left out (`memory.topics`)
 
     @property
     def context_messages(self) -> int:
@@ -353,14 +355,9 @@ class ArchivalService:
         results, candidates = await asyncio.to_thread(
             self._search, query, (tags, start_date, end_date), limit, k, page, mode, now, use
         )
-        log.info(
-            "archival_search",
-            agent_id=self.agent_id,
-            mode=mode,
-            candidates=candidates,
-            returned=len(results),
-            page=page,
-        )
+        if self.mutes is not None:
+            results = await asyncio.to_thread(self.mutes.drop, results)
+        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results))
         return results
 
     def _search(
