@@ -2,7 +2,8 @@
 
     pagemind memory search AGENT "query" [--in both|archival|recall] [--limit N]
     pagemind memory archival AGENT [--all] [--history ID]
-    pagemind memory forget AGENT ID
+    pagemind memory forget AGENT ID | --query "home address" [--min-similarity 0.7] [--yes]
+    pagemind memory mute|unmute AGENT "my ex Mark";  pagemind memory muted AGENT
 
 (`pagemind memory AGENT [--history]` still shows core memory.) Listing and history read SQL only, so they work
 while another process holds the embedded vector store; search and forget open it, and say so if it is held.
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from pagemind.runtime.spec.agent import AgentSpec
     from pagemind.runtime.state.store import StateStore
 
-SUBCOMMANDS = ("search", "archival", "forget")
+SUBCOMMANDS = ("search", "archival", "forget", "mute", "unmute", "muted")
 MIN_PREFIX = 4  # `forget` deletes for real: a one-character prefix is too easy to mistype
 
 
@@ -55,12 +56,28 @@ def memory_parser() -> argparse.ArgumentParser:
     )
     archival.add_argument("--history", metavar="ID", help="one memory's history (id or unique prefix)")
     archival.set_defaults(handler=cmd_archival)
-    forget = memory.add_parser("forget", help="delete one archival memory for real (vector store and SQL)")
+    forget = memory.add_parser(
+        "forget", help="delete one archival memory for real, or (--query) what a query matches from every tier"
+    )
     forget.add_argument("agent")
-    forget.add_argument("id", help=f"memory id or unique prefix (at least {MIN_PREFIX} characters)")
+    forget.add_argument("id", nargs="?", help=f"memory id or unique prefix (at least {MIN_PREFIX} characters)")
+    forget.add_argument(
+        "--query",
+        help="forget what these words match (keywords, or meaning) everywhere: memories, core lines, "
+        "summaries, episodes, messages (tombstoned), traces",
+    )
+    forget.add_argument("--min-similarity", type=float, default=None, help="meaning's threshold (default 0.70)")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_wait(forget, "forgetting")
     forget.set_defaults(handler=cmd_forget)
+    for verb, text in (("mute", "stop recalling a topic until unmuted"), ("unmute", "allow a muted topic again")):
+        muting = memory.add_parser(verb, help=text)
+        muting.add_argument("agent")
+        muting.add_argument("topic")
+        muting.set_defaults(handler=cmd_mute)
+    muted = memory.add_parser("muted", help="list an agent's muted topics")
+    muted.add_argument("agent")
+    muted.set_defaults(handler=cmd_mute)
     return parser
 
 
@@ -165,6 +182,8 @@ async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     """Delete one archival memory from the vector store and SQL, history included."""
     from pagemind.runtime.memory.vectors.records import StoreError
 
+    if args.query is not None or args.id is None:
+        return await cmd_forget_query(args, settings)
     if len(args.id) < MIN_PREFIX:
         raise CliError(
             f"'{args.id}' is too short to name a memory: give at least {MIN_PREFIX} characters of its id "
@@ -196,3 +215,56 @@ def _confirm(question: str) -> bool:
     sys.stderr.flush()
     answer = sys.stdin.readline() if sys.stdin is not None else ""
     return answer.strip().lower() in {"y", "yes"}
+
+
+async def cmd_forget_query(args: argparse.Namespace, settings: Settings) -> int:
+    """Forget what `--query` matches from every tier of the agent and its traces; say what was removed."""
+    from pagemind.runtime.agent import Agent
+    from pagemind.runtime.forgetting.forget import forget_everywhere
+    from pagemind.runtime.memory.topics import FORGET_SIMILARITY
+    from pagemind.runtime.memory.vectors.records import StoreError
+
+    if args.id is not None or not (args.query or "").strip():
+        raise CliError("give a memory id, or --query with the words to forget (not both)")
+    store = open_store(settings)
+    spec = resolve_spec(args.agent, store)
+    agent = await Agent.load(spec, settings=settings, store=store)
+    if agent.archival is not None:
+        await open_archival(
+            agent.archival,
+            settings,
+            args.wait,
+            lambda url: f"forget through it: POST {url}/v1/agents/{spec.name}/memory/forget",
+        )
+    if not args.yes and not _confirm(f"forget what '{args.query}' matches, everywhere in '{spec.name}'? [y/N] "):
+        raise CliError("not confirmed; nothing deleted (add --yes to skip the question)")
+    similarity = FORGET_SIMILARITY if args.min_similarity is None else args.min_similarity
+    try:
+        report = await forget_everywhere(agent, args.query, settings.home, min_similarity=similarity)
+    except (StoreError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    out(report.summary())
+    return 0
+
+
+async def cmd_mute(args: argparse.Namespace, settings: Settings) -> int:
+    """Mute or unmute a topic of an agent, or list its muted topics."""
+    from pagemind.runtime.memory.topics import MutedTopics
+
+    store = open_store(settings)
+    spec = resolve_spec(args.agent, store)
+    record = store.get_agent(spec.name) or store.ensure_agent(spec)
+    mutes = MutedTopics(record.id, store.engine, None)  # (matching needs the embedder; storing does not)
+    if args.memory_command == "muted":
+        topics = mutes.topics()
+        out(f"{len(topics)} muted topics of '{spec.name}'" + (":" if topics else ""))
+        for topic in topics:
+            out(f"  {topic}")
+        return 0
+    try:
+        changed = mutes.mute(args.topic) if args.memory_command == "mute" else mutes.unmute(args.topic)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    verb = args.memory_command
+    out(f"{verb}d '{args.topic}'" if changed else f"'{args.topic}' was {'already' if verb == 'mute' else 'not'} muted")
+    return 0
