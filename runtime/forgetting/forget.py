@@ -179,7 +179,7 @@ async def _rest(
         before = documents(conn, agent_id)
         report.summaries = rewrite_summaries(conn, agent_id, matcher, needles)
         report.messages = tombstone_messages(conn, agent_id, matcher, needles, at)
-        scrub_copies(conn, agent_id, needles)
+        scrub_copies(conn, agent_id, matcher, needles)
         if report.messages:
             reset_recall_index(conn, agent_id)
             drop_cached(conn, before - documents(conn, agent_id))

@@ -113,9 +113,9 @@ def _scrub(value: str, needles: list[str]) -> str:
     return value
 
 
-def scrub_copies(conn: Connection, agent_id: int, needles: set[str]) -> None:
+def scrub_copies(conn: Connection, agent_id: int, matcher: TopicMatcher, needles: set[str]) -> None:
     """Every stored copy of a removed text replaced by `[forgotten]`: block versions, memory versions, summaries,
-    the daemon's inbox and its relayed events."""
+    the daemon's inbox (its runs' results too) and its relayed events."""
     ordered = sorted((n for n in needles if len(n.strip()) > 3), key=len, reverse=True)  # longest first
     if not ordered:
         return
@@ -130,6 +130,11 @@ def scrub_copies(conn: Connection, agent_id: int, needles: set[str]) -> None:
             new = {c: _scrub(row[i + 1] or "", ordered) for i, c in enumerate(columns)}
             if any(new[c] != (row[i + 1] or "") for i, c in enumerate(columns)):
                 conn.execute(update(table).where(key == row[0]).values(**new))
+    results = select(inbox.c.id, inbox.c.result).where(inbox.c.agent_id == agent_id, inbox.c.result.is_not(None))
+    for row_id, result in conn.execute(results).all():
+        cleaned = scrub_value(result, matcher, ordered)
+        if cleaned != result:
+            conn.execute(update(inbox).where(inbox.c.id == row_id).values(result=cleaned))
     runs = select(inbox.c.run_id).where(inbox.c.agent_id == agent_id)
     for run_id, seq, event in conn.execute(
         select(run_events.c.run_id, run_events.c.seq, run_events.c.event).where(run_events.c.run_id.in_(runs))
@@ -162,3 +167,31 @@ def drop_cached(conn: Connection, texts: Iterable[str]) -> int:
         chunk = hashes[start : start + 500]
         count += conn.execute(delete(embedding_cache).where(embedding_cache.c.text_hash.in_(chunk))).rowcount
     return count
+
+
+def scrub_value(value: Any, matcher: TopicMatcher, needles: list[str]) -> Any:
+    """`value` (JSON) with every removed text in its strings replaced by `[forgotten]`, and every string that still
+    holds the query's words replaced whole (a string that is JSON itself: scrubbed inside)."""
+    if isinstance(value, str):
+        for needle in needles:
+            value = value.replace(needle, SCRUBBED)
+        if matcher.by_words(value):
+            inner = _nested(value, matcher, needles)
+            return inner if inner is not None else SCRUBBED
+        return value
+    if isinstance(value, list):
+        return [scrub_value(v, matcher, needles) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub_value(v, matcher, needles) for k, v in value.items()}
+    return value
+
+
+def _nested(value: str, matcher: TopicMatcher, needles: list[str]) -> str | None:
+    """A string that is itself JSON (a request body, tool arguments) scrubbed inside, or None."""
+    try:
+        inner = json.loads(value)
+    except (json.JSONDecodeError, ValueError):
+        return None
+    if not isinstance(inner, dict | list):
+        return None
+    return json.dumps(scrub_value(inner, matcher, needles), ensure_ascii=False)

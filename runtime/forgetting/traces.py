@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from pagemind.runtime.forgetting.tiers import SCRUBBED
+from pagemind.runtime.forgetting.tiers import scrub_value
 from pagemind.runtime.memory.topics import TopicMatcher
 
 
@@ -38,33 +37,7 @@ def _line(line: str, matcher: TopicMatcher, needles: list[str]) -> str:
         event = json.loads(body)
     except json.JSONDecodeError:
         return line if not any(n in body for n in needles) and not matcher.by_words(body) else "\n"
-    cleaned = _walk(event, matcher, needles)
+    cleaned = scrub_value(event, matcher, needles)
     if cleaned == event:
         return line
     return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")) + ("\n" if line.endswith("\n") else "")
-
-
-def _walk(value: Any, matcher: TopicMatcher, needles: list[str]) -> Any:
-    if isinstance(value, str):
-        for needle in needles:
-            value = value.replace(needle, SCRUBBED)
-        if matcher.by_words(value):
-            inner = _nested(value, matcher, needles)
-            return inner if inner is not None else SCRUBBED
-        return value
-    if isinstance(value, list):
-        return [_walk(v, matcher, needles) for v in value]
-    if isinstance(value, dict):
-        return {k: _walk(v, matcher, needles) for k, v in value.items()}
-    return value
-
-
-def _nested(value: str, matcher: TopicMatcher, needles: list[str]) -> str | None:
-    """A string that is itself JSON (a request body, tool arguments) scrubbed inside, or None."""
-    try:
-        inner = json.loads(value)
-    except (json.JSONDecodeError, ValueError):
-        return None
-    if not isinstance(inner, dict | list):
-        return None
-    return json.dumps(_walk(inner, matcher, needles), ensure_ascii=False)

@@ -85,6 +85,7 @@ def create_app(
     """The API over a started `daemon`. Auth is required when there is a `token` or any live key in the database
     (else none: the caller binds to loopback only); `keyring` replaces the one made here (tests: its clock)."""
     from pagemind.scheduler.api import agents as api_agents
+    from pagemind.scheduler.api import forgetting as api_forgetting
     from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
     from pagemind.scheduler.api import users as api_users
@@ -113,6 +114,7 @@ def create_app(
     app.state.keyring = keyring
     app.include_router(api_agents.router)
     app.include_router(api_memory.router)
+    app.include_router(api_forgetting.router)
     app.include_router(api_keys.router)
     app.include_router(api_users.router)
     _add_health(app)

@@ -1,0 +1,34 @@
+"""`POST /v1/agents/{name}/memory/forget` and `/memory/muted` through the ASGI app, over SQLite and Postgres: what a
+query matches is gone from every file and row, the report counts it; topics are muted, listed and unmuted; another
+user's key reaches none of it."""
+
+from __future__ import annotations
+
+from tests.runtime.forgetting.support import files_holding
+from tests.scheduler.api.test_api_purge import rows_holding, served  # noqa: F401  # (`served` is a fixture)
+
+CANARY = "APICANARY3c9d"
+
+
+async def test_forget_and_mute_through_the_api(served):  # noqa: F811  # (the fixture imported above)
+    client, home, database_url = served
+    assert (await client.post("/v1/agents", json={"template": "companion", "name": "u1"})).status_code == 201
+    run = await client.post("/v1/agents/u1/messages", json={"content": f"my locker code is {CANARY}", "timeout_s": 30})
+    assert run.status_code == 200, run.text
+    sqlite = database_url.startswith("sqlite")
+    holding = (lambda: files_holding(home.parent, CANARY)) if sqlite else (lambda: rows_holding(database_url, CANARY))
+    assert holding()
+
+    done = await client.post("/v1/agents/u1/memory/forget", json={"query": "locker code"})
+    assert done.status_code == 200, done.text
+    report = done.json()
+    assert report["archival"] == 1 and report["messages"] >= 2 and report["block_lines"] == {"human": 1}
+    assert CANARY not in done.text and holding() == []
+    assert (await client.post("/v1/agents/u1/memory/forget", json={"query": " "})).status_code == 422
+
+    muted = await client.post("/v1/agents/u1/memory/muted", json={"topic": "my ex Mark"})
+    assert muted.json() == {"agent": "u1", "topics": ["my ex Mark"], "changed": True}
+    assert (await client.get("/v1/agents/u1/memory/muted")).json()["topics"] == ["my ex Mark"]
+    gone = await client.delete("/v1/agents/u1/memory/muted", params={"topic": "my ex mark"})
+    assert gone.json() == {"agent": "u1", "topics": [], "changed": True}
+    assert (await client.get("/v1/agents/nobody/memory/muted")).status_code == 404
