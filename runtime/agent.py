@@ -27,6 +27,7 @@ from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.lifecycle.salience import PREFETCH_STEP, extraction_gate, lookup_gate
 from pagemind.runtime.memory.reads import LiveReads, ReadTape
 from pagemind.runtime.memory.recall.memory import RecallService
+from pagemind.runtime.memory.review import ReviewQueue
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import (
@@ -62,6 +63,7 @@ class StepContext:
     archival: ArchivalMemory | None = None
     recall: RecallMemory | None = None
     forgetting: Forgetting | None = None  # the forget and mute tools' way in (`runtime.forgetting`)
+    review: ReviewQueue | None = None  # memories held for a person's review (`memory.review`)
     tool_call_id: str | None = None  # set per call by dispatch (`for_call`): a side effect's idempotency key
 
     def for_call(self, call_id: str) -> StepContext:
@@ -96,6 +98,7 @@ class Agent:
     turn_time: datetime | None = None  # when the current turn began: the prompt states one time per turn
     hold_steps: bool = True  # a step whose effects all commit with it rides on the next one's commit (`runtime.loop`)
     home: Path | None = None  # the state folder (a forget rewrites the agent's traces there)
+    review_queue: ReviewQueue | None = None  # memories held for a person's review (`memory.review`)
     _model: ModelClient | None = None
     monitor: PressureMonitor = field(init=False)
     forgetting: AgentForgetting = field(init=False)
@@ -153,6 +156,7 @@ class Agent:
             window = Window.load(store, record)
             blocks, window.block_versions = store.load_core(record.id, spec)
         archival, recall = build_external_memory(spec, record, store, settings, clock)
+        review = ReviewQueue(record.id, store.engine, archival, spec.memory.review, clock) if archival else None
         return cls(
             spec=spec,
             record=record,
@@ -166,6 +170,7 @@ class Agent:
             recall=recall,
             hold_steps=hold_steps,
             home=settings.home,
+            review_queue=review,
         )
 
     @property
@@ -323,7 +328,9 @@ class Agent:
 
     def tool_context(self, working: CoreMemory) -> StepContext:
         """The context tools get for a step that edits `working`."""
-        return StepContext(self.name, working, self.clock, self.archival, self.recall, self.forgetting)
+        return StepContext(
+            self.name, working, self.clock, self.archival, self.recall, self.forgetting, self.review_queue
+        )
 
     def now(self) -> datetime:
         """The agent's clock reading."""

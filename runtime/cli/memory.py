@@ -4,6 +4,7 @@
     pagemind memory archival AGENT [--all] [--history ID]
     pagemind memory forget AGENT ID | --query "home address" [--min-similarity 0.7] [--yes]
     pagemind memory mute|unmute AGENT "my ex Mark";  pagemind memory muted AGENT
+    pagemind memory review AGENT [--approve ID | --reject ID | --pin ID | --edit ID --text TEXT]
 
 (`pagemind memory AGENT [--history]` still shows core memory.) Listing and history read SQL only, so they work
 while another process holds the embedded vector store; search and forget open it, and say so if it is held.
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from pagemind.runtime.spec.agent import AgentSpec
     from pagemind.runtime.state.store import StateStore
 
-SUBCOMMANDS = ("search", "archival", "forget", "mute", "unmute", "muted")
+SUBCOMMANDS = ("search", "archival", "forget", "mute", "unmute", "muted", "review")
 MIN_PREFIX = 4  # `forget` deletes for real: a one-character prefix is too easy to mistype
 
 
@@ -78,6 +79,21 @@ def memory_parser() -> argparse.ArgumentParser:
     muted = memory.add_parser("muted", help="list an agent's muted topics")
     muted.add_argument("agent")
     muted.set_defaults(handler=cmd_mute)
+    review = memory.add_parser("review", help="memories waiting for review (memory.review): list, approve, reject")
+    review.add_argument("agent")
+    decision = review.add_mutually_exclusive_group()
+    decision.add_argument("--approve", metavar="ID", help="remember a pending memory (id or unique prefix)")
+    decision.add_argument("--reject", metavar="ID", help="drop a pending memory for good")
+    decision.add_argument(
+        "--pin",
+        metavar="ID",
+        help="approve a pending memory pinned, or pin a remembered one: never decayed, "
+        "expired or superseded by reflection",
+    )
+    decision.add_argument("--edit", metavar="ID", help="change a pending memory's text (with --text)")
+    review.add_argument("--text", help="the new text (--edit; with --approve or --pin: approve it so)")
+    add_wait(review, "approving")
+    review.set_defaults(handler=cmd_review)
     return parser
 
 
@@ -268,3 +284,47 @@ async def cmd_mute(args: argparse.Namespace, settings: Settings) -> int:
     verb = args.memory_command
     out(f"{verb}d '{args.topic}'" if changed else f"'{args.topic}' was {'already' if verb == 'mute' else 'not'} muted")
     return 0
+
+
+async def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
+    """List the memories waiting for review, or decide on one (approve, reject, pin, edit)."""
+    from pagemind.runtime.memory.review import ReviewQueue
+
+    archival, store, spec = _open(args.agent, settings)
+    queue = ReviewQueue(archival.agent_id, store.engine, archival, spec.memory.review, archival.clock)
+    target = args.approve or args.reject or args.pin or args.edit
+    if target is None:
+        pending = queue.pending()
+        out(f"{len(pending)} memories of '{spec.name}' wait for review" + (":" if pending else ""))
+        for p in pending:
+            out(f"  {p.id[:8]} {p.created_at:%Y-%m-%d} {p.origin:<12} {p.kind:<10} {clip(p.text)}")
+        return 0
+    item = queue.resolve(target)
+    if args.edit:
+        if item is None or not args.text:
+            raise CliError("--edit needs the id of a pending memory and --text with its new text")
+        queue.edit(item.id, args.text)
+        out(f"edited {item.id[:8]}")
+        return 0
+    if args.reject:
+        if item is None:
+            raise CliError(f"no single pending memory of '{spec.name}' has an id starting with '{target}'")
+        queue.reject(item.id)
+        out(f"rejected {item.id[:8]}")
+        return 0
+    await open_archival(archival, settings, args.wait, _review_through(spec.name))
+    if item is None and args.pin:  # a memory already remembered
+        memory_id = _resolve(archival, target, spec.name)
+        if not await archival.pin(memory_id):
+            raise CliError(f"memory {memory_id[:8]} is not live; nothing pinned")
+        out(f"pinned {memory_id[:8]}")
+        return 0
+    if item is None:
+        raise CliError(f"no single pending memory of '{spec.name}' has an id starting with '{target}'")
+    written = await queue.approve(item.id, pin=bool(args.pin), text=args.text)
+    out(f"approved {item.id[:8]} as memory {(written or '')[:8]}" + (", pinned" if args.pin else ""))
+    return 0
+
+
+def _review_through(name: str) -> Callable[[str], str]:
+    return lambda url: f"review through it: GET {url}/v1/agents/{name}/memory/review"

@@ -16,10 +16,10 @@ from sqlalchemy.engine import Connection
 from pagemind.runtime.memory.embedding.embedders import text_hash
 from pagemind.runtime.memory.recall.memory import embedded_documents, searchable_text
 from pagemind.runtime.memory.topics import TopicMatcher
+from pagemind.runtime.state.block_edits import scrub_versions
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.tables import (
     AgentRow,
-    BlockVersionRow,
     MessageRow,
     SummaryRow,
     archival_memory_versions,
@@ -33,7 +33,6 @@ from pagemind.runtime.state.tables import (
 SCRUBBED = "[forgotten]"
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\n+")
 _AGENTS, _MESSAGES, _SUMMARIES = table_of(AgentRow), table_of(MessageRow), table_of(SummaryRow)
-_BLOCK_VERSIONS = table_of(BlockVersionRow)
 
 
 def sentences(value: str) -> list[str]:
@@ -119,8 +118,8 @@ def scrub_copies(conn: Connection, agent_id: int, matcher: TopicMatcher, needles
     ordered = sorted((n for n in needles if len(n.strip()) > 3), key=len, reverse=True)  # longest first
     if not ordered:
         return
+    scrub_versions(conn, agent_id, lambda value: _scrub(value, ordered))
     for table, key, columns in (
-        (_BLOCK_VERSIONS, _BLOCK_VERSIONS.c.id, ("old_value", "new_value")),
         (archival_memory_versions, archival_memory_versions.c.id, ("text",)),
         (_SUMMARIES, _SUMMARIES.c.id, ("text",)),
         (inbox, inbox.c.id, ("content",)),

@@ -13,6 +13,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -132,9 +133,13 @@ async def extract(
 
 
 async def store_extraction(
-    archival: ArchivalMemory, extraction: Extraction | ExtractionReport, messages: Sequence[Message]
+    archival: ArchivalMemory,
+    extraction: Extraction | ExtractionReport,
+    messages: Sequence[Message],
+    review: Any = None,
 ) -> ExtractionReport:
-    """Store what `extract` proposed through the archival write path (dedupe, supersede); a report passes through."""
+    """Store what `extract` proposed through the archival write path (dedupe, supersede); a report passes through.
+    With `review` (a `memory.review.ReviewQueue`) holding extraction, each item waits for review instead."""
     if isinstance(extraction, ExtractionReport):
         return extraction
     items = extraction.items()
@@ -146,6 +151,12 @@ async def store_extraction(
     for kind, item in items:
         text = f"{item.text} (date: {item.date.isoformat()})" if item.date else item.text
         try:
+            if review is not None and review.holds("extraction"):
+                await review.hold(
+                    "extraction", text, kind=kind, importance=item.importance, source_message_ids=source_ids
+                )
+                stored += 1
+                continue
             await archival.insert(text, kind=kind, importance=item.importance, source_message_ids=source_ids)
         except ValueError as exc:
             # One bad item (blank, oversize, an unknown kind) must not stop the flush: skip it, keep the rest.

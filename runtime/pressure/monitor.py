@@ -446,4 +446,5 @@ class PressureMonitor:
         archival = self.agent.archival
         if archival is None:
             return ExtractionReport("skipped")
-        return await store_extraction(archival, outcome.extraction, work.evicted)
+        review = getattr(self.agent, "review_queue", None)  # `memory.review`: held for a person when required
+        return await store_extraction(archival, outcome.extraction, work.evicted, review=review)

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pagemind.runtime.spec.fingerprint import dumped, later_default, later_defaults, legacy_archival, renamed
 from pagemind.runtime.spec.presets import PRESETS, Retrieval, apply_preset
 from pagemind.runtime.spec.renames import SALIENCE_RENAMES, migrate_memory
+from pagemind.runtime.spec.review import ReviewConfig
 from pagemind.runtime.spec.tuning import (
     ArchivalConfig,
     BudgetConfig,
@@ -88,6 +89,11 @@ class MemoryConfig(BaseModel):
     )
     summarizer_model: str | None = Field(
         None, description="model that writes summaries, episodes and reflections (default: the agent's model)"
+    )
+    review: ReviewConfig = Field(
+        default_factory=ReviewConfig,
+        description="which writes wait as pending for a person's approval: `off`, `required` (extraction and "
+        "reflection), or per kind",
     )
     advanced: MemoryAdvanced = Field(default_factory=MemoryAdvanced, description="tuning; the preset's values apply")
 
@@ -204,6 +210,8 @@ class MemoryConfig(BaseModel):
             data["salience"] = renamed(data["salience"], {new: old for old, new in SALIENCE_RENAMES.items()})
         if self.retrieval is not None:
             data["retrieval"] = self.retrieval
+        if self.review != ReviewConfig():  # (agents stored before it keep their fingerprint)
+            data["review"] = self.review.model_dump()
         return data
 
 
@@ -219,6 +227,7 @@ __all__ = [
     "MultiHopConfig",
     "PressureConfig",
     "ReflectionConfig",
+    "ReviewConfig",
     "SalienceConfig",
     "SalienceWeights",
     "TemporalConfig",

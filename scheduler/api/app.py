@@ -88,6 +88,7 @@ def create_app(
     from pagemind.scheduler.api import forgetting as api_forgetting
     from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
+    from pagemind.scheduler.api import review as api_review
     from pagemind.scheduler.api import users as api_users
 
     if keyring is None:
@@ -115,6 +116,7 @@ def create_app(
     app.include_router(api_agents.router)
     app.include_router(api_memory.router)
     app.include_router(api_forgetting.router)
+    app.include_router(api_review.router)
     app.include_router(api_keys.router)
     app.include_router(api_users.router)
     _add_health(app)

@@ -491,6 +491,19 @@ class ArchivalService:
         """The full id of the agent's memory whose id starts with `prefix` (unique), or None."""
         return self.ledger.resolve_id(prefix)
 
+    async def pin(self, memory_id: str) -> bool:
+        """Pin a live memory (tag `pinned`, no expiry): never decayed, expired or superseded by reflection. SQL
+        first, then the point's payload; False when it is not live."""
+        token = new_token()
+        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
+        fields = await asyncio.to_thread(self.ledger.begin_pin, memory_id, token, self.clock())
+        if fields is None:
+            return False
+        await asyncio.to_thread(store.set_payload, memory_id, fields)
+        await asyncio.to_thread(self.ledger.settle, [memory_id], token)
+        log.info("archival_pin", agent_id=self.agent_id, id=memory_id)
+        return True
+
     async def forget(self, memory_id: str) -> bool:
         """Delete one memory for real, in the ledger's order: row marked, point deleted, row and history deleted."""
         store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
