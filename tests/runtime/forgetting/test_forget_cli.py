@@ -24,6 +24,7 @@ def _key(monkeypatch):
 def test_forget_by_query_mute_unmute_and_list_from_the_command_line(isolated_home, monkeypatch, capsys):
     database_url = f"sqlite:///{isolated_home / 'pagemind.db'}"
     monkeypatch.setenv("DATABASE_URL", database_url)
+
     async def chat(url: str) -> None:
         agent = await load(url, database_url, isolated_home, name="clerk")
         await agent.send(f"my bank is {CANARY} savings")

@@ -32,3 +32,20 @@ async def test_forget_and_mute_through_the_api(served):  # noqa: F811  # (the fi
     gone = await client.delete("/v1/agents/u1/memory/muted", params={"topic": "my ex mark"})
     assert gone.json() == {"agent": "u1", "topics": [], "changed": True}
     assert (await client.get("/v1/agents/nobody/memory/muted")).status_code == 404
+
+
+async def test_review_routes_list_and_pin(served):  # noqa: F811  # (the fixture imported above)
+    client, _, _ = served
+    assert (await client.post("/v1/agents", json={"template": "companion", "name": "u2"})).status_code == 201
+    listed = await client.get("/v1/agents/u2/memory/review")
+    assert listed.json() == {"agent": "u2", "required": [], "pending": []}
+    stored = await client.post("/v1/agents/u2/memory/archival", json={"content": "Sam is allergic to peanuts"})
+    memory_id = stored.json()["id"]
+    pinned = await client.post(f"/v1/agents/u2/memory/archival/{memory_id}/pin")
+    assert pinned.json() == {"id": memory_id, "decision": "pinned", "memory_id": memory_id}
+    [memory] = (await client.get("/v1/agents/u2/memory/archival")).json()["memories"]
+    assert "pinned" in memory["tags"]
+    assert (await client.post("/v1/agents/u2/memory/archival/nope/pin")).status_code == 404
+    assert (await client.post("/v1/agents/u2/memory/review/nope/reject")).status_code == 404
+    approve = await client.post("/v1/agents/u2/memory/review/nope/approve", json={"pin": True})
+    assert approve.status_code == 404
