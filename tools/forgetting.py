@@ -22,10 +22,10 @@ def _forgetting(context: ToolContext) -> Any:
 
 @tool
 async def forget(query: str, context: ToolContext) -> str:
-    """Erase for good everything remembered about something, when the user asks ("forget my address").
+    """Erase all you remember about something the user asks you to forget.
 
     Args:
-        query: What to erase, in a few words.
+        query: A few words.
     """
     try:
         result: str = await _forgetting(context).forget(query, context.core_memory)
@@ -36,10 +36,10 @@ async def forget(query: str, context: ToolContext) -> str:
 
 @tool
 async def mute_topic(topic: str, context: ToolContext) -> str:
-    """Stop recalling a topic until unmuted, when the user asks ("don't bring up my ex", "别再提他了").
+    """Stop recalling a topic the user asks you not to bring up (别再提他了).
 
     Args:
-        topic: The topic, in a few words with names.
+        topic: A few words, with names.
     """
     try:
         new = await _forgetting(context).mute(topic)
@@ -50,11 +50,7 @@ async def mute_topic(topic: str, context: ToolContext) -> str:
 
 @tool
 async def unmute_topic(topic: str, context: ToolContext) -> str:
-    """Allow a muted topic again.
-
-    Args:
-        topic: The muted topic.
-    """
+    """Allow a muted topic again."""
     try:
         found = await _forgetting(context).unmute(topic)
     except ValueError as exc:
