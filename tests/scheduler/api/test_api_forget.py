@@ -4,6 +4,17 @@ user's key reaches none of it."""
 
 from __future__ import annotations
 
+import httpx
+import pytest
+
+from pagemind.runtime.memory.vectors.stores import close_all
+from pagemind.runtime.process.settings import Settings
+from pagemind.runtime.state.store import StateStore
+from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
+from pagemind.scheduler.api.app import create_app
+from pagemind.scheduler.catalog import AgentCatalog
+from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from tests.runtime.forgetting.support import completion as forgetting_completion
 from tests.runtime.forgetting.support import files_holding
 from tests.scheduler.api.test_api_purge import rows_holding, served  # noqa: F401  # (`served` is a fixture)
 
@@ -49,3 +60,49 @@ async def test_review_routes_list_and_pin(served):  # noqa: F811  # (the fixture
     assert (await client.post("/v1/agents/u2/memory/review/nope/reject")).status_code == 404
     approve = await client.post("/v1/agents/u2/memory/review/nope/approve", json={"pin": True})
     assert approve.status_code == 404
+
+
+TOOL_TEMPLATE = """
+name: confidant
+template: true
+model: {name: gpt-4o-mini, context_window: 8192, max_output_tokens: 256}
+system: You keep notes.
+blocks: [{label: human, value: "", limit: 2000}]
+tools: [send_message, memory_rethink, archival_memory_insert, archival_search, forget, mute_topic, unmute_topic]
+"""
+
+
+@pytest.fixture
+async def tool_served(tmp_path, database_url):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "confidant.yaml").write_text(TOOL_TEMPLATE)
+    home = tmp_path / "home"
+
+    async def respond(request):
+        return forgetting_completion({"messages": request.messages, "tools": request.tools})
+
+    daemon = Daemon(
+        AgentCatalog(folder, StateStore.open(database_url)),
+        Settings(home=home, database_url=database_url),
+        model=FunctionModel(by_purpose(respond)),
+        config=DaemonConfig(concurrency=2, poll_s=0.05),
+    )
+    await daemon.start()
+    app = create_app(daemon, None, max_body=4096)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        yield client, home, database_url
+    await daemon.stop(5)
+    close_all()
+
+
+async def test_the_daemon_finishes_a_tool_forget_when_the_turn_ends(tool_served):
+    client, home, database_url = tool_served
+    assert (await client.post("/v1/agents", json={"template": "confidant", "name": "c1"})).status_code == 201
+    for text in (f"my home address is 9 {CANARY} Road", "forget home address"):
+        run = await client.post("/v1/agents/c1/messages", json={"content": text, "timeout_s": 30})
+        assert run.status_code == 200, run.text
+    sqlite = database_url.startswith("sqlite")
+    assert (files_holding(home.parent, CANARY) if sqlite else rows_holding(database_url, CANARY)) == []
+    newest = await client.get("/v1/agents/c1/memory/recall/search", params={"limit": 20})
+    assert CANARY not in newest.text and "forgotten on" in newest.text
