@@ -156,7 +156,7 @@ class Agent:
             window = Window.load(store, record)
             blocks, window.block_versions = store.load_core(record.id, spec)
         archival, recall = build_external_memory(spec, record, store, settings, clock)
-        review = ReviewQueue(record.id, store.engine, archival, spec.memory.review, clock) if archival else None
+        review = ReviewQueue(record.id, store.engine, archival, spec.memory.review_policy, clock) if archival else None
         return cls(
             spec=spec,
             record=record,

@@ -291,7 +291,7 @@ async def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
     from pagemind.runtime.memory.review import ReviewQueue
 
     archival, store, spec = _open(args.agent, settings)
-    queue = ReviewQueue(archival.agent_id, store.engine, archival, spec.memory.review, archival.clock)
+    queue = ReviewQueue(archival.agent_id, store.engine, archival, spec.memory.review_policy, archival.clock)
     target = args.approve or args.reject or args.pin or args.edit
     if target is None:
         pending = queue.pending()

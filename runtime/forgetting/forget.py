@@ -11,6 +11,7 @@ rewritten too, and the window is read again between turns, never inside a step.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from sqlalchemy.engine import Connection
 from pagemind.blocks import Block, CoreMemory, dump_json
 from pagemind.runtime.forgetting.report import ForgetReport
 from pagemind.runtime.forgetting.tiers import (
+    blank_memories,
     documents,
     drop_cached,
     reset_recall_index,
@@ -119,6 +121,9 @@ async def _archival(agent: ForgettingAgent, matcher: TopicMatcher, report: Forge
             needles.update(removed)
             report.episodes += 1
         else:
+            # its text zeroed in place first (`tiers.blank_memories`), then the memory forgotten
+            blank = functools.partial(blank_memories, agent_id=agent.record.id, ids=[record.id])
+            await asyncio.to_thread(securely, agent.store.engine, blank)
             await archival.forget(record.id)
             needles.add(record.text)
             report.archival += 1

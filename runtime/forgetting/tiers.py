@@ -22,6 +22,7 @@ from pagemind.runtime.state.tables import (
     AgentRow,
     MessageRow,
     SummaryRow,
+    archival_memories,
     archival_memory_versions,
     embedding_cache,
     inbox,
@@ -51,6 +52,21 @@ def without_matches(value: str, matcher: TopicMatcher) -> tuple[str, list[str]]:
 def tombstone(at: datetime) -> str:
     """What a forgotten message says instead."""
     return f"[forgotten on {at:%Y-%m-%d}: this message was removed at the user's request]"
+
+
+def blank_memories(conn: Connection, agent_id: int, ids: list[str]) -> None:
+    """The text of memories about to be forgotten, and of their versions, overwritten in place first: run under
+    `wipe.securely`, the old cells are zeroed, whatever the archival service's own deletes then do (SQLite keeps a
+    deleted row's bytes in the page's free space unless `secure_delete` is on for that connection)."""
+    if not ids:
+        return
+    conn.execute(
+        update(archival_memories)
+        .where(archival_memories.c.agent_id == agent_id, archival_memories.c.id.in_(ids))
+        .values(text="")
+    )
+    versions = archival_memory_versions
+    conn.execute(update(versions).where(versions.c.agent_id == agent_id, versions.c.memory_id.in_(ids)).values(text=""))
 
 
 def rewrite_summaries(conn: Connection, agent_id: int, matcher: TopicMatcher, needles: set[str]) -> int:

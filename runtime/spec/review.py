@@ -16,6 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Review = Literal["off", "required"]
+ReviewKind = Literal["extraction", "reflection", "archival_memory_insert"]
+ReviewSetting = Review | dict[ReviewKind, Review]  # what the YAML holds: one knob (issue #37's count of them)
 ORIGINS = ("extraction", "reflection", "archival_memory_insert")
 
 
@@ -39,6 +41,11 @@ class ReviewConfig(BaseModel):
     def holds(self, origin: str) -> bool:
         """Whether writes of this origin wait for review."""
         return bool(getattr(self, origin, "off") == "required")
+
+    @classmethod
+    def of(cls, setting: ReviewSetting) -> ReviewConfig:
+        """The policy a `memory.review` setting gives: one word for extraction and reflection, or per kind."""
+        return cls.model_validate(setting)
 
     @property
     def any(self) -> bool:
