@@ -161,7 +161,8 @@ class ReviewQueue:
         return result.id
 
     def reject(self, review_id: str) -> bool:
-        """Drop a pending memory (no byte of it left: SQLite's secure delete); False when there is none."""
+        """Drop a pending memory (no byte of it left: SQLite's secure delete, the WAL truncated); False when there is
+        none."""
         found = self._drop(review_id)
         log.info("memory_rejected", agent_id=self.agent_id, found=found)
         return found
@@ -175,7 +176,10 @@ class ReviewQueue:
             try:
                 with conn.begin():
                     where = (memory_reviews.c.agent_id == self.agent_id, memory_reviews.c.id == review_id)
-                    return bool(conn.execute(delete(memory_reviews).where(*where)).rowcount)
+                    found = bool(conn.execute(delete(memory_reviews).where(*where)).rowcount)
             finally:
                 if secure and raw is not None:
                     raw.execute("PRAGMA secure_delete=OFF")
+            if secure and raw is not None:  # the WAL frames that held the row go too
+                raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return found

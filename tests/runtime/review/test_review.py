@@ -5,6 +5,7 @@ dormant, expired or superseded by reflection. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -79,6 +80,11 @@ async def test_held_memories_are_invisible_until_approved_and_a_rejected_one_is_
     assert (stored.id, stored.text, "pinned" in stored.tags) == (memory_id, "Sam's sister Mei lives in Bergen", True)
     assert [h.id for h in await archival.search("where does Mei live? Bergen")] == [memory_id]
     assert all("ORCHID-77" not in m.text for m in archival.list(include_superseded=True))
+    alarm = await queue.hold("extraction", "Sam's alarm code is ZEBRA-9931")  # said nowhere else
+    folder = Path(database_url.removeprefix("sqlite:///")).parent
+    holding = lambda: [p.name for p in folder.rglob("*") if p.is_file() and b"ZEBRA-9931" in p.read_bytes()]  # noqa: E731
+    if database_url.startswith("sqlite"):  # a rejected memory leaves no byte in the database or its WAL
+        assert holding() and queue.reject(alarm) and holding() == []
     agent.store.engine.dispose()
 
 
