@@ -162,6 +162,11 @@ class CoreMemory:
         """Merge `changes` (an RFC 7386 JSON merge patch) into a structured block."""
         return self._apply(label, "update", updated_value(self.get(label), changes), at)
 
+    def forget(self, label: str, new_value: str, at: datetime) -> Block:
+        """Rewrite a block without what the user asked to forget (operation `forget`; the limit cannot be crossed
+        by removing)."""
+        return self._apply(label, "forget", new_value, at)
+
     def clear_pending(self) -> list[BlockEdit]:
         """Hand over the edits made since the last commit and forget them."""
         edits, self.pending = self.pending, []

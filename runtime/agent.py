@@ -21,12 +21,14 @@ from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
+from pagemind.runtime.forgetting.requests import AgentForgetting
 from pagemind.runtime.loop import TurnResult, run_turn
 from pagemind.runtime.mcp.toolset import McpToolset
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.lifecycle.salience import PREFETCH_STEP, extraction_gate, lookup_gate
 from pagemind.runtime.memory.reads import LiveReads, ReadTape
 from pagemind.runtime.memory.recall.memory import RecallService
+from pagemind.runtime.memory.review import ReviewQueue
 from pagemind.runtime.memory.wiring import build_external_memory
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import (
@@ -48,7 +50,7 @@ from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.window import Window
-from pagemind.tools import ArchivalMemory, RecallMemory, Tool
+from pagemind.tools import ArchivalMemory, Forgetting, RecallMemory, Tool
 
 DEFAULT_WAIT = 30.0  # seconds a turn waits for another turn of the same agent before `AgentBusy`
 
@@ -62,6 +64,8 @@ class StepContext:
     clock: Callable[[], datetime]
     archival: ArchivalMemory | None = None
     recall: RecallMemory | None = None
+    forgetting: Forgetting | None = None  # the forget and mute tools' way in (`runtime.forgetting`)
+    review: ReviewQueue | None = None  # memories held for a person's review (`memory.review`)
     tool_call_id: str | None = None  # set per call by dispatch (`for_call`): a side effect's idempotency key
 
     def for_call(self, call_id: str) -> StepContext:
@@ -98,11 +102,15 @@ class Agent:
     mcp: McpToolset | None = None  # the agent's MCP servers, whose tools join `tools` at each turn (`runtime.mcp`)
     # Personal data replaced by placeholders where text enters (`spec.privacy`; the default changes nothing).
     privacy: AgentPrivacy = field(default_factory=lambda: AgentPrivacy(()))
+    home: Path | None = None  # the state folder (a forget rewrites the agent's traces there)
+    review_queue: ReviewQueue | None = None  # memories held for a person's review (`memory.review`)
     _model: ModelClient | None = None
     monitor: PressureMonitor = field(init=False)
+    forgetting: AgentForgetting = field(init=False)
 
     def __post_init__(self) -> None:
         self.monitor = PressureMonitor(self)
+        self.forgetting = AgentForgetting(self, self.home)
         self.read_through(LiveReads(lambda: listener(self.observer)))
         self._hear_clock()
 
@@ -153,6 +161,7 @@ class Agent:
             window = Window.load(store, record)
             blocks, window.block_versions = store.load_core(record.id, spec)
         archival, recall = build_external_memory(spec, record, store, settings, clock)
+        review = ReviewQueue(record.id, store.engine, archival, spec.memory.review_policy, clock) if archival else None
         return cls(
             spec=spec,
             record=record,
@@ -167,6 +176,8 @@ class Agent:
             hold_steps=hold_steps,
             mcp=McpToolset.for_servers(spec.mcp_servers),
             privacy=AgentPrivacy.of(spec.privacy, store.engine, record.id),
+            home=settings.home,
+            review_queue=review,
         )
 
     @property
@@ -203,7 +214,10 @@ class Agent:
             crash_point("turn.locked")
             await self.refresh()
             with self._turn_stats():
-                return await run_turn(self, text, idempotency_key=idempotency_key)
+                result = await run_turn(self, text, idempotency_key=idempotency_key)
+            if self.forgetting.queued:  # the turn asked to forget: its own messages and trace lines too
+                await self.forgetting.after_turn()
+            return result
 
     def _turn_stats(self) -> AbstractContextManager[None]:
         """The archival statistics for one turn: checked against the revision `refresh` read with the rest."""
@@ -326,7 +340,9 @@ class Agent:
 
     def tool_context(self, working: CoreMemory) -> StepContext:
         """The context tools get for a step that edits `working`."""
-        return StepContext(self.name, working, self.clock, self.archival, self.recall)
+        return StepContext(
+            self.name, working, self.clock, self.archival, self.recall, self.forgetting, self.review_queue
+        )
 
     def now(self) -> datetime:
         """The agent's clock reading."""

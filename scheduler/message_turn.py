@@ -27,6 +27,8 @@ async def run_message(agent: Agent, item: InboxItem, inbox: Inbox, owner: str) -
     for the item's finish."""
     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
     turn = await run_turn(agent, item.content, idempotency_key=item.turn_key, new_key=item.attempts == 1)
+    if agent.forgetting.queued:  # the turn asked to forget: its messages and trace lines too (`runtime.forgetting`)
+        await agent.forgetting.after_turn()
     await queue_reflection(agent, item, inbox, owner)
     return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps)
 

@@ -1,7 +1,7 @@
 """The tool registry and the built-in memory tools."""
 
 from pagemind.tools.archival import archival_memory_insert, archival_search, conversation_search
-from pagemind.tools.context import ArchivalMemory, RecallMemory, ToolContext
+from pagemind.tools.context import ArchivalMemory, Forgetting, RecallMemory, ToolContext
 from pagemind.tools.core_memory import (
     core_memory_append,
     core_memory_replace,
@@ -10,6 +10,7 @@ from pagemind.tools.core_memory import (
     send_message,
 )
 from pagemind.tools.dispatch import ToolCall, ToolError, ToolResult, dispatch_tool_calls
+from pagemind.tools.forgetting import forget, mute_topic, unmute_topic
 from pagemind.tools.registry import Tool, tool
 
 BUILTIN_TOOLS: dict[str, Tool] = {
@@ -23,6 +24,9 @@ BUILTIN_TOOLS: dict[str, Tool] = {
         archival_memory_insert,
         archival_search,
         conversation_search,
+        forget,
+        mute_topic,
+        unmute_topic,
     )
 }
 """Built-in tools by name; later memory tiers register theirs here."""
@@ -30,6 +34,7 @@ BUILTIN_TOOLS: dict[str, Tool] = {
 __all__ = [
     "ArchivalMemory",
     "BUILTIN_TOOLS",
+    "Forgetting",
     "RecallMemory",
     "Tool",
     "ToolCall",

@@ -66,6 +66,13 @@ async def archival_memory_insert(
     labels = [t for t in tags or [] if t]
     kinds = [t.lower() for t in labels if t.lower() in MEMORY_KINDS]
     kind = kinds[0] if kinds else "fact"
+    review = getattr(context, "review", None)  # `memory.review`: the user approves what is remembered
+    if review is not None and review.holds("archival_memory_insert"):
+        try:
+            await review.hold("archival_memory_insert", content, kind=kind, importance=importance, tags=labels)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        return "Held for the user's review: it is remembered once they approve it."
     try:
         result = await _archival(context).insert(
             content,

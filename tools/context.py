@@ -111,6 +111,24 @@ class RecallMemory(Protocol):
         ...
 
 
+@runtime_checkable
+class Forgetting(Protocol):
+    """Forget and mute by request, as tools see it: scoped to the calling agent."""
+
+    async def forget(self, query: str, core: CoreMemory) -> str:
+        """Remove what `query` matches from every tier (core lines as edits of `core`, the step's working copy);
+        what was removed, in one line that does not repeat it."""
+        ...
+
+    async def mute(self, topic: str) -> bool:
+        """Mute a topic; False when it was muted already."""
+        ...
+
+    async def unmute(self, topic: str) -> bool:
+        """Unmute a topic; False when it was not muted."""
+        ...
+
+
 class ToolContext(Protocol):
     """The agent's side of a tool call. A tool asks for it with a parameter annotated `ToolContext`."""
 
@@ -132,6 +150,11 @@ class ToolContext(Protocol):
     @property
     def recall(self) -> RecallMemory | None:
         """Recall memory (the message log), or None when unavailable."""
+        ...
+
+    @property
+    def forgetting(self) -> Forgetting | None:
+        """Forget and mute by request, or None where the runtime offers neither."""
         ...
 
     @property

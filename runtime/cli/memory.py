@@ -2,7 +2,9 @@
 
     pagemind memory search AGENT "query" [--in both|archival|recall] [--limit N]
     pagemind memory archival AGENT [--all] [--history ID]
-    pagemind memory forget AGENT ID
+    pagemind memory forget AGENT ID | --query "home address" [--min-similarity 0.7] [--yes]
+    pagemind memory mute|unmute AGENT "my ex Mark";  pagemind memory muted AGENT
+    pagemind memory review AGENT [--approve ID | --reject ID | --pin ID | --edit ID --text TEXT]
 
 (`pagemind memory AGENT [--history]` still shows core memory.) Listing and history read SQL only, so they work
 while another process holds the embedded vector store; search and forget open it, and say so if it is held.
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from pagemind.runtime.spec.agent import AgentSpec
     from pagemind.runtime.state.store import StateStore
 
-SUBCOMMANDS = ("search", "archival", "forget")
+SUBCOMMANDS = ("search", "archival", "forget", "mute", "unmute", "muted", "review")
 MIN_PREFIX = 4  # `forget` deletes for real: a one-character prefix is too easy to mistype
 
 
@@ -55,12 +57,43 @@ def memory_parser() -> argparse.ArgumentParser:
     )
     archival.add_argument("--history", metavar="ID", help="one memory's history (id or unique prefix)")
     archival.set_defaults(handler=cmd_archival)
-    forget = memory.add_parser("forget", help="delete one archival memory for real (vector store and SQL)")
+    forget = memory.add_parser(
+        "forget", help="delete one archival memory for real, or (--query) what a query matches from every tier"
+    )
     forget.add_argument("agent")
-    forget.add_argument("id", help=f"memory id or unique prefix (at least {MIN_PREFIX} characters)")
+    forget.add_argument("id", nargs="?", help=f"memory id or unique prefix (at least {MIN_PREFIX} characters)")
+    forget.add_argument(
+        "--query",
+        help="forget what these words match (keywords, or meaning) everywhere: memories, core lines, "
+        "summaries, episodes, messages (tombstoned), traces",
+    )
+    forget.add_argument("--min-similarity", type=float, default=None, help="meaning's threshold (default 0.70)")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_wait(forget, "forgetting")
     forget.set_defaults(handler=cmd_forget)
+    for verb, text in (("mute", "stop recalling a topic until unmuted"), ("unmute", "allow a muted topic again")):
+        muting = memory.add_parser(verb, help=text)
+        muting.add_argument("agent")
+        muting.add_argument("topic")
+        muting.set_defaults(handler=cmd_mute)
+    muted = memory.add_parser("muted", help="list an agent's muted topics")
+    muted.add_argument("agent")
+    muted.set_defaults(handler=cmd_mute)
+    review = memory.add_parser("review", help="memories waiting for review (memory.review): list, approve, reject")
+    review.add_argument("agent")
+    decision = review.add_mutually_exclusive_group()
+    decision.add_argument("--approve", metavar="ID", help="remember a pending memory (id or unique prefix)")
+    decision.add_argument("--reject", metavar="ID", help="drop a pending memory for good")
+    decision.add_argument(
+        "--pin",
+        metavar="ID",
+        help="approve a pending memory pinned, or pin a remembered one: never decayed, "
+        "expired or superseded by reflection",
+    )
+    decision.add_argument("--edit", metavar="ID", help="change a pending memory's text (with --text)")
+    review.add_argument("--text", help="the new text (--edit; with --approve or --pin: approve it so)")
+    add_wait(review, "approving")
+    review.set_defaults(handler=cmd_review)
     return parser
 
 
@@ -165,6 +198,8 @@ async def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     """Delete one archival memory from the vector store and SQL, history included."""
     from pagemind.runtime.memory.vectors.records import StoreError
 
+    if args.query is not None or args.id is None:
+        return await cmd_forget_query(args, settings)
     if len(args.id) < MIN_PREFIX:
         raise CliError(
             f"'{args.id}' is too short to name a memory: give at least {MIN_PREFIX} characters of its id "
@@ -196,3 +231,100 @@ def _confirm(question: str) -> bool:
     sys.stderr.flush()
     answer = sys.stdin.readline() if sys.stdin is not None else ""
     return answer.strip().lower() in {"y", "yes"}
+
+
+async def cmd_forget_query(args: argparse.Namespace, settings: Settings) -> int:
+    """Forget what `--query` matches from every tier of the agent and its traces; say what was removed."""
+    from pagemind.runtime.agent import Agent
+    from pagemind.runtime.forgetting.forget import forget_everywhere
+    from pagemind.runtime.memory.topics import FORGET_SIMILARITY
+    from pagemind.runtime.memory.vectors.records import StoreError
+
+    if args.id is not None or not (args.query or "").strip():
+        raise CliError("give a memory id, or --query with the words to forget (not both)")
+    store = open_store(settings)
+    spec = resolve_spec(args.agent, store)
+    agent = await Agent.load(spec, settings=settings, store=store)
+    if agent.archival is not None:
+        await open_archival(
+            agent.archival,
+            settings,
+            args.wait,
+            lambda url: f"forget through it: POST {url}/v1/agents/{spec.name}/memory/forget",
+        )
+    if not args.yes and not _confirm(f"forget what '{args.query}' matches, everywhere in '{spec.name}'? [y/N] "):
+        raise CliError("not confirmed; nothing deleted (add --yes to skip the question)")
+    similarity = FORGET_SIMILARITY if args.min_similarity is None else args.min_similarity
+    try:
+        report = await forget_everywhere(agent, args.query, settings.home, min_similarity=similarity)
+    except (StoreError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    out(report.summary())
+    return 0
+
+
+async def cmd_mute(args: argparse.Namespace, settings: Settings) -> int:
+    """Mute or unmute a topic of an agent, or list its muted topics."""
+    from pagemind.runtime.memory.topics import MutedTopics
+
+    store = open_store(settings)
+    spec = resolve_spec(args.agent, store)
+    record = store.get_agent(spec.name) or store.ensure_agent(spec)
+    mutes = MutedTopics(record.id, store.engine, None)  # (matching needs the embedder; storing does not)
+    if args.memory_command == "muted":
+        topics = mutes.topics()
+        out(f"{len(topics)} muted topics of '{spec.name}'" + (":" if topics else ""))
+        for topic in topics:
+            out(f"  {topic}")
+        return 0
+    try:
+        changed = mutes.mute(args.topic) if args.memory_command == "mute" else mutes.unmute(args.topic)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    verb = args.memory_command
+    out(f"{verb}d '{args.topic}'" if changed else f"'{args.topic}' was {'already' if verb == 'mute' else 'not'} muted")
+    return 0
+
+
+async def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
+    """List the memories waiting for review, or decide on one (approve, reject, pin, edit)."""
+    from pagemind.runtime.memory.review import ReviewQueue
+
+    archival, store, spec = _open(args.agent, settings)
+    queue = ReviewQueue(archival.agent_id, store.engine, archival, spec.memory.review_policy, archival.clock)
+    target = args.approve or args.reject or args.pin or args.edit
+    if target is None:
+        pending = queue.pending()
+        out(f"{len(pending)} memories of '{spec.name}' wait for review" + (":" if pending else ""))
+        for p in pending:
+            out(f"  {p.id[:8]} {p.created_at:%Y-%m-%d} {p.origin:<12} {p.kind:<10} {clip(p.text)}")
+        return 0
+    item = queue.resolve(target)
+    if args.edit:
+        if item is None or not args.text:
+            raise CliError("--edit needs the id of a pending memory and --text with its new text")
+        queue.edit(item.id, args.text)
+        out(f"edited {item.id[:8]}")
+        return 0
+    if args.reject:
+        if item is None:
+            raise CliError(f"no single pending memory of '{spec.name}' has an id starting with '{target}'")
+        queue.reject(item.id)
+        out(f"rejected {item.id[:8]}")
+        return 0
+    await open_archival(archival, settings, args.wait, _review_through(spec.name))
+    if item is None and args.pin:  # a memory already remembered
+        memory_id = _resolve(archival, target, spec.name)
+        if not await archival.pin(memory_id):
+            raise CliError(f"memory {memory_id[:8]} is not live; nothing pinned")
+        out(f"pinned {memory_id[:8]}")
+        return 0
+    if item is None:
+        raise CliError(f"no single pending memory of '{spec.name}' has an id starting with '{target}'")
+    written = await queue.approve(item.id, pin=bool(args.pin), text=args.text)
+    out(f"approved {item.id[:8]} as memory {(written or '')[:8]}" + (", pinned" if args.pin else ""))
+    return 0
+
+
+def _review_through(name: str) -> Callable[[str], str]:
+    return lambda url: f"review through it: GET {url}/v1/agents/{name}/memory/review"

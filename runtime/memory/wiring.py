@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, build_embedder
 from pagemind.runtime.memory.recall.memory import RecallService
+from pagemind.runtime.memory.topics import MutedTopics
 from pagemind.runtime.memory.vectors.backend import ArchivalBackend
 from pagemind.runtime.memory.vectors.stores import open_backend
 from pagemind.runtime.process.settings import Settings
@@ -77,6 +78,7 @@ def build_external_memory(
         clock=clock,
         session_gap_hours=spec.memory.session_gap_hours,
     )
+    recall.mutes = MutedTopics(record.id, store.engine, embedder, clock)
     if not (config.enabled and ARCHIVAL_TOOLS & set(spec.tools)):
         return None, recall
     return archival_service(spec, store, settings, clock, embedder, record), recall
@@ -95,7 +97,7 @@ def archival_service(
     embedder = embedder or shared_embedder(settings, store.engine)
     record = record or store.get_agent(spec.name) or store.ensure_agent(spec)
     config = spec.memory.archival_for(getattr(embedder, "thresholds", {}))
-    return ArchivalService(
+    service = ArchivalService(
         record.id,
         engine=store.engine,
         open_backend=backend_opener(settings, embedder),
@@ -104,3 +106,5 @@ def archival_service(
         clock=clock,
         user_id=record.owner,  # the tenancy field of every memory it stores (its point's payload too)
     )
+    service.mutes = MutedTopics(record.id, store.engine, embedder, clock)
+    return service

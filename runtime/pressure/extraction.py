@@ -7,11 +7,13 @@ logged as such and never reported as success.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -35,6 +37,8 @@ Return only a JSON object with four lists: "facts", "preferences", "progress", "
 - todos: open tasks and promises, with their due date if one was given.
 Write each item as a self-contained sentence with names, not pronouns. Convert relative dates ("tomorrow", \
 "last week") to absolute dates using the message timestamps. Skip small talk. Empty lists are fine."""
+
+Muted = Callable[[Sequence[str]], list[bool]]  # which texts touch a muted topic (`memory.topics.MutedTopics.muted`)
 
 KIND_BY_SECTION = {"facts": "fact", "preferences": "preference", "progress": "progress", "todos": "todo"}
 
@@ -105,10 +109,17 @@ async def extract(
     model: str,
     messages: Sequence[Message],
     now: datetime,
+    muted: Muted | None = None,
 ) -> Extraction | ExtractionReport:
     """The model's half of extraction: what it proposes, or the report of an answer that cannot be used.
 
-    Kept apart from storing so a flush can ask the model ahead of time and store only when it evicts."""
+    Kept apart from storing so a flush can ask the model ahead of time and store only when it evicts. `muted` says
+    which transcript lines touch a muted topic (`memory.topics`): those messages are not shown to the extractor."""
+    if muted is not None:
+        hidden = await asyncio.to_thread(muted, [transcript_line(m) for m in messages])
+        messages = [m for m, hide in zip(messages, hidden, strict=True) if not hide]
+        if not messages:
+            return ExtractionReport("empty")
     response = await call(extraction_request(model, messages, now))
     try:
         extraction = parse_extraction(response.content)
@@ -122,17 +133,30 @@ async def extract(
 
 
 async def store_extraction(
-    archival: ArchivalMemory, extraction: Extraction | ExtractionReport, messages: Sequence[Message]
+    archival: ArchivalMemory,
+    extraction: Extraction | ExtractionReport,
+    messages: Sequence[Message],
+    review: Any = None,
 ) -> ExtractionReport:
-    """Store what `extract` proposed through the archival write path (dedupe, supersede); a report passes through."""
+    """Store what `extract` proposed through the archival write path (dedupe, supersede); a report passes through.
+    With `review` (a `memory.review.ReviewQueue`) holding extraction, each item waits for review instead."""
     if isinstance(extraction, ExtractionReport):
         return extraction
     items = extraction.items()
+    mutes = getattr(archival, "mutes", None)  # the runtime's archival memory has them (`memory.topics`)
+    if mutes is not None:
+        items = await asyncio.to_thread(mutes.drop, items, lambda pair: pair[1].text)
     source_ids = [m.id for m in messages if m.id is not None]
     stored = 0
     for kind, item in items:
         text = f"{item.text} (date: {item.date.isoformat()})" if item.date else item.text
         try:
+            if review is not None and review.holds("extraction"):
+                await review.hold(
+                    "extraction", text, kind=kind, importance=item.importance, source_message_ids=source_ids
+                )
+                stored += 1
+                continue
             await archival.insert(text, kind=kind, importance=item.importance, source_message_ids=source_ids)
         except ValueError as exc:
             # One bad item (blank, oversize, an unknown kind) must not stop the flush: skip it, keep the rest.

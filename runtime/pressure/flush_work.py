@@ -30,7 +30,7 @@ import structlog
 from pagemind.runtime.events import Salience
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelClient, ModelError, ModelRequest, ModelResponse
-from pagemind.runtime.pressure.extraction import Extraction, ExtractionReport, extract
+from pagemind.runtime.pressure.extraction import Extraction, ExtractionReport, Muted, extract
 from pagemind.runtime.pressure.summarizer import SummaryResult, summarize
 
 log = structlog.get_logger("pagemind.pressure")
@@ -55,6 +55,7 @@ class WorkSettings:
     window: int
     encoding: str
     extract: bool  # extraction is on and the agent has archival memory
+    muted: Muted | None = None  # which texts touch a topic the user muted: the extractor does not see them
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,9 @@ class FlushWork:
         if self.salience is not None and not self.salience.remember:
             return ExtractionReport("unsalient")
         try:
-            return await extract(call, model=self.settings.model, messages=self.evicted, now=self.now)
+            return await extract(
+                call, model=self.settings.model, messages=self.evicted, now=self.now, muted=self.settings.muted
+            )
         except ModelError as exc:
             log.error("extraction_failed", error=str(exc)[:300])
             return ExtractionReport("failed", error=str(exc)[:300])

@@ -375,6 +375,7 @@ class PressureMonitor:
             window=usable_window(spec),
             encoding=self.encoding,
             extract=spec.memory.extraction and self.agent.archival is not None,
+            muted=getattr(getattr(self.agent.archival, "mutes", None), "muted", None),  # (`memory.topics`)
         )
         evicted = tuple(self.window.messages[: plan.count])
         return FlushWork(
@@ -447,4 +448,5 @@ class PressureMonitor:
         archival = self.agent.archival
         if archival is None:
             return ExtractionReport("skipped")
-        return await store_extraction(archival, outcome.extraction, work.evicted)
+        review = getattr(self.agent, "review_queue", None)  # `memory.review`: held for a person when required
+        return await store_extraction(archival, outcome.extraction, work.evicted, review=review)

@@ -25,7 +25,8 @@ import structlog
 from pagemind.blocks import BlockEditError
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.vectors.records import MemoryRecord
+from pagemind.runtime.memory.review import ReviewQueue
+from pagemind.runtime.memory.vectors.records import PINNED, MemoryRecord
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.reflection.profile import apply_profile_patch, patched_value
 from pagemind.runtime.reflection.schema import OutputError, ReflectionOutput
@@ -81,22 +82,39 @@ async def apply_plan(
 ) -> dict[str, int]:
     """Make the plan's changes (see the module docstring); the counts of changes made by this call."""
     counts: Counter[str] = Counter()
+    pinned = _pinned(archival, output)  # never superseded by reflection (`memory.review`)
+    review = agent.review_queue if agent.review_queue is not None and agent.review_queue.holds("reflection") else None
     for merge in output.merges:
-        for memory_id in merge.drop:
+        for memory_id in [i for i in merge.drop if i not in pinned]:
             note = {"reason": merge.reason, "reflection_id": reflection_id, "action": "merge"}
             counts["merged"] += await archival.supersede(memory_id, merge.keep, note)
             crash_point("reflection.applied")
     for resolution in output.contradictions:
-        for memory_id in resolution.losers:
+        for memory_id in [i for i in resolution.losers if i not in pinned]:
             note = {"reason": resolution.reason, "reflection_id": reflection_id, "action": "contradiction"}
             counts["resolved"] += await archival.supersede(memory_id, resolution.winner, note)
             crash_point("reflection.applied")
     for n, insight in enumerate(output.insights):
+        if review is not None:  # held for a person's review under its derived id (a rerun holds it once)
+            await review.hold(
+                "reflection",
+                insight.text,
+                kind="reflection",
+                importance=insight.importance,
+                review_id=derived_id(reflection_id, "insight", n),
+            )
+            counts["held"] += 1
+            continue
         counts["insights"] += await _insight(
             archival, reflection_id, n, insight.text, insight.importance, insight.source_ids
         )
         crash_point("reflection.applied")
     for n, done in enumerate(output.done):
+        if done.id in pinned:
+            continue
+        if review is not None:
+            counts["held"] += await _hold_done(archival, review, reflection_id, n, done.id)
+            continue
         counts["done"] += await _done(archival, reflection_id, n, done.id, done.reason)
         crash_point("reflection.applied")
     if output.profile:
@@ -152,3 +170,26 @@ async def _done(archival: ArchivalService, reflection_id: str, n: int, memory_id
     done_id = derived_id(reflection_id, "done", n)
     await _insert(archival, done_id, text, "progress", old["importance"], list(old["source_message_ids"] or []), note)
     return await archival.supersede(memory_id, done_id, note)
+
+
+def _pinned(archival: ArchivalService, output: ReflectionOutput) -> set[str]:
+    """The memories the plan would retire that are pinned."""
+    named = {i for m in output.merges for i in m.drop} | {i for r in output.contradictions for i in r.losers}
+    named |= {d.id for d in output.done}
+    if not named:
+        return set()
+    return {row["id"] for row in archival.ledger.rows(sorted(named)) if PINNED in (row["tags"] or [])}
+
+
+async def _hold_done(archival: ArchivalService, review: ReviewQueue, reflection_id: str, n: int, memory_id: str) -> int:
+    """A done item's "Done" memory held for review; what it supersedes is retired when it is approved."""
+    rows = archival.ledger.rows([memory_id])
+    if not rows:
+        return 0
+    old = rows[0]
+    text = f"Done ({archival.clock():%Y-%m-%d}): {old['text']}"[: archival.config.max_memory_chars]
+    review_id = derived_id(reflection_id, "done", n)
+    await review.hold(
+        "reflection", text, kind="progress", importance=old["importance"], review_id=review_id, supersedes=memory_id
+    )
+    return 1

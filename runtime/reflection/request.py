@@ -130,10 +130,14 @@ async def gather(
     near = await _neighbours(archival, [m.id for m in touched], config.neighbours)
     block, profile = profile_of(agent, config.profile_block)
     schema = block.schema.json_schema if block is not None and block.schema is not None else None
+    memories = (touched + near)[: config.max_memories]
+    if archival.mutes is not None:  # what touches a muted topic is not reflected on (`memory.topics`)
+        messages = await asyncio.to_thread(archival.mutes.drop, messages, lambda m: message_text(m) or "")
+        memories = await asyncio.to_thread(archival.mutes.drop, memories)
     return Gathered(
         now=now,
         messages=messages,
-        memories=(touched + near)[: config.max_memories],
+        memories=memories,
         profile=profile,
         profile_schema=schema,
         last_message_id=max([after, *(m.id or 0 for m in stored)]),

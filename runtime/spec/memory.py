@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pagemind.runtime.spec.fingerprint import dumped, later_default, later_defaults, legacy_archival, renamed
 from pagemind.runtime.spec.presets import PRESETS, Retrieval, apply_preset
 from pagemind.runtime.spec.renames import SALIENCE_RENAMES, migrate_memory
+from pagemind.runtime.spec.review import ReviewConfig, ReviewSetting
 from pagemind.runtime.spec.tuning import (
     ArchivalConfig,
     BudgetConfig,
@@ -89,6 +90,11 @@ class MemoryConfig(BaseModel):
     summarizer_model: str | None = Field(
         None, description="model that writes summaries, episodes and reflections (default: the agent's model)"
     )
+    review: ReviewSetting = Field(
+        "off",
+        description="which writes wait as pending for a person's approval: off, required (extraction and "
+        "reflection), or per kind: {extraction, reflection, archival_memory_insert: off | required}",
+    )
     advanced: MemoryAdvanced = Field(default_factory=MemoryAdvanced, description="tuning; the preset's values apply")
 
     _archival: ArchivalConfig = PrivateAttr(default_factory=ArchivalConfig)
@@ -135,6 +141,11 @@ class MemoryConfig(BaseModel):
     def salience(self) -> SalienceConfig:
         """The salience gate: `advanced.salience` with the preset applied."""
         return self._salience
+
+    @property
+    def review_policy(self) -> ReviewConfig:
+        """Which writes wait for review (`memory.review`, resolved per kind)."""
+        return ReviewConfig.of(self.review)
 
     @property
     def pressure(self) -> PressureConfig:
@@ -204,6 +215,8 @@ class MemoryConfig(BaseModel):
             data["salience"] = renamed(data["salience"], {new: old for old, new in SALIENCE_RENAMES.items()})
         if self.retrieval is not None:
             data["retrieval"] = self.retrieval
+        if self.review_policy.any:  # (agents stored before it keep their fingerprint)
+            data["review"] = self.review_policy.model_dump()
         return data
 
 
@@ -219,6 +232,7 @@ __all__ = [
     "MultiHopConfig",
     "PressureConfig",
     "ReflectionConfig",
+    "ReviewConfig",
     "SalienceConfig",
     "SalienceWeights",
     "TemporalConfig",

@@ -10,10 +10,11 @@ bypassed the turn lock, and every edit recorded in `block_versions`. This is the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from pagemind.blocks import BlockEdit
@@ -105,3 +106,18 @@ def apply_edits(
     if stale:
         raise StaleBlocks(sorted(set(stale)))
     return written
+
+
+def scrub_versions(conn: Connection, agent_id: int, scrub: Callable[[str], str]) -> int:
+    """Rewrite the agent's block history with `scrub` applied to every old and new value (a forget: what the user
+    asked to forget leaves every version, not only the current value); how many rows changed."""
+    versions = table_of(BlockVersionRow)
+    query = select(versions.c.id, versions.c.old_value, versions.c.new_value).where(versions.c.agent_id == agent_id)
+    changed = 0
+    for row_id, old, new in conn.execute(query).all():
+        old_scrubbed, new_scrubbed = scrub(old), scrub(new)
+        if (old_scrubbed, new_scrubbed) != (old, new):
+            values = {"old_value": old_scrubbed, "new_value": new_scrubbed}
+            conn.execute(update(versions).where(versions.c.id == row_id).values(**values))
+            changed += 1
+    return changed

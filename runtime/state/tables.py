@@ -26,6 +26,8 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
 - Erasure's (`runtime.erasure`, migration 0009): `purges`, the agents being erased.
 - Privacy's (`runtime.privacy`, migration 0011): `pii_keys`, `pii_placeholders` (redaction's numbering, as keyed
   hashes) and `pii_originals` (for `privacy.keep_originals`, once encryption at rest exists).
+- Forget and mute's, review's (`runtime.memory.topics`, `runtime.memory.review`, migration 0012): `muted_topics`, the
+  topics an agent must not bring up; `memory_reviews`, the memories waiting for a person's review.
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
@@ -457,4 +459,34 @@ pii_originals = Table(
     Column("kind", String(16), primary_key=True),
     Column("number", Integer, primary_key=True, autoincrement=False),
     Column("value", LargeBinary, nullable=False),
+)
+
+# -- forget and mute by request (`runtime.memory.topics`, migration 0012) --------------------------------------------
+
+# A topic the user asked the agent not to bring up, until unmuted: memories and messages that touch it (by keywords
+# or by meaning) are left out of prefetch, search results, extraction and reflection.
+muted_topics = Table(
+    "muted_topics",
+    metadata,
+    Column("agent_id", Integer, primary_key=True, autoincrement=False),
+    Column("topic", String(200), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# A memory held for a person's review (`memory.review: required`, `runtime.memory.review`): what would have been
+# stored, who proposed it (`origin`), and the memory it supersedes once approved. Never searched or prefetched; the
+# row goes when the memory is approved (and then written through the archival write path) or rejected.
+memory_reviews = Table(
+    "memory_reviews",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("agent_id", Integer, nullable=False, index=True),
+    Column("origin", String(32), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("importance", Float, nullable=True),
+    Column("tags", JSON, nullable=False),
+    Column("source_message_ids", JSON, nullable=False),
+    Column("supersedes", String(36), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

@@ -91,9 +91,11 @@ def create_app(
     """The API over a started `daemon`. Auth is required when there is a `token` or any live key in the database
     (else none: the caller binds to loopback only); `keyring` replaces the one made here (tests: its clock)."""
     from pagemind.scheduler.api import agents as api_agents
+    from pagemind.scheduler.api import forgetting as api_forgetting
     from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
     from pagemind.scheduler.api import porting as api_porting
+    from pagemind.scheduler.api import review as api_review
     from pagemind.scheduler.api import users as api_users
     from pagemind.scheduler.api.mcp import McpEndpoint
     from pagemind.scheduler.api.openai import routes as api_openai
@@ -123,6 +125,8 @@ def create_app(
     app.state.keyring = keyring
     app.include_router(api_agents.router)
     app.include_router(api_memory.router)
+    app.include_router(api_forgetting.router)
+    app.include_router(api_review.router)
     app.include_router(api_keys.router)
     app.include_router(api_users.router)
     app.include_router(ui_routes.router)  # the memory page, /ui (left out of the OpenAPI document)

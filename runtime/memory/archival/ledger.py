@@ -38,7 +38,7 @@ from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy import text as sql
 from sqlalchemy.engine import Connection, Engine
 
-from pagemind.runtime.memory.vectors.records import MemoryRecord
+from pagemind.runtime.memory.vectors.records import PINNED, MemoryRecord
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.records import aware, utcnow
@@ -381,6 +381,20 @@ class Ledger:
             self._version(conn, memory_id, operation, text, detail, at)
             row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id)).mappings().one()
         return record_of(row)
+
+    def begin_pin(self, memory_id: str, token: str, at: datetime) -> dict[str, Any] | None:
+        """Step 1 of pinning (`memory.review`): the live row tagged `pinned`, its expiry cleared, a `pin` version.
+        Returns the fields for the point, or None when the memory is not live."""
+        with self.engine.begin() as conn:
+            where = (self._by_id, memories.c.id == memory_id, memories.c.state == LIVE)
+            row = conn.execute(select(memories.c.text, memories.c.tags).where(*where)).first()
+            if row is None:
+                return None
+            fields: dict[str, Any] = {"tags": sorted({*(row.tags or []), PINNED}), "expires_at": None}
+            conn.execute(update(memories).where(*where).values(**fields, write_token=token, write_started=utcnow()))
+            self._version(conn, memory_id, "pin", row.text, {"tags": fields["tags"]}, at)
+            self._bump(conn)
+        return fields
 
     def begin_hits(self, ids: Sequence[str], at: datetime, token: str, count: bool = True) -> dict[str, dict[str, Any]]:
         """Step 1 of counting hits: each live memory's count goes up by one (not if `count` is False: a memory

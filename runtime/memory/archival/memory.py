@@ -43,6 +43,7 @@ from pagemind.runtime.memory.lifecycle.expiry import expiry_from_wording
 from pagemind.runtime.memory.retrieval.keywords import analysed
 from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse, importance_factor, recency, usefulness
 from pagemind.runtime.memory.retrieval.rounds import refine
+from pagemind.runtime.memory.topics import MutedTopics
 from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.memory.vectors.records import Hit, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.process.crashpoints import crash_point
@@ -84,6 +85,7 @@ class ArchivalService:
         self._bm25: Any = None
         self.activity = ActiveDays(agent_id, engine)  # the days disuse is counted in (`memory.decay`)
         self.reads = ArchivalReads(self)  # every read a turn makes, through the agent's tape (`memory.reads`)
+        self.mutes: MutedTopics | None = None  # results touching a muted topic are left out (`memory.topics`)
 
     @property
     def context_messages(self) -> int:
@@ -353,14 +355,9 @@ class ArchivalService:
         results, candidates = await asyncio.to_thread(
             self._search, query, (tags, start_date, end_date), limit, k, page, mode, now, use
         )
-        log.info(
-            "archival_search",
-            agent_id=self.agent_id,
-            mode=mode,
-            candidates=candidates,
-            returned=len(results),
-            page=page,
-        )
+        if self.mutes is not None:
+            results = await asyncio.to_thread(self.mutes.drop, results)
+        log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results))
         return results
 
     def _search(
@@ -493,6 +490,19 @@ class ArchivalService:
     def resolve_id(self, prefix: str) -> str | None:
         """The full id of the agent's memory whose id starts with `prefix` (unique), or None."""
         return self.ledger.resolve_id(prefix)
+
+    async def pin(self, memory_id: str) -> bool:
+        """Pin a live memory (tag `pinned`, no expiry): never decayed, expired or superseded by reflection. SQL
+        first, then the point's payload; False when it is not live."""
+        token = new_token()
+        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
+        fields = await asyncio.to_thread(self.ledger.begin_pin, memory_id, token, self.clock())
+        if fields is None:
+            return False
+        await asyncio.to_thread(store.set_payload, memory_id, fields)
+        await asyncio.to_thread(self.ledger.settle, [memory_id], token)
+        log.info("archival_pin", agent_id=self.agent_id, id=memory_id)
+        return True
 
     async def forget(self, memory_id: str) -> bool:
         """Delete one memory for real, in the ledger's order: row marked, point deleted, row and history deleted."""

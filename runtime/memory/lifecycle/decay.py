@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from pagemind.runtime.memory.lifecycle.activity import Activity
-from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord
+from pagemind.runtime.memory.vectors.records import PINNED, MemoryFilter, MemoryRecord
 from pagemind.runtime.spec.memory import ExpiryConfig
 
 SEEN_EVERY = timedelta(days=1)  # a memory prefetch shows is marked used again only once this long has passed
@@ -53,7 +53,9 @@ def staleness(idle_days: int, after_days: float, full_days: float | None, weight
 
 
 def disuse_weight(record: MemoryRecord, activity: Activity, config: ExpiryConfig) -> float:
-    """The record's ranking weight for disuse (1 while recently used, in active days)."""
+    """The record's ranking weight for disuse (1 while recently used, in active days; always 1 when pinned)."""
+    if PINNED in record.tags:
+        return 1.0
     return staleness(
         activity.idle(record.last_used()), config.decay_after_days, config.hide_after_days, config.decay_weight
     )
@@ -67,7 +69,7 @@ def hidden_reason(record: MemoryRecord, now: datetime, config: ExpiryConfig, act
     if record.expires_at is not None and record.expires_at <= now:
         return f"expired {record.expires_at:%Y-%m-%d %H:%M}"
     hide = config.hide_after_days
-    if hide is not None and (idle := activity.idle(record.last_used())) > hide:
+    if hide is not None and PINNED not in record.tags and (idle := activity.idle(record.last_used())) > hide:
         return f"dormant: unused since {record.last_used():%Y-%m-%d} ({idle} active days)"
     return None
 

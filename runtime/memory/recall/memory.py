@@ -34,6 +34,7 @@ from pagemind.runtime.memory.recall.rank import Speakers, diversify, speaker_boo
 from pagemind.runtime.memory.retrieval.keywords import query_terms
 from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse
 from pagemind.runtime.memory.retrieval.rounds import refine, time_asked
+from pagemind.runtime.memory.topics import MutedTopics
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.tables import MessageRow, table_of
@@ -159,6 +160,13 @@ class RecallService:
         self._fulltext_covered = 0  # the newest message id the full-text index is known to have covered
         self._lock = threading.Lock()
         self.tape: ReadTape = UNRECORDED  # the agent's, once loaded (`memory.reads`)
+        self.mutes: MutedTopics | None = None  # hits touching a muted topic are left out (`memory.topics`)
+
+    def reset_index(self) -> None:
+        """Forget what this process indexed (messages were rewritten: a forget's tombstones); the next search
+        indexes them again from SQL."""
+        with self._lock:
+            self._dense, self._last, self._fulltext_covered = DenseIndex(), None, 0
 
     # -- indexing ---------------------------------------------------------------------------------------------
 
@@ -305,11 +313,12 @@ class RecallService:
 
         def live() -> list[RecallHit]:
             if query is None:
-                return self._newest(roles, start_date, end_date, limit, page)
+                newest = self._newest(roles, start_date, end_date, limit, page)
+                return self.mutes.drop(newest) if self.mutes is not None else newest
             assert mode is not None  # set with the query above
             hits, candidates = self._search(query, mode, roles, start_date, end_date, limit, page)
             log.info("recall_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(hits))
-            return hits
+            return self.mutes.drop(hits) if self.mutes is not None else hits
 
         return await asyncio.to_thread(self.tape.read, "recall", "search", request, live, _HITS)
 

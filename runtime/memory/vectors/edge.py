@@ -34,6 +34,7 @@ from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
 from pagemind.runtime.memory.vectors.records import (
     DENSE,
     PAYLOAD_VERSION,
+    PINNED,
     SPARSE,
     Hit,
     MemoryFilter,
@@ -89,6 +90,7 @@ def to_edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
                 should=[
                     FieldCondition(key="last_hit_at", range=RangeFloat(gte=since)),
                     FieldCondition(key="updated_at", range=RangeFloat(gte=since)),
+                    FieldCondition(key="tags", match=MatchAny([PINNED])),  # pinned: never dormant
                 ]
             )
         )

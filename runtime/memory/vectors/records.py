@@ -119,6 +119,9 @@ class MemoryRecord(BaseModel):
         return self.superseded_by is None and (self.expires_at is None or self.expires_at > now)
 
 
+PINNED = "pinned"  # the tag of a pinned memory (`memory.review`): never dormant, expired or superseded by reflection
+
+
 class MemoryFilter(BaseModel):
     """Which of an agent's memories a read considers. The agent itself is never part of it: the scope adds it."""
 

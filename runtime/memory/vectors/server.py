@@ -23,6 +23,7 @@ from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
 from pagemind.runtime.memory.vectors.records import (
     DENSE,
     PAYLOAD_VERSION,
+    PINNED,
     SPARSE,
     Hit,
     MemoryFilter,
@@ -68,6 +69,7 @@ def _client_filter(agent_id: int, flt: MemoryFilter) -> Any:
                 should=[
                     m.FieldCondition(key="last_hit_at", range=m.Range(gte=since)),
                     m.FieldCondition(key="updated_at", range=m.Range(gte=since)),
+                    m.FieldCondition(key="tags", match=m.MatchAny(any=[PINNED])),  # pinned: never dormant
                 ]
             )
         )

@@ -76,7 +76,8 @@ def knobs(model: type[BaseModel], prefix: str = "") -> list[str]:
 def test_the_yaml_a_user_writes_has_at_most_38_knobs_outside_advanced():
     outside = knobs(AgentSpec)
     # 35 when the tiers were made (issue 32), and what a user must see of the features since: the `privacy:`
-    # section (issue 35: pii, kinds, keep_originals) and `model.system_messages` (issue 36: a trait of the model's
+    # section (issue 35: pii, kinds, keep_originals), `memory.review` (issue 35: one knob, per kind inside) and
+    # `model.system_messages` (issue 36: a trait of the model's
     # chat template)
     assert len(outside) <= 38, outside
     assert [knob for knob in outside if knob.startswith("privacy.")] == [
@@ -89,6 +90,7 @@ def test_the_yaml_a_user_writes_has_at_most_38_knobs_outside_advanced():
         "memory.retrieval",
         "memory.memories_per_turn",
         "memory.summarizer_model",
+        "memory.review",
     ]
     assert len(leaves(AgentSpec)) > 100  # the tuning is all still there, under memory.advanced
 
