@@ -122,14 +122,15 @@ async def run_turn(
     idempotency_key: str | None = None,
     *,
     new_key: bool = False,
+    accepted: Message | None = None,
 ) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
     With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
     from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
-    message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`."""
-    begun = await begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or a retry's turn)
+    message stays, and a step is committed whole or not at all. `new_key`, `accepted`: see `begin_turn`."""
+    begun = await begin_turn(agent, user_message, idempotency_key, new_key, accepted)  # 1. inbox (or a retry's turn)
     if isinstance(begun, TurnResult):
         return begun
     turn_id, messages, first = begun
@@ -287,7 +288,7 @@ class IdempotencyKeyReused(ValueError):
 
 
 async def begin_turn(
-    agent: LoopAgent, text: str, key: str | None, new_key: bool = False
+    agent: LoopAgent, text: str, key: str | None, new_key: bool = False, accepted: Message | None = None
 ) -> TurnResult | tuple[str, list[Message], int]:
     """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
     or the finished turn's result when `key` names one (nothing is stored then).
@@ -297,7 +298,15 @@ async def begin_turn(
     and its turn (a failed turn stores nothing but its user message before its first step commits).
 
     `new_key`: the caller knows `key` was never used (the daemon's first attempt at an inbox item), so its lookup,
-    a round trip, is skipped; were it used after all, storing it again fails on its primary key: never a double."""
+    a round trip, is skipped; were it used after all, storing it again fails on its primary key: never a double.
+
+    `accepted`: the turn's user message, stored already with `key` by the same `StateStore.accept_message` (the
+    daemon's submission for an agent whose worker lingered for it stores it with the inbox item, one statement for
+    both: `scheduler.queue.inbox`); it is only put in view."""
+    if accepted is not None:
+        assert accepted.turn_id is not None  # stored as its turn's message
+        agent.report(TurnEvent(step=0, turn_id=accepted.turn_id, user_message=text))
+        return accepted.turn_id, agent.window.adopt_accepted(accepted), 1
     store, agent_id = agent.window.store, agent.window.agent_id
     turn_id = await store.turn_for_key(agent_id, key) if key is not None and not new_key else None
     if turn_id is None and (pending := agent.window.unanswered(text)) is not None:

@@ -110,6 +110,13 @@ class Window:
         self._adopt(stored)
         return stored
 
+    def adopt_accepted(self, message: Message) -> list[Message]:
+        """Put in view a turn's incoming message stored already, with its inbox item (`StateStore.accept_message`'s
+        `after`), unless this window has read it from the store since (it was loaded or reloaded); returns it."""
+        if message.id is not None and message.id > self.seen:
+            self._adopt([message])
+        return [message]
+
     async def commit_step(
         self, record: StepRecord, messages: list[Message], edits: list[BlockEdit]
     ) -> tuple[int, list[Message]]:

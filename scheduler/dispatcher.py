@@ -40,7 +40,7 @@ from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.queue.turnlocks import HeldAgents
 from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.scheduler.triggers.rules import fired_by_idle
-from pagemind.scheduler.worker_state import Route, Wake, Worker, WorkerState
+from pagemind.scheduler.worker_state import Linger, Route, Wake, Worker, WorkerState
 
 log = structlog.get_logger("pagemind.scheduler")
 
@@ -140,7 +140,8 @@ class Dispatcher:
         """Where a submission for the agent goes now (see `Route`)."""
         worker = self.workers.get(agent_id)
         if worker is not None and not worker.lost:
-            return Route.HELD_HERE
+            lingering = worker.state is WorkerState.LINGERING and worker.linger is not None and self.config.hand_off
+            return Route.HAND_OFF if lingering else Route.HELD_HERE
         return Route.TAKE_HERE if self.can_take(agent_id) else Route.ANNOUNCE
 
     def can_take(self, agent_id: int) -> bool:
@@ -185,17 +186,32 @@ class Dispatcher:
         worker.state = WorkerState.WAITING_FOR_SLOT  # woken, and holding no slot until it takes one
         worker.linger.set()
 
-    async def _linger(self, worker: Worker) -> bool:
+    def take_lingering(self, agent_id: int) -> Linger | None:
+        """The agent's lingering worker, kept from ending its linger, for a submission that places its item with it
+        (`Route.HAND_OFF`); `hand` must follow. None if no worker lingers on it."""
+        worker = self.workers.get(agent_id)
+        if worker is None or worker.state is not WorkerState.LINGERING or worker.linger is None:
+            return None
+        worker.state = WorkerState.WAITING_FOR_SLOT  # woken, and holding no slot until it takes one
+        worker.linger.taken = True
+        return worker.linger
+
+    def hand(self, event: Linger, item: InboxItem | None) -> None:
+        """Give a worker taken by `take_lingering` the item claimed for it (None: it claims the next one itself)."""
+        event.item = item
+        event.set()
+
+    async def _linger(self, worker: Worker) -> Linger | None:
         """Keep an agent whose inbox is empty (its lease, its turn lock, its loaded state) for `linger_s`, and
         say whether work came for it meanwhile. A user's next message usually comes right after the reply: a worker
         that kept the agent claims it at once, instead of giving the lease and lock back and taking them again (six
         statements, two of them commits) and reading the agent's state again. Lingering workers hold no slot of
         `concurrency` (woken, they take one: `_take_slot`), and at most `max_lingering` of them linger at once.
-        Returns whether it was woken (False: the linger ended with no work, or the daemon stops)."""
+        Returns its wake-up (None: the linger ended with no work, or the daemon stops)."""
         lingering = len(self._in_state(WorkerState.LINGERING))
         if self.config.linger_s <= 0 or self.stopping or lingering >= self.config.max_lingering:
-            return False
-        event = worker.linger = asyncio.Event()
+            return None
+        event = worker.linger = Linger()
         worker.state = WorkerState.LINGERING
         self._slot_freed.set()
         if self.wake.scan:  # work left waiting for a slot (an arrival deferred): this worker's slot is free now
@@ -203,18 +219,19 @@ class Dispatcher:
         try:
             await self._linger_wait(event)
         except TimeoutError:
-            if not event.is_set():
-                return False
+            if not (event.taken or event.is_set()):
+                return None
+            await event.wait()  # a submission is placing an item with this worker: it hands it over next
         finally:
             worker.linger = None
             if worker.state is WorkerState.LINGERING:  # not woken: it gives the agent back, holding its slot
                 worker.state = WorkerState.RUNNING
-        if self.stopping:
+        if self.stopping:  # a handed item is given back with every other at the stop (`Inbox.release`)
             worker.state = WorkerState.RUNNING
-            return False
-        return True
+            return None
+        return event
 
-    async def _linger_wait(self, event: asyncio.Event) -> None:
+    async def _linger_wait(self, event: Linger) -> None:
         """Wait for the wake-up; TimeoutError after `linger_s`."""
         await asyncio.wait_for(event.wait(), self.config.linger_s)
 
@@ -242,9 +259,11 @@ class Dispatcher:
                 else:  # the last finish said nothing else waits: no empty claim (claim again after a linger)
                     item, more = None, True
                 if item is None:
-                    if await self._linger(worker):
+                    woken = await self._linger(worker)
+                    if woken is not None:
                         await self._take_slot(worker)
-                        continue  # claim what woke it
+                        first = woken.item  # placed with it, claimed for it by the submission; None: claim it
+                        continue
                     await self.held.release(agent_id)
                     # An item submitted between the empty claim and the release found this agent leased: look again.
                     has_open = await self.leases.release_looking(agent_id)

@@ -26,7 +26,9 @@ async def run_message(agent: Agent, item: InboxItem, inbox: Inbox, owner: str) -
     """Run a claimed message item as the agent's turn (owner: the daemon holding its lease); returns its result,
     for the item's finish."""
     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
-    turn = await run_turn(agent, item.content, idempotency_key=item.turn_key, new_key=item.attempts == 1)
+    turn = await run_turn(
+        agent, item.content, idempotency_key=item.turn_key, new_key=item.attempts == 1, accepted=item.accepted
+    )
     await queue_reflection(agent, item, inbox, owner)
     return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps)
 

@@ -14,6 +14,10 @@ before. (Filtered on, not merely selected from: a CTE's column that nothing read
 Several edits of one block in a commit (in one step, or in a held step and the next) are one UPDATE here (its last
 value, its version moved by the number of edits), which is what the edits applied one by one leave; each edit's
 `block_versions` row keeps its own step.
+
+A turn's incoming message is stored by one statement too (`ACCEPT`), alone or gated on another write of one row
+that it commits with (`LinkedWrite`: the daemon's submission for an agent whose worker lingers for it inserts the
+inbox item claimed for that worker, and the message rides on that insert: `StateStore.accept_message`'s `after`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError
+from sqlalchemy.sql.dml import UpdateBase
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.messages import Message
@@ -80,23 +85,48 @@ class StepWrite:
     edits: list[BlockEdit]
 
 
-# The CTEs that store a turn's incoming message and its idempotency key.
-_ACCEPT_CTES = """msg AS (
+@dataclass
+class LinkedWrite:
+    """A write that a turn's incoming message rides on (`StateStore.accept_message`'s `after`): a Core statement
+    with RETURNING that writes at most one row, and its parameters. `row` is what it returned once stored: a dict of
+    its columns, or None when it wrote no row (and then the message was not stored either)."""
+
+    statement: UpdateBase
+    params: dict[str, Any]
+    row: dict[str, Any] | None = None
+
+    def execute(self, conn: Connection) -> dict[str, Any] | None:
+        """Run it inside the caller's transaction (SQLite: Postgres puts it in the accept's statement); sets and
+        returns `row`."""
+        found = conn.execute(self.statement, self.params).first()
+        self.row = dict(found._mapping) if found is not None else None
+        return self.row
+
+
+def _accept_ctes(after: str = "") -> str:
+    """The CTEs that store a turn's incoming message and its idempotency key; `after`: a CTE whose row must exist
+    for them to store anything (the write they ride on)."""
+    source, only_if = (f"{after}, ", f" FROM {after}") if after else ("", "")
+    return f"""msg AS (
   INSERT INTO messages (agent_id, turn_id, step_id, role, content, tool_calls, tool_call_id, name, is_error,
                         in_context, created_at)
   SELECT %(agent_id)s, m.turn_id, %(step_id)s::int, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error,
          m.in_context, m.created_at
-  FROM json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
+  FROM {source}json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
        tool_calls json, tool_call_id text, name text, is_error bool, in_context bool, created_at timestamptz)
   RETURNING id),
 turn_key AS (
   INSERT INTO turn_keys (agent_id, key, turn_id, created_at)
-  SELECT %(agent_id)s, %(key)s::text, %(turn_id)s::text, %(created_at)s::timestamptz
+  SELECT %(agent_id)s, %(key)s::text, %(turn_id)s::text, %(created_at)s::timestamptz{only_if}
   WHERE %(key)s::text IS NOT NULL)"""
 
 
 # A turn's incoming message and its idempotency key (`StateStore.accept_message`), likewise in one statement.
-ACCEPT = f"WITH {_ACCEPT_CTES}\nSELECT id FROM msg"
+ACCEPT = f"WITH {_accept_ctes()}\nSELECT id FROM msg"
+# The same after a linked write of one row: its row, and the message's id (NULLs: nothing was stored).
+ACCEPT_AFTER = """WITH first AS ({first}),
+{accept}
+SELECT first.*, (SELECT id FROM msg) AS pm_message_id FROM (SELECT 1) AS one LEFT JOIN first ON true"""
 
 
 def accept_parameters(agent_id: int, message: Message, key: str | None) -> dict[str, Any]:
@@ -111,12 +141,23 @@ def accept_parameters(agent_id: int, message: Message, key: str | None) -> dict[
     }
 
 
-async def accept_pg(awaited: AwaitedStatements, agent_id: int, message: Message, key: str | None) -> int:
-    """Store a turn's incoming message and its idempotency key in one statement (its own transaction); returns the
-    message's id. A key used already fails it on the key's primary key (`IntegrityError`)."""
+async def accept_pg(
+    awaited: AwaitedStatements, agent_id: int, message: Message, key: str | None, after: LinkedWrite | None = None
+) -> int | None:
+    """Store a turn's incoming message and its idempotency key in one statement (its own transaction), after
+    `after`'s write when given (then only if it wrote its row; `after.row` gets it); returns the message's id (None:
+    nothing was stored). A key used already fails it on the key's primary key (`IntegrityError`)."""
     crash_point("accept.before_commit")  # as in the transaction this replaces: before anything is stored
-    message_id: int = (await awaited.one(ACCEPT, accept_parameters(agent_id, message, key)))[0]
-    return message_id
+    parameters = accept_parameters(agent_id, message, key)
+    if after is None:
+        message_id: int = (await awaited.one(ACCEPT, parameters))[0]
+        return message_id
+    sql, values = awaited.prepared(after.statement, after.params)
+    statement = ACCEPT_AFTER.format(first=sql, accept=_accept_ctes("first"))
+    row = await awaited.one(statement, {**values, **parameters}, shape="mapping")
+    linked_id: int | None = row.pop("pm_message_id")
+    after.row = row if linked_id is not None else None
+    return linked_id
 
 
 def _text(value: str | None) -> str | None:

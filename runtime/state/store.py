@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextlib import AbstractContextManager as ContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import func, update
 from sqlalchemy.engine import Connection, Engine
@@ -48,6 +48,7 @@ from pagemind.runtime.state.rows import (
     values_of,
 )
 from pagemind.runtime.state.step_commit import (
+    LinkedWrite,
     StepWrite,
     accept_pg,
     store_steps_pg,
@@ -262,18 +263,35 @@ class StateStore:
         with self.engine.begin() as conn:
             return insert_messages(conn, agent_id, messages)
 
-    async def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
-        """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
+    @overload
+    async def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message: ...
+
+    @overload
+    async def accept_message(
+        self, agent_id: int, message: Message, key: str | None = None, *, after: LinkedWrite
+    ) -> Message | None: ...
+
+    async def accept_message(
+        self, agent_id: int, message: Message, key: str | None = None, *, after: LinkedWrite | None = None
+    ) -> Message | None:
+        """Store a turn's incoming message and, if given, its idempotency key, in one transaction: the message as
+        stored. `after`: a write of one row to commit first in that transaction (the daemon's inbox item, claimed
+        for the worker lingering on the agent); the message is stored only if it wrote its row (None otherwise),
+        and `after.row` gets that row. The one way a turn's message is stored, with or without the item."""
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
-            message_id = await accept_pg(awaited, agent_id, message, key)
+            message_id = await accept_pg(awaited, agent_id, message, key, after)
         else:
-            message_id = await off_loop(self.engine, self._accept, agent_id, message, key)
+            message_id = await off_loop(self.engine, self._accept, agent_id, message, key, after)
+        if message_id is None:
+            return None
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
-    def _accept(self, agent_id: int, message: Message, key: str | None) -> int:
-        """The accepted message's id."""
+    def _accept(self, agent_id: int, message: Message, key: str | None, after: LinkedWrite | None) -> int | None:
+        """The accepted message's id (None: `after` wrote no row, and so nothing was stored)."""
         with self.engine.begin() as conn:
+            if after is not None and after.execute(conn) is None:
+                return None
             return _insert_accepted(conn, agent_id, message, key)
 
     async def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
