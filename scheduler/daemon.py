@@ -54,9 +54,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("pagemind.scheduler")
 KINDS = ("message", "job")
-# Settings of shortcuts that were removed (measured inside the host's noise): still accepted by `--set`, with a
-# warning, for one release, so a command line that names them keeps working.
-REMOVED_SETTINGS = ("finish_with_last_step",)
 
 
 @dataclass
@@ -115,11 +112,16 @@ class DaemonConfig(BaseModel):
     # linger_s: off (0) gives 0.27x the steps/s at 10 agents on Postgres ("Daemon shortcuts on and off").
     # hold_steps: own overhead per step x0.86-0.88 at low load on Postgres, x0.96 on SQLite ("Held steps").
     # hand_off: off gives GAIN_TBD.
-    # (finish_with_last_step measured inside the host's noise and was removed.)
+    # finish_with_last_step: off gives GAIN_TBD.
     hand_off: bool = Field(
         True,
         description="a message for an agent whose worker lingers here is inserted already claimed for that worker, "
         "with the turn's user message, one statement instead of three; off: the worker is woken and claims it",
+    )
+    finish_with_last_step: bool = Field(
+        True,
+        description="a turn's inbox item is finished in its last step's commit (one round trip less a turn); off: "
+        "finished in a statement of its own after the turn",
     )
     hold_steps: bool = Field(
         True,
@@ -133,9 +135,6 @@ class DaemonConfig(BaseModel):
         chosen: dict[str, str] = {}
         for setting in settings:
             name, sep, value = setting.partition("=")
-            if sep and name.strip() in REMOVED_SETTINGS:
-                log.warning("daemon_setting_removed", setting=name.strip(), detail="ignored: no such path now")
-                continue
             if not sep or name.strip() not in cls.model_fields or name.strip() == "url":
                 known = ", ".join(sorted(set(cls.model_fields) - {"url"}))
                 raise ValueError(f"--set {setting!r}: expected NAME=VALUE with NAME one of {known}")

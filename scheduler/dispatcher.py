@@ -302,21 +302,24 @@ class Dispatcher:
                     f"gave up after {item.attempts - 1} attempts: the daemon stopped while running it each time",
                 )
             log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
+            finished = None
             try:
-                result, error = await self._execute(item, refresh)
+                result, error, finished = await self._execute(item, refresh)
             except UnknownAgent as exc:
                 result, error = None, str(exc)
             except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
                 log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
                 result, error = None, f"{type(exc).__name__}: {exc}"
             crash_point("daemon.turn_done")
-            return await self._finish(item, result, error)
+            return await self._finish(item, result, error, finished)
         finally:
             self.fanout.forget(item.run_id)  # given back unfinished (a stop, a failing store): the next attempt relays
 
-    async def _execute(self, item: InboxItem, refresh: bool) -> tuple[dict[str, Any] | None, str | None]:
-        """Run the item with the agent's turn lock held (`self.held`, taken with the lease): (its result, its
-        error). The first item after
+    async def _execute(
+        self, item: InboxItem, refresh: bool
+    ) -> tuple[dict[str, Any] | None, str | None, InboxItem | None]:
+        """Run the item with the agent's turn lock held (`self.held`, taken with the lease): (its result, its error,
+        the item as finished when its finish committed with the turn's last step, else None). The first item after
         taking the lock reads again whatever another process changed since this one last looked; later ones need
         not (no one else can run the agent meanwhile), unless this process lent the agent out (`Daemon.agent`)."""
         async with self.pool.hold(item.agent_name) as agent:
@@ -326,14 +329,20 @@ class Dispatcher:
                     self.pool.lent.discard(item.agent_name)
                     await agent.refresh()
                 if item.kind == "message":
-                    return await run_message(agent, item, self.inbox, self.leases.owner), None
+                    owner, with_last_step = self.leases.owner, self.config.finish_with_last_step
+                    result, finished = await run_message(agent, item, self.inbox, self.fanout, owner, with_last_step)
+                    return result, None, finished
                 result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
-                return result, result.get("error")
+                return result, result.get("error"), None
 
-    async def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> bool | None:
-        """Mark the item finished; end the run's streams and waiters; return `InboxItem.more`."""
+    async def _finish(
+        self, item: InboxItem, result: dict[str, Any] | None, error: str | None, stored: InboxItem | None = None
+    ) -> bool | None:
+        """Mark the item finished, unless it was already (`stored`: its finish committed with the turn's last
+        step); end the run's streams and waiters; return `InboxItem.more`."""
         self.fanout.settle(item.run_id, last=True)  # every relayed event is written before the end is
-        stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
+        if stored is None:
+            stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
         crash_point("daemon.item_finished")
         log.info(
             "item_end",

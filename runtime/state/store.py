@@ -450,27 +450,29 @@ class StateStore:
         agent_id: int,
         steps: Sequence[StepWrite],
         versions: dict[str, int] | None = None,
+        rider: LinkedWrite | None = None,
     ) -> tuple[list[int], list[Message]]:
-        """Store steps of one turn atomically, in order: their records, messages and block edits. Returns the steps'
-        ids and all their stored messages, in order.
+        """Store steps of one turn atomically, in order: their records, messages and block edits (and `rider`'s
+        write, in the same transaction: `rider.row` gets its row). Returns the steps' ids and all their stored
+        messages, in order.
 
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
-            step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks)
+            step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks, rider)
         else:
-            step_ids, stored, written = await off_loop(self.engine, self._write_steps, agent_id, steps, versions)
+            step_ids, stored, written = await off_loop(self.engine, self._write_steps, agent_id, steps, versions, rider)
         crash_point("commit.after_commit")
         if versions is not None:
             versions.update(written)
         return step_ids, stored
 
     def _write_steps(
-        self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None
+        self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None, rider: LinkedWrite | None
     ) -> tuple[list[int], list[Message], dict[str, int]]:
         with self.engine.begin() as conn:
-            return write_steps(conn, agent_id, steps, versions)
+            return write_steps(conn, agent_id, steps, versions, rider)
 
     def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
         """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the

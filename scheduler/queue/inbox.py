@@ -392,6 +392,11 @@ class Inbox:
         row = await self._one_statement(self._statements.finish, _finish_parameters(item, owner, now, result, error))
         return self.finished(item, row)
 
+    def finish_rider(self, item: InboxItem, owner: str, now: datetime, result: dict[str, Any]) -> LinkedWrite:
+        """`finish` (done, with `result`) as a write to commit with the turn's last step (`runtime.loop.EndWrite`):
+        the same statement, in that step's transaction. `finished(item, rider.row)` then reads the outcome."""
+        return LinkedWrite(self._statements.finish, _finish_parameters(item, owner, now, result, None))
+
     def finished(self, item: InboxItem, row: Mapping[str, Any] | None) -> InboxItem:
         """The item as a finish returned it (`row`; None: it was finished already, so it is read as stored)."""
         if row is not None:

@@ -1,8 +1,8 @@
 """The daemon's shortcuts switch off (`DaemonConfig`, `pagemind serve --set NAME=VALUE`), and off they take the plain
 path with the same outcome: a worker whose agent's inbox is empty gives the agent back at once (`linger_s=0`); every
 step commits alone (`hold_steps=false`); a message for a lingering worker is stored pending and claimed by that
-worker (`hand_off=false`; on, tests/scheduler/test_daemon_lingering.py). `finish_with_last_step` measured inside
-the host's noise and was removed: naming it is still accepted, with a warning, and changes nothing."""
+worker (`hand_off=false`; on, tests/scheduler/test_daemon_lingering.py); a turn's item is finished by a statement of
+its own after the turn (`finish_with_last_step=false`), not in its last step's commit."""
 
 from __future__ import annotations
 
@@ -45,6 +45,36 @@ async def test_the_next_message_runs_once_with_or_without_lingering(database_url
         await daemon.stop(grace_s=0)
 
 
+def count_finishes(daemon) -> list[str]:
+    """Record the run id of every item finished apart from its turn's last step."""
+    finished: list[str] = []
+    real = daemon.inbox.finish
+
+    async def finish(item, *args, **kwargs):
+        finished.append(item.run_id)
+        return await real(item, *args, **kwargs)
+
+    daemon.inbox.finish = finish
+    return finished
+
+
+@pytest.mark.parametrize("with_last_step", [True, False])
+async def test_a_turns_item_is_finished_once_with_or_without_its_last_step(database_url, folder, with_last_step):
+    daemon = make_daemon(database_url, folder, ledger_model(), finish_with_last_step=with_last_step)
+    finished = count_finishes(daemon)
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")
+        second = await daemon.submit("alice", "msg 2")  # waits behind the first: the finish's `more` says so
+        done = [await daemon.wait(item.run_id, 60) for item in (first, second)]
+    finally:
+        await daemon.stop()
+    assert [(d.state, d.result["reply"], d.attempts) for d in done] == [("done", "ack 1", 1), ("done", "ack 2", 1)]
+    assert finished == ([] if with_last_step else [first.run_id, second.run_id])
+    async with daemon.agent("alice") as agent:
+        assert markers(agent.memory.get("human").value) == ["1", "2"]
+
+
 @pytest.mark.parametrize("hold_steps", [True, False])
 async def test_a_turn_is_stored_the_same_with_or_without_held_steps(database_url, folder, hold_steps):
     daemon = make_daemon(database_url, folder, ledger_model(), hold_steps=hold_steps)
@@ -71,7 +101,7 @@ def test_settings_by_name_and_their_errors():
     assert chosen.concurrency == DaemonConfig().concurrency
     with pytest.raises(ValueError, match="NAME one of .*hold_steps"):
         DaemonConfig.from_settings(["hold_step=false"])
-    assert DaemonConfig.from_settings(["finish_with_last_step=no"]) == DaemonConfig()
+    assert DaemonConfig.from_settings(["finish_with_last_step=no"]).finish_with_last_step is False
     with pytest.raises(ValueError, match="--set linger_s"):
         DaemonConfig.from_settings(["linger_s=-1"])
     with pytest.raises(ValueError, match="NAME=VALUE"):
