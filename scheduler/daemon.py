@@ -111,9 +111,9 @@ class DaemonConfig(BaseModel):
     # same outcome. One gain each:
     # linger_s: off (0) gives 0.27x the steps/s at 10 agents on Postgres ("Daemon shortcuts on and off").
     # hold_steps: own overhead per step x0.86-0.88 at low load on Postgres, x0.96 on SQLite ("Held steps").
-    # hand_off: off gives 0.67-0.76x the steps/s at 10 and 100 agents (1.12-1.30x CPU/step), 1.12x at 10 on Postgres.
-    # finish_with_last_step: off gives 0.71-0.83x the steps/s (1.02-1.19x CPU/step), 0.98x at 10 agents on Postgres.
-    # (Both: 2026-12-07, one run, host loaded ~13 on 2 CPUs: "Daemon throughput, main against this branch".)
+    # hand_off: off: 0.67-0.76x the steps/s, 1.12-1.30x CPU/step; Postgres at 10 agents ~1.0x steps/s, 1.13x CPU/step.
+    # finish_with_last_step: off: 0.71-0.83x the steps/s, 1.02-1.22x CPU/step; Postgres at 10 agents 0.91-0.98x.
+    # (Both: 2026-12-07, host loaded 7-17 on 2 CPUs: bench/RESULTS.md, "Daemon throughput, main against this branch".)
     hand_off: bool = Field(
         True,
         description="a message for an agent whose worker lingers here is inserted already claimed for that worker, "
