@@ -11,9 +11,12 @@ bench/RESULTS.md unless --no-write.
     python -m bench.daemon_ab --base /path/to/main-checkout [--rounds 3] [--agents 10 100] [--workers 2]
                               [--inflight 64] [--section KEY]
     python -m bench.daemon_ab --off linger hold_steps [--rounds 3] ...
+    python -m bench.daemon_ab --base /path/to/main-checkout --off hand_off [--rounds 3] ...
 
 `--off NAME…`: this checkout with every shortcut on (`DaemonConfig`'s defaults) against each named one switched
-off (`pagemind serve --set`: `linger` is `linger_s=0`, the others `NAME=false`); the ratios are to "all on".
+off (`pagemind serve --set`: `linger` is `linger_s=0`, the others `NAME=false`); the ratios are to "all on". With
+`--base` too, the other checkout, this one, and this one with each named shortcut off, in one run; the ratios are
+to the other checkout.
 """
 
 from __future__ import annotations
@@ -107,21 +110,22 @@ def main() -> None:
         help="the key of the bench/RESULTS.md block to write (`<!-- bench:KEY -->`)",
     )
     args = parser.parse_args()
-    if bool(args.base) == bool(args.off):
-        parser.error("give either --base (another checkout) or --off (shortcuts of this one)")
+    if not (args.base or args.off):
+        parser.error("give --base (another checkout), --off (shortcuts of this one), or both")
     note = machine_note()
-    reference = "all on" if args.off else "main"
+    reference = "main" if args.base else "all on"
+    offs = [(f"{name} off", ROOT, 1, (switched_off(name),)) for name in args.off]
     variants: list[tuple[str, Path, int, tuple[str, ...]]] = (
-        [("all on", ROOT, 1, ()), *((f"{name} off", ROOT, 1, (switched_off(name),)) for name in args.off)]
-        if args.off
-        else [("main", args.base.resolve(), 1, ()), ("branch", ROOT, 1, ())]
+        [("main", args.base.resolve(), 1, ()), ("branch", ROOT, 1, ()), *offs]
+        if args.base
+        else [("all on", ROOT, 1, ()), *offs]
     )
     results: dict[tuple[str, str, int], list[dict[str, float]]] = {}
     for round_ in range(args.rounds):
         for db in args.db:
             for agents in args.agents:
                 order = variants if round_ % 2 == 0 else variants[::-1]
-                if db == "postgres" and args.workers > 1 and not args.off:
+                if db == "postgres" and args.workers > 1 and args.base:
                     order = [*order, (f"branch --workers {args.workers}", ROOT, args.workers, ())]
                 for name, checkout, workers, settings in order:
                     row = measure(checkout, db, agents, args.turns, workers, args.inflight, settings)
@@ -148,7 +152,7 @@ def main() -> None:
                     f"| {cpu:.2f} | {ratio_steps:.2f} | {ratio_cpu:.2f} | "
                     f"{int(sum(r['failed'] for r in rows))} | {loads} |"
                 )
-    if args.off:
+    if not args.base:
         body = (
             f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python -m bench.daemon_ab --off "
             f"{' '.join(args.off)} --rounds {args.rounds} --agents {' '.join(map(str, args.agents))} --turns "
@@ -161,12 +165,14 @@ def main() -> None:
         if not args.no_write:
             write_section(args.section or "daemon_ab.shortcuts", "Daemon shortcuts on and off", body)
         return
+    off = f" --off {' '.join(args.off)}" if args.off else ""
     body = (
-        f"{note}; load average {os.getloadavg()[0]:.2f} at the end. `python -m bench.daemon_ab --base "
-        f"<main checkout> --rounds {args.rounds} --agents {' '.join(map(str, args.agents))} --turns {args.turns} "
-        f"--workers {args.workers} --inflight {args.inflight}`: bench.daemon_throughput (50 ms stub model, 2 "
-        f"steps a turn, {args.inflight} requests in flight) of main and of this branch, alternating which runs "
-        f"first, {args.rounds} rounds; medians over "
+        f"{note}; load average {os.getloadavg()[0]:.2f} at the end. "
+        f"`python -m bench.daemon_ab --base <main checkout>{off} --rounds {args.rounds} --agents "
+        f"{' '.join(map(str, args.agents))} --turns {args.turns} --workers {args.workers} --inflight {args.inflight}`: "
+        f"bench.daemon_throughput (50 ms stub model, 2 steps a turn, {args.inflight} requests in flight) of main and "
+        f"of this branch{' (and with each named shortcut off)' if args.off else ''}, the order turned round each "
+        f"round, {args.rounds} rounds; medians over "
         "the rounds, ratios to main's medians (steps/s: higher is better; CPU: lower is better).\n\n" + "\n".join(lines)
     )
     print(body)

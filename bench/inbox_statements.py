@@ -1,6 +1,6 @@
 """An agent's inbox statements per turn on Postgres, as the inbox's history grows (issue 12): wall and CPU time of a
-turn's inbox work — its submission and claim (or, in a checkout that still has `hand_off`, the one claimed
-submission a lingering worker got) and its finish —
+turn's inbox work — its submission and claim (or, in a checkout with `hand_off`, the one claimed submission a
+lingering worker gets) and its finish —
 with 1,000 and 100,000 finished items already stored, this tree against another checkout (`--base`, its own
 virtual environment), interleaved in fresh processes on fresh databases. Each statement runs well past psycopg's
 prepare threshold, so Postgres plans it as the daemon's long-lived connections do.
@@ -72,7 +72,8 @@ async def child(url: str, history: int) -> dict[str, dict[str, float]]:
         )
         conn.execute(sa.text("ANALYZE inbox"))
     paths = ["submit, claim, finish"]
-    if "claim_for" in inspect.signature(inbox.submit).parameters:
+    placement = inspect.signature(inbox.submit).parameters
+    if "claim_for" in placement or "hand_off" in placement:  # de509e1 named it `claim_for`
         paths.append("claimed submission, finish")
     timings: dict[str, tuple[list[float], list[float]]] = {path: ([], []) for path in paths}
     for turn in range(TURNS):
@@ -83,6 +84,11 @@ async def child(url: str, history: int) -> dict[str, dict[str, float]]:
             if path == "submit, claim, finish":
                 await inbox.submit(agent, f"user-{agent}", "message", "hello", None, now, "bench")
                 item = await inbox.claim_next(agent, "bench", now, now)
+            elif "hand_off" in placement:
+                from pagemind.scheduler.queue.inbox import HandOff
+
+                hand_off = HandOff("bench", now, store, None)
+                item, _ = await inbox.submit(agent, f"user-{agent}", "message", "hello", None, now, hand_off=hand_off)
             else:
                 item, _ = await inbox.submit(
                     agent, f"user-{agent}", "message", "hello", None, now, claim_for=("bench", now)

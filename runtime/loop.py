@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -45,6 +46,7 @@ from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import StepRecord
+from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.window import Window
 from pagemind.tools import Tool, ToolContext, ToolResult, dispatch_tool_calls
 
@@ -108,6 +110,20 @@ StepOutcome = RunAgain | Replied | Stopped
 
 
 @dataclass(frozen=True)
+class TurnEnd:
+    """How a turn ends, known before its last step commits: what a `LinkedWrite` committed with that step records."""
+
+    turn_id: str
+    reply: str | None
+    stop_reason: StopReason
+    steps: int
+
+
+# Given the turn's end, another write to commit with its last step (the daemon's inbox finish), or None.
+EndWrite = Callable[[TurnEnd], LinkedWrite | None]
+
+
+@dataclass(frozen=True)
 class TurnResult:
     """The outcome of one user turn."""
 
@@ -124,15 +140,19 @@ async def run_turn(
     idempotency_key: str | None = None,
     *,
     new_key: bool = False,
+    accepted: Message | None = None,
+    on_end: EndWrite | None = None,
 ) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
     With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
     from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
-    message stays, and a step is committed whole or not at all. `new_key`: see `begin_turn`."""
+    message stays, and a step is committed whole or not at all. `new_key`, `accepted`: see `begin_turn`. `on_end`:
+    called once the last step's outcome is known, before it commits; the write it returns commits with that step (a
+    turn that returns as stored, or fails, commits no last step: nothing is called then)."""
     user_message = await agent.privacy.text(user_message)  # before it is stored, recorded or looked up
-    begun = await begin_turn(agent, user_message, idempotency_key, new_key)  # 1. inbox (or a retry's turn)
+    begun = await begin_turn(agent, user_message, idempotency_key, new_key, accepted)  # 1. inbox (or a retry's turn)
     if isinstance(begun, TurnResult):
         return begun
     turn_id, messages, first = begun
@@ -143,7 +163,7 @@ async def run_turn(
             for step in itertools.count(first):
                 if not agent.window.held:
                     stored_memory = agent.memory
-                outcome = await run_step(agent, turn_id, step)
+                outcome = await run_step(agent, turn_id, step, on_end)
                 messages += outcome.messages
                 match outcome:
                     case Replied(reason=reason, reply=reply):
@@ -157,8 +177,9 @@ async def run_turn(
     raise AssertionError("unreachable: itertools.count never ends")
 
 
-async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
-    """One step: compile and relieve the context, call the model, dispatch its tool calls, commit atomically."""
+async def run_step(agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite | None = None) -> StepOutcome:
+    """One step: compile and relieve the context, call the model, dispatch its tool calls, commit atomically (with
+    `on_end`'s write when the step ends the turn)."""
     started_at, started = agent.now(), time.perf_counter()
     compiled, response = await call_model(agent, step)  # 2. compile, 3. pressure, 4. model
     working = agent.memory.copy()
@@ -184,11 +205,12 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int) -> StepOutcome:
         (time.perf_counter() - started) * 1000,
         response.cached_tokens,
     )
+    rider = on_end(TurnEnd(turn_id, reply, reason, step)) if on_end is not None and reason is not None else None
     messages = step_messages(agent, turn_id, response, results)
     if reason is None and may_hold(agent, results):  # 6. with the next step's commit
         stored = hold(agent, step, record, messages, working)
     else:  # 6.
-        stored = await commit(agent, step, record, messages, working)
+        stored = await commit(agent, step, record, messages, working, rider)
     log.info(
         "step",
         agent=agent.name,
@@ -244,12 +266,13 @@ async def commit(
     record: StepRecord,
     messages: list[Message],
     working: CoreMemory,
+    rider: LinkedWrite | None = None,
 ) -> list[Message]:
-    """Step 6: store the step's record, messages and block edits in one transaction (after a held step), then adopt
-    the edits. Returns every message stored (a held step's first)."""
+    """Step 6: store the step's record, messages and block edits in one transaction (with `rider`'s write, and
+    after a held step), then adopt the edits. Returns every message stored (a held step's first)."""
     edits = list(working.pending)
     crash_point("commit.before")
-    _, stored = await agent.window.commit_step(record, messages, edits)
+    _, stored = await agent.window.commit_step(record, messages, edits, rider)
     crash_point("commit.before_adopt_memory")
     adopt(agent, step, record, edits, working)
     return stored
@@ -292,7 +315,7 @@ class IdempotencyKeyReused(ValueError):
 
 
 async def begin_turn(
-    agent: LoopAgent, text: str, key: str | None, new_key: bool = False
+    agent: LoopAgent, text: str, key: str | None, new_key: bool = False, accepted: Message | None = None
 ) -> TurnResult | tuple[str, list[Message], int]:
     """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
     or the finished turn's result when `key` names one (nothing is stored then).
@@ -302,7 +325,15 @@ async def begin_turn(
     and its turn (a failed turn stores nothing but its user message before its first step commits).
 
     `new_key`: the caller knows `key` was never used (the daemon's first attempt at an inbox item), so its lookup,
-    a round trip, is skipped; were it used after all, storing it again fails on its primary key: never a double."""
+    a round trip, is skipped; were it used after all, storing it again fails on its primary key: never a double.
+
+    `accepted`: the turn's user message, stored already with `key` by the same `StateStore.accept_message` (the
+    daemon's submission for an agent whose worker lingered for it stores it with the inbox item, one statement for
+    both: `scheduler.queue.inbox`); it is only put in view."""
+    if accepted is not None:
+        assert accepted.turn_id is not None  # stored as its turn's message
+        agent.report(TurnEvent(step=0, turn_id=accepted.turn_id, user_message=text))
+        return accepted.turn_id, agent.window.adopt_accepted(accepted), 1
     store, agent_id = agent.window.store, agent.window.agent_id
     turn_id = await store.turn_for_key(agent_id, key) if key is not None and not new_key else None
     if turn_id is None and (pending := agent.window.unanswered(text)) is not None:

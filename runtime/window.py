@@ -21,7 +21,7 @@ from pagemind.runtime.compiler import WireCache
 from pagemind.runtime.messages import Message, rebound
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.records import AgentRecord, StepRecord
-from pagemind.runtime.state.step_commit import StepWrite
+from pagemind.runtime.state.step_commit import LinkedWrite, StepWrite
 from pagemind.runtime.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -110,15 +110,22 @@ class Window:
         self._adopt(stored)
         return stored
 
+    def adopt_accepted(self, message: Message) -> list[Message]:
+        """Put in view a turn's incoming message stored already, with its inbox item (`StateStore.accept_message`'s
+        `after`), unless this window has read it from the store since (it was loaded or reloaded); returns it."""
+        if message.id is not None and message.id > self.seen:
+            self._adopt([message])
+        return [message]
+
     async def commit_step(
-        self, record: StepRecord, messages: list[Message], edits: list[BlockEdit]
+        self, record: StepRecord, messages: list[Message], edits: list[BlockEdit], rider: LinkedWrite | None = None
     ) -> tuple[int, list[Message]]:
-        """Store a step's record, messages and block edits in one transaction, then put the messages in view; any
-        held steps are stored before it, in the same transaction. Returns the step's id and every message stored
-        (the held steps' first).
+        """Store a step's record, messages and block edits in one transaction (with `rider`'s write, if given), then
+        put the messages in view; any held steps are stored before it, in the same transaction. Returns the step's
+        id and every message stored (the held steps' first).
 
         Block edits are written only at the versions in `block_versions` (`StaleBlocks` otherwise)."""
-        step_ids, stored = await self._commit(StepWrite(record, messages, edits))
+        step_ids, stored = await self._commit(StepWrite(record, messages, edits), rider)
         return step_ids[-1], stored
 
     def hold(self, record: StepRecord, messages: list[Message], edits: list[BlockEdit]) -> None:
@@ -145,11 +152,13 @@ class Window:
         self.held = []
         return True
 
-    async def _commit(self, step: StepWrite | None) -> tuple[list[int], list[Message]]:
+    async def _commit(
+        self, step: StepWrite | None, rider: LinkedWrite | None = None
+    ) -> tuple[list[int], list[Message]]:
         """Store the held steps and then `step` (if any) in one transaction; the stored copies replace the held
         messages in view, and `step`'s messages join them."""
         steps = [*self.held, step] if step is not None else list(self.held)
-        step_ids, stored = await self.store.commit_steps(self.agent_id, steps, self.block_versions)
+        step_ids, stored = await self.store.commit_steps(self.agent_id, steps, self.block_versions, rider)
         crash_point("window.before_adopt")
         held = [m for write in self.held for m in write.messages]
         if held:  # the stored copies take the held messages' places (and their wire forms, unchanged)

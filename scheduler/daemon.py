@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +27,7 @@ import structlog
 from pydantic import BaseModel, Field, ValidationError
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelClient, close_shared_clients
 from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.process.settings import Settings
@@ -39,7 +41,7 @@ from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, DaemonStopping, KeyReused, NotDeletable, UnknownAgent, UnknownRun
 from pagemind.scheduler.pool import AgentPool
-from pagemind.scheduler.queue.inbox import Inbox, InboxItem
+from pagemind.scheduler.queue.inbox import RUNNING, HandOff, Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases, new_owner_id
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
 from pagemind.scheduler.queue.wakeup import PgWakeups, read_arrival
@@ -54,9 +56,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("pagemind.scheduler")
 KINDS = ("message", "job")
-# Settings of shortcuts that were removed (measured inside the host's noise): still accepted by `--set`, with a
-# warning, for one release, so a command line that names them keeps working.
-REMOVED_SETTINGS = ("hand_off", "finish_with_last_step")
 
 
 @dataclass
@@ -114,7 +113,19 @@ class DaemonConfig(BaseModel):
     # same outcome. One gain each:
     # linger_s: off (0) gives 0.27x the steps/s at 10 agents on Postgres ("Daemon shortcuts on and off").
     # hold_steps: own overhead per step x0.86-0.88 at low load on Postgres, x0.96 on SQLite ("Held steps").
-    # (hand_off and finish_with_last_step measured inside the host's noise and were removed.)
+    # hand_off: off: 0.67-0.76x the steps/s, 1.12-1.30x CPU/step; Postgres at 10 agents ~1.0x steps/s, 1.13x CPU/step.
+    # finish_with_last_step: off: 0.71-0.83x the steps/s, 1.02-1.22x CPU/step; Postgres at 10 agents 0.91-0.98x.
+    # (Both: 2026-12-07, host loaded 7-17 on 2 CPUs: bench/RESULTS.md, "Daemon throughput, main against this branch".)
+    hand_off: bool = Field(
+        True,
+        description="a message for an agent whose worker lingers here is inserted already claimed for that worker, "
+        "with the turn's user message, one statement instead of three; off: the worker is woken and claims it",
+    )
+    finish_with_last_step: bool = Field(
+        True,
+        description="a turn's inbox item is finished in its last step's commit (one round trip less a turn); off: "
+        "finished in a statement of its own after the turn",
+    )
     hold_steps: bool = Field(
         True,
         description="a step that only edited core memory or read is stored with the turn's next step, in one "
@@ -127,9 +138,6 @@ class DaemonConfig(BaseModel):
         chosen: dict[str, str] = {}
         for setting in settings:
             name, sep, value = setting.partition("=")
-            if sep and name.strip() in REMOVED_SETTINGS:
-                log.warning("daemon_setting_removed", setting=name.strip(), detail="ignored: no such path now")
-                continue
             if not sep or name.strip() not in cls.model_fields or name.strip() == "url":
                 known = ", ".join(sorted(set(cls.model_fields) - {"url"}))
                 raise ValueError(f"--set {setting!r}: expected NAME=VALUE with NAME one of {known}")
@@ -276,34 +284,52 @@ class Daemon:
         if kind == "message":  # the inbox is a store too: personal data is replaced before it (`spec.privacy`)
             content = await self._redacted(agent, agent_id, content)
         route = self.dispatcher.route(agent_id) if self.started else Route.ANNOUNCE
-        item, new = await self.inbox.submit(
-            agent_id,
-            agent,
-            kind,
-            content,
-            idempotency_key,
-            utcnow(),
-            # Every daemon hearing a notice without a source may take the agent (`_heard_of_work`), so that one
-            # with room runs it while this one is full; a worker here on the agent holds its lease, so no other
-            # daemon could take it: no notice (each wakes every daemon's listener and costs a signal apiece).
-            source="" if route is Route.ANNOUNCE else self.owner,
-            announce=route is not Route.HELD_HERE,
-        )
+        lingering = self.dispatcher.take_lingering(agent_id) if route is Route.HAND_OFF else None
+        now, item, new = utcnow(), None, False
+        try:
+            item, new = await self.inbox.submit(
+                agent_id,
+                agent,
+                kind,
+                content,
+                idempotency_key,
+                now,
+                # Every daemon hearing a notice without a source may take the agent (`_heard_of_work`), so that one
+                # with room runs it while this one is full; a worker here on the agent holds its lease, so no other
+                # daemon could take it: no notice (each wakes every daemon's listener and costs a signal apiece).
+                source="" if route is Route.ANNOUNCE else self.owner,
+                announce=route in (Route.TAKE_HERE, Route.ANNOUNCE),
+                hand_off=self._hand_off(agent, kind, content, now) if lingering is not None else None,
+            )
+        finally:
+            if lingering is not None:  # the item placed with it (None: not claimed for it, so it claims)
+                self.dispatcher.hand(lingering, item if new and item is not None and item.state == RUNNING else None)
         if not new and (item.content != content or item.kind != kind):
             raise KeyReused(agent, idempotency_key or "")
-        if new:  # this process takes the agent at once, or wakes its worker here (lingering: it claims at once)
+        if new and lingering is None:  # this process takes the agent at once, or wakes its worker here
             self.dispatcher.arrived(agent_id, agent)
         return item
 
     async def _redacted(self, agent: str, agent_id: int, content: str) -> str:
         """`content` as the agent's privacy policy stores it (unchanged under the default, `pii: keep`)."""
-        config = self.catalog.spec_for(agent).privacy
+        loaded = self.pool.loaded(agent)  # its spec at hand: no catalog read (SQL for an API-made agent) per message
+        config = (loaded.spec if loaded is not None else self.catalog.spec_for(agent)).privacy
         if config.pii == "keep":
             return content
         kept = self._privacy.get(agent_id)
         if kept is None or kept[0] != config:
             kept = self._privacy[agent_id] = (config, AgentPrivacy.of(config, self.store.engine, agent_id))
         return await kept[1].text(content)
+
+    def _hand_off(self, agent: str, kind: str, content: str, now: datetime) -> HandOff:
+        """The placement of an item with the worker lingering here on `agent`: claimed for it, with the turn's
+        user message unless the agent is not loaded here, or a failed turn left this very message unanswered (its
+        retry reuses it: `runtime.loop.begin_turn`)."""
+        loaded = self.pool.loaded(agent) if kind == "message" else None
+        message = None
+        if loaded is not None and loaded.window.unanswered(content) is None:
+            message = Message("user", content, loaded.now(), turn_id=uuid.uuid4().hex)
+        return HandOff(self.owner, self.leases.until(now), self.store, message)
 
     def run(self, run_id: str) -> InboxItem | None:
         """The item with this run id, as stored now (None if there is none)."""

@@ -40,7 +40,7 @@ from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.queue.turnlocks import HeldAgents
 from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.scheduler.triggers.rules import fired_by_idle
-from pagemind.scheduler.worker_state import Route, Wake, Worker, WorkerState
+from pagemind.scheduler.worker_state import Linger, Route, Wake, Worker, WorkerState
 
 log = structlog.get_logger("pagemind.scheduler")
 
@@ -140,7 +140,8 @@ class Dispatcher:
         """Where a submission for the agent goes now (see `Route`)."""
         worker = self.workers.get(agent_id)
         if worker is not None and not worker.lost:
-            return Route.HELD_HERE
+            lingering = worker.state is WorkerState.LINGERING and worker.linger is not None and self.config.hand_off
+            return Route.HAND_OFF if lingering else Route.HELD_HERE
         return Route.TAKE_HERE if self.can_take(agent_id) else Route.ANNOUNCE
 
     def can_take(self, agent_id: int) -> bool:
@@ -185,17 +186,32 @@ class Dispatcher:
         worker.state = WorkerState.WAITING_FOR_SLOT  # woken, and holding no slot until it takes one
         worker.linger.set()
 
-    async def _linger(self, worker: Worker) -> bool:
+    def take_lingering(self, agent_id: int) -> Linger | None:
+        """The agent's lingering worker, kept from ending its linger, for a submission that places its item with it
+        (`Route.HAND_OFF`); `hand` must follow. None if no worker lingers on it."""
+        worker = self.workers.get(agent_id)
+        if worker is None or worker.state is not WorkerState.LINGERING or worker.linger is None:
+            return None
+        worker.state = WorkerState.WAITING_FOR_SLOT  # woken, and holding no slot until it takes one
+        worker.linger.taken = True
+        return worker.linger
+
+    def hand(self, event: Linger, item: InboxItem | None) -> None:
+        """Give a worker taken by `take_lingering` the item claimed for it (None: it claims the next one itself)."""
+        event.item = item
+        event.set()
+
+    async def _linger(self, worker: Worker) -> Linger | None:
         """Keep an agent whose inbox is empty (its lease, its turn lock, its loaded state) for `linger_s`, and
         say whether work came for it meanwhile. A user's next message usually comes right after the reply: a worker
         that kept the agent claims it at once, instead of giving the lease and lock back and taking them again (six
         statements, two of them commits) and reading the agent's state again. Lingering workers hold no slot of
         `concurrency` (woken, they take one: `_take_slot`), and at most `max_lingering` of them linger at once.
-        Returns whether it was woken (False: the linger ended with no work, or the daemon stops)."""
+        Returns its wake-up (None: the linger ended with no work, or the daemon stops)."""
         lingering = len(self._in_state(WorkerState.LINGERING))
         if self.config.linger_s <= 0 or self.stopping or lingering >= self.config.max_lingering:
-            return False
-        event = worker.linger = asyncio.Event()
+            return None
+        event = worker.linger = Linger()
         worker.state = WorkerState.LINGERING
         self._slot_freed.set()
         if self.wake.scan:  # work left waiting for a slot (an arrival deferred): this worker's slot is free now
@@ -203,18 +219,19 @@ class Dispatcher:
         try:
             await self._linger_wait(event)
         except TimeoutError:
-            if not event.is_set():
-                return False
+            if not (event.taken or event.is_set()):
+                return None
+            await event.wait()  # a submission is placing an item with this worker: it hands it over next
         finally:
             worker.linger = None
             if worker.state is WorkerState.LINGERING:  # not woken: it gives the agent back, holding its slot
                 worker.state = WorkerState.RUNNING
-        if self.stopping:
+        if self.stopping:  # a handed item is given back with every other at the stop (`Inbox.release`)
             worker.state = WorkerState.RUNNING
-            return False
-        return True
+            return None
+        return event
 
-    async def _linger_wait(self, event: asyncio.Event) -> None:
+    async def _linger_wait(self, event: Linger) -> None:
         """Wait for the wake-up; TimeoutError after `linger_s`."""
         await asyncio.wait_for(event.wait(), self.config.linger_s)
 
@@ -242,9 +259,11 @@ class Dispatcher:
                 else:  # the last finish said nothing else waits: no empty claim (claim again after a linger)
                     item, more = None, True
                 if item is None:
-                    if await self._linger(worker):
+                    woken = await self._linger(worker)
+                    if woken is not None:
                         await self._take_slot(worker)
-                        continue  # claim what woke it
+                        first = woken.item  # placed with it, claimed for it by the submission; None: claim it
+                        continue
                     await self.held.release(agent_id)
                     # An item submitted between the empty claim and the release found this agent leased: look again.
                     has_open = await self.leases.release_looking(agent_id)
@@ -283,21 +302,24 @@ class Dispatcher:
                     f"gave up after {item.attempts - 1} attempts: the daemon stopped while running it each time",
                 )
             log.info("item_start", agent=item.agent_name, run_id=item.run_id, kind=item.kind, attempt=item.attempts)
+            finished = None
             try:
-                result, error = await self._execute(item, refresh)
+                result, error, finished = await self._execute(item, refresh)
             except UnknownAgent as exc:
                 result, error = None, str(exc)
             except Exception as exc:  # the turn failed (the model, a deadline): the item fails with the error
                 log.warning("item_failed", agent=item.agent_name, run_id=item.run_id, error=str(exc)[:300])
                 result, error = None, f"{type(exc).__name__}: {exc}"
             crash_point("daemon.turn_done")
-            return await self._finish(item, result, error)
+            return await self._finish(item, result, error, finished)
         finally:
             self.fanout.forget(item.run_id)  # given back unfinished (a stop, a failing store): the next attempt relays
 
-    async def _execute(self, item: InboxItem, refresh: bool) -> tuple[dict[str, Any] | None, str | None]:
-        """Run the item with the agent's turn lock held (`self.held`, taken with the lease): (its result, its
-        error). The first item after
+    async def _execute(
+        self, item: InboxItem, refresh: bool
+    ) -> tuple[dict[str, Any] | None, str | None, InboxItem | None]:
+        """Run the item with the agent's turn lock held (`self.held`, taken with the lease): (its result, its error,
+        the item as finished when its finish committed with the turn's last step, else None). The first item after
         taking the lock reads again whatever another process changed since this one last looked; later ones need
         not (no one else can run the agent meanwhile), unless this process lent the agent out (`Daemon.agent`)."""
         async with self.pool.hold(item.agent_name) as agent:
@@ -307,14 +329,20 @@ class Dispatcher:
                     self.pool.lent.discard(item.agent_name)
                     await agent.refresh()
                 if item.kind == "message":
-                    return await run_message(agent, item, self.inbox, self.leases.owner), None
+                    owner, with_last_step = self.leases.owner, self.config.finish_with_last_step
+                    result, finished = await run_message(agent, item, self.inbox, self.fanout, owner, with_last_step)
+                    return result, None, finished
                 result = await run_job(agent, item.content, ends_session=fired_by_idle(item))
-                return result, result.get("error")
+                return result, result.get("error"), None
 
-    async def _finish(self, item: InboxItem, result: dict[str, Any] | None, error: str | None) -> bool | None:
-        """Mark the item finished; end the run's streams and waiters; return `InboxItem.more`."""
+    async def _finish(
+        self, item: InboxItem, result: dict[str, Any] | None, error: str | None, stored: InboxItem | None = None
+    ) -> bool | None:
+        """Mark the item finished, unless it was already (`stored`: its finish committed with the turn's last
+        step); end the run's streams and waiters; return `InboxItem.more`."""
         self.fanout.settle(item.run_id, last=True)  # every relayed event is written before the end is
-        stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
+        if stored is None:
+            stored = await self.inbox.finish(item, self.leases.owner, utcnow(), result=result, error=error)
         crash_point("daemon.item_finished")
         log.info(
             "item_end",

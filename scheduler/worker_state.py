@@ -1,11 +1,13 @@
-"""What the dispatcher keeps of its workers and decides for a submission: the dispatcher's wake-up, each worker's
-record with its one state, and where a submission goes (`Route`)."""
+"""What the dispatcher keeps of its workers and decides for a submission: the dispatcher's and a lingering worker's
+wake-ups, each worker's record with its one state, and where a submission goes (`Route`)."""
 
 from __future__ import annotations
 
 import asyncio
 import enum
 from dataclasses import dataclass
+
+from pagemind.scheduler.queue.inbox import InboxItem
 
 
 class Wake(asyncio.Event):
@@ -26,6 +28,16 @@ class Wake(asyncio.Event):
         super().set()
 
 
+class Linger(asyncio.Event):
+    """A lingering worker's wake-up. `item`: an item a submission placed with it, claimed for it (`Route.HAND_OFF`);
+    None: it claims the next item itself. `taken`: a submission is placing one with it now (it will be handed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.item: InboxItem | None = None
+        self.taken = False
+
+
 class WorkerState(enum.Enum):
     """What an agent's worker is doing; each worker is in exactly one state."""
 
@@ -40,7 +52,7 @@ class Worker:
 
     task: asyncio.Task[None]
     state: WorkerState = WorkerState.RUNNING
-    linger: asyncio.Event | None = None  # its wake-up, while it lingers
+    linger: Linger | None = None  # its wake-up, while it lingers
     lost: bool = False  # another daemon took its lease over (a stall): it stops after the item
     poked: bool = False  # a submission committed while it ran: it claims again before lingering
 
@@ -49,6 +61,8 @@ class Route(enum.Enum):
     """Where a submission for an agent goes: decided once, by `Dispatcher.route`, in the submission's synchronous
     stretch (no await between the decision and acting on it)."""
 
+    HAND_OFF = "hand"  # a worker here lingers on it: the insert claims the item for that worker, with the turn's
+    # user message (`scheduler.queue.inbox.HandOff`; `DaemonConfig.hand_off`)
     HELD_HERE = "held"  # a worker here runs or lingers on it: it claims the item next (woken if it lingers); no
     # notice (its lease is ours: no one else could take it)
     TAKE_HERE = "take"  # a slot is free here: taken at once; the notice names this daemon

@@ -14,6 +14,12 @@ before. (Filtered on, not merely selected from: a CTE's column that nothing read
 Several edits of one block in a commit (in one step, or in a held step and the next) are one UPDATE here (its last
 value, its version moved by the number of edits), which is what the edits applied one by one leave; each edit's
 `block_versions` row keeps its own step.
+
+A turn's incoming message is stored by one statement too (`ACCEPT`), alone or gated on another write of one row
+that it commits with (`LinkedWrite`: the daemon's submission for an agent whose worker lingers for it inserts the
+inbox item claimed for that worker, and the message rides on that insert: `StateStore.accept_message`'s `after`).
+Likewise another write can ride on a commit of steps (`rider`, in the same statement: the daemon's inbox finish
+with a turn's last step, `scheduler.message_turn`), so the turn's end and its item's are one commit.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError
+from sqlalchemy.sql.dml import UpdateBase
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.messages import Message
@@ -59,6 +66,10 @@ _MESSAGES = """, msgs AS (
   RETURNING id)"""
 _IDS = "array(SELECT id FROM step ORDER BY id) AS pm_step_ids, array(SELECT id FROM msgs ORDER BY id) AS pm_message_ids"
 _RESULT = f"\nSELECT {_IDS}"
+# With a rider: its CTE, and its returned row's columns beside the steps' (NULLs when it touched no row).
+_RIDDEN = f""", rider AS ({{rider}})
+SELECT {_IDS}, rider.*
+FROM (SELECT 1) AS one LEFT JOIN rider ON true"""
 # Without edits: the steps, then their messages (ids are drawn in insertion order: sorted, they are in `ord` order,
 # and so are the steps').
 PLAIN = "WITH " + _STEPS.format(gate="", where="") + _MESSAGES
@@ -80,23 +91,49 @@ class StepWrite:
     edits: list[BlockEdit]
 
 
-# The CTEs that store a turn's incoming message and its idempotency key.
-_ACCEPT_CTES = """msg AS (
+@dataclass
+class LinkedWrite:
+    """A write committed with a turn's incoming message, which rides on it (`StateStore.accept_message`'s `after`),
+    or with a commit of steps, riding on it (`StateStore.commit_steps`'s `rider`): a Core statement with RETURNING
+    that writes at most one row, and its parameters. `row` is what it returned once stored: a dict of
+    its columns, or None when it wrote no row (and then the message was not stored either)."""
+
+    statement: UpdateBase
+    params: dict[str, Any]
+    row: dict[str, Any] | None = None
+
+    def execute(self, conn: Connection) -> dict[str, Any] | None:
+        """Run it inside the caller's transaction (SQLite: Postgres puts it in the statement it goes with); sets and
+        returns `row`."""
+        found = conn.execute(self.statement, self.params).first()
+        self.row = dict(found._mapping) if found is not None else None
+        return self.row
+
+
+def _accept_ctes(after: str = "") -> str:
+    """The CTEs that store a turn's incoming message and its idempotency key; `after`: a CTE whose row must exist
+    for them to store anything (the write they ride on)."""
+    source, only_if = (f"{after}, ", f" FROM {after}") if after else ("", "")
+    return f"""msg AS (
   INSERT INTO messages (agent_id, turn_id, step_id, role, content, tool_calls, tool_call_id, name, is_error,
                         in_context, created_at)
   SELECT %(agent_id)s, m.turn_id, %(step_id)s::int, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error,
          m.in_context, m.created_at
-  FROM json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
+  FROM {source}json_to_recordset(%(messages)s::json) AS m(ord int, turn_id text, role text, content text,
        tool_calls json, tool_call_id text, name text, is_error bool, in_context bool, created_at timestamptz)
   RETURNING id),
 turn_key AS (
   INSERT INTO turn_keys (agent_id, key, turn_id, created_at)
-  SELECT %(agent_id)s, %(key)s::text, %(turn_id)s::text, %(created_at)s::timestamptz
+  SELECT %(agent_id)s, %(key)s::text, %(turn_id)s::text, %(created_at)s::timestamptz{only_if}
   WHERE %(key)s::text IS NOT NULL)"""
 
 
 # A turn's incoming message and its idempotency key (`StateStore.accept_message`), likewise in one statement.
-ACCEPT = f"WITH {_ACCEPT_CTES}\nSELECT id FROM msg"
+ACCEPT = f"WITH {_accept_ctes()}\nSELECT id FROM msg"
+# The same after a linked write of one row: its row, and the message's id (NULLs: nothing was stored).
+ACCEPT_AFTER = """WITH first AS ({first}),
+{accept}
+SELECT first.*, (SELECT id FROM msg) AS pm_message_id FROM (SELECT 1) AS one LEFT JOIN first ON true"""
 
 
 def accept_parameters(agent_id: int, message: Message, key: str | None) -> dict[str, Any]:
@@ -111,12 +148,23 @@ def accept_parameters(agent_id: int, message: Message, key: str | None) -> dict[
     }
 
 
-async def accept_pg(awaited: AwaitedStatements, agent_id: int, message: Message, key: str | None) -> int:
-    """Store a turn's incoming message and its idempotency key in one statement (its own transaction); returns the
-    message's id. A key used already fails it on the key's primary key (`IntegrityError`)."""
+async def accept_pg(
+    awaited: AwaitedStatements, agent_id: int, message: Message, key: str | None, after: LinkedWrite | None = None
+) -> int | None:
+    """Store a turn's incoming message and its idempotency key in one statement (its own transaction), after
+    `after`'s write when given (then only if it wrote its row; `after.row` gets it); returns the message's id (None:
+    nothing was stored). A key used already fails it on the key's primary key (`IntegrityError`)."""
     crash_point("accept.before_commit")  # as in the transaction this replaces: before anything is stored
-    message_id: int = (await awaited.one(ACCEPT, accept_parameters(agent_id, message, key)))[0]
-    return message_id
+    parameters = accept_parameters(agent_id, message, key)
+    if after is None:
+        message_id: int = (await awaited.one(ACCEPT, parameters))[0]
+        return message_id
+    sql, values = awaited.prepared(after.statement, after.params)
+    statement = ACCEPT_AFTER.format(first=sql, accept=_accept_ctes("first"))
+    row = await awaited.one(statement, {**values, **parameters}, shape="mapping")
+    linked_id: int | None = row.pop("pm_message_id")
+    after.row = row if linked_id is not None else None
+    return linked_id
 
 
 def _text(value: str | None) -> str | None:
@@ -206,9 +254,18 @@ def steps_statement(
     return EDITING, params, written
 
 
-async def _run_steps(awaited: AwaitedStatements, ctes: str, params: dict[str, Any]) -> tuple[list[int], list[int]]:
-    """Run the steps' statement; returns the steps' ids and their messages' ids, in order."""
-    step_ids, ids = await awaited.one(ctes + _RESULT, params)
+async def _run_steps(
+    awaited: AwaitedStatements, ctes: str, params: dict[str, Any], rider: LinkedWrite | None
+) -> tuple[list[int], list[int]]:
+    """Run the steps' statement, with the rider's CTE when there is one (its row goes to `rider.row`); returns the
+    steps' ids and their messages' ids, in order."""
+    if rider is None:
+        step_ids, ids = await awaited.one(ctes + _RESULT, params)
+        return step_ids, ids
+    rider_sql, rider_values = awaited.prepared(rider.statement, rider.params)
+    row = await awaited.one(ctes + _RIDDEN.format(rider=rider_sql), {**params, **rider_values}, shape="mapping")
+    step_ids, ids = row.pop("pm_step_ids"), row.pop("pm_message_ids")
+    rider.row = row if any(value is not None for value in row.values()) else None
     return step_ids, ids
 
 
@@ -218,16 +275,17 @@ async def store_steps_pg(
     steps: Sequence[StepWrite],
     versions: dict[str, int] | None,
     stale: Callable[[list[str]], Exception],
+    rider: LinkedWrite | None = None,
 ) -> tuple[list[int], list[Message], dict[str, int]]:
     """`StateStore.commit_steps` on Postgres, one statement (its own transaction): (the steps' ids, the stored
     messages, the block versions written); raises `stale(labels)` when a block's version moved (nothing is stored
-    then). The transaction's crash points all come before the statement: a kill at any
+    then, the rider's write neither). The transaction's crash points all come before the statement: a kill at any
     of them stores nothing, as a kill inside the transaction would."""
     for point in ("commit.step_flushed", "commit.messages_flushed", "commit.before_commit"):
         crash_point(point)
     sql, params, written = steps_statement(agent_id, steps, versions)
     try:
-        step_ids, ids = await _run_steps(awaited, sql, params)
+        step_ids, ids = await _run_steps(awaited, sql, params, rider)
     except DataError as exc:
         if STALE not in str(exc.orig):
             raise
@@ -242,9 +300,11 @@ def write_steps(
     agent_id: int,
     steps: Sequence[StepWrite],
     versions: dict[str, int] | None,
+    rider: LinkedWrite | None = None,
 ) -> tuple[list[int], list[Message], dict[str, int]]:
     """`StateStore.commit_steps` on SQLite, inside the caller's transaction: each step's row, its messages and its
-    edits (each checked at the version the steps before it left). Returns as `store_steps_pg` does."""
+    edits (each checked at the version the steps before it left), then the rider's write. Returns as
+    `store_steps_pg` does."""
     step_ids: list[int] = []
     stored: list[Message] = []
     written: dict[str, int] = {}
@@ -257,6 +317,8 @@ def write_steps(
             apply_edits(conn, agent_id, step_id, write.edits, {**versions, **written} if versions is not None else None)
         )
         step_ids.append(step_id)
+    if rider is not None:
+        rider.execute(conn)
     crash_point("commit.before_commit")
     return step_ids, stored, written
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextlib import AbstractContextManager as ContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import func, update
 from sqlalchemy import select as sql_select
@@ -50,6 +50,7 @@ from pagemind.runtime.state.rows import (
     values_of,
 )
 from pagemind.runtime.state.step_commit import (
+    LinkedWrite,
     StepWrite,
     accept_pg,
     store_steps_pg,
@@ -264,18 +265,35 @@ class StateStore:
         with self.engine.begin() as conn:
             return insert_messages(conn, agent_id, messages)
 
-    async def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message:
-        """Store a turn's incoming message and, if given, its idempotency key, in one transaction."""
+    @overload
+    async def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message: ...
+
+    @overload
+    async def accept_message(
+        self, agent_id: int, message: Message, key: str | None = None, *, after: LinkedWrite
+    ) -> Message | None: ...
+
+    async def accept_message(
+        self, agent_id: int, message: Message, key: str | None = None, *, after: LinkedWrite | None = None
+    ) -> Message | None:
+        """Store a turn's incoming message and, if given, its idempotency key, in one transaction: the message as
+        stored. `after`: a write of one row to commit first in that transaction (the daemon's inbox item, claimed
+        for the worker lingering on the agent); the message is stored only if it wrote its row (None otherwise),
+        and `after.row` gets that row. The one way a turn's message is stored, with or without the item."""
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
-            message_id = await accept_pg(awaited, agent_id, message, key)
+            message_id = await accept_pg(awaited, agent_id, message, key, after)
         else:
-            message_id = await off_loop(self.engine, self._accept, agent_id, message, key)
+            message_id = await off_loop(self.engine, self._accept, agent_id, message, key, after)
+        if message_id is None:
+            return None
         crash_point("accept.after_commit")
         return stored_message(message, message_id, message.step_id)
 
-    def _accept(self, agent_id: int, message: Message, key: str | None) -> int:
-        """The accepted message's id."""
+    def _accept(self, agent_id: int, message: Message, key: str | None, after: LinkedWrite | None) -> int | None:
+        """The accepted message's id (None: `after` wrote no row, and so nothing was stored)."""
         with self.engine.begin() as conn:
+            if after is not None and after.execute(conn) is None:
+                return None
             return _insert_accepted(conn, agent_id, message, key)
 
     async def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
@@ -434,27 +452,29 @@ class StateStore:
         agent_id: int,
         steps: Sequence[StepWrite],
         versions: dict[str, int] | None = None,
+        rider: LinkedWrite | None = None,
     ) -> tuple[list[int], list[Message]]:
-        """Store steps of one turn atomically, in order: their records, messages and block edits. Returns the steps'
-        ids and all their stored messages, in order.
+        """Store steps of one turn atomically, in order: their records, messages and block edits (and `rider`'s
+        write, in the same transaction: `rider.row` gets its row). Returns the steps' ids and all their stored
+        messages, in order.
 
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
         if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
-            step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks)
+            step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks, rider)
         else:
-            step_ids, stored, written = await off_loop(self.engine, self._write_steps, agent_id, steps, versions)
+            step_ids, stored, written = await off_loop(self.engine, self._write_steps, agent_id, steps, versions, rider)
         crash_point("commit.after_commit")
         if versions is not None:
             versions.update(written)
         return step_ids, stored
 
     def _write_steps(
-        self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None
+        self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None, rider: LinkedWrite | None
     ) -> tuple[list[int], list[Message], dict[str, int]]:
         with self.engine.begin() as conn:
-            return write_steps(conn, agent_id, steps, versions)
+            return write_steps(conn, agent_id, steps, versions, rider)
 
     def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
         """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the

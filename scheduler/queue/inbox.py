@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, and_, bindparam, case, exists, func, literal_column, or_, select, update
+from sqlalchemy import Integer, String, and_, bindparam, case, exists, func, literal_column, or_, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
 
+from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import aware, without_nul
+from pagemind.runtime.state.step_commit import LinkedWrite
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import AgentRow, inbox, table_of
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying
 from pagemind.scheduler.queue.wakeup import arrival_notice
@@ -74,6 +77,7 @@ class InboxItem:
     error: str | None
     watcher: str | None = None  # who streams its events: a daemon id, "*" for several (`scheduler.streams.relay`)
     more: bool | None = None  # as `finish` returned it: whether the agent had other open items then (None: unknown)
+    accepted: Message | None = None  # its turn's user message, stored with it by a hand-off (`HandOff`); None: not yet
 
     @property
     def finished(self) -> bool:
@@ -156,6 +160,42 @@ CLAIM_HEAD = (
 )
 
 
+@dataclass(frozen=True)
+class HandOff:
+    """How a submission is placed when a worker of this daemon lingers on its agent (`DaemonConfig.hand_off`): the
+    item is inserted already claimed for that worker (`owner`, its lease until `until`: running, one attempt), and a
+    message item's turn's user message (`message`) rides on that insert (`StateStore.accept_message`'s `after`),
+    one statement instead of three (insert, claim, accept). Nothing is stored that way when an older item of the
+    agent is still open (that one runs first): the item is then stored pending, as any other."""
+
+    owner: str
+    until: datetime
+    store: StateStore
+    message: Message | None  # None: a job, or the agent is not loaded here (its turn stores the message itself)
+
+
+def submit_claimed_statement() -> Any:
+    """A hand-off's insert (`HandOff`): the item running, with the worker's owner and lease; nothing is stored when
+    the agent has an older open item."""
+    other = inbox.alias("other")
+    now = bindparam("p_now", type_=inbox.c.created_at.type)
+    columns = {
+        "run_id": bindparam("p_run_id", type_=inbox.c.run_id.type),
+        "agent_id": bindparam("p_agent_id", type_=inbox.c.agent_id.type),
+        "kind": bindparam("p_kind", type_=inbox.c.kind.type),
+        "content": bindparam("p_content", type_=inbox.c.content.type),
+        "idempotency_key": bindparam("p_key", type_=inbox.c.idempotency_key.type),
+        "state": _STATE_SQL[RUNNING],
+        "owner": bindparam("p_owner", type_=inbox.c.owner.type),
+        "lease_expires_at": bindparam("p_until", type_=inbox.c.lease_expires_at.type),
+        "attempts": literal_column("1", Integer),  # a claim counts as an attempt, as `claim_next`'s does
+        "created_at": now,
+        "started_at": now,
+    }
+    idle = ~exists().where(other.c.agent_id == bindparam("p_agent_id"), is_open(other.c.state))
+    return inbox.insert().from_select(list(columns), select(*columns.values()).where(idle)).returning(*inbox.c)
+
+
 class _Statements:
     """The submit and finish statements of one dialect (on Postgres they NOTIFY from inside the statement)."""
 
@@ -172,6 +212,7 @@ class _Statements:
         )
         self.submit = insert.returning(*inbox.c, *notifying(engine, INBOX_CHANNEL, bindparam("p_source")))
         self.submit_unannounced = insert.returning(*inbox.c)
+        self.submit_claimed = submit_claimed_statement()
         # `more`: the agent's other open items, so that its worker need not claim again to learn it has none.
         # Parameters, not correlated columns: RETURNING names the target's columns unqualified, so inside the
         # subquery `agent_id` would be the subquery's own.
@@ -225,12 +266,15 @@ class Inbox:
         source: str = "",
         *,
         announce: bool = True,
+        hand_off: HandOff | None = None,
     ) -> tuple[InboxItem, bool]:
         """Add an item for agent `agent_id` (called `name`), committed on return; (the item, True), or (the first
         item with this key, False). `source` (the submitting daemon) goes with the notice, so that daemon, which
         woke itself already, can ignore it; so does the agent, which the daemon hearing it takes at once.
         `announce=False`: no notice (the submitting daemon's own worker holds the agent's lease, so no other
-        daemon could take the item, and that worker is woken in process)."""
+        daemon could take the item, and that worker is woken in process). `hand_off`: placed straight with the
+        worker lingering on the agent (see `HandOff`; never announced); the item returned is then running, with
+        its turn's user message as `accepted` when one was stored with it."""
         params: dict[str, Any] = {  # NUL: as the runtime's engine does for every statement
             "p_run_id": uuid.uuid4().hex,
             "p_agent_id": agent_id,
@@ -239,20 +283,33 @@ class Inbox:
             "p_key": without_nul(key) if key is not None else None,
             "p_now": now,
         }
-        if announce:
+        if hand_off is not None:
+            statement, extra = self._statements.submit_claimed, {"p_owner": hand_off.owner, "p_until": hand_off.until}
+        elif announce:
             statement, extra = self._statements.submit, {"p_source": arrival_notice(source, agent_id, name)}
         else:
             statement, extra = self._statements.submit_unannounced, {}
+        accepted = None
         try:
-            row = await self._one_statement(statement, {**params, **extra})
+            if hand_off is not None and hand_off.message is not None:
+                claimed = LinkedWrite(statement, {**params, **extra})
+                turn_key = "inbox:" + params["p_run_id"]  # `InboxItem.turn_key`
+                accepted = await hand_off.store.accept_message(agent_id, hand_off.message, turn_key, after=claimed)
+                row = claimed.row
+            else:
+                row = await self._one_statement(statement, {**params, **extra})
         except IntegrityError:
             if key is None:
                 raise
             existing = self._one(and_(inbox.c.agent_id == agent_id, inbox.c.idempotency_key == key))
             if existing is None:  # the other insert was rolled back meanwhile: try once more
-                return await self.submit(agent_id, name, kind, content, key, now, source, announce=announce)
+                return await self.submit(
+                    agent_id, name, kind, content, key, now, source, announce=announce, hand_off=hand_off
+                )
             return existing, False
-        return item_from_row(row, name), True
+        if row is None:  # a hand-off found an older open item of the agent: this one waits its turn, pending
+            return await self.submit(agent_id, name, kind, content, key, now, source, announce=False)
+        return replace(item_from_row(row, name), accepted=accepted), True
 
     async def _one_statement(self, statement: Any, params: dict[str, Any]) -> Any:
         """The first row (a mapping) of a statement that is its own transaction: awaited on Postgres
@@ -334,6 +391,11 @@ class Inbox:
         `more` (whether the agent had other open items when it finished; None if this call did not finish it)."""
         row = await self._one_statement(self._statements.finish, _finish_parameters(item, owner, now, result, error))
         return self.finished(item, row)
+
+    def finish_rider(self, item: InboxItem, owner: str, now: datetime, result: dict[str, Any]) -> LinkedWrite:
+        """`finish` (done, with `result`) as a write to commit with the turn's last step (`runtime.loop.EndWrite`):
+        the same statement, in that step's transaction. `finished(item, rider.row)` then reads the outcome."""
+        return LinkedWrite(self._statements.finish, _finish_parameters(item, owner, now, result, None))
 
     def finished(self, item: InboxItem, row: Mapping[str, Any] | None) -> InboxItem:
         """The item as a finish returned it (`row`; None: it was finished already, so it is read as stored)."""

@@ -13,7 +13,8 @@ pid that is gone) and dies at its own point. A last child runs with no point and
 - each agent's stored user messages are its inbox's messages, once each, in order.
 
 A second suite kills children that submit messages themselves, one after another's turn, so that the agent's
-worker lingers in the submitting daemon and is woken to claim each next message.
+worker lingers in the submitting daemon: with `hand_off` each next message is inserted claimed for it, with its
+turn's user message, in one commit; off, the worker is woken to claim it.
 
 Children are forked from a zygote that has imported pagemind once (tests/support/daemon_child.py).
 """
@@ -23,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
+
+import pytest
 
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
@@ -58,8 +61,9 @@ POINTS = [
     "daemon.lease_released@1",
     "daemon.item_claimed@3",
 ]
-# The points on the path of a message submitted to the daemon whose worker lingers on its agent (woken, it claims
-# the item and its turn stores the user message): a child's first message finds no worker lingering, the rest do.
+# The points on the path of a message submitted to the daemon whose worker lingers on its agent (with `hand_off`
+# the submission stores the turn's user message with the item; off, the woken worker claims the item and its turn
+# stores the message): a child's first message finds no worker lingering, the rest do.
 # A turn here commits once: its memory edit's step is held for the reply's commit (`runtime.loop`); `step.end@3` and
 # `step.before_model@4` kill the second message's turn with that step held, in view and not stored.
 LINGERING_POINTS = [
@@ -109,18 +113,22 @@ def test_every_accepted_message_is_done_exactly_once_after_kills(zygote, tmp_pat
         assert users == [f"msg {n}" for n in accepted[name]], name
 
 
-def test_messages_for_a_lingering_worker_are_done_exactly_once_after_kills(zygote, tmp_path, database_url):
-    """Each child submits four messages to alice in its own process, one after another's turn (tests/support/daemon_child.py
-    `converse`), and dies at its point; a last child drains. Every message in the inbox — those whose submission
-    returned — is done once, with its edit and user message once each."""
+@pytest.mark.parametrize("hand_off", [True, False])
+def test_messages_for_a_lingering_worker_are_done_exactly_once_after_kills(zygote, tmp_path, database_url, hand_off):
+    """Each child submits four messages to alice in its own process, one after another's turn
+    (tests/support/daemon_child.py `converse`), and dies at its point; a last child drains. Every message in the
+    inbox (those whose submission returned, and with `hand_off` one that committed as its daemon died) is done
+    once, with its edit and user message once each."""
     make_engine(database_url).dispose()
     folder = write_agents(tmp_path / "agents")
     home = tmp_path / "home"
+    config = {"hand_off": hand_off}
     for round_, point in enumerate(LINGERING_POINTS):
         first = 4 * round_
-        code = run_child(zygote, home, database_url, folder, point, mode=f"converse:alice:{first}:{first + 3}")
+        mode = f"converse:alice:{first}:{first + 3}"
+        code = run_child(zygote, home, database_url, folder, point, mode=mode, config=config)
         assert code == -signal.SIGKILL, f"{point}: exit code {code} (the point was never reached?)"
-    assert run_child(zygote, home, database_url, folder) == 0
+    assert run_child(zygote, home, database_url, folder, config=config) == 0
 
     settings = Settings.from_env({"PAGEMIND_HOME": str(home), "DATABASE_URL": database_url})
     client = Daemon(AgentCatalog(folder, StateStore.open(settings.database_url)), settings)  # never started
@@ -129,8 +137,12 @@ def test_messages_for_a_lingering_worker_are_done_exactly_once_after_kills(zygot
     assert all(item.state == "done" for item in items), [(i.content, i.state) for i in items]
     assert all(item.result["reply"] == "ack " + item.content.split()[1] for item in items)
     accepted = [f"msg {n}" for n in (home / "accepted").read_text().split()]
-    # Every kill is in a worker, after the submission it serves returned: each item in the inbox was answered for.
-    assert contents == accepted
+    if hand_off:
+        assert set(accepted) <= set(contents) and len(contents) <= len(accepted) + len(LINGERING_POINTS)
+        # Item and user message are one commit: killed before it, msg 1 left nothing; after it, msg 5 left both.
+        assert "msg 1" not in contents and "msg 5" in contents and "msg 5" not in accepted
+    else:  # every kill is in a worker, after the submission it serves returned: each item was answered for
+        assert contents == accepted
     assert any(item.attempts > 1 for item in items)  # the kills did interrupt items
     record = client.store.get_agent("alice")
     human = {b.label: b.value for b in client.store.load_blocks(record.id, client.catalog.spec_for("alice"))}["human"]

@@ -1,7 +1,7 @@
-"""A message for an agent whose worker lingers here wakes that worker, which claims and runs it (no lease or lock to
-take again; the insert claimed it for the worker once, `hand_off`, a shortcut measured inside the host's noise and
-removed). An older open item of the agent still runs first; a key used before wakes nothing to run; workers woken
-together run within `concurrency`."""
+"""A message for an agent whose worker lingers here goes to that worker, which runs it (no lease or lock to take
+again): with `hand_off` the insert claims it for the worker, with the turn's user message; off, the worker is woken
+and claims it. An older open item of the agent still runs first; a key used before wakes nothing to run; workers
+woken together run within `concurrency`."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ def folder(tmp_path) -> Path:
     return write_agents(tmp_path / "agents")
 
 
-def lingering_daemon(database_url: str, folder: Path):
+def lingering_daemon(database_url: str, folder: Path, hand_off: bool = True):
     """A daemon whose workers linger an hour (and that polls as rarely): only a submission wakes them."""
-    return make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600)
+    return make_daemon(database_url, folder, ledger_model(), linger_s=3600, poll_s=3600, hand_off=hand_off)
 
 
 async def first_turn(daemon, name: str = "alice", **submit):
@@ -45,24 +45,42 @@ def count_claims(daemon) -> list[int]:
     return claims
 
 
-async def test_a_message_for_a_lingering_worker_is_claimed_by_that_worker_once(database_url, folder):
-    daemon = lingering_daemon(database_url, folder)
+def count_accepts(daemon) -> list[tuple[str, bool]]:
+    """Record every turn's user message stored (its text, and whether it rode on its inbox item's insert)."""
+    accepts: list[tuple[str, bool]] = []
+    real = daemon.store.accept_message
+
+    async def accept_message(agent_id, message, key=None, **linked):
+        accepts.append((message.content, "after" in linked))
+        return await real(agent_id, message, key, **linked)
+
+    daemon.store.accept_message = accept_message
+    return accepts
+
+
+@pytest.mark.parametrize("hand_off", [True, False])
+async def test_a_message_for_a_lingering_worker_is_run_by_that_worker_once(database_url, folder, hand_off):
+    daemon = lingering_daemon(database_url, folder, hand_off)
     await daemon.start()
     try:
         first = await first_turn(daemon)
-        claims = count_claims(daemon)
+        claims, accepts = count_claims(daemon), count_accepts(daemon)
         worker = daemon.dispatcher.workers[first.agent_id]
         second = await daemon.submit("alice", "msg 2")
-        assert (second.state, second.attempts) == ("pending", 0)  # stored as any other; the worker is woken
+        # On: claimed for the worker by its insert (one attempt); off: stored as any other, the worker woken.
+        assert (second.state, second.attempts) == (("running", 1) if hand_off else ("pending", 0))
         done = await daemon.wait(second.run_id, 60)
         assert done.state == "done" and done.result["reply"] == "ack 2" and done.attempts == 1
         assert daemon.dispatcher.workers[first.agent_id] is worker  # the lingering worker ran it
-        # One claim; its finish said nothing else waits, so the worker lingers again without an empty claim.
-        assert claims == [first.agent_id]
+        # Off: one claim; its finish said nothing else waits, so the worker lingers again without an empty claim.
+        assert claims == ([] if hand_off else [first.agent_id])
+        assert accepts == [("msg 2", hand_off)]  # the user message stored once, with its item or by its turn
     finally:
         await daemon.stop(grace_s=0)
     async with daemon.agent("alice") as agent:
         assert markers(agent.memory.get("human").value) == ["1", "2"]
+        users = [m.content for m in agent.store.all_messages(agent.record.id) if m.role == "user"]
+        assert users == ["msg 1", "msg 2"]
 
 
 async def test_an_older_open_item_of_the_agent_runs_first(database_url, folder):

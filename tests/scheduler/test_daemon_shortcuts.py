@@ -1,7 +1,8 @@
 """The daemon's shortcuts switch off (`DaemonConfig`, `pagemind serve --set NAME=VALUE`), and off they take the plain
 path with the same outcome: a worker whose agent's inbox is empty gives the agent back at once (`linger_s=0`); every
-step commits alone (`hold_steps=false`). `hand_off` and `finish_with_last_step` measured inside the host's noise
-and were removed: naming them is still accepted, with a warning, and changes nothing."""
+step commits alone (`hold_steps=false`); a message for a lingering worker is stored pending and claimed by that
+worker (`hand_off=false`; on, tests/scheduler/test_daemon_lingering.py); a turn's item is finished by a statement of
+its own after the turn (`finish_with_last_step=false`), not in its last step's commit."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def folder(tmp_path) -> Path:
 
 @pytest.mark.parametrize("linger_s", [3600.0, 0.0])
 async def test_the_next_message_runs_once_with_or_without_lingering(database_url, folder, linger_s):
-    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=linger_s, poll_s=3600)
+    daemon = make_daemon(database_url, folder, ledger_model(), linger_s=linger_s, poll_s=3600, hand_off=False)
     await daemon.start()
     try:
         first = await first_turn(daemon)
@@ -42,6 +43,36 @@ async def test_the_next_message_runs_once_with_or_without_lingering(database_url
             assert markers(agent.memory.get("human").value) == ["1", "2"]
     finally:
         await daemon.stop(grace_s=0)
+
+
+def count_finishes(daemon) -> list[str]:
+    """Record the run id of every item finished apart from its turn's last step."""
+    finished: list[str] = []
+    real = daemon.inbox.finish
+
+    async def finish(item, *args, **kwargs):
+        finished.append(item.run_id)
+        return await real(item, *args, **kwargs)
+
+    daemon.inbox.finish = finish
+    return finished
+
+
+@pytest.mark.parametrize("with_last_step", [True, False])
+async def test_a_turns_item_is_finished_once_with_or_without_its_last_step(database_url, folder, with_last_step):
+    daemon = make_daemon(database_url, folder, ledger_model(), finish_with_last_step=with_last_step)
+    finished = count_finishes(daemon)
+    await daemon.start()
+    try:
+        first = await daemon.submit("alice", "msg 1")
+        second = await daemon.submit("alice", "msg 2")  # waits behind the first: the finish's `more` says so
+        done = [await daemon.wait(item.run_id, 60) for item in (first, second)]
+    finally:
+        await daemon.stop()
+    assert [(d.state, d.result["reply"], d.attempts) for d in done] == [("done", "ack 1", 1), ("done", "ack 2", 1)]
+    assert finished == ([] if with_last_step else [first.run_id, second.run_id])
+    async with daemon.agent("alice") as agent:
+        assert markers(agent.memory.get("human").value) == ["1", "2"]
 
 
 @pytest.mark.parametrize("hold_steps", [True, False])
@@ -65,12 +96,12 @@ async def test_a_turn_is_stored_the_same_with_or_without_held_steps(database_url
 
 
 def test_settings_by_name_and_their_errors():
-    chosen = DaemonConfig.from_settings(["linger_s=0", " hold_steps = no"])
-    assert (chosen.linger_s, chosen.hold_steps) == (0, False)
+    chosen = DaemonConfig.from_settings(["linger_s=0", " hold_steps = no", "hand_off=false"])
+    assert (chosen.linger_s, chosen.hold_steps, chosen.hand_off) == (0, False, False)
     assert chosen.concurrency == DaemonConfig().concurrency
     with pytest.raises(ValueError, match="NAME one of .*hold_steps"):
         DaemonConfig.from_settings(["hold_step=false"])
-    assert DaemonConfig.from_settings(["hand_off=false", "finish_with_last_step=no"]) == DaemonConfig()
+    assert DaemonConfig.from_settings(["finish_with_last_step=no"]).finish_with_last_step is False
     with pytest.raises(ValueError, match="--set linger_s"):
         DaemonConfig.from_settings(["linger_s=-1"])
     with pytest.raises(ValueError, match="NAME=VALUE"):
@@ -95,10 +126,10 @@ def test_serve_refuses_an_unknown_setting_in_one_line(folder, tmp_path):
     assert "--set 'nope=1': expected NAME=VALUE" in run.stderr and "Traceback" not in run.stderr
 
 
-async def test_an_item_stored_with_its_message_by_the_removed_hand_off_is_resumed_once(database_url, folder):
-    """A database left by a daemon that had `hand_off` and died after such a submission: the item running for the
-    dead daemon, its turn's user message and key stored with it. The next daemon claims it again and resumes that
-    turn, storing the message no second time."""
+async def test_an_item_stored_with_its_message_by_a_hand_off_is_resumed_once(database_url, folder):
+    """A database left by a daemon that died after a hand-off (`hand_off`): the item running for the dead daemon,
+    its turn's user message and key stored with it. The next daemon claims it again and resumes that turn, storing
+    the message no second time."""
     daemon = make_daemon(database_url, folder, ledger_model())
     await daemon.catalog.read_origin("alice")
     agent_id = daemon.catalog.agent_id("alice")

@@ -31,8 +31,10 @@ def zygote():
     process.wait(timeout=30)
 
 
-def run_child(zygote, home: Path, url: str, folder: Path, point: str = "", mode: str = "drain") -> int:
-    """Fork one daemon child from the zygote and wait for its exit status."""
-    zygote.stdin.write(json.dumps([str(home), url, str(folder), mode, point]) + "\n")
+def run_child(
+    zygote, home: Path, url: str, folder: Path, point: str = "", mode: str = "drain", config: dict | None = None
+) -> int:
+    """Fork one daemon child from the zygote and wait for its exit status (`config`: `DaemonConfig` fields)."""
+    zygote.stdin.write(json.dumps([str(home), url, str(folder), mode, point, json.dumps(config or {})]) + "\n")
     zygote.stdin.flush()
     return int(zygote.stdout.readline())
