@@ -50,6 +50,7 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
+from pagemind.runtime.crypto.columns import EncryptedJSON, EncryptedText
 from pagemind.runtime.state.records import utcnow
 
 metadata = SQLModel.metadata
@@ -72,7 +73,7 @@ class AgentRow(SQLModel, table=True):
     name: str = Field(index=True, unique=True)
     spec_hash: str
     spec_json: str = Field(sa_column=Column(Text, nullable=False))
-    summary: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    summary: str = Field(default="", sa_column=Column(EncryptedText, nullable=False, default=""))
     pressure_warned: bool = False
     token_correction: float = 1.0
     created_at: datetime = Field(default_factory=utcnow)
@@ -88,7 +89,7 @@ class SummaryRow(SQLModel, table=True):
     __tablename__ = "summaries"
     id: int | None = Field(default=None, primary_key=True)
     agent_id: int = Field(foreign_key="agents.id", index=True)
-    text: str = Field(sa_column=Column(Text, nullable=False))
+    text: str = Field(sa_column=Column(EncryptedText, nullable=False))
     evicted_count: int
     first_message_id: int | None = None
     last_message_id: int | None = None
@@ -105,7 +106,7 @@ class BlockRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     agent_id: int = Field(foreign_key="agents.id", index=True)
     label: str
-    value: str = Field(sa_column=Column(Text, nullable=False))
+    value: str = Field(sa_column=Column(EncryptedText, nullable=False))
     char_limit: int
     description: str = ""
     read_only: bool = False
@@ -124,8 +125,8 @@ class BlockVersionRow(SQLModel, table=True):
     label: str
     step_id: int | None = None
     operation: str
-    old_value: str = Field(sa_column=Column(Text, nullable=False))
-    new_value: str = Field(sa_column=Column(Text, nullable=False))
+    old_value: str = Field(sa_column=Column(EncryptedText, nullable=False))
+    new_value: str = Field(sa_column=Column(EncryptedText, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -139,8 +140,8 @@ class MessageRow(SQLModel, table=True):
     turn_id: str | None = None
     step_id: int | None = None
     role: str
-    content: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    content: str | None = Field(default=None, sa_column=Column(EncryptedText, nullable=True))
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(EncryptedJSON, nullable=True))
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
@@ -183,7 +184,7 @@ archival_memories = Table(
     Column("id", String(36), primary_key=True),
     Column("agent_id", Integer, nullable=False, index=True),
     Column("user_id", String(128), nullable=True),
-    Column("text", Text, nullable=False),
+    Column("text", EncryptedText, nullable=False),
     Column("kind", String(32), nullable=False),
     Column("importance", Float, nullable=False),
     Column("tags", JSON, nullable=False),
@@ -212,8 +213,8 @@ archival_memory_versions = Table(
     Column("agent_id", Integer, nullable=False, index=True),
     Column("memory_id", String(36), nullable=False, index=True),
     Column("operation", String(32), nullable=False),
-    Column("text", Text, nullable=False),
-    Column("detail", JSON, nullable=False),
+    Column("text", EncryptedText, nullable=False),
+    Column("detail", EncryptedJSON, nullable=False),
     Column("at", DateTime(timezone=True), nullable=False),
 )
 
@@ -402,7 +403,7 @@ reflections = Table(
     Column("last_message_id", BigInteger, nullable=False),
     Column("status", String(16), nullable=False),
     Column("counts", JSON, nullable=False),
-    Column("plan", JSON, nullable=True),
+    Column("plan", EncryptedJSON, nullable=True),
     Column("error", Text, nullable=True),
     Index("ix_reflections_agent", "agent_id", "started_at"),
 )
@@ -424,4 +425,21 @@ purges = Table(
     Column("attempts", Integer, nullable=False),
     Column("counts", JSON, nullable=False),
     Column("requested_at", DateTime(timezone=True), nullable=False),
+)
+
+
+# -- encryption at rest (`runtime.state.encryption`, migration 0012) --------------------------------------------------
+
+# The key-check record: which data key this database's text is sealed under (`role` "current"), and during a
+# rotation the key it is moving to ("next"). `check` is a known text sealed under the key (a wrong key fails to open
+# it: a clear error, never garbage); `index_key` the blind index's and the embedding cache's key, sealed under it
+# (the same index key under every data key, so a rotation rebuilds no index). No row: encryption off.
+data_keys = Table(
+    "data_keys",
+    metadata,
+    Column("role", String(16), primary_key=True),
+    Column("key_id", String(16), nullable=False),
+    Column("check_value", Text, nullable=False),
+    Column("index_key", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )
