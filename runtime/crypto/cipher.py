@@ -57,13 +57,13 @@ class TextCipher:
         self.key_id = primary.key_id
         self.keys = {k.key_id: k for k in (*others, primary)}
         self._aead = {key_id: AESGCM(k.secret) for key_id, k in self.keys.items()}
-        self._index_key = index_key
+        self.index_key = index_key
         self._cache_key = hmac.new(index_key, b"embedding cache", hashlib.sha256).digest()
         self._blinded: dict[str, str] = {}
 
     def with_primary(self, primary: DataKey) -> TextCipher:
         """This ring with `primary` sealing (and every key of this ring still opening): a rotation's cipher."""
-        return TextCipher(primary, self._index_key, [k for k in self.keys.values() if k.key_id != primary.key_id])
+        return TextCipher(primary, self.index_key, [k for k in self.keys.values() if k.key_id != primary.key_id])
 
     # -- sealing ------------------------------------------------------------------------------------------------
 
@@ -112,7 +112,7 @@ class TextCipher:
         """A term as the blind index holds it: 16 letters a–p, a keyed hash of it."""
         found = self._blinded.get(term)
         if found is None:
-            digest = hmac.new(self._index_key, term.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
+            digest = hmac.new(self.index_key, term.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
             found = digest.encode().translate(_LETTERS).decode()
             if len(self._blinded) < _BLIND_CACHE:
                 self._blinded[term] = found

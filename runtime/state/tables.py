@@ -72,7 +72,7 @@ class AgentRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True)
     spec_hash: str
-    spec_json: str = Field(sa_column=Column(Text, nullable=False))
+    spec_json: str = Field(sa_column=Column(EncryptedText, nullable=False))
     summary: str = Field(default="", sa_column=Column(EncryptedText, nullable=False, default=""))
     pressure_warned: bool = False
     token_correction: float = 1.0

@@ -12,6 +12,7 @@ import sqlalchemy
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.crypto.keys import Encryption, new_key_text, parse_key
+from pagemind.runtime.memory.vectors.stores import close_all
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
@@ -130,6 +131,7 @@ async def run_session(home: Path, database_url: str, key: str | None = None) -> 
     finally:
         recorder.close()
         store.engine.dispose()
+        close_all()  # the embedded vector store: a CLI child process opens it next
     return session
 
 
