@@ -9,7 +9,7 @@
 Only a key's hash is stored: `create` shows the key once. A running daemon trusts a key it has seen for up to
 `key_cache_s` (default 5 s) after a revocation made here. Also `agents assign NAME --user U` (an agent's owner).
 
-Encryption at rest's data key (docs/encryption.md), not the API's:
+Encryption at rest's data key (docs/pages/guide/encryption.md), not the API's:
 
     pagemind keys new-data-key                      # a fresh random data key (base64), for a key file
     pagemind keys rotate-data --new-key-file F      # re-seal everything under F's key (current key: the settings')

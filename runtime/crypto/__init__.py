@@ -6,5 +6,5 @@
 - `columns`: `EncryptedText` and `EncryptedJSON`, the column types that seal on write and open on read with the
   cipher bound to the engine (`bind_cipher`); never a process-wide one.
 
-What stays readable is said in docs/encryption.md.
+What stays readable is said in docs/pages/guide/encryption.md.
 """

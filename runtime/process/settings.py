@@ -113,7 +113,7 @@ class Settings(BaseModel):
     encryption_key: str | None = _env(
         "PAGEMIND_ENCRYPTION_KEY",
         "the data key that seals stored text at rest (32 random bytes as base64; `pagemind keys new-data-key`); "
-        "unset: no encryption (docs/encryption.md)",
+        "unset: no encryption (docs/pages/guide/encryption.md)",
         secret=True,
     )
     encryption_key_file: Path | None = _env(
