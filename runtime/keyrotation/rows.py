@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Column, Table, Text, and_, cast, select, type_coerce, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import ColumnElement
 
 from pagemind.runtime.crypto.cipher import PREFIX, TextCipher, is_sealed
 from pagemind.runtime.crypto.columns import EncryptedJSON, EncryptedText
@@ -54,7 +55,7 @@ def _pending(sealed: SealedColumn, key_id: str, batch: int) -> Any:
     """The next batch of rows of the column not yet under the key `key_id`: primary key, then the stored value."""
     column, quote = sealed.column, '"' if sealed.is_json else ""
     stored = cast(column, Text)
-    where = [column.is_not(None), stored.not_like(f"{quote}{PREFIX}{key_id}:%")]
+    where: list[ColumnElement[bool]] = [column.is_not(None), stored.not_like(f"{quote}{PREFIX}{key_id}:%")]
     if sealed.is_json:
         where.append(stored != "null")  # JSON null: nothing to seal
     raw = type_coerce(column, JSON if sealed.is_json else Text)

@@ -288,7 +288,7 @@ inbox = Table(
     Column("run_id", String(32), nullable=False, unique=True),
     Column("agent_id", Integer, nullable=False),
     Column("kind", String(16), nullable=False),  # message | job
-    Column("content", Text, nullable=False),  # the message's text, or the job's name
+    Column("content", EncryptedText, nullable=False),  # the message's text, or the job's name
     Column("idempotency_key", String(200), nullable=True),
     Column("state", String(16), nullable=False),  # pending | running | done | failed
     Column("owner", String(64), nullable=True),
@@ -297,7 +297,7 @@ inbox = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=True),
     Column("finished_at", DateTime(timezone=True), nullable=True),
-    Column("result", JSON, nullable=True),  # reply, stop reason, steps (for `GET /v1/runs/{id}`)
+    Column("result", EncryptedJSON, nullable=True),  # reply, stop reason, steps (for `GET /v1/runs/{id}`)
     Column("error", Text, nullable=True),
     # Who streams the run's events (migration 0007): the daemon id of the one watcher, "*" for several, NULL for
     # none. The daemon that runs the item relays its events (`run_events`) when someone other than itself watches.
@@ -364,7 +364,7 @@ run_events = Table(
     Column("run_id", String(32), primary_key=True),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("at", DateTime(timezone=True), nullable=False),
-    Column("event", Text, nullable=False),
+    Column("event", EncryptedText, nullable=False),
     Index("ix_run_events_at", "at"),
 )
 
