@@ -24,6 +24,8 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
 - The API's keys (`runtime.state.keys`, migration 0008): `api_keys` (hashes only), and `agents.owner`, the end user
   an agent belongs to.
 - Erasure's (`runtime.erasure`, migration 0009): `purges`, the agents being erased.
+- Encryption at rest's (`runtime.state.encryption`, migration 0012): `data_keys`, the key-check record. The text
+  columns declared `EncryptedText`/`EncryptedJSON` (`runtime.crypto.columns`) are sealed when the engine has a key.
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
