@@ -64,9 +64,12 @@ async def test_no_canary_at_rest_and_search_still_works(database_url, tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert CANARIES["archival memory"] in listed.stdout
 
-    trace = sorted((home / "traces" / "vault").glob("*.jsonl"))[0]
-    opened = read_trace(trace, key_cipher(session.encryption().key))
-    assert CANARIES["user message"] in repr(opened.events[0])
+    cipher = key_cipher(session.encryption().key)
+    [trace] = [
+        path
+        for path in (home / "traces" / "vault").glob("*.jsonl")
+        if CANARIES["user message"] in repr(read_trace(path, cipher).events[0])
+    ]
     shown = _cli(session, "trace", "show", str(trace))
     assert shown.returncode == 0, shown.stderr
     assert CANARIES["user message"] in shown.stdout
