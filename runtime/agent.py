@@ -20,6 +20,7 @@ from pathlib import Path
 from pagemind.blocks import CoreMemory
 from pagemind.runtime.budget import max_message_tokens, max_reply_tokens, usable_window
 from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStats, compile_context
+from pagemind.runtime.crypto.keys import Encryption
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
 from pagemind.runtime.forgetting.requests import AgentForgetting
 from pagemind.runtime.loop import TurnResult, run_turn
@@ -152,7 +153,7 @@ class Agent:
         """
         spec = path if isinstance(path, AgentSpec) else load_spec(path)
         settings = settings or Settings.from_env()
-        store = store or StateStore.open(settings.database_url)
+        store = store or StateStore.open(settings.database_url, Encryption.of(settings))
         stored = None if reset_memory else await store.unchanged_agent(spec)
         if stored is not None:  # nothing to write: three reads (`state.agent_load`)
             record, blocks, window = stored.record, stored.blocks, Window.from_stored(store, stored)

@@ -14,6 +14,7 @@ from pagemind.runtime.cli.shared import CliError, error_line
 _CONFIGURATION_ERRORS = (
     ("pagemind.runtime.process.settings", "SettingsError"),
     ("pagemind.runtime.state.engine", "DatabaseOpenError"),
+    ("pagemind.runtime.crypto.keys", "EncryptionKeyError"),  # a malformed key, a sealed value without its key
     ("pagemind.runtime.state.migrate", "SchemaTooNew"),
     ("pagemind.runtime.trace.replay", "ReplayError"),
     ("pagemind.runtime.memory.vectors.records", "StoreError"),  # a bad or unreachable QDRANT_URL (held: exit 3)

@@ -88,9 +88,10 @@ def error_line(text: str) -> None:
 
 def open_store(settings: Settings) -> StateStore:
     """The state database named by the settings, with any purge a kill cut short finished first."""
+    from pagemind.runtime.crypto.keys import Encryption
     from pagemind.runtime.state.store import StateStore
 
-    store = StateStore.open(settings.database_url)
+    store = StateStore.open(settings.database_url, Encryption.of(settings))
     finish_purges(store, settings)
     return store
 

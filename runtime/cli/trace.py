@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pagemind.runtime.cli.shared import CliError, error_line, notice, out
 
 if TYPE_CHECKING:
+    from pagemind.runtime.crypto.cipher import TextCipher
     from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.trace.reader import Trace
     from pagemind.runtime.trace.recorder import TraceRecorder
@@ -65,6 +66,15 @@ def start_recording(agent: Any, settings: Settings, path: str | None = None) -> 
 # -- finding traces -------------------------------------------------------------------------------------------
 
 
+def trace_cipher(settings: Settings) -> TextCipher | None:
+    """What opens the traces' sealed lines: the settings' data key (traces are sealed with the key alone, so reading
+    one needs no database)."""
+    from pagemind.runtime.crypto.cipher import key_cipher
+    from pagemind.runtime.crypto.keys import Encryption
+
+    return key_cipher(Encryption.of(settings).key)
+
+
 def find_trace(target: str, settings: Settings) -> Path:
     """A trace by path, or by id (or unique prefix) under $PAGEMIND_HOME/traces/."""
     from pagemind.runtime.trace.format import TRACE_SUFFIX
@@ -95,7 +105,7 @@ def load(target: str, settings: Settings) -> Trace:
     from pagemind.runtime.trace.reader import TraceFormatError, read_trace
 
     try:
-        return read_trace(find_trace(target, settings))
+        return read_trace(find_trace(target, settings), trace_cipher(settings))
     except TraceFormatError as exc:
         raise CliError(f"cannot read trace: {exc}") from None
 
@@ -169,7 +179,7 @@ async def cmd_trace_ls(args: argparse.Namespace, settings: Settings) -> int:
     out(f"{'TRACE':<26} {'WHEN (UTC)':<20} {'TURNS':>5} {'STEPS':>5} {'TOKENS':>8}  STOP")
     for path in paths:
         try:
-            out(_summary_row(read_trace(path)))
+            out(_summary_row(read_trace(path, trace_cipher(settings))))
         except TraceFormatError as exc:
             out(f"{path.stem:<26} unreadable: {exc}")
     return 0

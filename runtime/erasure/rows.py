@@ -19,6 +19,7 @@ import structlog
 from sqlalchemy import delete, or_, select, text
 from sqlalchemy.engine import Connection, Engine
 
+from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.memory.embedding.embedders import text_hash
 from pagemind.runtime.memory.recall.memory import embedded_documents
 from pagemind.runtime.state.dialects import dialect
@@ -94,12 +95,13 @@ def _texts(conn: Connection, agent_id: int) -> set[str]:
 
 def _erase_cache(conn: Connection, agent_id: int) -> int:
     """Delete the cache entries of the agent's texts that no other agent's texts also produced (whatever model)."""
-    ours = {text_hash(t): t for t in _texts(conn, agent_id)}
+    cipher = cipher_of(conn)
+    ours = {text_hash(t, cipher): t for t in _texts(conn, agent_id)}
     if not ours:
         return 0
     shared: set[str] = set()
     for other in _agents_sharing(conn, agent_id, list(ours.values())):
-        shared |= {text_hash(t) for t in _texts(conn, other)}
+        shared |= {text_hash(t, cipher) for t in _texts(conn, other)}
     doomed = [h for h in ours if h not in shared]
     return sum(
         conn.execute(delete(embedding_cache).where(embedding_cache.c.text_hash.in_(chunk))).rowcount

@@ -7,6 +7,7 @@ finds a number taken by another process meanwhile reads the book again and redoe
 
 from __future__ import annotations
 
+import base64
 import secrets
 
 from sqlalchemy import insert, select
@@ -48,15 +49,16 @@ class SqlNumbering:
         with self.engine.connect() as conn:
             key = conn.execute(query).scalar()
         if key is not None:
-            return bytes(key)
+            return base64.b64decode(key)
         try:
             with self.engine.begin() as conn:
                 fresh = secrets.token_bytes(32)
-                conn.execute(insert(pii_keys).values(agent_id=self.agent_id, key=fresh))
+                # Text (sealed when the store is encrypted: with the key beside the hashes, guesses could be tested)
+                conn.execute(insert(pii_keys).values(agent_id=self.agent_id, key=base64.b64encode(fresh).decode()))
                 return fresh
         except IntegrityError:  # another process made the key first
             with self.engine.connect() as conn:
-                return bytes(conn.execute(query).scalar_one())
+                return base64.b64decode(conn.execute(query).scalar_one())
 
     async def add(self, entries: list[Entry]) -> None:
         """Store new numbers; raises NumberTaken when another process stored one of them first."""

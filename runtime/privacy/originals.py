@@ -39,7 +39,7 @@ class SqlOriginals:
         key = (pii_originals.c.agent_id == agent_id) & (pii_originals.c.kind == kind)
         with self.engine.begin() as conn:
             conn.execute(delete(pii_originals).where(key & (pii_originals.c.number == number)))
-            row = {"agent_id": agent_id, "kind": kind, "number": number, "value": value.encode()}
+            row = {"agent_id": agent_id, "kind": kind, "number": number, "value": value}
             conn.execute(insert(pii_originals).values(**row))
 
     def get(self, agent_id: int, kind: str, number: int) -> str | None:
@@ -49,4 +49,4 @@ class SqlOriginals:
         )
         with self.engine.connect() as conn:
             value = conn.execute(query).scalar()
-        return None if value is None else bytes(value).decode()
+        return None if value is None else str(value)

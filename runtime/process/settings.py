@@ -110,6 +110,15 @@ class Settings(BaseModel):
         "the daemon's bearer token: `serve` requires it, the CLI and DaemonClient send it",
         secret=True,
     )
+    encryption_key: str | None = _env(
+        "PAGEMIND_ENCRYPTION_KEY",
+        "the data key that seals stored text at rest (32 random bytes as base64; `pagemind keys new-data-key`); "
+        "unset: no encryption (docs/pages/guide/encryption.md)",
+        secret=True,
+    )
+    encryption_key_file: Path | None = _env(
+        "PAGEMIND_ENCRYPTION_KEY_FILE", "a file holding the data key, instead of PAGEMIND_ENCRYPTION_KEY"
+    )
     kill_at: str | None = _env(
         "PAGEMIND_KILL_AT", "tests only: the crash point (`NAME` or `NAME@N`) at which the process kills itself"
     )
@@ -170,6 +179,7 @@ _READERS: dict[str, Callable[[Mapping[str, str]], Any]] = {
 _READERS["embedding_dim"] = _reader("PAGEMIND_EMBEDDING_DIM", lambda raw: _positive_int(raw, "PAGEMIND_EMBEDDING_DIM"))
 _READERS["models_dir"] = _reader("PAGEMIND_MODELS_DIR", _path)
 _READERS["tiktoken_cache"] = _reader("PAGEMIND_TIKTOKEN_CACHE", _path)
+_READERS["encryption_key_file"] = _reader("PAGEMIND_ENCRYPTION_KEY_FILE", _path)
 _READERS["home"] = lambda env: find_home(env).path
 
 Settings.VARIABLES = (

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from pagemind.runtime.crypto.columns import EncryptedJSON, EncryptedText
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.engine import clean_parameters
 from pagemind.runtime.state.held import hung_off
@@ -55,6 +57,11 @@ class _Compiled:
     sql: str
     defaults: dict[str, Any]
     processors: dict[str, Callable[[Any], Any]]
+    opened: tuple[tuple[int, Callable[[Any], Any]], ...] = ()  # result columns sealed at rest: index, opener
+
+    def rows(self, found: list[Any]) -> list[Any]:
+        """The rows with their sealed columns opened (`runtime.crypto.columns`), in the shape they came in."""
+        return [_open_row(row, self.opened) for row in found] if self.opened else found
 
     def parameters(self, given: Mapping[str, Any]) -> dict[str, Any]:
         merged = {**self.defaults, **given}
@@ -132,7 +139,9 @@ class AwaitedStatements:
         """Run one statement (its own transaction) and return its rows, shaped as `ROW_SHAPES` says: tuples,
         "mapping"s (dicts by column name) or "named" tuples (attributes by column name, as SQLAlchemy's rows)."""
         sql, values = self.prepared(statement, params)
-        return await run_to_end(self._run(sql, values, self._row_factories[shape]))
+        found = await run_to_end(self._run(sql, values, self._row_factories[shape]))
+        compiled = None if isinstance(statement, str) else self._compiled.get(statement)
+        return compiled.rows(found) if compiled is not None else found
 
     async def first(
         self, statement: str | ClauseElement, params: Mapping[str, Any], *, shape: str = "tuple"
@@ -231,7 +240,23 @@ def _compile(statement: ClauseElement, engine: Engine) -> _Compiled:
         process = bind.type.dialect_impl(dialect).bind_processor(dialect)
         if process is not None:
             processors[name] = process
-    return _Compiled(compiled.string, dict(compiled.params), processors)
+    opened = tuple(
+        (index, functools.partial(column.type.process_result_value, dialect=dialect))
+        for index, column in enumerate(compiled._result_columns)
+        if isinstance(column.type, EncryptedText | EncryptedJSON)
+    )
+    return _Compiled(compiled.string, dict(compiled.params), processors, opened)
+
+
+def _open_row(row: Any, opened: tuple[tuple[int, Callable[[Any], Any]], ...]) -> Any:
+    """A psycopg row (tuple, dict or named tuple) with the columns `opened` names opened."""
+    if isinstance(row, dict):
+        keys = list(row)
+        return row | {keys[i]: open_(row[keys[i]]) for i, open_ in opened}
+    values = list(row)
+    for i, open_ in opened:
+        values[i] = open_(values[i])
+    return row._make(values) if hasattr(row, "_make") else tuple(values)
 
 
 async def run_to_end(work: Coroutine[Any, Any, T]) -> T:

@@ -16,8 +16,11 @@ from sqlalchemy import create_engine, event, make_url
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
+from pagemind.runtime.crypto.columns import bind_cipher
+from pagemind.runtime.crypto.keys import Encryption, EncryptionKeyError
 from pagemind.runtime.process import logs as _logs  # noqa: F401  (imported for its effect: logs go to stderr)
 from pagemind.runtime.state.dialects import dialect_for_url
+from pagemind.runtime.state.encryption.record import open_cipher
 from pagemind.runtime.state.migrate import migrate
 from pagemind.runtime.state.records import without_nul
 
@@ -132,9 +135,12 @@ def _check_sqlite_file(path: Path) -> None:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def make_engine(database_url: str) -> Engine:
+def make_engine(database_url: str, encryption: Encryption | None = None) -> Engine:
     """A SQLAlchemy engine for the URL, its schema migrated to the head revision. SQLite files get their folder.
-    Raises DatabaseOpenError (one line: which database, what went wrong) when it cannot be opened."""
+    With `encryption` (the settings' key, or none), the key is checked against the database's key-check record and
+    the engine seals and opens its encrypted columns with it (`runtime.crypto`); without, nothing is checked and
+    nothing is sealed (a sealed value read raises). Raises DatabaseOpenError (one line: which database, what went
+    wrong) when it cannot be opened, a wrong or missing key included."""
     dialect = database_url.partition("://")[0].partition("+")[0] if "://" in database_url else ""
     if dialect not in SUPPORTED_DIALECTS:  # another dialect's driver is not installed, nor its SQL written for
         raise DatabaseOpenError(
@@ -167,4 +173,10 @@ def make_engine(database_url: str) -> Engine:
         engine.dispose()
         what, hint = _first_line(exc), backend.damaged_hint
         raise DatabaseOpenError(f"cannot open database {_shown(database_url)}: {what} ({hint})") from None
+    if encryption is not None:
+        try:
+            bind_cipher(engine, open_cipher(engine, encryption.key))
+        except EncryptionKeyError as exc:
+            engine.dispose()
+            raise DatabaseOpenError(f"cannot open database {_shown(database_url)}: {exc}") from None
     return engine

@@ -34,6 +34,8 @@ from sqlalchemy.exc import DataError
 from sqlalchemy.sql.dml import UpdateBase
 
 from pagemind.blocks import BlockEdit
+from pagemind.runtime.crypto.cipher import TextCipher
+from pagemind.runtime.crypto.columns import cipher_of, seal_text
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.async_pg import AwaitedStatements
@@ -136,11 +138,14 @@ ACCEPT_AFTER = """WITH first AS ({first}),
 SELECT first.*, (SELECT id FROM msg) AS pm_message_id FROM (SELECT 1) AS one LEFT JOIN first ON true"""
 
 
-def accept_parameters(agent_id: int, message: Message, key: str | None) -> dict[str, Any]:
-    """`ACCEPT`'s parameters: a turn's incoming message (no step yet) and its idempotency key."""
+def accept_parameters(
+    agent_id: int, message: Message, key: str | None, cipher: TextCipher | None = None
+) -> dict[str, Any]:
+    """`ACCEPT`'s parameters: a turn's incoming message (no step yet) and its idempotency key; its text sealed with
+    `cipher` (the engine's: this raw statement bypasses the columns' types, `runtime.crypto.columns`)."""
     return {
         "agent_id": agent_id,
-        "messages": _messages_json([message]),
+        "messages": _messages_json([message], cipher),
         "key": key,
         "turn_id": message.turn_id,
         "created_at": message.created_at,
@@ -155,7 +160,7 @@ async def accept_pg(
     `after`'s write when given (then only if it wrote its row; `after.row` gets it); returns the message's id (None:
     nothing was stored). A key used already fails it on the key's primary key (`IntegrityError`)."""
     crash_point("accept.before_commit")  # as in the transaction this replaces: before anything is stored
-    parameters = accept_parameters(agent_id, message, key)
+    parameters = accept_parameters(agent_id, message, key, cipher_of(awaited.engine))
     if after is None:
         message_id: int = (await awaited.one(ACCEPT, parameters))[0]
         return message_id
@@ -171,13 +176,18 @@ def _text(value: str | None) -> str | None:
     return without_nul(value) if value is not None else None
 
 
-def _message_row(m: Message, ord_: int) -> dict[str, Any]:
+def _sealed(value: str | None, cipher: TextCipher | None) -> str | None:
+    return seal_text(value, cipher) if value is not None else None
+
+
+def _message_row(m: Message, ord_: int, cipher: TextCipher | None) -> dict[str, Any]:
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None
     return {
         "ord": ord_,
         "turn_id": m.turn_id,
         "role": m.role,
-        "content": _text(m.content),
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None,
+        "content": _sealed(m.content, cipher),
+        "tool_calls": cipher.seal(json.dumps(calls)) if cipher is not None and calls is not None else calls,
         "tool_call_id": _text(m.tool_call_id),
         "name": _text(m.name),
         "is_error": m.is_error,
@@ -186,11 +196,13 @@ def _message_row(m: Message, ord_: int) -> dict[str, Any]:
     }
 
 
-def _messages_json(messages: list[Message]) -> str:
-    return json.dumps([_message_row(m, i) for i, m in enumerate(messages)])
+def _messages_json(messages: list[Message], cipher: TextCipher | None) -> str:
+    return json.dumps([_message_row(m, i, cipher) for i, m in enumerate(messages)])
 
 
-def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tuple[str, dict[str, int]]:
+def _blocks_json(
+    edits: list[BlockEdit], versions: dict[str, int] | None, cipher: TextCipher | None
+) -> tuple[str, dict[str, int]]:
     """Each edited block's last value, edit count and read version; and the versions that writing them leaves."""
     last: dict[str, BlockEdit] = {}
     count: dict[str, int] = {}
@@ -201,7 +213,7 @@ def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tup
     rows = [
         {
             "label": label,
-            "new_value": without_nul(e.new_value),
+            "new_value": _sealed(e.new_value, cipher),
             "at": e.at.isoformat(),
             "n": count[label],
             "read": reads[label],
@@ -212,10 +224,10 @@ def _blocks_json(edits: list[BlockEdit], versions: dict[str, int] | None) -> tup
 
 
 def steps_statement(
-    agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None
+    agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None, cipher: TextCipher | None = None
 ) -> tuple[str, dict[str, Any], dict[str, int]]:
     """The steps' CTEs (`EDITING` or `PLAIN`, without the final SELECT), their parameters, and the block versions
-    that storing them leaves."""
+    that storing them leaves; texts sealed with `cipher` (raw SQL: the columns' types do not apply)."""
     records = [
         {
             "ord": i,
@@ -227,12 +239,12 @@ def steps_statement(
         for i, w in enumerate(steps)
     ]
     owned = [(w.record.step_index, m) for w in steps for m in w.messages]
-    messages = [{**_message_row(m, i), "step_index": index} for i, (index, m) in enumerate(owned)]
+    messages = [{**_message_row(m, i, cipher), "step_index": index} for i, (index, m) in enumerate(owned)]
     params = {"agent_id": agent_id, "steps": json.dumps(records), "messages": json.dumps(messages)}
     edits = [(w.record.step_index, e) for w in steps for e in w.edits]
     if not edits:
         return PLAIN, params, {}
-    blocks, written = _blocks_json([e for _, e in edits], versions)
+    blocks, written = _blocks_json([e for _, e in edits], versions, cipher)
     params.update(
         blocks=blocks,
         labels=len({e.label for _, e in edits}),
@@ -243,8 +255,8 @@ def steps_statement(
                     "step_index": index,
                     "label": e.label,
                     "operation": e.operation,
-                    "old_value": without_nul(e.old_value),
-                    "new_value": without_nul(e.new_value),
+                    "old_value": _sealed(e.old_value, cipher),
+                    "new_value": _sealed(e.new_value, cipher),
                     "created_at": e.at.isoformat(),
                 }
                 for i, (index, e) in enumerate(edits)
@@ -283,7 +295,7 @@ async def store_steps_pg(
     of them stores nothing, as a kill inside the transaction would."""
     for point in ("commit.step_flushed", "commit.messages_flushed", "commit.before_commit"):
         crash_point(point)
-    sql, params, written = steps_statement(agent_id, steps, versions)
+    sql, params, written = steps_statement(agent_id, steps, versions, cipher_of(awaited.engine))
     try:
         step_ids, ids = await _run_steps(awaited, sql, params, rider)
     except DataError as exc:

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pagemind.blocks import Block, BlockEdit
+from pagemind.runtime.crypto.keys import Encryption
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
@@ -94,9 +95,10 @@ class StateStore:
         return read_connection(self.engine)
 
     @classmethod
-    def open(cls, database_url: str) -> StateStore:
-        """Open (and create if needed) the database at `database_url`."""
-        return cls(make_engine(database_url))
+    def open(cls, database_url: str, encryption: Encryption | None = None) -> StateStore:
+        """Open (and create if needed) the database at `database_url`; with `encryption`, checked against its key
+        and sealing its text with it (`state.engine.make_engine`)."""
+        return cls(make_engine(database_url, encryption))
 
     # -- agents -------------------------------------------------------------------------------------------------
 

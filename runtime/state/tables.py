@@ -28,6 +28,8 @@ this shape when a store opens (`state.migrate`), and `python -m pagemind.runtime
   hashes) and `pii_originals` (for `privacy.keep_originals`, once encryption at rest exists).
 - Forget and mute's, review's (`runtime.memory.topics`, `runtime.memory.review`, migration 0012): `muted_topics`, the
   topics an agent must not bring up; `memory_reviews`, the memories waiting for a person's review.
+- Encryption at rest's (`runtime.state.encryption`, migration 0013): `data_keys`, the key-check record. The text
+  columns declared `EncryptedText`/`EncryptedJSON` (`runtime.crypto.columns`) are sealed when the engine has a key.
 
 Every `agent_id` column holds `agents.id`. (The archival tables carry no foreign key: the archival service also
 runs on its own over a bare engine, in benchmarks.)
@@ -54,6 +56,7 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
+from pagemind.runtime.crypto.columns import EncryptedJSON, EncryptedText
 from pagemind.runtime.state.records import utcnow
 
 metadata = SQLModel.metadata
@@ -75,8 +78,8 @@ class AgentRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True)
     spec_hash: str
-    spec_json: str = Field(sa_column=Column(Text, nullable=False))
-    summary: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    spec_json: str = Field(sa_column=Column(EncryptedText, nullable=False))
+    summary: str = Field(default="", sa_column=Column(EncryptedText, nullable=False, default=""))
     pressure_warned: bool = False
     token_correction: float = 1.0
     created_at: datetime = Field(default_factory=utcnow)
@@ -92,7 +95,7 @@ class SummaryRow(SQLModel, table=True):
     __tablename__ = "summaries"
     id: int | None = Field(default=None, primary_key=True)
     agent_id: int = Field(foreign_key="agents.id", index=True)
-    text: str = Field(sa_column=Column(Text, nullable=False))
+    text: str = Field(sa_column=Column(EncryptedText, nullable=False))
     evicted_count: int
     first_message_id: int | None = None
     last_message_id: int | None = None
@@ -109,7 +112,7 @@ class BlockRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     agent_id: int = Field(foreign_key="agents.id", index=True)
     label: str
-    value: str = Field(sa_column=Column(Text, nullable=False))
+    value: str = Field(sa_column=Column(EncryptedText, nullable=False))
     char_limit: int
     description: str = ""
     read_only: bool = False
@@ -128,8 +131,8 @@ class BlockVersionRow(SQLModel, table=True):
     label: str
     step_id: int | None = None
     operation: str
-    old_value: str = Field(sa_column=Column(Text, nullable=False))
-    new_value: str = Field(sa_column=Column(Text, nullable=False))
+    old_value: str = Field(sa_column=Column(EncryptedText, nullable=False))
+    new_value: str = Field(sa_column=Column(EncryptedText, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -143,8 +146,8 @@ class MessageRow(SQLModel, table=True):
     turn_id: str | None = None
     step_id: int | None = None
     role: str
-    content: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    content: str | None = Field(default=None, sa_column=Column(EncryptedText, nullable=True))
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(EncryptedJSON, nullable=True))
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
@@ -188,7 +191,7 @@ archival_memories = Table(
     Column("id", String(36), primary_key=True),
     Column("agent_id", Integer, nullable=False, index=True),
     Column("user_id", String(128), nullable=True),
-    Column("text", Text, nullable=False),
+    Column("text", EncryptedText, nullable=False),
     Column("kind", String(32), nullable=False),
     Column("importance", Float, nullable=False),
     Column("tags", JSON, nullable=False),
@@ -217,8 +220,8 @@ archival_memory_versions = Table(
     Column("agent_id", Integer, nullable=False, index=True),
     Column("memory_id", String(36), nullable=False, index=True),
     Column("operation", String(32), nullable=False),
-    Column("text", Text, nullable=False),
-    Column("detail", JSON, nullable=False),
+    Column("text", EncryptedText, nullable=False),
+    Column("detail", EncryptedJSON, nullable=False),
     Column("at", DateTime(timezone=True), nullable=False),
 )
 
@@ -292,7 +295,7 @@ inbox = Table(
     Column("run_id", String(32), nullable=False, unique=True),
     Column("agent_id", Integer, nullable=False),
     Column("kind", String(16), nullable=False),  # message | job
-    Column("content", Text, nullable=False),  # the message's text, or the job's name
+    Column("content", EncryptedText, nullable=False),  # the message's text, or the job's name
     Column("idempotency_key", String(200), nullable=True),
     Column("state", String(16), nullable=False),  # pending | running | done | failed
     Column("owner", String(64), nullable=True),
@@ -301,7 +304,7 @@ inbox = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=True),
     Column("finished_at", DateTime(timezone=True), nullable=True),
-    Column("result", JSON, nullable=True),  # reply, stop reason, steps (for `GET /v1/runs/{id}`)
+    Column("result", EncryptedJSON, nullable=True),  # reply, stop reason, steps (for `GET /v1/runs/{id}`)
     Column("error", Text, nullable=True),
     # Who streams the run's events (migration 0007): the daemon id of the one watcher, "*" for several, NULL for
     # none. The daemon that runs the item relays its events (`run_events`) when someone other than itself watches.
@@ -368,7 +371,7 @@ run_events = Table(
     Column("run_id", String(32), primary_key=True),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("at", DateTime(timezone=True), nullable=False),
-    Column("event", Text, nullable=False),
+    Column("event", EncryptedText, nullable=False),
     Index("ix_run_events_at", "at"),
 )
 
@@ -407,7 +410,7 @@ reflections = Table(
     Column("last_message_id", BigInteger, nullable=False),
     Column("status", String(16), nullable=False),
     Column("counts", JSON, nullable=False),
-    Column("plan", JSON, nullable=True),
+    Column("plan", EncryptedJSON, nullable=True),
     Column("error", Text, nullable=True),
     Index("ix_reflections_agent", "agent_id", "started_at"),
 )
@@ -435,13 +438,13 @@ purges = Table(
 # -- privacy (`runtime.privacy`, migration 0011) ---------------------------------------------------------------------
 
 # Redaction's numbering per agent: `pii_keys` holds the agent's random HMAC key; `pii_placeholders` the keyed hash
-# (never the value) of each redacted value and its number per kind (`[phone#2]`). `pii_originals` is the store the
-# encryption at rest will encrypt (`value`) for `privacy.keep_originals` (not used until then: the setting is refused).
+# (never the value) of each redacted value and its number per kind (`[phone#2]`). `pii_originals` holds the
+# originals for `privacy.keep_originals`; the key and the originals are sealed when the store is encrypted.
 pii_keys = Table(
     "pii_keys",
     metadata,
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
-    Column("key", LargeBinary, nullable=False),
+    Column("key", EncryptedText, nullable=False),  # base64, sealed under a data key: no guessing
 )
 pii_placeholders = Table(
     "pii_placeholders",
@@ -458,7 +461,7 @@ pii_originals = Table(
     Column("agent_id", Integer, primary_key=True, autoincrement=False),
     Column("kind", String(16), primary_key=True),
     Column("number", Integer, primary_key=True, autoincrement=False),
-    Column("value", LargeBinary, nullable=False),
+    Column("value", EncryptedText, nullable=False),
 )
 
 # -- forget and mute by request (`runtime.memory.topics`, migration 0012) --------------------------------------------
@@ -482,11 +485,26 @@ memory_reviews = Table(
     Column("id", String(36), primary_key=True),
     Column("agent_id", Integer, nullable=False, index=True),
     Column("origin", String(32), nullable=False),
-    Column("text", Text, nullable=False),
+    Column("text", EncryptedText, nullable=False),
     Column("kind", String(32), nullable=False),
     Column("importance", Float, nullable=True),
     Column("tags", JSON, nullable=False),
     Column("source_message_ids", JSON, nullable=False),
     Column("supersedes", String(36), nullable=True),
+)
+
+# -- encryption at rest (`runtime.state.encryption`, migration 0013) --------------------------------------------------
+
+# The key-check record: which data key this database's text is sealed under (`role` "current"), and during a
+# rotation the key it is moving to ("next"). `check` is a known text sealed under the key (a wrong key fails to open
+# it: a clear error, never garbage); `index_key` the blind index's and the embedding cache's key, sealed under it
+# (the same index key under every data key, so a rotation rebuilds no index). No row: encryption off.
+data_keys = Table(
+    "data_keys",
+    metadata,
+    Column("role", String(16), primary_key=True),
+    Column("key_id", String(16), nullable=False),
+    Column("check_value", Text, nullable=False),
+    Column("index_key", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )

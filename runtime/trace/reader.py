@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pagemind.runtime.crypto.cipher import PREFIX, TextCipher
+from pagemind.runtime.crypto.keys import EncryptionKeyError
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, StepEndEvent, TurnEvent
 from pagemind.runtime.trace.compaction import expand_body
 from pagemind.runtime.trace.format import LINE_ADAPTER, SCHEMA_VERSION, Header
@@ -31,6 +33,7 @@ class Trace:
     lines: list[int]
     complete: bool
     dropped: int = 0  # events after the last complete step (a torn or unfinished step), left out of `events`
+    cipher: TextCipher | None = None  # what its sealed lines were opened with (a replay's recording seals with it)
 
     @property
     def turns(self) -> list[TurnEvent]:
@@ -141,9 +144,24 @@ def _complete_prefix(events: list[Any]) -> int:
     return 0
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read and validate a trace. A torn last line or an unfinished step (a crash) is dropped, not an error;
-    anything else malformed raises TraceFormatError naming the line."""
+def _opened(path: Path, number: int, raw: bytes, cipher: TextCipher | None) -> bytes:
+    """A line as written: a sealed line (encryption at rest: `runtime.crypto`) opened, a plain one as it is."""
+    if not raw.startswith(PREFIX.encode()):
+        return raw
+    if cipher is None:
+        raise TraceFormatError(
+            f"{path}:{number}: the trace is encrypted: set PAGEMIND_ENCRYPTION_KEY (or PAGEMIND_ENCRYPTION_KEY_FILE) "
+            "to the key it was written with"
+        )
+    try:
+        return cipher.open_bytes(raw.strip())
+    except EncryptionKeyError as exc:
+        raise TraceFormatError(f"{path}:{number}: {exc}") from None
+
+
+def read_trace(path: str | Path, cipher: TextCipher | None = None) -> Trace:
+    """Read and validate a trace (its sealed lines opened with `cipher`). A torn last line or an unfinished step
+    (a crash) is dropped, not an error; anything else malformed raises TraceFormatError naming the line."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -151,6 +169,12 @@ def read_trace(path: str | Path) -> Trace:
         raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
     raw_lines = data.split(b"\n")
     torn = raw_lines.pop() if raw_lines else b""  # text after the last newline: a line cut off mid-write
+    raw_lines = [_opened(path, n, raw, cipher) for n, raw in enumerate(raw_lines, start=1)]
+    if torn.startswith(PREFIX.encode()):
+        try:
+            torn = _opened(path, len(raw_lines) + 1, torn, cipher)
+        except TraceFormatError:
+            torn = b"{"  # a sealed line cut off mid-write: dropped as a torn line is
     if not raw_lines:
         if torn.strip():
             raise TraceFormatError(f"{path}:1: the header line is incomplete (the trace was cut off)")
@@ -169,7 +193,9 @@ def read_trace(path: str | Path) -> Trace:
         except ValidationError:
             torn_dropped = True  # cut off mid-write: everything before it still counts
     _expand(path, events, lines)
-    return _finish(path, header, events, lines, torn_dropped)
+    trace = _finish(path, header, events, lines, torn_dropped)
+    trace.cipher = cipher
+    return trace
 
 
 def _finish(path: Path, header: Header, events: list[Any], lines: list[int], torn_dropped: bool) -> Trace:

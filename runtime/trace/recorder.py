@@ -17,6 +17,8 @@ from typing import IO, Any, NamedTuple, assert_never
 
 import structlog
 
+from pagemind.runtime.crypto.cipher import TextCipher
+from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.events import (
     Event,
     FlushAheadEvent,
@@ -69,18 +71,23 @@ class Pending(NamedTuple):
 class TraceWriter:
     """Appends lines to one JSON Lines file; `flush()` makes them durable against a crash of the process."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, cipher: TextCipher | None = None):
         self.path = path
+        self.cipher = cipher  # each line sealed with it (encryption at rest: `runtime.crypto`); None: plain JSON
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] = open(path, "xb")  # never overwrite a trace
 
+    def _dumped(self, line: Header | Event | LineData) -> bytes:
+        data = dump_line(line)
+        return self.cipher.seal_bytes(data) if self.cipher is not None else data
+
     def write(self, line: Header | Event | LineData) -> None:
         """Append one line (buffered)."""
-        self._file.write(dump_line(line) + b"\n")
+        self._file.write(self._dumped(line) + b"\n")
 
     def write_many(self, lines: Iterable[Header | Event | LineData]) -> None:
         """Append lines (buffered), in order."""
-        self._file.write(b"".join(dump_line(line) + b"\n" for line in lines))
+        self._file.write(b"".join(self._dumped(line) + b"\n" for line in lines))
 
     def flush(self) -> None:
         """Hand buffered lines to the operating system."""
@@ -123,10 +130,18 @@ class TraceRecorder:
     wants_reads = True
     """A trace holds what each turn read from external memory, so a replay can be served the same reads."""
 
-    def __init__(self, *, path: Path | None = None, directory: Path | None = None, parent: Parent | None = None):
+    def __init__(
+        self,
+        *,
+        path: Path | None = None,
+        directory: Path | None = None,
+        parent: Parent | None = None,
+        cipher: TextCipher | None = None,
+    ):
         if (path is None) == (directory is None):
             raise ValueError("give exactly one of path (one trace) or directory (one trace per turn)")
         self.path, self.directory, self.parent = path, directory, parent
+        self.cipher = cipher  # None: the agent's store's (sealed when its database is encrypted)
         self.agent: Any = None
         self.turn = 0
         self.readings: list[datetime] = []
@@ -163,7 +178,9 @@ class TraceRecorder:
         if path is None:
             assert self.directory is not None  # the constructor demands one of them
             path = self.directory / trace_filename(self.agent.name, header.created_at, header.trace_id)
-        self.writer = TraceWriter(path)
+        store = getattr(self.agent, "store", None)
+        cipher = self.cipher or (cipher_of(store.engine) if store is not None else None)
+        self.writer = TraceWriter(path, cipher)
         self.paths.append(path)
         self.turn = 0
         self._write([header])

@@ -219,7 +219,7 @@ async def replay(
         recorder = None
         if record_to is not None:
             parent = Parent(trace=str(trace.path), from_step=from_step) if from_step else None
-            recorder = TraceRecorder(path=record_to, parent=parent).attach(agent)
+            recorder = TraceRecorder(path=record_to, parent=parent, cipher=trace.cipher).attach(agent)
         try:
             report = await _drive(trace, agent, comparator, live is not None, record_to)
             report.untrusted = () if trust_tools else tuple(custom_tools(agent.spec.tools))

@@ -41,6 +41,7 @@ from pydantic import ValidationError
 from sqlalchemy import bindparam, delete, select, text
 from sqlalchemy.engine import Engine
 
+from pagemind.runtime.crypto.columns import cipher_of, seal_text
 from pagemind.runtime.events import Event, without_body
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement
@@ -97,6 +98,7 @@ class RelayStore:
 
     def write(self, run_id: str, batch: list[tuple[int, str]], now: datetime) -> None:
         """Write a batch of (seq, JSON) and notify watchers, in one statement, committed on return."""
+        cipher = cipher_of(self.engine)
         with single_statement(self.engine) as conn:
             conn.execute(
                 _WRITE,
@@ -104,7 +106,8 @@ class RelayStore:
                     "run_id": run_id,
                     "at": now,
                     "seqs": [seq for seq, _ in batch],
-                    "events": [line for _, line in batch],
+                    # Raw SQL: sealed here, as the column's type would (encryption at rest, `runtime.crypto`).
+                    "events": [seal_text(line, cipher) for _, line in batch],
                     "channel": EVENTS_CHANNEL,
                 },
             )

@@ -8,6 +8,14 @@
 
 Only a key's hash is stored: `create` shows the key once. A running daemon trusts a key it has seen for up to
 `key_cache_s` (default 5 s) after a revocation made here. Also `agents assign NAME --user U` (an agent's owner).
+
+Encryption at rest's data key (docs/pages/guide/encryption.md), not the API's:
+
+    pagemind keys new-data-key                      # a fresh random data key (base64), for a key file
+    pagemind keys rotate-data --new-key-file F      # re-seal everything under F's key (current key: the settings')
+
+A rotation killed midway goes on where it stopped when run again with the same two keys; the daemon must be
+stopped meanwhile. Once it says so, set PAGEMIND_ENCRYPTION_KEY (or the key file) to the new key.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ if TYPE_CHECKING:
 def add_parser(sub: Any) -> None:
     """Add `keys` to the CLI's subparsers."""
     keys = sub.add_parser("keys", help="the daemon API's keys: `keys create --user U`, `keys list`, `keys revoke`")
-    keys.add_argument("action", choices=["create", "list", "revoke"])
+    keys.add_argument("action", choices=["create", "list", "revoke", "new-data-key", "rotate-data"])
     keys.add_argument("key", nargs="?", help="revoke: the key, or its id from `keys list`")
     keys.add_argument("--user", metavar="U", help="the end user a key acts for (revoke: every key of U)")
     keys.add_argument(
@@ -34,11 +42,20 @@ def add_parser(sub: Any) -> None:
         default="user",
         help="create: user (only U's agents; the default) or admin (every agent)",
     )
+    keys.add_argument("--new-key-file", metavar="F", help="rotate-data: the file holding the new data key")
+    keys.add_argument("--batch", type=int, default=500, help="rotate-data: rows re-sealed per transaction")
     keys.set_defaults(handler=cmd_keys)
 
 
 async def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
-    """Create, list or revoke keys."""
+    """Create, list or revoke keys; make a data key, or rotate the data to a new one."""
+    if args.action == "new-data-key":
+        from pagemind.runtime.crypto.keys import new_key_text
+
+        out(new_key_text())
+        return 0
+    if args.action == "rotate-data":
+        return rotate_data(args, settings)
     from pagemind.runtime.state.keys import KeyInputError, KeyStore
 
     store = KeyStore(open_store(settings).engine)
@@ -89,4 +106,27 @@ def revoke(store: KeyStore, args: argparse.Namespace) -> int:
         raise CliError(f"{what} (see `pagemind keys list`)")
     for key in revoked:
         out(f"revoked {key.id} ({key.scope} key, user {key.user or '-'})")
+    return 0
+
+
+def rotate_data(args: argparse.Namespace, settings: Settings) -> int:
+    """`keys rotate-data --new-key-file F`: re-seal every stored text under F's key, then make it current."""
+    from pathlib import Path
+
+    from pagemind.runtime.crypto.keys import EncryptionKeyError, read_key_file
+    from pagemind.runtime.keyrotation.run import rotate_data as rotate
+
+    if not args.new_key_file:
+        raise CliError("usage: pagemind keys rotate-data --new-key-file F (`pagemind keys new-data-key > F` makes one)")
+    try:
+        new_key = read_key_file(Path(args.new_key_file), "--new-key-file")
+        store = open_store(settings)
+        done = rotate(store.engine, settings, new_key, batch=max(1, args.batch), progress=out)
+    except EncryptionKeyError as exc:
+        raise CliError(str(exc)) from None
+    out(
+        f"rotated to the data key {done.key_id}: {sum(done.rows.values())} rows, {done.points} stored memories, "
+        f"{done.traces} trace files re-sealed; set PAGEMIND_ENCRYPTION_KEY (or PAGEMIND_ENCRYPTION_KEY_FILE) to the "
+        "new key now"
+    )
     return 0

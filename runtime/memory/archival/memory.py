@@ -28,6 +28,7 @@ import numpy as np
 import structlog
 from sqlalchemy.engine import Engine
 
+from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.memory.archival.filed_from import context_texts, filed_together
 from pagemind.runtime.memory.archival.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.archival.ledger import Ledger, MemoryVersion, new_token
@@ -100,6 +101,7 @@ class ArchivalService:
         a crash left half-written reconciled (once per process), before any read or write."""
         if self._store is None:
             backend = self._open_backend()
+            backend.seal_with(cipher_of(self.engine))
             complete_rekeys(self.engine, backend)
             store = AgentStore(backend, self.agent_id, self.ledger.origin())
             reconcile_once(self.ledger, store, backend, restore=self.points, model=self.embedder.model_id)
@@ -107,6 +109,10 @@ class ArchivalService:
         return self._store
 
     def _sparse(self, text: str, query: bool = False) -> Sparse:
+        """The keyword vector of analysed terms; with encryption on, of their keyed hashes (a blind index: the
+        store's sparse indices are hashes of what it is given, so it never sees a term)."""
+        if (cipher := cipher_of(self.engine)) is not None:
+            text = cipher.blind_terms(text)
         if self._bm25 is None:
             from qdrant_edge import Bm25, Bm25Config
 

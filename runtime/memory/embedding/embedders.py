@@ -28,6 +28,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from pagemind.runtime.crypto.cipher import TextCipher
+from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.memory.embedding.onnx_arena import keep_model_memory_small
 from pagemind.runtime.memory.embedding.profiles import MINILM, ModelProfile, local_profile
 from pagemind.runtime.process.home import cache_folder
@@ -244,8 +246,11 @@ class OpenAIEmbedder:
         return normalise(np.asarray(rows, dtype=np.float32))
 
 
-def text_hash(text: str) -> str:
-    """The cache key of a text (sha256, hex)."""
+def text_hash(text: str, cipher: TextCipher | None = None) -> str:
+    """The cache key of a text: its sha256 (hex); with encryption at rest on (`cipher`, the engine's), its HMAC
+    under the database's index key, so the cache holds nothing a guess of the text could be checked against."""
+    if cipher is not None:
+        return cipher.text_key(text)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -272,7 +277,8 @@ class CachedEmbedder:
         """Vectors for texts: from the LRU, then SQL, and only the misses from the model (deduplicated). With
         `defer`, the new cache rows are appended there for the caller to write in a transaction of its own
         (`write_cache_rows`: an archival insert writes them with its row) instead of in one of their own."""
-        keys = [text_hash(t) for t in texts]
+        cipher = cipher_of(self.engine) if self.engine is not None else None
+        keys = [text_hash(t, cipher) for t in texts]
         found = self._from_lru(keys)
         missing = [k for k in dict.fromkeys(keys) if k not in found]
         if missing and self.engine is not None:
@@ -303,7 +309,8 @@ class CachedEmbedder:
         model with a query prefix of its own embeds a query apart from the same text as a document."""
         inner_query = getattr(self.inner, "embed_query", None)
         asymmetric = getattr(self.inner, "query_prefix", "") != getattr(self.inner, "passage_prefix", "")
-        key = text_hash("\x00query\x00" + text if asymmetric else text)
+        cipher = cipher_of(self.engine) if self.engine is not None else None
+        key = text_hash("\x00query\x00" + text if asymmetric else text, cipher)
         found = self._from_lru([key])
         if key not in found:
             vector = inner_query(text) if inner_query is not None else self.inner.embed([text])[0]

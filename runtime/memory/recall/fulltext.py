@@ -4,7 +4,8 @@ Each message is indexed as `[date] role: text` (its own words) with the messages
 (`recall_context_messages`, default 2: a reply often names its subject only in the question two turns up). What is
 indexed is bounded, alike on both databases: the first `INDEX_CHARS` characters of a message's text, and at most
 `OWN_BYTES`/`CONTEXT_BYTES` of analysed terms, so a huge message (Postgres refuses a `tsvector` over 1 MB) is
-indexed in part and stays findable by its beginning. A message the database still refuses as data is skipped with
+indexed in part and stays findable by its beginning. With encryption at rest on, every term is stored and matched as
+its keyed hash (a blind index: `runtime.crypto.cipher`). A message the database still refuses as data is skipped with
 a warning: the watermark moves past it, so one odd message can never stop every later search.
 """
 
@@ -21,6 +22,7 @@ from sqlalchemy import text as sql
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.memory.retrieval.keywords import analysed
 from pagemind.runtime.state.dialects import dialect
 
@@ -103,9 +105,14 @@ class FullText:
         return conn.begin_nested() if self.dialect.savepoint_per_statement else contextlib.nullcontext()
 
     def _row(self, agent_id: int, m: IndexedMessage) -> dict[str, object]:
-        own = clip_terms(analysed(m.own_document()), OWN_BYTES)
-        context = clip_terms(analysed(f"{m.context} {m.earlier}"), CONTEXT_BYTES)
+        own = clip_terms(self._blinded(analysed(m.own_document())), OWN_BYTES)
+        context = clip_terms(self._blinded(analysed(f"{m.context} {m.earlier}")), CONTEXT_BYTES)
         return self.dialect.fulltext_row(m.id, agent_id, own, context)
+
+    def _blinded(self, terms: str) -> str:
+        # With encryption on, the index holds keyed hashes of the terms, never the terms (`runtime.crypto.cipher`).
+        cipher = cipher_of(self.engine)
+        return cipher.blind_terms(terms) if cipher is not None else terms
 
     def _insert(self, conn: Connection, rows: list[dict[str, object]]) -> None:
         if rows:
@@ -128,5 +135,7 @@ class FullText:
         """BM25-style scores of the agent's messages matching any of the terms (higher is better)."""
         if not terms:
             return {}
+        if (cipher := cipher_of(self.engine)) is not None:
+            terms = [cipher.blind(t) for t in terms]
         with self.engine.connect() as conn:
             return dict(self.dialect.fulltext_search(conn, agent_id, terms, own_weight))

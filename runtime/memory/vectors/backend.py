@@ -12,9 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from pagemind.runtime.crypto.cipher import TextCipher, is_sealed
+from pagemind.runtime.crypto.columns import open_text
 from pagemind.runtime.memory.vectors.records import Hit, MemoryFilter, MemoryRecord, Sparse, StoredPoint
 
 UPSERT_BATCH = 256  # Edge holds the GIL for a whole update: keep each call a few ms
+TEXT = "text"  # the payload field sealed at rest when the store has a cipher (`seal_with`)
 
 
 class ArchivalBackend(ABC):
@@ -24,6 +27,30 @@ class ArchivalBackend(ABC):
     name: str
     location: str
     exclusive: bool = False  # True: no other process can write this store while it is open (the embedded one)
+    cipher: TextCipher | None = None  # seals each payload's text (`seal_with`); None: stored as given
+
+    def seal_with(self, cipher: TextCipher | None) -> None:
+        """Seal every payload's text written from now on with `cipher`, and open it on every read (the cipher of
+        the database whose memories this store holds: `runtime.crypto`)."""
+        self.cipher = cipher
+
+    def sealed_payload(self, point: StoredPoint) -> dict[str, Any]:
+        """A point's payload as stored: its text sealed when the store has a cipher."""
+        return self.sealed_fields(point.payload())
+
+    def sealed_fields(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """Payload fields as stored: a `text` among them sealed when the store has a cipher."""
+        if self.cipher is not None and isinstance(fields.get(TEXT), str):
+            return fields | {TEXT: self.cipher.seal(fields[TEXT])}
+        return fields
+
+    def record_of(self, point_id: Any, payload: dict[str, Any] | None) -> MemoryRecord:
+        """The record a stored point holds, its text opened (a sealed text without the key raises)."""
+        payload = payload or {}
+        text = payload.get(TEXT)
+        if isinstance(text, str) and is_sealed(text):
+            payload = payload | {TEXT: open_text(text, self.cipher)}
+        return MemoryRecord.from_point(point_id, payload)
 
     @abstractmethod
     def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:

@@ -233,7 +233,7 @@ class EdgeBackend(ArchivalBackend):
         vectors = {DENSE: np.asarray(point.dense, dtype=np.float32)}
         if point.sparse.indices:
             vectors[SPARSE] = qe.SparseVector(point.sparse.indices, point.sparse.values)
-        return qe.Point(uuid.UUID(point.record.id), vectors, point.payload())
+        return qe.Point(uuid.UUID(point.record.id), vectors, self.sealed_payload(point))
 
     def upsert(self, agent_id: int, points: Sequence[StoredPoint]) -> None:
         self.upsert_all({agent_id: list(points)})
@@ -300,7 +300,7 @@ class EdgeBackend(ArchivalBackend):
         )
         with self._lock:
             points = self.shard.query(request)
-        return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in points]
+        return [Hit(self.record_of(p.id, p.payload), float(p.score)) for p in points]
 
     def search_dense(
         self,
@@ -346,14 +346,12 @@ class EdgeBackend(ArchivalBackend):
         with self._lock:
             answers = self.shard.query_batch(qe.QueryBatchRequest(requests))
         dense_hits = (
-            [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in answers[0]]
-            if nearest is not None
-            else []
+            [Hit(self.record_of(p.id, p.payload), float(p.score)) for p in answers[0]] if nearest is not None else []
         )
         if keyword is None:
             return dense_hits, []
         if nearest is None:
-            return [], [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in answers[0]]
+            return [], [Hit(self.record_of(p.id, p.payload), float(p.score)) for p in answers[0]]
         return dense_hits, self._keyword_cosines(nearest, agent_id, dense_hits, answers[1])
 
     def _keyword_cosines(
@@ -380,7 +378,7 @@ class EdgeBackend(ArchivalBackend):
             with self._lock:
                 scored = self.shard.query(request)
             for p in scored:
-                record = MemoryRecord.from_point(p.id, p.payload)
+                record = self.record_of(p.id, p.payload)
                 found[record.id] = Hit(record, float(p.score))
         # a hit gone since the keyword query (forgotten meanwhile) is left out
         return [Hit(hit.record, float(p.score), hit.score) for key, p in keys if (hit := found.get(key)) is not None]
@@ -412,7 +410,7 @@ class EdgeBackend(ArchivalBackend):
         )
         with self._lock:
             records, next_offset = self.shard.scroll(request)
-        return [MemoryRecord.from_point(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
+        return [self.record_of(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
 
     def point_origins(self, agent_id: int) -> dict[str, str | None]:
         origins: dict[str, str | None] = {}
@@ -439,7 +437,7 @@ class EdgeBackend(ArchivalBackend):
         self.set_payloads(agent_id, [memory_id], fields)
 
     def set_payloads(self, agent_id: int, memory_ids: Sequence[str], fields: dict[str, Any]) -> None:
-        payload = {k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()}
+        payload = self.sealed_fields({k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()})
         flt = to_edge_filter(agent_id, MemoryFilter(ids=list(memory_ids)))
         with self._lock:
             self.shard.update(self.qe.UpdateOperation.set_payload_by_filter(flt, payload))

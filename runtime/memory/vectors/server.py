@@ -230,7 +230,7 @@ class ServerBackend(ArchivalBackend):
             vector: dict[str, Any] = {DENSE: np.asarray(p.dense, dtype=np.float32).tolist()}
             if p.sparse.indices:
                 vector[SPARSE] = m.SparseVector(indices=p.sparse.indices, values=p.sparse.values)
-            structs.append(m.PointStruct(id=p.record.id, vector=vector, payload=p.payload()))
+            structs.append(m.PointStruct(id=p.record.id, vector=vector, payload=self.sealed_payload(p)))
         self.client.upsert(self.collection, structs, wait=True)
 
     def _query(
@@ -245,7 +245,7 @@ class ServerBackend(ArchivalBackend):
             with_payload=True,
             search_params=params,
         )
-        return [Hit(MemoryRecord.from_point(p.id, p.payload), float(p.score)) for p in response.points]
+        return [Hit(self.record_of(p.id, p.payload), float(p.score)) for p in response.points]
 
     def _search_params(self, ef: int) -> Any:
         """A graph walk of `ef` candidates on the int8 copies, rescored with the originals (None in local mode)."""
@@ -295,7 +295,7 @@ class ServerBackend(ArchivalBackend):
             with_payload=True,
             with_vectors=False,
         )
-        return [MemoryRecord.from_point(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
+        return [self.record_of(r.id, r.payload) for r in records], (str(next_offset) if next_offset else None)
 
     def point_origins(self, agent_id: int) -> dict[str, str | None]:
         origins: dict[str, str | None] = {}
@@ -320,7 +320,7 @@ class ServerBackend(ArchivalBackend):
         self.set_payloads(agent_id, [memory_id], fields)
 
     def set_payloads(self, agent_id: int, memory_ids: Sequence[str], fields: dict[str, Any]) -> None:
-        payload = {k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()}
+        payload = self.sealed_fields({k: to_epoch(v) if isinstance(v, datetime) else v for k, v in fields.items()})
         self.client.set_payload(
             self.collection,
             payload=payload,

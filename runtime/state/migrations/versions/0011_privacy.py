@@ -7,8 +7,8 @@ Create Date: 2026-12-07
 - `pii_keys`: one random HMAC key per agent (`runtime.privacy`).
 - `pii_placeholders`: per agent, kind and number, the keyed hash of the value a placeholder (`[phone#1]`) stands
   for; never the value.
-- `pii_originals`: the original behind a placeholder, for `privacy.keep_originals` once encryption at rest
-  encrypts `value` (until then the setting is refused and the table stays empty).
+- `pii_originals`: the original behind a placeholder, for `privacy.keep_originals` (which requires encryption at
+  rest: `value` is sealed, as `pii_keys.key` is, so the keyed hashes cannot be tested against guesses).
 """
 from typing import Sequence, Union
 
@@ -27,7 +27,7 @@ def upgrade() -> None:
     """Create the tables."""
     op.create_table('pii_keys',
     sa.Column('agent_id', sa.Integer(), autoincrement=False, nullable=False),
-    sa.Column('key', sa.LargeBinary(), nullable=False),
+    sa.Column('key', sa.Text(), nullable=False),
     sa.PrimaryKeyConstraint('agent_id'),
     )
     op.create_table('pii_placeholders',
@@ -42,7 +42,7 @@ def upgrade() -> None:
     sa.Column('agent_id', sa.Integer(), autoincrement=False, nullable=False),
     sa.Column('kind', sa.String(length=16), nullable=False),
     sa.Column('number', sa.Integer(), autoincrement=False, nullable=False),
-    sa.Column('value', sa.LargeBinary(), nullable=False),
+    sa.Column('value', sa.Text(), nullable=False),
     sa.PrimaryKeyConstraint('agent_id', 'kind', 'number'),
     )
 
