@@ -17,6 +17,7 @@ at low load on Postgres, x0.96 on SQLite (bench/RESULTS.md, "Held steps"); off (
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 import uuid
@@ -154,7 +155,7 @@ async def run_turn(
     user_message = await agent.privacy.text(user_message)  # before it is stored, recorded or looked up
     begun = await begin_turn(agent, user_message, idempotency_key, new_key, accepted)  # 1. inbox (or a retry's turn)
     if isinstance(begun, TurnResult):
-        return begun
+        return dataclasses.replace(begun, reply=await agent.privacy.filled(begun.reply))
     turn_id, messages, first = begun
     async with turn_deadline(agent.spec.model.turn_deadline_s):
         await agent.prefetch(user_message)
@@ -166,8 +167,8 @@ async def run_turn(
                 outcome = await run_step(agent, turn_id, step, on_end)
                 messages += outcome.messages
                 match outcome:
-                    case Replied(reason=reason, reply=reply):
-                        return TurnResult(turn_id, reply, reason, step, messages)
+                    case Replied(reason=reason, reply=reply):  # the user's own originals back in (`keep_originals`)
+                        return TurnResult(turn_id, await agent.privacy.filled(reply), reason, step, messages)
                     case Stopped(reason=reason):
                         return TurnResult(turn_id, None, reason, step, messages)
         except BaseException:

@@ -4,5 +4,4 @@
   addresses, found in text (`find_spans`), with `checksums` for the kinds that carry check digits;
 - `book`, `redactor`: numbering per agent as keyed hashes, and the replacement (`[phone#1]`);
 - `numbering`: the book in SQL; `policy`: one agent's redaction, which the runtime calls where text enters;
-- `originals`: the store of originals for `keep_originals`, waiting for encryption at rest.
 """

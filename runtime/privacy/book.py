@@ -21,6 +21,8 @@ class Entry:
     kind: str
     number: int
     digest: str
+    # The value itself, while the entry is new: stored (sealed) only under `privacy.keep_originals`, never logged.
+    original: str = field(default="", compare=False, repr=False)
 
 
 def normalise(kind: str, value: str) -> str:
@@ -60,7 +62,7 @@ class PlaceholderBook:
         known = self.numbers.get(digest)
         if known is not None:
             return known.number
-        entry = Entry(kind, self.highest(kind) + 1, digest)
+        entry = Entry(kind, self.highest(kind) + 1, digest, value)
         self.numbers[digest] = entry
         new.append(entry)
         return entry.number

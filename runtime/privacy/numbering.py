@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.privacy.book import Entry, PlaceholderBook
 from pagemind.runtime.state.off_loop import off_loop
-from pagemind.runtime.state.tables import pii_keys, pii_placeholders
+from pagemind.runtime.state.tables import pii_keys, pii_originals, pii_placeholders
 
 
 class NumberTaken(Exception):
@@ -26,9 +26,10 @@ class NumberTaken(Exception):
 class SqlNumbering:
     """An agent's book as stored in its database."""
 
-    def __init__(self, engine: Engine, agent_id: int):
+    def __init__(self, engine: Engine, agent_id: int, keep_originals: bool = False):
         self.engine = engine
         self.agent_id = agent_id
+        self.keep_originals = keep_originals  # new numbers' values go to `pii_originals` (a sealed column) too
 
     async def load(self) -> PlaceholderBook:
         """The agent's book (its key made on first use)."""
@@ -69,5 +70,18 @@ class SqlNumbering:
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(pii_placeholders), rows)
+                if self.keep_originals:  # in the same transaction: a number is never kept without its original
+                    kept = [{**row, "value": e.original} for row, e in zip(rows, entries, strict=True)]
+                    conn.execute(insert(pii_originals), [{k: v for k, v in r.items() if k != "digest"} for r in kept])
         except IntegrityError as exc:
             raise NumberTaken(str(exc.orig)) from None
+
+    async def originals(self) -> dict[tuple[str, int], str]:
+        """The kept originals by (kind, number) (`privacy.keep_originals`)."""
+        return await off_loop(self.engine, self._originals)
+
+    def _originals(self) -> dict[tuple[str, int], str]:
+        columns = (pii_originals.c.kind, pii_originals.c.number, pii_originals.c.value)
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(*columns).where(pii_originals.c.agent_id == self.agent_id)).all()
+        return {(row.kind, row.number): str(row.value) for row in rows}

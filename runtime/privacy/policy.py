@@ -17,16 +17,22 @@ from typing import Any, TypeVar
 import structlog
 from sqlalchemy.engine import Engine
 
+from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.model.client import ModelClient, ModelRequest
 from pagemind.runtime.model.response import ModelResponse
 from pagemind.runtime.privacy.book import Entry, PlaceholderBook
 from pagemind.runtime.privacy.numbering import NumberTaken, SqlNumbering
-from pagemind.runtime.privacy.redactor import redact, redact_arguments
+from pagemind.runtime.privacy.redactor import PLACEHOLDER, redact, redact_arguments
 from pagemind.runtime.spec.privacy import PrivacyConfig
 from pagemind.tools import ToolCall, ToolResult
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+
+
+class OriginalsNeedEncryption(ValueError):
+    """`privacy.keep_originals: true` on a store without encryption at rest."""
+
 # Fields of a response body that are structure, never text a user or the model wrote.
 _STRUCTURE = frozenset(
     {"id", "object", "model", "role", "type", "finish_reason", "system_fingerprint", "name", "tool_call_id"}
@@ -44,8 +50,23 @@ class AgentPrivacy:
 
     @classmethod
     def of(cls, config: PrivacyConfig, engine: Engine, agent_id: int) -> AgentPrivacy:
-        """The agent's redaction under `config`, numbering in its database."""
-        return cls(config.redacted_kinds(), SqlNumbering(engine, agent_id))
+        """The agent's redaction under `config`, numbering in its database. `keep_originals` needs the store
+        encrypted (the originals are sealed beside their placeholders): `OriginalsNeedEncryption` otherwise."""
+        keep = config.keep_originals and bool(config.redacted_kinds())
+        if keep and cipher_of(engine) is None:
+            raise OriginalsNeedEncryption(
+                "privacy.keep_originals: true keeps each redacted original, sealed, and needs encryption at rest: "
+                "set PAGEMIND_ENCRYPTION_KEY (or PAGEMIND_ENCRYPTION_KEY_FILE), or keep_originals: false"
+            )
+        return cls(config.redacted_kinds(), SqlNumbering(engine, agent_id, keep_originals=keep))
+
+    async def filled(self, text: str | None) -> str | None:
+        """A reply for the user with its placeholders back to the originals kept under `privacy.keep_originals`
+        (what is stored, recorded and sent to the model keeps the placeholders); unchanged otherwise."""
+        if not text or self.numbering is None or not self.numbering.keep_originals or not PLACEHOLDER.search(text):
+            return text
+        kept = await self.numbering.originals()
+        return PLACEHOLDER.sub(lambda m: kept.get((m[1], int(m[2])), m[0]), text)
 
     async def text(self, text: str) -> str:
         """`text` with the policy's kinds replaced by placeholders."""

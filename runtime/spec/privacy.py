@@ -3,7 +3,7 @@
     privacy:
       pii: redact            # keep (the default: nothing changes) | redact
       kinds: {address: redact, ip: keep}
-      keep_originals: false  # true needs encryption at rest (not available yet: a configuration error)
+      keep_originals: false  # true needs encryption at rest (PAGEMIND_ENCRYPTION_KEY): an agent does not load without
 
 `runtime.privacy` does the work; docs/privacy.md says what it protects and what it does not.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 Action = Literal["redact", "keep"]
 Kind = Literal["phone", "email", "card", "cn_id", "passport", "iban", "ip", "address"]
@@ -53,20 +53,10 @@ class PrivacyConfig(BaseModel):
     keep_originals: bool = Field(
         False,
         description=(
-            "keep each redacted original beside its placeholder so the agent can use it in replies; requires "
-            "encryption at rest, which this version does not have, so true is refused"
+            "keep each redacted original, sealed, beside its placeholder, so the replies the user gets show it "
+            "(the model, the stores and the traces still see the placeholder); requires encryption at rest"
         ),
     )
-
-    @model_validator(mode="after")
-    def _originals_need_encryption(self) -> PrivacyConfig:
-        if self.keep_originals:
-            raise ValueError(
-                "keep_originals: true requires encryption at rest (PAGEMIND_ENCRYPTION_KEY or a key file), which "
-                "this version of pagemind does not support yet; set keep_originals: false (the originals are "
-                "then discarded)"
-            )
-        return self
 
     def redacted_kinds(self) -> tuple[str, ...]:
         """The kinds replaced by placeholders, in a fixed order (none while `pii` is keep)."""

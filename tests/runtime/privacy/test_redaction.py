@@ -48,13 +48,8 @@ def test_policy_per_kind_and_its_defaults():
     assert PrivacyConfig(pii="keep", kinds={"phone": "redact"}).redacted_kinds() == ()
 
 
-def test_keep_originals_is_refused_until_encryption_at_rest_exists(tmp_path):
+def test_an_unknown_kind_is_a_clear_error(tmp_path):
     path = tmp_path / "a.yaml"
-    path.write_text(
-        "name: a\nmodel: {name: m}\nsystem: hi\nprivacy: {pii: redact, keep_originals: true}\n", encoding="utf-8"
-    )
-    with pytest.raises(SpecError, match="keep_originals: true requires encryption at rest"):
-        load_spec(path)
     path.write_text("name: a\nmodel: {name: m}\nsystem: hi\nprivacy: {pii: redact, kinds: {fax: keep}}\n")
     with pytest.raises(SpecError, match="privacy.kinds"):
         load_spec(path)
