@@ -33,6 +33,7 @@ T = TypeVar("T")
 class OriginalsNeedEncryption(ValueError):
     """`privacy.keep_originals: true` on a store without encryption at rest."""
 
+
 # Fields of a response body that are structure, never text a user or the model wrote.
 _STRUCTURE = frozenset(
     {"id", "object", "model", "role", "type", "finish_reason", "system_fingerprint", "name", "tool_call_id"}
