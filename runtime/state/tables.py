@@ -491,6 +491,7 @@ memory_reviews = Table(
     Column("tags", JSON, nullable=False),
     Column("source_message_ids", JSON, nullable=False),
     Column("supersedes", String(36), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
 # -- encryption at rest (`runtime.state.encryption`, migration 0013) --------------------------------------------------

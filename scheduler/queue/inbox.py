@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
 
+from pagemind.runtime.crypto.columns import EncryptedJSON, EncryptedText
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.dialects import dialect
@@ -295,7 +296,7 @@ class Inbox:
                 claimed = LinkedWrite(statement, {**params, **extra})
                 turn_key = "inbox:" + params["p_run_id"]  # `InboxItem.turn_key`
                 accepted = await hand_off.store.accept_message(agent_id, hand_off.message, turn_key, after=claimed)
-                row = claimed.row
+                row = self._opened(claimed.row)
             else:
                 row = await self._one_statement(statement, {**params, **extra})
         except IntegrityError:
@@ -310,6 +311,15 @@ class Inbox:
         if row is None:  # a hand-off found an older open item of the agent: this one waits its turn, pending
             return await self.submit(agent_id, name, kind, content, key, now, source, announce=False)
         return replace(item_from_row(row, name), accepted=accepted), True
+
+    def _opened(self, row: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """A row a step's statement returned for a write linked to it (`LinkedWrite`): its sealed columns opened,
+        as the inbox's own reads open them (encryption at rest: `runtime.crypto.columns`)."""
+        if row is None:
+            return None
+        dialect = self.engine.dialect
+        content = EncryptedText().process_result_value(row["content"], dialect)
+        return {**row, "content": content, "result": EncryptedJSON().process_result_value(row["result"], dialect)}
 
     async def _one_statement(self, statement: Any, params: dict[str, Any]) -> Any:
         """The first row (a mapping) of a statement that is its own transaction: awaited on Postgres
@@ -400,7 +410,7 @@ class Inbox:
     def finished(self, item: InboxItem, row: Mapping[str, Any] | None) -> InboxItem:
         """The item as a finish returned it (`row`; None: it was finished already, so it is read as stored)."""
         if row is not None:
-            return item_from_row(row, item.agent_name)
+            return item_from_row(self._opened(row), item.agent_name)
         stored = self.get(item.run_id)
         assert stored is not None  # finished already: its row is there
         return stored

@@ -29,6 +29,10 @@ async def test_the_inbox_holds_no_message_text_in_the_clear(database_url, tmp_pa
     await daemon.start()
     try:
         done = await daemon.wait(item.run_id, timeout=30)
+        # The next message while the worker lingers on alice: placed straight with it (the hand-off), the turn's
+        # user message stored in the same statement as the inbox row, both sealed.
+        second = await daemon.wait((await daemon.submit("alice", f"msg 8 about {CANARY}")).run_id, timeout=30)
+        assert second.state == "done" and second.result["reply"] == "ack 8" and CANARY in second.content
     finally:
         await daemon.stop()
         store.engine.dispose()
