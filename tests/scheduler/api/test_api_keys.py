@@ -42,6 +42,9 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("post", "/v1/agents/{name}/memory/archival"): lambda: {"content": "Lin likes green tea", "kind": "preference"},
     ("put", "/v1/agents/{name}/owner"): lambda: {"owner": "alice"},
     ("post", "/v1/keys"): lambda: {"user": "dave"},
+    ("post", "/v1/agents/{name}/memory/forget"): lambda: {"query": "green tea"},
+    ("post", "/v1/agents/{name}/memory/muted"): lambda: {"topic": "work"},
+    ("patch", "/v1/agents/{name}/memory/review/{review_id}"): lambda: {"text": "Lin hums while she cooks"},
 }
 
 
@@ -159,12 +162,22 @@ def same_answer(answer: httpx.Response, unknown: httpx.Response, real: dict[str,
     }
 
 
+async def held_for_review(daemon, world: dict[str, str], path: str) -> dict[str, str]:
+    """`world` with a memory of its agent's held for review (`review_id`) when `path` names one: a decision takes
+    it, so each call gets its own."""
+    if "{review_id}" not in path:
+        return world
+    async with daemon.agent(world["name"]) as agent:
+        review_id = await agent.review_queue.hold("extraction", f"Lin hums while cooking {next(NAMES)}")
+    return {**world, "review_id": review_id}
+
+
 async def test_every_route_times_every_credential(keyed):
-    client, _, creds, _ = keyed
+    client, daemon, creds, _ = keyed
     document = (await client.get("/openapi.json")).json()
     found = routes(document)
     assert len(found) >= 16  # the document lists the API (a route missing from it would escape the matrix)
-    shared = await alices_world(client, creds["owner"], creds["admin"])
+    shared = {**await alices_world(client, creds["owner"], creds["admin"]), "review_id": "none-held"}
     fake = {**shared, "name": UNKNOWN_AGENT, "run_id": UNKNOWN_RUN}
     for method, path, operation in found:
         case = f"{method.upper()} {path}"
@@ -180,6 +193,7 @@ async def test_every_route_times_every_credential(keyed):
         names_one = "{name}" in path or "{run_id}" in path
         for who in ("other", "owner"):
             world = await alices_world(client, creds["owner"], creds["admin"]) if method == "delete" else shared
+            world = await held_for_review(daemon, world, path)
             answer = await call(client, method, path, operation, world, creds[who])
             if admin_only:
                 assert answer.status_code == 403 and answer.json()["error"]["code"] == "admin_only", (case, who)
@@ -192,6 +206,7 @@ async def test_every_route_times_every_credential(keyed):
                 succeeded(answer, case, who, (method, path) in EXAMPLES or "requestBody" not in operation)
         for who in ("admin", "token"):
             world = await alices_world(client, creds["owner"], creds["admin"]) if method == "delete" else shared
+            world = await held_for_review(daemon, world, path)
             answer = await call(client, method, path, operation, world, creds[who])
             succeeded(answer, case, who, (method, path) in EXAMPLES or "requestBody" not in operation)
 
