@@ -413,8 +413,9 @@ def report(results: list[dict], window: int, load: str) -> str:
 a time over HTTP (sync), `pagemind serve` with the shipped embedder (fastembed all-MiniLM-L6-v2), an instant fake
 model (one `send_message` step per turn). Daemon CPU per message in ms, split by py-spy's samples of its busy threads
 (parts are exclusive, in the module's order: a SQL call under the prefetch counts as SQL), over windows of
-{window} messages; "all" is the whole run's process CPU ÷ messages and the median wall of the unprofiled messages after 20 warm-up turns
-(py-spy takes a share of the cores while it samples: the windows' wall is higher than the daemon's own).
+{window} messages; "all" is the whole run's process CPU ÷ messages and the median wall of the unprofiled messages
+after 20 warm-up turns (py-spy takes a share of the cores while it samples: the windows' wall is higher than the
+daemon's own).
 History: the agent's stored messages / those in its window at the window's end.
 
 {head}
