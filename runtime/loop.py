@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -68,6 +69,7 @@ class LoopAgent(Protocol):
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
     def tool_context(self, working: CoreMemory) -> ToolContext: ...
     def report(self, event: Event) -> None: ...
+    def turn_stats(self) -> AbstractContextManager[None]: ...
 
 
 class StopReason(StrEnum):
@@ -133,6 +135,14 @@ async def run_turn(
     if isinstance(begun, TurnResult):
         return begun
     turn_id, messages, first = begun
+    with agent.turn_stats():  # the archival statistics read once for the turn
+        return await _run_steps(agent, user_message, turn_id, messages, first)
+
+
+async def _run_steps(
+    agent: LoopAgent, user_message: str, turn_id: str, messages: list[Message], first: int
+) -> TurnResult:
+    """The turn after its message is accepted: prefetch, then steps until a reply or a stop."""
     async with turn_deadline(agent.spec.model.turn_deadline_s):
         await agent.prefetch(user_message)
         stored_memory = agent.memory  # core memory as stored: what a failure with a held step goes back to

@@ -110,6 +110,11 @@ class Settings(BaseModel):
         "the daemon's bearer token: `serve` requires it, the CLI and DaemonClient send it",
         secret=True,
     )
+    turn_shortcuts: str | None = _env(
+        "PAGEMIND_TURN_SHORTCUTS",
+        "`off` turns off the turn's CPU shortcuts (the same results, slower), to measure what each one gains "
+        "(bench/turn_cost.py --ab)",
+    )
     kill_at: str | None = _env(
         "PAGEMIND_KILL_AT", "tests only: the crash point (`NAME` or `NAME@N`) at which the process kills itself"
     )
