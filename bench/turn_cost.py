@@ -21,13 +21,19 @@ of its stack, in this order:
 - compiling: `runtime/compiler.py`, `budget.py`, `pressure/`, `window.py`;
 - model HTTP: the model call's client (aiohttp, httpx, `runtime/model/`);
 - HTTP (API side): uvicorn, starlette, FastAPI, h11, httptools, `scheduler/api/`;
-- the rest: the daemon's queue and turn, the loop, the event loop, logging.
+- event loop: samples with no Python frame below `asyncio.Runner.run` (uvloop's C code: socket reads and writes,
+  with the kernel's loopback work they cause, timers, dispatching callbacks);
+- the rest: the daemon's queue and turn, the loop, the thread hand-offs, logging.
+
+A pool thread sampled in its wait for work is left out (py-spy counts a runnable thread as busy, and on a loaded
+host a woken thread waits for a core).
 
 Each part's share of the samples times the daemon's CPU over the window (process CPU time from /proc, all its
 threads, divided by the messages) is its CPU per message. Wall per message is the client's, median.
 
     python -m bench.turn_cost [--turns 600] [--window 60] [--marks 20 200] [--db sqlite postgres] [--no-write]
     python -m bench.turn_cost --ab PAGEMIND_TURN_SHORTCUTS=off  # the same daemon with a switch off, alternating
+    python -m bench.turn_cost --before PAGEMIND_TURN_SHORTCUTS=off  # the by-part tables with it off, then on
 
 `--ab NAME=VALUE` runs two daemons side by side (B with NAME=VALUE in its environment), each message sent to both
 in alternating order, and reports B's CPU and wall per message over A's, with `uptime` at the start.
@@ -63,6 +69,7 @@ PARTS = (
     "compiling",
     "model HTTP",
     "HTTP (API side)",
+    "event loop",
     "the rest",
 )
 # (part, substrings of a frame's "function (file:line)"); the first part any frame of a stack matches wins
@@ -80,11 +87,20 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def classify(stack: str) -> str:
-    """The part a sampled stack (py-spy's raw line, frames joined by ';') belongs to."""
+IDLE = ("_worker (concurrent/futures/thread.py:81)",)  # a pool thread waiting for work: runnable, not working
+
+
+def classify(stack: str) -> str | None:
+    """The part a sampled stack (py-spy's raw line, frames joined by ';') belongs to; None for a thread that waits
+    (py-spy counts a thread that is runnable, waiting for a core or the GIL on a loaded host, as busy)."""
+    leaf = stack.rpartition(";")[2]
+    if leaf.startswith(IDLE):
+        return None
     for part, needles in RULES:
         if any(needle in stack for needle in needles):
             return part
+    if leaf.startswith("Runner.run ("):  # below it only uvloop's C: sockets, timers, the callbacks' dispatch
+        return "event loop"
     return "the rest"
 
 
@@ -259,8 +275,9 @@ class Profiler:
         counts: Counter[str] = Counter()
         for line in self.out.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
-            if stack and count.isdigit():
-                counts[classify(stack)] += int(count)
+            part = classify(stack) if stack and count.isdigit() else None
+            if part is not None:
+                counts[part] += int(count)
         return counts
 
 
@@ -304,14 +321,16 @@ def history(database: str) -> tuple[int, int]:
     return int(row[0]), int(row[1] or 0)
 
 
-def run(db: str, turns: int, window: int, marks: list[int], rate: int, model_url: str, home: Path) -> dict:
+def run(
+    db: str, turns: int, window: int, marks: list[int], rate: int, model_url: str, home: Path, env: dict[str, str]
+) -> dict:
     """One daemon, one conversation; the profiled windows and the whole run's figures."""
     import httpx
 
     from bench.prompt_cache import lines
 
     texts = lines(turns)
-    daemon = Daemon.start(db, model_url, home, {})
+    daemon = Daemon.start(db, model_url, home, env)
     starts = sorted({min(max(0, m), turns - window) for m in [*marks, turns - window]})
     windows: list[Window] = []
     walls: list[float] = []
@@ -433,6 +452,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
     parser.add_argument("--db", nargs="+", choices=["sqlite", "postgres"], default=["sqlite"])
     parser.add_argument("--ab", metavar="NAME=VALUE", help="compare the daemon with this setting against without")
+    parser.add_argument(
+        "--before", metavar="NAME=VALUE", help="a first conversation with this setting, then one without: two tables"
+    )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--keep-samples", type=Path, help="a folder for py-spy's raw samples (default: discarded)")
     args = parser.parse_args()
@@ -455,13 +477,21 @@ def main() -> None:
                     r = ab(db, args.turns, args.ab, model_url, Path(tmp) / db)
                     print(f"{load}\n{ab_line(r)}", flush=True)
                 return
-            results = []
-            for db in args.db:
-                (Path(tmp) / db).mkdir()
-                results.append(run(db, args.turns, args.window, args.marks, args.rate, model_url, Path(tmp) / db))
+            runs: dict[str, list[dict]] = {"before": [], "after": []} if args.before else {"": []}
+            for label, results in runs.items():
+                name, _, value = (args.before or "").partition("=") if label == "before" else ("", "", "")
+                for db in args.db:
+                    home = Path(tmp) / f"{db}{label}"
+                    home.mkdir()
+                    env = {name: value} if name else {}
+                    results.append(run(db, args.turns, args.window, args.marks, args.rate, model_url, home, env))
     finally:
         model.kill()
-    body = report(results, args.window, load)
+    body = "\n".join(
+        (f"**{label}** ({args.before if label == 'before' else 'as shipped'}):\n" if label else "")
+        + report(results, args.window, load)
+        for label, results in runs.items()
+    )
     print(body)
     if not args.no_write:
         write_section("turn_cost", "A realistic turn's cost, by part (the daemon, over HTTP)", body)
