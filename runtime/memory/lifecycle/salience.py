@@ -122,7 +122,8 @@ def _alternation(phrases: Iterable[str], plural: bool = False) -> str:
     and order of trial as one check per phrase, at about a tenth of the time (the lookbehind in front of every
     alternative kept re from scanning fast; the word lists are long). `PAGEMIND_TURN_SHORTCUTS=off` builds the
     per-phrase form."""
-    latin, other = [], []
+    latin: list[str] = []
+    other: list[str] = []
     for phrase in sorted({normalize(p) for p in phrases if normalize(p)}, key=len, reverse=True):
         (latin if phrase[0].isascii() else other).append(re.escape(phrase))
     suffix = "(?:s|es)?" if plural else ""
