@@ -53,6 +53,8 @@ from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory, Forgetting, RecallMemory, Tool
 
+TURN_SHORTCUTS = Settings.read("turn_shortcuts") != "off"  # `Agent.turn_stats` (bench/turn_cost.py measures it)
+
 DEFAULT_WAIT = 30.0  # seconds a turn waits for another turn of the same agent before `AgentBusy`
 
 
@@ -225,6 +227,14 @@ class Agent:
         if not isinstance(self.archival, ArchivalService):
             return nullcontext()
         return self.archival.turn_stats(self.window.archival_revision)
+
+    def turn_stats(self) -> AbstractContextManager[None]:
+        """The archival statistics for one turn run by `loop.run_turn` from elsewhere (the daemon's message items):
+        the revision read once for the turn, as `run_turn` here does, and not once per read (a SQL round trip
+        each, twice a step). A scope already open (`run_turn`'s) stands. `PAGEMIND_TURN_SHORTCUTS=off`: none."""
+        if not (TURN_SHORTCUTS and isinstance(self.archival, ArchivalService)):
+            return nullcontext()
+        return self.archival.turn_stats()
 
     async def refresh(self) -> None:
         """Read the blocks and the window again if another process changed them since this agent read them."""

@@ -22,6 +22,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -73,6 +74,7 @@ class LoopAgent(Protocol):
     async def call_model(self, request: ModelRequest, step: int) -> ModelResponse: ...
     def tool_context(self, working: CoreMemory) -> ToolContext: ...
     def report(self, event: Event) -> None: ...
+    def turn_stats(self) -> AbstractContextManager[None]: ...
 
 
 class StopReason(StrEnum):
@@ -157,6 +159,14 @@ async def run_turn(
     if isinstance(begun, TurnResult):
         return dataclasses.replace(begun, reply=await agent.privacy.filled(begun.reply))
     turn_id, messages, first = begun
+    with agent.turn_stats():  # the archival statistics read once for the turn
+        return await _run_steps(agent, user_message, turn_id, messages, first, on_end)
+
+
+async def _run_steps(
+    agent: LoopAgent, user_message: str, turn_id: str, messages: list[Message], first: int, on_end: EndWrite | None
+) -> TurnResult:
+    """The turn after its message is accepted: prefetch, then steps until a reply or a stop."""
     async with turn_deadline(agent.spec.model.turn_deadline_s):
         await agent.prefetch(user_message)
         stored_memory = agent.memory  # core memory as stored: what a failure with a held step goes back to

@@ -119,6 +119,11 @@ class Settings(BaseModel):
     encryption_key_file: Path | None = _env(
         "PAGEMIND_ENCRYPTION_KEY_FILE", "a file holding the data key, instead of PAGEMIND_ENCRYPTION_KEY"
     )
+    turn_shortcuts: str | None = _env(
+        "PAGEMIND_TURN_SHORTCUTS",
+        "`off` turns off the turn's CPU shortcuts (the same results, slower), to measure what each one gains "
+        "(bench/turn_cost.py --ab)",
+    )
     kill_at: str | None = _env(
         "PAGEMIND_KILL_AT", "tests only: the crash point (`NAME` or `NAME@N`) at which the process kills itself"
     )

@@ -63,7 +63,11 @@ class StatsCache:
     def turn(self, revision: int | None = None) -> Iterator[None]:
         """Within the block (one turn, under the agent's turn lock) the revision is read once, and again only
         after this agent's ledger wrote; `revision` (read at the turn's start with its other checks) stands for
-        the first read. Another process's writes show from the next turn (at once outside a turn)."""
+        the first read. Another process's writes show from the next turn (at once outside a turn). A block opened
+        inside another changes nothing (the outer block's revision and reads stand)."""
+        if self._in_turn:
+            yield
+            return
         self._in_turn, self._seen_at, self._turn_revision = True, None, revision
         try:
             yield

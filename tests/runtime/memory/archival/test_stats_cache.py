@@ -103,3 +103,40 @@ async def test_an_agent_sees_another_instances_memory_from_its_next_turn(tmp_pat
     await first.archival.insert("Lin is severely allergic to peanuts.", kind="constraint", tags=["health"])
     await second.send("hello again")
     assert "Archival memory: 1 memories (tags: health)" in model.requests[-1].messages[-1]["content"]
+
+
+def test_a_block_inside_a_turns_block_changes_nothing(pair):
+    writer, reader, _ = pair
+    run(writer.insert("Lin plays the cello", tags=["music"]))
+    assert reader.stats() == (1, ("music",))
+    reads = revision_reads(reader)
+    with reader.turn_stats(revision=reader.ledger.revision()):
+        reads.clear()
+        with reader.turn_stats():  # as `loop.run_turn` opens one inside `Agent.run_turn`'s
+            assert reader.stats() == (1, ("music",))
+        assert reader.stats() == (1, ("music",))
+        assert reads == []  # the outer block's revision stood for both
+
+
+async def test_a_turn_run_by_the_loop_alone_reads_the_revision_once(tmp_path, clock, monkeypatch):
+    """The daemon runs a message item with `loop.run_turn`, not `Agent.run_turn`: one read for the whole turn (the
+    prefetch's emptiness check, then the compile), not one per read; with the shortcut off, one per read."""
+    import pagemind.runtime.agent as agent_module
+    from pagemind.runtime.agent import Agent
+    from pagemind.runtime.loop import run_turn
+    from pagemind.runtime.process.settings import Settings
+    from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_call_body
+
+    spec = build_spec(tools=["send_message", "archival_memory_insert"])
+    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'p.db'}")
+    model = FunctionModel(lambda request: tool_call_body("send_message", {"message": "ok"}))
+    agent = await Agent.load(spec, model=model, settings=settings, clock=clock)
+    reads = revision_reads(agent.archival)
+    asked = "Do you remember what I told you about my sister Mei and her cello teacher last week?"  # a lookup
+    await run_turn(agent, asked)
+    assert len(reads) == 1  # the prefetch's check read it (no memory yet); the compile reused it
+    assert "Archival memory: 0 " in model.requests[-1].messages[-1]["content"]
+    reads.clear()
+    monkeypatch.setattr(agent_module, "TURN_SHORTCUTS", False)
+    await run_turn(agent, asked)
+    assert len(reads) == 2  # without the turn's block: the prefetch's check, then the compile's

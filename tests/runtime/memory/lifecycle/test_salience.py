@@ -495,3 +495,30 @@ async def test_a_trace_recorded_before_the_gate_existed_replays_with_it_off(tmp_
     del header["spec"]["memory"]["advanced"]["salience"]  # as a trace of an older pagemind has it
     (tmp_path / "old.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     assert (await replay(read_trace(tmp_path / "old.jsonl"))).status == "identical"
+
+
+def test_the_grouped_word_lists_match_as_one_check_per_phrase(monkeypatch):
+    """`PAGEMIND_TURN_SHORTCUTS`: the word lists' Latin phrases share one boundary check; every match and span is
+    the one the per-phrase form finds (plurals, CJK phrases, a phrase inside a longer word)."""
+    import re
+
+    from pagemind.runtime.memory.lifecycle import salience
+
+    phrases = ["new job", "job", "moved", "wedding", "结婚", "生日", "baby"]
+    texts = [
+        "i got a new job and moved",
+        "two weddings and a babys day",
+        "jobless is not a job",
+        "我们结婚了 生日快乐 jobs",
+        "nothing here at all",
+        "rejob newjob new jobs",
+    ]
+    for plural in (False, True):
+        grouped = re.compile(salience._alternation(phrases, plural))
+        monkeypatch.setattr(salience, "FACTORED", False)
+        each = re.compile(salience._alternation(phrases, plural))
+        monkeypatch.setattr(salience, "FACTORED", True)
+        assert grouped.pattern != each.pattern
+        for text in texts:
+            assert [m.span() for m in grouped.finditer(text)] == [m.span() for m in each.finditer(text)]
+            assert grouped.sub(" ", text) == each.sub(" ", text)
