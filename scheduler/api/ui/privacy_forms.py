@@ -6,7 +6,8 @@
     POST /ui/agents/{name}/mute                  topic          the API's `change_topics`
     POST /ui/agents/{name}/unmute                topic
 
-Each carries the page's CSRF token (`session.csrf_refusal`) and reaches only an agent the key may see (the app's
+Their SQL reads and writes run off the event loop (`state.off_loop`), as the page's sections read. Each carries
+the page's CSRF token (`session.csrf_refusal`) and reaches only an agent the key may see (the app's
 `authorize`, as for every path that names an agent). A refused form comes back in the page with why and what was
 sent; a done one redirects to the page (303) saying what it did, except a forget, whose page shows its report
 (counts only) and keeps the query out of the URL.
@@ -22,6 +23,7 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.state.off_loop import off_loop
 from pagemind.scheduler.api.agents import DaemonDep
 from pagemind.scheduler.api.errors import ApiError
 from pagemind.scheduler.api.forgetting import ForgetIn, TopicIn, change_topics, forget_in
@@ -59,7 +61,8 @@ async def approve(request: Request, name: str, review_id: str, daemon: DaemonDep
         return error_page(request, 403, "csrf", why)
     sent = form.get("text", "").replace("\r\n", "\n")
     async with daemon.agent(name) as agent:
-        item = pending_memory(review_queue(agent), review_id, name)  # 404 for a memory no longer waiting
+        queue = review_queue(agent)
+        item = await off_loop(agent.store.engine, pending_memory, queue, review_id, name)  # 404: no longer waiting
         edited = " ".join(sent.split()) != item.text
         try:
             if not sent.strip():
@@ -79,7 +82,7 @@ async def reject(request: Request, name: str, review_id: str, daemon: DaemonDep)
     if (why := csrf_refusal(request, form)) is not None:
         return error_page(request, 403, "csrf", why)
     async with daemon.agent(name) as agent:
-        reject_pending(agent, review_id, via="ui")
+        await off_loop(agent.store.engine, reject_pending, agent, review_id, "ui")
     return _done(name, "rejected", "review")
 
 
@@ -112,7 +115,7 @@ async def _topic(request: Request, name: str, daemon: DaemonDep, change: Literal
     async with daemon.agent(name) as agent:
         try:
             body = TopicIn(topic=sent)
-            changed = change_topics(agent, change, body.topic).changed
+            changed = (await off_loop(agent.store.engine, change_topics, agent, change, body.topic)).changed
         except (ValidationError, ApiError) as exc:
             if isinstance(exc, ApiError) and exc.status != 422:
                 raise
