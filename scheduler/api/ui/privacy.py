@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.forgetting.report import ForgetReport
 from pagemind.runtime.state.off_loop import off_loop
-from pagemind.scheduler.api.forgetting import change_topics
-from pagemind.scheduler.api.review import review_list
+from pagemind.scheduler.api.privacy.forgetting import change_topics
+from pagemind.scheduler.api.privacy.review import review_list
 from pagemind.scheduler.api.ui.views import PageQuery
 
 # What a form just did, as the page says it (`?done=WORD` after the form's redirect; any other word says nothing).

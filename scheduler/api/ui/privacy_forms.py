@@ -26,8 +26,14 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.state.off_loop import off_loop
 from pagemind.scheduler.api.agents import DaemonDep
 from pagemind.scheduler.api.errors import ApiError
-from pagemind.scheduler.api.forgetting import ForgetIn, TopicIn, change_topics, forget_in
-from pagemind.scheduler.api.review import ApproveIn, approve_pending, pending_memory, reject_pending, review_queue
+from pagemind.scheduler.api.privacy.forgetting import ForgetIn, TopicIn, change_topics, forget_in
+from pagemind.scheduler.api.privacy.review import (
+    ApproveIn,
+    approve_pending,
+    pending_memory,
+    reject_pending,
+    review_queue,
+)
 from pagemind.scheduler.api.ui.pages import error_page, page
 from pagemind.scheduler.api.ui.sections import built
 from pagemind.scheduler.api.ui.session import PREFIX, csrf_refusal, form_of
