@@ -134,10 +134,11 @@ class MutedTopics:
         """Mute a topic; False when it was muted already."""
         topic = _topic(topic)
         row = {"agent_id": self.agent_id, "topic": topic, "created_at": self.clock()}
-        with self.engine.begin() as conn:
-            inserted = conn.execute(dialect(conn).insert(muted_topics).values(row).on_conflict_do_nothing()).rowcount
-        log.info("topic_muted", agent_id=self.agent_id, new=bool(inserted))
-        return bool(inserted)
+        insert = dialect(self.engine).insert(muted_topics).values(row).on_conflict_do_nothing()
+        with self.engine.begin() as conn:  # the row returned, not `rowcount`: Postgres' engine here reports -1
+            inserted = conn.execute(insert.returning(muted_topics.c.topic)).first() is not None
+        log.info("topic_muted", agent_id=self.agent_id, new=inserted)
+        return inserted
 
     def unmute(self, topic: str) -> bool:
         """Unmute a topic (as written, case aside); False when it was not muted."""

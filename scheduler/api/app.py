@@ -91,14 +91,14 @@ def create_app(
     """The API over a started `daemon`. Auth is required when there is a `token` or any live key in the database
     (else none: the caller binds to loopback only); `keyring` replaces the one made here (tests: its clock)."""
     from pagemind.scheduler.api import agents as api_agents
-    from pagemind.scheduler.api import forgetting as api_forgetting
     from pagemind.scheduler.api import keys as api_keys
     from pagemind.scheduler.api import memory as api_memory
     from pagemind.scheduler.api import porting as api_porting
-    from pagemind.scheduler.api import review as api_review
     from pagemind.scheduler.api import users as api_users
     from pagemind.scheduler.api.mcp import McpEndpoint
     from pagemind.scheduler.api.openai import routes as api_openai
+    from pagemind.scheduler.api.privacy import forgetting as api_forgetting
+    from pagemind.scheduler.api.privacy import review as api_review
     from pagemind.scheduler.api.ui import routes as ui_routes
 
     if keyring is None:

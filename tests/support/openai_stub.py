@@ -2,7 +2,8 @@
 (`pagemind serve` cannot be handed a ScriptedModel): `python tests/support/openai_stub.py --port P [--latency-ms 50]`.
 
 Every agent turn it serves takes two steps: to a user's message it answers with `memory_rethink` of the `human`
-block (a memory edit; the block's size does not grow with the number of turns), and to that tool's result with
+block (a memory edit; the block's size does not grow with the number of turns) — or, to a message that starts
+"Please remember: ", with `archival_memory_insert` of the rest — and to that tool's result with
 `send_message("echo: <the user's message>")`. Each answer comes after a fixed latency. A minimal HTTP/1.1
 server on asyncio (keep-alive, Content-Length bodies): a framework would cost the benchmark's shared CPU more
 than the daemon it measures. A request with `stream: true` is answered as server-sent events, a few characters a
@@ -23,6 +24,7 @@ import uuid
 served = 0
 streamed = 0
 service_s = 0.0  # the time the completions took here, from the request read to the answer written (the model's latency)
+REMEMBER = "Please remember: "  # a user message that starts so is saved with `archival_memory_insert` instead
 
 
 def answer(body: dict) -> dict:
@@ -31,7 +33,9 @@ def answer(body: dict) -> dict:
     last = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), {"role": "user", "content": ""})
     user = next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""})
     text = str(user.get("content") or "")
-    if last["role"] == "user":
+    if last["role"] == "user" and text.startswith(REMEMBER):
+        name, arguments = "archival_memory_insert", {"content": text.removeprefix(REMEMBER)}
+    elif last["role"] == "user":
         name, arguments = "memory_rethink", {"label": "human", "new_value": f"Last said: {text[:60]}"}
     else:
         name, arguments = "send_message", {"message": f"echo: {text}"}

@@ -4,6 +4,7 @@
     GET  /ui                                            the agents the key may see
     GET  /ui/agents/{name}[?q=…]                        one agent: its sections (`ui.sections`), a search's hits
     POST /ui/agents/{name}/blocks/{label}               edit a core block (the API's `set_block`, operation `ui`)
+    POST /ui/agents/{name}/review/…, /forget, /mute …   the review queue's and forget's forms (`privacy_forms`)
     GET  /ui/static/{file}                              the stylesheet, shipped in the package
 
 Keys are those of the API and checked the same way (`Guard`, `authorize`): a user key sees its user's agents, and
@@ -23,6 +24,7 @@ from pagemind.scheduler.api.agents import DaemonDep
 from pagemind.scheduler.api.auth import principal_in
 from pagemind.scheduler.api.errors import ApiError
 from pagemind.scheduler.api.memory import set_block
+from pagemind.scheduler.api.ui import privacy_forms
 from pagemind.scheduler.api.ui.pages import error_page, page, static_file
 from pagemind.scheduler.api.ui.sections import built
 from pagemind.scheduler.api.ui.session import KEY_COOKIE, PREFIX, csrf_refusal, form_of, set_cookie
@@ -30,6 +32,7 @@ from pagemind.scheduler.api.ui.views import PageQuery
 
 log = structlog.get_logger("pagemind.ui")
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
+router.include_router(privacy_forms.router)
 Search = Annotated[str, Query(max_length=2000)]
 
 
@@ -92,9 +95,12 @@ async def agents(request: Request, daemon: DaemonDep) -> Response:
 
 
 @router.get("/agents/{name}")
-async def agent_page(request: Request, name: str, daemon: DaemonDep, q: Search = "", saved: str = "") -> Response:
-    """One agent's memory, section by section; with `q`, archival memories found for it."""
-    query = PageQuery(q=q.strip(), saved=saved)
+async def agent_page(
+    request: Request, name: str, daemon: DaemonDep, q: Search = "", saved: str = "", done: str = ""
+) -> Response:
+    """One agent's memory, section by section; with `q`, archival memories found for it; with `done`, what a form
+    of the page just did (a word of `privacy.DONE`)."""
+    query = PageQuery(q=q.strip(), saved=saved, done=done)
     async with daemon.agent(name) as agent:
         sections = await built(agent, query)
     return page(request, "agent.html", name=name, sections=sections, query=query)

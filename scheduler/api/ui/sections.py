@@ -1,5 +1,5 @@
-"""The agent page's sections, in order: the one list a new section joins (the privacy work's review queue and
-forget: `add_section(Section("review", "Review queue", "sections/review.html", build_review), before="archival")`).
+"""The agent page's sections, in order: the one list a new section joins
+(`add_section(Section("notes", "Notes", "sections/notes.html", build_notes), before="archival")`).
 
 A section is an id (its anchor), a title, a template under `templates/` that gets the builder's result as `data`
 (and the page's `agent`, `csrf`, `query`), and an async builder called with the agent held off its turns.
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagemind.runtime.agent import Agent
+from pagemind.scheduler.api.ui.privacy import build_forget, build_review
 from pagemind.scheduler.api.ui.views import (
     PageQuery,
     build_archival,
@@ -39,7 +40,9 @@ SECTIONS: list[Section] = [
     Section("window", "Context window", "sections/window.html", build_window),
     Section("summary", "Summary", "sections/summary.html", build_summary),
     Section("turns", "Recent turns", "sections/turns.html", build_turns),
+    Section("review", "Review queue", "sections/review.html", build_review),
     Section("archival", "Archival memory", "sections/archival.html", build_archival),
+    Section("forget", "Forget and mute", "sections/forget.html", build_forget),
 ]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.cli.context_view import context_report
+from pagemind.runtime.forgetting.report import ForgetReport
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.off_loop import off_loop
@@ -23,13 +24,26 @@ CLIP = 2000  # characters of one message or tool argument shown
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A form of the page refused: which (`review:ID`, `forget`, `mute`), why, and the value sent (kept in it)."""
+
+    form: str
+    why: str
+    value: str
+
+
+@dataclass(frozen=True)
 class PageQuery:
     """What the request asks of the page beyond the agent: an archival search, the block just saved, or a failed
-    edit (its label, why, and the value sent, kept in the form)."""
+    edit (its label, why, and the value sent, kept in the form); what a form just did (`done`, a word of
+    `privacy.DONE`), a refused form of the review queue or forget, a forget's report (counts only)."""
 
     q: str = ""
     saved: str = ""
     failed: tuple[str, str, str] | None = None
+    done: str = ""
+    refused: Refusal | None = None
+    forgotten: ForgetReport | None = None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.scheduler.test_serve import environment, pagemind, start_serve, stop, stub  # noqa: F401 - fixtures
+from tests.support.openai_stub import REMEMBER
 
 KEEPER = """
 name: keeper
@@ -30,6 +31,8 @@ blocks:
   - {label: persona, value: "I keep careful notes.", limit: 200, description: "who the agent is"}
   - {label: human, value: "", limit: 200, description: "what the agent knows of its user"}
 tools: [send_message, memory_rethink, archival_memory_insert, archival_search, conversation_search]
+memory:
+  review: {extraction: required, reflection: required, archival_memory_insert: required}
 """
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
 MEMORIES = [
@@ -38,6 +41,10 @@ MEMORIES = [
     "Lin is training for the Berlin half marathon in April",
     f"Lin pasted this into the chat: {HOSTILE}",
 ]
+PROPOSED = "Lin's favourite bakery is Padaria Aurora on Rua Augusta"  # the model saves it: held for review
+CANARY = "Lin's locker code is LOCKER-7731"  # a core memory line, forgotten from the page
+KEPT = "Lin runs most mornings\nand drinks green tea"
+EDITED = f"{KEPT}\n{CANARY}"
 
 
 def chromium() -> str | None:
@@ -63,12 +70,19 @@ def make_key(env: dict, *args: str) -> str:
 
 @pytest.fixture
 def served(environment):  # noqa: F811 - the fixture imported above
-    """(url, env, keys): `pagemind serve` over a folder with the keeper template; alice's agent `notes-lin` has
-    had a turn and holds archival memories."""
+    """(url, env, keys, stop): `pagemind serve` over a folder with the keeper template; alice's agent `notes-lin`
+    has had a turn, holds archival memories, and has one waiting for review (the model saved it); `stop()` stops
+    the daemon before the test ends."""
     folder, env = environment
     (folder / "keeper.yaml").write_text(KEEPER)
     keys = {"alice": make_key(env, "--user", "alice"), "bob": make_key(env, "--user", "bob")}
     process, url = start_serve(folder, env)
+    stopped: list[tuple[int, str]] = []  # (exit code, stderr) once stopped: by the test, else here
+
+    def halt() -> None:
+        if not stopped:
+            stopped.append(stop(process))
+
     try:
         alice = {"authorization": f"Bearer {keys['alice']}"}
         made = httpx.post(f"{url}/v1/agents", json={"template": "keeper", "name": "notes-lin"}, headers=alice)
@@ -80,14 +94,21 @@ def served(environment):  # noqa: F811 - the fixture imported above
             timeout=60,
         )
         assert sent.status_code == 200, sent.text
+        proposed = httpx.post(
+            f"{url}/v1/agents/notes-lin/messages",
+            json={"content": f"{REMEMBER}{PROPOSED}"},  # the stub model answers with archival_memory_insert
+            headers=alice,
+            timeout=60,
+        )
+        assert proposed.status_code == 200, proposed.text
         for text in MEMORIES:
             stored = httpx.post(
                 f"{url}/v1/agents/notes-lin/memory/archival", json={"content": text}, headers=alice, timeout=60
             )
             assert stored.status_code == 201, stored.text
-        yield url, env, keys
+        yield url, env, keys, halt
     finally:
-        code, stderr = stop(process)
+        code, stderr = (stopped or [stop(process)])[0]
     assert code == 0, stderr
 
 
@@ -97,7 +118,7 @@ def test_the_memory_page_in_chromium(served, tmp_path):
         pytest.skip("no Chromium to drive: `apt-get install chromium` (Debian) or `playwright install chromium`")
     from playwright.sync_api import expect, sync_playwright
 
-    url, env, keys = served
+    url, env, keys, stop_serve = served
     shots = tmp_path / "shots"
     shots.mkdir()
     with sync_playwright() as p:
@@ -125,10 +146,29 @@ def test_the_memory_page_in_chromium(served, tmp_path):
             expect(page.locator("ol.hits li").first).to_contain_text("Lin likes green tea")
             page.locator("#archival").screenshot(path=shots / "memory-page-search.png")
 
-            page.fill("#block-human textarea", "Lin runs most mornings\nand drinks green tea")
+            page.fill("#block-human textarea", EDITED)
             page.click("#block-human button")
             expect(page.locator("#block-human .saved")).to_be_visible()
-            expect(page.locator("#block-human textarea")).to_have_value("Lin runs most mornings\nand drinks green tea")
+            expect(page.locator("#block-human textarea")).to_have_value(EDITED)
+
+            review = page.locator("#review")  # what the model saved waits for review, out of archival memory
+            expect(review.locator("article.pending")).to_have_count(1)
+            expect(review.locator("article.pending textarea")).to_have_value(PROPOSED)
+            expect(page.locator("#archival ol.memories").last).not_to_contain_text("Padaria Aurora")
+            review.screenshot(path=shots / "memory-page-review.png")
+            review.locator("article.pending button", has_text="Approve and pin").click()
+            expect(page.locator("#review .saved")).to_contain_text("Approved and pinned")
+            expect(page.locator("#review")).to_contain_text("Nothing waits for review")
+            expect(page.locator("#archival")).to_contain_text("Padaria Aurora")
+
+            page.fill("#forget-query", "locker code")
+            expect(page.locator("form.forget input[name=confirm]:invalid")).to_have_count(1)  # unticked: not sent
+            page.check("form.forget input[name=confirm]")
+            page.click("form.forget button")
+            expect(page.locator("#forget .report")).to_contain_text("core memory lines removed")
+            expect(page.locator("#block-human textarea")).to_have_value(KEPT)
+            assert "LOCKER-7731" not in page.content() and "locker code" not in page.content()
+            page.locator("#forget").screenshot(path=shots / "memory-page-forget.png")
 
             other = browser.new_context().new_page()
             other.goto(f"{url}/ui/login")
@@ -146,6 +186,15 @@ def test_the_memory_page_in_chromium(served, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "Lin runs most mornings\n  and drinks green tea" in shown.stdout
     assert "human ui:" in shown.stdout  # the page's edit, in the block's history
+    assert "LOCKER-7731" not in shown.stdout  # forgotten from the page: from the block and its history
+    listed = subprocess.run([str(cli), "memory", "archival", "notes-lin"], env=env, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert PROPOSED in listed.stdout and "pinned" in listed.stdout  # approved (and pinned) in the page
+    stop_serve()  # the daemon holds the archival store open: a search from the command line waits for it to go
+    search = ["memory", "search", "notes-lin", "bakery Padaria Aurora", "--in", "archival"]
+    found = subprocess.run([str(cli), *search], env=env, capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    assert PROPOSED in found.stdout and "LOCKER-7731" not in found.stdout
     for shot in shots.iterdir():
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     if os.environ.get("PAGEMIND_TEST_SCREENSHOTS"):

@@ -230,11 +230,11 @@ async def test_a_section_added_later_shows_on_the_page(site, monkeypatch):
 
     from pagemind.scheduler.api.ui import sections
 
-    add_section(Section("review", "Review queue", "sections/summary.html", count), before="archival")
+    add_section(Section("extra", "Extra", "sections/summary.html", count), before="archival")
     ids = [s.id for s in sections.SECTIONS]
-    assert ids.index("review") == ids.index("archival") - 1
+    assert ids.index("extra") == ids.index("archival") - 1
     with pytest.raises(ValueError, match="already"):
-        add_section(Section("review", "Again", "sections/summary.html", count))
+        add_section(Section("extra", "Again", "sections/summary.html", count))
     await sign_in(client, keys["alice"])
     html = (await client.get("/ui/agents/notes-a")).text
-    assert html.index('<section id="review">') < html.index('<section id="archival">')
+    assert html.index('<section id="extra">') < html.index('<section id="archival">')

@@ -11,7 +11,7 @@ agents (the app's `authorize`, on every route that names an agent).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import structlog
 from fastapi import APIRouter, Query
@@ -49,31 +49,45 @@ class MutedTopicsOut(BaseModel):
     changed: bool | None = Field(None, description="whether the request changed the list (None for a read)")
 
 
+async def forget_in(agent: Any, body: ForgetIn, via: str = "api") -> ForgetReport:
+    """Forget what `body.query` matches in every tier of a loaded agent (held off its turns): the API's route and
+    the memory page's form. 422 `refused` for a query the forget refuses."""
+    from pagemind.runtime.forgetting.forget import forget_everywhere
+
+    try:
+        report = await forget_everywhere(agent, body.query, agent.home, min_similarity=body.min_similarity)
+    except ValueError as exc:
+        raise ApiError(422, "refused", str(exc)) from None
+    log.info("forgotten_by_request", agent=agent.name, removed=report.total, via=via)
+    return report
+
+
+def change_topics(agent: Any, change: Literal["mute", "unmute"] | None = None, topic: str = "") -> MutedTopicsOut:
+    """A loaded agent's muted topics, after muting or unmuting `topic` (`change`): the API's routes and the memory
+    page's forms. 404 `no_memory` for an agent that keeps no memory, 422 `refused` for a refused topic."""
+    mutes = agent.forgetting.mutes
+    if mutes is None:
+        raise ApiError(404, "no_memory", f"agent '{agent.name}' keeps no memory a topic could be muted in")
+    try:
+        changed = None if change is None else mutes.mute(topic) if change == "mute" else mutes.unmute(topic)
+    except ValueError as exc:
+        raise ApiError(422, "refused", str(exc)) from None
+    return MutedTopicsOut(agent=agent.name, topics=mutes.topics(), changed=changed)
+
+
 @router.post("/forget", tags=["memory"], summary="forget what a query matches, everywhere")
 async def forget(name: str, body: ForgetIn, daemon: DaemonDep) -> ForgetReport:
     """Archival memories, core lines, summaries, episodes and messages (tombstoned) that match, and the agent's
     traces rewritten; the report counts what was removed and never repeats it."""
-    from pagemind.runtime.forgetting.forget import forget_everywhere
-
     async with daemon.agent(name) as agent:
-        try:
-            report = await forget_everywhere(agent, body.query, agent.home, min_similarity=body.min_similarity)
-        except ValueError as exc:
-            raise ApiError(422, "refused", str(exc)) from None
-    log.info("api_forgotten", agent=name, removed=report.total)
-    return report
+        return await forget_in(agent, body)
 
 
-async def _topics(name: str, daemon: DaemonDep, change: str | None = None, topic: str = "") -> MutedTopicsOut:
+async def _topics(
+    name: str, daemon: DaemonDep, change: Literal["mute", "unmute"] | None = None, topic: str = ""
+) -> MutedTopicsOut:
     async with daemon.agent(name) as agent:
-        mutes = agent.forgetting.mutes
-        if mutes is None:
-            raise ApiError(404, "no_memory", f"agent '{name}' keeps no memory a topic could be muted in")
-        try:
-            changed = None if change is None else mutes.mute(topic) if change == "mute" else mutes.unmute(topic)
-        except ValueError as exc:
-            raise ApiError(422, "refused", str(exc)) from None
-        return MutedTopicsOut(agent=name, topics=mutes.topics(), changed=changed)
+        return change_topics(agent, change, topic)
 
 
 @router.get("/muted", tags=["memory"], summary="muted topics")

@@ -17,7 +17,8 @@ import structlog
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from pagemind.runtime.memory.review import PendingMemory
+from pagemind.runtime.memory.review import PendingMemory, ReviewQueue
+from pagemind.runtime.spec.review import ORIGINS
 from pagemind.scheduler.api.agents import DaemonDep
 from pagemind.scheduler.api.errors import ApiError
 
@@ -54,57 +55,76 @@ class ReviewDecision(BaseModel):
     memory_id: str | None = Field(None, description="the archival memory written or pinned")
 
 
-def _queue(agent: Any) -> Any:
+def review_queue(agent: Any) -> ReviewQueue:
+    """The agent's review queue; 404 `no_archival` when it has no archival memory to review into."""
     if agent.review_queue is None:
         raise ApiError(404, "no_archival", f"agent '{agent.name}' has no archival memory to review")
-    return agent.review_queue
+    queue: ReviewQueue = agent.review_queue
+    return queue
 
 
-def _pending(queue: Any, review_id: str, name: str) -> PendingMemory:
-    item: PendingMemory | None = next((p for p in queue.pending() if p.id == review_id), None)
+def pending_memory(queue: ReviewQueue, review_id: str, name: str) -> PendingMemory:
+    """The memory of that id waiting for review; 404 `unknown_review` when none waits."""
+    item = next((p for p in queue.pending() if p.id == review_id), None)
     if item is None:
         raise ApiError(404, "unknown_review", f"agent '{name}' has no memory {review_id!r} waiting for review")
     return item
+
+
+def review_list(agent: Any) -> ReviewList:
+    """What waits for review on a loaded agent, and which writes wait (the API's list and the memory page's)."""
+    queue = review_queue(agent)
+    return ReviewList(agent=agent.name, required=[o for o in ORIGINS if queue.holds(o)], pending=queue.pending())
+
+
+async def approve_pending(agent: Any, review_id: str, body: ApproveIn, via: str = "api") -> ReviewDecision:
+    """Approve a pending memory of a loaded agent (held off its turns): written through the archival write path,
+    with `body.text` as its edited text, pinned with `body.pin`. The API's route and the memory page's form."""
+    queue = review_queue(agent)
+    pending_memory(queue, review_id, agent.name)
+    memory_id = await queue.approve(review_id, pin=body.pin, text=body.text)
+    log.info("review_approved", agent=agent.name, pinned=body.pin, edited=body.text is not None, via=via)
+    return ReviewDecision(id=review_id, decision="approved", memory_id=memory_id)
+
+
+def reject_pending(agent: Any, review_id: str, via: str = "api") -> ReviewDecision:
+    """Reject a pending memory of a loaded agent: dropped for good. The API's route and the memory page's form."""
+    queue = review_queue(agent)
+    pending_memory(queue, review_id, agent.name)
+    queue.reject(review_id)
+    log.info("review_rejected", agent=agent.name, via=via)
+    return ReviewDecision(id=review_id, decision="rejected")
 
 
 @router.get("/review", tags=["memory"], summary="memories waiting for review")
 async def list_review(name: str, daemon: DaemonDep) -> ReviewList:
     """Held by `memory.review: required`: not searchable, not prefetched, until approved or rejected."""
     async with daemon.agent(name) as agent:
-        queue = _queue(agent)
-        required = [o for o in ("extraction", "reflection", "archival_memory_insert") if queue.holds(o)]
-        return ReviewList(agent=name, required=required, pending=queue.pending())
+        return review_list(agent)
 
 
 @router.post("/review/{review_id}/approve", tags=["memory"], summary="approve a pending memory")
 async def approve(name: str, review_id: str, body: ApproveIn, daemon: DaemonDep) -> ReviewDecision:
     """Written through the archival write path (dedupe, supersede), pinned with `pin`."""
     async with daemon.agent(name) as agent:
-        queue = _queue(agent)
-        _pending(queue, review_id, name)
-        memory_id = await queue.approve(review_id, pin=body.pin, text=body.text)
-    log.info("api_review_approved", agent=name, pinned=body.pin)
-    return ReviewDecision(id=review_id, decision="approved", memory_id=memory_id)
+        return await approve_pending(agent, review_id, body)
 
 
 @router.post("/review/{review_id}/reject", tags=["memory"], summary="reject a pending memory")
 async def reject(name: str, review_id: str, daemon: DaemonDep) -> ReviewDecision:
     """Dropped for good (no byte left: SQLite's secure delete)."""
     async with daemon.agent(name) as agent:
-        queue = _queue(agent)
-        _pending(queue, review_id, name)
-        queue.reject(review_id)
-    return ReviewDecision(id=review_id, decision="rejected")
+        return reject_pending(agent, review_id)
 
 
 @router.patch("/review/{review_id}", tags=["memory"], summary="edit a pending memory")
 async def edit(name: str, review_id: str, body: EditIn, daemon: DaemonDep) -> PendingMemory:
     """Its text changed before it is approved."""
     async with daemon.agent(name) as agent:
-        queue = _queue(agent)
-        _pending(queue, review_id, name)
+        queue = review_queue(agent)
+        pending_memory(queue, review_id, name)
         queue.edit(review_id, body.text)
-        return _pending(queue, review_id, name)
+        return pending_memory(queue, review_id, name)
 
 
 @router.post("/archival/{memory_id}/pin", tags=["memory"], summary="pin an archival memory")
