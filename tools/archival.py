@@ -55,13 +55,11 @@ async def _filed_from(context: ToolContext) -> list[int]:
 async def archival_memory_insert(
     content: str, context: ToolContext, tags: list[str] | None = None, importance: float | None = None
 ) -> str:
-    """Save one lasting fact to archival memory: self-contained, third person, with names and dates ("Sam's sister
-    Mei lives in Oslo").
+    """Save one lasting fact, self-contained, with names and dates ("Sam's sister Mei lives in Oslo").
 
     Args:
-        content: One fact.
-        tags: Labels, e.g. ["family"]; a kind (preference, progress, todo, constraint …) among them sets it.
-        importance: 0 to 1 (default 0.5).
+        tags: e.g. ["family"]; a kind among them (preference, progress, todo, constraint) sets it.
+        importance: 0-1, default 0.5.
     """
     labels = [t for t in tags or [] if t]
     kinds = [t.lower() for t in labels if t.lower() in MEMORY_KINDS]
@@ -100,15 +98,10 @@ async def archival_search(
     top_k: int | None = None,
     page: int = 1,
 ) -> str:
-    """Search archival memory by meaning and keywords.
+    """Search archival memory by meaning and keywords. Dates: YYYY-MM-DD.
 
     Args:
-        query: What to find.
-        tags: Any of these tags.
-        start_date: Saved from (YYYY-MM-DD).
-        end_date: Saved until (YYYY-MM-DD).
-        top_k: Results per page (default 5).
-        page: From 1.
+        tags: Any of these.
     """
     hits = await _archival(context).search(
         query,
@@ -135,15 +128,10 @@ async def conversation_search(
     limit: int | None = None,
     page: int = 1,
 ) -> str:
-    """Search the whole conversation, older messages included; no query: the latest ones.
+    """Search all past messages; no query: the latest. Dates: YYYY-MM-DD.
 
     Args:
-        query: Words to find.
-        roles: Only these: user, assistant, tool.
-        start_date: From (YYYY-MM-DD).
-        end_date: Until (YYYY-MM-DD).
-        limit: Messages per page (default 5).
-        page: From 1.
+        roles: Any of user, assistant, tool.
     """
     hits = await _recall(context).search(
         query,

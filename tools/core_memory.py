@@ -18,47 +18,27 @@ def _usage(context: ToolContext, label: str) -> str:
 
 @tool(terminal=True)
 def send_message(message: str) -> str:
-    """Reply to the user; this ends your turn.
-
-    Args:
-        message: Your whole reply.
-    """
+    """Reply to the user; ends your turn."""
     return message
 
 
 @tool(commits_with_step=True)
 def core_memory_append(label: str, content: str, context: ToolContext) -> str:
-    """Add a line to a core memory block.
-
-    Args:
-        label: Block label, e.g. human.
-        content: The line to add.
-    """
+    """Add a line to a core memory block."""
     context.core_memory.append(label, content, context.now())
     return f"Appended. {_usage(context, label)}"
 
 
 @tool(commits_with_step=True)
 def core_memory_replace(label: str, old_content: str, new_content: str, context: ToolContext) -> str:
-    """Replace text in a core memory block.
-
-    Args:
-        label: Block label.
-        old_content: Exact text to replace; must occur once.
-        new_content: New text; empty deletes.
-    """
+    """Replace old_content (exact, found once) in a core memory block; empty new_content deletes it."""
     context.core_memory.replace(label, old_content, new_content, context.now())
     return f"Replaced. {_usage(context, label)}"
 
 
 @tool(commits_with_step=True)
 def memory_rethink(label: str, new_value: str, context: ToolContext) -> str:
-    """Rewrite a core memory block whole.
-
-    Args:
-        label: Block label.
-        new_value: The block's new text.
-    """
+    """Rewrite a core memory block whole."""
     context.core_memory.rethink(label, new_value, context.now())
     return f"Rewritten. {_usage(context, label)}"
 
@@ -77,12 +57,10 @@ def _json_object(value: Any) -> Any:
 def core_memory_update(
     label: str, changes: Annotated[dict[str, Any], BeforeValidator(_json_object)], context: ToolContext
 ) -> str:
-    """Change fields of a structured block (format="json") by a JSON merge patch: a field given is set, an object
-    merged, a list replaced, null removes.
+    """Change fields of a JSON block by a merge patch: only what changes; null removes, a list is replaced.
 
     Args:
-        label: Block label, e.g. profile.
-        changes: Only what changes, e.g. {"people": {"Leo": {"relation": "brother"}}}.
+        changes: e.g. {"people": {"Leo": {"relation": "brother"}}}
     """
     context.core_memory.update(label, changes, context.now())
     return f"Updated. {_usage(context, label)}"

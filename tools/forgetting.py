@@ -22,7 +22,7 @@ def _forgetting(context: ToolContext) -> Any:
 
 @tool
 async def forget(query: str, context: ToolContext) -> str:
-    """Erase all you remember about something the user asks you to forget.
+    """Erase all you remember about what the user asks you to forget ("forget my address").
 
     Args:
         query: A few words.
@@ -36,7 +36,7 @@ async def forget(query: str, context: ToolContext) -> str:
 
 @tool
 async def mute_topic(topic: str, context: ToolContext) -> str:
-    """Stop recalling a topic the user asks you not to bring up (别再提他了).
+    """Stop recalling a topic the user wants dropped ("don't bring up my ex again", 别再提他了).
 
     Args:
         topic: A few words, with names.

@@ -1,6 +1,6 @@
 """The pinned part of the shipped companion's prompt — what every request carries whatever was said: the system
 message (instructions and core blocks) and the tool schemas — stays lean (issue #37: at most 1,600 tokens with all
-of its tools; it was 2,486)."""
+of its tools, forget and mute included; it was 2,486)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ async def test_the_shipped_companions_pinned_part_is_at_most_1600_tokens(tmp_pat
             "archival_memory_insert",
             "archival_search",
             "conversation_search",
+            "forget",
+            "mute_topic",
+            "unmute_topic",
         }
     )
     assert pinned <= PINNED_MAX, sections
