@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import Integer, String, and_, bindparam, case, exists, func, literal_column, or_, select, update
 from sqlalchemy.engine import Connection, Engine, Row
@@ -312,6 +312,10 @@ class Inbox:
             return await self.submit(agent_id, name, kind, content, key, now, source, announce=False)
         return replace(item_from_row(row, name), accepted=accepted), True
 
+    @overload
+    def _opened(self, row: Mapping[str, Any]) -> Mapping[str, Any]: ...
+    @overload
+    def _opened(self, row: None) -> None: ...
     def _opened(self, row: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         """A row a step's statement returned for a write linked to it (`LinkedWrite`): its sealed columns opened,
         as the inbox's own reads open them (encryption at rest: `runtime.crypto.columns`)."""
