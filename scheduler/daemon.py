@@ -38,8 +38,9 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, DaemonStopping, KeyReused, NotDeletable, UnknownAgent, UnknownRun
+from pagemind.scheduler.message_turn import redacted_app_turn
 from pagemind.scheduler.pool import AgentPool
-from pagemind.scheduler.queue.inbox import Inbox, InboxItem
+from pagemind.scheduler.queue.inbox import APP_TURN, MESSAGE_KINDS, Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases, new_owner_id
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
 from pagemind.scheduler.queue.wakeup import PgWakeups, read_arrival
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from pagemind.runtime.erasure.purge import PurgeReport
 
 log = structlog.get_logger("pagemind.scheduler")
-KINDS = ("message", "job")
+KINDS = (*MESSAGE_KINDS, "job")
 # Settings of shortcuts that were removed (measured inside the host's noise): still accepted by `--set`, with a
 # warning, for one release, so a command line that names them keeps working.
 REMOVED_SETTINGS = ("hand_off", "finish_with_last_step")
@@ -275,6 +276,8 @@ class Daemon:
         agent_id = self.catalog.agent_id(agent)
         if kind == "message":  # the inbox is a store too: personal data is replaced before it (`spec.privacy`)
             content = await self._redacted(agent, agent_id, content)
+        elif kind == APP_TURN:  # the same for the text and results it carries
+            content = await redacted_app_turn(content, lambda text: self._redacted(agent, agent_id, text))
         route = self.dispatcher.route(agent_id) if self.started else Route.ANNOUNCE
         item, new = await self.inbox.submit(
             agent_id,
