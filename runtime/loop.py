@@ -401,7 +401,7 @@ async def begin_app_turn(
         if turn_id is None:
             raise NothingToResume("no user message, and no results for tool calls the agent handed out")
         return await resume(agent, turn_id, key)
-    return await begin_turn(agent, text, key, new_key)
+    return await begin_turn(agent, text, key, new_key=True)  # looked up above: unused (`new_key` says so too)
 
 
 async def resume(agent: LoopAgent, turn_id: str, key: str | None) -> TurnResult | tuple[str, list[Message], int]:

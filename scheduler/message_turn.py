@@ -68,7 +68,8 @@ async def run_message(agent: Agent, item: InboxItem, inbox: Inbox, owner: str) -
         text, app = turn_in.text, AppTools(tuple(turn_in.tools), turn_in.results)
     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
     turn = await run_turn(agent, text, idempotency_key=item.turn_key, new_key=item.attempts == 1, app=app)
-    await queue_reflection(agent, item, inbox, owner)
+    if not turn.app_calls:  # a paused turn is not over: no reflection between its calls and their results
+        await queue_reflection(agent, item, inbox, owner)
     return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps, turn.app_calls)
 
 
