@@ -19,6 +19,10 @@ An app may send only its new message or its whole conversation each time; pagemi
   - else (no assistant message: a conversation's first message, or an app that sends only its new message) no
     key: the same words sent twice are two messages, as a user who says "ok" twice said it twice. Such a request
     is retry-safe only with an `Idempotency-Key`.
+- **Tool results** (`role: tool`) after the last assistant message are the app's results for the calls of a turn
+  that paused for its own tools (`scheduler.api.openai.app_tools`): they go with the new text, by call id, and
+  resume that turn when no user text comes with them. A retry is keyed as above, and the runtime stores a result
+  only for a call still open, so the same results sent again are never stored twice.
 - **System messages** (`system`, `developer`) are not stored and do not reach the agent: its instructions are its
   YAML's, and an app's system prompt, resent with every request, would otherwise pile up in its memory. The
   response says how many were left out (`X-Pagemind-Ignored-System`).

@@ -176,9 +176,10 @@ def test_an_app_that_never_answers_leaves_no_split_pair(tmp_path, database_url):
         assert tool_messages(server, "companion-u3", "call_nobody") == []
 
 
-def test_a_paused_turn_streamed_and_a_result_for_an_unknown_call(tmp_path, sqlite_url):
+@pytest.mark.parametrize("stream", ["sse", "ignore"])  # a model server that answers one JSON body: the same
+def test_a_paused_turn_streamed_and_a_result_for_an_unknown_call(tmp_path, sqlite_url, stream):
     agent = AppAgent()
-    with served(tmp_path, sqlite_url, users=("u4",), answer=agent) as server:
+    with served(tmp_path, sqlite_url, users=("u4",), answer=agent, stream=stream) as server:
         client = openai.OpenAI(base_url=server.url, api_key=server.keys["u4"], max_retries=0)
         chunks = list(
             client.chat.completions.create(model=TEMPLATE, messages=[say("weather?")], tools=[WEATHER], stream=True)
