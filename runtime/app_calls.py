@@ -27,10 +27,23 @@ class AppTools:
     """The app's function tools for one run, and the results it sent for the paused turn's calls.
 
     `schemas` are OpenAI tool entries (`{"type": "function", "function": {...}}`); `results` maps a call id to the
-    app's result text."""
+    app's result text; `forced` names the function the app's `tool_choice` forces (OpenAI's semantics: the answer
+    to the request is a call to it, so the run's first step is sent with that `tool_choice`)."""
 
     schemas: tuple[dict[str, Any], ...] = ()
     results: Mapping[str, str] = field(default_factory=dict)
+    forced: str | None = None  # the app's function its `tool_choice` names: the run's first step must call it
+
+    @property
+    def tool_choice(self) -> dict[str, Any] | None:
+        """The first step's `tool_choice` when the app forces a call (None: the model chooses)."""
+        if self.forced is None or self.forced not in self.names:
+            return None
+        return {"type": "function", "function": {"name": self.forced}}
+
+    def chosen(self) -> AppTools:
+        """These tools for the run's later steps: the forced call was made (it paused the turn) or refused."""
+        return AppTools(self.schemas, self.results) if self.forced is not None else self
 
     @property
     def names(self) -> frozenset[str]:
@@ -42,7 +55,7 @@ class AppTools:
         proxy refuses one up front; an MCP server's tools are known only at the turn)."""
         if own.keys().isdisjoint(self.names):
             return self
-        return AppTools(tuple(s for s in self.schemas if name_of(s) not in own), self.results)
+        return AppTools(tuple(s for s in self.schemas if name_of(s) not in own), self.results, self.forced)
 
 
 def name_of(schema: dict[str, Any]) -> str:

@@ -166,6 +166,7 @@ async def run_turn(
                 if not agent.window.held:
                     stored_memory = agent.memory
                 outcome = await run_step(agent, turn_id, step, app)
+                app = app.chosen()  # a forced call is the first step's only
                 messages += outcome.messages
                 match outcome:
                     case Replied(reason=reason, reply=reply):
@@ -247,7 +248,7 @@ async def call_model(
         crash_point("step.before_model")
         request = agent.step_request(compiled)
         if app.schemas:
-            request = dataclasses.replace(request, tools=[*request.tools, *app.schemas])
+            request = dataclasses.replace(request, tools=[*request.tools, *app.schemas], tool_choice=app.tool_choice)
         try:
             response = await agent.call_model(request, step)
         except ContextLengthExceeded:

@@ -34,6 +34,7 @@ class AppTurn(BaseModel):
     text: str = ""
     tools: list[dict[str, Any]] = Field(default_factory=list)
     results: dict[str, str] = Field(default_factory=dict)
+    forced: str | None = None  # the app's function its `tool_choice` forces
 
     def encoded(self) -> str:
         """The item's content: the same turn always gives the same text (the inbox compares a key's content)."""
@@ -45,7 +46,7 @@ async def redacted_app_turn(content: str, redact: Callable[[str], Awaitable[str]
     turn = AppTurn.model_validate_json(content)
     text = await redact(turn.text) if turn.text else ""
     results = {call_id: await redact(result) for call_id, result in turn.results.items()}
-    return AppTurn(text=text, tools=turn.tools, results=results).encoded()
+    return AppTurn(text=text, tools=turn.tools, results=results, forced=turn.forced).encoded()
 
 
 def turn_result(
@@ -65,7 +66,7 @@ async def run_message(agent: Agent, item: InboxItem, inbox: Inbox, owner: str) -
     text, app = item.content, NO_APP_TOOLS
     if item.kind == APP_TURN:
         turn_in = AppTurn.model_validate_json(item.content)
-        text, app = turn_in.text, AppTools(tuple(turn_in.tools), turn_in.results)
+        text, app = turn_in.text, AppTools(tuple(turn_in.tools), turn_in.results, turn_in.forced)
     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
     turn = await run_turn(agent, text, idempotency_key=item.turn_key, new_key=item.attempts == 1, app=app)
     if not turn.app_calls:  # a paused turn is not over: no reflection between its calls and their results

@@ -8,6 +8,8 @@ import pytest
 
 from pagemind.runtime.app_calls import NO_RESULT, AppTools, NothingToResume
 from pagemind.runtime.loop import StopReason, next_action, run_turn
+from pagemind.runtime.messages import encode_json
+from pagemind.runtime.model.request import ModelRequest
 from pagemind.runtime.pressure.history_repair import is_valid
 from pagemind.runtime.testing.doubles import call, tool_calls_body
 from pagemind.runtime.testing.doubles import tool_call_body as tool_call
@@ -84,3 +86,13 @@ async def test_an_app_tool_named_as_one_of_the_agents_is_not_offered(scripted_op
     assert (result.reply, result.stop_reason) == ("Hi.", StopReason.SEND_MESSAGE)  # the agent's own ran
     offered = [t["function"]["name"] for t in scripted_openai.requests[0]["tools"]]
     assert offered.count("send_message") == 1 and "get_weather" in offered
+
+
+def test_a_forced_tool_choice_is_sent_and_its_bytes_are_the_bodys():
+    forced = {"type": "function", "function": {"name": "get_weather"}}
+    for choice, sent in ((forced, forced), (None, "auto")):
+        request = ModelRequest("m", [{"role": "user", "content": "x"}], [WEATHER], 0.0, 10, tool_choice=choice)
+        assert request.body()["tool_choice"] == sent
+        assert request.encoded() == encode_json(request.body())
+    assert AppTools((WEATHER,), forced="get_weather").tool_choice == forced
+    assert AppTools((WEATHER,), forced="get_weather").chosen().tool_choice is None  # the first step's only

@@ -50,7 +50,9 @@ class ChatRequest(BaseModel):
         description="the app's function tools, offered beside the agent's own; a call to one is handed to the app "
         "(`tool_calls`, finish_reason `tool_calls`) and its result, sent back as a `tool` message, resumes the turn",
     )
-    tool_choice: str | dict[str, Any] | None = Field(None, description="`auto` (the default) or `none`")
+    tool_choice: str | dict[str, Any] | None = Field(
+        None, description="`auto` (the default), `none`, a named function of `tools`, or `required` with one tool"
+    )
     functions: list[dict[str, Any]] | None = Field(None, description="refused: send function tools as `tools`")
 
 

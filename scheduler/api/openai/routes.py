@@ -93,10 +93,10 @@ async def chat_completions(request: Request, daemon: DaemonDep) -> Response:
     keyring: KeyRing = request.app.state.keyring
     user = body.user or request.headers.get(USER_HEADER)
     new = incoming(body.messages, request.headers.get("idempotency-key"))  # refused before an agent is made
-    tools = app_tools(body.tools, body.tool_choice)
+    tools, forced = app_tools(body.tools, body.tool_choice)
     name = await resolve(daemon, keyring, principal_in(request), body.model, user)
     try:
-        item = await submit(daemon, name, new, tools)
+        item = await submit(daemon, name, new, tools, forced)
     except AgentUnavailable:
         raise  # its YAML does not load: the 503 that says so
     except UnknownAgent:
@@ -122,14 +122,16 @@ async def chat_completions(request: Request, daemon: DaemonDep) -> Response:
     return JSONResponse(answer, headers=headers)
 
 
-async def submit(daemon: Daemon, name: str, new: Incoming, tools: list[dict[str, Any]]) -> InboxItem:
+async def submit(
+    daemon: Daemon, name: str, new: Incoming, tools: list[dict[str, Any]], forced: str | None
+) -> InboxItem:
     """The request's turn in the agent's inbox: a plain message, or (with the app's tools or results) an app turn
     (`scheduler.message_turn.AppTurn`); an app tool named as one of the agent's own is refused first."""
     if not tools and not new.results:
         return await daemon.submit(name, new.text, idempotency_key=new.key)
     if tools:
         refuse_clashes(tools, daemon.catalog.spec_for(name).resolved_tools())
-    content = AppTurn(text=new.text, tools=tools, results=new.results).encoded()
+    content = AppTurn(text=new.text, tools=tools, results=new.results, forced=forced).encoded()
     return await daemon.submit(name, content, idempotency_key=new.key, kind=APP_TURN)
 
 

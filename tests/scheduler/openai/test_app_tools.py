@@ -2,9 +2,10 @@
 agent's model calls an app tool, the app gets `tool_calls`, sends the result, and the turn resumes with it; memory
 calls stay inside; an app that never answers leaves no split pair; retries store nothing twice.
 
-The scripted agent (`app_agent`): "weather?" calls the app's `get_weather`; "mixed" calls a memory tool and
-`get_weather` in one step; to `get_weather`'s result it replies `weather: <result>` (read from its prompt); to
-anything else `echo: <text>`. Every model request it gets is kept, to check its history is strict-provider shaped.
+The scripted agent (`AppAgent`): "weather?" calls the app's `get_weather`; "mixed" calls a memory tool and
+`get_weather` in one step; a forced `tool_choice` it obeys (the city "Bergen"); to `get_weather`'s result it
+replies `weather: <result>` (read from its prompt); to anything else `echo: <text>`. Every model request it gets
+is kept, to check its history is strict-provider shaped.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class AppAgent:
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         self.requests.append(body)
         last = last_turn_message(body)
+        forced = body.get("tool_choice")
+        if isinstance(forced, dict):
+            return tool_call(forced["function"]["name"], {"city": "Bergen"})
         if last["role"] == "tool":
             called = {c["id"]: c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or ()}
             if called[last["tool_call_id"]] == "get_weather":
@@ -208,12 +212,13 @@ def test_what_the_proxy_refuses_of_an_apps_tools(tmp_path, sqlite_url):
     with served(tmp_path, sqlite_url, users=("u5",)) as server:
         client = openai.OpenAI(base_url=server.url, api_key=server.keys["u5"], max_retries=0)
         clash = {"type": "function", "function": {"name": "send_message", "parameters": {"type": "object"}}}
+        other = {"type": "function", "function": {"name": "get_time"}}
         cases: list[tuple[dict[str, Any], str, str]] = [
             ({"tools": [WEATHER, clash]}, "tool_name_taken", "tools"),
-            ({"tools": [WEATHER], "tool_choice": "required"}, "tool_choice_unsupported", "tool_choice"),
+            ({"tools": [WEATHER, other], "tool_choice": "required"}, "tool_choice_unsupported", "tool_choice"),
             (
-                {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
-                "tool_choice_unsupported",
+                {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_time"}}},
+                "invalid_tool_choice",
                 "tool_choice",
             ),
             ({"tools": [WEATHER, WEATHER]}, "invalid_tools", "tools"),
@@ -230,3 +235,22 @@ def test_what_the_proxy_refuses_of_an_apps_tools(tmp_path, sqlite_url):
             model=TEMPLATE, messages=[say("weather?")], tools=[WEATHER], tool_choice="none"
         )
         assert plain.choices[0].message.content == "echo: weather?" and plain.choices[0].finish_reason == "stop"
+
+
+def test_a_forced_tool_choice_makes_the_first_step_call_the_apps_function(tmp_path, sqlite_url):
+    agent = AppAgent()
+    with served(tmp_path, sqlite_url, users=("u6",), answer=agent) as server:
+        client = openai.OpenAI(base_url=server.url, api_key=server.keys["u6"], max_retries=0)
+        named = {"type": "function", "function": {"name": "get_weather"}}
+        for choice in (named, "required"):  # `required` with one tool: that tool
+            forced = client.chat.completions.create(
+                model=TEMPLATE, messages=[say("hello")], tools=[WEATHER], tool_choice=choice
+            )
+            (call,) = forced.choices[0].message.tool_calls or []
+            assert (call.function.name, forced.choices[0].finish_reason) == ("get_weather", "tool_calls")
+            assert agent.requests[-1]["tool_choice"] == named  # sent to the agent's model as asked
+            # The result resumes the turn with the model choosing again (`auto`).
+            history = [say("hello"), forced.choices[0].message, result(call.id, "windy")]
+            done = client.chat.completions.create(model=TEMPLATE, messages=history, tools=[WEATHER])
+            assert done.choices[0].message.content == "weather: windy"
+            assert agent.requests[-1]["tool_choice"] == "auto"

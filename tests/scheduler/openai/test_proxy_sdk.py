@@ -157,9 +157,9 @@ def test_what_the_proxy_refuses_answers_in_openais_error_shape(tmp_path, sqlite_
                 "messages",
             ),
             (
-                {"model": TEMPLATE, "messages": [say("x")], "user": "u", "tools": [_TOOL], "tool_choice": "required"},
+                {"model": TEMPLATE, "messages": [say("x")], "user": "u", "tools": [_TOOL], "tool_choice": "auto!"},
                 openai.BadRequestError,
-                "tool_choice_unsupported",
+                "invalid_tool_choice",
                 "tool_choice",
             ),
             (
