@@ -18,6 +18,7 @@ import openai
 import pytest
 
 from pagemind.runtime.app_calls import NO_RESULT
+from pagemind.scheduler.message_turn import AppTurn, redacted_app_turn
 from tests.scheduler.openai.served import Served, served
 from tests.support.model_server import last_turn_message, last_user_text, tool_call, tool_calls
 
@@ -254,3 +255,12 @@ def test_a_forced_tool_choice_makes_the_first_step_call_the_apps_function(tmp_pa
             done = client.chat.completions.create(model=TEMPLATE, messages=history, tools=[WEATHER])
             assert done.choices[0].message.content == "weather: windy"
             assert agent.requests[-1]["tool_choice"] == "auto"
+
+
+def test_an_app_turn_is_redacted_in_the_inbox_as_a_message_is():
+    async def redact(text: str) -> str:
+        return text.replace("lin@example.com", "<EMAIL_1>")
+
+    turn = AppTurn(text="mail lin@example.com", tools=[WEATHER], results={"call_1": "sent to lin@example.com"})
+    stored = AppTurn.model_validate_json(asyncio.run(redacted_app_turn(turn.encoded(), redact)))
+    assert (stored.text, stored.results, stored.tools) == ("mail <EMAIL_1>", {"call_1": "sent to <EMAIL_1>"}, [WEATHER])
