@@ -4,7 +4,11 @@ A turn (1) takes the user message into the inbox, durably, and then runs steps u
 (2) compiles the context, (3) lets the pressure monitor repair, warn or flush it, (4) calls the model — a
 provider's `context_length_exceeded` forces a flush and one retry — (5) dispatches the tool calls, whose errors
 go back to the model as results, and (6) commits the step's messages, block edits and record in one
-transaction. Every step ends in a typed outcome: run again, a reply, or stopped with a reason.
+transaction. Every step ends in a typed outcome: run again, a reply, stopped with a reason, or paused for the app.
+
+An app may lend the turn its own tools (`runtime.app_calls.AppTools`, passed per run: the OpenAI proxy's `tools`):
+offered to the model beside the agent's, never run here. A step that calls one runs its other calls, commits, and
+pauses the turn (`Paused`): the app runs its calls, and a run with their results resumes the turn where it paused.
 
 A step that runs again and whose tools' effects all commit with it (core-memory edits, reads: `Tool.effects_in_step`)
 is held instead (`Window.hold`): in view, and stored by the turn's next commit in the same transaction, one round
@@ -31,6 +35,7 @@ from typing import Protocol
 import structlog
 
 from pagemind.blocks import BlockEdit, CoreMemory
+from pagemind.runtime.app_calls import NO_APP_TOOLS, AppTools, NothingToResume, answered_turn, open_calls, results_for
 from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.events import (
     Event,
@@ -50,7 +55,7 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.window import Window
-from pagemind.tools import Tool, ToolContext, ToolResult, dispatch_tool_calls
+from pagemind.tools import Tool, ToolCall, ToolContext, ToolResult, dispatch_tool_calls
 
 log = structlog.get_logger("pagemind.loop")
 
@@ -83,6 +88,7 @@ class StopReason(StrEnum):
     SEND_MESSAGE = "send_message"
     PLAIN_REPLY = "plain_reply"
     MAX_STEPS = "max_steps"
+    APP_TOOL_CALLS = "app_tool_calls"  # paused: the app runs its own tools' calls (`runtime.app_calls`)
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,17 @@ class Stopped:
     messages: list[Message]
 
 
-StepOutcome = RunAgain | Replied | Stopped
+@dataclass(frozen=True)
+class Paused:
+    """The step called the app's tools: the turn waits for their results (the step's own calls ran). `reply`: a
+    `send_message` of the same step, if one succeeded."""
+
+    calls: tuple[ToolCall, ...]
+    reply: str | None
+    messages: list[Message]
+
+
+StepOutcome = RunAgain | Replied | Stopped | Paused
 
 
 @dataclass(frozen=True)
@@ -120,6 +136,7 @@ class TurnEnd:
     reply: str | None
     stop_reason: StopReason
     steps: int
+    app_calls: tuple[ToolCall, ...] = ()  # a turn paused for the app's calls (`runtime.app_calls`)
 
 
 # Given the turn's end, another write to commit with its last step (the daemon's inbox finish), or None.
@@ -135,6 +152,7 @@ class TurnResult:
     stop_reason: StopReason
     steps: int
     messages: list[Message]
+    app_calls: tuple[ToolCall, ...] = ()  # paused (`APP_TOOL_CALLS`): the calls the app must answer
 
 
 async def run_turn(
@@ -145,6 +163,7 @@ async def run_turn(
     new_key: bool = False,
     accepted: Message | None = None,
     on_end: EndWrite | None = None,
+    app: AppTools = NO_APP_TOOLS,
 ) -> TurnResult:
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
@@ -153,32 +172,45 @@ async def run_turn(
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
     message stays, and a step is committed whole or not at all. `new_key`, `accepted`: see `begin_turn`. `on_end`:
     called once the last step's outcome is known, before it commits; the write it returns commits with that step (a
-    turn that returns as stored, or fails, commits no last step: nothing is called then)."""
+    turn that returns as stored, or fails, commits no last step: nothing is called then). `app`: the app's tools for
+    this run and its results for a paused turn's calls (`runtime.app_calls`; an empty `user_message` with results
+    resumes that turn)."""
     user_message = await agent.privacy.text(user_message)  # before it is stored, recorded or looked up
-    begun = await begin_turn(agent, user_message, idempotency_key, new_key, accepted)  # 1. inbox (or a retry's turn)
+    begun = await begin_app_turn(agent, user_message, idempotency_key, new_key, app, accepted)  # 1. inbox, or resumed
     if isinstance(begun, TurnResult):
         return dataclasses.replace(begun, reply=await agent.privacy.filled(begun.reply))
     turn_id, messages, first = begun
     with agent.turn_stats():  # the archival statistics read once for the turn
-        return await _run_steps(agent, user_message, turn_id, messages, first, on_end)
+        return await _run_steps(agent, user_message, (turn_id, messages, first), on_end, app)
 
 
 async def _run_steps(
-    agent: LoopAgent, user_message: str, turn_id: str, messages: list[Message], first: int, on_end: EndWrite | None
+    agent: LoopAgent,
+    user_message: str,
+    begun: tuple[str, list[Message], int],
+    on_end: EndWrite | None,
+    app: AppTools,
 ) -> TurnResult:
-    """The turn after its message is accepted: prefetch, then steps until a reply or a stop."""
+    """The turn after its message is accepted (`begun`: its id, its stored messages, the next step's index):
+    prefetch, then steps until a reply, a pause for the app's calls, or a stop."""
+    turn_id, messages, first = begun
     async with turn_deadline(agent.spec.model.turn_deadline_s):
         await agent.prefetch(user_message)
+        app = app.beside(agent.tools)  # after prefetch: an MCP server's tools join there
         stored_memory = agent.memory  # core memory as stored: what a failure with a held step goes back to
         try:
             for step in itertools.count(first):
                 if not agent.window.held:
                     stored_memory = agent.memory
-                outcome = await run_step(agent, turn_id, step, on_end)
+                outcome = await run_step(agent, turn_id, step, on_end, app)
+                app = app.chosen()  # a forced call is the first step's only
                 messages += outcome.messages
                 match outcome:
                     case Replied(reason=reason, reply=reply):  # the user's own originals back in (`keep_originals`)
                         return TurnResult(turn_id, await agent.privacy.filled(reply), reason, step, messages)
+                    case Paused(calls=calls, reply=reply):
+                        filled = await agent.privacy.filled(reply)
+                        return TurnResult(turn_id, filled, StopReason.APP_TOOL_CALLS, step, messages, calls)
                     case Stopped(reason=reason):
                         return TurnResult(turn_id, None, reason, step, messages)
         except BaseException:
@@ -188,18 +220,23 @@ async def _run_steps(
     raise AssertionError("unreachable: itertools.count never ends")
 
 
-async def run_step(agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite | None = None) -> StepOutcome:
-    """One step: compile and relieve the context, call the model, dispatch its tool calls, commit atomically (with
-    `on_end`'s write when the step ends the turn)."""
+async def run_step(
+    agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite | None = None, app: AppTools = NO_APP_TOOLS
+) -> StepOutcome:
+    """One step: compile and relieve the context, call the model, dispatch its tool calls (the app's are handed
+    out, not run), commit atomically (with `on_end`'s write when the step ends the turn)."""
     started_at, started = agent.now(), time.perf_counter()
-    compiled, response = await call_model(agent, step)  # 2. compile, 3. pressure, 4. model
+    compiled, response = await call_model(agent, step, app)  # 2. compile, 3. pressure, 4. model
     working = agent.memory.copy()
-    results = await dispatch(agent, step, response, working)  # 5. tools
+    app_names = app.names
+    app_calls = tuple(c for c in response.tool_calls if c.name in app_names)
+    results = await dispatch(agent, step, response, working, app_names)  # 5. tools
     reason = next_action(
         bool(response.tool_calls),
         any(r.terminal and not r.is_error for r in results),
         step,
         agent.spec.max_steps_per_turn,
+        bool(app_calls),
     )
     reply = reply_of(response, results) if reason not in (None, StopReason.MAX_STEPS) else None
     if response.streamed and response.streamed != reply:  # e.g. send_message failed: the turn goes on
@@ -216,7 +253,8 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite |
         (time.perf_counter() - started) * 1000,
         response.cached_tokens,
     )
-    rider = on_end(TurnEnd(turn_id, reply, reason, step)) if on_end is not None and reason is not None else None
+    ended = TurnEnd(turn_id, reply, reason, step, app_calls) if reason is not None else None
+    rider = on_end(ended) if on_end is not None and ended is not None else None
     messages = step_messages(agent, turn_id, response, results)
     if reason is None and may_hold(agent, results):  # 6. with the next step's commit
         stored = hold(agent, step, record, messages, working)
@@ -236,17 +274,25 @@ async def run_step(agent: LoopAgent, turn_id: str, step: int, on_end: EndWrite |
         return RunAgain(stored)
     if reason is StopReason.MAX_STEPS:
         return Stopped(reason, stored)
+    if reason is StopReason.APP_TOOL_CALLS:
+        return Paused(app_calls, reply, stored)
     return Replied(reason, reply, stored)
 
 
-async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, ModelResponse]:
-    """Steps 2–4: the relieved context and the model's answer to it; a context overflow flushes and retries once."""
+async def call_model(
+    agent: LoopAgent, step: int, app: AppTools = NO_APP_TOOLS
+) -> tuple[CompiledContext, ModelResponse]:
+    """Steps 2–4: the relieved context and the model's answer to it (the app's tools offered after the agent's); a
+    context overflow flushes and retries once."""
     for attempt in (1, 2):
         crash_point("step.before_relieve")
         compiled = await agent.monitor.relieve(step, force=attempt == 2)
         crash_point("step.before_model")
+        request = agent.step_request(compiled)
+        if app.schemas:
+            request = dataclasses.replace(request, tools=[*request.tools, *app.schemas], tool_choice=app.tool_choice)
         try:
-            response = await agent.call_model(agent.step_request(compiled), step)
+            response = await agent.call_model(request, step)
         except ContextLengthExceeded:
             if attempt == 2:
                 raise
@@ -258,12 +304,16 @@ async def call_model(agent: LoopAgent, step: int) -> tuple[CompiledContext, Mode
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
-async def dispatch(agent: LoopAgent, step: int, response: ModelResponse, working: CoreMemory) -> list[ToolResult]:
-    """Step 5: run the response's tool calls against a working copy of core memory; errors become results."""
+async def dispatch(
+    agent: LoopAgent, step: int, response: ModelResponse, working: CoreMemory, app_names: frozenset[str] = frozenset()
+) -> list[ToolResult]:
+    """Step 5: run the response's tool calls against a working copy of core memory; errors become results. Calls
+    of the app's tools (`app_names`) are not run: the app answers them (`Paused`)."""
     for call in response.tool_calls:
         agent.report(ToolCallEvent.from_call(step, call))
     crash_point("dispatch.before_tools")
-    results = await dispatch_tool_calls(list(response.tool_calls), agent.tools, agent.tool_context(working))
+    own = [c for c in response.tool_calls if c.name not in app_names]
+    results = await dispatch_tool_calls(own, agent.tools, agent.tool_context(working))
     results = await agent.privacy.results(results)  # a tool may read personal data from anywhere
     crash_point("dispatch.after_tools")
     for result in results:
@@ -360,11 +410,62 @@ async def begin_turn(
     stored, steps = store.turn_messages(agent_id, turn_id), store.turn_steps(agent_id, turn_id)
     if stored and stored[0].content != text:
         raise IdempotencyKeyReused(f"idempotency key {key!r} was used for another message; use a new key")
-    if steps and steps[-1].stop_reason is not None:
-        reason = StopReason(steps[-1].stop_reason)
-        return TurnResult(turn_id, stored_reply(agent, reason, stored), reason, len(steps), stored)
-    agent.report(TurnEvent(step=0, turn_id=turn_id, user_message=text))
-    return turn_id, stored, len(steps) + 1
+    return stored_turn(agent, turn_id, stored, [s.stop_reason for s in steps])
+
+
+def stored_turn(
+    agent: LoopAgent, turn_id: str, stored: list[Message], stops: list[str | None]
+) -> TurnResult | tuple[str, list[Message], int]:
+    """A stored turn (its messages, its steps' stop reasons) as it stands: its result when its last step ended it
+    (paused with calls still open included), else (turn id, messages, the next step index) to go on from."""
+    waiting = open_calls(stored)
+    if stops and stops[-1] is not None and (stops[-1] != StopReason.APP_TOOL_CALLS or waiting is not None):
+        reason = StopReason(stops[-1])
+        calls = waiting.calls if waiting is not None else ()
+        return TurnResult(turn_id, stored_reply(agent, reason, stored), reason, len(stops), stored, calls)
+    first = next((m.content or "" for m in stored if m.role == "user"), "")
+    agent.report(TurnEvent(step=0, turn_id=turn_id, user_message=first))
+    return turn_id, stored, len(stops) + 1
+
+
+async def begin_app_turn(
+    agent: LoopAgent, text: str, key: str | None, new_key: bool, app: AppTools, accepted: Message | None = None
+) -> TurnResult | tuple[str, list[Message], int]:
+    """Step 1 with the app's part (`runtime.app_calls`): calls a paused turn left open are answered first, by the
+    app's results or, where it sent none, by `NO_RESULT`. Without a user message the results resume the paused
+    turn (results sent again: the turn that took them, resumed or as stored); with one, it begins its own turn.
+    A run again with a key its turn took (a crash) finds that turn and answers nothing again. `accepted`: a plain
+    message stored with its inbox item (`begin_turn`; the daemon does so only while no call is open)."""
+    if accepted is not None:
+        return await begin_turn(agent, text, key, new_key, accepted)
+    store, agent_id = agent.window.store, agent.window.agent_id
+    known = await store.turn_for_key(agent_id, key) if key is not None and not new_key else None
+    if known is not None:
+        return await begin_turn(agent, text, key, new_key) if text else await resume(agent, known, None)
+    results = {call_id: await agent.privacy.text(content) for call_id, content in app.results.items()}
+    paused = open_calls(agent.window.messages)
+    if paused is not None:
+        unknown = set(results) - {c.id for c in paused.calls}
+        if unknown:
+            log.warning("app_results_unknown", agent=agent.name, call_ids=sorted(unknown))
+        await agent.window.answer(results_for(paused, results, agent.now()))
+        if not text:
+            return await resume(agent, paused.turn_id, key)
+    elif not text:
+        turn_id = answered_turn(agent.window, results) if results else None
+        if turn_id is None:
+            raise NothingToResume("no user message, and no results for tool calls the agent handed out")
+        return await resume(agent, turn_id, key)
+    return await begin_turn(agent, text, key, new_key=True)  # looked up above: unused (`new_key` says so too)
+
+
+async def resume(agent: LoopAgent, turn_id: str, key: str | None) -> TurnResult | tuple[str, list[Message], int]:
+    """A paused turn whose calls are answered, to go on from (or as stored, if it ended since); `key` now names it."""
+    store, agent_id = agent.window.store, agent.window.agent_id
+    if key is not None:
+        await store.add_turn_key(agent_id, key, turn_id, agent.now())
+    stops = [s.stop_reason for s in store.turn_steps(agent_id, turn_id)]
+    return stored_turn(agent, turn_id, store.turn_messages(agent_id, turn_id), stops)
 
 
 def stored_reply(agent: LoopAgent, reason: StopReason, messages: list[Message]) -> str | None:
@@ -383,10 +484,15 @@ def stored_reply(agent: LoopAgent, reason: StopReason, messages: list[Message]) 
     return None
 
 
-def next_action(has_tool_calls: bool, terminal_succeeded: bool, step: int, max_steps: int) -> StopReason | None:
-    """Whether the turn stops after this step, and why; None means "call the model again"."""
+def next_action(
+    has_tool_calls: bool, terminal_succeeded: bool, step: int, max_steps: int, app_calls: bool = False
+) -> StopReason | None:
+    """Whether the turn stops after this step, and why; None means "call the model again". Calls of the app's
+    tools pause the turn whatever else the step did: they must be answered."""
     if not has_tool_calls:
         return StopReason.PLAIN_REPLY
+    if app_calls:
+        return StopReason.APP_TOOL_CALLS
     if terminal_succeeded:
         return StopReason.SEND_MESSAGE
     if step >= max_steps:

@@ -117,6 +117,14 @@ class Window:
             self._adopt([message])
         return [message]
 
+    async def answer(self, results: list[Message]) -> list[Message]:
+        """Store the results of a paused turn's open calls (an app's, or the ones saying it sent none: see
+        `runtime.app_calls`) in one transaction, then put them in view after their calls."""
+        await self.commit_held()
+        stored = await self.store.apply_repair(self.agent_id, results, [])
+        self._adopt(stored)
+        return stored
+
     async def commit_step(
         self, record: StepRecord, messages: list[Message], edits: list[BlockEdit], rider: LinkedWrite | None = None
     ) -> tuple[int, list[Message]]:

@@ -27,6 +27,7 @@ import structlog
 from pydantic import BaseModel, Field, ValidationError
 
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.app_calls import open_calls
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelClient, close_shared_clients
 from pagemind.runtime.privacy.policy import AgentPrivacy
@@ -40,8 +41,9 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.catalog import AgentCatalog, AgentInfo
 from pagemind.scheduler.dispatcher import Dispatcher
 from pagemind.scheduler.errors import DaemonError, DaemonStopping, KeyReused, NotDeletable, UnknownAgent, UnknownRun
+from pagemind.scheduler.message_turn import redacted_app_turn
 from pagemind.scheduler.pool import AgentPool
-from pagemind.scheduler.queue.inbox import RUNNING, HandOff, Inbox, InboxItem
+from pagemind.scheduler.queue.inbox import APP_TURN, MESSAGE_KINDS, RUNNING, HandOff, Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases, new_owner_id
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, EVENTS_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL
 from pagemind.scheduler.queue.wakeup import PgWakeups, read_arrival
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from pagemind.runtime.erasure.purge import PurgeReport
 
 log = structlog.get_logger("pagemind.scheduler")
-KINDS = ("message", "job")
+KINDS = (*MESSAGE_KINDS, "job")
 
 
 @dataclass
@@ -283,6 +285,8 @@ class Daemon:
         agent_id = self.catalog.agent_id(agent)
         if kind == "message":  # the inbox is a store too: personal data is replaced before it (`spec.privacy`)
             content = await self._redacted(agent, agent_id, content)
+        elif kind == APP_TURN:  # the same for the text and results it carries
+            content = await redacted_app_turn(content, lambda text: self._redacted(agent, agent_id, text))
         route = self.dispatcher.route(agent_id) if self.started else Route.ANNOUNCE
         lingering = self.dispatcher.take_lingering(agent_id) if route is Route.HAND_OFF else None
         now, item, new = utcnow(), None, False
@@ -323,11 +327,13 @@ class Daemon:
 
     def _hand_off(self, agent: str, kind: str, content: str, now: datetime) -> HandOff:
         """The placement of an item with the worker lingering here on `agent`: claimed for it, with the turn's
-        user message unless the agent is not loaded here, or a failed turn left this very message unanswered (its
-        retry reuses it: `runtime.loop.begin_turn`)."""
+        user message unless the agent is not loaded here, a failed turn left this very message unanswered (its
+        retry reuses it: `runtime.loop.begin_turn`), or a paused turn's calls to the app are open (they are answered
+        before the next message is stored: `runtime.app_calls`)."""
         loaded = self.pool.loaded(agent) if kind == "message" else None
         message = None
-        if loaded is not None and loaded.window.unanswered(content) is None:
+        window = loaded.window if loaded is not None else None
+        if window is not None and window.unanswered(content) is None and open_calls(window.messages) is None:
             message = Message("user", content, loaded.now(), turn_id=uuid.uuid4().hex)
         return HandOff(self.owner, self.leases.until(now), self.store, message)
 

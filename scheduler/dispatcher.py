@@ -35,7 +35,7 @@ from pagemind.scheduler.jobs import run_job
 from pagemind.scheduler.message_turn import run_message
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.queue.arrivals import Arrivals
-from pagemind.scheduler.queue.inbox import Inbox, InboxItem
+from pagemind.scheduler.queue.inbox import MESSAGE_KINDS, Inbox, InboxItem
 from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.queue.turnlocks import HeldAgents
 from pagemind.scheduler.streams.fanout import RunFanout
@@ -328,7 +328,7 @@ class Dispatcher:
                 if lent or (refresh and item.agent_name not in self.pool.read_now):  # just loaded: fresh already
                     self.pool.lent.discard(item.agent_name)
                     await agent.refresh()
-                if item.kind == "message":
+                if item.kind in MESSAGE_KINDS:
                     owner, with_last_step = self.leases.owner, self.config.finish_with_last_step
                     result, finished = await run_message(agent, item, self.inbox, self.fanout, owner, with_last_step)
                     return result, None, finished

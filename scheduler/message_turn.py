@@ -7,25 +7,63 @@ so the turn's end and its item's are one commit and a turn costs one round trip 
 another process watches the run: its relayed events are written before the item's end, `RunFanout.settle`), the
 dispatcher runs it after the turn. A kill between the turn's last commit and a finish apart runs the item again,
 and its key returns the stored turn (`runtime.loop.begin_turn`).
+
+An `app_turn` item (the OpenAI proxy's request with the app's own `tools`, or results for calls handed to it) is a
+message item whose content is `AppTurn` as JSON: the user's text (none when the app only sends results), the app's
+tools, and its results by call id (`runtime.app_calls`). A turn that pauses for the app's calls has them in its
+result (`tool_calls`).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from pagemind.runtime.agent import Agent
+from pagemind.runtime.app_calls import NO_APP_TOOLS, AppTools
 from pagemind.runtime.loop import StopReason, TurnEnd, run_turn
 from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.step_commit import LinkedWrite
-from pagemind.scheduler.queue.inbox import Inbox, InboxItem
+from pagemind.scheduler.queue.inbox import APP_TURN, Inbox, InboxItem
 from pagemind.scheduler.streams.fanout import RunFanout
+from pagemind.tools import ToolCall
 
 
-def turn_result(turn_id: str, reply: str | None, stop_reason: StopReason, steps: int) -> dict[str, Any]:
-    """A message item's `result`: what `GET /v1/runs/{id}` shows of its turn."""
-    return {"reply": reply, "stop_reason": stop_reason.value, "steps": steps, "turn_id": turn_id}
+class AppTurn(BaseModel):
+    """An `app_turn` item's content (see the module docstring)."""
+
+    text: str = ""
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    results: dict[str, str] = Field(default_factory=dict)
+    forced: str | None = None  # the app's function its `tool_choice` forces
+
+    def encoded(self) -> str:
+        """The item's content: the same turn always gives the same text (the inbox compares a key's content)."""
+        return json.dumps(self.model_dump(), sort_keys=True, ensure_ascii=False)
+
+
+async def redacted_app_turn(content: str, redact: Callable[[str], Awaitable[str]]) -> str:
+    """An `app_turn` content with its text and results as the agent's privacy policy stores them."""
+    turn = AppTurn.model_validate_json(content)
+    text = await redact(turn.text) if turn.text else ""
+    results = {call_id: await redact(result) for call_id, result in turn.results.items()}
+    return AppTurn(text=text, tools=turn.tools, results=results, forced=turn.forced).encoded()
+
+
+def turn_result(
+    turn_id: str, reply: str | None, stop_reason: StopReason, steps: int, app_calls: tuple[ToolCall, ...] = ()
+) -> dict[str, Any]:
+    """A message item's `result`: what `GET /v1/runs/{id}` shows of its turn (`tool_calls`: a turn paused for the
+    app's calls)."""
+    result: dict[str, Any] = {"reply": reply, "stop_reason": stop_reason.value, "steps": steps, "turn_id": turn_id}
+    if app_calls:
+        result["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in app_calls]
+    return result
 
 
 class FinishWithLastStep:
@@ -40,7 +78,7 @@ class FinishWithLastStep:
         """The finish to commit with the last step, or None (finished apart)."""
         if not self.enabled or self.fanout.relayed(self.item.run_id):
             return None
-        result = turn_result(end.turn_id, end.reply, end.stop_reason, end.steps)
+        result = turn_result(end.turn_id, end.reply, end.stop_reason, end.steps, end.app_calls)
         self.rider = self.inbox.finish_rider(self.item, self.owner, utcnow(), result)
         return self.rider
 
@@ -57,22 +95,31 @@ async def run_message(
 ) -> tuple[dict[str, Any], InboxItem | None]:
     """Run a claimed message item as the agent's turn (owner: the daemon holding its lease): (its result, the item
     as finished with the turn's last step, or None when the dispatcher is to finish it apart)."""
-    finish = FinishWithLastStep(inbox, fanout, owner, item, enabled=finish_with_last_step)
+    # A reply whose kept originals are filled back in (`privacy.keep_originals`) is known only after the turn: its
+    # item is finished apart, with that reply.
+    with_last_step = finish_with_last_step and not agent.privacy.keeps_originals
+    finish = FinishWithLastStep(inbox, fanout, owner, item, enabled=with_last_step)
+    text, app = item.content, NO_APP_TOOLS
+    if item.kind == APP_TURN:
+        turn_in = AppTurn.model_validate_json(item.content)
+        text, app = turn_in.text, AppTools(tuple(turn_in.tools), turn_in.results, turn_in.forced)
     # A first attempt's key is new: `attempts` counts every claim, committed before the turn runs.
     turn = await run_turn(
         agent,
-        item.content,
+        text,
         idempotency_key=item.turn_key,
         new_key=item.attempts == 1,
         accepted=item.accepted,
         on_end=finish,
+        app=app,
     )
     if agent.forgetting.queued:  # the turn asked to forget: its messages and trace lines too (`runtime.forgetting`)
         await agent.forgetting.after_turn()
     finished = finish.outcome()
-    if await queue_reflection(agent, item, inbox, owner) and finished is not None:
+    # A paused turn is not over: no reflection between its calls and their results.
+    if not turn.app_calls and await queue_reflection(agent, item, inbox, owner) and finished is not None:
         finished = replace(finished, more=True)  # the job came after the finish: claim it next
-    return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps), finished
+    return turn_result(turn.turn_id, turn.reply, turn.stop_reason, turn.steps, turn.app_calls), finished
 
 
 async def queue_reflection(agent: Agent, item: InboxItem, inbox: Inbox, owner: str) -> bool:

@@ -30,6 +30,8 @@ class ModelRequest:
     encoded_messages: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
     # The provider's structured-output format (`{"type": "json_schema", ...}`), sent only when set.
     response_format: dict[str, Any] | None = None
+    # A forced call (`{"type": "function", "function": {"name": ...}}`: an app's `tool_choice`); None: "auto".
+    tool_choice: dict[str, Any] | None = None
 
     def body(self) -> dict[str, Any]:
         """The JSON body (without transport details)."""
@@ -41,7 +43,7 @@ class ModelRequest:
         }
         if self.tools:
             body["tools"] = self.tools
-            body["tool_choice"] = "auto"
+            body["tool_choice"] = self.tool_choice or "auto"
         if self.response_format is not None:
             body["response_format"] = self.response_format
         return body
@@ -64,7 +66,8 @@ class ModelRequest:
             _members({"temperature": self.temperature, "max_tokens": self.max_tokens}),
         ]
         if self.tools:
-            members += [b'"tools":' + tools_json(self.tools), b'"tool_choice":"auto"']
+            choice = encode_json(self.tool_choice) if self.tool_choice else b'"auto"'
+            members += [b'"tools":' + tools_json(self.tools), b'"tool_choice":' + choice]
         tail = {"response_format": self.response_format} if self.response_format is not None else {}
         if tail or extra:
             members.append(_members({**tail, **(extra or {})}))

@@ -61,10 +61,15 @@ class AgentPrivacy:
             )
         return cls(config.redacted_kinds(), SqlNumbering(engine, agent_id, keep_originals=keep))
 
+    @property
+    def keeps_originals(self) -> bool:
+        """Whether the user's replies get their originals back (`privacy.keep_originals`, with redaction on)."""
+        return self.numbering is not None and self.numbering.keep_originals
+
     async def filled(self, text: str | None) -> str | None:
         """A reply for the user with its placeholders back to the originals kept under `privacy.keep_originals`
         (what is stored, recorded and sent to the model keeps the placeholders); unchanged otherwise."""
-        if not text or self.numbering is None or not self.numbering.keep_originals or not PLACEHOLDER.search(text):
+        if not text or self.numbering is None or not self.keeps_originals or not PLACEHOLDER.search(text):
             return text
         kept = await self.numbering.originals()
         return PLACEHOLDER.sub(lambda m: kept.get((m[1], int(m[2])), m[0]), text)

@@ -57,6 +57,10 @@ def is_running(column: Any) -> Any:
     return column == _STATE_SQL[RUNNING]
 
 
+APP_TURN = "app_turn"  # a message with the OpenAI proxy's app tools or results (`scheduler.message_turn.AppTurn`)
+MESSAGE_KINDS = ("message", APP_TURN)  # the kinds run as a turn of the agent; the other is "job"
+
+
 @dataclass(frozen=True)
 class InboxItem:
     """One row of `inbox`, plus the agent's name."""
@@ -65,7 +69,7 @@ class InboxItem:
     run_id: str
     agent_id: int
     agent_name: str
-    kind: str  # "message" | "job"
+    kind: str  # "message" | "app_turn" | "job"
     content: str
     idempotency_key: str | None
     state: str  # pending | running | done | failed

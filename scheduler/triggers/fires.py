@@ -17,6 +17,7 @@ from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import write_transaction
 from pagemind.runtime.state.records import aware
 from pagemind.runtime.state.tables import inbox, trigger_fires
+from pagemind.scheduler.queue.inbox import MESSAGE_KINDS
 from pagemind.scheduler.triggers.rules import IDLE_KEY_PREFIX
 
 _CHUNK = 500  # agent ids per query (SQLite caps bound parameters; Postgres plans a short list better)
@@ -65,7 +66,7 @@ class TriggerFires:
         that caused them."""
         activity: dict[int, datetime] = {}
         counted = and_(
-            inbox.c.kind == "message",
+            inbox.c.kind.in_(MESSAGE_KINDS),
             or_(inbox.c.idempotency_key.is_(None), ~inbox.c.idempotency_key.like(f"trigger:{IDLE_KEY_PREFIX}%")),
         )
         with self.engine.connect() as conn:

@@ -4,7 +4,10 @@
 Every agent turn it serves takes two steps: to a user's message it answers with `memory_rethink` of the `human`
 block (a memory edit; the block's size does not grow with the number of turns) — or, to a message that starts
 "Please remember: ", with `archival_memory_insert` of the rest — and to that tool's result with
-`send_message("echo: <the user's message>")`. Each answer comes after a fixed latency. A minimal HTTP/1.1
+`send_message("echo: <the user's message>")`. A request that offers an app's own `get_weather` tool (the OpenAI
+proxy's function-calling example, docs/pages/guide/openai-proxy.md) takes a step more: after the memory edit it
+calls `get_weather` with the message's last word as the city, and to its result answers `send_message("The
+weather: <result>")`. Each answer comes after a fixed latency. A minimal HTTP/1.1
 server on asyncio (keep-alive, Content-Length bodies): a framework would cost the benchmark's shared CPU more
 than the daemon it measures. A request with `stream: true` is answered as server-sent events, a few characters a
 chunk, one chunk per write (chunked transfer encoding), as a provider streams. `GET /stats` reports the number of
@@ -33,10 +36,16 @@ def answer(body: dict) -> dict:
     last = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), {"role": "user", "content": ""})
     user = next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""})
     text = str(user.get("content") or "")
+    offered = {(t.get("function") or {}).get("name") for t in body.get("tools") or ()}
+    called = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()}
     if last["role"] == "user" and text.startswith(REMEMBER):
         name, arguments = "archival_memory_insert", {"content": text.removeprefix(REMEMBER)}
     elif last["role"] == "user":
         name, arguments = "memory_rethink", {"label": "human", "new_value": f"Last said: {text[:60]}"}
+    elif called.get(last.get("tool_call_id")) == "get_weather":
+        name, arguments = "send_message", {"message": f"The weather: {last.get('content')}"}
+    elif "get_weather" in offered:
+        name, arguments = "get_weather", {"city": (text.split() or [""])[-1].strip("?.!,")}
     else:
         name, arguments = "send_message", {"message": f"echo: {text}"}
     call = {

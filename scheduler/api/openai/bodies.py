@@ -45,12 +45,32 @@ class ChatRequest(BaseModel):
     stream_options: StreamOptions | None = None
     user: str | None = Field(None, max_length=128, description="the end user (with `template:`); or X-Pagemind-User")
     n: int | None = Field(None, description="only 1: one agent, one reply")
-    tools: list[dict[str, Any]] | None = Field(None, description="refused: the agent's tools are its own")
-    functions: list[dict[str, Any]] | None = Field(None, description="refused: the agent's tools are its own")
+    tools: list[dict[str, Any]] | None = Field(
+        None,
+        description="the app's function tools, offered beside the agent's own; a call to one is handed to the app "
+        "(`tool_calls`, finish_reason `tool_calls`) and its result, sent back as a `tool` message, resumes the turn",
+    )
+    tool_choice: str | dict[str, Any] | None = Field(
+        None, description="`auto` (the default), `none`, a named function of `tools`, or `required` with one tool"
+    )
+    functions: list[dict[str, Any]] | None = Field(None, description="refused: send function tools as `tools`")
 
 
-def completion(run_id: str, created: datetime, model: str, reply: str, finish: str) -> dict[str, Any]:
-    """A whole `chat.completion`: the agent's reply as the assistant's content."""
+def wire_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A paused turn's calls (`tool_calls` of its result: id, name, arguments) as OpenAI's message has them."""
+    return [
+        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls
+    ]
+
+
+def completion(
+    run_id: str, created: datetime, model: str, reply: str | None, finish: str, calls: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A whole `chat.completion`: the agent's reply as the assistant's content, and the calls of the app's tools
+    when the turn paused for them."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply, "refusal": None}
+    if calls:
+        message["tool_calls"] = wire_calls(calls)
     return {
         "id": f"chatcmpl-{run_id}",
         "object": "chat.completion",
@@ -60,7 +80,7 @@ def completion(run_id: str, created: datetime, model: str, reply: str, finish: s
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply, "refusal": None},
+                "message": message,
                 "finish_reason": finish,
                 "logprobs": None,
             }

@@ -19,6 +19,10 @@ An app may send only its new message or its whole conversation each time; pagemi
   - else (no assistant message: a conversation's first message, or an app that sends only its new message) no
     key: the same words sent twice are two messages, as a user who says "ok" twice said it twice. Such a request
     is retry-safe only with an `Idempotency-Key`.
+- **Tool results** (`role: tool`) after the last assistant message are the app's results for the calls of a turn
+  that paused for its own tools (`scheduler.api.openai.app_tools`): they go with the new text, by call id, and
+  resume that turn when no user text comes with them. A retry is keyed as above, and the runtime stores a result
+  only for a call still open, so the same results sent again are never stored twice.
 - **System messages** (`system`, `developer`) are not stored and do not reach the agent: its instructions are its
   YAML's, and an app's system prompt, resent with every request, would otherwise pile up in its memory. The
   response says how many were left out (`X-Pagemind-Ignored-System`).
@@ -29,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pagemind.scheduler.api.openai.bodies import ChatMessage
@@ -47,6 +51,22 @@ class Incoming:
     text: str
     key: str | None
     ignored_system: int
+    results: dict[str, str] = field(default_factory=dict)  # the app's tool results, by call id
+
+
+def results_of(after: Sequence[tuple[int, ChatMessage]]) -> dict[str, str]:
+    """The `tool` messages among the new ones: the app's results for the calls it was handed, by call id."""
+    results: dict[str, str] = {}
+    for i, message in after:
+        if message.role != "tool":
+            continue
+        call_id = (message.model_extra or {}).get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ProxyError(
+                400, "invalid_request", f"messages[{i}]: a tool message needs its `tool_call_id`", f"messages[{i}]"
+            )
+        results[call_id] = text_of(message.content, i)
+    return results
 
 
 def text_of(content: str | list[dict[str, Any]] | None, index: int) -> str:
@@ -68,16 +88,19 @@ def text_of(content: str | list[dict[str, Any]] | None, index: int) -> str:
 
 
 def incoming(messages: Sequence[ChatMessage], idempotency_key: str | None) -> Incoming:
-    """The new user text of a request's messages and its key (see the module docstring); 400 when there is none."""
+    """The new user text of a request's messages, the app's tool results among them, and its key (see the module
+    docstring); 400 when there is neither text nor a result."""
     talk = [(i, m) for i, m in enumerate(messages) if m.role not in SYSTEM_ROLES]
     last_reply = max((n for n, (_, m) in enumerate(talk) if m.role == "assistant"), default=-1)
     new = [(i, m) for i, m in talk[last_reply + 1 :] if m.role == "user"]
     texts = [text for i, m in new if (text := text_of(m.content, i).strip())]
-    if not texts:
+    results = results_of(talk[last_reply + 1 :])
+    if not texts and not results:
         raise ProxyError(
             400,
             "no_new_message",
-            "nothing to answer: no user message with text after the conversation's last assistant message",
+            "nothing to answer: no user message with text or tool result after the conversation's last assistant "
+            "message",
             param="messages",
         )
     if idempotency_key:
@@ -86,7 +109,7 @@ def incoming(messages: Sequence[ChatMessage], idempotency_key: str | None) -> In
         key = KEY_PREFIX + "c:" + _digest(json.dumps([_canonical(m) for _, m in talk], sort_keys=True))
     else:
         key = None
-    return Incoming("\n\n".join(texts), key, len(messages) - len(talk))
+    return Incoming("\n\n".join(texts), key, len(messages) - len(talk), results)
 
 
 def _canonical(message: ChatMessage) -> list[Any]:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from pagemind.scheduler.api.agents import DaemonDep
 from pagemind.scheduler.api.auth import KeyRing, principal_in, turn_quota
 from pagemind.scheduler.api.openai.agents import not_found, resolve
+from pagemind.scheduler.api.openai.app_tools import app_tools, refuse_clashes
 from pagemind.scheduler.api.openai.bodies import (
     COMPLETION_SCHEMA,
     ChatRequest,
@@ -20,10 +21,13 @@ from pagemind.scheduler.api.openai.bodies import (
     completion,
     inlined,
 )
-from pagemind.scheduler.api.openai.chunks import completion_chunks, failure, finish_reason
-from pagemind.scheduler.api.openai.conversation import incoming
+from pagemind.scheduler.api.openai.chunks import calls_of, completion_chunks, failure, finish_reason
+from pagemind.scheduler.api.openai.conversation import Incoming, incoming
 from pagemind.scheduler.api.openai.errors import ProxyError
+from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import AgentUnavailable, UnknownAgent
+from pagemind.scheduler.message_turn import AppTurn
+from pagemind.scheduler.queue.inbox import APP_TURN, InboxItem
 
 log = structlog.get_logger("pagemind.api")
 router = APIRouter(prefix="/v1")
@@ -37,7 +41,10 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "the reply: a chat.completion, or (`stream: true`) chat.completion.chunk events",
         "content": {"application/json": {"schema": COMPLETION_SCHEMA}, "text/event-stream": {"schema": {}}},
     },
-    400: {"description": "an invalid request, no new user message, `tools`, `n` > 1"},
+    400: {
+        "description": "an invalid request, no new user message or tool result, a tool named as one of the agent's, "
+        "`tool_choice` other than auto or none, `n` > 1"
+    },
     403: {"description": "a user key naming another `user`"},
     404: {"description": "no agent or template of that name the key may use (model_not_found)"},
     409: {"description": "the Idempotency-Key was used for other content; the agent name is taken"},
@@ -55,13 +62,8 @@ def parse(raw: bytes) -> ChatRequest:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or None
         raise ProxyError(400, "invalid_request", f"{where or 'body'}: {first['msg']}", param=where) from None
-    if body.tools or body.functions:
-        raise ProxyError(
-            400,
-            "tools_unsupported",
-            "the agent's tools are its own (memory tools, send_message); an app's `tools` are not passed to it",
-            param="tools" if body.tools else "functions",
-        )
+    if body.functions:
+        raise ProxyError(400, "functions_unsupported", "send the app's functions as `tools`", param="functions")
     if body.n not in (None, 1):
         raise ProxyError(400, "n_unsupported", "one agent gives one reply: `n` must be 1", param="n")
     return body
@@ -84,14 +86,17 @@ async def chat_completions(request: Request, daemon: DaemonDep) -> Response:
     """The agent `model` names (`agent:NAME`, or `template:NAME` with the end user in `user` or X-Pagemind-User,
     made on first use) takes the request's new user message (scheduler/api/openai/conversation.py: the messages
     after its last assistant message; stored once, retries and resent histories included) and answers with its
-    reply as the assistant's content, whole or (`stream: true`) as chunks. Errors in OpenAI's shape."""
+    reply as the assistant's content, whole or (`stream: true`) as chunks. The app's own `tools` are offered to it
+    beside its own; a call to one is the answer (`tool_calls`), and the app's `tool` results resume the turn
+    (scheduler/api/openai/app_tools.py). Errors in OpenAI's shape."""
     body = parse(await request.body())
     keyring: KeyRing = request.app.state.keyring
     user = body.user or request.headers.get(USER_HEADER)
     new = incoming(body.messages, request.headers.get("idempotency-key"))  # refused before an agent is made
+    tools, forced = app_tools(body.tools, body.tool_choice)
     name = await resolve(daemon, keyring, principal_in(request), body.model, user)
     try:
-        item = await daemon.submit(name, new.text, idempotency_key=new.key)
+        item = await submit(daemon, name, new, tools, forced)
     except AgentUnavailable:
         raise  # its YAML does not load: the 503 that says so
     except UnknownAgent:
@@ -111,9 +116,23 @@ async def chat_completions(request: Request, daemon: DaemonDep) -> Response:
     failed = failure(done, item.run_id)
     if failed is not None:
         raise ProxyError(*failed, headers={**headers, **NO_RETRY})
-    reply = (done.result or {}).get("reply") or ""
-    answer = completion(item.run_id, item.created_at, body.model, reply, finish_reason(done))
+    calls = calls_of(done)
+    reply = (done.result or {}).get("reply") or (None if calls else "")
+    answer = completion(item.run_id, item.created_at, body.model, reply, finish_reason(done), calls)
     return JSONResponse(answer, headers=headers)
+
+
+async def submit(
+    daemon: Daemon, name: str, new: Incoming, tools: list[dict[str, Any]], forced: str | None
+) -> InboxItem:
+    """The request's turn in the agent's inbox: a plain message, or (with the app's tools or results) an app turn
+    (`scheduler.message_turn.AppTurn`); an app tool named as one of the agent's own is refused first."""
+    if not tools and not new.results:
+        return await daemon.submit(name, new.text, idempotency_key=new.key)
+    if tools:
+        refuse_clashes(tools, daemon.catalog.spec_for(name).resolved_tools())
+    content = AppTurn(text=new.text, tools=tools, results=new.results, forced=forced).encoded()
+    return await daemon.submit(name, content, idempotency_key=new.key, kind=APP_TURN)
 
 
 @router.get("/models", tags=["openai"], summary="the agents and templates a key may name in `model`")

@@ -157,10 +157,10 @@ def test_what_the_proxy_refuses_answers_in_openais_error_shape(tmp_path, sqlite_
                 "messages",
             ),
             (
-                {"model": TEMPLATE, "messages": [say("x")], "user": "u", "tools": [_TOOL]},
+                {"model": TEMPLATE, "messages": [say("x")], "user": "u", "tools": [_TOOL], "tool_choice": "auto!"},
                 openai.BadRequestError,
-                "tools_unsupported",
-                "tools",
+                "invalid_tool_choice",
+                "tool_choice",
             ),
             (
                 {"model": TEMPLATE, "messages": [say("x")], "user": "u", "n": 2},

@@ -7,7 +7,9 @@ stream (issue 36, item 5). The paths, and where each is checked:
 - the daemon's event stream (`POST /v1/agents/{name}/messages/stream`, `GET /v1/runs/{id}/events`, and
   `pagemind send --server` on a terminal, which reads it): below, over TCP;
 - the OpenAI-compatible proxy with `stream: true`: tests/scheduler/openai/test_proxy_sdk.py,
-  `test_a_model_server_that_ignores_or_refuses_stream_still_streams_the_reply`.
+  `test_a_model_server_that_ignores_or_refuses_stream_still_streams_the_reply`; a turn that pauses for the app's own
+  tools, streamed as tool-call deltas: tests/scheduler/openai/test_app_tools.py,
+  `test_a_paused_turn_streamed_and_a_result_for_an_unknown_call`.
 """
 
 from __future__ import annotations
