@@ -332,8 +332,7 @@ class Daemon:
         before the next message is stored: `runtime.app_calls`)."""
         loaded = self.pool.loaded(agent) if kind == "message" else None
         message = None
-        window = loaded.window if loaded is not None else None
-        if window is not None and window.unanswered(content) is None and open_calls(window.messages) is None:
+        if loaded is not None and loaded.window.unanswered(content) is None and not open_calls(loaded.window.messages):
             message = Message("user", content, loaded.now(), turn_id=uuid.uuid4().hex)
         return HandOff(self.owner, self.leases.until(now), self.store, message)
 
