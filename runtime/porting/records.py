@@ -15,7 +15,10 @@ kept so that records can refer to each other (a summary's `first_message_id`, an
 records before it: a file cut short is refused rather than imported in part.
 
 A reader takes a file of its own major version (`VERSION`) and refuses a newer one by name; keys it does not know
-are ignored, so a later minor addition stays readable.
+are ignored, so a later minor addition stays readable. The header of a file written with `--redact` says
+`"redacted": true` (`porting.redaction`). Issue 35 added `muted_topic`, `memory_review` and, for an agent with
+`privacy.pii: redact` only, its placeholder numbering (`pii_key`, `pii_placeholder`; `pii_original` under
+`keep_originals`): a file without them reads as before.
 """
 
 from __future__ import annotations
