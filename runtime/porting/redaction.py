@@ -42,6 +42,7 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 STRUCTURE = frozenset(
     {"id", "ids", "kind", "kinds", "label", "operation", "op", "action", "role", "name", "type", "status", "by"}
     | {"superseded_by", "supersedes", "tool_call_id", "origin", "tags"}
+    | {"keep", "drop", "winner", "losers"}  # a reflection plan's memory ids (`reflection.schema`)
 )
 
 
