@@ -14,6 +14,8 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.memory.review import ReviewQueue
 from pagemind.runtime.memory.topics import MutedTopics
 from pagemind.runtime.porting.files import export_lines, import_file, read_file
+from pagemind.runtime.porting.records import Bundle
+from pagemind.runtime.porting.redaction import redact_bundle
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.review import ReviewConfig
 from pagemind.runtime.state.engine import make_engine
@@ -123,3 +125,33 @@ async def test_a_redacted_letta_file_and_placeholders_already_there(scripted_ope
     other = StateStore(make_engine(f"sqlite:///{tmp_path / 'other.db'}"))
     [report] = import_file(other, Settings.from_env(), text.encode(), name="from-af")
     assert report.counts["message"] >= 4
+
+
+def test_json_values_keep_their_structure_and_the_agents_numbering_stays_out():
+    ids = "13800138000"  # an id that a recogniser would take for a phone number: under a structure key, kept
+    bundle = Bundle(
+        agent={"name": "x", "summary": "", "spec": {"blocks": [{"label": "human", "value": f"Tel {PHONE}"}]}},
+        rows={
+            "reflection": [
+                {"id": ids, "plan": {"merges": [{"keep": ids, "drop": [ids], "reason": f"both say {PHONE}"}]}}
+            ],
+            "archival_version": [{"memory_id": ids, "text": f"mail {EMAIL}", "detail": {"by": ids, "old": EMAIL}}],
+            "origin": [{"template": None, "blocks": {"human": f"Tel {PHONE}"}}],
+            "pii_key": [{"key": "c2VjcmV0"}],
+            "pii_placeholder": [{"kind": "phone", "number": 1, "digest": "ab"}],
+        },
+    )
+    redacted = redact_bundle(bundle)
+    assert redacted.agent["spec"]["blocks"][0]["value"] == "Tel [phone#1]"
+    assert redacted.of("reflection")[0] == {
+        "id": ids,
+        "plan": {"merges": [{"keep": ids, "drop": [ids], "reason": "both say [phone#1]"}]},
+    }
+    assert redacted.of("archival_version")[0] == {
+        "memory_id": ids,
+        "text": "mail [email#1]",
+        "detail": {"by": ids, "old": "[email#1]"},
+    }
+    assert redacted.of("origin")[0]["blocks"] == {"human": "Tel [phone#1]"}
+    assert not redacted.of("pii_key") and not redacted.of("pii_placeholder")
+    assert bundle.of("archival_version")[0]["text"] == f"mail {EMAIL}"  # the bundle read is left as it was
