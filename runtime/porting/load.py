@@ -96,8 +96,8 @@ def validated_spec(bundle: Bundle, name: str, *, code: Code = "shipped") -> Agen
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        code = "code" in first["msg"] or first["type"] == REFUSED
-        hint = " (pass --allow-code to import an agent whose tools are code of yours)" if code else ""
+        names_code = "code" in first["msg"] or first["type"] == REFUSED
+        hint = " (pass --allow-code to import an agent whose tools are code of yours)" if names_code else ""
         raise ImportRefused(f"the agent's spec does not load here: {where}: {first['msg']}{hint}") from None
 
 

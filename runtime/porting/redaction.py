@@ -61,8 +61,10 @@ def redact_bundle(bundle: Bundle, kinds: tuple[str, ...] = KINDS) -> Bundle:
             continue
         rows[kind] = [work.record(kind, record) for record in records]
     if "muted_topic" in rows:  # two topics may now read the same: a topic is the row's key, keep one of each
-        seen: set[str] = set()
-        rows["muted_topic"] = [r for r in rows["muted_topic"] if not (r["topic"] in seen or seen.add(r["topic"]))]
+        first: dict[str, dict[str, Any]] = {}
+        for row in rows["muted_topic"]:
+            first.setdefault(row["topic"], row)
+        rows["muted_topic"] = list(first.values())
     return Bundle(agent=agent, rows=rows)
 
 
