@@ -22,8 +22,9 @@ LETTA_NAMES = {"archival_search": "archival_memory_search"}  # pagemind → Lett
 MEMORY_TOOLS = {"core_memory_append", "core_memory_replace", "memory_rethink", "core_memory_update"}
 
 
-def agent_file(bundle: Bundle, exported_at: datetime, version: str) -> dict[str, Any]:
-    """The agent file (a JSON document) for `bundle`."""
+def agent_file(bundle: Bundle, exported_at: datetime, version: str, *, redacted: bool = False) -> dict[str, Any]:
+    """The agent file (a JSON document) for `bundle`; `redacted` (its personal data is placeholders) is said in the
+    file's `metadata`."""
     spec = bundle.agent["spec"]
     model = spec.get("model") or {}
     order = {b.get("label"): i for i, b in enumerate(spec.get("blocks") or [])}  # the prompt's order
@@ -79,7 +80,7 @@ def agent_file(bundle: Bundle, exported_at: datetime, version: str) -> dict[str,
         "sources": [],
         "tools": tools,
         "mcp_servers": [],
-        "metadata": {"exported_by": f"pagemind {version}"},
+        "metadata": {"exported_by": f"pagemind {version}", **({"redacted": True} if redacted else {})},
         "created_at": exported_at.isoformat(),
     }
 

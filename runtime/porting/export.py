@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Table, select
 from sqlalchemy.engine import Connection, Engine
 
-from pagemind.runtime.porting.records import AGENT_TABLE, KEEP_ID, TABLES, Bundle, encode
+from pagemind.runtime.porting.records import AGENT_TABLE, KEEP_ID, PRIVACY_KINDS, TABLES, Bundle, encode
 from pagemind.runtime.state.records import aware
 
 
@@ -32,9 +32,26 @@ def read_bundle(engine: Engine, name: str) -> Bundle:
         if agent is None:
             raise UnknownAgentName(name)
         bundle = Bundle(agent=agent_record(agent))
-        for kind, table in TABLES.items():
+        kinds = [k for k in TABLES if k not in PRIVACY_KINDS or k in numbering_kinds(bundle.agent["spec"])]
+        for kind in kinds:
+            table = TABLES[kind]
             bundle.rows[kind] = [encode(table, row, keep_id=kind in KEEP_ID) for row in _rows(conn, table, agent["id"])]
     return bundle
+
+
+def numbering_kinds(spec: dict[str, Any]) -> tuple[str, ...]:
+    """Which of redaction's numbering records an export of an agent with this spec carries: the HMAC key and the
+    numbers only under `privacy.pii: redact` (so `[phone#1]` keeps meaning the same value after a round trip), the
+    kept originals only under `keep_originals` too; none otherwise (an agent that stopped redacting keeps its book
+    here, it is no part of what it remembers)."""
+    privacy = spec.get("privacy") or {}
+    if privacy.get("pii") != "redact":
+        return ()
+    return (
+        ("pii_key", "pii_placeholder", "pii_original")
+        if privacy.get("keep_originals")
+        else ("pii_key", "pii_placeholder")
+    )
 
 
 def agent_record(row: Any) -> dict[str, Any]:

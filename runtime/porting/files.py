@@ -1,7 +1,7 @@
 """Files in and out: which format a file holds (by its content, whatever its name), imported; an agent exported.
 
     reports = import_file(store, settings, Path("agent.af").read_bytes(), name="lin")   # either format
-    for line in export_lines(store.engine, "lin", "jsonl"): ...                         # or "af"
+    for line in export_lines(store, "lin", "jsonl", redact=True): ...                   # or "af"; placeholders
 
 A file whose first line is a `pagemind.agent` header is an export of ours (`records`); otherwise JSON that holds a
 Letta agent file, once or encoded twice, is one (`letta`). Anything else is refused with what was expected.
@@ -18,8 +18,17 @@ from typing import Literal
 from pagemind.runtime.porting.agent_file import agent_file
 from pagemind.runtime.porting.export import UnknownAgentName, pagemind_version, read_bundle
 from pagemind.runtime.porting.letta import NotAnAgentFile, decoded, is_agent_file, read_agent_file
-from pagemind.runtime.porting.load import Code, ImportRefused, ImportReport, NameTaken, import_bundle, validated_spec
+from pagemind.runtime.porting.load import (
+    Code,
+    ImportRefused,
+    ImportReport,
+    NameTaken,
+    check_store,
+    import_bundle,
+    validated_spec,
+)
 from pagemind.runtime.porting.records import FORMAT, Bundle, FormatError, lines, parse
+from pagemind.runtime.porting.redaction import redact_bundle
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import utcnow
@@ -90,6 +99,7 @@ def import_file(
         if check is not None:
             check(bundle)
         validated_spec(bundle, name or bundle.name, code=code)
+        check_store(store, bundle)
         target = name or bundle.name
         if not replace and store.get_agent(target) is not None:
             raise NameTaken(f"an agent called '{target}' exists; import it under another name or replace it")
@@ -110,11 +120,17 @@ def stored_spec(store: StateStore, name: str) -> AgentSpec:
     return AgentSpec.model_validate_json(stored, context={"trust": "client"})
 
 
-def export_lines(store: StateStore, name: str, fmt: Format = "jsonl", now: datetime | None = None) -> Iterator[str]:
-    """The stored agent `name` as a file's text, in pieces: JSON Lines, or one Letta agent file (`af`). Raises
+def export_lines(
+    store: StateStore, name: str, fmt: Format = "jsonl", now: datetime | None = None, *, redact: bool = False
+) -> Iterator[str]:
+    """The stored agent `name` as a file's text, in pieces: JSON Lines, or one Letta agent file (`af`); with
+    `redact`, its personal data replaced by placeholders (`redaction`), in either format. Raises
     `export.UnknownAgentName`."""
     bundle = read_bundle(store.engine, name)
+    if redact:
+        bundle = redact_bundle(bundle)
     at = now or utcnow()
     if fmt == "af":
-        return iter([json.dumps(agent_file(bundle, at, pagemind_version()), ensure_ascii=False, indent=1) + "\n"])
-    return lines(bundle, at, pagemind_version())
+        document = agent_file(bundle, at, pagemind_version(), redacted=redact)
+        return iter([json.dumps(document, ensure_ascii=False, indent=1) + "\n"])
+    return lines(bundle, at, pagemind_version(), redacted=redact)

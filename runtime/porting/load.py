@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
+from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.memory.vectors.records import StoreError
 from pagemind.runtime.memory.wiring import archival_service
 from pagemind.runtime.porting.records import AGENT_TABLE, TABLES, Bundle, decode
@@ -41,7 +42,7 @@ from pagemind.runtime.spec.trust import REFUSED
 from pagemind.runtime.state.block_edits import insert_history
 from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import archival_memories, reflections
+from pagemind.runtime.state.tables import archival_memories, memory_reviews, reflections
 
 log = structlog.get_logger("pagemind.porting")
 
@@ -100,6 +101,16 @@ def validated_spec(bundle: Bundle, name: str, *, code: Code = "shipped") -> Agen
         raise ImportRefused(f"the agent's spec does not load here: {where}: {first['msg']}{hint}") from None
 
 
+def check_store(store: StateStore, bundle: Bundle) -> None:
+    """Raise ImportRefused for a bundle this store cannot hold as it should: kept originals of redacted values
+    (`privacy.keep_originals`) into a store without encryption at rest would lie there in plain text."""
+    if bundle.of("pii_original") and cipher_of(store.engine) is None:
+        raise ImportRefused(
+            "the file holds the originals of redacted values (privacy.keep_originals), which are kept only sealed: "
+            "set PAGEMIND_ENCRYPTION_KEY (or PAGEMIND_ENCRYPTION_KEY_FILE) here first"
+        )
+
+
 def import_bundle(
     store: StateStore,
     settings: Settings,
@@ -115,6 +126,7 @@ def import_bundle(
     Raises NameTaken, ImportRefused."""
     target = name or bundle.name
     spec = validated_spec(bundle, target, code=code)
+    check_store(store, bundle)
     existing = store.get_agent(target)
     if existing is not None and not replace:
         raise NameTaken(f"an agent called '{target}' exists; import it under another name or replace that one")
@@ -209,6 +221,7 @@ class _Rows:
         self.steps, self.messages = _Ids(), _Ids()
         self.memory_ids = self._uuid_map("archival_memory", archival_memories)
         self.reflection_ids = self._uuid_map("reflection", reflections)
+        self.review_ids = self._uuid_map("memory_review", memory_reviews)
 
     def _uuid_map(self, kind: str, table: Any) -> dict[str, str]:
         ids = [str(r["id"]) for r in self.bundle.of(kind)]
@@ -235,6 +248,7 @@ class _Rows:
                 "last_message_id": self.messages(v["last_message_id"]),
             },
             "origin": lambda v: {**v, "template": None},
+            "memory_review": self._review,
         }
         counts = {"step": len(self.bundle.of("step")), "message": len(self.bundle.of("message"))}
         for kind, table in TABLES.items():
@@ -265,6 +279,15 @@ class _Rows:
         statement = insert(table).returning(table.c.id, sort_by_parameter_order=True)
         for record, new in zip(records, self.conn.execute(statement, values).scalars().all(), strict=True):
             ids.add(int(record["id"]), int(new))
+
+    def _review(self, values: dict[str, Any]) -> dict[str, Any]:
+        supersedes = values.get("supersedes")
+        return {
+            **values,
+            "id": self.review_ids[values["id"]],
+            "supersedes": self.memory_ids.get(supersedes, supersedes) if supersedes else None,
+            "source_message_ids": [self.messages(i) for i in values.get("source_message_ids") or []],
+        }
 
     def _memory(self, values: dict[str, Any]) -> dict[str, Any]:
         ids = self.memory_ids

@@ -15,7 +15,10 @@ kept so that records can refer to each other (a summary's `first_message_id`, an
 records before it: a file cut short is refused rather than imported in part.
 
 A reader takes a file of its own major version (`VERSION`) and refuses a newer one by name; keys it does not know
-are ignored, so a later minor addition stays readable.
+are ignored, so a later minor addition stays readable. The header of a file written with `--redact` says
+`"redacted": true` (`porting.redaction`). Issue 35 added `muted_topic`, `memory_review` and, for an agent with
+`privacy.pii: redact` only, its placeholder numbering (`pii_key`, `pii_placeholder`; `pii_original` under
+`keep_originals`): a file without them reads as before.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ from pagemind.runtime.state.tables import (
     agent_origins,
     archival_memories,
     archival_memory_versions,
+    memory_reviews,
+    muted_topics,
+    pii_keys,
+    pii_originals,
+    pii_placeholders,
     reflections,
     table_of,
     trigger_fires,
@@ -61,12 +69,21 @@ TABLES: dict[str, Table] = {
     "turn_key": table_of(TurnKeyRow),
     "reflection": reflections,
     "origin": agent_origins,
+    "muted_topic": muted_topics,
+    "memory_review": memory_reviews,
+    # Redaction's numbering (`runtime.privacy`): only for an agent with `privacy.pii: redact` (`export.read_bundle`).
+    "pii_key": pii_keys,
+    "pii_placeholder": pii_placeholders,
+    "pii_original": pii_originals,
 }
+PRIVACY_KINDS = ("pii_key", "pii_placeholder", "pii_original")
 AGENT_TABLE = table_of(AgentRow)
 # Columns a record never carries: the agent's id (the importing side's), surrogate keys nothing refers to, who owns
-# the agent (the importing side decides), and an archival row's in-flight write markers (only settled rows go).
-DROPPED = frozenset({"agent_id", "owner", "spec_hash", "write_token", "write_started", "supersedes"})
-KEEP_ID = frozenset({"message", "step", "archival_memory", "reflection"})
+# the agent (the importing side decides), and an archival row's in-flight write markers (only settled rows go; a
+# pending review's `supersedes`, the memory it replaces once approved, is no marker and travels).
+DROPPED = frozenset({"agent_id", "owner", "spec_hash", "write_token", "write_started"})
+DROPPED_ARCHIVAL = frozenset({"supersedes"})
+KEEP_ID = frozenset({"message", "step", "archival_memory", "reflection", "memory_review"})
 
 
 class FormatError(ValueError):
@@ -97,6 +114,8 @@ def encode(table: Table, row: Any, *, keep_id: bool) -> dict[str, Any]:
         name = column.name
         if name in DROPPED or (name == "id" and not keep_id):
             continue
+        if table is archival_memories and name in DROPPED_ARCHIVAL:
+            continue
         value = row[name]
         if isinstance(value, datetime):
             value = aware(value).isoformat()
@@ -123,21 +142,25 @@ def _is_time(column: Any) -> bool:
     return isinstance(kind, DateTime) or isinstance(getattr(kind, "impl", None), DateTime)
 
 
-def header(bundle: Bundle, exported_at: datetime, version: str) -> dict[str, Any]:
-    """The first line of a file: format, version, which agent, when and by which pagemind."""
-    return {
+def header(bundle: Bundle, exported_at: datetime, version: str, *, redacted: bool = False) -> dict[str, Any]:
+    """The first line of a file: format, version, which agent, when and by which pagemind; `redacted: true` for a
+    file whose personal data is placeholders (`--redact`; the key is absent otherwise)."""
+    first: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "agent": bundle.name,
         "exported_at": exported_at.isoformat(),
         "pagemind": version,
     }
+    if redacted:
+        first["redacted"] = True
+    return first
 
 
-def lines(bundle: Bundle, exported_at: datetime, version: str) -> Iterator[str]:
+def lines(bundle: Bundle, exported_at: datetime, version: str, *, redacted: bool = False) -> Iterator[str]:
     """The file's lines (each ending in a newline): header, agent, records by type, end."""
     count = 1
-    yield _line(header(bundle, exported_at, version))
+    yield _line(header(bundle, exported_at, version, redacted=redacted))
     yield _line({"type": "agent", **bundle.agent})
     for kind in TABLES:
         for record in bundle.rows.get(kind, []):

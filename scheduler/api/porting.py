@@ -1,8 +1,9 @@
 """Routes: export an agent with all of its memory, import one (a `pagemind export` file or a Letta agent file).
 
-- `GET /v1/agents/{name}/export?format=jsonl|af`: the agent as `pagemind.agent` JSON Lines (streamed, one record a
-  line, `application/x-ndjson`) or as a Letta agent file (`application/json`). Read with the agent's turns held
-  off, so the file never holds half a step. A user key exports only its user's agents (`auth.authorize`).
+- `GET /v1/agents/{name}/export?format=jsonl|af&redact=true`: the agent as `pagemind.agent` JSON Lines (streamed,
+  one record a line, `application/x-ndjson`) or as a Letta agent file (`application/json`). Read with the agent's
+  turns held off, so the file never holds half a step. A user key exports only its user's agents (`auth.authorize`).
+  `redact=true`: personal data replaced by typed placeholders, in either format (`runtime.porting.redaction`).
 - `POST /v1/agents/import?as=NEW_NAME&replace=true`: the body is the file, either format (told apart by content).
   The agents it makes belong to the key's user; a name that is taken answers 409 unless `as` gives another or
   `replace` purges the agent there first (one made through the daemon, and the caller's own). A file imported
@@ -64,13 +65,14 @@ async def export_agent(
     name: str,
     daemon: DaemonDep,
     format: Annotated[Literal["jsonl", "af"], Query(description="jsonl (all of its memory) or af (Letta)")] = "jsonl",
+    redact: Annotated[bool, Query(description="personal data replaced by typed placeholders ([phone#1])")] = False,
 ) -> StreamingResponse:
     """The agent's spec, core blocks and their versions, messages, summaries, archival memories and their versions,
     episodes, triggers' state (`jsonl`); or its blocks, messages and tools as a Letta agent file (`af`)."""
     from pagemind.runtime.porting.files import export_lines
 
     async with daemon.agent(name):  # turns held off: the file holds whole steps
-        pieces = await asyncio.to_thread(lambda: list(export_lines(daemon.catalog.store, name, format)))
+        pieces = await asyncio.to_thread(lambda: list(export_lines(daemon.catalog.store, name, format, redact=redact)))
 
     async def stream() -> AsyncIterator[bytes]:
         for piece in pieces:
@@ -78,7 +80,7 @@ async def export_agent(
 
     suffix = "af" if format == "af" else "jsonl"
     headers = {"content-disposition": f'attachment; filename="{name}.{suffix}"'}
-    log.info("api_agent_exported", agent=name, format=format)
+    log.info("api_agent_exported", agent=name, format=format, redacted=redact)
     return StreamingResponse(stream(), media_type=MEDIA[format], headers=headers)
 
 

@@ -1,12 +1,13 @@
 """`pagemind export` and `pagemind import`: one agent with all of its memory, to a file and back.
 
-    pagemind export AGENT -o FILE [--format jsonl|af]          # jsonl: pagemind's own; af: a Letta agent file
+    pagemind export AGENT -o FILE [--format jsonl|af] [--redact]   # jsonl: pagemind's own; af: a Letta agent file
     pagemind import FILE [--as NEW_NAME | --replace] [--allow-code]
 
 `export` writes JSON Lines (`pagemind.agent`, every tier of memory) unless the file ends in `.af` or `--format af`
 says a Letta agent file; `-o -` (or none) writes to stdout. It reads the agent under its turn lock (waiting up to
 `--wait` seconds for a turn elsewhere), so the file never holds half a step. The file is written beside its final
 name and renamed into place, readable by its owner only: it holds the agent's whole memory, in plain text.
+`--redact` writes the same file with personal data replaced by typed placeholders (`porting.redaction`).
 `import` reads either format, told apart by content, and prints what it made and what did not map. Imports only
 the standard library until a command runs (`pagemind --help` stays light).
 """
@@ -35,6 +36,12 @@ def add_parsers(sub: Any) -> None:
         choices=["jsonl", "af"],
         help="jsonl: pagemind's format, every tier of memory (default); af: a Letta agent file "
         "(blocks, messages, tools; no archival memory). Default from the file's name: .af means af",
+    )
+    export.add_argument(
+        "--redact",
+        action="store_true",
+        help="replace personal data (phone numbers, e-mail addresses, cards, IDs, passports, IBANs, IPs, street "
+        "addresses) in every text by typed placeholders ([phone#1]), numbered across the file",
     )
     add_wait(export, "the export")
     export.set_defaults(handler=cmd_export)
@@ -77,7 +84,7 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     try:
         # Under the turn lock: a turn elsewhere (a daemon's) is not half written into the file.
         async with store.turn_lock(record.id, args.wait, args.agent):
-            pieces = list(export_lines(store, args.agent, "af" if fmt == "af" else "jsonl"))
+            pieces = list(export_lines(store, args.agent, "af" if fmt == "af" else "jsonl", redact=args.redact))
     except UnknownAgentName:  # renamed or purged meanwhile
         raise CliError(f"no stored agent is called '{args.agent}' (see `pagemind agents`)") from None
     if args.output == "-":
@@ -96,7 +103,8 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         partial.unlink(missing_ok=True)
         raise CliError(f"cannot write {target}: {without_credentials(str(exc))}") from None
     size = target.stat().st_size
-    out(f"exported '{args.agent}' to {target} ({fmt}, {size:,} bytes)")
+    redacted = ", redacted" if args.redact else ""
+    out(f"exported '{args.agent}' to {target} ({fmt}{redacted}, {size:,} bytes)")
     return 0
 
 

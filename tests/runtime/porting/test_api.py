@@ -24,6 +24,9 @@ async def test_export_and_import_with_user_keys(keyed):  # noqa: F811 (the fixtu
     kinds = {json.loads(line).get("type") for line in lines[1:]}
     assert {"agent", "block", "message", "archival_memory"} <= kinds
     assert (await client.get(f"/v1/agents/{name}/export", headers=creds["other"])).status_code == 404
+    redacted = await client.get(f"/v1/agents/{name}/export", params={"redact": "true"}, headers=creds["owner"])
+    assert redacted.status_code == 200 and json.loads(redacted.text.splitlines()[0])["redacted"] is True
+    assert len(redacted.text.splitlines()) == len(lines)  # the same records, their texts redacted
 
     taken = await client.post("/v1/agents/import", content=exported.content, headers={**creds["owner"], **NDJSON})
     assert taken.status_code == 409 and taken.json()["error"]["code"] == "agent_exists"

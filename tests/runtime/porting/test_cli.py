@@ -46,7 +46,7 @@ def test_export_import_as_replace_and_letta(tmp_path):
         from pagemind.runtime.agent import Agent
         async def main():
             a = await Agent.load({str(agent)!r})
-            await a.archival.insert("Lin is allergic to peanuts", tags=["health"])
+            await a.archival.insert("Lin is allergic to peanuts, her doctor is on 13800138000", tags=["health"])
         asyncio.run(main())
     """),
     )
@@ -58,6 +58,13 @@ def test_export_import_as_replace_and_letta(tmp_path):
     assert f"exported 'keeper' to {file} (jsonl" in exported.stdout
     assert stat.S_IMODE(file.stat().st_mode) == 0o600  # the whole memory, in plain text: its owner's only
     assert json.loads(file.read_text().splitlines()[0])["format"] == "pagemind.agent"
+
+    assert "13800138000" in file.read_text()
+    redacted = tmp_path / "keeper.redacted.jsonl"
+    written = cli(here, "export", "keeper", "-o", str(redacted), "--redact")
+    assert written.returncode == 0 and "(jsonl, redacted," in written.stdout, written.stderr
+    assert json.loads(redacted.read_text().splitlines()[0])["redacted"] is True
+    assert "13800138000" not in redacted.read_text() and "on [phone#1]" in redacted.read_text()
 
     imported = cli(there, "import", str(file))
     assert imported.returncode == 0, imported.stderr
