@@ -37,14 +37,6 @@ from pagemind.runtime.tokens import count_tokens
 PINNED = ("system", "tools")
 MEMORY = ("summary", "retrieved", "memory_stats", "closing")
 
-# What the anchors published, and what their figure covers (tokens of memory put into the prompt per query).
-ANCHORS = (
-    ("mem0", "≈1,800 memory tokens per query on LoCoMo, vs ≈26,000 for the full conversation (Chhikara et al., 2025)"),
-    ("Memori", "721 memory tokens per query, 2.8 % of the full context (Memori's LoCoMo report)"),
-    ("Zep", "median 5,760 context tokens per query (Zep's LongMemEval report)"),
-)
-
-
 @dataclass(frozen=True)
 class TurnTokens:
     """One measured turn: the request's tokens, its parts as the compiler counts them, and the full context."""
@@ -109,27 +101,20 @@ def report(rows: list[TurnTokens]) -> str:
         )
         for r in rows
     )
-    anchors = "\n".join(f"- {name}: {what}." for name, what in ANCHORS)
     return f"""
-{machine_note()}; LoCoMo conversations through the shipped companion (default window 16,000, o200k_base), the
-scripted model of `bench.prompt_cache`. "Prompt tokens": the turn's first request as a provider renders it (tool
-schemas first). "Pinned": tool schemas, system prompt, core blocks. "Memory added": summary, retrieved memories and
-the closing message. "Window": the conversation messages in the prompt. "Full context": the system prompt and
-every user and assistant message so far, what an app without memory sends.
+{machine_note()}; LoCoMo through the shipped companion (window 16,000), `bench.prompt_cache`'s scripted
+model. "Prompt tokens": the turn's first request as a provider renders it. "Pinned": tools, system prompt, core
+blocks. "Memory added": summary, retrieved memories, closing message. "Window": the conversation in the prompt.
+"Full context": the system prompt and every user and assistant message so far (an app without memory).
 
 {head}
 | --- | --- | --- | --- | --- | --- | --- |
 {body}
 
-The anchors' published figures, and what they cover:
-
-{anchors}
-
-They count the memory a retrieval layer injects per query, not the whole request; pagemind's comparable figure is
-"memory added" (with the core blocks, part of "pinned"). pagemind also keeps the recent conversation in the window
-(MemGPT's design), which is most of its prompt once the window has filled: that part is bounded by the window and
-by the pressure monitor's flush, not by the conversation's length, so the prompt stays flat while the full
-context grows.
+Anchors (the memory a retrieval layer injects per query, not the whole request: compare "memory added"): mem0
+≈1,800 tokens on LoCoMo vs ≈26,000 full context (Chhikara et al., 2025); Memori 721, 2.8 % of full context; Zep
+median 5,760 (LongMemEval). pagemind also keeps the recent conversation in the window (MemGPT's design), most of
+its prompt once the window fills, bounded by the window and the flush: the prompt stays flat as the full context grows.
 """
 
 

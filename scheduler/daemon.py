@@ -113,7 +113,7 @@ class DaemonConfig(BaseModel):
     # Shortcuts: each saves statements or round trips per turn, measured on and off in one run by
     # `python -m bench.daemon_ab --off NAME` (bench/RESULTS.md); off, the daemon takes the plain path, with the
     # same outcome. One gain each:
-    # linger_s: off (0) gives 0.27x the steps/s at 10 agents on Postgres ("Daemon shortcuts on and off").
+    # linger_s: off (0) gives 0.27x the steps/s at 10 agents on Postgres (2026-12-04; `git log -p bench/RESULTS.md`).
     # hold_steps: own overhead per step x0.86-0.88 at low load on Postgres, x0.96 on SQLite ("Held steps").
     # hand_off: off: 0.67-0.76x the steps/s, 1.12-1.30x CPU/step; Postgres at 10 agents ~1.0x steps/s, 1.13x CPU/step.
     # finish_with_last_step: off: 0.71-0.83x the steps/s, 1.02-1.22x CPU/step; Postgres at 10 agents 0.91-0.98x.
