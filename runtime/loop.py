@@ -438,6 +438,8 @@ async def begin_app_turn(
     message stored with its inbox item (`begin_turn`; the daemon does so only while no call is open)."""
     if accepted is not None:
         return await begin_turn(agent, text, key, new_key, accepted)
+    if text and not app.results and open_calls(agent.window.messages) is None:
+        return await begin_turn(agent, text, key, new_key)  # no app part: one key lookup, begin_turn's
     store, agent_id = agent.window.store, agent.window.agent_id
     known = await store.turn_for_key(agent_id, key) if key is not None and not new_key else None
     if known is not None:

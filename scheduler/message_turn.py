@@ -70,13 +70,22 @@ class FinishWithLastStep:
     """A message item's finish, committed with its turn's last step (the module docstring), unless `enabled` is off
     or a daemon elsewhere watches the run."""
 
-    def __init__(self, inbox: Inbox, fanout: RunFanout, owner: str, item: InboxItem, enabled: bool = True):
+    def __init__(
+        self,
+        inbox: Inbox,
+        fanout: RunFanout,
+        owner: str,
+        item: InboxItem,
+        enabled: bool = True,
+        apart: Callable[[], bool] = lambda: False,
+    ):
         self.inbox, self.fanout, self.owner, self.item, self.enabled = inbox, fanout, owner, item, enabled
+        self.apart = apart  # asked at the last step: True when this turn's item must be finished after the turn
         self.rider: LinkedWrite | None = None
 
     def __call__(self, end: TurnEnd) -> LinkedWrite | None:
         """The finish to commit with the last step, or None (finished apart)."""
-        if not self.enabled or self.fanout.relayed(self.item.run_id):
+        if not self.enabled or self.apart() or self.fanout.relayed(self.item.run_id):
             return None
         result = turn_result(end.turn_id, end.reply, end.stop_reason, end.steps, end.app_calls)
         self.rider = self.inbox.finish_rider(self.item, self.owner, utcnow(), result)
@@ -95,10 +104,12 @@ async def run_message(
 ) -> tuple[dict[str, Any], InboxItem | None]:
     """Run a claimed message item as the agent's turn (owner: the daemon holding its lease): (its result, the item
     as finished with the turn's last step, or None when the dispatcher is to finish it apart)."""
-    # A reply whose kept originals are filled back in (`privacy.keep_originals`) is known only after the turn: its
-    # item is finished apart, with that reply.
+    # Finished apart, after the turn: a reply whose kept originals are filled back in (`privacy.keep_originals`) is
+    # known only then, and a turn that asked to forget is done only once its messages and traces are rewritten.
     with_last_step = finish_with_last_step and not agent.privacy.keeps_originals
-    finish = FinishWithLastStep(inbox, fanout, owner, item, enabled=with_last_step)
+    finish = FinishWithLastStep(
+        inbox, fanout, owner, item, enabled=with_last_step, apart=lambda: bool(agent.forgetting.queued)
+    )
     text, app = item.content, NO_APP_TOOLS
     if item.kind == APP_TURN:
         turn_in = AppTurn.model_validate_json(item.content)
