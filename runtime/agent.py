@@ -53,8 +53,6 @@ from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
 from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory, Forgetting, RecallMemory, Tool
 
-TURN_SHORTCUTS = Settings.read("turn_shortcuts") != "off"  # `Agent.turn_stats` (bench/turn_cost.py measures it)
-
 DEFAULT_WAIT = 30.0  # seconds a turn waits for another turn of the same agent before `AgentBusy`
 
 
@@ -232,7 +230,7 @@ class Agent:
         """The archival statistics for one turn run by `loop.run_turn` from elsewhere (the daemon's message items):
         the revision read once for the turn, as `run_turn` here does, and not once per read (a SQL round trip
         each, twice a step). A scope already open (`run_turn`'s) stands. `PAGEMIND_TURN_SHORTCUTS=off`: none."""
-        if not (TURN_SHORTCUTS and isinstance(self.archival, ArchivalService)):
+        if Settings.read("turn_shortcuts") == "off" or not isinstance(self.archival, ArchivalService):
             return nullcontext()
         return self.archival.turn_stats()
 

@@ -121,7 +121,6 @@ def test_a_block_inside_a_turns_block_changes_nothing(pair):
 async def test_a_turn_run_by_the_loop_alone_reads_the_revision_once(tmp_path, clock, monkeypatch):
     """The daemon runs a message item with `loop.run_turn`, not `Agent.run_turn`: one read for the whole turn (the
     prefetch's emptiness check, then the compile), not one per read; with the shortcut off, one per read."""
-    import pagemind.runtime.agent as agent_module
     from pagemind.runtime.agent import Agent
     from pagemind.runtime.loop import run_turn
     from pagemind.runtime.process.settings import Settings
@@ -137,6 +136,6 @@ async def test_a_turn_run_by_the_loop_alone_reads_the_revision_once(tmp_path, cl
     assert len(reads) == 1  # the prefetch's check read it (no memory yet); the compile reused it
     assert "Archival memory: 0 " in model.requests[-1].messages[-1]["content"]
     reads.clear()
-    monkeypatch.setattr(agent_module, "TURN_SHORTCUTS", False)
+    monkeypatch.setenv("PAGEMIND_TURN_SHORTCUTS", "off")  # read at each turn, not at import
     await run_turn(agent, asked)
     assert len(reads) == 2  # without the turn's block: the prefetch's check, then the compile's
