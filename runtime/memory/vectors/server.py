@@ -103,6 +103,19 @@ def _check_url(url: str) -> None:
         )
 
 
+def _check_version(client: Any, url: str) -> None:
+    """Ask the server its version (which also proves it answers) and warn, as qdrant-client would, when client and
+    server differ by a major version or by more than one minor version."""
+    from importlib.metadata import version
+
+    from qdrant_client.common.version_check import is_compatible
+
+    server = client.info().version
+    ours = version("qdrant-client")
+    if not is_compatible(ours, server):
+        log.warning("qdrant_version_mismatch", client=ours, server=server, location=_without_userinfo(url))
+
+
 class ServerBackend(ArchivalBackend):
     """A Qdrant server or cluster through `qdrant-client`: one collection per embedding model and dimension."""
 
@@ -134,7 +147,13 @@ class ServerBackend(ArchivalBackend):
         if not local:
             _check_url(url)
         try:
-            client = QdrantClient(location=":memory:") if local else QdrantClient(url=url, api_key=api_key)
+            if local:
+                client = QdrantClient(location=":memory:")
+            else:
+                # The client's own version check runs on a daemon thread that may still be opening its TLS context
+                # when a short command exits: OpenSSL then crashes the process (exit 139 after a clear error).
+                client = QdrantClient(url=url, api_key=api_key, check_compatibility=False)
+                _check_version(client, url)
             return cls(client, collection, dim, url, local=local)
         except Exception as exc:  # refused, unreachable, not Qdrant, a bad key: whatever qdrant-client raises
             raise StoreError(
