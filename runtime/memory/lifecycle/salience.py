@@ -99,7 +99,6 @@ SPECIFICS = (
     r"last (?:week|month|year))(?![a-z])|明天|后天|昨天|前天|今晚|下周|上周|下个月|上个月|明年|去年|周末|星期|礼拜|"
     r"周[一二三四五六日天]|[一二三四五六七八九十]+[月号]"
 )
-FACTORED = Settings.read("turn_shortcuts") != "off"  # `_alternation`'s shortcut (bench/turn_cost.py measures it)
 NAME = re.compile(r"(?<=[^.!?\s]\s)[A-Z][a-z]+")  # a capitalised word that does not start a sentence
 
 
@@ -115,19 +114,19 @@ def normalize(text: str) -> str:
     return " ".join(kept.split())
 
 
-def _alternation(phrases: Iterable[str], plural: bool = False) -> str:
+def _alternation(phrases: Iterable[str], plural: bool = False, *, grouped: bool = True) -> str:
     """One regex for many phrases; a Latin phrase matches whole words only (optionally plural).
 
-    The Latin phrases share one word-boundary check around a group of them (`FACTORED`): the same matches, spans
+    The Latin phrases share one word-boundary check around a group of them (`grouped`): the same matches, spans
     and order of trial as one check per phrase, at about a tenth of the time (the lookbehind in front of every
-    alternative kept re from scanning fast; the word lists are long). `PAGEMIND_TURN_SHORTCUTS=off` builds the
-    per-phrase form."""
+    alternative kept re from scanning fast; the word lists are long; bench/turn_cost.py measures it).
+    `PAGEMIND_TURN_SHORTCUTS=off` (read at each turn, in `rules_for`) builds the per-phrase form."""
     latin: list[str] = []
     other: list[str] = []
     for phrase in sorted({normalize(p) for p in phrases if normalize(p)}, key=len, reverse=True):
         (latin if phrase[0].isascii() else other).append(re.escape(phrase))
     suffix = "(?:s|es)?" if plural else ""
-    if not FACTORED:
+    if not grouped:
         return "|".join([rf"(?<![a-z0-9]){body}{suffix}(?![a-z0-9])" for body in latin] + other) or r"(?!x)x"
     # A Latin phrase and another cannot start at the same place (an ASCII first character or not), so putting
     # the Latin group first changes no match.
@@ -141,14 +140,22 @@ class _Rules:
     signals: tuple[tuple[str, re.Pattern[str]], ...]  # (weight name, pattern), in the order reasons are given
 
 
+def rules_for(config: SalienceConfig) -> _Rules:
+    """The compiled rules for `config`'s own words, in the form `PAGEMIND_TURN_SHORTCUTS` asks for now."""
+    return _rules(tuple(config.keywords), tuple(config.chitchat), Settings.read("turn_shortcuts") != "off")
+
+
 @lru_cache(maxsize=64)
-def _rules(keywords: tuple[str, ...], chitchat: tuple[str, ...]) -> _Rules:
+def _rules(keywords: tuple[str, ...], chitchat: tuple[str, ...], grouped: bool) -> _Rules:
+    def alternation(phrases: Iterable[str], plural: bool = False) -> str:
+        return _alternation(phrases, plural, grouped=grouped)
+
     return _Rules(
-        chitchat=re.compile(f"{_alternation([*_phrases(CHITCHAT), *chitchat])}|{LAUGHTER}"),
+        chitchat=re.compile(f"{alternation([*_phrases(CHITCHAT), *chitchat])}|{LAUGHTER}"),
         signals=(
-            ("recall_question", re.compile(_alternation(_phrases(RECALL_QUESTIONS)))),
-            ("life_event", re.compile(_alternation([*_phrases(LIFE_EVENTS), *keywords], plural=True))),
-            ("emotion", re.compile(_alternation(_phrases(EMOTIONS), plural=True))),
+            ("recall_question", re.compile(alternation(_phrases(RECALL_QUESTIONS)))),
+            ("life_event", re.compile(alternation([*_phrases(LIFE_EVENTS), *keywords], plural=True))),
+            ("emotion", re.compile(alternation(_phrases(EMOTIONS), plural=True))),
             ("preference", re.compile(PREFERENCES)),
             ("about_user", re.compile(ABOUT_USER)),
             ("specifics", re.compile(SPECIFICS)),
@@ -202,7 +209,7 @@ def _signals(normal: str, original: str, rules: _Rules) -> list[str]:
 def assess_rules(text: str, config: SalienceConfig, *, reply: str | None = None) -> SalienceDecision:
     """The rules' decision on a turn (the user's `text`, optionally the agent's `reply`), at no cost; an unsure
     turn (score between the thresholds) comes back as worth it with `unsure` set."""
-    rules = _rules(tuple(config.keywords), tuple(config.chitchat))
+    rules = rules_for(config)
     weights = config.weights
     normal = normalize(text)
     residue = " ".join(rules.chitchat.sub(" ", normal).split())
