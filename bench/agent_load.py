@@ -42,7 +42,7 @@ def measure(database_url: str, rounds: int) -> float:
     from pagemind.runtime.messages import Message
     from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
-    from pagemind.runtime.testing.doubles import build_spec
+    from pagemind.runtime.testing.specs import build_spec
 
     store, settings = StateStore.open(database_url), Settings.from_env()
     specs = [build_spec(f"agent-{i}") for i in range(AGENTS)]

@@ -78,7 +78,7 @@ async def child(agents: int, trace: bool) -> dict:
     from pagemind.runtime.agent import Agent
     from pagemind.runtime.process.logs import configure_logging
     from pagemind.runtime.process.settings import Settings
-    from pagemind.runtime.spec.agent import load_spec
+    from pagemind.runtime.spec.loading import load_spec
     from pagemind.runtime.state.store import StateStore
 
     configure_logging("ERROR")

@@ -42,7 +42,7 @@ from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord, 
 from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.tables import archival_memories
-from pagemind.runtime.testing.doubles import ManualClock
+from pagemind.runtime.testing.clock import ManualClock
 
 DIM = 384
 T0 = datetime(2026, 11, 29, tzinfo=UTC)

@@ -40,7 +40,7 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import ManualClock
+from pagemind.runtime.testing.clock import ManualClock
 
 K = 5
 MODES = ("hybrid", "dense", "bm25")  # hybrid first: its time includes embedding the query

@@ -35,7 +35,9 @@ async def child(url: str, mode: str, jobs: int) -> list[tuple[float, float]]:
     from pagemind.runtime.process.logs import configure_logging
     from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
-    from pagemind.runtime.testing.doubles import FunctionModel, reply_body, spec_data
+    from pagemind.runtime.testing.models import FunctionModel
+    from pagemind.runtime.testing.responses import reply_body
+    from pagemind.runtime.testing.specs import spec_data
     from pagemind.scheduler.catalog import AgentCatalog
     from pagemind.scheduler.daemon import Daemon, DaemonConfig
     from pagemind.scheduler.jobs import register_job

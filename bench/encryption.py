@@ -28,9 +28,10 @@ from pagemind.runtime.memory.vectors.stores import close_all
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, reply_body, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
 from pagemind.runtime.trace.recorder import record
 
 TOPICS = ["tea", "the harbour", "her sister", "the new job", "a broken bike", "the piano", "the garden", "a trip"]

@@ -44,9 +44,11 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.memory.vectors.records import MemoryRecord
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.spec.agent import AgentSpec, load_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel
 
 REPORT_DAYS = (1, 30, 90)
 # "On Monday she said she lived in Osaka" stays true: an episode is neither a stale fact nor a live plan, nor

@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.long_conversation import extractive_summary
 from pagemind.runtime.model.client import ModelRequest
-from pagemind.runtime.testing.doubles import Body, reply_body, tool_call_body
+from pagemind.runtime.testing.responses import Body, reply_body, tool_call_body
 from pagemind.runtime.tokens import count_tokens
 
 REPLY = "I hear you. Tell me more?"

@@ -32,10 +32,13 @@ from pagemind.runtime.events import RuntimeEventBase
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.process.logs import configure_logging
-from pagemind.runtime.spec.agent import AgentSpec, load_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, by_purpose, reply_body, tool_call_body
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
 from pagemind.runtime.tokens import count_tokens
 
 DEFAULT_DATA = LOCOMO

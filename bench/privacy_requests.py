@@ -20,7 +20,9 @@ from pagemind.runtime.forgetting.forget import forget_everywhere
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.testing.doubles import FunctionModel, build_spec, reply_body
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import reply_body
+from pagemind.runtime.testing.specs import build_spec
 
 TOPICS = ["my ex Mark", "the bank loan", "my sister's divorce"]
 FACTS = [

@@ -28,11 +28,13 @@ from bench.long_conversation import extractive_summary, turns_of
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.process.logs import configure_logging
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import Body, FunctionModel, ManualClock, by_purpose, tool_call_body
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.runtime.testing.prompt_cache import common_prefix, rendered_prompt
+from pagemind.runtime.testing.responses import Body, tool_call_body
 
 EDIT_EVERY = 9  # a core-memory edit every ninth turn: what a companion does when it learns something lasting
 FILE_EVERY = 4  # an archival insert every fourth turn

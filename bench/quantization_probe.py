@@ -27,7 +27,7 @@ from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, FastEmbedEmbedder
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import ManualClock
+from pagemind.runtime.testing.clock import ManualClock
 
 SWEEP = {
     "int8 (the plan)": [(500, 2.0), (800, 2.0)],

@@ -43,7 +43,7 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import ManualClock
+from pagemind.runtime.testing.clock import ManualClock
 
 DEFAULT_DATA = LOCOMO
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

@@ -25,11 +25,12 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.process.logs import configure_logging
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, reply_body, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
 from pagemind.scheduler.streams import fanout as fanout_module
 from pagemind.scheduler.streams.fanout import RunFanout
 

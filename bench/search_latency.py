@@ -34,7 +34,7 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import ManualClock
+from pagemind.runtime.testing.clock import ManualClock
 
 SIZE = 10_000
 

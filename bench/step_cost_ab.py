@@ -34,10 +34,11 @@ HISTORY = 1_000
 async def _worker(turns: int, home: Path) -> dict[str, float]:
     from bench.step_overhead import IN_CONTEXT, seed_history
     from pagemind.runtime.agent import Agent
-    from pagemind.runtime.spec.agent import load_spec
+    from pagemind.runtime.spec.loading import load_spec
     from pagemind.runtime.state.engine import make_engine
     from pagemind.runtime.state.store import StateStore
-    from pagemind.runtime.testing.doubles import FunctionModel, tool_call_body
+    from pagemind.runtime.testing.models import FunctionModel
+    from pagemind.runtime.testing.responses import tool_call_body
 
     store = StateStore(make_engine(f"sqlite:///{home / 'ab.db'}"))
     model = FunctionModel(lambda request: tool_call_body("send_message", {"message": "ok"}))

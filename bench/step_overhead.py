@@ -19,11 +19,12 @@ from bench.common import machine_note, median, percentile, write_section
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.logs import configure_logging
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import tool_call_body
 
 IN_CONTEXT = 20
 

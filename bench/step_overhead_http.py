@@ -121,7 +121,7 @@ async def load(stored: int, window: int, home: Path, model=None):
     """The companion agent over a fresh database holding `stored` messages, `window` of them in view; `model`
     replaces the HTTP endpoint (the in-process reference row)."""
     from pagemind.runtime.agent import Agent
-    from pagemind.runtime.spec.agent import load_spec
+    from pagemind.runtime.spec.loading import load_spec
     from pagemind.runtime.state.engine import make_engine
     from pagemind.runtime.state.store import StateStore
 
@@ -144,7 +144,7 @@ async def measure(
     own body, so that whatever else loads the machine weighs on every row alike."""
     import httpx
 
-    from pagemind.runtime.testing.doubles import FunctionModel
+    from pagemind.runtime.testing.models import FunctionModel
 
     agents = [await load(stored, window, home) for stored, window in configs]
     # The reference: the same agent with the model in-process (bench.step_overhead's step), in the rotation.

@@ -6,7 +6,7 @@ alternating trees. Every phase of the turn is timed with `time.process_time()` b
 that does it (a few µs each, alike in both trees), so the phases add up to the turn:
 
 - lock and refresh: the turn lock, and reading again what another process changed (`Agent.refresh`);
-- accept: the user message into the inbox (`loop.begin_turn`);
+- accept: the user message into the inbox (`turn_start.begin_turn`);
 - prefetch: the salience gate and, when it says so, the archival search (`Agent.prefetch`);
 - compile: history check, compile, pressure reading (`PressureMonitor.relieve`);
 - body: the request's bytes (`ModelRequest.encoded`);
@@ -90,8 +90,13 @@ def _install() -> None:
     from pagemind.runtime.model import client as model_client
     from pagemind.runtime.pressure import monitor
 
+    try:
+        from pagemind.runtime import turn_start
+    except ImportError:  # the other tree may predate `turn_start`: its turns began in the loop module
+        turn_start = loop
+
     _timed(agent.Agent, "refresh", "refresh")
-    _timed(loop, "begin_turn", "accept")
+    _timed(turn_start, "begin_turn", "accept")  # looked up there, by `begin_app_turn`
     _timed(agent.Agent, "prefetch", "prefetch")
     _timed(monitor.PressureMonitor, "relieve", "compile")
     _timed(model_client.ModelRequest, "encoded", "body")

@@ -27,10 +27,11 @@ from bench.prompt_cache import FACTS, lines, step
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.logs import configure_logging
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, by_purpose
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.runtime.testing.prompt_cache import rendered_prompt
 from pagemind.runtime.tokens import count_tokens
 

@@ -33,10 +33,11 @@ from pagemind.runtime.events import (
 )
 from pagemind.runtime.model.client import ModelRequest, response_from_body
 from pagemind.runtime.process.logs import configure_logging
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, reply_body, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import TraceRecorder, record
 from pagemind.runtime.trace.replay import replay

@@ -23,11 +23,12 @@ import yaml
 from bench.common import machine_note, median, write_section
 from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import AgentRow, agent_origins, inbox
-from pagemind.runtime.testing.doubles import ManualClock, spec_data
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 

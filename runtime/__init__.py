@@ -14,10 +14,10 @@ from typing import Any
 _EXPORTS = {
     "Agent": "pagemind.runtime.agent",
     "AgentSpec": "pagemind.runtime.spec.agent",
-    "load_spec": "pagemind.runtime.spec.agent",
+    "load_spec": "pagemind.runtime.spec.loading",
     "Settings": "pagemind.runtime.process.settings",
-    "TurnResult": "pagemind.runtime.loop",
-    "StopReason": "pagemind.runtime.loop",
+    "TurnResult": "pagemind.runtime.turn_outcomes",
+    "StopReason": "pagemind.runtime.turn_outcomes",
 }
 
 __all__ = sorted(_EXPORTS)

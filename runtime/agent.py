@@ -23,7 +23,7 @@ from pagemind.runtime.compiler import CompiledContext, ContextInputs, MemoryStat
 from pagemind.runtime.crypto.keys import Encryption
 from pagemind.runtime.events import Event, ModelRequestEvent, ModelResponseEvent, Salience
 from pagemind.runtime.forgetting.requests import AgentForgetting
-from pagemind.runtime.loop import TurnResult, run_turn
+from pagemind.runtime.loop import run_turn
 from pagemind.runtime.mcp.toolset import McpToolset
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.lifecycle.salience import PREFETCH_STEP, extraction_gate, lookup_gate
@@ -46,10 +46,12 @@ from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.reply_stream import ReplyStream
-from pagemind.runtime.spec.agent import AgentSpec, load_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.tokens import DEFAULT_ENCODING, count_tokens
+from pagemind.runtime.turn_outcomes import TurnResult
 from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory, Forgetting, RecallMemory, Tool
 

@@ -1,6 +1,7 @@
 """An app's own tools for one turn (the OpenAI proxy's `tools`): offered to the model beside the agent's own, never
-run by pagemind. A step that calls one pauses the turn (`runtime.loop.Paused`): its other calls run and commit with
-it, and the app's calls stay open until the app sends their results, which resume the turn where it paused.
+run by pagemind. A step that calls one pauses the turn (`runtime.turn_outcomes.Paused`): its other calls run and
+commit with it, and the app's calls stay open until the app sends their results, which resume the turn where it
+paused.
 
 - **No split pair is ever left behind**: a turn that begins while calls are open (the app sent a new message, not
   their results) first stores a result for each open call: the app's own where it sent one, else `NO_RESULT`, so a

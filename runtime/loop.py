@@ -1,10 +1,11 @@
 """The agent loop, as the design's six steps.
 
-A turn (1) takes the user message into the inbox, durably, and then runs steps until one ends the turn. A step
-(2) compiles the context, (3) lets the pressure monitor repair, warn or flush it, (4) calls the model — a
-provider's `context_length_exceeded` forces a flush and one retry — (5) dispatches the tool calls, whose errors
-go back to the model as results, and (6) commits the step's messages, block edits and record in one
-transaction. Every step ends in a typed outcome: run again, a reply, stopped with a reason, or paused for the app.
+A turn (1) takes the user message into the inbox, durably, or finds the turn its idempotency key names
+(`runtime.turn_start`), and then runs steps until one ends the turn. A step (2) compiles the context, (3) lets the
+pressure monitor repair, warn or flush it, (4) calls the model — a provider's `context_length_exceeded` forces a
+flush and one retry — (5) dispatches the tool calls, whose errors go back to the model as results, and (6) commits
+the step's messages, block edits and record in one transaction. Every step ends in a typed outcome
+(`runtime.turn_outcomes`): run again, a reply, stopped with a reason, or paused for the app.
 
 An app may lend the turn its own tools (`runtime.app_calls.AppTools`, passed per run: the OpenAI proxy's `tools`):
 offered to the model beside the agent's, never run here. A step that calls one runs its other calls, commits, and
@@ -24,18 +25,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-import uuid
-from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Protocol
 
 import structlog
 
 from pagemind.blocks import BlockEdit, CoreMemory
-from pagemind.runtime.app_calls import NO_APP_TOOLS, AppTools, NothingToResume, answered_turn, open_calls, results_for
+from pagemind.runtime.app_calls import NO_APP_TOOLS, AppTools
 from pagemind.runtime.compiler import CompiledContext
 from pagemind.runtime.events import (
     Event,
@@ -44,7 +41,6 @@ from pagemind.runtime.events import (
     StepEndEvent,
     ToolCallEvent,
     ToolResultEvent,
-    TurnEvent,
 )
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ContextLengthExceeded, ModelRequest, ModelResponse, turn_deadline
@@ -54,14 +50,27 @@ from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.step_commit import LinkedWrite
+from pagemind.runtime.turn_outcomes import (
+    EndWrite,
+    Paused,
+    Replied,
+    RunAgain,
+    StepOutcome,
+    Stopped,
+    StopReason,
+    TurnEnd,
+    TurnResult,
+)
+from pagemind.runtime.turn_start import begin_app_turn
 from pagemind.runtime.window import Window
-from pagemind.tools import Tool, ToolCall, ToolContext, ToolResult, dispatch_tool_calls
+from pagemind.tools import Tool, ToolContext, ToolResult, dispatch_tool_calls
 
 log = structlog.get_logger("pagemind.loop")
 
 
 class LoopAgent(Protocol):
-    """What the loop needs of an agent; `runtime.agent.Agent` provides it."""
+    """What the loop needs of an agent (a turn's start needs a part: `turn_start.TurnStartAgent`); `runtime.agent.Agent`
+    provides it."""
 
     spec: AgentSpec
     window: Window
@@ -82,79 +91,6 @@ class LoopAgent(Protocol):
     def turn_stats(self) -> AbstractContextManager[None]: ...
 
 
-class StopReason(StrEnum):
-    """Why a turn ended."""
-
-    SEND_MESSAGE = "send_message"
-    PLAIN_REPLY = "plain_reply"
-    MAX_STEPS = "max_steps"
-    APP_TOOL_CALLS = "app_tool_calls"  # paused: the app runs its own tools' calls (`runtime.app_calls`)
-
-
-@dataclass(frozen=True)
-class RunAgain:
-    """The step called tools and the turn goes on."""
-
-    messages: list[Message]
-
-
-@dataclass(frozen=True)
-class Replied:
-    """The step answered the user: `send_message` succeeded, or the model replied in plain text."""
-
-    reason: StopReason
-    reply: str | None
-    messages: list[Message]
-
-
-@dataclass(frozen=True)
-class Stopped:
-    """The turn stopped without a reply (the step budget ran out)."""
-
-    reason: StopReason
-    messages: list[Message]
-
-
-@dataclass(frozen=True)
-class Paused:
-    """The step called the app's tools: the turn waits for their results (the step's own calls ran). `reply`: a
-    `send_message` of the same step, if one succeeded."""
-
-    calls: tuple[ToolCall, ...]
-    reply: str | None
-    messages: list[Message]
-
-
-StepOutcome = RunAgain | Replied | Stopped | Paused
-
-
-@dataclass(frozen=True)
-class TurnEnd:
-    """How a turn ends, known before its last step commits: what a `LinkedWrite` committed with that step records."""
-
-    turn_id: str
-    reply: str | None
-    stop_reason: StopReason
-    steps: int
-    app_calls: tuple[ToolCall, ...] = ()  # a turn paused for the app's calls (`runtime.app_calls`)
-
-
-# Given the turn's end, another write to commit with its last step (the daemon's inbox finish), or None.
-EndWrite = Callable[[TurnEnd], LinkedWrite | None]
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """The outcome of one user turn."""
-
-    turn_id: str
-    reply: str | None
-    stop_reason: StopReason
-    steps: int
-    messages: list[Message]
-    app_calls: tuple[ToolCall, ...] = ()  # paused (`APP_TOOL_CALLS`): the calls the app must answer
-
-
 async def run_turn(
     agent: LoopAgent,
     user_message: str,
@@ -168,9 +104,9 @@ async def run_turn(
     """Run one user turn to its end: a `send_message`, a plain reply, or `max_steps_per_turn`.
 
     With an `idempotency_key` already used, the turn it started is returned as stored (finished) or completed
-    from its last committed step (interrupted); see `begin_turn`. The whole turn (retries and tool calls
+    from its last committed step (interrupted); see `turn_start.begin_turn`. The whole turn (retries and tool calls
     included) must end within `model.turn_deadline_s`, else it raises ModelDeadlineExceeded; the accepted
-    message stays, and a step is committed whole or not at all. `new_key`, `accepted`: see `begin_turn`. `on_end`:
+    message stays, and a step is committed whole or not at all. `new_key`, `accepted`: see `begin_turn` too. `on_end`:
     called once the last step's outcome is known, before it commits; the write it returns commits with that step (a
     turn that returns as stored, or fails, commits no last step: nothing is called then). `app`: the app's tools for
     this run and its results for a paused turn's calls (`runtime.app_calls`; an empty `user_message` with results
@@ -369,121 +305,6 @@ def adopt(agent: LoopAgent, step: int, record: StepRecord, edits: list[BlockEdit
         agent.report(MemoryEditEvent.from_edit(step, edit))
     agent.report(StepEndEvent(step=step, stop_reason=record.stop_reason))
     crash_point("step.end")
-
-
-class IdempotencyKeyReused(ValueError):
-    """An idempotency key came back with a different message than the turn it names."""
-
-
-async def begin_turn(
-    agent: LoopAgent, text: str, key: str | None, new_key: bool = False, accepted: Message | None = None
-) -> TurnResult | tuple[str, list[Message], int]:
-    """Step 1: the turn's user message in the inbox; returns (turn id, its stored messages, the next step index),
-    or the finished turn's result when `key` names one (nothing is stored then).
-
-    A retry never doubles the user message: a key already used resumes its turn after the last committed step,
-    and a message identical to one a failed turn left unanswered at the end of the window reuses that message
-    and its turn (a failed turn stores nothing but its user message before its first step commits).
-
-    `new_key`: the caller knows `key` was never used (the daemon's first attempt at an inbox item), so its lookup,
-    a round trip, is skipped; were it used after all, storing it again fails on its primary key: never a double.
-
-    `accepted`: the turn's user message, stored already with `key` by the same `StateStore.accept_message` (the
-    daemon's submission for an agent whose worker lingered for it stores it with the inbox item, one statement for
-    both: `scheduler.queue.inbox`); it is only put in view."""
-    if accepted is not None:
-        assert accepted.turn_id is not None  # stored as its turn's message
-        agent.report(TurnEvent(step=0, turn_id=accepted.turn_id, user_message=text))
-        return accepted.turn_id, agent.window.adopt_accepted(accepted), 1
-    store, agent_id = agent.window.store, agent.window.agent_id
-    turn_id = await store.turn_for_key(agent_id, key) if key is not None and not new_key else None
-    if turn_id is None and (pending := agent.window.unanswered(text)) is not None:
-        turn_id = pending.turn_id
-        assert turn_id is not None  # `unanswered` returns only a message of a turn
-        if key is not None:
-            await store.add_turn_key(agent_id, key, turn_id, agent.now())
-    crash_point("turn.begin")
-    if turn_id is None:
-        turn_id = uuid.uuid4().hex
-        agent.report(TurnEvent(step=0, turn_id=turn_id, user_message=text))
-        return turn_id, await agent.window.accept(Message("user", text, agent.now(), turn_id=turn_id), key), 1
-    stored, steps = store.turn_messages(agent_id, turn_id), store.turn_steps(agent_id, turn_id)
-    if stored and stored[0].content != text:
-        raise IdempotencyKeyReused(f"idempotency key {key!r} was used for another message; use a new key")
-    return stored_turn(agent, turn_id, stored, [s.stop_reason for s in steps])
-
-
-def stored_turn(
-    agent: LoopAgent, turn_id: str, stored: list[Message], stops: list[str | None]
-) -> TurnResult | tuple[str, list[Message], int]:
-    """A stored turn (its messages, its steps' stop reasons) as it stands: its result when its last step ended it
-    (paused with calls still open included), else (turn id, messages, the next step index) to go on from."""
-    waiting = open_calls(stored)
-    if stops and stops[-1] is not None and (stops[-1] != StopReason.APP_TOOL_CALLS or waiting is not None):
-        reason = StopReason(stops[-1])
-        calls = waiting.calls if waiting is not None else ()
-        return TurnResult(turn_id, stored_reply(agent, reason, stored), reason, len(stops), stored, calls)
-    first = next((m.content or "" for m in stored if m.role == "user"), "")
-    agent.report(TurnEvent(step=0, turn_id=turn_id, user_message=first))
-    return turn_id, stored, len(stops) + 1
-
-
-async def begin_app_turn(
-    agent: LoopAgent, text: str, key: str | None, new_key: bool, app: AppTools, accepted: Message | None = None
-) -> TurnResult | tuple[str, list[Message], int]:
-    """Step 1 with the app's part (`runtime.app_calls`): calls a paused turn left open are answered first, by the
-    app's results or, where it sent none, by `NO_RESULT`. Without a user message the results resume the paused
-    turn (results sent again: the turn that took them, resumed or as stored); with one, it begins its own turn.
-    A run again with a key its turn took (a crash) finds that turn and answers nothing again. `accepted`: a plain
-    message stored with its inbox item (`begin_turn`; the daemon does so only while no call is open)."""
-    if accepted is not None:
-        return await begin_turn(agent, text, key, new_key, accepted)
-    if text and not app.results and open_calls(agent.window.messages) is None:
-        return await begin_turn(agent, text, key, new_key)  # no app part: one key lookup, begin_turn's
-    store, agent_id = agent.window.store, agent.window.agent_id
-    known = await store.turn_for_key(agent_id, key) if key is not None and not new_key else None
-    if known is not None:
-        return await begin_turn(agent, text, key, new_key) if text else await resume(agent, known, None)
-    results = {call_id: await agent.privacy.text(content) for call_id, content in app.results.items()}
-    paused = open_calls(agent.window.messages)
-    if paused is not None:
-        unknown = set(results) - {c.id for c in paused.calls}
-        if unknown:
-            log.warning("app_results_unknown", agent=agent.name, call_ids=sorted(unknown))
-        await agent.window.answer(results_for(paused, results, agent.now()))
-        if not text:
-            return await resume(agent, paused.turn_id, key)
-    elif not text:
-        turn_id = answered_turn(agent.window, results) if results else None
-        if turn_id is None:
-            raise NothingToResume("no user message, and no results for tool calls the agent handed out")
-        return await resume(agent, turn_id, key)
-    return await begin_turn(agent, text, key, new_key=True)  # looked up above: unused (`new_key` says so too)
-
-
-async def resume(agent: LoopAgent, turn_id: str, key: str | None) -> TurnResult | tuple[str, list[Message], int]:
-    """A paused turn whose calls are answered, to go on from (or as stored, if it ended since); `key` now names it."""
-    store, agent_id = agent.window.store, agent.window.agent_id
-    if key is not None:
-        await store.add_turn_key(agent_id, key, turn_id, agent.now())
-    stops = [s.stop_reason for s in store.turn_steps(agent_id, turn_id)]
-    return stored_turn(agent, turn_id, store.turn_messages(agent_id, turn_id), stops)
-
-
-def stored_reply(agent: LoopAgent, reason: StopReason, messages: list[Message]) -> str | None:
-    """The reply of a finished turn, from its stored messages (as `reply_of` found it when the turn ran)."""
-    if reason is StopReason.PLAIN_REPLY:
-        return next((m.content for m in reversed(messages) if m.role == "assistant"), None)
-    if reason is StopReason.SEND_MESSAGE:
-        return next(
-            (
-                m.content
-                for m in reversed(messages)
-                if m.role == "tool" and not m.is_error and m.name in agent.tools and agent.tools[m.name].terminal
-            ),
-            None,
-        )
-    return None
 
 
 def next_action(

@@ -33,7 +33,8 @@ from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.process.problems import one_line_problems
-from pagemind.runtime.spec.agent import AgentSpec, SpecError, load_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import SpecError, load_spec
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.runtime.state.new_agent import insert_agent

@@ -329,7 +329,7 @@ def agent_name(target: str) -> str:
 
     path = Path(target)
     if path.suffix in {".yaml", ".yml"} or path.exists():
-        from pagemind.runtime.spec.agent import load_spec
+        from pagemind.runtime.spec.loading import load_spec
 
         return load_spec(path).name
     return target

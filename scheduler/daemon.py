@@ -328,8 +328,8 @@ class Daemon:
     def _hand_off(self, agent: str, kind: str, content: str, now: datetime) -> HandOff:
         """The placement of an item with the worker lingering here on `agent`: claimed for it, with the turn's
         user message unless the agent is not loaded here, a failed turn left this very message unanswered (its
-        retry reuses it: `runtime.loop.begin_turn`), or a paused turn's calls to the app are open (they are answered
-        before the next message is stored: `runtime.app_calls`)."""
+        retry reuses it: `runtime.turn_start.begin_turn`), or a paused turn's calls to the app are open (they are
+        answered before the next message is stored: `runtime.app_calls`)."""
         loaded = self.pool.loaded(agent) if kind == "message" else None
         message = None
         if loaded is not None and loaded.window.unanswered(content) is None and not open_calls(loaded.window.messages):

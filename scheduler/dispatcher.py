@@ -15,7 +15,7 @@ what is left of them, and the end row, is written before the item is marked fini
 
 Exactly once: the turn's idempotency key makes a re-run of an item whose daemon died after the turn committed
 return the stored turn, and a re-run of one killed mid-turn resume after its last committed step
-(`runtime.loop.begin_turn`); the item is then marked done once (`Inbox.finish` only moves an open item).
+(`runtime.turn_start.begin_turn`); the item is then marked done once (`Inbox.finish` only moves an open item).
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 makes due.
 
 The item's finish is one statement (`Inbox.finish`), committed in one of two places, a strategy chosen by
-`DaemonConfig.finish_with_last_step`: on, it rides on the turn's last step's statement (`runtime.loop.EndWrite`),
-so the turn's end and its item's are one commit and a turn costs one round trip less; off (or while a daemon in
-another process watches the run: its relayed events are written before the item's end, `RunFanout.settle`), the
-dispatcher runs it after the turn. A kill between the turn's last commit and a finish apart runs the item again,
-and its key returns the stored turn (`runtime.loop.begin_turn`).
+`DaemonConfig.finish_with_last_step`: on, it rides on the turn's last step's statement
+(`runtime.turn_outcomes.EndWrite`), so the turn's end and its item's are one commit and a turn costs one round trip
+less; off (or while a daemon in another process watches the run: its relayed events are written before the item's
+end, `RunFanout.settle`), the dispatcher runs it after the turn. A kill between the turn's last commit and a finish
+apart runs the item again, and its key returns the stored turn (`runtime.turn_start.begin_turn`).
 
 An `app_turn` item (the OpenAI proxy's request with the app's own `tools`, or results for calls handed to it) is a
 message item whose content is `AppTurn` as JSON: the user's text (none when the app only sends results), the app's
@@ -25,10 +25,11 @@ from pydantic import BaseModel, Field
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.app_calls import NO_APP_TOOLS, AppTools
-from pagemind.runtime.loop import StopReason, TurnEnd, run_turn
+from pagemind.runtime.loop import run_turn
 from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.step_commit import LinkedWrite
+from pagemind.runtime.turn_outcomes import StopReason, TurnEnd
 from pagemind.scheduler.queue.inbox import APP_TURN, Inbox, InboxItem
 from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.tools import ToolCall

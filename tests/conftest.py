@@ -1,6 +1,6 @@
 """Shared fixtures: a scripted OpenAI endpoint at the HTTP layer (respx), databases, agents.
 
-The test doubles themselves live in `pagemind.runtime.testing.doubles`; this file only wires them into pytest.
+The test doubles themselves live in `pagemind.runtime.testing`; this file only wires them into pytest.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import BASE_URL, ManualClock, ScriptedOpenAI, build_spec
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.endpoint import BASE_URL, ScriptedOpenAI
+from pagemind.runtime.testing.specs import build_spec
 
 # the crash suites' daemon child factory (`zygote`); the installed wheel in a fresh venv (`venv`)
 pytest_plugins = ["tests.support.zygote", "tests.support.installed"]
@@ -104,7 +106,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def spec() -> AgentSpec:
-    """The test agent's spec (`pagemind.runtime.testing.doubles.build_spec()`)."""
+    """The test agent's spec (`pagemind.runtime.testing.specs.build_spec()`)."""
     return build_spec()
 
 

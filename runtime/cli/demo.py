@@ -46,19 +46,12 @@ from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import ObserverGroup
 from pagemind.runtime.process.home import cache_folder
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    NO_FACTS,
-    FunctionModel,
-    ManualClock,
-    by_purpose,
-    call,
-    is_pressure_alert,
-    reply_body,
-    tool_calls_body,
-)
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import NO_FACTS, FunctionModel, by_purpose, is_pressure_alert
+from pagemind.runtime.testing.responses import call, reply_body, tool_calls_body
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.timeline import BarScale, TimelineRenderer
@@ -138,7 +131,7 @@ class DemoModelError(RuntimeError):
 
 
 class DemoModel(FunctionModel):
-    """Serves the script (a `FunctionModel` of `pagemind.runtime.testing.doubles`): the current turn's steps in order,
+    """Serves the script (a `FunctionModel` of `pagemind.runtime.testing.models`): the current turn's steps in order,
     `on_warning` after a pressure alert, summaries and extractions for the runtime's own calls."""
 
     def __init__(self, script: DemoScript):

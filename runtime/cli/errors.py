@@ -58,7 +58,7 @@ def exit_code(exc: Exception) -> int:
     exit code: 1 model failure, 2 bad input or configuration, 3 agent busy (a CliError carries its own)."""
     # An error of a kernel kind means its module is loaded already: look it up instead of importing it (an import
     # here would configure library logging, or worse, fail).
-    spec = sys.modules.get("pagemind.runtime.spec.agent")
+    spec = sys.modules.get("pagemind.runtime.spec.loading")
     model_client = sys.modules.get("pagemind.runtime.model.client")
     if spec is not None and isinstance(exc, spec.SpecError):
         error_line(f"invalid agent definition\n{exc}")

@@ -119,7 +119,8 @@ def resolve_spec(target: str, store: StateStore, *, tools: bool = True) -> Agent
     imported (a command that shows its memory needs none, and their module may be found only beside its YAML)."""
     from pydantic import ValidationError
 
-    from pagemind.runtime.spec.agent import AgentSpec, load_spec
+    from pagemind.runtime.spec.agent import AgentSpec
+    from pagemind.runtime.spec.loading import load_spec
 
     path = Path(target)
     if path.suffix in {".yaml", ".yml"} or path.exists():

@@ -111,7 +111,7 @@ def load(target: str, settings: Settings) -> Trace:
 
 
 def _agent_name(target: str) -> str:
-    from pagemind.runtime.spec.agent import SpecError, load_spec
+    from pagemind.runtime.spec.loading import SpecError, load_spec
 
     path = Path(target)
     if path.suffix in {".yaml", ".yml"} or path.exists():

@@ -1,9 +1,9 @@
 """The pressure monitor: measure the window against its budget, warn once per cycle, flush when full.
 
-Before every model call: repair the history, then read the pressure. Above the warning line the model gets one
-system alert per cycle to save what matters; above the flush line the oldest messages are evicted (whole tool
-groups only) down to the target, folded into the recursive summary, and mined for archival memories. Evicted
-messages stay in recall memory. A flush starts a new cycle.
+Before every model call: repair the history, check that the pinned part fits (`pressure.pinned`), then read the
+pressure. Above the warning line the model gets one system alert per cycle to save what matters; above the flush
+line the oldest messages are evicted (whole tool groups only) down to the target, folded into the recursive
+summary, and mined for archival memories. Evicted messages stay in recall memory. A flush starts a new cycle.
 
 The model's part of a flush (summary, extraction) is prepared ahead: once the warning line is crossed, the work
 for the messages a flush at the flush line would evict starts in the background (`flush_work`), so the flush
@@ -52,11 +52,12 @@ from pagemind.runtime.events import (
     Squeezed,
 )
 from pagemind.runtime.messages import Message
-from pagemind.runtime.model.client import ModelClient, ModelError, ModelRequest, ModelResponse
+from pagemind.runtime.model.client import ModelClient, ModelRequest, ModelResponse
 from pagemind.runtime.pressure.eviction import EvictionPlan, newest_group_start, plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
 from pagemind.runtime.pressure.flush_work import FlushOutcome, FlushWork, WorkSettings
 from pagemind.runtime.pressure.history_repair import ValidityMemo, repair_history
+from pagemind.runtime.pressure.pinned import check_pinned_fits, pinned_tokens
 from pagemind.runtime.privacy.policy import AgentPrivacy, redacting
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
@@ -65,41 +66,12 @@ from pagemind.tools import ArchivalMemory
 
 log = structlog.get_logger("pagemind.pressure")
 
-PINNED_SECTIONS = ("system", "tools", "closing", "reply_priming")
 WARNING_TEXT = (
     "[system alert — not from the user] Memory pressure: the context window is {percent}% full. The oldest "
     "messages will soon leave the window (they stay searchable with conversation_search, and a summary is kept). "
     "Save what matters now: lasting facts about the user with core_memory_append / core_memory_replace, details "
     "worth keeping with archival_memory_insert. Do not mention this alert to the user."
 )
-
-
-class ContextOverflow(ModelError):
-    """The pinned part of the prompt alone does not fit the window; the message names each part and its size."""
-
-
-def pinned_tokens(compiled: CompiledContext) -> dict[str, int]:
-    """The parts of the prompt no eviction can shrink: instructions, core blocks, tool schemas, closing line."""
-    return {
-        name: tokens
-        for name, tokens in compiled.sections.items()
-        if name in PINNED_SECTIONS or name.startswith("block:")
-    }
-
-
-def check_pinned_fits(compiled: CompiledContext, spec: AgentSpec) -> None:
-    """Raise ContextOverflow, naming every pinned part and its size, if they alone exceed the flush line."""
-    pinned = pinned_tokens(compiled)
-    limit = int(usable_window(spec) * spec.memory.pressure.flush)
-    if sum(pinned.values()) <= limit:
-        return
-    parts = ", ".join(f"{name} {tokens}" for name, tokens in sorted(pinned.items(), key=lambda kv: -kv[1]))
-    raise ContextOverflow(
-        f"the pinned part of the prompt needs {sum(pinned.values())} tokens but only {limit} fit below the flush "
-        f"line (context_window {spec.model.context_window}, output reserve "
-        f"{spec.model.context_window - usable_window(spec)}). Parts: {parts}. Shrink a core block, drop tools, "
-        "or raise model.context_window; the agent's state is unchanged."
-    )
 
 
 def updated_correction(old: float, estimated: int, provider_prompt_tokens: int | None) -> float:

@@ -1,5 +1,5 @@
-"""Agent definitions: the YAML an agent is written in, validated into an `AgentSpec` (its `memory:` and
-`triggers:` sections in their own modules).
+"""Agent definitions: the YAML an agent is written in (`loading`), validated into an `AgentSpec` (`agent`; its
+`memory:` and `triggers:` sections in their own modules).
 """
 
 from pagemind.runtime.spec.agent import (
@@ -8,10 +8,8 @@ from pagemind.runtime.spec.agent import (
     AgentSpec,
     BlockSpec,
     ModelSpec,
-    SpecError,
-    load_spec,
-    parse_spec,
 )
+from pagemind.runtime.spec.loading import SpecError, load_spec, parse_spec
 
 __all__ = [
     "DEFAULT_TOOLS",

@@ -1,18 +1,13 @@
-"""Agent definitions: YAML → a validated `AgentSpec`, with errors that name the file, line and field."""
+"""The agent spec's models: `AgentSpec`, one agent as its YAML file defines it, and the `ModelSpec` and
+`BlockSpec` it nests (its other sections in their own modules). Reading a file into one is `spec.loading`.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import re
-import sys
-import threading
-from pathlib import Path
-from types import ModuleType
 from typing import Annotated, Any, ClassVar, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -20,12 +15,11 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     PrivateAttr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails, to_json
+from pydantic_core import to_json
 
 from pagemind.blocks import Block, BlockSchema, dump_json
 from pagemind.runtime.spec.fingerprint import later_defaults
@@ -33,102 +27,17 @@ from pagemind.runtime.spec.mcp import McpServerSpec, split_mcp_entries
 from pagemind.runtime.spec.memory import MemoryConfig
 from pagemind.runtime.spec.prices import ModelPrices
 from pagemind.runtime.spec.privacy import PrivacyConfig
-from pagemind.runtime.spec.renames import collecting, warn, written_locations
+from pagemind.runtime.spec.renames import collecting, warn
+from pagemind.runtime.spec.tool_references import check_tool_reference, resolve_tool
 from pagemind.runtime.spec.triggers import IdleTrigger, ScheduleTrigger, check_unique
-from pagemind.runtime.spec.trust import REFUSED, Trust, code_reference, trust_of
-from pagemind.tools import BUILTIN_TOOLS, Tool, tool
+from pagemind.runtime.spec.trust import code_reference, trust_of
+from pagemind.runtime.spec.yaml_locations import key_line
+from pagemind.tools import Tool
 
 # The tiktoken encodings shipped with the package (runtime/tokens.py loads them; a test checks the two agree).
 SHIPPED_ENCODINGS = ("o200k_base", "cl100k_base")
 DEFAULT_TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "memory_rethink"]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-
-
-class SpecError(ValueError):
-    """An agent definition that cannot be used; `str()` lists every problem as `file:line field: message`.
-    `refused`: it names code its source may not (`spec.trust`)."""
-
-    def __init__(self, problems: list[str], refused: bool = False):
-        super().__init__("\n".join(problems))
-        self.problems = problems
-        self.refused = refused
-
-
-def resolve_tool(reference: str, folder: Path | None = None) -> Tool:
-    """A built-in tool by name, or a custom one by `package.module:function`; raises ValueError if neither.
-    `folder`: the folder of the agent file that names it, where the module is looked for first."""
-    if reference in BUILTIN_TOOLS:
-        return BUILTIN_TOOLS[reference]
-    if ":" not in reference:
-        known = ", ".join(sorted(BUILTIN_TOOLS))
-        raise ValueError(f"unknown tool '{reference}' (built-ins: {known}; custom tools: package.module:function)")
-    module_name, _, attribute = reference.partition(":")
-    try:
-        module = _import_tool_module(module_name, folder)
-    except Exception as exc:
-        where = (
-            f" (looked beside the agent file, in {folder}, and on the Python path)"
-            if folder is not None
-            else " (a module beside an agent's YAML file is found when the agent is loaded from that file)"
-        )
-        raise ValueError(
-            f"cannot import module '{module_name}' for tool '{reference}'{where}: {type(exc).__name__}: {exc}"
-        ) from None
-    target = getattr(module, attribute, None)
-    if target is None:
-        raise ValueError(f"module '{module_name}' has no attribute '{attribute}'")
-    if isinstance(target, Tool):
-        return target
-    if callable(target):
-        try:
-            made: Tool = tool(target)
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
-        return made
-    raise ValueError(f"'{reference}' is not a function or a @tool")
-
-
-# sys.path is the process's: one import with an agent's folder on it at a time (the daemon reads files off its loop).
-_FOLDER_IMPORT = threading.Lock()
-
-
-def _import_tool_module(name: str, folder: Path | None) -> ModuleType:
-    """Import a custom tool's module; with `folder` (the agent file's own), from there first, as Python runs a
-    script with its folder first on the path. The folder is on sys.path only while this import runs, so that it
-    shadows nothing for the rest of the process: an import the module makes later, inside a function, does not
-    see it (import helper modules at the top of the tool's module). The module stays in sys.modules under its
-    name, which is how the agent finds the tool again when it is loaded."""
-    if folder is None or name.partition(".")[0] in sys.modules:
-        return importlib.import_module(name)
-    entry = str(folder)
-    with _FOLDER_IMPORT:
-        sys.path.insert(0, entry)
-        try:
-            return importlib.import_module(name)
-        finally:
-            sys.path.remove(entry)  # the first occurrence: the one inserted above
-
-
-def check_tool_syntax(reference: str) -> str:
-    """A built-in tool's name or a `package.module:function` reference, checked without importing anything."""
-    module_name, colon, attribute = reference.partition(":")
-    if reference in BUILTIN_TOOLS or (colon and module_name and attribute):
-        return reference
-    known = ", ".join(sorted(BUILTIN_TOOLS))
-    raise ValueError(f"unknown tool '{reference}' (built-ins: {known}; custom tools: package.module:function)")
-
-
-def _check_tool_reference(reference: str, info: ValidationInfo) -> str:
-    # A custom tool is code: `spec.trust` decides (imported from a file, kept as text from a shared trace, refused
-    # from a client). A spec read from a file the user named ({"tool_folder": its folder}) finds the modules beside it.
-    if reference in BUILTIN_TOOLS:
-        return reference
-    if ":" not in reference:
-        return check_tool_syntax(reference)  # raises: no such built-in
-    if code_reference(reference, info, "tool"):
-        context = info.context if isinstance(info.context, dict) else {}
-        resolve_tool(reference, context.get("tool_folder"))
-    return reference
 
 
 class ModelSpec(BaseModel):
@@ -273,7 +182,7 @@ class AgentSpec(BaseModel):
     model: ModelSpec = Field(description="the model the agent calls")
     system: str = Field(min_length=1, description="the system prompt")
     blocks: list[BlockSpec] = Field(default_factory=list, description="core-memory blocks, always in the prompt")
-    tools: list[Annotated[str, AfterValidator(_check_tool_reference)]] = Field(
+    tools: list[Annotated[str, AfterValidator(check_tool_reference)]] = Field(
         default_factory=lambda: list(DEFAULT_TOOLS),
         description="built-in tools by name, custom ones as package.module:function",
     )
@@ -301,7 +210,7 @@ class AgentSpec(BaseModel):
         context = info.context if isinstance(info.context, dict) else {}
         root = context.get("yaml")
         for old, new in renamed:
-            line = _key_line(root, tuple(old.split("."))) if root is not None else None
+            line = key_line(root, tuple(old.split("."))) if root is not None else None
             warn(old, new, file=context.get("source"), line=line, agent=None if root is not None else spec.name)
         return spec
 
@@ -343,169 +252,3 @@ class AgentSpec(BaseModel):
             for name in type(self).model_fields
             if name == "memory" or name in data
         }
-
-
-_PATH_IN_MESSAGE = re.compile(r"^((?:\w+)(?:\[\d+\])?(?:\.\w+(?:\[\d+\])?)*): (.*)$", re.S)
-_PATH_PART = re.compile(r"(\w+)|\[(\d+)\]")
-
-
-def _format_loc(loc: tuple[Any, ...]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _walk(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[int, int, yaml.Node | None]:
-    """How many parts of `loc` the YAML holds, the 1-based line of the deepest node reached, and that node."""
-    node, line, depth = root, (root.start_mark.line + 1 if root is not None else 1), 0
-    for part in loc:
-        child = None
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if key_node.value == part:
-                    child = value_node if part != loc[-1] or isinstance(value_node, yaml.CollectionNode) else key_node
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            child = node.value[part]
-        if child is None:
-            break
-        node, line, depth = child, child.start_mark.line + 1, depth + 1
-    return depth, line, node
-
-
-def _node_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
-    """The 1-based line of the YAML node at `loc`, or of its nearest existing ancestor."""
-    return _walk(root, loc)[1]
-
-
-def _key_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
-    """The 1-based line of the key that names `loc` (a section's own line, not its first field's)."""
-    depth, _, parent = _walk(root, loc[:-1])
-    if depth == len(loc) - 1 and isinstance(parent, yaml.MappingNode):
-        for key_node, _value in parent.value:
-            if key_node.value == loc[-1]:
-                return int(key_node.start_mark.line) + 1
-    return _node_line(root, loc)
-
-
-def _as_written(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """`loc` as the file spells it: a file written with old names holds `memory.archival.prefetch` where
-    validation says `memory.advanced.archival.candidates` (`spec.renames`); the spelling the file holds most of."""
-    best, reached = loc, -1
-    for candidate in written_locations(loc):
-        depth = _walk(root, candidate)[0]
-        if depth == len(candidate):
-            return candidate
-        if depth > reached:
-            best, reached = candidate, depth
-    return best
-
-
-def _message(error: ErrorDetails) -> str:
-    msg = error["msg"]
-    msg = re.sub(r"^Value error, ", "", msg)
-    if error["type"] == "extra_forbidden":
-        return "unknown key"
-    return re.sub(r"^Input should be ", "must be ", msg)
-
-
-def _problems(path: Path, root: yaml.Node | None, error: ValidationError) -> list[str]:
-    problems = []
-    for item in error.errors():
-        loc = tuple(item["loc"])
-        message = _message(item)
-        embedded = _PATH_IN_MESSAGE.match(message)
-        if embedded:  # a model-level check that names the field itself, e.g. a duplicate label
-            loc += tuple(int(i) if i else n for n, i in _PATH_PART.findall(embedded.group(1)))
-            message = embedded.group(2)
-        loc = _as_written(root, loc)
-        where = _format_loc(loc) or "(top level)"
-        problems.append(f"{path}:{_node_line(root, loc)} {where}: {message}")
-    return problems
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key given twice in one mapping (YAML's rule; PyYAML keeps the last silently, and
-    a second `name:` would quietly change the agent's identity)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str) and key in seen:
-                raise _DuplicateKey(key, seen[key], key_node.start_mark.line + 1)
-            if isinstance(key, str):
-                seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep)
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str, first: int, line: int):
-        super().__init__(key)
-        self.key, self.first, self.line = key, first, line
-
-
-def _parse(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        return root, yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else 1
-        raise SpecError([f"{path}:{line} YAML syntax: {exc.problem or exc}"]) from None
-    except _DuplicateKey as exc:
-        raise SpecError(
-            [
-                f"{path}:{exc.line} {exc.key}: duplicate key '{exc.key}' (first at line {exc.first}); "
-                "a key may appear once"
-            ]
-        ) from None
-    except RecursionError:
-        raise SpecError([f"{path}: YAML nested too deeply to be an agent definition"]) from None
-    except yaml.YAMLError as exc:
-        raise SpecError([f"{path}: not readable as YAML: {exc}"]) from None
-
-
-def load_spec(path: str | Path) -> AgentSpec:
-    """Read and validate an agent YAML file; raises SpecError naming file, line and field for every problem. A
-    custom tool's module is looked for in the file's own folder first (`weather_tools:forecast` beside it)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise SpecError(
-            [
-                f"{path}:{line} not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-                "save the file as UTF-8"
-            ]
-        ) from None
-    return parse_spec(text, path, tool_folder=path.parent.resolve())
-
-
-def parse_spec(
-    text: str,
-    source: str | Path = "<agent>",
-    *,
-    import_tools: bool = True,
-    trust: Trust | None = None,
-    tool_folder: Path | None = None,
-) -> AgentSpec:
-    """Validate an agent definition given as YAML text (the API receives agents this way); errors name `source`,
-    line and field. `trust` says where the text comes from (`spec.trust`): "client" refuses every reference to
-    code (SpecError with `refused`), "shared" (or `import_tools=False`) checks them without importing anything.
-    `tool_folder`: where custom tool modules are looked for first (`load_spec`: the file's folder; text that
-    comes from no file the user named gets none)."""
-    root, data = _parse(Path(source), text)
-    if not isinstance(data, dict):
-        raise SpecError([f"{source}:1 (top level): must be a mapping of fields (name, model, system, …)"])
-    trust = trust or ("file" if import_tools else "shared")
-    try:
-        return AgentSpec.model_validate(
-            data, context={"trust": trust, "source": str(source), "yaml": root, "tool_folder": tool_folder}
-        )
-    except ValidationError as exc:
-        refused = any(e["type"] == REFUSED for e in exc.errors())
-        raise SpecError(_problems(Path(source), root, exc), refused=refused) from None

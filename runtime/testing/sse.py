@@ -1,5 +1,5 @@
 """Test doubles for streamed completions: what an OpenAI-compatible provider sends for `stream: true`, built from
-the chat-completion body it would have answered without streaming (`runtime.testing.doubles` builds those bodies;
+the chat-completion body it would have answered without streaming (`runtime.testing.responses` builds those bodies;
 `ScriptedOpenAI` answers a streamed request with `streamed_response` of its next body).
 
 The stream is the strict one: a keep-alive comment first, the role alone, the content a few characters a chunk,

@@ -121,7 +121,8 @@ async def create_agent(request: Request, daemon: DaemonDep) -> AgentOut:
 def api_spec(raw: bytes) -> Any:
     """An agent definition posted as YAML, validated without importing anything it names; 422 when it is not
     one, or uses what only the served folder may (custom tools, its own endpoint or key)."""
-    from pagemind.runtime.spec.agent import ModelSpec, SpecError, parse_spec
+    from pagemind.runtime.spec.agent import ModelSpec
+    from pagemind.runtime.spec.loading import SpecError, parse_spec
 
     try:
         # A client's spec names no code (`runtime.spec.trust`: custom tools, schemas by module), imports nothing.

@@ -5,7 +5,7 @@ run in that order, one at a time, by the one daemon that holds the agent's lease
 `idempotency_key` is unique per agent: a retried submission finds the first item instead of adding one. Items are
 never deleted here; `result` holds what `GET /v1/runs/{id}` shows.
 
-A message's turn runs with the idempotency key `"inbox:" + run_id` (`runtime.loop.begin_turn`), so an item whose
+A message's turn runs with the idempotency key `"inbox:" + run_id` (`runtime.turn_start.begin_turn`), so an item whose
 daemon died after the turn committed but before `finish` is run again and returns the stored turn: the item
 completes exactly once whatever the kill point.
 """
@@ -411,8 +411,9 @@ class Inbox:
         return self.finished(item, row)
 
     def finish_rider(self, item: InboxItem, owner: str, now: datetime, result: dict[str, Any]) -> LinkedWrite:
-        """`finish` (done, with `result`) as a write to commit with the turn's last step (`runtime.loop.EndWrite`):
-        the same statement, in that step's transaction. `finished(item, rider.row)` then reads the outcome."""
+        """`finish` (done, with `result`) as a write to commit with the turn's last step
+        (`runtime.turn_outcomes.EndWrite`): the same statement, in that step's transaction. `finished(item, rider.row)`
+        then reads the outcome."""
         return LinkedWrite(self._statements.finish, _finish_parameters(item, owner, now, result, None))
 
     def finished(self, item: InboxItem, row: Mapping[str, Any] | None) -> InboxItem:

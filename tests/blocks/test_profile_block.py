@@ -10,15 +10,18 @@ from pagemind.blocks import Block, BlockEditError, BlockSchema, CoreMemory, comp
 from pagemind.blocks.profiles import CompanionProfile
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.compiler import ContextInputs, MemoryStats, compile_context, render_block
-from pagemind.runtime.loop import StopReason, run_turn
-from pagemind.runtime.spec.agent import SpecError, load_spec, parse_spec
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.spec.loading import SpecError, load_spec, parse_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import ScriptedModel, build_spec, spec_data, tool_context
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.testing.specs import build_spec, spec_data
+from pagemind.runtime.testing.step_context import tool_context
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import format_report, replay
+from pagemind.runtime.turn_outcomes import StopReason
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 T = datetime(2026, 5, 1, tzinfo=UTC)

@@ -29,7 +29,8 @@ from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.memory.vectors.records import MemoryFilter
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
 from tests.runtime.memory.archival.test_archival import ALICE, DIM, T0, at_cosine, unit
 from tests.support.archival_crash_child import HEAVY, child
 

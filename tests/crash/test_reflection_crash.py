@@ -14,7 +14,8 @@ import pytest
 from pagemind.runtime.memory.vectors.stores import close_all
 from pagemind.runtime.reflection.journal import Journal
 from pagemind.runtime.reflection.run import reflect
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel
 from tests.runtime.reflection.test_reflection import Planner, load, remember, say
 
 ROOT = Path(__file__).parents[2]
@@ -24,7 +25,7 @@ import asyncio, json, sys
 from datetime import datetime
 from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.reflection.run import reflect
-from pagemind.runtime.testing.doubles import ManualClock
+from pagemind.runtime.testing.clock import ManualClock
 from tests.runtime.reflection.test_reflection import Planner, load
 configure_logging("ERROR")
 

@@ -17,7 +17,8 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, build_spec, by_purpose
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.specs import build_spec
 from tests.runtime.state.test_turn_lock import children
 from tests.support.turn_child import respond, spec_options
 

@@ -13,7 +13,8 @@ import yaml
 
 from pagemind.runtime.model.client import ModelDeadlineExceeded, ModelRequest, OpenAIModelClient
 from pagemind.runtime.spec.agent import ModelSpec
-from pagemind.runtime.testing.doubles import build_spec, reply_body, spec_data
+from pagemind.runtime.testing.responses import reply_body
+from pagemind.runtime.testing.specs import build_spec, spec_data
 from tests.faults.server import Hang, Reply, Trickle
 from tests.runtime.model.test_model_stream import Watcher, sink
 
@@ -120,7 +121,8 @@ def test_the_yaml_fields_default_and_validate():
 
 
 async def test_the_turn_deadline_includes_tool_calls_and_stores_nothing_of_the_step(make_agent, sqlite_url):
-    from pagemind.runtime.testing.doubles import ScriptedModel, tool_call_body
+    from pagemind.runtime.testing.models import ScriptedModel
+    from pagemind.runtime.testing.responses import tool_call_body
 
     data = spec_data()
     data["model"] = {**data["model"], "turn_deadline_s": 0.3}

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pagemind.runtime.model.client import ModelBadResponse, ModelRequest, response_from_body
-from pagemind.runtime.testing.doubles import reply_body, tool_call_body
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 

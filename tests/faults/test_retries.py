@@ -15,7 +15,8 @@ from pagemind.runtime.model.client import (
     OpenAIModelClient,
     turn_deadline,
 )
-from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, http_error, reply_body
+from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY, http_error
+from pagemind.runtime.testing.responses import reply_body
 
 REQUEST = ModelRequest("m", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 

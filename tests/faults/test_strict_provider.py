@@ -14,7 +14,8 @@ import respx
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ContextLengthExceeded, ModelBadResponse, OpenAIModelClient
 from pagemind.runtime.state.records import StepRecord
-from pagemind.runtime.testing.doubles import BASE_URL, ScriptedOpenAI, http_error, reply_body
+from pagemind.runtime.testing.endpoint import BASE_URL, ScriptedOpenAI, http_error
+from pagemind.runtime.testing.responses import reply_body
 
 
 @pytest.fixture

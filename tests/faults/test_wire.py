@@ -18,7 +18,7 @@ from pagemind.runtime.model.client import (
     OpenAIModelClient,
 )
 from pagemind.runtime.model.transports import AiohttpPost, LeanPost, close_poster, environment_proxy
-from pagemind.runtime.testing.doubles import reply_body
+from pagemind.runtime.testing.responses import reply_body
 from tests.faults.server import Cut, FaultServer, Reply
 from tests.runtime.model.test_model_stream import Watcher, sink
 

@@ -2,7 +2,7 @@
 file in a temporary folder and run there by a fresh interpreter, in the folder a user would have after
 `pagemind init` (the example agents in ./agents), with its own PAGEMIND_HOME and a scripted model endpoint
 (tests/support/openai_stub.py, as OPENAI_BASE_URL) for the snippets that call a model from the environment; the
-others use the documented test doubles (`pagemind.runtime.testing.doubles`).
+others use the documented test doubles (`pagemind.runtime.testing`).
 
 A block that is deliberately no program is marked by an HTML comment on the line before it,
 `<!-- not a program: why -->`; it is skipped, counted, and the count is checked (`FRAGMENTS`), so that an

@@ -7,7 +7,7 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import build_spec
+from pagemind.runtime.testing.specs import build_spec
 
 ENDPOINT = {"name": "m", "base_url": "http://shared.test/v1"}
 TOOLS = ["send_message", "archival_memory_insert", "archival_search", "conversation_search"]

@@ -5,11 +5,12 @@ from pathlib import Path
 import pytest
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.loop import StopReason, run_turn
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.loop import run_turn
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.turn_outcomes import StopReason
 
 AGENT_FILES = sorted((Path(__file__).parents[2] / "agents").glob("*.yaml"))
 

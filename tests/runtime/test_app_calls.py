@@ -7,12 +7,13 @@ from __future__ import annotations
 import pytest
 
 from pagemind.runtime.app_calls import NO_RESULT, AppTools, NothingToResume
-from pagemind.runtime.loop import StopReason, next_action, run_turn
+from pagemind.runtime.loop import next_action, run_turn
 from pagemind.runtime.messages import encode_json
 from pagemind.runtime.model.request import ModelRequest
 from pagemind.runtime.pressure.history_repair import is_valid
-from pagemind.runtime.testing.doubles import call, tool_calls_body
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.responses import call, tool_calls_body
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.turn_outcomes import StopReason
 
 WEATHER = {
     "type": "function",

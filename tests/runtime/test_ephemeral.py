@@ -7,8 +7,9 @@ from pagemind.runtime.ephemeral import clear_ephemeral
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import ScriptedModel, build_spec
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.testing.specs import build_spec
 
 SCHEMA = {"type": "object", "properties": {"mood": {"type": "string"}, "topics": {"type": "array"}}}
 

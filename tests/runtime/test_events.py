@@ -35,7 +35,8 @@ from pagemind.runtime.events import (
     TurnEvent,
 )
 from pagemind.runtime.observer import NullObserver, ObserverGroup
-from pagemind.runtime.testing.doubles import ScriptedModel, reply_body
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import reply_body
 from pagemind.runtime.trace.comparison import compare, describe
 from pagemind.runtime.trace.format import LINE_ADAPTER
 from pagemind.runtime.trace.reader import read_trace

@@ -19,8 +19,9 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.step_commit import StepWrite
 from pagemind.runtime.state.store import StaleBlocks, StateStore
-from pagemind.runtime.testing.doubles import build_spec, http_error
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.endpoint import http_error
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.tools import ToolCall, tool
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -15,11 +15,12 @@ import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.cli.main import build_parser
-from pagemind.runtime.loop import IdempotencyKeyReused
 from pagemind.runtime.model.client import ModelRequest, ModelUnavailable
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, build_spec, by_purpose
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.specs import build_spec
+from pagemind.runtime.turn_start import IdempotencyKeyReused
 from tests.support.turn_child import respond, spec_options
 
 ROOT = Path(__file__).resolve().parents[2]

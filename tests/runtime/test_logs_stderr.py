@@ -14,7 +14,9 @@ ROOT = Path(__file__).parents[2]
 TURN = """
 import asyncio
 from pagemind.runtime import Agent
-from pagemind.runtime.testing.doubles import ScriptedModel, build_spec, reply_body, tool_call_body
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 
 async def main():
     model = ScriptedModel([tool_call_body("core_memory_append", {"label": "human", "content": "Lin."}),

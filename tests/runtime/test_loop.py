@@ -2,12 +2,13 @@ import pytest
 import sqlalchemy
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.loop import StopReason, next_action, run_turn
+from pagemind.runtime.loop import next_action, run_turn
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import call, tool_calls_body
-from pagemind.runtime.testing.doubles import reply_body as reply
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.responses import call, tool_calls_body
+from pagemind.runtime.testing.responses import reply_body as reply
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.turn_outcomes import StopReason
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pagemind.runtime.events import ModelResponseEvent, ReplyDeltaEvent, ReplyResetEvent, StepEndEvent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.observer import ObserverGroup, wants_deltas
-from pagemind.runtime.testing.doubles import call, reply_body, tool_call_body, tool_calls_body
+from pagemind.runtime.testing.responses import call, reply_body, tool_call_body, tool_calls_body
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import replay

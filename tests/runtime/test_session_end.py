@@ -15,17 +15,14 @@ from pagemind.runtime.model.client import ModelError
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.reflection.journal import Journal
 from pagemind.runtime.session_end import close_session
-from pagemind.runtime.spec.agent import AgentSpec, load_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FunctionModel,
-    ManualClock,
-    by_purpose,
-    reply_body,
-    spec_data,
-    tool_call_body,
-)
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 

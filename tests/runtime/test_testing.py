@@ -1,4 +1,4 @@
-"""The public test doubles (pagemind.runtime.testing.doubles) do what their documentation says."""
+"""The public test doubles (pagemind.runtime.testing) do what their documentation says."""
 
 import json
 from datetime import UTC, datetime, timedelta
@@ -9,20 +9,13 @@ import pytest
 
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.spec.agent import AgentSpec
-from pagemind.runtime.testing.doubles import (
-    FakeEmbedder,
-    FunctionModel,
-    ManualClock,
-    RecordingArchival,
-    ScriptedModel,
-    build_spec,
-    by_purpose,
-    is_pressure_alert,
-    reply_body,
-    spec_data,
-    tool_call_body,
-    tool_context,
-)
+from pagemind.runtime.testing.archival import RecordingArchival
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
+from pagemind.runtime.testing.models import FunctionModel, ScriptedModel, by_purpose, is_pressure_alert
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
+from pagemind.runtime.testing.specs import build_spec, spec_data
+from pagemind.runtime.testing.step_context import tool_context
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.tools import ArchivalMemory
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from pagemind.runtime.spec.agent import AgentSpec, load_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import spec_data
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.errors import AgentExists
 from tests.support.daemon_support import TEMPLATE, write_agents

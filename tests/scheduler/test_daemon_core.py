@@ -12,7 +12,8 @@ import yaml
 
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, spec_data
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
 from pagemind.scheduler.errors import AgentExists, KeyReused, NotDeletable, UnknownAgent, UnknownRun, UnknownTemplate

@@ -15,7 +15,7 @@ import sqlalchemy
 from pagemind.runtime.state import engine as engine_module
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from tests.scheduler.test_daemon_core import make_daemon
 from tests.scheduler.test_daemon_wakeup import scans_over, spy
 from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from tests.scheduler.test_daemon_core import make_daemon
 from tests.support.daemon_support import ledger_model, ledger_step, markers, write_agents
 

@@ -3,7 +3,9 @@ a crash calls the tool again with the same id, and a tool that keys its effect b
 
 from __future__ import annotations
 
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body, tool_context
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.step_context import tool_context
 from pagemind.tools import ToolCall, ToolContext, dispatch_tool_calls, tool
 from tests.scheduler.test_daemon_core import make_daemon
 from tests.support.daemon_support import write_agents

@@ -13,7 +13,7 @@ import pytest
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig
 from pagemind.scheduler.queue.arrivals import Arrivals

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pagemind.runtime.reflection.journal import Journal
 from pagemind.runtime.spec.agent import DEFAULT_TOOLS
-from pagemind.runtime.testing.doubles import FunctionModel, reply_body
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import reply_body
 from tests.scheduler.test_daemon_core import make_daemon
 from tests.support.daemon_support import ledger_step, write_agents
 

@@ -16,7 +16,9 @@ from typing import Any
 import yaml
 
 from pagemind.runtime.model.client import ModelRequest
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, spec_data, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import spec_data
 
 TEMPLATE = "companion"
 

@@ -18,7 +18,9 @@ def child(home: str, database_url: str, point: str, mode: str) -> None:
     os.environ["PAGEMIND_KILL_AT"] = point
     from pagemind.runtime.memory.vectors.edge import EdgeBackend
     from pagemind.runtime.process.logs import configure_logging
-    from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock, by_purpose
+    from pagemind.runtime.testing.clock import ManualClock
+    from pagemind.runtime.testing.embedder import FakeEmbedder
+    from pagemind.runtime.testing.models import by_purpose
     from tests.runtime.memory.lifecycle.test_episodes import T0, crash_scenario, load_agent, no_steps, summarizer
 
     configure_logging("ERROR")

@@ -23,15 +23,11 @@ from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FakeEmbedder,
-    FunctionModel,
-    ManualClock,
-    by_purpose,
-    reply_body,
-    spec_data,
-    tool_call_body,
-)
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
+from pagemind.runtime.testing.specs import spec_data
 
 SPEC = AgentSpec.model_validate(
     {

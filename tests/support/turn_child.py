@@ -19,7 +19,8 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import tool_call_body
 
 TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "conversation_search"]
 
@@ -43,7 +44,7 @@ def respond(request: ModelRequest) -> dict:
 
 async def main() -> int:
     """Run the turns (see the module docstring)."""
-    from pagemind.runtime.testing.doubles import build_spec
+    from pagemind.runtime.testing.specs import build_spec
 
     parser = argparse.ArgumentParser()
     parser.add_argument("database")

@@ -6,7 +6,8 @@ import pytest
 
 from pagemind.blocks import Block, CoreMemory
 from pagemind.runtime.agent import StepContext
-from pagemind.runtime.testing.doubles import ManualClock, tool_context
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.step_context import tool_context
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, ToolContext, ToolError, dispatch_tool_calls, tool
 from pagemind.tools.registry import parse_docstring
 

@@ -31,18 +31,10 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FunctionModel,
-    ManualClock,
-    ScriptedModel,
-    by_purpose,
-    call,
-    is_pressure_alert,
-    reply_body,
-    spec_data,
-    tool_call_body,
-    tool_calls_body,
-)
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, ScriptedModel, by_purpose, is_pressure_alert
+from pagemind.runtime.testing.responses import call, reply_body, tool_call_body, tool_calls_body
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.runtime.trace.recorder import record
 
 HERE = Path(__file__).parent

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pagemind.runtime.cli.live_reply import RESET_MARKER, LiveReply
 from pagemind.runtime.cli.main import main
-from pagemind.runtime.testing.doubles import call, tool_call_body, tool_calls_body
+from pagemind.runtime.testing.responses import call, tool_call_body, tool_calls_body
 from pagemind.scheduler import cli as scheduler_cli
 from pagemind.scheduler.api.client import DaemonClient
 from tests.runtime.trace.test_trace_cli import home  # noqa: F401 — the fixture: a fresh PAGEMIND_HOME, mocked endpoint

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pagemind.runtime.state.keys import PREFIX, KeyStore
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import build_spec
+from pagemind.runtime.testing.specs import build_spec
 from tests.runtime.cli.test_cli import pagemind
 
 

@@ -15,7 +15,9 @@ import pytest
 from pagemind.runtime import Agent
 from pagemind.runtime.cli.shared import terminal_safe
 from pagemind.runtime.memory.vectors.stores import close_all
-from pagemind.runtime.testing.doubles import ScriptedModel, build_spec, tool_call_body
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.runtime.trace.recorder import record
 
 RETITLE = "\x1b]0;pwned\x07"

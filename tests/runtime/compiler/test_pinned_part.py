@@ -8,8 +8,9 @@ from pathlib import Path
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.spec.agent import load_spec
-from pagemind.runtime.testing.doubles import FunctionModel, reply_body
+from pagemind.runtime.spec.loading import load_spec
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import reply_body
 
 ROOT = Path(__file__).parents[3]
 PINNED_MAX = 1600

@@ -9,10 +9,13 @@ from pathlib import Path
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.model.client import ModelRequest
-from pagemind.runtime.spec.agent import AgentSpec, load_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import Body, FunctionModel, ManualClock, by_purpose, tool_call_body
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import Body, tool_call_body
 
 ROOT = Path(__file__).parents[3]
 CHAT = "Today I walked along the harbour and the light on the water was lovely; I keep thinking about the seasons."

@@ -21,7 +21,9 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.pressure.monitor import WARNING_TEXT
 from pagemind.runtime.spec.agent import AgentSpec, ModelSpec
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, spec_data, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.tools import ToolCall
 
 TEMPLATES = Path(__file__).parents[2] / "fixtures" / "chat_templates"

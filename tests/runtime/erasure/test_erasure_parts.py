@@ -20,7 +20,7 @@ from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import archival_memories, embedding_cache, metadata
-from pagemind.runtime.testing.doubles import build_spec
+from pagemind.runtime.testing.specs import build_spec
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 SHARED, ALONE = "The user likes green tea", "The user's code word is PEACH42"

@@ -46,7 +46,7 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
 
 async def load(url: str, database_url: str, home: Path, name: str = "keeper") -> Agent:
     """The agent on the scripted model, its turns recorded under `home/traces/NAME/`."""
-    from pagemind.runtime.spec.agent import parse_spec
+    from pagemind.runtime.spec.loading import parse_spec
     from pagemind.runtime.trace.recorder import record, traces_dir
 
     spec: AgentSpec = parse_spec(AGENT_YAML.format(name=name, url=url))

@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.loop import StopReason
 from pagemind.runtime.mcp.toolset import McpToolset
 from pagemind.runtime.model.client import ModelRequest
-from pagemind.runtime.spec.agent import AgentSpec, SpecError, load_spec, parse_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import SpecError, load_spec, parse_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, reply_body, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
+from pagemind.runtime.turn_outcomes import StopReason
 
 SERVER = Path(__file__).parents[2] / "support" / "mcp_server.py"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pagemind.runtime.spec.agent import parse_spec
+from pagemind.runtime.spec.loading import parse_spec
 from pagemind.scheduler.api.agents import api_spec
 from pagemind.scheduler.api.errors import ApiError
 

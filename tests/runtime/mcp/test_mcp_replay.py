@@ -7,10 +7,11 @@ import json
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import ScriptedModel, tool_call_body
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import tool_call_body
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import replay

@@ -9,8 +9,9 @@ import pytest
 
 from pagemind.runtime.model.response import response_from_body
 from pagemind.runtime.spec.prices import ModelPrices
-from pagemind.runtime.testing.doubles import build_spec, reply_body, tool_call_body
 from pagemind.runtime.testing.prompt_cache import PromptCache
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 
 PRICES = {"input": 2.5, "cached_input": 1.25, "output": 10.0}
 
@@ -56,7 +57,7 @@ def two_step_turns(request) -> dict:
 
 
 async def test_steps_store_the_cached_tokens_and_the_agent_sums_them(make_agent, database_url):
-    from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
+    from pagemind.runtime.testing.models import FunctionModel, by_purpose
 
     model = FunctionModel(by_purpose(two_step_turns), prompt_cache=PromptCache())
     spec = build_spec(model={"name": "gpt-4o-mini", "max_output_tokens": 256, "prices": PRICES})
@@ -75,7 +76,7 @@ async def test_steps_store_the_cached_tokens_and_the_agent_sums_them(make_agent,
 
 
 async def test_a_provider_that_reports_no_cache_stores_none(make_agent, sqlite_url):
-    from pagemind.runtime.testing.doubles import ScriptedModel
+    from pagemind.runtime.testing.models import ScriptedModel
 
     agent = await make_agent(sqlite_url, ScriptedModel([reply_body("Hello.")]))
     await agent.send("Hi")
@@ -89,7 +90,7 @@ def test_trace_show_and_context_report_the_cache_and_the_cost(tmp_path, monkeypa
     import respx
 
     from pagemind.runtime.cli.main import main
-    from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, ScriptedOpenAI
+    from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY, ScriptedOpenAI
 
     spec = build_spec("cachey", model={"name": "gpt-4o-mini", "max_output_tokens": 256, "prices": PRICES})
     path = tmp_path / "cachey.yaml"

@@ -14,7 +14,7 @@ import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.events import ModelResponseEvent
-from pagemind.runtime.loop import StopReason, run_turn
+from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import OpenAIModelClient
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
@@ -22,6 +22,7 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import format_report, replay
+from pagemind.runtime.turn_outcomes import StopReason
 
 BASE_URL = os.environ.get("PAGEMIND_LIVE_BASE_URL")
 

@@ -10,9 +10,9 @@ from pagemind.runtime.model.client import (
     OpenAIModelClient,
 )
 from pagemind.runtime.spec.agent import ModelSpec
-from pagemind.runtime.testing.doubles import TEST_API_KEY, http_error
-from pagemind.runtime.testing.doubles import reply_body as reply
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.endpoint import TEST_API_KEY, http_error
+from pagemind.runtime.testing.responses import reply_body as reply
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
 
 REQUEST = ModelRequest("gpt-4o-mini", [{"role": "user", "content": "hi"}], [], 0.5, 100)
 

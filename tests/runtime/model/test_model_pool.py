@@ -25,7 +25,8 @@ from pagemind.runtime.model.pool import Endpoint, pooled_clients, shared_client
 from pagemind.runtime.spec.agent import ModelSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import build_spec, spec_data, tool_call_body
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import build_spec, spec_data
 from pagemind.tools import ToolCall
 
 BASE = "http://wire.test/v1"

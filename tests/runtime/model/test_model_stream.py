@@ -15,7 +15,8 @@ from pagemind.runtime.model.client import ModelBadResponse, ModelRequest, ModelR
 from pagemind.runtime.model.response import response_from_body
 from pagemind.runtime.model.stream import STREAM_OPTIONS
 from pagemind.runtime.reply_stream import JsonStringField, ReplyStream
-from pagemind.runtime.testing.doubles import call, http_error, reply_body, tool_call_body, tool_calls_body
+from pagemind.runtime.testing.endpoint import http_error
+from pagemind.runtime.testing.responses import call, reply_body, tool_call_body, tool_calls_body
 from pagemind.runtime.testing.sse import sse_bytes, stream_chunks, streamed_response
 
 REQUEST = ModelRequest("gpt-4o-mini", [{"role": "user", "content": "hi"}], [], 0.5, 100)

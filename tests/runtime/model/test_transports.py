@@ -26,7 +26,8 @@ from pagemind.runtime.model.client import (
 from pagemind.runtime.model.pool import Endpoint, shared_client
 from pagemind.runtime.model.transports import PATH, SHARDS, LeanPost, SdkPost, is_plain, plain_transport, poster_for
 from pagemind.runtime.spec.agent import ModelSpec
-from pagemind.runtime.testing.doubles import http_error, tool_call_body
+from pagemind.runtime.testing.endpoint import http_error
+from pagemind.runtime.testing.responses import tool_call_body
 
 BASE = "http://lean.test/v1"
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "café ☕"}]}, ensure_ascii=False).encode()

@@ -21,9 +21,9 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import SummaryRow, reflections, table_of, trigger_fires
-from pagemind.runtime.testing.doubles import build_spec
-from pagemind.runtime.testing.doubles import reply_body as reply
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.responses import reply_body as reply
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.testing.specs import build_spec
 
 TOOLS = ["send_message", "core_memory_append", "core_memory_replace", "archival_memory_insert", "archival_search"]
 QUERIES = ["peanut allergy", "where does Lin live", "favourite colour", "sister's wedding in Lyon"]

@@ -17,7 +17,7 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import reply_body as reply
+from pagemind.runtime.testing.responses import reply_body as reply
 from pagemind.tools import BUILTIN_TOOLS
 
 FOLDER = Path(__file__).parents[4] / "shared" / "data" / "agentfiles"

@@ -21,8 +21,10 @@ from pagemind.runtime.spec.privacy import PrivacyConfig
 from pagemind.runtime.spec.review import ReviewConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, build_spec, reply_body
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import reply_body
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.testing.specs import build_spec
 
 PHONE, OTHER_PHONE = "13912345678", "13700001111"
 REDACTING = {"pii": "redact"}

@@ -21,8 +21,8 @@ from pagemind.runtime.spec.review import ReviewConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import SummaryRow, table_of
-from pagemind.runtime.testing.doubles import build_spec
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.testing.specs import build_spec
 
 TOOLS = ["send_message", "core_memory_append", "archival_memory_insert", "archival_search"]
 PHONE, PHONE_SPACED = "13800138000", "+86 138 0013 8000"  # one number, two spellings: one placeholder

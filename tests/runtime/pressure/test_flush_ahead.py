@@ -18,15 +18,11 @@ from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FunctionModel,
-    ManualClock,
-    RecordingArchival,
-    by_purpose,
-    reply_body,
-    spec_data,
-    tool_call_body,
-)
+from pagemind.runtime.testing.archival import RecordingArchival
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
+from pagemind.runtime.testing.specs import spec_data
 
 SPEC = AgentSpec.model_validate(
     {**spec_data(model_name="m", context_window=4000, max_output_tokens=500), "memory": {"prefetch_top_k": 0}}

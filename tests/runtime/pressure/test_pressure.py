@@ -10,26 +10,24 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.budget import read_pressure, usable_window
 from pagemind.runtime.compiler import request_tokens as body_tokens
 from pagemind.runtime.events import RuntimeEventBase
-from pagemind.runtime.loop import StopReason, run_turn
+from pagemind.runtime.loop import run_turn
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.pressure.history_repair import MISSING_RESULT
-from pagemind.runtime.pressure.monitor import ContextOverflow, updated_correction
+from pagemind.runtime.pressure.monitor import updated_correction
+from pagemind.runtime.pressure.pinned import ContextOverflow
 from pagemind.runtime.pressure.summarizer import summarize
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FunctionModel,
-    RecordingArchival,
-    by_purpose,
-    http_error,
-    reply_body,
-    spec_data,
-    tool_call_body,
-)
+from pagemind.runtime.testing.archival import RecordingArchival
+from pagemind.runtime.testing.endpoint import http_error
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.runtime.tokens import count_tokens
+from pagemind.runtime.turn_outcomes import StopReason
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 SMALL = spec_data(model_name="m", context_window=4000, max_output_tokens=500, max_steps_per_turn=3)

@@ -14,8 +14,11 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.spec.agent import AgentSpec, load_spec
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, spec_data, tool_call_body
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import load_spec
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import spec_data
 
 COMPANION = Path(__file__).parents[3] / "agents" / "companion.yaml"
 

@@ -10,7 +10,7 @@ import sqlalchemy
 
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel
+from pagemind.runtime.testing.models import FunctionModel
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon

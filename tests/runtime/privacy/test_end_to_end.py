@@ -14,7 +14,7 @@ from pagemind.runtime.loop import run_turn
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import build_spec
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.runtime.trace.recorder import record
 from tests.support.model_server import last_turn_message, last_user_text, model_server, tool_calls
 

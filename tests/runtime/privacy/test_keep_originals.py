@@ -11,7 +11,9 @@ from pagemind.runtime.crypto.keys import Encryption, new_key_text, parse_key
 from pagemind.runtime.privacy.policy import OriginalsNeedEncryption
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, build_spec, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 from tests.runtime.crypto.support import files_holding, postgres_rows_text, session_url
 
 PHONE = "13912345678"

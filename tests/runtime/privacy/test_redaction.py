@@ -11,11 +11,11 @@ from pagemind.runtime.model.response import ModelResponse
 from pagemind.runtime.privacy.book import PlaceholderBook
 from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.privacy.redactor import redact
-from pagemind.runtime.spec.agent import SpecError, load_spec
+from pagemind.runtime.spec.loading import SpecError, load_spec
 from pagemind.runtime.spec.privacy import PrivacyConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import build_spec
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.tools import ToolCall, ToolResult
 
 ALL = ("phone", "email", "card", "cn_id", "passport", "iban", "ip", "address")

@@ -22,7 +22,11 @@ from pagemind.runtime.reflection.schema import ReflectionOutput
 from pagemind.runtime.spec.agent import DEFAULT_TOOLS, AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, http_error, reply_body, spec_data
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.endpoint import http_error
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import reply_body
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.runtime.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING, count_tokens
 
 PROFILE = {"name": "Lin", "city": "Berlin"}
@@ -419,7 +423,7 @@ async def test_a_second_reflection_reads_only_what_came_after_the_first(database
 
 
 def test_the_reflection_section_leaves_existing_fingerprints_alone():
-    from pagemind.runtime.testing.doubles import build_spec
+    from pagemind.runtime.testing.specs import build_spec
 
     plain = build_spec()
     assert build_spec(memory={"reflection": {}}).spec_hash() == plain.spec_hash()  # defaults: as before the section

@@ -10,7 +10,8 @@ import json
 from pagemind.runtime.cli.main import main
 from pagemind.runtime.reflection.journal import Journal
 from pagemind.runtime.reflection.run import reflect
-from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, reply_body, tool_call_body
+from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
 from tests.runtime.reflection.test_reflection import Planner, load, reflection_spec, remember, say
 
 

@@ -17,7 +17,7 @@ from pagemind.runtime.pressure.extraction import ExtractedItem, Extraction, stor
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.reflection.apply import apply_plan
 from pagemind.runtime.reflection.schema import Done, Insight, Merge, ReflectionOutput
-from pagemind.runtime.spec.agent import parse_spec
+from pagemind.runtime.spec.loading import parse_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
 from tests.support.model_server import last_turn_message, last_user_text, model_server, tool_calls

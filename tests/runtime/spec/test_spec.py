@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from pagemind.runtime.spec.agent import AgentSpec, SpecError, load_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import SpecError, load_spec
 
 GOOD = """\
 name: x

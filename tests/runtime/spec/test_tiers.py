@@ -13,7 +13,8 @@ import pytest
 import structlog
 from pydantic import BaseModel
 
-from pagemind.runtime.spec.agent import AgentSpec, SpecError, load_spec, parse_spec
+from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.spec.loading import SpecError, load_spec, parse_spec
 from pagemind.runtime.spec.memory import ArchivalConfig, MemoryConfig, PressureConfig, SalienceConfig
 from pagemind.runtime.spec.presets import PRESETS
 from pagemind.runtime.spec.renames import RENAMED

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pagemind.runtime.spec.agent import SpecError, load_spec
+from pagemind.runtime.spec.loading import SpecError, load_spec
 from pagemind.runtime.spec.triggers import MAINTENANCE_JOBS, IdleTrigger, ScheduleTrigger, parse_duration
 
 HEAD = "name: a\nmodel: {name: m}\nsystem: hi\n"
@@ -146,7 +146,7 @@ def test_the_runtime_knows_the_jobs_the_scheduler_registers():
 
 
 def test_adding_the_trigger_fields_changed_no_existing_fingerprint():
-    from pagemind.runtime.testing.doubles import build_spec
+    from pagemind.runtime.testing.specs import build_spec
 
     plain = build_spec()
     assert plain.spec_hash() == "3efac6040d76d9d2"  # what main computed for this spec before triggers existed

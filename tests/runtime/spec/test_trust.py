@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.spec.trust import REFUSED
-from pagemind.runtime.testing.doubles import spec_data
+from pagemind.runtime.testing.specs import spec_data
 
 
 def _with_references(module: str) -> dict:

@@ -15,7 +15,7 @@ from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.rows import blocks_table
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import build_spec
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.runtime.window import Window
 from pagemind.tools import ToolCall
 

@@ -10,7 +10,7 @@ import sqlalchemy
 
 from pagemind.runtime.state.keys import PREFIX, KeyInputError, KeyStore, hash_key
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import build_spec
+from pagemind.runtime.testing.specs import build_spec
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import spec_data
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
+from pagemind.runtime.testing.specs import spec_data
 
 
 def spec_with(**changes) -> AgentSpec:
@@ -71,7 +71,7 @@ async def test_renaming_an_agent_keeps_its_identity_and_everything_keyed_by_it(m
     from pagemind.runtime.memory.archival.memory import ArchivalService
     from pagemind.runtime.memory.vectors.edge import EdgeBackend
     from pagemind.runtime.state.store import AgentNameTaken
-    from pagemind.runtime.testing.doubles import FakeEmbedder
+    from pagemind.runtime.testing.embedder import FakeEmbedder
 
     agent = await make_agent(database_url, None)
     store = agent.store

@@ -12,7 +12,7 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import StepRecord
 from pagemind.runtime.state.store import StaleBlocks, StateStore
-from pagemind.runtime.testing.doubles import build_spec
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.tools import ToolCall
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -20,7 +20,8 @@ from pagemind.runtime.loop import run_turn
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.locks import AgentBusy
 from pagemind.runtime.state.store import StaleBlocks, StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, build_spec, by_purpose
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.specs import build_spec
 from tests.support.turn_child import respond, spec_options
 
 ROOT = Path(__file__).resolve().parents[3]

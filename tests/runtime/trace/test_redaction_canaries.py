@@ -23,15 +23,10 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import BlockSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FunctionModel,
-    ManualClock,
-    build_spec,
-    call,
-    reply_body,
-    tool_call_body,
-    tool_calls_body,
-)
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import call, reply_body, tool_call_body, tool_calls_body
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 

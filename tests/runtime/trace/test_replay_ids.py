@@ -7,7 +7,9 @@ from pagemind.runtime.loop import run_turn
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.runtime.trace.ids import IdMap
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from pagemind.runtime import Agent
-from pagemind.runtime.testing.doubles import ScriptedModel, build_spec, tool_call_body
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.runtime.trace.recorder import record
 
 SECRET = "sk-unrelated-secret-canary-7f3a"

@@ -20,10 +20,12 @@ from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.session_end import close_session
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, is_pressure_alert, reply_body, tool_call_body
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, is_pressure_alert
+from pagemind.runtime.testing.responses import reply_body, tool_call_body
 from pagemind.runtime.trace.reader import Trace, read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import replay

@@ -11,7 +11,9 @@ import textwrap
 from pathlib import Path
 
 from pagemind.runtime import Agent
-from pagemind.runtime.testing.doubles import ScriptedModel, build_spec, tool_call_body
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.runtime.trace.recorder import record
 
 ROOT = Path(__file__).parents[3]

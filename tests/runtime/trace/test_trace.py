@@ -25,8 +25,8 @@ from pagemind.runtime.events import (
 )
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.observer import HeardClock, NullObserver, ObserverGroup, observing
-from pagemind.runtime.testing.doubles import TEST_API_KEY
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.endpoint import TEST_API_KEY
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
 from pagemind.runtime.trace.format import LINE_ADAPTER, SCHEMA_VERSION, Header, Parent, Snapshot
 from pagemind.runtime.trace.header import strip_userinfo
 from pagemind.runtime.trace.reader import TraceFormatError, read_trace
@@ -324,7 +324,10 @@ CRASHING_RUN = """
 import asyncio, os, signal, sys
 from pathlib import Path
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, build_spec, tool_call_body
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.trace.recorder import record

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from pagemind.runtime.cli.main import main
-from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, http_error
-from pagemind.runtime.testing.doubles import tool_call_body as tool_call
+from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY, http_error
+from pagemind.runtime.testing.responses import tool_call_body as tool_call
 from pagemind.runtime.trace.reader import read_trace
 
 USER_TEXT = "Hi, I'm Lin. I'm allergic to peanuts."

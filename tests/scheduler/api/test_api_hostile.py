@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from pagemind.runtime.spec.agent import parse_spec
+from pagemind.runtime.spec.loading import parse_spec
 from pagemind.scheduler.api.trigger_limit import shortest_gap, too_frequent
 from tests.scheduler.api.test_api import served  # noqa: F401 (a fixture)
 

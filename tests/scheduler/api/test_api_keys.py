@@ -385,7 +385,7 @@ async def test_an_admin_makes_lists_and_revokes_keys_through_the_api(keyed):
 async def test_a_user_key_never_takes_over_a_stored_agent_of_the_same_name(keyed, tmp_path):
     """An agent stored by `pagemind run` (or half made) with the very spec a create would make is adopted by an
     admin's create, as before keys; a user key's create of that name is refused: it would get that memory."""
-    from pagemind.runtime.spec.agent import load_spec
+    from pagemind.runtime.spec.loading import load_spec
 
     client, daemon, creds, _ = keyed
     spec = load_spec(tmp_path / "agents" / "companion.yaml").model_copy(update={"name": "lone", "template": False})

@@ -17,7 +17,7 @@ import pytest
 
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig

@@ -16,7 +16,7 @@ import respx
 from pagemind.runtime.model.client import OpenAIModelClient
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY
+from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY
 from pagemind.runtime.testing.sse import sse_bytes, stream_chunks, streamed_response
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog

@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pagemind.runtime.testing.doubles import FunctionModel, by_purpose, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import tool_call_body
 from tests.scheduler.test_daemon_core import make_daemon
 from tests.support.daemon_support import write_agents
 

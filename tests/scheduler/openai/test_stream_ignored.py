@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from pagemind.runtime.cli.main import main
-from pagemind.runtime.testing.doubles import tool_call_body
+from pagemind.runtime.testing.responses import tool_call_body
 from tests.runtime.cli.test_cli_live_reply import Terminal
 from tests.runtime.trace.test_trace_cli import home  # noqa: F401 — the fixture: a fresh PAGEMIND_HOME, mocked endpoint
 from tests.scheduler.openai.served import served

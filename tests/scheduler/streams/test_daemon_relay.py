@@ -36,7 +36,8 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import daemons, run_events
-from pagemind.runtime.testing.doubles import BASE_URL, TEST_API_KEY, FunctionModel, by_purpose
+from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon, DaemonConfig

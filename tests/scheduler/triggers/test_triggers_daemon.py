@@ -13,10 +13,13 @@ import pytest
 import yaml
 
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FunctionModel, ManualClock, by_purpose, spec_data, tool_call_body
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 
@@ -322,7 +325,7 @@ async def test_a_users_firings_stop_at_its_turns_in_flight_and_the_folders_agent
 ):
     """Issue 34, item 9: a user's agents cannot spend past `key_turns_in_flight` with their triggers either (the API
     answers that user's messages 429 there); firings past it are dropped as missed ones are."""
-    from pagemind.runtime.spec.agent import parse_spec
+    from pagemind.runtime.spec.loading import parse_spec
 
     write_agent(agents_dir, "folder", schedule=[{"every": "15m", "message": "tick"}])
     clock = ManualClock(at(9, 0, 30))

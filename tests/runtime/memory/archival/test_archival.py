@@ -1,6 +1,6 @@
 """Archival memory: the write path (dating, dedupe, supersede), hybrid search, isolation, the two Qdrant adapters.
 
-Unit tests use `FakeEmbedder` (pagemind.runtime.testing.doubles), whose vectors are chosen by the test, so cosine similarities sit exactly where a
+Unit tests use `FakeEmbedder` (pagemind.runtime.testing.embedder), whose vectors are chosen by the test, so cosine similarities sit exactly where a
 test needs them (just above or below a threshold). Tests with the real shipped model are marked as such.
 """
 
@@ -22,7 +22,9 @@ from pagemind.runtime.memory.vectors.records import Hit, MemoryRecord
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock, tool_context
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
+from pagemind.runtime.testing.step_context import tool_context
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 
 DIM = FakeEmbedder.dim
@@ -392,7 +394,7 @@ def test_the_services_meet_the_typed_protocols_tools_see(make_service, tmp_path)
 
     from pagemind.runtime.messages import Message
     from pagemind.runtime.state.store import StateStore
-    from pagemind.runtime.testing.doubles import build_spec
+    from pagemind.runtime.testing.specs import build_spec
 
     store = StateStore(make_engine(f"sqlite:///{tmp_path / 'recall.db'}"))
     agent = store.ensure_agent(build_spec())

@@ -12,7 +12,8 @@ from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
 from tests.runtime.memory.archival.test_archival import ALICE, DIM, T0, backend, run, unit  # noqa: F401 (the backend fixture)
 
 V = unit(1)

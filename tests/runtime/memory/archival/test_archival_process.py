@@ -16,7 +16,7 @@ from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.memory.vectors.records import MemoryFilter, StoreLocked
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import FakeEmbedder
+from pagemind.runtime.testing.embedder import FakeEmbedder
 from tests.runtime.memory.archival.test_archival import DIM, run
 
 ROOT = Path(__file__).parents[4]
@@ -115,7 +115,7 @@ from pathlib import Path
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import FakeEmbedder
+from pagemind.runtime.testing.embedder import FakeEmbedder
 from tests.runtime.memory.archival.test_archival import DIM
 from pagemind.runtime.process.logs import configure_logging
 configure_logging("ERROR")

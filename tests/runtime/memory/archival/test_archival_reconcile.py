@@ -18,7 +18,8 @@ from pagemind.runtime.memory.vectors.records import MemoryRecord
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
 from tests.runtime.memory.archival.test_archival import ALICE, DIM, T0, at_cosine, run, unit
 
 LYON = unit(1)

@@ -22,7 +22,8 @@ from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord, 
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.tables import archival_memories
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
 from tests.runtime.memory.archival.test_archival import ALICE, BOB, DIM, T0, run, unit
 
 SMALL = IndexPlan(full_scan_threshold_kb=1, indexing_threshold_kb=4)  # 64-d: exact below 4 points, index at 16

@@ -23,15 +23,13 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FakeEmbedder,
-    ManualClock,
-    RecordingArchival,
-    ScriptedModel,
-    spec_data,
-    tool_call_body,
-    tool_context,
-)
+from pagemind.runtime.testing.archival import RecordingArchival
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
+from pagemind.runtime.testing.models import ScriptedModel
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import spec_data
+from pagemind.runtime.testing.step_context import tool_context
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 from pagemind.tools.context import RecallHit
 from tests.runtime.memory.archival.test_archival import T0, backend, run  # noqa: F401 (the fixture: both adapters)

@@ -3,7 +3,9 @@
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_call_body
+from pagemind.runtime.testing.models import FunctionModel
+from pagemind.runtime.testing.responses import tool_call_body
+from pagemind.runtime.testing.specs import build_spec
 
 
 def retrieved_section(closing: str) -> str:

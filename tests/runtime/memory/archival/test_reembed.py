@@ -18,7 +18,9 @@ from pagemind.runtime.memory.vectors.records import MemoryFilter
 from pagemind.runtime.memory.vectors.stores import close_all, open_backend
 from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock, tool_context
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
+from pagemind.runtime.testing.step_context import tool_context
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 from tests.runtime.memory.archival.test_archival import ALICE, DIM, T0, run, unit
 

@@ -91,7 +91,9 @@ async def test_an_agent_sees_another_instances_memory_from_its_next_turn(tmp_pat
     revision, so a memory one stored between turns is in the other's next prompt."""
     from pagemind.runtime.agent import Agent
     from pagemind.runtime.process.settings import Settings
-    from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_call_body
+    from pagemind.runtime.testing.models import FunctionModel
+    from pagemind.runtime.testing.responses import tool_call_body
+    from pagemind.runtime.testing.specs import build_spec
 
     spec = build_spec(tools=["send_message", "archival_memory_insert", "archival_search"])
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'p.db'}")
@@ -124,7 +126,9 @@ async def test_a_turn_run_by_the_loop_alone_reads_the_revision_once(tmp_path, cl
     from pagemind.runtime.agent import Agent
     from pagemind.runtime.loop import run_turn
     from pagemind.runtime.process.settings import Settings
-    from pagemind.runtime.testing.doubles import FunctionModel, build_spec, tool_call_body
+    from pagemind.runtime.testing.models import FunctionModel
+    from pagemind.runtime.testing.responses import tool_call_body
+    from pagemind.runtime.testing.specs import build_spec
 
     spec = build_spec(tools=["send_message", "archival_memory_insert"])
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'p.db'}")

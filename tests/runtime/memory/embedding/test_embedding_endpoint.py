@@ -20,7 +20,7 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import ManualClock
+from pagemind.runtime.testing.clock import ManualClock
 from tests.runtime.memory.archival.test_archival import T0
 
 TOPICS = [("cello", "music", "orchestra"), ("tea",), ("peanut", "allergic"), ("berlin", "moved")]

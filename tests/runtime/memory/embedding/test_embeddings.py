@@ -25,7 +25,7 @@ from pagemind.runtime.memory.retrieval.dating import absolute_dates
 from pagemind.runtime.memory.retrieval.keywords import analysed, query_terms, terms
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.testing.doubles import FakeEmbedder
+from pagemind.runtime.testing.embedder import FakeEmbedder
 
 ROOT = Path(__file__).parents[4]
 

@@ -36,7 +36,8 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
 from tests.runtime.memory.archival.test_archival import T0
 
 HAN = re.compile(r"[\u4e00-\u9fff]")

@@ -18,7 +18,7 @@ import asyncio, json, sys
 from pathlib import Path
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.spec.agent import load_spec
+from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.tokens import encoding
 
 async def main():

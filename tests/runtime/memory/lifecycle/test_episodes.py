@@ -40,7 +40,11 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.spec.memory import EpisodesConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FakeEmbedder, FunctionModel, ManualClock, by_purpose, reply_body, spec_data
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
+from pagemind.runtime.testing.models import FunctionModel, by_purpose
+from pagemind.runtime.testing.responses import reply_body
+from pagemind.runtime.testing.specs import spec_data
 from pagemind.runtime.tokens import count_tokens
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 

@@ -23,18 +23,11 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.spec.memory import SalienceConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FunctionModel,
-    ManualClock,
-    RecordingArchival,
-    ScriptedModel,
-    build_spec,
-    call,
-    reply_body,
-    spec_data,
-    tool_call_body,
-    tool_calls_body,
-)
+from pagemind.runtime.testing.archival import RecordingArchival
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.models import FunctionModel, ScriptedModel
+from pagemind.runtime.testing.responses import call, reply_body, tool_call_body, tool_calls_body
+from pagemind.runtime.testing.specs import build_spec, spec_data
 from pagemind.runtime.trace.reader import read_trace
 from pagemind.runtime.trace.recorder import record
 from pagemind.runtime.trace.replay import replay

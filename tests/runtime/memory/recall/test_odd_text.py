@@ -20,14 +20,9 @@ from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import NUL_REPLACEMENT, without_nul
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import (
-    FakeEmbedder,
-    ManualClock,
-    call,
-    reply_body,
-    tool_call_body,
-    tool_calls_body,
-)
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
+from pagemind.runtime.testing.responses import call, reply_body, tool_call_body, tool_calls_body
 from tests.runtime.memory.archival.test_archival import DIM, T0
 
 TOOLS = ["send_message", "conversation_search", "core_memory_append"]

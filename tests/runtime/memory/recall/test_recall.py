@@ -16,7 +16,8 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
 from pagemind.tools import BUILTIN_TOOLS, ToolCall, dispatch_tool_calls
 from tests.runtime.memory.archival.test_archival import T0, at_cosine, unit
 

@@ -19,7 +19,8 @@ from pagemind.runtime.spec.agent import AgentSpec, later_defaults
 from pagemind.runtime.spec.memory import ArchivalConfig, MemoryConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.testing.doubles import FakeEmbedder, ManualClock
+from pagemind.runtime.testing.clock import ManualClock
+from pagemind.runtime.testing.embedder import FakeEmbedder
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # a Monday
 BOOSTED = ArchivalConfig(temporal={"range_boost": 0.5, "when_boost": 0.5})
