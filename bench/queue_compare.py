@@ -71,7 +71,8 @@ async def ours(url: str, name: str, turns: bool = False, remote_client: bool = F
     from pagemind.runtime.state.store import StateStore
     from pagemind.runtime.testing.doubles import FunctionModel, reply_body, spec_data
     from pagemind.scheduler.catalog import AgentCatalog
-    from pagemind.scheduler.daemon import Daemon, DaemonConfig
+    from pagemind.scheduler.daemon import Daemon
+    from pagemind.scheduler.daemon_config import DaemonConfig
     from pagemind.scheduler.jobs import register_job
 
     configure_logging("WARNING")

@@ -15,7 +15,8 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.doubles import FunctionModel, reply_body
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 
 POSTED = """
 name: {name}
