@@ -39,7 +39,8 @@ async def child(url: str, mode: str, jobs: int) -> list[tuple[float, float]]:
     from pagemind.runtime.testing.responses import reply_body
     from pagemind.runtime.testing.specs import spec_data
     from pagemind.scheduler.catalog import AgentCatalog
-    from pagemind.scheduler.daemon import Daemon, DaemonConfig
+    from pagemind.scheduler.daemon import Daemon
+    from pagemind.scheduler.daemon_config import DaemonConfig
     from pagemind.scheduler.jobs import register_job
 
     configure_logging("WARNING")

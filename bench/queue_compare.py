@@ -73,7 +73,8 @@ async def ours(url: str, name: str, turns: bool = False, remote_client: bool = F
     from pagemind.runtime.testing.responses import reply_body
     from pagemind.runtime.testing.specs import spec_data
     from pagemind.scheduler.catalog import AgentCatalog
-    from pagemind.scheduler.daemon import Daemon, DaemonConfig
+    from pagemind.scheduler.daemon import Daemon
+    from pagemind.scheduler.daemon_config import DaemonConfig
     from pagemind.scheduler.jobs import register_job
 
     configure_logging("WARNING")

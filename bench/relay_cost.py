@@ -36,7 +36,8 @@ from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from pagemind.scheduler.queue.inbox import Inbox
 from pagemind.scheduler.streams import relay as relay_module
 from tests.support.daemon_support import ledger_model, write_agents

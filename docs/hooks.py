@@ -59,7 +59,7 @@ def _renames() -> str:
 
 
 def _daemon_config() -> str:
-    from pagemind.scheduler.daemon import DaemonConfig
+    from pagemind.scheduler.daemon_config import DaemonConfig
 
     return models.flat_table(DaemonConfig)
 

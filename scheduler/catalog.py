@@ -12,8 +12,8 @@ Three kinds of agent, one lookup (`spec_for`):
 
 `agent_origins` records the last two (the template's name, or none, and the block values given at creation).
 
-A YAML file that does not load is not served; `errors` says why, `problems` says it in one line per file (what
-`pagemind serve` prints at start), and a request for the name the file would define gets `AgentUnavailable`.
+The folder's files, read again when they change, and why a file is not served: `scheduler.agent_folder`
+(`AgentCatalog.folder`).
 """
 
 from __future__ import annotations
@@ -27,20 +27,19 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-import yaml
 from pydantic import ValidationError
 from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.process.problems import one_line_problems
 from pagemind.runtime.spec.agent import AgentSpec
-from pagemind.runtime.spec.loading import SpecError, load_spec
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.runtime.state.new_agent import insert_agent
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.state.tables import AgentRow, agent_origins, table_of
+from pagemind.scheduler.agent_folder import AgentFolder
 from pagemind.scheduler.errors import (
     AgentExists,
     AgentUnavailable,
@@ -74,13 +73,6 @@ class AgentInfo:
     owner: str | None = None  # the end user it belongs to (`runtime.state.keys`); None: nobody's
 
 
-@dataclass
-class _File:
-    path: Path
-    mtime: float
-    spec: AgentSpec
-
-
 @dataclass(frozen=True)
 class _Origin:
     agent_id: int
@@ -92,94 +84,15 @@ class AgentCatalog:
     """The agents folder and the agents made through the daemon, over one `StateStore`."""
 
     def __init__(self, directory: str | Path | None, store: StateStore):
-        self.directory = Path(directory) if directory is not None else None
+        self.folder = AgentFolder(directory)
         self.store = store
         self._awaited = AwaitedStatements.of(store.engine)
-        self.errors: dict[Path, str] = {}  # YAML files that do not load, and why (the API's readiness shows them)
-        self._claims: dict[Path, str] = {}  # the agent name each file that does not load would define
-        self._files: dict[str, _File] = {}
         self._origins: dict[str, _Origin] = {}
         self._yaml_ids: dict[str, int] = {}
         # An agent made from a template: (the template's spec it was derived from, the agent's spec). The same
         # spec object for as long as the template's file is unchanged, so that `AgentPool` knows it by identity
         # instead of copying the spec and hashing it again at every turn.
         self._derived: dict[str, tuple[AgentSpec, AgentSpec]] = {}
-        self.rescan()
-
-    # -- the folder ---------------------------------------------------------------------------------------------
-
-    def rescan(self) -> None:
-        """Read the folder again: new files are added, removed ones dropped, changed ones re-read."""
-        if self.directory is None:
-            return
-        seen: dict[str, _File] = {}
-        paths = sorted(p for p in self.directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-        for gone in set(self.errors) - set(paths):  # a removed file no longer keeps its name unavailable
-            self.errors.pop(gone)
-            self._claims.pop(gone, None)
-        for path in paths:
-            current = next((f for f in self._files.values() if f.path == path), None)
-            loaded = self._read(path, current)
-            if loaded is None:
-                continue
-            if loaded.spec.name in seen:
-                self.errors[path] = f"the name '{loaded.spec.name}' is also used by {seen[loaded.spec.name].path}"
-                continue
-            seen[loaded.spec.name] = loaded
-        self._files = seen
-
-    def _read(self, path: Path, current: _File | None) -> _File | None:
-        try:
-            mtime = path.stat().st_mtime
-            if current is not None and current.mtime == mtime:
-                return current
-            spec = load_spec(path)
-        except (OSError, SpecError) as exc:
-            if self.errors.get(path) != str(exc):  # once per version: every rescan reads a broken file again
-                log.warning("agent_yaml_invalid", path=str(path), error=str(exc)[:300])
-            self.errors[path] = str(exc)
-            self._claims[path] = _claimed_name(path)
-            return current  # keep serving the last good version of a file being edited
-        self.errors.pop(path, None)
-        self._claims.pop(path, None)
-        return _File(path, mtime, spec)
-
-    def problems(self) -> list[str]:
-        """One line per YAML file of the folder that is not served: the file, then each problem (line, field,
-        message) — what `pagemind serve` prints at start."""
-        return [one_line(path, why) for path, why in sorted(self.errors.items())]
-
-    def _unavailable(self, name: str) -> UnknownAgent:
-        """The error for a name no agent (or template) is served under: `AgentUnavailable` when a file that does
-        not load would define it, else `UnknownAgent`."""
-        for path, claimed in self._claims.items():
-            if claimed == name and path in self.errors:
-                return AgentUnavailable(name, str(path), one_line(path, self.errors[path]))
-        return UnknownAgent(name)
-
-    def _file(self, name: str) -> _File | None:
-        entry = self._files.get(name)
-        if entry is None:
-            return None
-        fresh = self._read(entry.path, entry) if entry.path.exists() else None
-        if fresh is None:
-            self._files.pop(name, None)
-            return None
-        self._files[name] = fresh
-        return fresh
-
-    def folder_specs(self) -> list[AgentSpec]:
-        """The specs of every YAML in the folder, templates and agents."""
-        return [entry.spec for entry in self._files.values()]
-
-    def templates(self) -> list[str]:
-        """The names any agent can be made from: every YAML in the folder."""
-        return sorted(self._files)
-
-    def is_yaml_agent(self, name: str) -> bool:
-        """Whether `name` is an agent defined by a file in the folder (not a template)."""
-        entry = self._file(name)
-        return entry is not None and not entry.spec.template
 
     # -- any agent ----------------------------------------------------------------------------------------------
 
@@ -216,23 +129,24 @@ class AgentCatalog:
     def spec_for(self, name: str) -> AgentSpec:
         """The spec agent `name` runs with now; raises `UnknownAgent` (`AgentUnavailable`: its file, or its
         template's, does not load)."""
-        entry = self._file(name)
+        entry = self.folder.file(name)
         if entry is not None and not entry.spec.template:
             return entry.spec
         origin = self._origin(name) if entry is None else None
         if origin is None:
-            if entry is None and name not in self._files:
-                self.rescan()  # a file added since
-                if self.is_yaml_agent(name):
-                    return self._files[name].spec
-            raise self._unavailable(name)
+            if entry is None and name not in self.folder:
+                self.folder.rescan()  # a file added since
+                added = self.folder.file(name)
+                if added is not None and not added.spec.template:
+                    return added.spec
+            raise self.folder.unavailable(name)
         if origin.template is not None:
-            template = self._file(origin.template)
+            template = self.folder.file(origin.template)
             if template is None:
-                broken = self._unavailable(origin.template)
+                broken = self.folder.unavailable(origin.template)
                 if isinstance(broken, AgentUnavailable):  # say why, not that the agent is unknown
                     raise AgentUnavailable(name, broken.path, broken.why)
-                raise UnknownAgent(name) from UnknownTemplate(origin.template, self.templates())
+                raise UnknownAgent(name) from UnknownTemplate(origin.template, self.folder.templates())
             return self._derived_spec(name, template.spec)
         stored = self.store.stored_spec_json(name)
         if stored is None:
@@ -249,7 +163,7 @@ class AgentCatalog:
 
     def agent_id(self, name: str) -> int:
         """The stored id of agent `name`, creating its state on first use (a YAML agent that never ran)."""
-        if name in self._yaml_ids and name in self._files:
+        if name in self._yaml_ids and name in self.folder:
             return self._yaml_ids[name]
         origin = self._origin(name)
         if origin is not None:
@@ -281,15 +195,15 @@ class AgentCatalog:
         value over its limit."""
         if (template is None) == (spec is None):
             raise DaemonError("give a template or a spec (one of them)")
-        if name in self._files:
+        if name in self.folder:
             raise AgentExists(name)
         if template is not None:
-            source = self._file(template)
+            source = self.folder.file(template)
             if source is None:
-                broken = self._unavailable(template)
+                broken = self.folder.unavailable(template)
                 if isinstance(broken, AgentUnavailable):
                     raise AgentUnavailable(template, broken.path, broken.why, "template")
-                raise UnknownTemplate(template, self.templates())
+                raise UnknownTemplate(template, self.folder.templates())
             spec = source.spec
         assert spec is not None  # a template's, or the one given (exactly one of them: checked above)
         seeded = _seeded(spec.model_copy(update={"name": name, "template": False}), blocks or {})
@@ -339,7 +253,7 @@ class AgentCatalog:
         """Stop serving an agent made through the daemon; returns its id. Its stored state is kept under the name
         `NAME.deleted-ID` (nothing is destroyed, and the name is free again). Raises `NotDeletable` for a YAML
         agent and `UnknownAgent`."""
-        if self.is_yaml_agent(name):
+        if self.folder.is_yaml_agent(name):
             raise NotDeletable(name)
         origin = self._origin(name)
         if origin is None:
@@ -355,7 +269,7 @@ class AgentCatalog:
     def deletable_id(self, name: str) -> int:
         """The id of an agent made through the daemon (what may be deleted or purged); raises `NotDeletable` for a
         YAML agent and `UnknownAgent`."""
-        if self.is_yaml_agent(name):
+        if self.folder.is_yaml_agent(name):
             raise NotDeletable(name)
         origin = self._origin(name)
         if origin is None:
@@ -370,7 +284,7 @@ class AgentCatalog:
     def info(self, name: str, open_items: Callable[[int], int]) -> AgentInfo:
         """One served agent (`open_items(agent id)`: its open items); `UnknownAgent`. Reads one agent, where
         `list` reads them all."""
-        entry = self._files.get(name)
+        entry = self.folder.last_read(name)
         if entry is not None and not entry.spec.template:
             record = self.store.get_agent(name)
             return AgentInfo(
@@ -383,7 +297,7 @@ class AgentCatalog:
             )
         origin = self._origin(name)
         if origin is None:
-            raise self._unavailable(name)
+            raise self.folder.unavailable(name)
         record = self.store.agent_record(origin.agent_id)
         return AgentInfo(
             name,
@@ -418,8 +332,7 @@ class AgentCatalog:
                 "yaml",
                 stored[name].owner if name in stored else None,
             )
-            for name, entry in self._files.items()
-            if not entry.spec.template
+            for name in self.folder.agent_names()
         ]
         infos += [
             AgentInfo(
@@ -431,33 +344,9 @@ class AgentCatalog:
                 r.owner,
             )
             for r in rows
-            if r.origin is not None and r.name not in self._files
+            if r.origin is not None and r.name not in self.folder
         ]
         return sorted(infos, key=lambda info: info.name)
-
-
-def one_line(path: Path, error: str) -> str:
-    """A file's load error in one line: `FILE: line N field: message; line M …` (a `SpecError` names the file
-    in each of its problems; said once here)."""
-    prefix = f"{path}:"
-    parts = []
-    for problem in (line.strip() for line in error.splitlines()):
-        if not problem:
-            continue
-        rest = problem.removeprefix(prefix).strip() if problem.startswith(prefix) else problem
-        parts.append(f"line {rest}" if rest[:1].isdigit() else rest)
-    return f"{path}: {'; '.join(parts) or 'does not load'}"
-
-
-def _claimed_name(path: Path) -> str:
-    """The agent name a file that does not load would define: its `name:` when the YAML still parses (a tool that
-    cannot be imported, a field out of range), else the file's stem (a syntax error)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
-        data = None
-    name = data.get("name") if isinstance(data, dict) else None
-    return name if isinstance(name, str) and name else path.stem
 
 
 def _seeded(spec: AgentSpec, blocks: dict[str, str]) -> AgentSpec:

@@ -152,7 +152,7 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"{args.directory} is not a folder of agent YAML files")
     if args.concurrency <= 0 or args.max_body <= 0 or args.grace < 0 or not 0 < args.port < 65536 or args.workers <= 0:
         raise CliError("--port, --concurrency, --max-body and --workers must be positive, --grace not negative")
-    from pagemind.scheduler.daemon import DaemonConfig
+    from pagemind.scheduler.daemon_config import DaemonConfig
 
     try:
         DaemonConfig.from_settings(args.daemon_settings)

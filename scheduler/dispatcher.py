@@ -35,7 +35,8 @@ from pagemind.scheduler.jobs import run_job
 from pagemind.scheduler.message_turn import run_message
 from pagemind.scheduler.pool import AgentPool
 from pagemind.scheduler.queue.arrivals import Arrivals
-from pagemind.scheduler.queue.inbox import MESSAGE_KINDS, Inbox, InboxItem
+from pagemind.scheduler.queue.inbox import Inbox
+from pagemind.scheduler.queue.inbox_item import MESSAGE_KINDS, InboxItem
 from pagemind.scheduler.queue.leases import Leases
 from pagemind.scheduler.queue.turnlocks import HeldAgents
 from pagemind.scheduler.streams.fanout import RunFanout

@@ -30,7 +30,8 @@ from pagemind.runtime.reflection.run import due_reflection
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.turn_outcomes import StopReason, TurnEnd
-from pagemind.scheduler.queue.inbox import APP_TURN, Inbox, InboxItem
+from pagemind.scheduler.queue.inbox import Inbox
+from pagemind.scheduler.queue.inbox_item import APP_TURN, InboxItem
 from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.tools import ToolCall
 

@@ -7,7 +7,7 @@ import asyncio
 import enum
 from dataclasses import dataclass
 
-from pagemind.scheduler.queue.inbox import InboxItem
+from pagemind.scheduler.queue.inbox_item import InboxItem
 
 
 class Wake(asyncio.Event):

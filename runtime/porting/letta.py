@@ -12,23 +12,22 @@ it is an object):
 What maps: the agent's name (made a valid pagemind name), system prompt, model name, window, output limit and
 temperature; core blocks with their labels (made valid: `system/persona` becomes `system_persona`), values,
 limits (raised to fit a value over its limit), descriptions and read-only flags; every message, in order, with its
-tool calls and returns, and whether it is in the window or only in recall (Letta's compiled system message, the
-first in its window, is left out: pagemind compiles its own from the system prompt and the blocks); tools whose
-Letta names have a pagemind built-in (`LETTA_TOOLS`). What does not is listed in the report, never dropped
-silently: other tools (their source code is never run, nor imported: nothing in a shared file decides what code
-runs), tool rules, the model endpoint (an agent file names no endpoint or key this side sends to), files, sources,
-groups, MCP servers, native reasoning. Written files use the current schema.
+tool calls and returns, and whether it is in the window or only in recall (`runtime.porting.letta_messages`:
+Letta's compiled system message, the first in its window, is left out: pagemind compiles its own from the system
+prompt and the blocks); tools whose Letta names have a pagemind built-in (`LETTA_TOOLS`). What does not is listed
+in the report, never dropped silently: other tools (their source code is never run, nor imported: nothing in a
+shared file decides what code runs), tool rules, the model endpoint (an agent file names no endpoint or key this
+side sends to), files, sources, groups, MCP servers, native reasoning. Written files use the current schema.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from pagemind.runtime.porting.letta_messages import messages_of
 from pagemind.runtime.porting.records import Bundle
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.tools import BUILTIN_TOOLS
@@ -171,7 +170,7 @@ class _Reader:
         AgentSpec.model_validate(spec, context={"trust": "client"})  # built from data only: fails here, not later
         bundle = Bundle(
             agent={"name": name, "spec": spec, "summary": str(extra.get("summary") or "")},
-            rows={"block": blocks, "message": list(self._messages())},
+            rows={"block": blocks, "message": list(messages_of(self.agent, self.notes))},
         )
         self._rules()
         return LettaAgent(bundle, self.notes)
@@ -256,123 +255,6 @@ class _Reader:
             listed = ", ".join(f"{r.get('type')}:{r.get('tool_name')}" for r in rules if isinstance(r, dict))
             self.notes.append(f"{len(rules)} tool rule(s) not applied ({listed})")
 
-    def _in_context(self, messages: list[dict[str, Any]]) -> list[int]:
-        """Positions in `messages` of the window's messages, in the window's order (Letta's first: its prompt)."""
-        ids = self.agent.get("in_context_message_ids")
-        if isinstance(ids, list):
-            position = {m.get("id"): i for i, m in enumerate(messages)}
-            return [position[i] for i in ids if i in position]
-        indices = self.agent.get("in_context_message_indices") or []
-        return [i for i in indices if isinstance(i, int) and 0 <= i < len(messages)]
-
-    def _messages(self) -> Iterator[dict[str, Any]]:
-        messages = [m for m in self.agent.get("messages") or [] if isinstance(m, dict)]
-        order = self._in_context(messages)
-        window, first_in_window = set(order), (order[0] if order else None)
-        writer = _Messages()
-        dropped_reasoning = 0
-        for index, message in enumerate(messages):
-            role = message.get("role")
-            if role == "system" and (index == first_in_window or _is_compiled_prompt(message, self.agent)):
-                continue  # Letta's compiled prompt: pagemind compiles its own
-            dropped_reasoning += sum(1 for p in _parts(message) if p.get("type") in ("reasoning", "redacted_reasoning"))
-            yield from writer.convert(message, index in window)
-        self.notes.append(f"messages: {writer.counts[True]} in the window, {writer.counts[False]} in recall only")
-        if dropped_reasoning:
-            self.notes.append(f"{dropped_reasoning} native reasoning part(s) not kept (pagemind keeps no reasoning)")
-        if writer.skipped:
-            self.notes.append(f"{writer.skipped} message(s) of an unknown role not imported")
-
-
-def _is_compiled_prompt(message: dict[str, Any], agent: dict[str, Any]) -> bool:
-    system = str(agent.get("system") or "").strip()
-    return bool(system) and _text(message).strip().startswith(system[:200])
-
-
-def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    if isinstance(content, list):
-        return [p for p in content if isinstance(p, dict)]
-    return []
-
-
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    texts = [str(p.get("text") or "") for p in _parts(message) if p.get("type") == "text"]
-    if not texts and isinstance(message.get("text"), str):  # the oldest files' plain `text`
-        return str(message["text"])
-    return "\n".join(texts)
-
-
-class _Messages:
-    """Letta messages to `message` records: ids in order, tool returns one per call, each call's result once."""
-
-    def __init__(self) -> None:
-        self.next_id = 1
-        self.returned: set[str] = set()
-        self.call_names: dict[str, str] = {}
-        self.skipped = 0
-        self.counts = {True: 0, False: 0}  # messages written, by whether they are in the window
-
-    def _record(self, message: dict[str, Any], role: str, in_context: bool, **fields: Any) -> dict[str, Any]:
-        record = {
-            "id": self.next_id,
-            "turn_id": None,
-            "step_id": None,
-            "role": role,
-            "content": None,
-            "tool_calls": None,
-            "tool_call_id": None,
-            "name": None,
-            "is_error": False,
-            "in_context": in_context,
-            "created_at": _time(message.get("created_at")),
-            **fields,
-        }
-        self.next_id += 1
-        self.counts[in_context] += 1
-        return record
-
-    def convert(self, message: dict[str, Any], in_context: bool) -> Iterator[dict[str, Any]]:
-        role = message.get("role")
-        calls = [_call(c) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-        for call in calls:
-            self.call_names[call["id"]] = call["name"]
-        if role in ("assistant", "approval") and calls:
-            yield self._record(message, "assistant", in_context, content=_text(message) or None, tool_calls=calls)
-        elif role == "assistant":
-            yield self._record(message, "assistant", in_context, content=_text(message))
-        elif role in ("tool", "function", "approval"):
-            yield from self._returns(message, in_context)
-        elif role in ("user", "system"):
-            yield self._record(message, role, in_context, content=_text(message))
-        else:
-            self.skipped += 1
-
-    def _returns(self, message: dict[str, Any], in_context: bool) -> Iterator[dict[str, Any]]:
-        returns = [r for r in (message.get("tool_returns") or message.get("approvals") or []) if isinstance(r, dict)]
-        if not returns and message.get("role") in ("tool", "function"):
-            returns = [{"tool_call_id": message.get("tool_call_id"), "func_response": _text(message), "status": "ok"}]
-        for item in returns:
-            call_id = str(item.get("tool_call_id") or "")
-            if not call_id or call_id in self.returned:
-                continue
-            self.returned.add(call_id)
-            response = item.get("func_response")
-            if response is None:
-                response = item.get("reason") or json.dumps(item, ensure_ascii=False)
-            yield self._record(
-                message,
-                "tool",
-                in_context,
-                content=response if isinstance(response, str) else json.dumps(response, ensure_ascii=False),
-                tool_call_id=call_id,
-                name=message.get("name") or self.call_names.get(call_id),
-                is_error=item.get("status") == "error",
-            )
-
 
 def _int(value: Any, default: int) -> int:
     """A whole number from a file that may hold one as text, or something else (then `default`)."""
@@ -380,23 +262,6 @@ def _int(value: Any, default: int) -> int:
         return int(value) if value is not None and not isinstance(value, bool) else default
     except (TypeError, ValueError):
         return default
-
-
-def _call(call: dict[str, Any]) -> dict[str, Any]:
-    function = call.get("function") or {}
-    arguments = function.get("arguments")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
-    return {"id": str(call.get("id") or ""), "name": str(function.get("name") or ""), "arguments": arguments}
-
-
-def _time(value: Any) -> str:
-    """A Letta time (ISO 8601, often without an offset: UTC) as ISO with its offset."""
-    try:
-        parsed = datetime.fromisoformat(str(value))
-    except ValueError:
-        parsed = datetime(1970, 1, 1, tzinfo=UTC)
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).isoformat()
 
 
 def _pagemind_extra(agent: dict[str, Any]) -> dict[str, Any]:

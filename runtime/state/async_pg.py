@@ -228,7 +228,8 @@ class AwaitedSession:
 
 def _compile(statement: ClauseElement, engine: Engine) -> _Compiled:
     """`statement` compiled once for the engine's dialect, with no expanding parameters (an `IN` over a Python list
-    is rendered per execution: statements built once use literal values instead, as `scheduler.queue.inbox.is_open`)."""
+    is rendered per execution: statements built once use literal values instead, as
+    `scheduler.queue.inbox_item.is_open`)."""
     dialect = engine.dialect
     compiled = statement.compile(dialect=dialect)
     if not isinstance(compiled, SQLCompiler):  # DDL: no parameters, and never run here

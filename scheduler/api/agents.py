@@ -18,7 +18,7 @@ from pagemind.scheduler.api.models import AgentList, AgentOut, AssignOwner, Crea
 from pagemind.scheduler.api.sse import accepted, turn_sse
 from pagemind.scheduler.api.trigger_limit import too_frequent
 from pagemind.scheduler.daemon import Daemon
-from pagemind.scheduler.queue.inbox import InboxItem
+from pagemind.scheduler.queue.inbox_item import InboxItem
 from pagemind.scheduler.streams.run_stream import RunStream
 
 log = structlog.get_logger("pagemind.api")

@@ -194,7 +194,7 @@ def _add_health(app: FastAPI) -> None:
             return JSONResponse(
                 error_body("not_ready", "the daemon is not running (starting, or stopping)"), status_code=503
             )
-        errors = daemon.catalog.errors
+        errors = daemon.catalog.folder.errors
         body: dict[str, Any] = {"status": "ready", "agents_folder_error_count": len(errors)}
         principal = await request.app.state.keyring.principal(request.headers.get("authorization", ""))
         if principal is not None and principal.admin:

@@ -125,7 +125,7 @@ async def import_agent(
     for bundle, _ in loaded.agents:
         _client_rules(bundle)
         target = as_name or bundle.name
-        if daemon.catalog.is_yaml_agent(target) or target in daemon.catalog.templates():
+        if daemon.catalog.folder.is_yaml_agent(target) or target in daemon.catalog.folder.templates():
             raise AgentExists(target)
         if replace and await _purge_own(daemon, request, target):
             purged.add(target)

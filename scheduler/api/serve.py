@@ -31,7 +31,8 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
     from pagemind.runtime.cli.shared import CliError, open_store
     from pagemind.scheduler.api.app import create_app
     from pagemind.scheduler.catalog import AgentCatalog
-    from pagemind.scheduler.daemon import Daemon, DaemonConfig
+    from pagemind.scheduler.daemon import Daemon
+    from pagemind.scheduler.daemon_config import DaemonConfig
     from pagemind.scheduler.gc_tuning import tune_for_serving
 
     url = public_url(args)
@@ -63,7 +64,7 @@ async def serve(args: argparse.Namespace, settings: Settings, token: str | None)
             if app.state.keyring.required
             else "no PAGEMIND_API_TOKEN and no API key: loopback only, no authentication"
         )
-        unloaded = f", {len(catalog.errors)} file(s) not loaded (above)" if catalog.errors else ""
+        unloaded = f", {len(catalog.folder.errors)} file(s) not loaded (above)" if catalog.folder.errors else ""
         sys.stderr.write(
             f"pagemind: serving {len(daemon.list_agents())} agent(s) from {args.directory}{unloaded} "
             f"on {url} ({auth}); SIGTERM or Ctrl-C stops it\n"
@@ -147,7 +148,7 @@ def serving_loop() -> asyncio.AbstractEventLoop:
 def report_unloaded(catalog: AgentCatalog) -> None:
     """Tell the user, on stderr and before anything else, which files of the folder will not be served and why,
     one line each (the log has them too, but a log is not where someone starting `serve` looks)."""
-    for line in catalog.problems():
+    for line in catalog.folder.problems():
         sys.stderr.write(f"pagemind: not serving {line}\n")
     sys.stderr.flush()
 
@@ -161,7 +162,7 @@ def load_before_serving(catalog: AgentCatalog) -> None:
     from pagemind.runtime.tokens import DEFAULT_ENCODING, encoding
 
     import_model_stack(Settings.read("http_client") or "httpx")
-    for name in {spec.model.encoding or DEFAULT_ENCODING for spec in catalog.folder_specs()} or {DEFAULT_ENCODING}:
+    for name in {spec.model.encoding or DEFAULT_ENCODING for spec in catalog.folder.specs()} or {DEFAULT_ENCODING}:
         encoding(name)
 
 
@@ -200,7 +201,7 @@ def claim_archival_store(catalog: AgentCatalog, settings: Settings) -> None:
     the daemon (`pagemind.runtime.cli.held_store`). A Qdrant server (`QDRANT_URL`) is shared: nothing to claim."""
     from pagemind.runtime.memory.wiring import ARCHIVAL_TOOLS, backend_opener, shared_embedder
 
-    if settings.qdrant_url or not any(ARCHIVAL_TOOLS & set(spec.tools) for spec in catalog.folder_specs()):
+    if settings.qdrant_url or not any(ARCHIVAL_TOOLS & set(spec.tools) for spec in catalog.folder.specs()):
         return
     from pagemind.runtime.cli.shared import CliError
     from pagemind.runtime.memory.vectors.records import StoreLocked

@@ -25,7 +25,7 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.scheduler.streams.relay import END_LINE, RelayStore, first_seq, relayed_line
 
 if TYPE_CHECKING:
-    from pagemind.scheduler.queue.inbox import InboxItem
+    from pagemind.scheduler.queue.inbox_item import InboxItem
 
 log = structlog.get_logger("pagemind.scheduler")
 END = object()  # on a subscriber's queue: the run ended here, every event of it was delivered before

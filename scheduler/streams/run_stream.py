@@ -23,7 +23,8 @@ from typing import Any
 import structlog
 
 from pagemind.runtime.events import Event
-from pagemind.scheduler.queue.inbox import TERMINAL, Inbox
+from pagemind.scheduler.queue.inbox import Inbox
+from pagemind.scheduler.queue.inbox_item import TERMINAL
 from pagemind.scheduler.streams.fanout import END, END_ELSEWHERE, MORE, STOPPED, RunFanout
 from pagemind.scheduler.streams.relay import attempt_of, first_seq
 

@@ -17,7 +17,7 @@ from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import write_transaction
 from pagemind.runtime.state.records import aware
 from pagemind.runtime.state.tables import inbox, trigger_fires
-from pagemind.scheduler.queue.inbox import MESSAGE_KINDS
+from pagemind.scheduler.queue.inbox_item import MESSAGE_KINDS
 from pagemind.scheduler.triggers.rules import IDLE_KEY_PREFIX
 
 _CHUNK = 500  # agent ids per query (SQLite caps bound parameters; Postgres plans a short list better)

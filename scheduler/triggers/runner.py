@@ -89,7 +89,7 @@ class TriggerRunner:
     def targets(self) -> list[Target]:
         """Every agent served whose spec has triggers (YAML agents, agents made from a template or a spec)."""
         catalog = self.daemon.catalog
-        catalog.rescan()
+        catalog.folder.rescan()
         with catalog.store.engine.connect() as conn:
             ids = {name: agent_id for agent_id, name in conn.execute(select(agents.c.id, agents.c.name))}
         by_template: dict[str, AgentSpec] = {}  # agents made from one template share its triggers

@@ -15,7 +15,8 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.runtime.testing.specs import spec_data
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from pagemind.scheduler.errors import AgentExists, KeyReused, NotDeletable, UnknownAgent, UnknownRun, UnknownTemplate
 from tests.support.daemon_support import TEMPLATE, ledger_model, ledger_step, markers, write_agents
 

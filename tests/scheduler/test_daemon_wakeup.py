@@ -15,7 +15,8 @@ from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from pagemind.scheduler.queue.arrivals import Arrivals
 from pagemind.scheduler.queue.inbox import Inbox
 from pagemind.scheduler.queue.leases import Leases

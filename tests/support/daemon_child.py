@@ -43,8 +43,9 @@ async def _main(home: str, database_url: str, folder: str, mode: str, config: di
     from pagemind.runtime.process.settings import Settings
     from pagemind.runtime.state.store import StateStore
     from pagemind.scheduler.catalog import AgentCatalog
-    from pagemind.scheduler.daemon import Daemon, DaemonConfig
-    from pagemind.scheduler.queue.inbox import TERMINAL
+    from pagemind.scheduler.daemon import Daemon
+    from pagemind.scheduler.daemon_config import DaemonConfig
+    from pagemind.scheduler.queue.inbox_item import TERMINAL
     from tests.support.daemon_support import ledger_model
 
     configure_logging(os.environ.get("PAGEMIND_CHILD_LOG", "ERROR"))

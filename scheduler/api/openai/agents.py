@@ -76,7 +76,7 @@ async def resolve(daemon: Daemon, keyring: KeyRing, principal: Principal, model:
             raise not_found(model)  # another user's agent answers what an unknown one does
         return name
     template = model.removeprefix(TEMPLATE)
-    if not model.startswith(TEMPLATE) or template not in daemon.catalog.templates():
+    if not model.startswith(TEMPLATE) or template not in daemon.catalog.folder.templates():
         raise not_found(model)
     owner = end_user(principal, user)
     name = agent_name(template, owner)

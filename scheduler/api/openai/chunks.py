@@ -30,7 +30,7 @@ from pagemind.scheduler.api.openai.bodies import chunk
 from pagemind.scheduler.api.openai.errors import openai_error_body
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import DaemonStopping
-from pagemind.scheduler.queue.inbox import InboxItem
+from pagemind.scheduler.queue.inbox_item import InboxItem
 from pagemind.scheduler.streams.run_stream import RunStream
 
 FINISH_GRACE_S = 10.0  # how long the stream waits for the run's row after its last event

@@ -27,7 +27,7 @@ from pagemind.scheduler.api.openai.errors import ProxyError
 from pagemind.scheduler.daemon import Daemon
 from pagemind.scheduler.errors import AgentUnavailable, UnknownAgent
 from pagemind.scheduler.message_turn import AppTurn
-from pagemind.scheduler.queue.inbox import APP_TURN, InboxItem
+from pagemind.scheduler.queue.inbox_item import APP_TURN, InboxItem
 
 log = structlog.get_logger("pagemind.api")
 router = APIRouter(prefix="/v1")
@@ -150,7 +150,7 @@ async def list_models(request: Request, daemon: DaemonDep) -> ModelList:
         for a in daemon.list_agents()
         if principal.admin or a.owner == principal.user
     ]
-    models += [ModelOut(id=f"template:{t}", created=0, owned_by="pagemind") for t in daemon.catalog.templates()]
+    models += [ModelOut(id=f"template:{t}", created=0, owned_by="pagemind") for t in daemon.catalog.folder.templates()]
     return ModelList(data=models)
 
 

@@ -8,7 +8,8 @@ from pagemind.runtime.memory.vectors.stores import close_all
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.runtime.crypto.support import files_holding, postgres_rows_text, session_url
 from tests.support.daemon_support import ledger_model, write_agents
 

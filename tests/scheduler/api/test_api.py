@@ -18,7 +18,8 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.support.openai_stub import answer
 
 TEMPLATE = """

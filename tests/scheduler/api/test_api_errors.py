@@ -13,7 +13,8 @@ from pagemind.runtime.testing.models import FunctionModel
 from pagemind.runtime.testing.responses import reply_body
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 
 TEMPLATE = """
 name: companion

@@ -13,7 +13,8 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.runtime.forgetting.support import completion as forgetting_completion
 from tests.runtime.forgetting.support import files_holding
 from tests.scheduler.api.test_api_purge import rows_holding, served  # noqa: F401  # (`served` is a fixture)

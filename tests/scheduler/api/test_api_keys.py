@@ -25,7 +25,8 @@ from pagemind.runtime.state.tables import archival_memories
 from pagemind.scheduler.api.app import OPEN_PATHS, create_app
 from pagemind.scheduler.api.auth import ADMIN_ONLY, KeyRing
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.api.test_api import KEEPER, TEMPLATE, scripted
 
 TOKEN = "admin-token-for-tests"
@@ -400,7 +401,7 @@ async def test_a_user_key_never_takes_over_a_stored_agent_of_the_same_name(keyed
 async def test_readiness_names_the_broken_files_to_admins_alone(keyed, tmp_path):
     client, daemon, creds, _ = keyed
     (tmp_path / "agents" / "broken.yaml").write_text("name: [unclosed\n")
-    daemon.catalog.rescan()
+    daemon.catalog.folder.rescan()
     for who, shown in (("none", False), ("wrong", False), ("owner", False), ("admin", True), ("token", True)):
         body = (await client.get("/v1/ready", headers=creds[who])).json()
         assert body["agents_folder_error_count"] == 1

@@ -21,7 +21,8 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.runtime.erasure.support import completion, files_holding
 from tests.scheduler import test_serve
 from tests.scheduler.test_serve import pagemind, start_serve, stop

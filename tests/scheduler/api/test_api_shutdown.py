@@ -20,7 +20,8 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from pagemind.scheduler.queue.inbox import Inbox
 from tests.scheduler.api.test_api import TEMPLATE, parse_sse
 from tests.scheduler.test_serve import ROOT, start_serve, stop

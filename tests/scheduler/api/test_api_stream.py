@@ -20,7 +20,8 @@ from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY
 from pagemind.runtime.testing.sse import sse_bytes, stream_chunks, streamed_response
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.api.test_api import TEMPLATE, create, parse_sse
 from tests.support.openai_stub import answer
 

@@ -29,7 +29,8 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.api.test_api import KEEPER, TEMPLATE, scripted
 
 MAX_EXAMPLES = 20  # per operation: about 20 operations, a few hundred requests in all (about 10 s)

@@ -10,7 +10,8 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.api.test_api import error, scripted
 
 PROFILED = """

@@ -24,7 +24,8 @@ from pagemind.runtime.state.keys import KeyStore
 from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.test_serve import free_port
 from tests.support.daemon_support import write_agents
 from tests.support.model_server import StreamMode, last_turn_message, last_user_text, model_server, tool_call

@@ -1,8 +1,8 @@
 """The inbox keeps every finished item, so the statements that look for an agent's open items must find them by
 index however long the history grows — also under a prepared statement's generic plan, which is what psycopg's
 prepared statements get after a few executions. The open states are written into the SQL as constants
-(`scheduler.queue.inbox.is_open`): as bound values the generic plan could not see how rare open items are and scanned
-the table."""
+(`scheduler.queue.inbox_item.is_open`): as bound values the generic plan could not see how rare open items are and
+scanned the table."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from sqlalchemy.dialects import postgresql
 
 from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.queue.arrivals import OPEN_WORK
-from pagemind.scheduler.queue.inbox import CLAIM_HEAD, Inbox
+from pagemind.scheduler.queue.inbox import Inbox
+from pagemind.scheduler.queue.inbox_statements import CLAIM_HEAD
 from pagemind.scheduler.queue.leases import Leases
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)

@@ -40,7 +40,8 @@ from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from pagemind.scheduler.streams import run_stream
 from pagemind.scheduler.streams.relay import END_LINE, RelayStore, first_seq, relayed_line
 from tests.scheduler.api.test_api import TEMPLATE as API_TEMPLATE

@@ -17,7 +17,8 @@ from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.api.auth import KeyRing
 from pagemind.scheduler.api.ui.sections import SECTIONS, Section, add_section
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.api.test_api import KEEPER, TEMPLATE, scripted
 
 TOKEN = "admin-token-for-ui-tests"

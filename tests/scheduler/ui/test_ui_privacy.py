@@ -15,7 +15,8 @@ from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.api.app import create_app
 from pagemind.scheduler.api.auth import KeyRing
 from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon, DaemonConfig
+from pagemind.scheduler.daemon import Daemon
+from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.api.test_api import KEEPER, TEMPLATE, scripted
 from tests.scheduler.ui.test_ui_http import CSRF, HOSTILE, TOKEN, sign_in
 
