@@ -130,8 +130,8 @@ def _alternation(phrases: Iterable[str], plural: bool = False, *, grouped: bool 
         return "|".join([rf"(?<![a-z0-9]){body}{suffix}(?![a-z0-9])" for body in latin] + other) or r"(?!x)x"
     # A Latin phrase and another cannot start at the same place (an ASCII first character or not), so putting
     # the Latin group first changes no match.
-    grouped = [rf"(?<![a-z0-9])(?:{'|'.join(latin)}){suffix}(?![a-z0-9])"] if latin else []
-    return "|".join(grouped + other) or r"(?!x)x"
+    group = [rf"(?<![a-z0-9])(?:{'|'.join(latin)}){suffix}(?![a-z0-9])"] if latin else []
+    return "|".join(group + other) or r"(?!x)x"
 
 
 @dataclass(frozen=True)
