@@ -27,8 +27,8 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.app_calls import NO_APP_TOOLS, AppTools
 from pagemind.runtime.loop import StopReason, TurnEnd, run_turn
 from pagemind.runtime.reflection.run import due_reflection
+from pagemind.runtime.state.conversation.step_commit import LinkedWrite
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.scheduler.queue.inbox import APP_TURN, Inbox, InboxItem
 from pagemind.scheduler.streams.fanout import RunFanout
 from pagemind.tools import ToolCall

@@ -26,12 +26,14 @@ from sqlalchemy.sql.elements import BindParameter
 from pagemind.runtime.crypto.columns import EncryptedJSON, EncryptedText
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.conversation.step_commit import LinkedWrite
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import aware, without_nul
-from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import AgentRow, inbox, table_of
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.daemon import inbox
+from pagemind.runtime.state.tables.schema import table_of
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notify, notifying
 from pagemind.scheduler.queue.wakeup import arrival_notice
 
