@@ -41,7 +41,7 @@ from pagemind.runtime.memory.vectors.index import PLAN
 from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord, StoredPoint
 from pagemind.runtime.process.logs import configure_logging
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.state.tables import archival_memories
+from pagemind.runtime.state.tables.archival import archival_memories
 from pagemind.runtime.testing.clock import ManualClock
 
 DIM = 384

@@ -26,7 +26,8 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.loading import load_spec
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import AgentRow, agent_origins, inbox
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.daemon import agent_origins, inbox
 from pagemind.runtime.testing.clock import ManualClock
 from pagemind.runtime.testing.specs import spec_data
 from pagemind.scheduler.catalog import AgentCatalog

@@ -48,8 +48,8 @@ from pagemind.runtime.pressure.monitor import PressureMonitor
 from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
+from pagemind.runtime.state.conversation.step_commit import LinkedWrite
 from pagemind.runtime.state.records import StepRecord
-from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.turn_outcomes import (
     EndWrite,
     Paused,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pagemind.runtime.messages import Message
-from pagemind.runtime.state.step_commit import LinkedWrite
+from pagemind.runtime.state.conversation.step_commit import LinkedWrite
 from pagemind.tools import ToolCall
 
 

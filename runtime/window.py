@@ -20,8 +20,8 @@ from pagemind.blocks import BlockEdit
 from pagemind.runtime.compiler import WireCache
 from pagemind.runtime.messages import Message, rebound
 from pagemind.runtime.process.crashpoints import crash_point
+from pagemind.runtime.state.conversation.step_commit import LinkedWrite, StepWrite
 from pagemind.runtime.state.records import AgentRecord, StepRecord
-from pagemind.runtime.state.step_commit import LinkedWrite, StepWrite
 from pagemind.runtime.state.store import StateStore
 
 if TYPE_CHECKING:

@@ -38,7 +38,9 @@ from pagemind.runtime.state.keys import KeyStore
 from pagemind.runtime.state.new_agent import insert_agent
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import AgentRow, agent_origins, table_of
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.daemon import agent_origins
+from pagemind.runtime.state.tables.schema import table_of
 from pagemind.scheduler.agent_folder import AgentFolder
 from pagemind.scheduler.errors import (
     AgentExists,

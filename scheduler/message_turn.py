@@ -27,8 +27,8 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.app_calls import NO_APP_TOOLS, AppTools
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.reflection.run import due_reflection
+from pagemind.runtime.state.conversation.step_commit import LinkedWrite
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.turn_outcomes import StopReason, TurnEnd
 from pagemind.scheduler.queue.inbox import Inbox
 from pagemind.scheduler.queue.inbox_item import APP_TURN, InboxItem

@@ -67,7 +67,7 @@ def live_daemon_url(settings: Settings, now: datetime | None = None) -> str | No
     from sqlalchemy import select
 
     from pagemind.runtime.state.engine import make_engine
-    from pagemind.runtime.state.tables import daemons
+    from pagemind.runtime.state.tables.daemon import daemons
 
     now = now or datetime.now(UTC)
     engine = make_engine(settings.database_url)

@@ -33,7 +33,7 @@ from pagemind.runtime.memory.vectors.stores import check_stores, erase_agents
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import archival_rekeys
+from pagemind.runtime.state.tables.archival import archival_rekeys
 
 log = structlog.get_logger("pagemind.erasure")
 

@@ -14,7 +14,10 @@ from datetime import datetime
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from pagemind.runtime.state.tables import AgentRow, agent_origins, inbox, purges, table_of
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.daemon import agent_origins, inbox
+from pagemind.runtime.state.tables.schema import table_of
+from pagemind.runtime.state.tables.security import purges
 
 HIDDEN_PREFIX = ".purging-"  # an agent being purged is called `.purging-ID` (no spec name starts with a dot)
 RECORDED, ERASED = "recorded", "erased"  # the purge's steps: its rows still there, or gone (compaction left)

@@ -23,18 +23,13 @@ from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.memory.embedding.embedders import text_hash
 from pagemind.runtime.memory.recall.memory import embedded_documents
 from pagemind.runtime.state.dialects import dialect
-from pagemind.runtime.state.tables import (
-    AgentRow,
-    MessageRow,
-    archival_memories,
-    archival_memory_versions,
-    embedding_cache,
-    inbox,
-    metadata,
-    purges,
-    run_events,
-    table_of,
-)
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.archival import archival_memories, archival_memory_versions
+from pagemind.runtime.state.tables.conversation import MessageRow
+from pagemind.runtime.state.tables.daemon import inbox, run_events
+from pagemind.runtime.state.tables.memory import embedding_cache
+from pagemind.runtime.state.tables.schema import metadata, table_of
+from pagemind.runtime.state.tables.security import purges
 
 log = structlog.get_logger("pagemind.erasure")
 

@@ -18,18 +18,12 @@ from pagemind.runtime.memory.recall.memory import embedded_documents, searchable
 from pagemind.runtime.memory.topics import TopicMatcher
 from pagemind.runtime.state.block_edits import scrub_versions
 from pagemind.runtime.state.dialects import dialect
-from pagemind.runtime.state.tables import (
-    AgentRow,
-    MessageRow,
-    SummaryRow,
-    archival_memories,
-    archival_memory_versions,
-    embedding_cache,
-    inbox,
-    recall_watermarks,
-    run_events,
-    table_of,
-)
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.archival import archival_memories, archival_memory_versions
+from pagemind.runtime.state.tables.conversation import MessageRow, SummaryRow
+from pagemind.runtime.state.tables.daemon import inbox, run_events
+from pagemind.runtime.state.tables.memory import embedding_cache, recall_watermarks
+from pagemind.runtime.state.tables.schema import table_of
 
 SCRUBBED = "[forgotten]"
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\n+")

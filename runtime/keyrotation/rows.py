@@ -22,7 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from pagemind.runtime.crypto.cipher import PREFIX, TextCipher, is_sealed
 from pagemind.runtime.crypto.columns import EncryptedJSON, EncryptedText
 from pagemind.runtime.process.crashpoints import crash_point
-from pagemind.runtime.state.tables import metadata
+from pagemind.runtime.state.tables.schema import metadata
 
 BATCH = 500  # rows a transaction re-seals
 

@@ -17,7 +17,8 @@ from pagemind.runtime.keyrotation.rows import BATCH, reseal_column, sealed_colum
 from pagemind.runtime.keyrotation.stores import reseal_points, reseal_trace, trace_files
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.encryption.record import begin_rotation, finish_rotation
-from pagemind.runtime.state.tables import AgentRow, table_of
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.schema import table_of
 
 
 @dataclass

@@ -27,7 +27,7 @@ from pagemind.runtime.memory.vectors.records import MemoryRecord
 from pagemind.runtime.spec.review import ReviewConfig
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import memory_reviews
+from pagemind.runtime.state.tables.memory import memory_reviews
 from pagemind.tools.context import MEMORY_KINDS
 
 log = structlog.get_logger("pagemind.review")

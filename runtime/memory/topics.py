@@ -34,7 +34,7 @@ from sqlalchemy.engine import Engine
 from pagemind.runtime.memory.embedding.embedders import Embedder
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import muted_topics
+from pagemind.runtime.state.tables.memory import muted_topics
 
 log = structlog.get_logger("pagemind.topics")
 

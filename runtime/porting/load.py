@@ -42,7 +42,8 @@ from pagemind.runtime.spec.trust import REFUSED
 from pagemind.runtime.state.block_edits import insert_history
 from pagemind.runtime.state.records import AgentRecord, utcnow
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import archival_memories, memory_reviews, reflections
+from pagemind.runtime.state.tables.archival import archival_memories
+from pagemind.runtime.state.tables.memory import memory_reviews, reflections
 
 log = structlog.get_logger("pagemind.porting")
 

@@ -8,7 +8,7 @@
     {"type": "end", "records": 412}
 
 The first line is the header (format name and version); every other line is one record, `type` naming which,
-its other keys the columns of the SQL row it came from, by their names in `runtime/state/tables.py`, less the
+its other keys the columns of the SQL row it came from, by their names in `runtime/state/tables/`, less the
 agent's id (times as ISO 8601 with their offset). Ids that only one database means (`message.id`, `step.id`) are
 kept so that records can refer to each other (a summary's `first_message_id`, an archival memory's
 `source_message_ids`); an import gives them new ones and rewrites the references. The last line, `end`, counts the
@@ -33,25 +33,13 @@ from sqlalchemy import DateTime, Table
 
 from pagemind.runtime.state.block_edits import VERSIONS
 from pagemind.runtime.state.records import aware
-from pagemind.runtime.state.tables import (
-    AgentRow,
-    BlockRow,
-    MessageRow,
-    StepRow,
-    SummaryRow,
-    TurnKeyRow,
-    agent_origins,
-    archival_memories,
-    archival_memory_versions,
-    memory_reviews,
-    muted_topics,
-    pii_keys,
-    pii_originals,
-    pii_placeholders,
-    reflections,
-    table_of,
-    trigger_fires,
-)
+from pagemind.runtime.state.tables.agents import AgentRow, BlockRow
+from pagemind.runtime.state.tables.archival import archival_memories, archival_memory_versions
+from pagemind.runtime.state.tables.conversation import MessageRow, StepRow, SummaryRow, TurnKeyRow
+from pagemind.runtime.state.tables.daemon import agent_origins, trigger_fires
+from pagemind.runtime.state.tables.memory import memory_reviews, muted_topics, reflections
+from pagemind.runtime.state.tables.schema import table_of
+from pagemind.runtime.state.tables.security import pii_keys, pii_originals, pii_placeholders
 
 FORMAT = "pagemind.agent"
 VERSION = 1

@@ -1,4 +1,5 @@
-"""Where an agent's placeholder numbers are kept: the `pii_keys` and `pii_placeholders` tables (`state.tables`).
+"""Where an agent's placeholder numbers are kept: the `pii_keys` and `pii_placeholders` tables
+(`state.tables.security`).
 
 Numbers are given in memory (`PlaceholderBook`) and stored before the redacted text goes anywhere; a process that
 finds a number taken by another process meanwhile reads the book again and redoes its redaction
@@ -16,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.privacy.book import Entry, PlaceholderBook
 from pagemind.runtime.state.off_loop import off_loop
-from pagemind.runtime.state.tables import pii_keys, pii_originals, pii_placeholders
+from pagemind.runtime.state.tables.security import pii_keys, pii_originals, pii_placeholders
 
 
 class NumberTaken(Exception):

@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.state.records import aware
-from pagemind.runtime.state.tables import reflections
+from pagemind.runtime.state.tables.memory import reflections
 
 RUNNING, APPLYING, DONE, INVALID, FAILED = "running", "applying", "done", "invalid", "failed"
 

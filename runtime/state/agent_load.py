@@ -24,7 +24,8 @@ from pagemind.blocks import Block
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import AgentRecord, aware
 from pagemind.runtime.state.rows import blocks_table, message_from_row, messages_table, newest_message_ids
-from pagemind.runtime.state.tables import AgentRow, table_of
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.schema import table_of
 
 if TYPE_CHECKING:
     from pagemind.runtime.spec.agent import AgentSpec, BlockSpec

@@ -1,9 +1,9 @@
 """Core memory block edits as SQL writes: each a compare-and-set on the block's version.
 
 A step's edits (on SQLite, inside its transaction; on Postgres they are part of the step's one statement,
-`state.step_commit`) and an operator's edits through the daemon's API (`StateStore.commit_edits`) are written
-here: one UPDATE … WHERE version = <the version read> per edit, so the check holds even against a writer that
-bypassed the turn lock, and every edit recorded in `block_versions`. This is the one module that writes
+`state.conversation.step_commit`) and an operator's edits through the daemon's API (`StateStore.commit_edits`) are
+written here: one UPDATE … WHERE version = <the version read> per edit, so the check holds even against a writer
+that bypassed the turn lock, and every edit recorded in `block_versions`. This is the one module that writes
 `block_versions`: a step's edits, an operator's, a reset's (`reset_version`), and an imported agent's history
 (`insert_history`, `runtime.porting`).
 """
@@ -19,10 +19,12 @@ from sqlalchemy.engine import Connection
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.state.rows import blocks_table
-from pagemind.runtime.state.tables import BlockVersionRow, table_of
+from pagemind.runtime.state.tables.agents import BlockVersionRow
+from pagemind.runtime.state.tables.schema import table_of
 
-# The same writes on Postgres, as parts of a step's one statement (`state.step_commit.EDITING`): every step's edits
-# as one UPDATE per block (a statement cannot update a row twice), and their history rows, each with its step's id.
+# The same writes on Postgres, as parts of a step's one statement (`state.conversation.step_commit.EDITING`): every
+# step's edits as one UPDATE per block (a statement cannot update a row twice), and their history rows, each with
+# its step's id.
 PG_BLOCK_UPDATES = """
   UPDATE blocks AS b SET value = e.new_value, updated_at = e.at, version = b.version + e.n
   FROM json_to_recordset(%(blocks)s::json) AS e(label text, new_value text, at timestamptz, n int, read int)

@@ -29,7 +29,9 @@ from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection
 from pagemind.runtime.state.records import aware, utcnow
-from pagemind.runtime.state.tables import AgentRow, api_keys, table_of
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.schema import table_of
+from pagemind.runtime.state.tables.security import api_keys
 
 PREFIX = "pm_"
 SCOPES = ("user", "admin")

@@ -32,7 +32,7 @@ from pagemind.runtime.state.dialects import dialect
 
 log = structlog.get_logger("pagemind.migrate")
 
-FULLTEXT_PREFIX = "recall_fts"  # the recall index's raw-DDL tables (see state.tables)
+FULLTEXT_PREFIX = "recall_fts"  # the recall index's raw-DDL tables (see state.tables.memory)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 VERSION_TABLE = "alembic_version"

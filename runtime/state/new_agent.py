@@ -17,7 +17,8 @@ from sqlalchemy.engine import Connection
 
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import AgentRecord, aware
-from pagemind.runtime.state.tables import AgentRow, BlockRow, table_of
+from pagemind.runtime.state.tables.agents import AgentRow, BlockRow
+from pagemind.runtime.state.tables.schema import table_of
 
 _agents, _blocks = table_of(AgentRow), table_of(BlockRow)
 _INSERT_AGENT = insert(_agents).returning(_agents.c.id, _agents.c.created_at)

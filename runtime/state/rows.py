@@ -19,15 +19,10 @@ from sqlalchemy.engine import Connection
 
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import aware
-from pagemind.runtime.state.tables import (
-    AgentRow,
-    BlockRow,
-    MessageRow,
-    StepRow,
-    TurnKeyRow,
-    archival_revisions,
-    table_of,
-)
+from pagemind.runtime.state.tables.agents import AgentRow, BlockRow
+from pagemind.runtime.state.tables.archival import archival_revisions
+from pagemind.runtime.state.tables.conversation import MessageRow, StepRow, TurnKeyRow
+from pagemind.runtime.state.tables.schema import table_of
 from pagemind.tools import ToolCall
 
 

@@ -1,4 +1,5 @@
-"""All agent state in SQL (sqlmodel): agents, blocks and their versions, messages, steps.
+"""All agent state in SQL (sqlmodel), behind one object: agents, blocks and their versions here; the conversation
+log (messages, eviction and summaries, steps and usage) in `state.conversation`, which `StateStore` delegates to.
 
 A step's messages, block edits and record are written in one transaction (one statement on Postgres): all of them
 or none. The tables are defined in `state.tables`; `make_engine` (state.engine) opens a database at its head.
@@ -11,10 +12,8 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextlib import AbstractContextManager as ContextManager
 from datetime import datetime
-from typing import Any, overload
+from typing import overload
 
-from sqlalchemy import func, update
-from sqlalchemy import select as sql_select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -22,50 +21,21 @@ from sqlmodel import Session, col, select
 from pagemind.blocks import Block, BlockEdit
 from pagemind.runtime.crypto.keys import Encryption
 from pagemind.runtime.messages import Message
-from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.agent_load import StoredAgent, core_of, read_unchanged, record_of, stored_block
 from pagemind.runtime.state.async_pg import AwaitedStatements
-from pagemind.runtime.state.block_edits import StaleBlocks, apply_edits, reset_version
-from pagemind.runtime.state.dialects import dialect
+from pagemind.runtime.state.block_edits import apply_edits, reset_version
+from pagemind.runtime.state.connections import one_statement, orm_session
+from pagemind.runtime.state.conversation import eviction, message_log, step_log
+from pagemind.runtime.state.conversation.step_commit import LinkedWrite, StepWrite
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.state.held import read_connection, single_statement
 from pagemind.runtime.state.locks import turn_lock
 from pagemind.runtime.state.off_loop import off_loop
 from pagemind.runtime.state.records import AgentRecord, BlockVersion, StepRecord, UsageTotals, aware, utcnow
-from pagemind.runtime.state.rows import (
-    FRESHNESS,
-    INSERT_MESSAGES,
-    INSERT_TURN_KEY,
-    NEWEST_MESSAGE_IDS,
-    TURN_FOR_KEY,
-    Freshness,
-    freshness_of,
-    insert_messages,
-    message_from_row,
-    messages_table,
-    pressure_update,
-    rows_on,
-    steps_table,
-    stored_message,
-    values_of,
-)
-from pagemind.runtime.state.step_commit import (
-    LinkedWrite,
-    StepWrite,
-    accept_pg,
-    store_steps_pg,
-    write_steps,
-)
-from pagemind.runtime.state.tables import (
-    AgentRow,
-    BlockRow,
-    BlockVersionRow,
-    MessageRow,
-    StepRow,
-    SummaryRow,
-    purges,
-)
+from pagemind.runtime.state.rows import FRESHNESS, Freshness, freshness_of, rows_on
+from pagemind.runtime.state.tables.agents import AgentRow, BlockRow, BlockVersionRow
+from pagemind.runtime.state.tables.conversation import StepRow, SummaryRow
+from pagemind.runtime.state.tables.security import purges
 
 
 class AgentNameTaken(ValueError):
@@ -79,20 +49,10 @@ class StateStore:
         self.engine = engine
         self.awaited = AwaitedStatements.of(engine)  # Postgres: the turn's statements awaited (`state.async_pg`)
 
-    def _session(self) -> Session:
-        # Rows are read back right after commit (ids); expiring them would cost one SELECT per row.
-        return Session(self.engine, expire_on_commit=False)
-
     def one_statement(self) -> ContextManager[Connection]:
         """A connection in autocommit mode for a `with` block of work that is one statement (or reads that need no
-        common snapshot), each its own transaction on Postgres, with no BEGIN and COMMIT/ROLLBACK round trips: the
-        synchronous reads (a turn's hot statements are awaited there instead: `state.async_pg`). On Postgres the
-        thread's held connection (`state.held`: no checkout, no switch to autocommit and back per block). SQLite sends
-        no BEGIN for reads anyway, and switching its isolation level there and back would cost more than the reads
-        (about 0.1 ms of CPU a turn): a pooled connection."""
-        if not dialect(self.engine).held_reads:
-            return self.engine.connect()
-        return read_connection(self.engine)
+        common snapshot): the thread's held connection on Postgres, a pooled one on SQLite (`state.connections`)."""
+        return one_statement(self.engine)
 
     @classmethod
     def open(cls, database_url: str, encryption: Encryption | None = None) -> StateStore:
@@ -115,7 +75,7 @@ class StateStore:
             return self._ensure_agent(spec, reset_memory)
 
     def _ensure_agent(self, spec: AgentSpec, reset_memory: bool) -> AgentRecord:
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             row = session.exec(select(AgentRow).where(AgentRow.name == spec.name)).first()
             now = utcnow()
             if row is None:
@@ -166,18 +126,18 @@ class StateStore:
 
     def agent_record(self, agent_id: int) -> AgentRecord:
         """The agent with this id, as stored now."""
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             return record_of(session.get(AgentRow, agent_id))
 
     def get_agent(self, name: str) -> AgentRecord | None:
         """The agent called `name`, or None."""
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             row = session.exec(select(AgentRow).where(AgentRow.name == name)).first()
             return record_of(row) if row else None
 
     def stored_spec_json(self, name: str) -> str | None:
         """The last spec an agent was run with, as JSON (to inspect an agent by name alone)."""
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             row = session.exec(select(AgentRow).where(AgentRow.name == name)).first()
             return row.spec_json if row else None
 
@@ -185,7 +145,7 @@ class StateStore:
         """Give the agent called `old` the name `new`. Its id stays, so everything keyed by it follows: blocks,
         messages, summaries, steps, recall and archival memory. Raises KeyError if there is no `old`, and
         `AgentNameTaken` if another agent is already called `new` (nothing is merged)."""
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             row = session.exec(select(AgentRow).where(AgentRow.name == old)).first()
             if row is None:
                 raise KeyError(f"no agent is called '{old}'")
@@ -206,7 +166,7 @@ class StateStore:
 
     def list_agents(self) -> list[AgentRecord]:
         """Every stored agent, by name; not one being purged (`runtime.erasure`: invisible from its record on)."""
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             being_purged = select(purges.c.agent_id)
             query = select(AgentRow).where(col(AgentRow.id).not_in(being_purged)).order_by(AgentRow.name)
             return [record_of(r) for r in session.exec(query)]
@@ -215,13 +175,13 @@ class StateStore:
 
     def load_blocks(self, agent_id: int, spec: AgentSpec) -> list[Block]:
         """The agent's blocks in the YAML's order, with their stored values."""
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
         return [stored_block(rows[b.label], b) for b in spec.blocks if b.label in rows]
 
     def load_core(self, agent_id: int, spec: AgentSpec) -> tuple[list[Block], dict[str, int]]:
         """The agent's blocks (as `load_blocks`) and the version of each, read together."""
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             rows = {b.label: b for b in session.exec(select(BlockRow).where(BlockRow.agent_id == agent_id))}
         return core_of(rows, spec)
 
@@ -250,7 +210,7 @@ class StateStore:
 
     def block_history(self, agent_id: int, label: str | None = None) -> list[BlockVersion]:
         """Every recorded edit of the agent's blocks (or one block), oldest first."""
-        with self._session() as session:
+        with orm_session(self.engine) as session:
             query = select(BlockVersionRow).where(BlockVersionRow.agent_id == agent_id)
             if label:
                 query = query.where(BlockVersionRow.label == label)
@@ -259,13 +219,18 @@ class StateStore:
             BlockVersion(r.label, r.operation, r.old_value, r.new_value, r.step_id, aware(r.created_at)) for r in rows
         ]
 
-    # -- messages -----------------------------------------------------------------------------------------------
+    def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
+        """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the
+        same compare-and-set on each block's version as a step's edits (`StaleBlocks` if one moved meanwhile)."""
+        with self.engine.begin() as conn:
+            written = apply_edits(conn, agent_id, None, edits, versions)
+        versions.update(written)
+
+    # -- messages (`state.conversation.message_log`) -----------------------------------------------------------
 
     def append_messages(self, agent_id: int, messages: Iterable[Message]) -> list[Message]:
         """Store messages durably (the inbox); returns them with their ids."""
-        messages = list(messages)
-        with self.engine.begin() as conn:
-            return insert_messages(conn, agent_id, messages)
+        return message_log.append(self.engine, agent_id, messages)
 
     @overload
     async def accept_message(self, agent_id: int, message: Message, key: str | None = None) -> Message: ...
@@ -282,67 +247,31 @@ class StateStore:
         stored. `after`: a write of one row to commit first in that transaction (the daemon's inbox item, claimed
         for the worker lingering on the agent); the message is stored only if it wrote its row (None otherwise),
         and `after.row` gets that row. The one way a turn's message is stored, with or without the item."""
-        if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
-            message_id = await accept_pg(awaited, agent_id, message, key, after)
-        else:
-            message_id = await off_loop(self.engine, self._accept, agent_id, message, key, after)
-        if message_id is None:
-            return None
-        crash_point("accept.after_commit")
-        return stored_message(message, message_id, message.step_id)
-
-    def _accept(self, agent_id: int, message: Message, key: str | None, after: LinkedWrite | None) -> int | None:
-        """The accepted message's id (None: `after` wrote no row, and so nothing was stored)."""
-        with self.engine.begin() as conn:
-            if after is not None and after.execute(conn) is None:
-                return None
-            return _insert_accepted(conn, agent_id, message, key)
+        return await message_log.accept(self.engine, self.awaited, agent_id, message, key, after)
 
     async def add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
         """Record that `key` names the (already stored) turn `turn_id` (off the event loop)."""
-        await off_loop(self.engine, self._add_turn_key, agent_id, key, turn_id, at)
-
-    def _add_turn_key(self, agent_id: int, key: str, turn_id: str, at: datetime) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(INSERT_TURN_KEY, {"agent_id": agent_id, "key": key, "turn_id": turn_id, "created_at": at})
+        await message_log.add_turn_key(self.engine, agent_id, key, turn_id, at)
 
     async def turn_for_key(self, agent_id: int, key: str) -> str | None:
         """The turn an idempotency key started, or None (off the event loop)."""
-        return await off_loop(self.engine, self._turn_for_key, agent_id, key)
-
-    def _turn_for_key(self, agent_id: int, key: str) -> str | None:
-        with self.one_statement() as conn:
-            return conn.execute(TURN_FOR_KEY, {"p_agent_id": agent_id, "p_key": key}).scalar()
+        return await message_log.turn_for_key(self.engine, agent_id, key)
 
     def turn_messages(self, agent_id: int, turn_id: str) -> list[Message]:
         """Every stored message of one turn, oldest first."""
-        with self._session() as session:
-            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.turn_id == turn_id)
-            return [message_from_row(r) for r in session.exec(query.order_by(col(MessageRow.id)))]
-
-    def turn_steps(self, agent_id: int, turn_id: str) -> list[StepRow]:
-        """The committed steps of one turn, in order."""
-        with self._session() as session:
-            query = select(StepRow).where(StepRow.agent_id == agent_id, StepRow.turn_id == turn_id)
-            return list(session.exec(query.order_by(col(StepRow.step_index))))
+        return message_log.turn_messages(self.engine, agent_id, turn_id)
 
     def last_message_id(self, agent_id: int) -> int:
         """The id of the agent's newest message (0 when it has none): any turn, anywhere, changes it."""
-        with self.one_statement() as conn:
-            return max(value or 0 for value in conn.execute(NEWEST_MESSAGE_IDS, {"p_agent_id": agent_id}).one())
+        return message_log.last_message_id(self.engine, agent_id)
 
     def in_context_messages(self, agent_id: int) -> list[Message]:
         """The messages currently in the agent's window, oldest first (an indexed read, never the whole log)."""
-        with self._session() as session:
-            query = select(MessageRow).where(MessageRow.agent_id == agent_id, MessageRow.in_context == True)  # noqa: E712 (SQL: in_context = true)
-            return [message_from_row(r) for r in session.exec(query.order_by(col(MessageRow.id)))]
+        return message_log.in_context(self.engine, agent_id)
 
     def message_count(self, agent_id: int) -> int:
         """How many messages recall memory holds for the agent."""
-        with self._session() as session:
-            return session.exec(
-                select(func.count()).select_from(MessageRow).where(MessageRow.agent_id == agent_id)
-            ).one()
+        return message_log.count(self.engine, agent_id)
 
     def all_messages(self, agent_id: int) -> list[Message]:
         """The agent's whole history, oldest first (for inspection and export, not the hot path)."""
@@ -350,92 +279,35 @@ class StateStore:
 
     def messages_after(self, agent_id: int, after_id: int) -> list[Message]:
         """The agent's messages newer than message `after_id`, oldest first (what a reflection reads)."""
-        with self._session() as session:
-            query = select(MessageRow).where(MessageRow.agent_id == agent_id, col(MessageRow.id) > after_id)
-            return [message_from_row(r) for r in session.exec(query.order_by(col(MessageRow.id)))]
+        return message_log.newer_than(self.engine, agent_id, after_id)
+
+    async def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
+        """Store synthetic tool results and take orphan messages out of the window, in one transaction (off the
+        event loop)."""
+        return await message_log.apply_repair(self.engine, agent_id, added, dropped_ids)
+
+    # -- eviction (`state.conversation.eviction`) --------------------------------------------------------------
 
     async def evict(
         self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int, at: datetime
     ) -> None:
         """Take messages out of the window and install the new summary, in one transaction (they stay in recall);
         run off the event loop, which other agents' turns share."""
-        await off_loop(self.engine, self._evict, agent_id, message_ids, summary, tokens_before, tokens_after, at)
-
-    def _evict(
-        self, agent_id: int, message_ids: list[int], summary: str, tokens_before: int, tokens_after: int, at: datetime
-    ) -> None:
-        with self._session() as session:
-            # Two UPDATEs, not a row read and written back per message: a flush commits on the user's path.
-            session.exec(
-                update(MessageRow)
-                .where(col(MessageRow.agent_id) == agent_id, col(MessageRow.id).in_(message_ids))
-                .values(in_context=False)
-            )
-            session.exec(
-                update(AgentRow).where(col(AgentRow.id) == agent_id).values(summary=summary, pressure_warned=False)
-            )
-            session.add(
-                SummaryRow(
-                    agent_id=agent_id,
-                    text=summary,
-                    evicted_count=len(message_ids),
-                    first_message_id=min(message_ids, default=None),
-                    last_message_id=max(message_ids, default=None),
-                    tokens_before=tokens_before,
-                    tokens_after=tokens_after,
-                    created_at=at,
-                )
-            )
-            session.commit()
+        await eviction.evict(self.engine, agent_id, message_ids, summary, tokens_before, tokens_after, at)
 
     async def set_pressure_state(
         self, agent_id: int, *, warned: bool | None = None, correction: float | None = None, summary: str | None = None
     ) -> None:
         """Persist the warning-cycle flag, the token correction factor and/or the summary (a replay's restore)."""
-        changes = {
-            column: value
-            for column, value in (("pressure_warned", warned), ("token_correction", correction), ("summary", summary))
-            if value is not None
-        }
-        if not changes:
-            return
-        # One UPDATE (on Postgres outside a transaction, awaited: no BEGIN and COMMIT round trips, the event loop
-        # free meanwhile), not a row read and written; built once per set of columns.
-        statement = pressure_update(tuple(changes))
-        params = {"p_agent_id": agent_id, **{f"p_{column}": value for column, value in changes.items()}}
-        if (awaited := self.awaited) is not None:
-            await awaited.rows(statement, params)
-            return
-        await off_loop(self.engine, self._execute_alone, statement, params)
-
-    def _execute_alone(self, statement: Any, params: dict[str, Any]) -> None:
-        with single_statement(self.engine) as conn:
-            conn.execute(statement, params)
-
-    async def apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
-        """Store synthetic tool results and take orphan messages out of the window, in one transaction (off the
-        event loop)."""
-        return await off_loop(self.engine, self._apply_repair, agent_id, added, dropped_ids)
-
-    def _apply_repair(self, agent_id: int, added: list[Message], dropped_ids: list[int]) -> list[Message]:
-        with self.engine.begin() as conn:
-            stored = insert_messages(conn, agent_id, added)
-            if dropped_ids:
-                conn.execute(
-                    update(messages_table)
-                    .values(in_context=False)
-                    .where(messages_table.c.agent_id == agent_id, messages_table.c.id.in_(dropped_ids))
-                )
-            return stored
+        await eviction.set_pressure_state(
+            self.engine, self.awaited, agent_id, warned=warned, correction=correction, summary=summary
+        )
 
     def summaries(self, agent_id: int) -> list[SummaryRow]:
         """Every summary the agent has had, oldest first."""
-        with self._session() as session:
-            return list(
-                session.exec(select(SummaryRow).where(SummaryRow.agent_id == agent_id).order_by(col(SummaryRow.id)))
-            )
+        return eviction.summaries(self.engine, agent_id)
 
-    # -- steps --------------------------------------------------------------------------------------------------
+    # -- steps (`state.conversation.step_log`) -----------------------------------------------------------------
 
     async def commit_step(
         self,
@@ -463,59 +335,16 @@ class StateStore:
         Each edited block is written only at the version in `versions` (the one its value was computed from);
         a stale version raises `StaleBlocks` and stores nothing. `versions` is updated in place to the versions
         written. Without `versions` the edits are written unchecked (the caller vouches for its values)."""
-        if (awaited := self.awaited) is not None:  # one statement, awaited (`state.step_commit`)
-            step_ids, stored, written = await store_steps_pg(awaited, agent_id, steps, versions, StaleBlocks, rider)
-        else:
-            step_ids, stored, written = await off_loop(self.engine, self._write_steps, agent_id, steps, versions, rider)
-        crash_point("commit.after_commit")
-        if versions is not None:
-            versions.update(written)
-        return step_ids, stored
+        return await step_log.commit(self.engine, self.awaited, agent_id, steps, versions, rider)
 
-    def _write_steps(
-        self, agent_id: int, steps: Sequence[StepWrite], versions: dict[str, int] | None, rider: LinkedWrite | None
-    ) -> tuple[list[int], list[Message], dict[str, int]]:
-        with self.engine.begin() as conn:
-            return write_steps(conn, agent_id, steps, versions, rider)
-
-    def commit_edits(self, agent_id: int, edits: list[BlockEdit], versions: dict[str, int]) -> None:
-        """Store block edits made outside a turn (an operator's, through the daemon's API): no step record, the
-        same compare-and-set on each block's version as a step's edits (`StaleBlocks` if one moved meanwhile)."""
-        with self.engine.begin() as conn:
-            written = apply_edits(conn, agent_id, None, edits, versions)
-        versions.update(written)
+    def turn_steps(self, agent_id: int, turn_id: str) -> list[StepRow]:
+        """The committed steps of one turn, in order."""
+        return step_log.of_turn(self.engine, agent_id, turn_id)
 
     def steps(self, agent_id: int) -> list[StepRow]:
         """The agent's step records, oldest first."""
-        with self._session() as session:
-            return list(session.exec(select(StepRow).where(StepRow.agent_id == agent_id).order_by(col(StepRow.id))))
+        return step_log.of_agent(self.engine, agent_id)
 
     async def usage(self, agent_id: int) -> UsageTotals:
         """The agent's token use summed over all its steps (run off the event loop on Postgres)."""
-        return await off_loop(self.engine, self._usage, agent_id)
-
-    def _usage(self, agent_id: int) -> UsageTotals:
-        steps = steps_table.c
-        totals = sql_select(
-            func.count(),
-            func.coalesce(func.sum(steps.prompt_tokens), 0),
-            func.coalesce(func.sum(steps.completion_tokens), 0),
-            func.coalesce(func.sum(steps.cached_tokens), 0),
-            func.count(steps.cached_tokens),
-        ).where(steps.agent_id == agent_id)
-        with self.engine.connect() as conn:
-            row = conn.execute(totals).one()
-        return UsageTotals(*(int(value) for value in row))
-
-
-def _insert_accepted(conn: Connection, agent_id: int, message: Message, key: str | None) -> int:
-    """A turn's incoming message and, if given, its idempotency key, inside the caller's transaction (SQLite's
-    accept; Postgres runs `state.step_commit.ACCEPT`); returns the message's id."""
-    message_id: int = conn.execute(INSERT_MESSAGES, [values_of(agent_id, message)]).scalar_one()
-    if key is not None:
-        conn.execute(
-            INSERT_TURN_KEY,
-            {"agent_id": agent_id, "key": key, "turn_id": message.turn_id, "created_at": message.created_at},
-        )
-    crash_point("accept.before_commit")
-    return message_id
+        return await step_log.usage(self.engine, agent_id)

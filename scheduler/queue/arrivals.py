@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.dialects.postgres import POSTGRES
 from pagemind.runtime.state.held import write_transaction
-from pagemind.runtime.state.tables import agent_leases, inbox
+from pagemind.runtime.state.tables.daemon import agent_leases, inbox
 from pagemind.scheduler.queue.inbox_item import RUNNING, InboxItem, is_open, item_from_row
 from pagemind.scheduler.queue.inbox_statements import CLAIM_HEAD, HEAD_ITEM
 from pagemind.scheduler.queue.leases import Leases, taking

@@ -28,12 +28,12 @@ from sqlalchemy.exc import IntegrityError
 from pagemind.runtime.crypto.columns import EncryptedJSON, EncryptedText
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.async_pg import AwaitedStatements
+from pagemind.runtime.state.conversation.step_commit import LinkedWrite
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
 from pagemind.runtime.state.records import without_nul
-from pagemind.runtime.state.step_commit import LinkedWrite
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import inbox
+from pagemind.runtime.state.tables.daemon import inbox
 from pagemind.scheduler.queue.inbox_item import FAILED, PENDING, InboxItem, is_open, is_running, item_from_row
 from pagemind.scheduler.queue.inbox_statements import (
     CLAIM_HEAD,

@@ -13,7 +13,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import BindParameter
 
 from pagemind.runtime.state.records import without_nul
-from pagemind.runtime.state.tables import AgentRow, inbox, table_of
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.daemon import inbox
+from pagemind.runtime.state.tables.schema import table_of
 from pagemind.scheduler.queue.inbox_item import DONE, FAILED, PENDING, RUNNING, STATE_SQL, InboxItem, is_open
 from pagemind.scheduler.queue.sql import DONE_CHANNEL, INBOX_CHANNEL, WATCH_CHANNEL, notifying
 

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection, Engine
 from pagemind.runtime.state.async_pg import AwaitedStatements
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement, write_transaction
-from pagemind.runtime.state.tables import agent_leases, daemons, inbox
+from pagemind.runtime.state.tables.daemon import agent_leases, daemons, inbox
 from pagemind.scheduler.queue.inbox_item import is_open, is_running
 
 log = structlog.get_logger("pagemind.scheduler")

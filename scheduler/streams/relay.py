@@ -45,7 +45,7 @@ from pagemind.runtime.crypto.columns import cipher_of, seal_text
 from pagemind.runtime.events import Event, without_body
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import read_connection, single_statement
-from pagemind.runtime.state.tables import run_events
+from pagemind.runtime.state.tables.daemon import run_events
 from pagemind.runtime.trace.format import LINE_ADAPTER, Header, dump_line
 from pagemind.scheduler.queue.sql import EVENTS_CHANNEL
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.held import write_transaction
 from pagemind.runtime.state.records import aware
-from pagemind.runtime.state.tables import inbox, trigger_fires
+from pagemind.runtime.state.tables.daemon import inbox, trigger_fires
 from pagemind.scheduler.queue.inbox_item import MESSAGE_KINDS
 from pagemind.scheduler.triggers.rules import IDLE_KEY_PREFIX
 

@@ -25,7 +25,8 @@ from sqlalchemy import select
 
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import AgentRow, table_of
+from pagemind.runtime.state.tables.agents import AgentRow
+from pagemind.runtime.state.tables.schema import table_of
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.errors import DaemonError
 from pagemind.scheduler.queue.inbox import Inbox

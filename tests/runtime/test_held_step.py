@@ -15,10 +15,11 @@ from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
 from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelRequestRejected
+from pagemind.runtime.state.block_edits import StaleBlocks
+from pagemind.runtime.state.conversation.step_commit import StepWrite
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import StepRecord
-from pagemind.runtime.state.step_commit import StepWrite
-from pagemind.runtime.state.store import StaleBlocks, StateStore
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.endpoint import http_error
 from pagemind.runtime.testing.responses import tool_call_body as tool_call
 from pagemind.runtime.testing.specs import build_spec

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import agent_leases, daemons
+from pagemind.runtime.state.tables.daemon import agent_leases, daemons
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
 from tests.support.daemon_support import TEMPLATE, markers, wait_until, write_agents

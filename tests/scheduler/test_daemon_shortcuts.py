@@ -13,7 +13,7 @@ from sqlalchemy import update
 
 from pagemind.runtime.messages import Message
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import inbox
+from pagemind.runtime.state.tables.daemon import inbox
 from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.runtime.test_held_step import spy_commits
 from tests.scheduler.test_daemon_core import make_daemon

@@ -15,7 +15,8 @@ import httpx
 import pytest
 import sqlalchemy
 
-from pagemind.runtime.state.tables import MessageRow, inbox
+from pagemind.runtime.state.tables.conversation import MessageRow
+from pagemind.runtime.state.tables.daemon import inbox
 from tests.scheduler.test_serve import environment, pagemind, start_serve, stop, stub  # noqa: F401 (fixtures)
 from tests.support.daemon_support import wait_until
 

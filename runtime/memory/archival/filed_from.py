@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from pagemind.runtime.memory.vectors.records import MemoryRecord, to_epoch
-from pagemind.runtime.state.tables import MessageRow
+from pagemind.runtime.state.tables.conversation import MessageRow
 
 
 def context_texts(

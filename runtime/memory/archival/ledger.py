@@ -42,10 +42,10 @@ from pagemind.runtime.memory.vectors.records import PINNED, MemoryRecord
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.records import aware, utcnow
-from pagemind.runtime.state.tables import archival_memories as memories
-from pagemind.runtime.state.tables import archival_memory_versions as versions
-from pagemind.runtime.state.tables import archival_revisions as revisions
-from pagemind.runtime.state.tables import database_identity
+from pagemind.runtime.state.tables.archival import archival_memories as memories
+from pagemind.runtime.state.tables.archival import archival_memory_versions as versions
+from pagemind.runtime.state.tables.archival import archival_revisions as revisions
+from pagemind.runtime.state.tables.archival import database_identity
 
 INSERTING, LIVE, FORGETTING = "inserting", "live", "forgetting"
 _IDS_PER_QUERY = 500

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.memory.vectors.backend import ArchivalBackend
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import archival_rekeyed_stores, archival_rekeys
+from pagemind.runtime.state.tables.archival import archival_rekeyed_stores, archival_rekeys
 
 log = structlog.get_logger("pagemind.archival")
 

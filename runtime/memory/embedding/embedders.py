@@ -35,7 +35,7 @@ from pagemind.runtime.memory.embedding.profiles import MINILM, ModelProfile, loc
 from pagemind.runtime.process.home import cache_folder
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.dialects import dialect
-from pagemind.runtime.state.tables import embedding_cache as embedding_cache_table
+from pagemind.runtime.state.tables.memory import embedding_cache as embedding_cache_table
 
 log = structlog.get_logger("pagemind.embeddings")
 

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from pagemind.runtime.state.records import aware
-from pagemind.runtime.state.tables import MessageRow
+from pagemind.runtime.state.tables.conversation import MessageRow
 
 
 def _day(moment: datetime) -> date:

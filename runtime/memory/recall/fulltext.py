@@ -73,7 +73,7 @@ def _refused_as_data(exc: DBAPIError) -> bool:
 
 class FullText:
     """The dialect-specific full-text index over messages (rowid = message id). Its tables (`recall_fts`,
-    `recall_watermarks`) are the schema's (`state.tables`, created by migration 0001)."""
+    `recall_watermarks`) are the schema's (`state.tables.memory`, created by migration 0001)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine

@@ -37,7 +37,8 @@ from pagemind.runtime.memory.retrieval.rounds import refine, time_asked
 from pagemind.runtime.memory.topics import MutedTopics
 from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.records import utcnow
-from pagemind.runtime.state.tables import MessageRow, table_of
+from pagemind.runtime.state.tables.conversation import MessageRow
+from pagemind.runtime.state.tables.schema import table_of
 from pagemind.tools.context import RecallHit
 
 log = structlog.get_logger("pagemind.recall")

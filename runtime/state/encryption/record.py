@@ -25,7 +25,10 @@ from sqlalchemy.exc import IntegrityError
 
 from pagemind.runtime.crypto.cipher import EncryptedDataError, TextCipher
 from pagemind.runtime.crypto.keys import DataKey, EncryptionKeyError
-from pagemind.runtime.state.tables import MessageRow, archival_memories, data_keys, table_of
+from pagemind.runtime.state.tables.archival import archival_memories
+from pagemind.runtime.state.tables.conversation import MessageRow
+from pagemind.runtime.state.tables.schema import table_of
+from pagemind.runtime.state.tables.security import data_keys
 
 CHECK_TEXT = "pagemind key check"
 CURRENT, NEXT = "current", "next"

@@ -2,13 +2,13 @@
 
     python -m pagemind.runtime.state.migrations revision -m "add steps.cost" --autogenerate
     python -m pagemind.runtime.state.migrations revision -m "backfill costs"      # an empty one to fill in
-    python -m pagemind.runtime.state.migrations check                               # tables.py == head?
+    python -m pagemind.runtime.state.migrations check                               # state.tables == head?
 
 `revision` numbers the new file after the head (0003, 0004, …) in `migrations/versions/`. With --autogenerate it
-compares `state/tables.py` with a scratch SQLite database migrated to the head (or `--url` of a scratch Postgres
+compares `state/tables/` with a scratch SQLite database migrated to the head (or `--url` of a scratch Postgres
 database, for Postgres-only types) and writes the difference as batch operations, which run on both databases.
 Read what it wrote: it cannot see renames (it writes a drop and an add) or data moves, and the raw-DDL recall
-index is left out. `check` exits 1 when tables.py and the migrations disagree.
+index is left out. `check` exits 1 when `state.tables` and the migrations disagree.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from sqlalchemy import create_engine
 
 from pagemind.runtime.state.migrate import alembic_config, head_revision, include_name, migrate
-from pagemind.runtime.state.tables import metadata
+from pagemind.runtime.state.tables.schema import metadata
 
 
 def _scratch_url(folder: str, url: str | None) -> str:
@@ -50,7 +50,7 @@ def revision(message: str, autogenerate: bool, url: str | None) -> str:
 
 
 def check(url: str | None) -> list[object]:
-    """The differences between tables.py and a database migrated to the head (empty when they agree)."""
+    """The differences between `state.tables` and a database migrated to the head (empty when they agree)."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     new = commands.add_parser("revision", help="write the next migration file")
     new.add_argument("-m", "--message", required=True)
-    new.add_argument("--autogenerate", action="store_true", help="fill it from tables.py vs the head")
+    new.add_argument("--autogenerate", action="store_true", help="fill it from state.tables vs the head")
     new.add_argument("--url", help="a scratch database to compare against (default: a temporary SQLite file)")
-    checker = commands.add_parser("check", help="exit 1 if tables.py and the migrations disagree")
+    checker = commands.add_parser("check", help="exit 1 if state.tables and the migrations disagree")
     checker.add_argument("--url", help="a scratch database (default: a temporary SQLite file)")
     args = parser.parse_args(argv)
     if args.command == "revision":

@@ -7,7 +7,7 @@ transaction its owner holds (with the migration lock).
 from alembic import context
 
 from pagemind.runtime.state.migrate import include_name, render_item
-from pagemind.runtime.state.tables import metadata
+from pagemind.runtime.state.tables.schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:

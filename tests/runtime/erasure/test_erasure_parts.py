@@ -19,7 +19,9 @@ from pagemind.runtime.memory.vectors.records import MemoryRecord, Sparse, Stored
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import archival_memories, embedding_cache, metadata
+from pagemind.runtime.state.tables.archival import archival_memories
+from pagemind.runtime.state.tables.memory import embedding_cache
+from pagemind.runtime.state.tables.schema import metadata
 from pagemind.runtime.testing.specs import build_spec
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

@@ -20,7 +20,10 @@ from pagemind.runtime.porting.records import FORMAT, VERSION, FormatError, parse
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import SummaryRow, reflections, table_of, trigger_fires
+from pagemind.runtime.state.tables.conversation import SummaryRow
+from pagemind.runtime.state.tables.daemon import trigger_fires
+from pagemind.runtime.state.tables.memory import reflections
+from pagemind.runtime.state.tables.schema import table_of
 from pagemind.runtime.testing.responses import reply_body as reply
 from pagemind.runtime.testing.responses import tool_call_body as tool_call
 from pagemind.runtime.testing.specs import build_spec

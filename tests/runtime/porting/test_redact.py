@@ -20,7 +20,8 @@ from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.review import ReviewConfig
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import SummaryRow, table_of
+from pagemind.runtime.state.tables.conversation import SummaryRow
+from pagemind.runtime.state.tables.schema import table_of
 from pagemind.runtime.testing.responses import tool_call_body as tool_call
 from pagemind.runtime.testing.specs import build_spec
 

@@ -22,7 +22,7 @@ import sqlalchemy
 
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.migrate import MIGRATIONS, alembic_config, current_revision, head_revision, include_name
-from pagemind.runtime.state.tables import metadata
+from pagemind.runtime.state.tables.schema import metadata
 
 V1_START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # tests/fixtures/make_v1_fixture.py's clock
 
@@ -32,7 +32,7 @@ PROCESSES = 8
 
 
 def schema_differences(engine: sqlalchemy.Engine) -> list[object]:
-    """What autogenerate would still write: tables.py against the migrated database."""
+    """What autogenerate would still write: `state.tables` against the migrated database."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 

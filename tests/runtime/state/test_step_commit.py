@@ -1,5 +1,5 @@
-"""A step's commit (`StateStore.commit_step`): one statement on Postgres (`state.step_commit`), a transaction on
-SQLite; both store the same rows, and a stale block version stores nothing."""
+"""A step's commit (`StateStore.commit_step`): one statement on Postgres (`state.conversation.step_commit`), a
+transaction on SQLite; both store the same rows, and a stale block version stores nothing."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 
 from pagemind.blocks import BlockEdit
 from pagemind.runtime.messages import Message
+from pagemind.runtime.state.block_edits import StaleBlocks
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.records import StepRecord
-from pagemind.runtime.state.store import StaleBlocks, StateStore
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.specs import build_spec
 from pagemind.tools import ToolCall
 

@@ -17,9 +17,10 @@ import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.loop import run_turn
+from pagemind.runtime.state.block_edits import StaleBlocks
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.state.locks import AgentBusy
-from pagemind.runtime.state.store import StaleBlocks, StateStore
+from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.runtime.testing.specs import build_spec
 from tests.support.turn_child import respond, spec_options

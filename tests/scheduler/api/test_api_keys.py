@@ -21,7 +21,7 @@ import sqlalchemy
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.keys import KeyStore
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import archival_memories
+from pagemind.runtime.state.tables.archival import archival_memories
 from pagemind.scheduler.api.app import OPEN_PATHS, create_app
 from pagemind.scheduler.api.auth import ADMIN_ONLY, KeyRing
 from pagemind.scheduler.catalog import AgentCatalog

@@ -35,7 +35,7 @@ from pagemind.runtime.model.client import OpenAIModelClient
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.records import utcnow
 from pagemind.runtime.state.store import StateStore
-from pagemind.runtime.state.tables import daemons, run_events
+from pagemind.runtime.state.tables.daemon import daemons, run_events
 from pagemind.runtime.testing.endpoint import BASE_URL, TEST_API_KEY
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
 from pagemind.scheduler.api.app import create_app

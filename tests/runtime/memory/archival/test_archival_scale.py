@@ -21,7 +21,7 @@ from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
 from pagemind.runtime.memory.vectors.records import MemoryFilter, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.state.tables import archival_memories
+from pagemind.runtime.state.tables.archival import archival_memories
 from pagemind.runtime.testing.clock import ManualClock
 from pagemind.runtime.testing.embedder import FakeEmbedder
 from tests.runtime.memory.archival.test_archival import ALICE, BOB, DIM, T0, run, unit
@@ -274,7 +274,7 @@ def test_a_searchs_live_check_on_sqlite_reads_by_primary_key_and_passes_only_thi
 
 def test_an_inserted_memorys_embedding_is_cached_with_its_row_and_a_query_is_not(world, tmp_path):
     from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, text_hash
-    from pagemind.runtime.state.tables import embedding_cache
+    from pagemind.runtime.state.tables.memory import embedding_cache
 
     backend, _ = world
     engine = make_engine(f"sqlite:///{tmp_path / 'cache.db'}")

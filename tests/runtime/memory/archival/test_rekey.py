@@ -15,7 +15,7 @@ from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.memory.vectors.records import DENSE, MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.state.engine import make_engine
-from pagemind.runtime.state.tables import archival_rekeyed_stores, archival_rekeys
+from pagemind.runtime.state.tables.archival import archival_rekeyed_stores, archival_rekeys
 
 DIM = 8
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
