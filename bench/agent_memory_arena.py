@@ -46,8 +46,9 @@ def load(variant: str):
     """The shipped model as `FastEmbedEmbedder` loads it, run the variant's way."""
     from fastembed import TextEmbedding
 
-    from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, MINILM
+    from pagemind.runtime.memory.embedding.local_model import DEFAULT_MODEL_DIR
     from pagemind.runtime.memory.embedding.onnx_arena import shrink_after_long_runs
+    from pagemind.runtime.memory.embedding.profiles import MINILM
     from pagemind.runtime.process.heap import limit_malloc_arenas, release_free_memory
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -40,7 +40,7 @@ def ef_sweep(
     """Per (hnsw_ef, oversampling) in `points` (default: `SWEEP_EF` at the plan's oversampling): mean recall@10 of the
     dense index against exact search (queries like the memories / the model's query vectors) and the median CPU ms
     of one such search (limit 10, rescored with the originals), plus one of `also_limit` when given."""
-    from pagemind.runtime.memory.vectors.edge import to_edge_filter
+    from pagemind.runtime.memory.vectors.edge_filter import to_edge_filter
     from pagemind.runtime.memory.vectors.records import DENSE, MemoryFilter
 
     qe, plan = backend.qe, backend.plan

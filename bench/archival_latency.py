@@ -33,7 +33,9 @@ from bench.common import machine_note, median, percentile, table_row, write_sect
 from pagemind.runtime.memory.archival.group_commit import group_commit
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.archival.write_policy import keyword_document
-from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, FastEmbedEmbedder, normalise
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+from pagemind.runtime.memory.embedding.embedders import normalise
+from pagemind.runtime.memory.embedding.local_model import DEFAULT_MODEL_DIR, FastEmbedEmbedder
 from pagemind.runtime.memory.retrieval.keywords import analysed
 from pagemind.runtime.memory.vectors.backend import AgentStore
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
@@ -85,7 +87,7 @@ def bulk_load(service: ArchivalService, words: WordVectors, count: int, seed: in
         for n, (text, vector) in enumerate(zip(texts, words.embed(texts), strict=True)):
             at = T0 - timedelta(minutes=start + n)
             record = MemoryRecord(agent_id=store.agent_id, text=text, kind="episode", created_at=at, updated_at=at)
-            points.append(StoredPoint(record, vector, service._sparse(keyword_document(record))))
+            points.append(StoredPoint(record, vector, service.keyword_vector(keyword_document(record))))
         store.upsert(points)
         with service.engine.begin() as conn:
             conn.execute(archival_memories.insert(), [p.record.model_dump() | {"state": "live"} for p in points])
@@ -154,20 +156,22 @@ async def measure(
             with clock:
                 await svc.search(f"{text} {name}{n}", top_k=5, count_hits=False)  # a new query: the model runs
         row[name], row[name + "_cpu"] = clock.wall, clock.cpu
-    # where a search's time goes (the same steps as ArchivalService._search, timed one by one)
+    # where a search's time goes (the same steps as ArchivalSearch.ranked_page, timed one by one)
     parts = {name: Clocked() for name in PARTS}
     flt = MemoryFilter(live_at=T0)
     for n, text in enumerate(texts[:100]):
         with parts["embed"]:
             vector = first.embedder.embed_query(f"{text} parts{n}")
         with parts["retrieve"]:
-            dense, keyword = first.store.search_hybrid(vector, first._sparse(analysed(text), query=True), flt, 50)
+            dense, keyword = first.store.search_hybrid(
+                vector, first.keyword_vector(analysed(text), query=True), flt, 50
+            )
         with parts["sql"]:
             first.ledger.live_ids([h.record.id for h in [*dense, *keyword]])
         with parts["activity"]:  # a read each time here: no user message today (in a turn, one a day)
             activity = first.activity.at(T0)
         with parts["rank"]:
-            first._rank(vector, dense, keyword, T0, "hybrid", activity)
+            first.searcher.rank(vector, dense, keyword, T0, "hybrid", activity)
     row["parts"] = {k: (median(v.wall), median(v.cpu)) for k, v in parts.items()}
     clock = Clocked()
     for n, text in enumerate(texts[:50]):  # as the tool runs it: hit counts written
@@ -363,8 +367,8 @@ run); recall@10 of the dense index against exact search (queries like the memori
 | --- | --- | --- | --- | --- | --- | --- | --- |
 {table}
 
-Where a search's time goes (wall ms (CPU ms), medians of 100, the steps of `ArchivalService._search` timed one by
-one; the store: the dense and keyword queries in one batch, then the keyword-only hits' cosine and payloads; the
+Where a search's time goes (wall ms (CPU ms), medians of 100, the steps of `ArchivalSearch.ranked_page` timed one
+by one; the store: the dense and keyword queries in one batch, then the keyword-only hits' cosine and payloads; the
 agents here had no user message today, so every search reads their active days, which a turn after the day's first
 user message skips):
 

@@ -29,7 +29,8 @@ from typing import Any
 from bench.bilingual_data import DISTRACTORS, EN, GROUPS, QUERIES, ZH
 from bench.common import machine_note, write_section
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, build_embedder
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+from pagemind.runtime.memory.embedding.configured import build_embedder
 from pagemind.runtime.memory.embedding.profiles import with_model_defaults
 from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.memory.vectors.edge import EdgeBackend

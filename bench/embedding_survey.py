@@ -27,7 +27,9 @@ from typing import Any
 import numpy as np
 
 from bench.common import LOCOMO, machine_note
-from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR, CachedEmbedder, normalise
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+from pagemind.runtime.memory.embedding.embedders import normalise
+from pagemind.runtime.memory.embedding.local_model import DEFAULT_MODEL_DIR
 
 # Chinese paraphrase pairs (同义改写, few characters in common) and, for each, an unrelated sentence.
 CHINESE = [

@@ -24,7 +24,8 @@ from bench.archival_ab import ef_sweep
 from bench.archival_latency import DIM, T0, WordVectors, bulk_load
 from bench.common import machine_note, write_section
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, FastEmbedEmbedder
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+from pagemind.runtime.memory.embedding.local_model import FastEmbedEmbedder
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.state.engine import make_engine
 from pagemind.runtime.testing.clock import ManualClock

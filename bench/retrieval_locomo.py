@@ -34,7 +34,8 @@ from typing import Any
 from bench import embedding_survey
 from bench.common import LOCOMO, machine_note, write_section
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, FastEmbedEmbedder
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+from pagemind.runtime.memory.embedding.local_model import FastEmbedEmbedder
 from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.messages import Message

@@ -27,7 +27,9 @@ import numpy as np
 from bench.common import median, percentile
 from bench.retrieval_locomo import DEFAULT_DATA, load
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, FastEmbedEmbedder, normalise
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+from pagemind.runtime.memory.embedding.embedders import normalise
+from pagemind.runtime.memory.embedding.local_model import FastEmbedEmbedder
 from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.messages import Message

@@ -20,8 +20,8 @@ from sqlalchemy import delete, or_, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.crypto.columns import cipher_of
-from pagemind.runtime.memory.embedding.embedders import text_hash
-from pagemind.runtime.memory.recall.memory import embedded_documents
+from pagemind.runtime.memory.embedding.cache import text_hash
+from pagemind.runtime.memory.recall.indexes import embedded_documents
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.tables.agents import AgentRow
 from pagemind.runtime.state.tables.archival import archival_memories, archival_memory_versions

@@ -13,8 +13,9 @@ from typing import Any
 from sqlalchemy import delete, select, text, update
 from sqlalchemy.engine import Connection
 
-from pagemind.runtime.memory.embedding.embedders import text_hash
-from pagemind.runtime.memory.recall.memory import embedded_documents, searchable_text
+from pagemind.runtime.memory.embedding.cache import text_hash
+from pagemind.runtime.memory.recall.indexes import embedded_documents
+from pagemind.runtime.memory.recall.rows import searchable_text
 from pagemind.runtime.memory.topics import TopicMatcher
 from pagemind.runtime.state.block_edits import scrub_versions
 from pagemind.runtime.state.dialects import dialect

@@ -16,7 +16,8 @@ from datetime import datetime
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.memory.archival.memory import ArchivalService
-from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, build_embedder
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+from pagemind.runtime.memory.embedding.configured import build_embedder
 from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.memory.topics import MutedTopics
 from pagemind.runtime.memory.vectors.backend import ArchivalBackend

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.embedding_survey import SurveyEmbedder, cached, model_spec
-from pagemind.runtime.memory.embedding.embedders import DEFAULT_MODEL_DIR
+from pagemind.runtime.memory.embedding.local_model import DEFAULT_MODEL_DIR
 
 
 @pytest.fixture(scope="module")

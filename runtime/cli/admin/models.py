@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
 
 async def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     """List the local models, or install one."""
-    from pagemind.runtime.memory.embedding.embedders import configured_profile, models_dir
+    from pagemind.runtime.memory.embedding.configured import configured_profile, models_dir
     from pagemind.runtime.memory.embedding.profiles import PROFILES, local_profile
 
     directory = models_dir(settings)

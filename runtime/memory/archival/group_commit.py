@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 
 from pagemind.runtime.memory.archival.ledger import Ledger, new_token
-from pagemind.runtime.memory.embedding.embedders import write_cache_rows
+from pagemind.runtime.memory.embedding.cache import write_cache_rows
 from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.memory.vectors.records import MemoryRecord, StoredPoint, StoreError
 from pagemind.runtime.process.crashpoints import crash_point

@@ -19,7 +19,7 @@ search (`live_ids` filters every candidate), so a point whose row is missing, st
 is invisible even before the next reconcile completes or removes it. No step leaves a point without a row (points
 an older pagemind left so stay invisible; see memory.reconcile). Every transaction that changes what the
 statistics show moves the agent's row in `archival_revisions`, which `ArchivalService.stats` reads to know its
-cache still holds.
+cache still holds. Each change's history row is written in its transaction (`memory.archival.versions`).
 """
 
 from __future__ import annotations
@@ -33,32 +33,21 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy import text as sql
 from sqlalchemy.engine import Connection, Engine
 
+from pagemind.runtime.memory.archival.versions import MemoryVersion, add_version, drop_history, read_history
 from pagemind.runtime.memory.vectors.records import PINNED, MemoryRecord
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.records import aware, utcnow
 from pagemind.runtime.state.tables.archival import archival_memories as memories
-from pagemind.runtime.state.tables.archival import archival_memory_versions as versions
 from pagemind.runtime.state.tables.archival import archival_revisions as revisions
 from pagemind.runtime.state.tables.archival import database_identity
 
 INSERTING, LIVE, FORGETTING = "inserting", "live", "forgetting"
 _IDS_PER_QUERY = 500
-
-
-class MemoryVersion(BaseModel):
-    """One entry of a memory's history."""
-
-    memory_id: str
-    operation: str
-    text: str
-    detail: dict[str, Any]
-    at: datetime
 
 
 # Built once: the statement every turn reads (building the expression costs more than SQLite's primary-key read).
@@ -194,26 +183,7 @@ class Ledger:
 
     def history(self, memory_id: str) -> builtins.list[MemoryVersion]:  # `list` here is the method above
         """Every recorded change of one of the agent's memories, oldest first."""
-        with self.engine.connect() as conn:
-            rows = (
-                conn.execute(
-                    select(versions)
-                    .where(versions.c.agent_id == self.agent_id, versions.c.memory_id == memory_id)
-                    .order_by(versions.c.id)
-                )
-                .mappings()
-                .all()
-            )
-        return [
-            MemoryVersion(
-                memory_id=r["memory_id"],
-                operation=r["operation"],
-                text=r["text"],
-                detail=r["detail"] or {},
-                at=aware(r["at"]),
-            )
-            for r in rows
-        ]
+        return read_history(self.engine, self.agent_id, memory_id)
 
     def resolve_id(self, prefix: str) -> str | None:
         """The full id of the agent's listed memory whose id starts with `prefix` (unique), or None."""
@@ -257,12 +227,10 @@ class Ledger:
             if conn.execute(
                 delete(memories).where(self._by_id, memories.c.id == record.id, memories.c.state == INSERTING)
             ).rowcount:
-                conn.execute(
-                    delete(versions).where(versions.c.agent_id == self.agent_id, versions.c.memory_id == record.id)
-                )
+                drop_history(conn, self.agent_id, record.id)
             conn.execute(memories.insert(), [row])
             crash_point("archival.insert.in_transaction")
-            self._version(conn, record.id, "insert", record.text, detail, record.created_at)
+            add_version(conn, self.agent_id, record.id, "insert", record.text, detail, record.created_at)
 
     def complete_insert(self, memory_id: str, similarity: float | None = None, conn: Connection | None = None) -> bool:
         """Step 4: the row becomes live and the memory it supersedes is marked. True when the memory is live
@@ -294,8 +262,9 @@ class Ledger:
         ).rowcount
         if marked:  # not if forgotten meanwhile
             assert old is not None  # the row just marked: its text (NOT NULL) was read in this transaction
-            self._version(
+            add_version(
                 conn,
+                self.agent_id,
                 old_id,
                 "superseded",
                 old,
@@ -310,9 +279,7 @@ class Ledger:
                 delete(memories).where(self._by_id, memories.c.id == memory_id, memories.c.state == INSERTING)
             ).rowcount
             if gone:
-                conn.execute(
-                    delete(versions).where(versions.c.agent_id == self.agent_id, versions.c.memory_id == memory_id)
-                )
+                drop_history(conn, self.agent_id, memory_id)
         return bool(gone)
 
     def begin_refresh(self, memory_id: str, new: MemoryRecord, token: str, similarity: float) -> dict[str, Any] | None:
@@ -348,8 +315,9 @@ class Ledger:
             fields["hit_count"] = conn.execute(
                 select(memories.c.hit_count).where(self._by_id, memories.c.id == memory_id)
             ).scalar()
-            self._version(
+            add_version(
                 conn,
+                self.agent_id,
                 memory_id,
                 "refresh",
                 row["text"],
@@ -378,7 +346,7 @@ class Ledger:
                 .values(text=text, updated_at=at, write_token=token, write_started=utcnow())
             ).rowcount:
                 return None
-            self._version(conn, memory_id, operation, text, detail, at)
+            add_version(conn, self.agent_id, memory_id, operation, text, detail, at)
             row = conn.execute(select(memories).where(self._by_id, memories.c.id == memory_id)).mappings().one()
         return record_of(row)
 
@@ -392,7 +360,7 @@ class Ledger:
                 return None
             fields: dict[str, Any] = {"tags": sorted({*(row.tags or []), PINNED}), "expires_at": None}
             conn.execute(update(memories).where(*where).values(**fields, write_token=token, write_started=utcnow()))
-            self._version(conn, memory_id, "pin", row.text, {"tags": fields["tags"]}, at)
+            add_version(conn, self.agent_id, memory_id, "pin", row.text, {"tags": fields["tags"]}, at)
             self._bump(conn)
         return fields
 
@@ -438,9 +406,7 @@ class Ledger:
             conn.execute(
                 delete(memories).where(self._by_id, memories.c.id == memory_id, memories.c.state == FORGETTING)
             )
-            conn.execute(
-                delete(versions).where(versions.c.agent_id == self.agent_id, versions.c.memory_id == memory_id)
-            )
+            drop_history(conn, self.agent_id, memory_id)
 
     def changed_since(self, since: datetime) -> builtins.list[MemoryRecord]:
         """The agent's live, unsuperseded memories written, refreshed or found by a search at or after `since`,
@@ -476,28 +442,11 @@ class Ledger:
                 ).rowcount
             ):
                 return False
-            self._version(conn, memory_id, "superseded", text, {"superseded_by": by, **detail}, at)
+            add_version(conn, self.agent_id, memory_id, "superseded", text, {"superseded_by": by, **detail}, at)
             self._bump(conn)
         return True
 
     # -- helpers ------------------------------------------------------------------------------------------------
-
-    def _version(
-        self, conn: Connection, memory_id: str, operation: str, text: str, detail: dict[str, Any], at: datetime
-    ) -> None:
-        conn.execute(
-            versions.insert(),
-            [
-                {
-                    "agent_id": self.agent_id,
-                    "memory_id": memory_id,
-                    "operation": operation,
-                    "text": text,
-                    "detail": detail,
-                    "at": at,
-                }
-            ],
-        )
 
     def _bump(self, conn: Connection) -> None:
         self.writes += 1

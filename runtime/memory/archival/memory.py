@@ -1,4 +1,4 @@
-"""Archival memory for one agent: the write path (date, dedupe, supersede) and hybrid search.
+"""Archival memory for one agent: the write path (date, dedupe, supersede), the entry to hybrid search, inspection.
 
     archival = ArchivalService(agent_id=record.id, engine=..., open_backend=..., embedder=..., config=...)
     result = await archival.insert("Lin started a new job today", tags=["work"])
@@ -12,7 +12,7 @@ deletes a memory from both, history included. The write path's decisions are `me
 of its writes, which keeps SQL and the store agreeing through any crash, is `memory.ledger`, and what a crash
 left half-done is finished or undone by `memory.reconcile` when the store is opened. Counts and searches always
 read the database (a second process or service instance sees every write at once); a cache of the statistics
-is checked against the agent's revision, one primary-key read.
+is checked against the agent's revision, one primary-key read. A search's ranking is `memory.archival.search`.
 """
 
 from __future__ import annotations
@@ -29,21 +29,20 @@ import structlog
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.crypto.columns import cipher_of
-from pagemind.runtime.memory.archival.filed_from import context_texts, filed_together
+from pagemind.runtime.memory.archival.filed_from import context_texts
 from pagemind.runtime.memory.archival.group_commit import PendingInsert, group_commit
-from pagemind.runtime.memory.archival.ledger import Ledger, MemoryVersion, new_token
+from pagemind.runtime.memory.archival.ledger import Ledger, new_token
 from pagemind.runtime.memory.archival.reads import ArchivalReads
 from pagemind.runtime.memory.archival.reconcile import reconcile_once
 from pagemind.runtime.memory.archival.rekey import complete_rekeys
+from pagemind.runtime.memory.archival.search import ArchivalSearch
 from pagemind.runtime.memory.archival.stats_cache import StatsCache
+from pagemind.runtime.memory.archival.versions import MemoryVersion
 from pagemind.runtime.memory.archival.write_policy import decide, keyword_document, normalise_text
-from pagemind.runtime.memory.embedding.embedders import Embedder, embed_for_write, query_vector, write_cache_rows
-from pagemind.runtime.memory.lifecycle.activity import ActiveDays, Activity
-from pagemind.runtime.memory.lifecycle.decay import disuse_weight, due_for_seen, search_filter
+from pagemind.runtime.memory.embedding.cache import embed_for_write, write_cache_rows
+from pagemind.runtime.memory.embedding.embedders import Embedder
+from pagemind.runtime.memory.lifecycle.activity import ActiveDays
 from pagemind.runtime.memory.lifecycle.expiry import expiry_from_wording
-from pagemind.runtime.memory.retrieval.keywords import analysed
-from pagemind.runtime.memory.retrieval.ranking import beats_noise, fuse, importance_factor, recency, usefulness
-from pagemind.runtime.memory.retrieval.rounds import refine
 from pagemind.runtime.memory.topics import MutedTopics
 from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.memory.vectors.records import Hit, MemoryRecord, Sparse, StoredPoint
@@ -52,7 +51,7 @@ from pagemind.runtime.spec.memory import ArchivalConfig
 from pagemind.runtime.state.records import utcnow, without_nul
 from pagemind.tools.context import MEMORY_KINDS, ArchivalHit, InsertResult
 
-__all__ = ["ArchivalService", "MemoryVersion"]
+__all__ = ["ArchivalService"]
 
 log = structlog.get_logger("pagemind.archival")
 
@@ -86,6 +85,7 @@ class ArchivalService:
         self._bm25: Any = None
         self.activity = ActiveDays(agent_id, engine)  # the days disuse is counted in (`memory.decay`)
         self.reads = ArchivalReads(self)  # every read a turn makes, through the agent's tape (`memory.reads`)
+        self.searcher = ArchivalSearch(self)  # a search's ranking and hit counts, below `search`
         self.mutes: MutedTopics | None = None  # results touching a muted topic are left out (`memory.topics`)
 
     @property
@@ -108,7 +108,7 @@ class ArchivalService:
             self._store = store
         return self._store
 
-    def _sparse(self, text: str, query: bool = False) -> Sparse:
+    def keyword_vector(self, text: str, query: bool = False) -> Sparse:
         """The keyword vector of analysed terms; with encryption on, of their keyed hashes (a blind index: the
         store's sparse indices are hashes of what it is given, so it never sees a term)."""
         if (cipher := cipher_of(self.engine)) is not None:
@@ -131,7 +131,7 @@ class ArchivalService:
         context = context_texts(
             self.engine, self.agent_id, records, self.config.context_messages, self.config.context_chars
         )
-        return [self._sparse(keyword_document(r, context.get(r.id, ""))) for r in records]
+        return [self.keyword_vector(keyword_document(r, context.get(r.id, ""))) for r in records]
 
     # -- write path -------------------------------------------------------------------------------------------
 
@@ -359,113 +359,12 @@ class ArchivalService:
         limit = max(self.config.candidates, k * max(1, page) * 2)
         # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
         results, candidates = await asyncio.to_thread(
-            self._search, query, (tags, start_date, end_date), limit, k, page, mode, now, use
+            self.searcher.ranked_page, query, (tags, start_date, end_date), limit, k, page, mode, now, use
         )
         if self.mutes is not None:
             results = await asyncio.to_thread(self.mutes.drop, results)
         log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results))
         return results
-
-    def _search(
-        self,
-        query: str,
-        scope: tuple[list[str] | None, datetime | None, datetime | None],
-        limit: int,
-        k: int,
-        page: int,
-        mode: str,
-        now: datetime,
-        use: str | None,
-    ) -> tuple[list[ArchivalHit], int]:
-        activity = self.reads.activity(now)  # cached: a read only until today is known active
-        tags, start_date, end_date = scope
-        flt = search_filter(now, self.config.expiry, activity, tags=tags, start_date=start_date, end_date=end_date)
-
-        def one_round(text: str) -> list[tuple[float, MemoryRecord]]:
-            vector = query_vector(self.embedder, text)
-            sparse = self._sparse(analysed(text), query=True) if mode != "dense" else None
-            dense_hits, keyword_hits = self.reads.candidates(
-                text, mode, flt, limit, vector if mode != "bm25" else None, sparse
-            )
-            return self._rank(vector, dense_hits, keyword_hits, now, mode, activity)
-
-        ranked = refine(query, one_round(query), one_round, now, self.config)  # a second round, the time boost
-        shown = ranked[(max(1, page) - 1) * k : max(1, page) * k]
-        results = [
-            ArchivalHit(
-                id=r.id,
-                text=r.text,
-                kind=r.kind,
-                date=r.created_at,
-                score=round(float(s), 4),
-                tags=r.tags,
-                importance=r.importance,
-            )
-            for s, r in shown
-        ]
-        if results and use == "hit":
-            self._count_hits([r.id for r in results], now)
-        elif use == "seen" and (due := due_for_seen([r for _, r in shown], now)):
-            self._count_hits(due, now, count=False)
-        return results, len(ranked)
-
-    def _rank(
-        self,
-        vector: np.ndarray,
-        dense_hits: list[Hit],
-        keyword_hits: list[Hit],
-        now: datetime,
-        mode: str,
-        activity: Activity,
-    ) -> list[tuple[float, MemoryRecord]]:
-        """(score, record) of every candidate that beats noise, best first."""
-        records = {h.record.id: h.record for h in [*dense_hits, *keyword_hits]}
-        if not records:
-            return []
-        ids = list(records)
-        cos = {h.record.id: h.score for h in dense_hits}
-        # keyword hits the dense side did not return: the store scored them (or their vectors are fetched)
-        cos.update({h.record.id: h.cosine for h in keyword_hits if h.cosine is not None and h.record.id not in cos})
-        missing = [i for i in ids if i not in cos]
-        if missing and mode != "bm25":
-            cos.update({i: float(v @ vector) for i, v in self.reads.vectors(missing).items()})
-        kw = {h.record.id: h.score for h in keyword_hits}
-        dense = np.array([cos.get(i, 0.0) for i in ids])
-        keyword = np.array([kw.get(i, 0.0) for i in ids])
-        weight = {"hybrid": self.config.dense_weight, "bm25": 0.0, "dense": 1.0}[mode]
-        fused = fuse(keyword, dense, weight)
-        if mode == "hybrid":
-            fused = filed_together(
-                fused, [records[i].created_at for i in ids], self.config.neighbour_seconds, self.config.neighbour_weight
-            )
-        keep = beats_noise(keyword, dense, self.config.min_keyword_score, self.config.min_similarity)
-        scored = [(fused[n] * self._prior(records[i], now, activity), records[i]) for n, i in enumerate(ids) if keep[n]]
-        scored.sort(key=lambda pair: -pair[0])
-        return scored
-
-    def _prior(self, record: MemoryRecord, now: datetime, activity: Activity) -> float:
-        c = self.config
-        return (
-            recency(record.created_at, now, c.recency_weight, c.recency_half_life_days)
-            * importance_factor(record.importance, c.importance_weight)
-            * usefulness(record.hit_count, c.hit_boost, record.last_hit_at, now, c.recency_half_life_days)
-            * disuse_weight(record, activity, c.expiry)
-        )
-
-    def _count_hits(self, ids: list[str], now: datetime, count: bool = True) -> None:
-        """Usefulness bookkeeping: each returned memory gets a hit, or (not `count`) only its last use moved to
-        now (SQL first, then the payloads)."""
-        token = new_token()
-        fields = self.ledger.begin_hits(ids, now, token, count=count)
-        crash_point("archival.hits.pending")
-        # one store write per distinct set of values (they differ only by hit count): each write is a WAL append
-        same: dict[tuple[tuple[str, Any], ...], list[str]] = {}
-        for memory_id, values in fields.items():
-            same.setdefault(tuple(sorted(values.items())), []).append(memory_id)
-        for items, memory_ids in same.items():
-            self.store.set_payloads(memory_ids, dict(items))
-        crash_point("archival.hits.payload")
-        self.ledger.settle(list(fields), token)
 
     # -- inspection, statistics, deletion ---------------------------------------------------------------------
 

@@ -114,7 +114,7 @@ class ArchivalBackend(ABC):
 
     def set_payloads(self, agent_id: int, memory_ids: Sequence[str], fields: dict[str, Any]) -> None:
         """The same payload fields on several of the agent's memories, in one write where the store can (a
-        search's hit counts: `ArchivalService._count_hits`); durable on return."""
+        search's hit counts: `ArchivalSearch.count_hits`); durable on return."""
         for memory_id in memory_ids:
             self.set_payload(agent_id, memory_id, fields)
 

@@ -12,12 +12,14 @@ optimization and at close, not after every write. What a power loss takes from t
 Qdrant Edge runs no optimizer of its own: once `PLAN.indexing_points(dim)` points were written since the last one,
 the backend starts `optimize` on a thread of its own (it holds the GIL while it indexes: the process pauses for
 about as long; see bench/RESULTS.md), which turns the appendable segment into an indexed one.
+
+The shard's configuration and opening are `edge_shard`; a rewrite of the shard (compaction) is `edge_rewrite`;
+filters are translated in `edge_filter`.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -29,12 +31,14 @@ from typing import Any
 import numpy as np
 import structlog
 
-from pagemind.runtime.memory.vectors.backend import UPSERT_BATCH, ArchivalBackend
+from pagemind.runtime.memory.vectors.backend import ArchivalBackend
+from pagemind.runtime.memory.vectors.edge_filter import to_edge_filter
+from pagemind.runtime.memory.vectors.edge_rewrite import recover_rewrite, swap_in_fresh_shard, write_fresh_shard
+from pagemind.runtime.memory.vectors.edge_shard import PAYLOADS_IN_RAM, PID_FILE, open_shard, shard_config
 from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
 from pagemind.runtime.memory.vectors.records import (
     DENSE,
     PAYLOAD_VERSION,
-    PINNED,
     SPARSE,
     Hit,
     MemoryFilter,
@@ -42,7 +46,6 @@ from pagemind.runtime.memory.vectors.records import (
     Sparse,
     StoredPoint,
     StoreError,
-    StoreLocked,
     tenant_key,
     to_epoch,
 )
@@ -50,75 +53,7 @@ from pagemind.runtime.process.crashpoints import crash_point
 
 log = structlog.get_logger("pagemind.archival_store")
 
-PID_FILE = "pagemind.pid"
-PAYLOADS_IN_RAM = "pagemind.payloads-in-ram"  # present once the shard keeps its payloads in RAM (`_place_payloads`)
 FLUSH_EVERY = 1000  # updates between flushes (10–30 ms each) besides the one after every optimization
-# An erasure rewrites the shard beside it (`EdgeBackend.erase_agents`): the new one is built in FRESH, then the old
-# one is moved to RETIRED and the new one into place. `recover_rewrite` finishes or undoes one a kill cut short.
-FRESH, RETIRED = ".rewrite-new", ".rewrite-old"
-
-
-def to_edge_filter(agent_id: int, flt: MemoryFilter) -> Any:
-    """The store filter as Qdrant Edge takes it, always scoped to the agent."""
-    from qdrant_edge import FieldCondition, Filter, HasIdCondition, IsEmptyCondition, MatchAny, MatchValue, RangeFloat
-
-    must: list[Any] = [FieldCondition(key="agent_id", match=MatchValue(tenant_key(agent_id)))]
-    must_not: list[Any] = []
-    if flt.ids is not None:
-        must.append(HasIdCondition({uuid.UUID(i) for i in flt.ids}))
-    if flt.user_id is not None:
-        must.append(FieldCondition(key="user_id", match=MatchValue(flt.user_id)))
-    if flt.kinds:
-        must.append(FieldCondition(key="kind", match=MatchAny(list(flt.kinds))))
-    if flt.tags:
-        must.append(FieldCondition(key="tags", match=MatchAny(list(flt.tags))))
-    if flt.created_from or flt.created_to:
-        must.append(
-            FieldCondition(
-                key="created_at", range=RangeFloat(gte=to_epoch(flt.created_from), lte=to_epoch(flt.created_to))
-            )
-        )
-    if flt.live_at is not None:
-        must.append(IsEmptyCondition("superseded_by"))
-        must_not.append(FieldCondition(key="expires_at", range=RangeFloat(lte=to_epoch(flt.live_at))))
-    if flt.unsuperseded:
-        must.append(IsEmptyCondition("superseded_by"))
-    if flt.used_since is not None:  # last use: the later of the last hit and the last write (`last_used`)
-        since = to_epoch(flt.used_since)
-        must.append(
-            Filter(
-                should=[
-                    FieldCondition(key="last_hit_at", range=RangeFloat(gte=since)),
-                    FieldCondition(key="updated_at", range=RangeFloat(gte=since)),
-                    FieldCondition(key="tags", match=MatchAny([PINNED])),  # pinned: never dormant
-                ]
-            )
-        )
-    return Filter(must=must, must_not=must_not or None)
-
-
-def recover_rewrite(folder: Path) -> None:
-    """Finish or undo a rewrite of the shard at `folder` that a kill cut short (`EdgeBackend.erase_agents`): a
-    finished new shard whose old one was already moved aside takes its place; an unfinished one is dropped (the old
-    shard is still in place, and the erasure that wanted it rewrites it again); the old one goes."""
-    fresh, retired = folder.with_name(folder.name + FRESH), folder.with_name(folder.name + RETIRED)
-    if fresh.exists() and not folder.exists():
-        os.replace(fresh, folder)
-    shutil.rmtree(fresh, ignore_errors=True)
-    shutil.rmtree(retired, ignore_errors=True)
-
-
-def _holder(folder: Path) -> str:
-    pid_file = folder / PID_FILE
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return "another process"
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-    except OSError:
-        command = ""
-    return f"process {pid}" + (f" ({command})" if command else "")
 
 
 class EdgeBackend(ArchivalBackend):
@@ -163,30 +98,6 @@ class EdgeBackend(ArchivalBackend):
             hnsw_ef=ef, quantization=self.qe.QuantizationSearchParams(rescore=True, oversampling=self.plan.oversampling)
         )
 
-    def _config(self) -> Any:
-        qe, plan = self.qe, self.plan
-        return qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            hnsw_config=qe.HnswIndexConfig(
-                m=plan.m,
-                ef_construct=plan.ef_construct,
-                payload_m=plan.payload_m,
-                full_scan_threshold=plan.full_scan_threshold_kb,
-            ),
-            quantization_config=qe.ScalarQuantizationConfig(
-                type=qe.ScalarType.Int8, quantile=plan.quantile, always_ram=True
-            ),
-            optimizers=qe.EdgeOptimizersConfig(
-                indexing_threshold=plan.indexing_threshold_kb,
-                max_segment_size=plan.max_segment_size_kb,
-                default_segment_number=plan.default_segment_number,
-            ),
-            # for segments built from now on (a shard made before keeps its older segments' storage until the
-            # optimizer merges or rebuilds them)
-            payload_memory=qe.Memory.Cached if self._payloads_in_ram else qe.Memory.Cold,
-        )
-
     def _place_payloads(self, points: int) -> None:
         """Keep payloads in RAM from now on once the shard holds `plan.payload_in_ram_from` points: reopen it with
         that setting, which the segments built from then on take (the optimizer rebuilds the older ones as it
@@ -200,33 +111,12 @@ class EdgeBackend(ArchivalBackend):
         (self.folder / PAYLOADS_IN_RAM).touch()
         log.info("archival_store_payloads_in_ram", backend=self.name, path=self.location, points=points)
 
-    def _open(self) -> Any:
-        qe = self.qe
-        try:
-            if (self.folder / "edge_config.json").exists():
-                return qe.EdgeShard.load(str(self.folder), self._config())
-            self.folder.mkdir(parents=True, exist_ok=True)
-            shard = qe.EdgeShard.create(str(self.folder), self._config())
-        except Exception as exc:
-            if "WouldBlock" in str(exc):
-                raise StoreLocked(
-                    f"the archival store at {self.folder} is in use by {_holder(self.folder)}. The embedded Qdrant "
-                    "store has one writer process: stop that process, or point every process at one Qdrant "
-                    "server (set QDRANT_URL, and QDRANT_API_KEY if it needs one)."
-                ) from None
-            raise StoreError(f"cannot open the archival store at {self.folder}: {exc}") from exc
-        self._create_indexes(shard)
-        return shard
+    def _config(self) -> Any:
+        """The shard's configuration (`edge_shard.shard_config`; a benchmark's backend changes it)."""
+        return shard_config(self.qe, self.dim, self.plan, self._payloads_in_ram)
 
-    def _create_indexes(self, shard: Any) -> None:
-        qe = self.qe
-        # Only the tenant key gets HNSW links (`payload_m`): one graph per agent. The other indexes serve filters.
-        shard.update(qe.UpdateOperation.create_field_index("agent_id", qe.KeywordIndexParams(is_tenant=True)))
-        for key in ("user_id", "kind", "tags", "superseded_by"):
-            shard.update(qe.UpdateOperation.create_field_index(key, qe.KeywordIndexParams(enable_hnsw=False)))
-        for key in ("created_at", "updated_at", "last_hit_at", "expires_at"):
-            shard.update(qe.UpdateOperation.create_field_index(key, qe.FloatIndexParams(enable_hnsw=False)))
-        shard.flush()
+    def _open(self) -> Any:
+        return open_shard(self.qe, self.folder, self._config)
 
     def _point(self, point: StoredPoint) -> Any:
         qe = self.qe
@@ -476,32 +366,10 @@ class EdgeBackend(ArchivalBackend):
     def _rewrite(self) -> None:
         """Write every remaining point into a new shard beside this one, then swap it in (the caller holds both
         locks). A kill at any point leaves one whole shard for `recover_rewrite` to keep."""
-        qe = self.qe
-        fresh = self.folder.with_name(self.folder.name + FRESH)
-        shutil.rmtree(fresh, ignore_errors=True)
-        target = qe.EdgeShard.create(str(fresh), self._config())
-        self._create_indexes(target)
-        offset, copied = None, 0
-        while True:
-            request = qe.ScrollRequest(offset=offset, limit=UPSERT_BATCH, with_payload=True, with_vector=True)
-            records, offset = self.shard.scroll(request)
-            if records:
-                target.update(qe.UpdateOperation.upsert_points([qe.Point(r.id, r.vector, r.payload) for r in records]))
-                copied += len(records)
-            if offset is None:
-                break
-        target.optimize()
-        target.close()  # flushes
-        if self._payloads_in_ram:
-            (fresh / PAYLOADS_IN_RAM).touch()
+        copied = write_fresh_shard(self.qe, self.shard, self.folder, self._config(), self._payloads_in_ram)
         self.shard.close()
         self.shard = None
-        retired = self.folder.with_name(self.folder.name + RETIRED)
-        shutil.rmtree(retired, ignore_errors=True)
-        os.replace(self.folder, retired)
-        crash_point("edge.rewrite.swapping")
-        os.replace(fresh, self.folder)
-        shutil.rmtree(retired)
+        swap_in_fresh_shard(self.folder)
         self.shard = self._open()
         (self.folder / PID_FILE).write_text(str(os.getpid()))
         self._unindexed, self._since_flush = 0, 0

@@ -23,7 +23,8 @@ from typing import Any
 import structlog
 
 from pagemind.runtime.memory.vectors.backend import ArchivalBackend
-from pagemind.runtime.memory.vectors.edge import FRESH, RETIRED, EdgeBackend
+from pagemind.runtime.memory.vectors.edge import EdgeBackend
+from pagemind.runtime.memory.vectors.edge_rewrite import FRESH, RETIRED
 from pagemind.runtime.memory.vectors.records import StoreError
 from pagemind.runtime.memory.vectors.server import ServerBackend, erase_in_collection
 from pagemind.runtime.process.crashpoints import crash_point

@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import func, select
 
 from pagemind.runtime.erasure.rows import erase_rows
-from pagemind.runtime.memory.embedding.embedders import text_hash
+from pagemind.runtime.memory.embedding.cache import text_hash
 from pagemind.runtime.memory.vectors.backend import AgentStore
-from pagemind.runtime.memory.vectors.edge import FRESH, RETIRED, EdgeBackend, recover_rewrite
+from pagemind.runtime.memory.vectors.edge import EdgeBackend
+from pagemind.runtime.memory.vectors.edge_rewrite import FRESH, RETIRED, recover_rewrite
 from pagemind.runtime.memory.vectors.records import MemoryRecord, Sparse, StoredPoint
 from pagemind.runtime.memory.vectors.server import ServerBackend
 from pagemind.runtime.state.engine import make_engine

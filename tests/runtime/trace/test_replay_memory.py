@@ -15,7 +15,7 @@ import pytest
 
 from pagemind.runtime.agent import Agent
 from pagemind.runtime.events import MemoryReadEvent, ToolResultEvent
-from pagemind.runtime.memory.archival import memory as archival_memory
+from pagemind.runtime.memory.archival import search as archival_search
 from pagemind.runtime.model.client import ModelRequest
 from pagemind.runtime.observer import NullObserver
 from pagemind.runtime.process.settings import Settings
@@ -201,8 +201,8 @@ async def test_an_old_trace_without_reads_says_why_it_cannot_replay(recorded, tm
 async def test_a_ranking_change_diverges_at_the_first_trace_it_affects(recorded, monkeypatch):
     # The fused relevance turned upside down: the least relevant candidate ranks first, so every search that
     # found two or more memories, or cut its candidates to a top k, shows others or in another order.
-    fused = archival_memory.fuse
-    monkeypatch.setattr(archival_memory, "fuse", lambda keyword, dense, weight: 1.001 - fused(keyword, dense, weight))
+    fused = archival_search.fuse
+    monkeypatch.setattr(archival_search, "fuse", lambda keyword, dense, weight: 1.001 - fused(keyword, dense, weight))
     first_with_memories = next(
         n for n, p in enumerate(recorded) if any(e.result["dense"] for e in _reads(read_trace(p), "candidates"))
     )

@@ -273,7 +273,7 @@ def test_a_searchs_live_check_on_sqlite_reads_by_primary_key_and_passes_only_thi
 
 
 def test_an_inserted_memorys_embedding_is_cached_with_its_row_and_a_query_is_not(world, tmp_path):
-    from pagemind.runtime.memory.embedding.embedders import CachedEmbedder, text_hash
+    from pagemind.runtime.memory.embedding.cache import CachedEmbedder, text_hash
     from pagemind.runtime.state.tables.memory import embedding_cache
 
     backend, _ = world

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pagemind.runtime.memory.embedding.embedders import EmbeddingError, OpenAIEmbedder, build_embedder
+from pagemind.runtime.memory.embedding.configured import build_embedder
+from pagemind.runtime.memory.embedding.embedders import EmbeddingError
+from pagemind.runtime.memory.embedding.endpoint import OpenAIEmbedder
 from pagemind.runtime.memory.wiring import archival_service
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from structlog.testing import capture_logs
 
-from pagemind.runtime.memory.embedding.embedders import FastEmbedEmbedder
+from pagemind.runtime.memory.embedding.local_model import FastEmbedEmbedder
 from pagemind.runtime.memory.embedding.onnx_arena import SHRINK_ABOVE_TOKENS, ShrinkingSession, shrink_after_long_runs
 
 SHRINK = "memory.enable_memory_arena_shrinkage"

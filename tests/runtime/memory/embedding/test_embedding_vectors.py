@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pagemind.runtime.memory.embedding.embedders import FastEmbedEmbedder
+from pagemind.runtime.memory.embedding.local_model import FastEmbedEmbedder
 
 REFERENCE = Path(__file__).parents[3] / "fixtures" / "minilm_reference_vectors.npz"
 

@@ -14,13 +14,10 @@ import httpx
 import numpy as np
 import respx
 
-from pagemind.runtime.memory.embedding.embedders import (
-    DEFAULT_MODEL_DIR,
-    CachedEmbedder,
-    OpenAIEmbedder,
-    build_embedder,
-    text_hash,
-)
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder, text_hash
+from pagemind.runtime.memory.embedding.configured import build_embedder
+from pagemind.runtime.memory.embedding.endpoint import OpenAIEmbedder
+from pagemind.runtime.memory.embedding.local_model import DEFAULT_MODEL_DIR
 from pagemind.runtime.memory.retrieval.dating import absolute_dates
 from pagemind.runtime.memory.retrieval.keywords import analysed, query_terms, terms
 from pagemind.runtime.process.settings import Settings
@@ -37,7 +34,7 @@ socket.socket.connect = refuse
 socket.socket.connect_ex = refuse
 socket.create_connection = refuse
 socket.getaddrinfo = refuse
-from pagemind.runtime.memory.embedding.embedders import FastEmbedEmbedder
+from pagemind.runtime.memory.embedding.local_model import FastEmbedEmbedder
 embedder = FastEmbedEmbedder()
 [reference] = embedder.embed(["The user is allergic to peanuts."])
 vectors = embedder.embed(["The user is allergic to peanuts.", "Lin is allergic to peanuts",

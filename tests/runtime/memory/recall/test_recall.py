@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from pagemind.runtime.agent import Agent
-from pagemind.runtime.memory.recall.memory import RecallService, searchable_text
+from pagemind.runtime.memory.recall.memory import RecallService
+from pagemind.runtime.memory.recall.rows import searchable_text
 from pagemind.runtime.messages import Message
 from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.spec.agent import AgentSpec
@@ -86,10 +87,10 @@ def test_hybrid_ranking_with_dense_and_the_keyed_previous_message(setup):
     # the dense half: the question's vector sits next to the first message's own document
     first = alice.recall  # warm the index so the document texts are known
     asyncio.run(first.search("married"))
-    doc = next(m for m in first._load(0) if "married" in m.text).own_document()
+    doc = next(m for m in first.indexes._load(0) if "married" in m.text).own_document()
     embedder.vectors[doc] = at_cosine(v, 0.9, 2)
-    first._dense = type(first._dense)()  # rebuild the dense index with the new vector
-    first._last = None
+    first.indexes.dense = type(first.indexes.dense)()  # rebuild the dense index with the new vector
+    first.indexes._last = None
     hits = asyncio.run(first.search("Who is getting married?"))
     assert hits[0].text == "My sister Mei is getting married in Lyon next spring"
     assert asyncio.run(first.search("quantum chromodynamics lattice")) == []  # nothing beats noise

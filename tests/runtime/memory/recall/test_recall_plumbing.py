@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from sqlalchemy import text as sql
 
-from pagemind.runtime.memory.recall.memory import DenseIndex, RecallService
+from pagemind.runtime.memory.recall.indexes import DenseIndex
+from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.memory.retrieval.keywords import query_terms
 from pagemind.runtime.messages import Message
 from pagemind.runtime.spec.agent import AgentSpec
@@ -130,7 +131,7 @@ def test_the_catch_up_finds_every_message_stored_since_in_or_out_of_the_window(w
         assert "Miso caught a mouse" in {h.text for h in asyncio.run(service.search("Miso", mode=mode, limit=50))}
     with store.engine.connect() as conn:
         newest = conn.execute(sql("SELECT max(id) FROM messages WHERE agent_id = :a"), {"a": alice}).scalar()
-    assert service._dense.ids[-1] == newest and len(service._dense.ids) == 6
+    assert service.indexes.dense.ids[-1] == newest and len(service.indexes.dense.ids) == 6
 
 
 def test_a_long_catch_up_reports_progress_and_a_new_model_says_it_re_embedded(world, monkeypatch):
@@ -138,13 +139,13 @@ def test_a_long_catch_up_reports_progress_and_a_new_model_says_it_re_embedded(wo
 
     import structlog
 
-    from pagemind.runtime.memory.embedding.embedders import CachedEmbedder
-    from pagemind.runtime.memory.recall import memory as recall_module
+    from pagemind.runtime.memory.embedding.cache import CachedEmbedder
+    from pagemind.runtime.memory.recall import indexes as indexes_module
     from pagemind.runtime.process.logs import configure_logging
 
     store, (alice, _) = world
     _store(store, alice, LINES[:5], T0)
-    monkeypatch.setattr(recall_module, "_BATCH", 2)
+    monkeypatch.setattr(indexes_module, "_BATCH", 2)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
     try:
         events = {}
@@ -159,7 +160,7 @@ def test_a_long_catch_up_reports_progress_and_a_new_model_says_it_re_embedded(wo
                 for e in logs
                 if e["event"].startswith("recall_") and e["event"] != "recall_indexed"
             ]
-            assert len(service._dense.ids) == 5
+            assert len(service.indexes.dense.ids) == 5
     finally:
         configure_logging("WARNING")
     progress = [("recall_embedding_progress", n, None) for n in (2, 4, 5)]
