@@ -4,15 +4,14 @@ Every table with an `agent_id` column loses the agent's rows (a table added late
 here), then `run_events` (keyed by the agent's runs), the recall full-text index (FTS5 on SQLite, a tsvector table
 on Postgres), the embedding cache entries that only this agent's texts produced, and the agent's own row.
 
-On SQLite the deletes run with `PRAGMA secure_delete=ON` (freed space is overwritten with zeros), the FTS5 index is
-merged (`optimize`: a deleted row's terms otherwise stay in its older segments), and `compact` checkpoints the WAL
-into the database and truncates it. Postgres keeps deleted rows as dead tuples until VACUUM: the
-docs' operations page says how to run it.
+The deletes run in one secure transaction and `compact` truncates the WAL (`state.secure_delete`: on SQLite freed
+space is overwritten with zeros, and the log's frames that held the rows go); the FTS5 index is merged
+(`optimize`: a deleted row's terms otherwise stay in its older segments). Postgres keeps deleted rows as dead
+tuples until VACUUM: the docs' operations page says how to run it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
 import structlog
@@ -23,6 +22,7 @@ from pagemind.runtime.crypto.columns import cipher_of
 from pagemind.runtime.memory.embedding.cache import text_hash
 from pagemind.runtime.memory.recall.indexes import embedded_documents
 from pagemind.runtime.state.dialects import dialect
+from pagemind.runtime.state.secure_delete import in_secure_transaction, truncate_log
 from pagemind.runtime.state.tables.agents import AgentRow
 from pagemind.runtime.state.tables.archival import archival_memories, archival_memory_versions
 from pagemind.runtime.state.tables.conversation import MessageRow
@@ -40,22 +40,16 @@ _CHUNK = 500  # values per IN list
 def erase_rows(
     engine: Engine, agent_id: int, then: Callable[[Connection, dict[str, int]], None] | None = None
 ) -> dict[str, int]:
-    """Delete every row of the agent, in one transaction (`then(conn)` runs in it last: the purge's progress);
-    rows deleted per table."""
-    sqlite = dialect(engine).keeps_deleted_pages
-    with engine.connect() as conn:
-        raw = conn.connection.dbapi_connection
-        if sqlite and raw is not None:  # (a PRAGMA through SQLAlchemy would begin its transaction)
-            raw.execute("PRAGMA secure_delete=ON")
-        try:
-            with conn.begin():
-                counts = _erase(conn, agent_id)
-                if then is not None:
-                    then(conn, counts)
-        finally:
-            if sqlite and raw is not None:
-                raw.execute("PRAGMA secure_delete=OFF")
-    return counts
+    """Delete every row of the agent, in one secure transaction (`then(conn)` runs in it last: the purge's
+    progress); rows deleted per table."""
+
+    def work(conn: Connection) -> dict[str, int]:
+        counts = _erase(conn, agent_id)
+        if then is not None:
+            then(conn, counts)
+        return counts
+
+    return in_secure_transaction(engine, work)
 
 
 def _erase(conn: Connection, agent_id: int) -> dict[str, int]:
@@ -130,22 +124,10 @@ def _chunks(values: list[str]) -> Iterator[list[str]]:
 
 
 def compact(engine: Engine, tries: int = 5) -> bool:
-    """SQLite: the WAL checkpointed into the database and truncated, so the frames that held the deleted rows are
-    gone (the deletes' own pages carry zeros: `secure_delete`). Measured with a canary (tests/runtime/erasure):
-    without secure_delete the database file keeps it, without the checkpoint the WAL and the database do, with
-    both neither does, and VACUUM adds nothing (it would also need the database to itself). A reader in another
-    connection can keep the checkpoint from finishing: tried `tries` times; False when it never finished (the
-    purge stays recorded and the next open compacts again). Postgres: nothing here (VACUUM is the operator's:
-    docs, operations page); True."""
-    if not dialect(engine).keeps_deleted_pages:
+    """The WAL truncated so that the frames that held the deleted rows are gone (`state.secure_delete`), tried
+    `tries` times; False when a reader kept it from finishing (the purge stays recorded and the next open compacts
+    again)."""
+    if truncate_log(engine, tries):
         return True
-    for attempt in range(tries):
-        with engine.connect() as conn:
-            raw = conn.connection.dbapi_connection
-            assert raw is not None  # a checked-out connection has its driver connection
-            busy = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if not busy or not busy[0]:
-            return True
-        time.sleep(0.05 * (attempt + 1))  # a reader's transaction is short: let it end
     log.warning("purge_checkpoint_busy", detail="a reader kept the WAL from being truncated; the next open retries")
     return False

@@ -33,12 +33,12 @@ from pagemind.runtime.forgetting.tiers import (
     without_matches,
 )
 from pagemind.runtime.forgetting.traces import scrub_traces
-from pagemind.runtime.forgetting.wipe import securely
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.recall.memory import RecallService
 from pagemind.runtime.memory.topics import FORGET_SIMILARITY, TopicMatcher
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.state.records import AgentRecord
+from pagemind.runtime.state.secure_delete import securely
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.window import Window
 from pagemind.tools import ArchivalMemory, RecallMemory

@@ -51,8 +51,9 @@ def tombstone(at: datetime) -> str:
 
 def blank_memories(conn: Connection, agent_id: int, ids: list[str]) -> None:
     """The text of memories about to be forgotten, and of their versions, overwritten in place first: run under
-    `wipe.securely`, the old cells are zeroed, whatever the archival service's own deletes then do (SQLite keeps a
-    deleted row's bytes in the page's free space unless `secure_delete` is on for that connection)."""
+    `state.secure_delete.securely`, the old cells are zeroed, whatever the archival service's own deletes then do
+    (SQLite keeps a deleted row's bytes in the page's free space unless `secure_delete` is on for that
+    connection)."""
     if not ids:
         return
     conn.execute(

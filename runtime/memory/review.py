@@ -20,13 +20,13 @@ from datetime import datetime
 import structlog
 from pydantic import BaseModel, Field
 from sqlalchemy import delete, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.records import MemoryRecord
 from pagemind.runtime.spec.review import ReviewConfig
-from pagemind.runtime.state.dialects import dialect
 from pagemind.runtime.state.records import utcnow
+from pagemind.runtime.state.secure_delete import securely
 from pagemind.runtime.state.tables.memory import memory_reviews
 from pagemind.tools.context import MEMORY_KINDS
 
@@ -168,18 +168,8 @@ class ReviewQueue:
         return found
 
     def _drop(self, review_id: str) -> bool:
-        secure = dialect(self.engine).keeps_deleted_pages
-        with self.engine.connect() as conn:
-            raw = conn.connection.dbapi_connection
-            if secure and raw is not None:
-                raw.execute("PRAGMA secure_delete=ON")
-            try:
-                with conn.begin():
-                    where = (memory_reviews.c.agent_id == self.agent_id, memory_reviews.c.id == review_id)
-                    found = bool(conn.execute(delete(memory_reviews).where(*where)).rowcount)
-            finally:
-                if secure and raw is not None:
-                    raw.execute("PRAGMA secure_delete=OFF")
-            if secure and raw is not None:  # the WAL frames that held the row go too
-                raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return found
+        def work(conn: Connection) -> bool:
+            where = (memory_reviews.c.agent_id == self.agent_id, memory_reviews.c.id == review_id)
+            return bool(conn.execute(delete(memory_reviews).where(*where)).rowcount)
+
+        return securely(self.engine, work)  # the WAL frames that held the row go too
