@@ -4,20 +4,13 @@ user's key reaches none of it."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
-from pagemind.runtime.memory.vectors.stores import close_all
-from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
-from pagemind.scheduler.api.app import create_app
-from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon
-from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.runtime.forgetting.support import completion as forgetting_completion
 from tests.runtime.forgetting.support import files_holding
 from tests.scheduler.api.test_api_purge import rows_holding, served  # noqa: F401  # (`served` is a fixture)
+from tests.support.asgi_daemon import asgi_daemon
 
 CANARY = "APICANARY3c9d"
 
@@ -75,26 +68,12 @@ tools: [send_message, memory_rethink, archival_memory_insert, archival_search, f
 
 @pytest.fixture
 async def tool_served(tmp_path, database_url):
-    folder = tmp_path / "agents"
-    folder.mkdir()
-    (folder / "confidant.yaml").write_text(TOOL_TEMPLATE)
-    home = tmp_path / "home"
-
     async def respond(request):
         return forgetting_completion({"messages": request.messages, "tools": request.tools})
 
-    daemon = Daemon(
-        AgentCatalog(folder, StateStore.open(database_url)),
-        Settings(home=home, database_url=database_url),
-        model=FunctionModel(by_purpose(respond)),
-        config=DaemonConfig(concurrency=2, poll_s=0.05),
-    )
-    await daemon.start()
-    app = create_app(daemon, None, max_body=4096)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
-        yield client, home, database_url
-    await daemon.stop(5)
-    close_all()
+    model = FunctionModel(by_purpose(respond))
+    async with asgi_daemon(tmp_path, database_url, {"confidant.yaml": TOOL_TEMPLATE}, model, max_body=4096) as daemon:
+        yield daemon.client, daemon.home, database_url
 
 
 async def test_the_daemon_finishes_a_tool_forget_when_the_turn_ends(tool_served):

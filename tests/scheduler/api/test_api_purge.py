@@ -15,17 +15,12 @@ import httpx
 import pytest
 import sqlalchemy
 
-from pagemind.runtime.memory.vectors.stores import close_all
-from pagemind.runtime.process.settings import Settings
 from pagemind.runtime.state.store import StateStore
 from pagemind.runtime.testing.models import FunctionModel, by_purpose
-from pagemind.scheduler.api.app import create_app
-from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon
-from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.runtime.erasure.support import completion, files_holding
 from tests.scheduler import test_serve
 from tests.scheduler.test_serve import pagemind, start_serve, stop
+from tests.support.asgi_daemon import asgi_daemon
 
 stub, served_folder = test_serve.stub, test_serve.environment  # `pagemind serve`'s fixtures, under these names
 
@@ -50,28 +45,13 @@ CANARIES = {"u1": "UONECANARY5d1a", "u2": "UTWOCANARY8e4b"}
 
 @pytest.fixture
 async def served(tmp_path, database_url):
-    folder = tmp_path / "agents"
-    folder.mkdir()
-    (folder / "companion.yaml").write_text(TEMPLATE)
-    (folder / "keeper.yaml").write_text(KEEPER)
-    home = tmp_path / "home"
-    settings = Settings(home=home, database_url=database_url)
-
     async def respond(request):
         return completion({"messages": request.messages})
 
-    daemon = Daemon(
-        AgentCatalog(folder, StateStore.open(database_url)),
-        settings,
-        model=FunctionModel(by_purpose(respond)),
-        config=DaemonConfig(concurrency=4, poll_s=0.05),
-    )
-    await daemon.start()
-    app = create_app(daemon, None, max_body=4096)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
-        yield client, home, database_url
-    await daemon.stop(5)
-    close_all()
+    files = {"companion.yaml": TEMPLATE, "keeper.yaml": KEEPER}
+    model = FunctionModel(by_purpose(respond))
+    async with asgi_daemon(tmp_path, database_url, files, model, concurrency=4, max_body=4096) as daemon:
+        yield daemon.client, daemon.home, database_url
 
 
 def rows_holding(database_url: str, canary: str) -> list[str]:

@@ -11,15 +11,13 @@ import httpx
 import pytest
 
 from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.state.keys import KeyStore
 from pagemind.runtime.state.store import StateStore
 from pagemind.scheduler.api.app import create_app
-from pagemind.scheduler.api.auth import KeyRing
 from pagemind.scheduler.api.ui.sections import SECTIONS, Section, add_section
 from pagemind.scheduler.catalog import AgentCatalog
 from pagemind.scheduler.daemon import Daemon
-from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.api.test_api import KEEPER, TEMPLATE, scripted
+from tests.support.asgi_daemon import asgi_daemon
 
 TOKEN = "admin-token-for-ui-tests"
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="alert(1)">'
@@ -30,24 +28,10 @@ CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 async def site(tmp_path, database_url):
     """(client, keyring, keys): the app over a started daemon; alice owns `notes-a` (a turn run, a hostile archival
     memory), bob owns `notes-b`, carol `pal-c` (a companion: a read-only block, no archival memory)."""
-    folder = tmp_path / "agents"
-    folder.mkdir()
-    (folder / "companion.yaml").write_text(TEMPLATE)
-    (folder / "keeper.yaml").write_text(KEEPER.replace("name: keeper", "name: keeper\ntemplate: true"))
-    store = StateStore.open(database_url)
-    daemon = Daemon(
-        AgentCatalog(folder, store),
-        Settings(home=tmp_path / "home", database_url=database_url),
-        model=scripted(),
-        config=DaemonConfig(concurrency=2, poll_s=0.05),
-    )
-    keys = KeyStore(store.engine)
-    (_, alice), (_, bob), (_, carol) = keys.create("alice"), keys.create("bob"), keys.create("carol")
-    await daemon.start()
-    ring = KeyRing(keys, TOKEN, required=True)
-    app = create_app(daemon, TOKEN, keyring=ring)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
-        admin = {"authorization": f"Bearer {TOKEN}"}
+    files = {"companion.yaml": TEMPLATE, "keeper.yaml": KEEPER.replace("name: keeper", "name: keeper\ntemplate: true")}
+    users = ("alice", "bob", "carol")
+    async with asgi_daemon(tmp_path, database_url, files, scripted(), token=TOKEN, users=users) as served:
+        client, admin = served.client, {"authorization": f"Bearer {TOKEN}"}
         for name, owner, template in (
             ("notes-a", "alice", "keeper"),
             ("notes-b", "bob", "keeper"),
@@ -61,8 +45,7 @@ async def site(tmp_path, database_url):
         for text in ("Lin likes green tea in the morning", f"Lin wrote {HOSTILE}"):
             stored = await client.post("/v1/agents/notes-a/memory/archival", json={"content": text}, headers=admin)
             assert stored.status_code == 201, stored.text
-        yield client, ring, {"alice": alice, "bob": bob, "carol": carol, "admin": TOKEN}
-    await daemon.stop(5)
+        yield client, served.keyring, {**served.keys, "admin": TOKEN}
 
 
 async def sign_in(client: httpx.AsyncClient, key: str) -> str:

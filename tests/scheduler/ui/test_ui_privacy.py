@@ -9,16 +9,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from pagemind.runtime.process.settings import Settings
-from pagemind.runtime.state.keys import KeyStore
-from pagemind.runtime.state.store import StateStore
-from pagemind.scheduler.api.app import create_app
-from pagemind.scheduler.api.auth import KeyRing
-from pagemind.scheduler.catalog import AgentCatalog
-from pagemind.scheduler.daemon import Daemon
-from pagemind.scheduler.daemon_config import DaemonConfig
 from tests.scheduler.api.test_api import KEEPER, TEMPLATE, scripted
 from tests.scheduler.ui.test_ui_http import CSRF, HOSTILE, TOKEN, sign_in
+from tests.support.asgi_daemon import asgi_daemon
 
 REVIEWER = KEEPER.replace("name: keeper", "name: reviewer\ntemplate: true") + "memory: {review: required}\n"
 CANARY = "QUILLFEATHER-4417"
@@ -35,24 +28,14 @@ PENDING = [
 async def site(tmp_path, database_url):
     """(client, daemon, keys, held): alice owns `notes-r` (review required, memories held for review: `held`, their
     ids in PENDING's order) and `notes-k` (review off); bob owns `notes-b`; carol `pal-c` (no archival memory)."""
-    folder = tmp_path / "agents"
-    folder.mkdir()
-    (folder / "companion.yaml").write_text(TEMPLATE)
-    (folder / "keeper.yaml").write_text(KEEPER.replace("name: keeper", "name: keeper\ntemplate: true"))
-    (folder / "reviewer.yaml").write_text(REVIEWER)
-    store = StateStore.open(database_url)
-    daemon = Daemon(
-        AgentCatalog(folder, store),
-        Settings(home=tmp_path / "home", database_url=database_url),
-        model=scripted(),
-        config=DaemonConfig(concurrency=2, poll_s=0.05),
-    )
-    keys = KeyStore(store.engine)
-    (_, alice), (_, bob), (_, carol) = keys.create("alice"), keys.create("bob"), keys.create("carol")
-    await daemon.start()
-    app = create_app(daemon, TOKEN, keyring=KeyRing(keys, TOKEN, required=True))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
-        admin = {"authorization": f"Bearer {TOKEN}"}
+    files = {
+        "companion.yaml": TEMPLATE,
+        "keeper.yaml": KEEPER.replace("name: keeper", "name: keeper\ntemplate: true"),
+        "reviewer.yaml": REVIEWER,
+    }
+    users = ("alice", "bob", "carol")
+    async with asgi_daemon(tmp_path, database_url, files, scripted(), token=TOKEN, users=users) as served:
+        client, daemon, admin = served.client, served.daemon, {"authorization": f"Bearer {TOKEN}"}
         for name, owner, template in (
             ("notes-r", "alice", "reviewer"),
             ("notes-k", "alice", "keeper"),
@@ -66,8 +49,7 @@ async def site(tmp_path, database_url):
         async with daemon.agent("notes-r") as agent:
             assert agent.review_queue is not None and agent.review_queue.holds("extraction")
             held = [await agent.review_queue.hold("extraction", text, tags=["lin"]) for text in PENDING]
-        yield client, daemon, {"alice": alice, "bob": bob, "carol": carol}, held
-    await daemon.stop(5)
+        yield client, daemon, served.keys, held
 
 
 def api(key: str) -> dict[str, str]:
