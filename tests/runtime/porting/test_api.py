@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.scheduler.api.test_api_keys import alices_world, keyed  # noqa: F401 (the fixture)
 
-LETTA = Path(__file__).parents[4] / "shared" / "data" / "agentfiles" / "letta-tests__memgpt_agent_with_convo.af"
+LETTA = Path(__file__).parents[2] / "fixtures" / "agentfiles" / "letta-tests__memgpt_agent_with_convo.af"
 NDJSON = {"content-type": "application/x-ndjson"}
 
 

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).parents[3]
-LETTA = ROOT.parent / "shared" / "data" / "agentfiles" / "agentfile-repo__memgpt_agent_memgpt_agent.af"
+LETTA = ROOT / "tests" / "fixtures" / "agentfiles" / "agentfile-repo__memgpt_agent_memgpt_agent.af"
 
 AGENT_YAML = """
 name: keeper
