@@ -213,9 +213,11 @@ def test_a_worker_killed_again_and_again_right_after_its_restart_never_takes_the
         wait_until(lambda: client.ready_answers > answered + 5, "readiness answered after the kills")
         client.done.set()
         client.join(60)
-        assert not [p for p in client.problems if "reset" not in p.lower() and "closed" not in p.lower()], (
-            client.problems
-        )
+        # A connection the killed worker held is reset, closed, or (when it had read the request) cut before the
+        # answer ("Server disconnected without sending a response"): each is a transport error the next try
+        # survives; anything else (an error status, a refused message) is a failure.
+        cut = ("reset", "closed", "disconnected without sending a response")
+        assert not [p for p in client.problems if not any(word in p.lower() for word in cut)], client.problems
         assert client.worst_run <= 1  # a cut connection is answered on the next one: /ready never went away
         runs = set(client.accepted.values())
         assert len(client.accepted) > 3
