@@ -30,7 +30,7 @@ BODY = json.dumps({"model": "stub", "messages": [{"role": "user", "content": "he
 async def cpu_per_request(url: str, requests: int, inflight: int) -> float:
     """CPU milliseconds per call of one `LeanPost`, with at most `inflight` calls at once."""
     from pagemind.runtime.model.pool import Endpoint, shared_client
-    from pagemind.runtime.model.transports import poster_for
+    from pagemind.runtime.model.posters import poster_for
 
     poster = poster_for(shared_client(Endpoint(url, "sk-bench", 60, 10)))
     slots = asyncio.Semaphore(inflight)

@@ -21,6 +21,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from tenacity.wait import wait_base
 
 from pagemind.runtime.model.pool import Endpoint, shared_client, take_loop_clients
+from pagemind.runtime.model.posters import close_poster, poster_for
 
 # Re-exported (`X as X`): the request, the response and the errors live in those modules; callers take them from here.
 from pagemind.runtime.model.request import ModelRequest as ModelRequest
@@ -30,7 +31,6 @@ from pagemind.runtime.model.response import ModelResponse as ModelResponse
 from pagemind.runtime.model.response import one_line, response_from_http
 from pagemind.runtime.model.response import response_from_body as response_from_body
 from pagemind.runtime.model.stream import STREAM_OPTIONS, DeltaSink, post_streamed, refuses_streaming
-from pagemind.runtime.model.transports import close_poster, poster_for
 from pagemind.runtime.process.settings import Settings, SettingsError
 from pagemind.runtime.spec.agent import ModelSpec
 

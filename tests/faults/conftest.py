@@ -10,7 +10,7 @@ import pytest
 
 from pagemind.runtime.model.client import HTTP_CLIENTS, OpenAIModelClient
 from pagemind.runtime.model.pool import import_model_stack
-from pagemind.runtime.model.transports import close_poster
+from pagemind.runtime.model.posters import close_poster
 from tests.faults.server import FaultServer
 
 

@@ -17,7 +17,8 @@ from pagemind.runtime.model.client import (
     ModelUnavailable,
     OpenAIModelClient,
 )
-from pagemind.runtime.model.transports import AiohttpPost, LeanPost, close_poster, environment_proxy
+from pagemind.runtime.model.posters import close_poster
+from pagemind.runtime.model.transports import AiohttpPost, LeanPost, environment_proxy
 from pagemind.runtime.testing.responses import reply_body
 from tests.faults.server import Cut, FaultServer, Reply
 from tests.runtime.model.test_model_stream import Watcher, sink

