@@ -6,8 +6,9 @@ line the oldest messages are evicted (whole tool groups only) down to the target
 summary, and mined for archival memories. Evicted messages stay in recall memory. A flush starts a new cycle.
 
 The model's part of a flush (summary, extraction) is prepared ahead: once the warning line is crossed, the work
-for the messages a flush at the flush line would evict starts in the background (`flush_work`), so the flush
-usually commits without waiting for a model. Work that no longer fits the window is discarded and done again.
+for the messages a flush at the flush line would evict starts in the background (`flush_work`), held across steps
+by `flush_ahead`, so the flush usually commits without waiting for a model. Work that no longer fits the window is
+discarded and done again.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ from pagemind.runtime.compiler import CompiledContext, message_tokens
 from pagemind.runtime.events import (
     Event,
     Flush,
-    FlushAhead,
-    FlushAheadEvent,
     FlushEvent,
     HistoryRepair,
     HistoryRepairEvent,
@@ -55,10 +54,11 @@ from pagemind.runtime.messages import Message
 from pagemind.runtime.model.client import ModelClient, ModelRequest, ModelResponse
 from pagemind.runtime.pressure.eviction import EvictionPlan, newest_group_start, plan_eviction
 from pagemind.runtime.pressure.extraction import ExtractionReport, store_extraction
+from pagemind.runtime.pressure.flush_ahead import PreparedFlush
 from pagemind.runtime.pressure.flush_work import FlushOutcome, FlushWork, WorkSettings
 from pagemind.runtime.pressure.history_repair import ValidityMemo, repair_history
 from pagemind.runtime.pressure.pinned import check_pinned_fits, pinned_tokens
-from pagemind.runtime.privacy.policy import AgentPrivacy, redacting
+from pagemind.runtime.privacy.policy import AgentPrivacy
 from pagemind.runtime.process.crashpoints import crash_point
 from pagemind.runtime.spec.agent import AgentSpec
 from pagemind.runtime.window import Window
@@ -111,9 +111,12 @@ class PressureMonitor:
     agent: MonitoredAgent
     concurrent: bool = True
     told_squeezed: bool = field(default=False, init=False)  # said once per loaded agent (a trace snapshot keeps it)
-    _ahead: FlushWork | None = field(default=None, init=False)  # the next flush's work, prepared in advance
+    ahead: PreparedFlush = field(init=False, repr=False, compare=False)  # the next flush's work, prepared early
     _valid: ValidityMemo = field(default_factory=ValidityMemo, init=False)  # the last window found valid
     _copied: int = field(default=0, init=False)  # `Window.copied` as `_valid` last followed it
+
+    def __post_init__(self) -> None:
+        self.ahead = PreparedFlush(self)
 
     @property
     def spec(self) -> AgentSpec:
@@ -164,11 +167,12 @@ class PressureMonitor:
         the window's context as compiled now: its messages' tokens are the sum, less the newest group's (which never
         leaves), so nothing is summed again over the whole window."""
         messages = self.window.messages
-        newest = sum(self._tokens(m) for m in messages[newest_group_start(messages) :])
+        newest = sum(self.tokens_of(m) for m in messages[newest_group_start(messages) :])
         evictable = compiled.sections.get("messages", 0) - newest if messages else 0
         return squeeze(reading, reading.tokens - math.ceil(evictable * self.window.correction), self.spec)
 
-    def _tokens(self, message: Message) -> int:
+    def tokens_of(self, message: Message) -> int:
+        """A message's tokens as the compiler counts it (clipped to the per-message cap)."""
         return message_tokens(message, self.encoding, max_message_tokens(self.spec))
 
     def _say_squeezed(self, step: int, reading: PressureReading, room: Squeeze, compiled: CompiledContext) -> None:
@@ -230,40 +234,16 @@ class PressureMonitor:
         )
 
     def prepare(self, step: int, reading: PressureReading) -> None:
-        """Above the warning line: make sure the work for a flush at the flush line is under way, in the background
-        (what leaves is known: the oldest messages worth the swing from the flush line down to the target)."""
-        ahead = self._ahead
-        if ahead is not None and ahead.fits(self.window.messages, self.window.summary):
-            if not self.concurrent or ahead.deliverable():
-                return
-            self._discard(step, "its background run was stopped")
-        elif ahead is not None:
-            self._discard(step, "the window changed")
-        plan = self._plan(math.ceil((reading.flush_at - reading.target) / self.window.correction))
-        if plan.count == 0 or not plan.enough:
-            return  # not enough history yet to make the swing: try again at the next step
-        work = self._work(plan, ahead=True)
-        if self.concurrent:  # else (a replay) the work is done at the flush, from this snapshot, in trace order
-            work.start(redacting(self.agent.model, self.agent.privacy))  # it skips `call_model`
-        self._ahead = work
-        crash_point("flush.ahead_started")  # the background work is under way; nothing of it is stored
-        log.info("flush_ahead_started", agent_id=self.window.agent_id, evicting=work.count, tokens=plan.freed_tokens)
-        self.agent.report(
-            FlushAheadEvent(step=step, data=FlushAhead(action="started", evicting=work.count, tokens=plan.freed_tokens))
-        )
+        """Above the warning line: make sure the next flush's work is under way (`PreparedFlush.prepare`)."""
+        self.ahead.prepare(step, reading)
 
     async def settle(self) -> None:
-        """Wait until work prepared in the background has its answers (a caller putting the agent away
-        gracefully; tests). Its result is still used only at the flush."""
-        task = self._ahead.task if self._ahead is not None else None
-        if task is not None:
-            await asyncio.wait([task])
+        """Wait until work prepared in the background has its answers (`PreparedFlush.settle`)."""
+        await self.ahead.settle()
 
     def cancel(self) -> None:
         """Stop any work prepared in the background (the agent is being put away); nothing of it was stored."""
-        if self._ahead is not None:
-            self._ahead.cancel()
-            self._ahead = None
+        self.ahead.cancel()
 
     async def flush(self, step: int, reading: PressureReading, forced: bool = False) -> CompiledContext | None:
         """Evict the oldest messages down to the target; returns the context compiled after the eviction, or
@@ -274,17 +254,17 @@ class PressureMonitor:
         although our count says it fits: its window is smaller than configured) frees at least half of the
         messages' tokens.
         """
-        work = self._take_ahead(step, reading) if not forced else None
+        work = self.ahead.take(step, reading) if not forced else None
         if work is None:
-            self._discard(step, "forced flush")
+            self.ahead.discard(step, "forced flush")
             need = math.ceil((reading.tokens - reading.target) / self.window.correction)
             if forced:
-                need = max(need, sum(self._tokens(m) for m in self.window.messages) // 2)
-            plan = self._plan(need)
+                need = max(need, sum(self.tokens_of(m) for m in self.window.messages) // 2)
+            plan = self.eviction_plan(need)
             if plan.count == 0:
                 log.warning("flush_nothing_evictable", agent_id=self.window.agent_id, tokens=reading.tokens, need=need)
                 return None
-            work = self._work(plan)
+            work = self.build_work(plan)
         waiting = time.perf_counter()
         outcome = await self._finish(step, work)
         waited_ms = (time.perf_counter() - waiting) * 1000
@@ -320,26 +300,21 @@ class PressureMonitor:
             await self.window.set_correction(correction)
 
     def prepared(self) -> tuple[int, datetime] | None:
-        """(messages, when) of the flush work prepared ahead that still fits the window, if any: a trace's header
-        keeps it, since the work outlives the turn that started it (`adopt_prepared`)."""
-        ahead = self._ahead
-        if ahead is None or not ahead.fits(self.window.messages, self.window.summary):
-            return None
-        return ahead.count, ahead.now
+        """(messages, when) of the flush work prepared ahead that still fits the window, if any, for a trace's
+        header (`PreparedFlush.prepared`)."""
+        return self.ahead.prepared()
 
     def adopt_prepared(self, count: int, now: datetime) -> None:
-        """Take up flush work an earlier turn prepared for the `count` oldest messages at `now` (a replay, from the
-        trace's header): held as that turn held it, not reported again (its start is in that turn's trace), and,
-        as a replay's is, done at the flush."""
-        messages = self.window.messages[:count]
-        plan = EvictionPlan(count, sum(self._tokens(m) for m in messages), True)
-        self._ahead = self._work(plan, ahead=True, now=now)
+        """Take up flush work an earlier turn prepared, from a trace's header (a replay; `PreparedFlush.adopt`)."""
+        self.ahead.adopt(count, now)
 
-    def _plan(self, need: int) -> EvictionPlan:
+    def eviction_plan(self, need: int) -> EvictionPlan:
+        """The oldest messages (whole tool groups) worth `need` tokens, counted as compiled."""
         messages = self.window.messages
-        return plan_eviction(messages, [self._tokens(m) for m in messages], need)  # tokens as compiled: clipped
+        return plan_eviction(messages, [self.tokens_of(m) for m in messages], need)  # tokens as compiled: clipped
 
-    def _work(self, plan: EvictionPlan, ahead: bool = False, now: datetime | None = None) -> FlushWork:
+    def build_work(self, plan: EvictionPlan, ahead: bool = False, now: datetime | None = None) -> FlushWork:
+        """The flush work (summary, extraction) for the messages `plan` evicts, from the window as it is now."""
         spec = self.spec
         settings = WorkSettings(
             model=spec.memory.summarizer_model or spec.model.name,
@@ -359,37 +334,6 @@ class PressureMonitor:
             settings,
             ahead=ahead,
             salience=self.agent.extraction_gate(evicted) if settings.extract else None,
-        )
-
-    def _take_ahead(self, step: int, reading: PressureReading) -> FlushWork | None:
-        """The work prepared ahead, if it still fits the window and evicting it buys at least half the room a flush
-        made now would (the window grew past the flush line by less than the swing it was planned for)."""
-        work, self._ahead = self._ahead, None
-        if work is None:
-            return None
-        if not work.fits(self.window.messages, self.window.summary):
-            self._ahead = work
-            self._discard(step, "the window changed")
-            return None
-        # Used if it buys at least half the swing a flush made now would (down to the target).
-        halfway = reading.target + (reading.tokens - reading.target) // 2
-        if reading.tokens - math.ceil(work.freed_tokens * self.window.correction) > halfway:
-            self._ahead = work
-            self._discard(step, "not enough")
-            return None
-        return work
-
-    def _discard(self, step: int, reason: str) -> None:
-        work, self._ahead = self._ahead, None
-        if work is None:
-            return
-        work.cancel()
-        log.info("flush_ahead_discarded", agent_id=self.window.agent_id, reason=reason, evicting=work.count)
-        self.agent.report(
-            FlushAheadEvent(
-                step=step,
-                data=FlushAhead(action="discarded", evicting=work.count, tokens=work.freed_tokens, reason=reason),
-            )
         )
 
     async def _finish(self, step: int, work: FlushWork) -> FlushOutcome:
