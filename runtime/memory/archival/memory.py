@@ -13,6 +13,7 @@ of its writes, which keeps SQL and the store agreeing through any crash, is `mem
 left half-done is finished or undone by `memory.reconcile` when the store is opened. Counts and searches always
 read the database (a second process or service instance sees every write at once); a cache of the statistics
 is checked against the agent's revision, one primary-key read. A search's ranking is `memory.archival.search`.
+Changes to memories already stored (rewrite, supersede, pin, forget) are `memory.archival.changes`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import structlog
 from sqlalchemy.engine import Engine
 
 from pagemind.runtime.crypto.columns import cipher_of
+from pagemind.runtime.memory.archival.changes import ArchivalChanges
 from pagemind.runtime.memory.archival.filed_from import context_texts
 from pagemind.runtime.memory.archival.group_commit import PendingInsert, group_commit
 from pagemind.runtime.memory.archival.ledger import Ledger, new_token
@@ -87,6 +89,7 @@ class ArchivalService:
         self.reads = ArchivalReads(self)  # every read a turn makes, through the agent's tape (`memory.reads`)
         self.searcher = ArchivalSearch(self)  # a search's ranking and hit counts, below `search`
         self.mutes: MutedTopics | None = None  # results touching a muted topic are left out (`memory.topics`)
+        self.changes = ArchivalChanges(self)  # rewrites, supersedes, pins and forgetting (`memory.archival.changes`)
 
     @property
     def context_messages(self) -> int:
@@ -124,9 +127,9 @@ class ArchivalService:
         """Points for memories whose point is missing (see memory.reconcile; a replay's memories read from its
         trace), embedded again from their text (and the keywords of the conversation they were filed from)."""
         vectors = self.embedder.embed([r.text for r in records])
-        return [StoredPoint(r, v, s) for r, v, s in zip(records, vectors, self._keywords(records), strict=True)]
+        return [StoredPoint(r, v, s) for r, v, s in zip(records, vectors, self.keyword_vectors(records), strict=True)]
 
-    def _keywords(self, records: list[MemoryRecord]) -> list[Sparse]:
+    def keyword_vectors(self, records: list[MemoryRecord]) -> list[Sparse]:
         """The keyword (sparse) vectors of records: text, date and the conversation filed from (`filed_from`)."""
         context = context_texts(
             self.engine, self.agent_id, records, self.config.context_messages, self.config.context_chars
@@ -206,7 +209,7 @@ class ArchivalService:
         into the 'insert' version's detail."""
         old_id = superseded.record.id if superseded else None
         similarity = round(superseded.score, 4) if superseded else None
-        [point] = self.store.owned([StoredPoint(record, vector, self._keywords([record])[0])])
+        [point] = self.store.owned([StoredPoint(record, vector, self.keyword_vectors([record])[0])])
         detail = {"tags": record.tags, "kind": record.kind, "importance": record.importance} | (extra or {})
         group_commit(self.store.backend).insert(
             PendingInsert(
@@ -287,48 +290,13 @@ class ArchivalService:
         cache_rows: list[dict[str, Any]] = []
         [vector] = await asyncio.to_thread(embed_for_write, self.embedder, [text], cache_rows)
         async with self._write_lock:  # an insert deduping against this memory waits for its new vector
-            return await asyncio.to_thread(self._rewrite, memory_id, text, vector, operation, detail, cache_rows)
-
-    def _rewrite(
-        self,
-        memory_id: str,
-        text: str,
-        vector: np.ndarray,
-        operation: str,
-        detail: dict[str, Any],
-        cache_rows: list[dict[str, Any]],
-    ) -> bool:
-        """Row (new text, token, version), point upserted from the row, token cleared: a crash in between leaves
-        a token, and the reconcile upserts the point again from the row (`memory.reconcile`)."""
-        store = self.store  # opened (and reconciled) before the row is touched
-        if cache_rows:
-            with self.engine.begin() as conn:
-                write_cache_rows(conn, cache_rows)
-        token = new_token()
-        record = self.ledger.begin_rewrite(memory_id, text, token, operation, detail, self.clock())
-        if record is None:
-            return False
-        crash_point("archival.rewrite.pending")
-        store.upsert([StoredPoint(record, vector, self._keywords([record])[0])])
-        crash_point("archival.rewrite.upserted")
-        self.ledger.settle([memory_id], token)
-        crash_point("archival.rewrite.completed")
-        log.info("archival_rewrite", agent_id=self.agent_id, id=memory_id, operation=operation, chars=len(text))
-        return True
+            return await asyncio.to_thread(self.changes.rewrite, memory_id, text, vector, operation, detail, cache_rows)
 
     async def supersede(self, memory_id: str, by: str, detail: dict[str, Any]) -> bool:
         """Mark a live memory superseded by another existing one, `detail` (a reason, who decided) in its
         'superseded' version; SQL first, then the point (a crash between: `memory.reconcile` sets the point from
         the row). False when it is not live or already superseded (nothing changes: safe to repeat)."""
-        now, token = self.clock(), new_token()
-        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
-        if not await asyncio.to_thread(self.ledger.begin_supersede, memory_id, by, token, detail, now):
-            return False
-        crash_point("archival.supersede.pending")
-        await asyncio.to_thread(store.set_payload, memory_id, {"superseded_by": by, "updated_at": now})
-        await asyncio.to_thread(self.ledger.settle, [memory_id], token)
-        log.info("archival_supersede", agent_id=self.agent_id, id=memory_id, by=by, detail=detail)
-        return True
+        return await self.changes.supersede(memory_id, by, detail)
 
     # -- search -----------------------------------------------------------------------------------------------
 
@@ -399,24 +367,8 @@ class ArchivalService:
     async def pin(self, memory_id: str) -> bool:
         """Pin a live memory (tag `pinned`, no expiry): never decayed, expired or superseded by reflection. SQL
         first, then the point's payload; False when it is not live."""
-        token = new_token()
-        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
-        fields = await asyncio.to_thread(self.ledger.begin_pin, memory_id, token, self.clock())
-        if fields is None:
-            return False
-        await asyncio.to_thread(store.set_payload, memory_id, fields)
-        await asyncio.to_thread(self.ledger.settle, [memory_id], token)
-        log.info("archival_pin", agent_id=self.agent_id, id=memory_id)
-        return True
+        return await self.changes.pin(memory_id)
 
     async def forget(self, memory_id: str) -> bool:
         """Delete one memory for real, in the ledger's order: row marked, point deleted, row and history deleted."""
-        store = await asyncio.to_thread(lambda: self.store)  # opened (and reconciled) before the row is touched
-        found = await asyncio.to_thread(self.ledger.begin_forget, memory_id)
-        crash_point("archival.forget.pending")
-        await asyncio.to_thread(store.delete, [memory_id])
-        crash_point("archival.forget.point_deleted")
-        await asyncio.to_thread(self.ledger.end_forget, memory_id)
-        crash_point("archival.forget.completed")
-        log.info("archival_forget", agent_id=self.agent_id, id=memory_id, found=found)
-        return found
+        return await self.changes.forget(memory_id)

@@ -37,7 +37,8 @@ from typing import Any
 
 import structlog
 
-from pagemind.runtime.memory.archival.ledger import FORGETTING, INSERTING, LIVE, Ledger, record_of
+from pagemind.runtime.memory.archival.ledger import Ledger
+from pagemind.runtime.memory.archival.ledger_reads import FORGETTING, INSERTING, LIVE, record_of
 from pagemind.runtime.memory.archival.reembed import reembed
 from pagemind.runtime.memory.vectors.backend import AgentStore, ArchivalBackend
 from pagemind.runtime.memory.vectors.records import MemoryRecord, StoredPoint

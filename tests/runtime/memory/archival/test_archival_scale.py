@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from pagemind.runtime.memory.archival.group_commit import GroupCommit, PendingInsert, group_commit
-from pagemind.runtime.memory.archival.ledger import LIVE
+from pagemind.runtime.memory.archival.ledger_reads import LIVE
 from pagemind.runtime.memory.archival.memory import ArchivalService
 from pagemind.runtime.memory.vectors.edge import EdgeBackend
 from pagemind.runtime.memory.vectors.index import PLAN, IndexPlan
@@ -233,7 +233,7 @@ def test_the_reads_that_name_ids_find_rows_by_primary_key(tmp_path):
 
 
 def test_a_searchs_live_check_on_sqlite_reads_by_primary_key_and_passes_only_this_agents_live_rows(tmp_path):
-    from pagemind.runtime.memory.archival.ledger import LIVE_IDS_SQLITE
+    from pagemind.runtime.memory.archival.ledger_reads import LIVE_IDS_SQLITE
 
     engine = make_engine(f"sqlite:///{tmp_path / 'state.db'}")
     with engine.connect() as conn:
