@@ -153,12 +153,23 @@ def facts(raw: bytes) -> bytes:
 SUMMARY = _completion({"role": "assistant", "content": "The user and the companion talked about their week."}, "stop")
 
 
-class _Fake(BaseHTTPRequestHandler):
+class FakeModel(BaseHTTPRequestHandler):
+    """The instant model: a `send_message` step, extraction facts or a summary line, whatever it is asked."""
+
     protocol_version = "HTTP/1.1"  # keep-alive
     disable_nagle_algorithm = True  # headers and body in two writes: no delayed-ACK stall
+    answered = 0  # model requests so far (`GET /requests`): a bench's denominator "per model request"
+
+    def do_GET(self) -> None:
+        body = str(FakeModel.answered).encode()
+        self.send_response(200 if self.path == "/requests" else 404)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+        FakeModel.answered += 1  # ThreadingHTTPServer, but the daemon sends one request at a time here
         if b'"tools"' in raw:
             answer = REPLY  # a step: the reply at once (one step per turn, as the Letta comparison's fake)
         elif b"json" in raw.lower():
@@ -177,7 +188,7 @@ class _Fake(BaseHTTPRequestHandler):
 
 def fake() -> None:
     """The fake model's process: print the port, answer until killed."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

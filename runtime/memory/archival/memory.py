@@ -325,12 +325,15 @@ class ArchivalService:
         now = self.clock()
         use = "hit" if count_hits else "seen" if seen and self.config.expiry.prefetch_counts else None
         limit = max(self.config.candidates, k * max(1, page) * 2)
-        # One thread hop for the whole search: on a busy host each hop can cost as much as a query.
-        results, candidates = await asyncio.to_thread(
-            self.searcher.ranked_page, query, (tags, start_date, end_date), limit, k, page, mode, now, use
-        )
-        if self.mutes is not None:
-            results = await asyncio.to_thread(self.mutes.drop, results)
+        scope = (tags, start_date, end_date)
+
+        def ranked_and_unmuted() -> tuple[list[ArchivalHit], int]:
+            results, candidates = self.searcher.ranked_page(query, scope, limit, k, page, mode, now, use)
+            return (self.mutes.drop(results) if self.mutes is not None else results), candidates
+
+        # One thread hop for the whole search, muted topics included: on a busy host each hop can cost as much
+        # as a query.
+        results, candidates = await asyncio.to_thread(ranked_and_unmuted)
         log.info("archival_search", agent_id=self.agent_id, mode=mode, candidates=candidates, returned=len(results))
         return results
 
