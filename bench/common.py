@@ -14,6 +14,9 @@ import statistics
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -56,9 +59,9 @@ def checkout_pythons(base: Path | None) -> dict[str, str]:
     return {"base": str(base / ".venv" / "bin" / "python"), **this} if base else this
 
 
-def alternating(names: list[str], round_index: int) -> list[str]:
-    """`names` in order in even rounds and reversed in odd ones, so that a drift in the machine's load falls on
-    every variant alike."""
+def alternating(names: list[T], round_index: int) -> list[T]:
+    """`names` (or any variants) in order in even rounds and reversed in odd ones, so that a drift in the
+    machine's load falls on every variant alike."""
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 

@@ -49,27 +49,19 @@ LETTA_AGENT = {  # as ../shared/letta-baseline/bench.py makes it
 
 
 def tree_ticks(root: int | None) -> int:
-    """utime + stime of `root`, its live descendants and the children each of them reaped, in clock ticks (0 for
-    no pid)."""
-    if root is None:
-        return 0
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        pid = int(name)
-        parents[pid] = int(fields[1])
-        ticks[pid] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    total, todo = 0, [root]
+    """utime + stime of `root` and its live descendants, and of the children each of them reaped, in clock ticks
+    (0 for no pid)."""
+    total, todo = 0, [] if root is None else [root]
     while todo:
         pid = todo.pop()
-        total += ticks.get(pid, 0)
-        todo.extend(child for child, parent in parents.items() if parent == pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            threads = list(Path(f"/proc/{pid}/task").iterdir())
+            children = [int(c) for t in threads for c in (t / "children").read_text().split()]
+        except OSError:
+            continue  # it ended meanwhile: what it used is in its parent's reaped ticks
+        total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        todo.extend(children)
     return total
 
 
@@ -159,8 +151,8 @@ def converse(servers: list[Server], texts: list[str], size: int) -> None:
     """The conversation in blocks of `size` messages, each block sent to one server and then to the other, which
     goes first alternating."""
     for round_index, first in enumerate(range(0, len(texts), size)):
-        for name in alternating([s.name for s in servers], round_index):
-            next(s for s in servers if s.name == name).block(first, texts[first : first + size])
+        for server in alternating(servers, round_index):
+            server.block(first, texts[first : first + size])
         if round_index % 10 == 0:
             print(f"turn {first}", flush=True)
 
@@ -248,10 +240,9 @@ def main() -> None:
                 daemon.stop()
     finally:
         model.kill()
-    spans = [(m, min(m + args.window, args.turns)) for m in sorted(set(args.marks)) if m < args.turns]
-    spans.append((max(0, args.turns - args.window), args.turns))
-    spans.append((20, args.turns))
-    body = report(servers, sorted(set(spans), key=lambda s: (s[1] - s[0] > args.window, s)), args.db, load, args.block)
+    last = max(0, args.turns - args.window)
+    windows = sorted({(m, min(m + args.window, args.turns)) for m in [*args.marks, last] if 0 <= m < args.turns})
+    body = report(servers, [*windows, (20, args.turns)], args.db, load, args.block)
     print(body, flush=True)
     if not args.no_write:
         title = f"pagemind beside Letta 0.16.8, one long conversation ({args.db})"
